@@ -1,0 +1,38 @@
+# Two commands set up a fresh machine:  make run  |  make test   (see README.md)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-requirements
+PORT   ?= 8501
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install run test bench browser-deps wordnet clean-venv
+
+# Create the venv when missing and (re)install when requirements.txt changed.
+$(STAMP): requirements.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r requirements.txt
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m streamlit run app.py --server.port $(PORT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Debian's Chromium and ChromeDriver, for the browser test (needs root; skipped by the test otherwise).
+browser-deps:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  (apt-get update -q && apt-get install -y -q chromium chromium-driver)
+
+# Rebuild the vendored WordNet 3.0 corpus (needs Debian's wordnet-base and wordnet-sense-index).
+wordnet:
+	$(BIN)/python scripts/build_wordnet.py
+
+clean-venv:
+	rm -rf $(VENV)
