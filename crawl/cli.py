@@ -1,0 +1,224 @@
+"""Command line of crawl/: ``python -m crawl <command>``.
+
+  fetch   crawl k images per class of a query into a run or a folder (resumes)
+  import  copy a local folder SRC/<wnid or class name>/<images> into a run or a folder
+  check   tell whether a search engine can be reached from this machine
+  summary per-class figures of a run's or a folder's manifest
+
+Exit status: 0 done; 1 done but some class is short of k; 2 bad input or other error;
+3 the search engine cannot be reached (no internet?).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from explain.labels import DEFAULT_LABEL_SPACE, QueryError, hyponym_classes, label_space_names
+from explain.progress import TerminalProgress
+from explain.runstore import RunStore, StoreError
+
+from .config import DEFAULT_FORMATS, CrawlConfig, ValidationConfig
+from .crawler import EngineUnreachable, available_engines, check_engine, crawl_run, unreachable_message
+from .importer import import_folder
+from .store import CollectError, FolderDestination, summarise
+
+EXIT_SHORT, EXIT_ERROR, EXIT_OFFLINE = 1, 2, 3
+
+
+def _size(text: str) -> tuple[int, int]:
+    """'64' -> (64, 64); '200x100' -> (200, 100)."""
+    parts = text.lower().split("x")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N or WxH, e.g. 64 or 200x100") from None
+    if len(values) == 1:
+        values *= 2
+    if len(values) != 2 or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N or WxH with positive numbers")
+    return values[0], values[1]
+
+
+def _validation(args) -> ValidationConfig:
+    formats = tuple(f.strip().upper().replace("JPG", "JPEG") for f in args.formats.split(",") if f.strip())
+    return ValidationConfig(min_width=args.min_size[0], min_height=args.min_size[1], formats=formats,
+                            max_bytes=int(args.max_mb * 1024 * 1024), phash_threshold=args.phash_threshold)
+
+
+def _add_validation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-size", type=_size, default=(64, 64), metavar="N|WxH", help="smallest accepted image (default 64)")
+    p.add_argument("--formats", default=",".join(DEFAULT_FORMATS), help="accepted formats (default: %(default)s)")
+    p.add_argument("--max-mb", type=float, default=20.0, help="largest accepted file in MiB (default 20)")
+    p.add_argument("--phash-threshold", type=int, default=ValidationConfig().phash_threshold,
+                   help="near-duplicate pHash distance, of 64 bits (default %(default)s; -1 turns it off)")
+
+
+def _add_destination_args(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run", metavar="RUN_ID", help="a run of the run store ($WILDLENS_HOME); created if missing")
+    where.add_argument("--out", type=Path, metavar="DIR", help="a folder: DIR/<wnid>/<hash>.<ext> and DIR/manifest.csv")
+    p.add_argument("--label-space", default=None, choices=label_space_names(),
+                   help=f"classes to resolve against (default: the run's, else {DEFAULT_LABEL_SPACE})")
+
+
+def _destination(args, **new_run_info):
+    if args.out is not None:
+        return args.out, args.label_space or DEFAULT_LABEL_SPACE
+    store = RunStore()
+    try:
+        run = store.open_run(args.run)
+    except StoreError:
+        run = store.create_run(run_id=args.run, label_space=args.label_space or DEFAULT_LABEL_SPACE, **new_run_info)
+        print(f"created run {run.run_id} in {store.runs_dir}", file=sys.stderr)
+    return run, args.label_space or run.info.label_space
+
+
+def _run_exists(run_id: str) -> bool:
+    try:
+        RunStore().open_run(run_id)
+        return True
+    except StoreError:
+        return False
+
+
+def _print_table(df: pd.DataFrame) -> None:
+    with pd.option_context("display.width", 200, "display.max_columns", 50):
+        print(df.to_string(index=False) if len(df) else "(no classes)")
+
+
+def cmd_fetch(args) -> int:
+    label_space = args.label_space or (RunStore().open_run(args.run).info.label_space
+                                       if args.run and _run_exists(args.run) else DEFAULT_LABEL_SPACE)
+    if args.wnids:
+        wnids = [w.strip() for w in args.wnids.split(",") if w.strip()]
+    else:
+        wnids = [c.wnid for c in hyponym_classes(args.query, label_space)]
+    validation = _validation(args)
+    bad = [item for item in args.filter or [] if "=" not in item]
+    if bad:
+        raise ValueError(f"--filter expects KEY=VALUE (e.g. type=photo), not {', '.join(bad)}")
+    filters = dict(item.split("=", 1) for item in args.filter) if args.filter else None
+    config = CrawlConfig(engine=args.engine, base_url=args.base_url, api_key=args.api_key, threads=args.threads,
+                         connect_timeout=args.connect_timeout, read_timeout=args.read_timeout,
+                         context=args.context, filters=filters, validation=validation)
+    if args.run is not None and not _run_exists(args.run):
+        reach = check_engine(args.engine, config)  # offline: say so before creating an empty run
+        if not reach.ok:
+            print(f"error: {unreachable_message(reach.host, reach.detail)}", file=sys.stderr)
+            return EXIT_OFFLINE
+    target, _ = _destination(args, query=args.query or "", sense=args.query or "", wnids=wnids,
+                             images_per_class=args.k, source=f"crawl:{args.engine}")
+    progress = None if args.no_progress else TerminalProgress()
+    try:
+        summary = crawl_run(target, wnids, args.k, engine=args.engine, config=config, progress=progress,
+                            label_space=label_space)
+    except EngineUnreachable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_OFFLINE
+    finally:
+        if progress is not None:
+            progress.close()
+    _print_table(summary.per_class)
+    for note in summary.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{summary.new_accepted} new images accepted in {summary.seconds:.1f}s -> {summary.destination}", file=sys.stderr)
+    return 0 if summary.complete else EXIT_SHORT
+
+
+def cmd_import(args) -> int:
+    target, label_space = _destination(args, source="import")
+    progress = None if args.no_progress else TerminalProgress()
+    try:
+        summary = import_folder(args.src, target, label_space=label_space, progress=progress,
+                                validation=_validation(args))
+    finally:
+        if progress is not None:
+            progress.close()
+    _print_table(summary.per_class)
+    for note in summary.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{summary.files_seen} files read, {summary.new_accepted} accepted, {summary.already_imported} already "
+          f"imported, in {summary.seconds:.1f}s -> {summary.destination}", file=sys.stderr)
+    return 0
+
+
+def cmd_check(args) -> int:
+    config = CrawlConfig(engine=args.engine, base_url=args.base_url, probe_timeout=args.timeout)
+    reach = check_engine(args.engine, config)
+    if reach.ok:
+        print(f"{reach.host} answers ({reach.detail}, {reach.seconds:.2f}s)")
+        return 0
+    print(f"error: {unreachable_message(reach.host, reach.detail)}", file=sys.stderr)
+    return EXIT_OFFLINE
+
+
+def cmd_summary(args) -> int:
+    if args.out is not None:
+        manifest = FolderDestination(args.out).read_manifest()
+    else:
+        manifest = RunStore().open_run(args.run).read_manifest()
+    _print_table(summarise(manifest, k=args.k))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m crawl", description="Collect images for WildLens: crawl or import.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each request")
+    sub = parser.add_subparsers(dest="command", required=True)
+    engines = list(available_engines())
+
+    p = sub.add_parser("fetch", help="crawl k images per class into a run or a folder (resumes)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--query", help="a sense such as cat.n.01 (its ImageNet hyponyms are crawled), or a wnid")
+    what.add_argument("--wnids", help="comma-separated wnids to crawl exactly")
+    p.add_argument("--k", type=int, default=20, help="accepted images per class (default 20)")
+    p.add_argument("--engine", default="bing", choices=engines, help="search engine (default bing; flickr needs --api-key)")
+    p.add_argument("--context", help="word appended to each class name, e.g. 'cat' -> 'Persian cat'")
+    p.add_argument("--threads", type=int, default=4, help="parallel downloads (default 4)")
+    p.add_argument("--connect-timeout", type=float, default=5.0)
+    p.add_argument("--read-timeout", type=float, default=10.0)
+    p.add_argument("--base-url", help="the engine's address (a mirror, or a local test server)")
+    p.add_argument("--api-key", help="Flickr API key (else $FLICKR_APIKEY)")
+    p.add_argument("--filter", action="append", metavar="KEY=VALUE", help="icrawler engine filter, e.g. type=photo")
+    p.add_argument("--no-progress", action="store_true")
+    _add_destination_args(p)
+    _add_validation_args(p)
+    p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("import", help="import SRC/<wnid or class name>/<images> into a run or a folder")
+    p.add_argument("src", type=Path, help="folder with one sub-folder of images per class")
+    p.add_argument("--no-progress", action="store_true")
+    _add_destination_args(p)
+    _add_validation_args(p)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("check", help="can the search engine be reached?")
+    p.add_argument("--engine", default="bing", choices=engines)
+    p.add_argument("--base-url")
+    p.add_argument("--timeout", type=float, default=5.0)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("summary", help="per-class figures of a manifest")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run", metavar="RUN_ID")
+    where.add_argument("--out", type=Path, metavar="DIR")
+    p.add_argument("--k", type=int, help="requested images per class, to show short_by")
+    p.set_defaults(func=cmd_summary)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (QueryError, CollectError, StoreError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted: what was finished is saved; run the same command again to resume", file=sys.stderr)
+        return 130

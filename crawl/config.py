@@ -1,0 +1,90 @@
+"""Configuration of image collection: what an image must be to be kept, and how to fetch it.
+
+Two dataclasses, so the dashboard, the command line and the tests set the same knobs:
+``ValidationConfig`` (applies to crawled and imported images alike) and ``CrawlConfig``
+(network limits and engine choice; it holds a ``ValidationConfig``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+VERSION = "0.1"
+PROJECT_URL = "https://github.com/wildlens/wildlens"
+# Honest: says who we are and where to read about us, so a site operator can tell and complain.
+USER_AGENT = f"WildLens/{VERSION} (+{PROJECT_URL})"
+
+# Pillow format name -> extension of the stored file. The extension always comes from the
+# decoded format, never from a URL or an uploaded file's name.
+FORMAT_EXTENSIONS = {
+    "JPEG": "jpg",
+    "MPO": "jpg",  # multi-picture JPEG from phones and cameras: a JPEG with extra frames
+    "PNG": "png",
+    "GIF": "gif",
+    "WEBP": "webp",
+    "BMP": "bmp",
+    "TIFF": "tif",
+}
+DEFAULT_FORMATS = tuple(FORMAT_EXTENSIONS)
+
+# Perceptual-hash Hamming distance (of 64 bits) at or below which two images are near
+# duplicates. Measured on the 31 photographs that scikit-image, scikit-learn and matplotlib
+# ship: resizing to 1/2 or 1/4 and re-encoding as JPEG (quality 90/75/50) moved a photo's
+# pHash by 0-6 bits; two different photographs were 20 bits apart or more (1st percentile 20,
+# median 32), except a stereo pair of the same motorcycle (4: a near duplicate indeed).
+# 8 leaves a margin on both sides. A synthetic chessboard moved 15 bits (aliasing): such
+# graphics may escape near-duplicate detection, which only costs a redundant image.
+DEFAULT_PHASH_THRESHOLD = 8
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """What an image must satisfy to be accepted (crawled or imported)."""
+
+    min_width: int = 64
+    min_height: int = 64
+    formats: tuple[str, ...] = DEFAULT_FORMATS  # Pillow format names
+    max_bytes: int = 20 * 1024 * 1024  # per file; a crawl stops reading past this
+    phash_threshold: int = DEFAULT_PHASH_THRESHOLD  # <0 turns near-duplicate detection off
+
+    def __post_init__(self):
+        unknown = sorted(set(f.upper() for f in self.formats) - set(FORMAT_EXTENSIONS))
+        if unknown:
+            raise ValueError(f"Unknown image format(s) {unknown}; known: {', '.join(FORMAT_EXTENSIONS)}.")
+        object.__setattr__(self, "formats", tuple(f.upper() for f in self.formats))
+        if self.min_width < 1 or self.min_height < 1 or self.max_bytes < 1:
+            raise ValueError("min_width, min_height and max_bytes must be positive.")
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    """How to fetch: engine, limits, threads. Timeouts are seconds."""
+
+    engine: str = "bing"
+    base_url: str | None = None  # the engine's address; None = the real one (tests point it at loopback)
+    api_key: str | None = None  # Flickr only (else $FLICKR_APIKEY)
+    threads: int = 4  # parallel downloads
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0  # between two bytes, per request
+    file_deadline: float = 30.0  # whole download of one file, so a drip-feeding server cannot hold a thread
+    max_redirects: int = 5
+    oversample: float = 3.0  # look at up to this many new results per image still needed, per search term
+    max_results: int = 1000  # engines serve at most ~1000 results per term
+    max_terms: int = 3  # search terms tried per class (one per lemma) before giving up
+    context: str | None = None  # word appended to lemmas for context, e.g. 'cat' -> 'Persian cat'
+    filters: dict | None = None  # icrawler's engine filters, e.g. {'type': 'photo'} for Bing
+    offline_after: int = 5  # this many DNS/network failures in a row -> check whether the engine is still reachable
+    save_every: int = 10  # write the manifest after this many new rows (and after each class)
+    probe_timeout: float = 5.0  # the reachability check's whole budget
+    user_agent: str = USER_AGENT
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+
+    def __post_init__(self):
+        if not 1 <= self.threads <= 32:
+            raise ValueError(f"threads must be between 1 and 32, not {self.threads}.")
+        if self.max_redirects < 0:
+            raise ValueError("max_redirects must be 0 or more.")
+        if min(self.connect_timeout, self.read_timeout, self.file_deadline, self.probe_timeout) <= 0:
+            raise ValueError("timeouts must be positive.")
+
+    def with_changes(self, **changes) -> "CrawlConfig":
+        return replace(self, **changes)

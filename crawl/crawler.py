@@ -1,0 +1,245 @@
+"""Crawl k images per class into a run (or a folder), resumably.
+
+``crawl_run(run, wnids, k)`` is what the dashboard and ``python -m crawl fetch`` call. For each
+class it tops the class up to k accepted images: classes that already have k are skipped
+without contacting the engine; for the others, search terms are tried in turn (the class's
+ImageNet lemmas, optionally with a context word) and URLs already in the manifest for that
+class are never fetched again. The manifest is written every few images and after each class.
+
+Offline, step by step (no network, DNS failing, or the engine blocked):
+1. Before any request for images (and only if some class is short of k), ``check_engine``
+   sends one HEAD request to the engine with a hard deadline (``probe_timeout``, 5 s by
+   default; name resolution runs in a helper thread because it has no timeout of its own).
+2. If that fails, ``crawl_run`` raises ``EngineUnreachable`` at once: "cannot reach
+   www.bing.com: <why>. No internet? Use local import: python -m crawl import SRC --out DIR ...".
+   Nothing is written or created; a run's existing manifest and images are untouched.
+3. If the network drops during a crawl, the first result page that cannot be fetched
+   (connection error or timeout) stops the class, and five image hosts in a row failing on
+   DNS or routing trigger the same check as in step 1. The manifest is saved with every image
+   finished so far, then ``EngineUnreachable`` is raised; re-running later resumes.
+Classes whose engine answered but listed too few usable images end short of k; the summary
+says so per class (``short_by`` and ``notes``), never silently.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import pandas as pd
+
+from explain.labels import DEFAULT_LABEL_SPACE, get_label_space
+from explain.progress import ProgressCallback, report
+from explain.runstore import Run
+
+from .config import CrawlConfig
+from .engines import ENGINES, EngineCrawler, TermJob, get_engine
+from .http import Reachability, probe
+from .store import CollectError, Collector, as_destination, exclusive, summarise, sweep_leftovers
+
+IMPORT_HINT = ("Use local import: python -m crawl import SRC --out DIR "
+               "(SRC holds one folder of images per class, named by wnid or class name)")
+
+
+class CrawlError(CollectError):
+    """A crawl that cannot go on; ``summary`` holds what was done before it stopped."""
+
+    def __init__(self, message: str, summary: "CrawlSummary | None" = None):
+        super().__init__(message)
+        self.summary = summary
+
+
+class EngineUnreachable(CrawlError):
+    """The search engine cannot be reached (no internet, DNS failure, blocked)."""
+
+
+def unreachable_message(host: str, detail: str) -> str:
+    return f"cannot reach {host}: {detail}. No internet? {IMPORT_HINT}."
+
+
+# --------------------------------------------------------------------------- engine checks
+def engine_base_url(engine: str, config: CrawlConfig = CrawlConfig()) -> str:
+    return (config.base_url or get_engine(engine).base_url).rstrip("/")
+
+
+def check_engine(engine: str = "bing", config: CrawlConfig = CrawlConfig()) -> Reachability:
+    """Whether the engine answers at all, within ``config.probe_timeout`` seconds. Cheap: one
+    HEAD request, no search. The dashboard can call it before offering to crawl."""
+    return probe(engine_base_url(engine, config) + "/", timeout=config.probe_timeout, user_agent=config.user_agent)
+
+
+def _api_key(engine_name: str, config: CrawlConfig) -> str | None:
+    engine = get_engine(engine_name)
+    if not engine.needs_api_key:
+        return None
+    key = config.api_key or os.environ.get("FLICKR_APIKEY")
+    if not key:
+        raise CrawlError(f"{engine.name} needs an API key: create one at https://www.flickr.com/services/apps/create/ "
+                         "and pass --api-key KEY (or set FLICKR_APIKEY). Bing needs no key.")
+    return key
+
+
+# --------------------------------------------------------------------------- search terms
+def search_terms(wnid: str, label_space: str = DEFAULT_LABEL_SPACE, context: str | None = None,
+                 max_terms: int = 3) -> list[str]:
+    """The class's ImageNet lemmas in order ('tabby', 'tabby cat'), each with the context word
+    appended unless it already contains it ('Persian' + 'cat' -> 'Persian cat'), without
+    repeats. Lemmas, not display strings, because the wnid's own names are what it means."""
+    lemmas = [lemma.strip() for lemma in get_label_space(label_space).lemmas(wnid).split(",") if lemma.strip()]
+    terms: list[str] = []
+    for lemma in lemmas:
+        term = lemma
+        if context and context.strip().lower() not in lemma.lower().split():
+            term = f"{lemma} {context.strip()}"
+        if term.lower() not in {t.lower() for t in terms}:
+            terms.append(term)
+    return terms[:max(1, max_terms)]
+
+
+# --------------------------------------------------------------------------- summary
+@dataclass
+class CrawlSummary:
+    """What a crawl did. ``per_class``: see crawl.store.summarise (requested, accepted,
+    duplicate, rejected, rejected:<reason>, short_by)."""
+
+    engine: str
+    k: int
+    destination: str
+    per_class: pd.DataFrame
+    new_rows: int = 0
+    new_accepted: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # human lines: engine caveats, short classes
+    removed_leftovers: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return bool((self.per_class["short_by"] == 0).all()) if len(self.per_class) else True
+
+
+# --------------------------------------------------------------------------- crawl
+def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig = CrawlConfig(),
+              progress: ProgressCallback | None = None, label_space: str | None = None) -> CrawlSummary:
+    """Top every class in ``wnids`` up to ``k`` accepted images in ``run`` (a Run, or a folder
+    path for a plain DIR/<wnid>/ + DIR/manifest.csv layout). Raises EngineUnreachable (with the
+    partial summary) when the engine cannot be reached, CrawlError for other blocking problems."""
+    engine_name = (engine or config.engine).lower()
+    spec = get_engine(engine_name)
+    config = config.with_changes(engine=engine_name)
+    wnids = list(dict.fromkeys(wnids))
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}.")
+    dest = as_destination(run)
+    label_space = label_space or (run.info.label_space if isinstance(run, Run) else DEFAULT_LABEL_SPACE)
+    space = get_label_space(label_space)
+    missing = [w for w in wnids if w not in space]
+    if missing:
+        raise CrawlError(f"Not classes of {label_space}: {', '.join(missing)}.")
+    api_key = _api_key(engine_name, config)
+    base_url = engine_base_url(engine_name, config)
+    host = urlsplit(base_url).hostname or base_url
+    started = time.monotonic()
+
+    before = summarise(dest.read_manifest(), wnids, k)
+    if (before["short_by"] > 0).any():  # only then is the engine needed; offline, nothing is touched
+        reach = check_engine(engine_name, config)
+        if not reach.ok:
+            raise EngineUnreachable(unreachable_message(host, reach.detail), CrawlSummary(engine_name, k, dest.describe(), before))
+
+    with exclusive(dest):
+        collector = Collector(dest, config.validation, save_every=config.save_every)
+        removed = sweep_leftovers(dest, collector.manifest(), wnids)
+        summary = CrawlSummary(engine_name, k, dest.describe(), summarise(collector.manifest(), wnids, k),
+                               removed_leftovers=removed)
+        if removed:
+            summary.notes.append(f"removed {removed} unfinished or unrecorded file(s) left by an interrupted run")
+        todo = [w for w in wnids if collector.usable_count(w) < k]
+        total = k * len(wnids)
+
+        last_event: list = [None]
+
+        def tick(current: str):
+            """Report from the caller's thread (Streamlit cannot be updated from others), on change only."""
+            done = sum(min(k, collector.usable_count(w)) for w in wnids)
+            message = f"{space.display_name(current)} ({current}): {collector.usable_count(current)}/{k} accepted"
+            if last_event[0] != (done, message):
+                last_event[0] = (done, message)
+                report(progress, "crawl", done, total, dest.describe(), message)
+
+        def network_check() -> str | None:
+            reach = check_engine(engine_name, config)
+            return None if reach.ok else f"{host}: {reach.detail}"
+
+        try:
+            if todo:
+                tick(todo[0])
+            for wnid in todo:
+                summary.notes += _crawl_class(collector, wnid, k, spec, config, base_url, api_key, label_space,
+                                              on_tick=lambda w=wnid: tick(w), network_check=network_check)
+                collector.save()
+                tick(wnid)
+        except CrawlError as exc:
+            exc.summary = summary
+            raise
+        finally:  # finished, failed or interrupted (Ctrl-C, a cancelled dashboard): keep what was done
+            collector.close()
+            collector.save()
+            _finish(summary, collector, wnids, k, started)
+            if isinstance(run, Run) and summary.new_rows:
+                _update_run_info(run, wnids, k, engine_name, label_space)
+    return summary
+
+
+def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlConfig, base_url: str,
+                 api_key: str | None, label_space: str, on_tick, network_check) -> list[str]:
+    notes: list[str] = []
+    name = get_label_space(label_space).display_name(wnid)
+    for term in search_terms(wnid, label_space, config.context, config.max_terms):
+        needed = k - collector.usable_count(wnid)
+        if needed <= 0:
+            break
+        seen_for_term = sum(1 for row in collector.rows if row["wnid"] == wnid and row["search_term"] == term)
+        budget = min(spec.max_results, config.max_results, seen_for_term + math.ceil(needed * config.oversample))
+        budget = max(spec.page_size, math.ceil(budget / spec.page_size) * spec.page_size)  # whole pages
+        job = TermJob(wnid, term, k, spec, config, collector, base_url, api_key)
+        crawler = EngineCrawler(spec, config, base_url)
+        feeder_kwargs = {"keyword": term, "offset": 0, "max_num": budget}
+        feeder_kwargs.update({"apikey": api_key} if spec.needs_api_key else {"filters": config.filters})
+        crawler.run(job, feeder_kwargs, on_tick=on_tick, on_network_suspect=network_check)
+        notes += [f"{wnid} {name}: {text}" for text in job.notes]
+        error = crawler.signal.get("engine_error")
+        if error:
+            host, _, detail = error.partition(": ")
+            raise EngineUnreachable(unreachable_message(host, detail or error) + " Re-run later to resume.")
+    short = k - collector.usable_count(wnid)
+    if short > 0:
+        notes.append(f"{wnid} {name}: {collector.usable_count(wnid)}/{k} accepted; the engine listed no more usable "
+                     f"images for {', '.join(repr(t) for t in search_terms(wnid, label_space, config.context, config.max_terms))}"
+                     " (add a context word, another engine, or import images)")
+    return notes
+
+
+def _finish(summary: CrawlSummary, collector: Collector, wnids, k, started) -> CrawlSummary:
+    new = collector.new_rows
+    summary.per_class = summarise(collector.manifest(), wnids, k)
+    summary.new_rows = len(new)
+    summary.new_accepted = sum(1 for r in new if r["status"] == "accepted")
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _update_run_info(run: Run, wnids, k: int, engine: str, label_space: str) -> None:
+    info = run.info
+    space = get_label_space(label_space)
+    merged = sorted(set(info.wnids) | set(wnids), key=lambda w: space.index.get(w, len(space)))
+    source = f"crawl:{engine}"
+    sources = [s for s in (info.source or "").split("+") if s]
+    run.update_info(wnids=merged, images_per_class=max(k, info.images_per_class or 0),
+                    source="+".join(sources + [source]) if source not in sources else info.source)
+
+
+def available_engines() -> dict[str, str]:
+    """Engine name -> a note for a select box."""
+    return {name: spec.note for name, spec in ENGINES.items()}
