@@ -30,6 +30,40 @@ def cmd_hyponyms(args) -> int:
     return 0
 
 
+@command
+def cmd_metrics(args) -> int:
+    """Metric tables from a predictions CSV/Parquet: writes per_model.csv, per_class.csv, confusions.csv."""
+    from .export import metrics_from_file
+
+    if args.top_k < 0:
+        raise ValueError("--top-k must be 0 (all confusions) or a positive number.")
+    try:
+        tables, written = metrics_from_file(args.predictions, args.out, confusion_top_k=args.top_k or None,
+                                            cache_dir=False if args.no_cache else None)
+    except OSError as exc:  # e.g. an output folder that cannot be written
+        raise ValueError(f"cannot write the tables to {args.out}: {exc.strerror or exc}") from None
+
+    def fmt(value) -> str:
+        return "NA" if value is None or value != value or str(value) == "<NA>" else f"{value:.4f}"
+
+    for row in tables.per_model.itertuples(index=False):
+        print(f"{row.model}\tn={row.n}\taccuracy={fmt(row.accuracy)}\tsibling_rate={fmt(row.sibling_rate)}")
+    for path in written.values():
+        print(f"wrote {path}")
+    return 0
+
+
+def _metrics_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("predictions", help="CSV or Parquet with model, image, true_wnid, pred_wnid "
+                                       "[, pred_wnid_2..5, prob_1..5, status]")
+    p.add_argument("--out", required=True, help="folder for per_model.csv, per_class.csv, confusions.csv")
+    p.add_argument("--top-k", type=int, default=3, help="confusions kept per true class (0 = all; default 3)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the on-disk similarity cache")
+
+
+cmd_metrics.add_arguments = _metrics_arguments
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m explain", description="WordNet queries and metrics for WildLens.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -103,6 +103,12 @@ PER_MODEL_SCHEMA: dict[str, str] = {
     "wup_all": "Float64",
     "lin_all": "Float64",
     "severity": "Float64",
+    # Added by explain/metrics.py (documented there): mistakes by exclusive relation, failed rows.
+    "hypernym_count": "Int64",
+    "hyponym_count": "Int64",
+    "cousin_count": "Int64",
+    "distant_count": "Int64",
+    "n_failed": "Int64",
 }
 PER_CLASS_SCHEMA: dict[str, str] = {"model": "string", "true_wnid": "string",
                                      **{k: v for k, v in PER_MODEL_SCHEMA.items() if k != "model"}}
@@ -114,6 +120,16 @@ CONFUSION_SCHEMA: dict[str, str] = {
     "mf": "Float64",  # share of the true class's mistakes predicted as pred_wnid
     "rank": "Int64",  # 1 = most frequent
     "relation": "string",  # sibling, hypernym, hyponym, cousin, distant
+    # Added by explain/metrics.py (documented there): the pair's WordNet values.
+    "share_of_samples": "Float64",
+    "is_sibling": "boolean",
+    "path_distance": "Int64",
+    "path": "Float64",
+    "lch": "Float64",
+    "wup": "Float64",
+    "lin": "Float64",
+    "severity": "Int64",
+    "lcs_wnid": "string",
 }
 METRIC_SCHEMAS = {"per_model": PER_MODEL_SCHEMA, "per_class": PER_CLASS_SCHEMA, "confusions": CONFUSION_SCHEMA}
 
@@ -373,6 +389,16 @@ class Run:
             return empty_table(PREDICTION_SCHEMA)
         df = pd.concat(parts, ignore_index=True)
         return df.drop_duplicates(["model", "image"], keep="last").reset_index(drop=True)
+
+    def usable_predictions(self) -> pd.DataFrame:
+        """Predictions of images that are still usable: an image an analyst excluded after
+        inference keeps its stored rows but leaves the metrics. Runs without a manifest (predictions
+        imported from elsewhere) keep every row."""
+        df = self.read_predictions()
+        if not self.manifest_path.exists():
+            return df
+        usable = set(self.usable_images()["file"].dropna())
+        return df[df["image"].isin(usable)].reset_index(drop=True)
 
     def predicted_images(self, model: str, include_failed: bool = False) -> set[str]:
         df = self.read_predictions([model])

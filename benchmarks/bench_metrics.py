@@ -1,0 +1,161 @@
+"""Speed of explain/'s metrics. Run from the repository root: ``python benchmarks/bench_metrics.py``.
+
+Prints:
+1. the cold build of the ImageNet-1k similarity matrices (in a temporary cache folder, so
+   nothing cached before counts), split into the IN-21K information content and the 1000 x 1000
+   matrices, and the warm reload from the disk cache;
+2. the whole metric table (per model, per class, confusions) for 1,000,000 synthetic predictions
+   over 10 models; targets: <= 2 s on a 2-core machine;
+3. on the same 10,000 predictions, the vectorised tables against calling NLTK per sample (path,
+   LCH, WUP and the sibling test, as the 2023 paper's notebooks did), with the ratio; target >= 100x.
+
+The synthetic predictions are realistic rather than uniform: each model has its own accuracy
+(55-90 %), its mistakes fall mostly on classes near the truth in WordNet (sampled by path
+distance), some are distant, the top-5 columns hold nearby classes, and 0.5 % of rows failed.
+Fixed seed. Figures depend on the machine and its load (printed first).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from explain import similarity  # noqa: E402
+from explain.metrics import compute_metric_tables  # noqa: E402
+from explain.runstore import PREDICTION_SCHEMA, conform  # noqa: E402
+from explain.wordnet import get_wordnet  # noqa: E402
+
+N_MODELS = 10
+N_NEAREST = 25  # a class's mistakes are drawn from its 25 nearest classes (and some distant ones)
+
+
+def synthetic_predictions(n_rows: int, matrices: similarity.SimilarityMatrices, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    wnids = np.array(matrices.wnids)
+    n_classes = len(wnids)
+    distance = matrices.values.path_distance.astype(np.int64)
+    # Nearest other classes of each class, by WordNet path distance (ties broken at random).
+    noise = rng.random(distance.shape) * 0.5
+    order = np.argsort(distance + noise + np.eye(n_classes) * 1e6, axis=1)[:, :N_NEAREST]
+    weights = np.exp(-np.arange(N_NEAREST) / 4.0)
+    weights /= weights.sum()
+
+    per_model = n_rows // N_MODELS
+    model = np.repeat([f"model_{i:02d}" for i in range(N_MODELS)], per_model)
+    accuracy = np.repeat(np.linspace(0.55, 0.90, N_MODELS), per_model)
+    n = len(model)
+    true = rng.integers(0, n_classes, n)
+    correct = rng.random(n) < accuracy
+    near = order[true, rng.choice(N_NEAREST, n, p=weights)]
+    distant = rng.integers(0, n_classes, n)
+    pred = np.where(correct, true, np.where(rng.random(n) < 0.85, near, distant))
+    # Top-5: nearby classes, with the truth among them for part of the mistakes.
+    top = order[true, :4].copy()
+    hit = ~correct & (rng.random(n) < 0.6)
+    top[hit, rng.integers(0, 4, hit.sum())] = true[hit]
+    top[correct, 0] = order[true[correct], 4]  # the truth is already first
+    probs = np.sort(rng.dirichlet(np.ones(6), n)[:, :5], axis=1)[:, ::-1]
+    status = np.where(rng.random(n) < 0.005, "failed", "ok")
+    df = pd.DataFrame({
+        "model": model, "image": np.char.add("img_", np.arange(n).astype(str)),
+        "true_wnid": wnids[true], "pred_wnid": wnids[pred],
+        **{f"pred_wnid_{k}": wnids[top[:, k - 2]] for k in range(2, 6)},
+        **{f"prob_{k}": probs[:, k - 1] for k in range(1, 6)},
+        "label_space": "imagenet-1k", "status": status})
+    return conform(df, PREDICTION_SCHEMA, table="predictions", extra="drop")  # the dtypes a run stores
+
+
+def per_sample_nltk(df: pd.DataFrame) -> dict:
+    """What the reference notebooks did: synsets and NLTK similarities one row at a time, averaged
+    over all samples and over the mistakes, plus the sibling test for the mistakes."""
+    wn = get_wordnet()
+    sums = {}
+    for model, true, pred in zip(df["model"], df["true_wnid"], df["pred_wnid"]):
+        g = wn.synset_from_pos_and_offset("n", int(true[1:]))
+        p = wn.synset_from_pos_and_offset("n", int(pred[1:]))
+        values = (g.path_similarity(p), g.lch_similarity(p), g.wup_similarity(p))
+        entry = sums.setdefault(model, np.zeros(9))
+        entry[0] += 1
+        entry[2:5] += values
+        if g != p:
+            entry[1] += 1
+            entry[5:8] += values
+            entry[8] += bool(set(g.hypernyms() + g.instance_hypernyms()) & set(p.hypernyms() + p.instance_hypernyms()))
+    return {m: {"path_all": e[2] / e[0], "lch_all": e[3] / e[0], "wup_all": e[4] / e[0],
+                "path_mistakes": e[5] / e[1], "lch_mistakes": e[6] / e[1], "wup_mistakes": e[7] / e[1],
+                "sibling_rate": e[8] / e[1]} for m, e in sums.items()}
+
+
+def timed(func, *args, **kwargs):
+    start = time.perf_counter()
+    result = func(*args, **kwargs)
+    return time.perf_counter() - start, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--nltk-rows", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load:.2f} (other work on the machine slows every figure)")
+    seconds, _ = timed(get_wordnet)
+    print(f"WordNet load (once per process, not counted below): {seconds:.2f} s")
+
+    with tempfile.TemporaryDirectory() as cache:
+        similarity.clear_memory_caches()
+        ic_s, info = timed(similarity.information_content, cache_dir=cache)
+        mat_s, matrices = timed(similarity.label_space_matrices, "imagenet-1k", cache_dir=cache)
+        print(f"cold ImageNet-1k build: {ic_s + mat_s:.2f} s  (IN-21K information content {ic_s:.2f} s over "
+              f"{info.corpus_size:,} concepts + 1000 x 1000 matrices {mat_s:.2f} s)")
+        similarity.clear_memory_caches(include_information_content=False)
+        warm_s, _ = timed(similarity.label_space_matrices, "imagenet-1k", cache_dir=cache)
+        print(f"warm reload of the matrices from the .npz cache: {warm_s * 1000:.0f} ms")
+
+        gen_s, df = timed(synthetic_predictions, args.rows, matrices)
+        print(f"synthetic predictions: {len(df):,} rows, {df['model'].nunique()} models "
+              f"(generated in {gen_s:.1f} s, not counted)")
+        times = []
+        for _ in range(args.repeat):
+            seconds, tables = timed(compute_metric_tables, df, cache_dir=cache)
+            times.append(seconds)
+        print(f"metric tables for {len(df):,} predictions: best {min(times):.2f} s, first {times[0]:.2f} s "
+              f"(target <= 2 s) -> {len(tables.per_class):,} per-class rows, {len(tables.confusions):,} confusions")
+        acc = tables.per_model.set_index("model")["accuracy"].astype(float)
+        print(f"  accuracy range {acc.min():.3f}-{acc.max():.3f}, sibling rate "
+              f"{tables.per_model['sibling_rate'].astype(float).mean():.3f}, mean relations of mistakes: "
+              + ", ".join(f"{c.replace('_count', '')} {tables.per_model[c].sum() / tables.per_model['n_mistakes'].sum():.2f}"
+                          for c in ("hypernym_count", "hyponym_count", "cousin_count", "distant_count")))
+
+        small = df[df["status"] == "ok"].sample(args.nltk_rows, random_state=0).reset_index(drop=True)
+        vec_times = [timed(compute_metric_tables, small, cache_dir=cache)[0] for _ in range(args.repeat)]
+        small_tables = compute_metric_tables(small, cache_dir=cache)
+        wn = get_wordnet()
+        depth_s, _ = timed(wn._compute_max_depth, "n", False)
+        print(f"NLTK's one-off LCH depth walk over all nouns: {depth_s:.1f} s (not counted for NLTK)")
+        nltk_s, reference = timed(per_sample_nltk, small)
+        vec_s = min(vec_times)
+        print(f"{len(small):,} predictions: vectorised {vec_s * 1000:.0f} ms (all tables) vs per-sample NLTK "
+              f"{nltk_s:.1f} s (path, LCH, WUP, sibling) -> {nltk_s / vec_s:,.0f}x faster (target >= 100x)")
+        got = small_tables.per_model.set_index("model")
+        worst = max(abs(float(got.loc[m, c]) - v) for m, row in reference.items() for c, v in row.items())
+        print(f"  same numbers: largest per-model difference from per-sample NLTK = {worst:.1e}")
+        if worst > 1e-9:
+            print("  ERROR: the vectorised metrics differ from NLTK")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

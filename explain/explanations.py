@@ -1,0 +1,127 @@
+"""Why a model confused two classes, in WordNet's words: the path between them.
+
+``explain_pair(true_wnid, pred_wnid)`` returns the shortest WordNet path from the true class up to
+the lowest common subsumer on that path and down to the prediction, with lemma names and
+definitions, the relation kind and the similarity values. Its length equals NLTK's
+``shortest_path_distance``. The result is plain data (``to_dict()`` is JSON-ready) for a
+networkx/plotly graph: ``nodes`` in path order, ``edges[i]`` joining ``nodes[i]`` and
+``nodes[i + 1]``, each edge stated as "child IS-A parent".
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .similarity import get_taxonomy, pair_similarity
+from .wordnet import synset_of, wnid_of
+
+# The SPEC's colour coding of confusions (blue sibling, magenta hypernym, red distant), kept here
+# so every view colours a relation the same way.
+RELATION_COLOURS = {"same": "#2ca02c", "hypernym": "#d62fd6", "hyponym": "#9467bd", "sibling": "#1f77b4",
+                    "cousin": "#17becf", "distant": "#d62728"}
+
+
+@dataclass(frozen=True)
+class PathNode:
+    """A synset on the path. ``roles`` holds any of 'true', 'pred', 'lcs' (a node may hold
+    several: the true class is the lcs when the prediction is its hyponym); other nodes have
+    ('path',). ``depth`` is NLTK's min_depth, handy as a layer in a layered layout."""
+
+    wnid: str
+    name: str  # synset name, e.g. 'tabby.n.01'
+    lemma_names: tuple[str, ...]  # with spaces: ('tabby', 'tabby cat')
+    definition: str
+    roles: tuple[str, ...]
+    depth: int
+
+
+@dataclass(frozen=True)
+class PathEdge:
+    """``child`` IS-A ``parent`` (a hypernym or instance-hypernym link); ``direction`` says how
+    the path walks it: 'up' from the true class to the lcs, 'down' from the lcs to the prediction."""
+
+    child: str  # wnid
+    parent: str  # wnid
+    kind: str  # 'hypernym' or 'instance_hypernym'
+    direction: str  # 'up' or 'down'
+
+
+@dataclass(frozen=True)
+class PairExplanation:
+    true_wnid: str
+    pred_wnid: str
+    relation: str  # same, hypernym, hyponym, sibling, cousin, distant (see explain.similarity)
+    is_sibling: bool
+    path_length: int  # edges on the path == NLTK shortest_path_distance(true, pred)
+    lcs_wnid: str  # top of the path
+    subsumer_wnid: str  # Wu-Palmer's subsumer (may differ from lcs_wnid: WUP ranks by depth)
+    path: float
+    lch: float
+    wup: float
+    lin: float  # NaN where undefined (a synset outside the IN-21K corpus)
+    severity: int
+    nodes: tuple[PathNode, ...]
+    edges: tuple[PathEdge, ...]
+
+    def to_dict(self) -> dict:
+        """Plain, JSON-ready data (an undefined Lin becomes None)."""
+        data = asdict(self)
+        if math.isnan(data["lin"]):
+            data["lin"] = None
+        return data
+
+    def summary(self) -> str:
+        """One line: 'tabby.n.01 > domestic_cat.n.01 < egyptian_cat.n.01 (sibling, 2 steps)'."""
+        text = self.nodes[0].name
+        for node, edge in zip(self.nodes[1:], self.edges):
+            text += (" > " if edge.direction == "up" else " < ") + node.name
+        return f"{text} ({self.relation}, {self.path_length} step{'s' if self.path_length != 1 else ''})"
+
+
+def _climb(taxonomy, start: int, target: int) -> list[int]:
+    """A shortest upward path start -> target (target an ancestor). At each step the first parent
+    (NLTK's order: hypernyms, then instance hypernyms) that stays on a shortest path."""
+    path = [start]
+    while path[-1] != target:
+        here = path[-1]
+        remaining = taxonomy.ancestors[here][target]
+        step = next(p for p in taxonomy.parents[here] if taxonomy.ancestors[p].get(target) == remaining - 1)
+        path.append(step)
+    return path
+
+
+def _node(taxonomy, node: int, roles: tuple[str, ...]) -> PathNode:
+    synset = synset_of(f"n{taxonomy.offsets[node]:08d}")
+    return PathNode(wnid_of(synset), synset.name(), tuple(n.replace("_", " ") for n in synset.lemma_names()),
+                    synset.definition(), roles, taxonomy.min_depth[node])
+
+
+def explain_pair(true_wnid: str, pred_wnid: str) -> PairExplanation:
+    """The WordNet path true -> ... -> lcs -> ... -> pred, with relation and similarities.
+    Raises KeyError/ValueError for a wnid that is not a WordNet 3.0 noun synset."""
+    values = pair_similarity(true_wnid, pred_wnid)
+    taxonomy = get_taxonomy()
+    true_node, pred_node = taxonomy.node_of_wnid(true_wnid), taxonomy.node_of_wnid(pred_wnid)
+    lcs_node = taxonomy.node_of_wnid(values["lcs"])
+    up = _climb(taxonomy, true_node, lcs_node)
+    down = list(reversed(_climb(taxonomy, pred_node, lcs_node)))[1:]  # lcs excluded: it ends `up`
+    chain = up + down
+    assert len(chain) - 1 == values["path_distance"], "the path must be a shortest path"
+
+    def roles(node: int) -> tuple[str, ...]:
+        found = tuple(r for r, n in (("true", true_node), ("pred", pred_node), ("lcs", lcs_node)) if n == node)
+        return found or ("path",)
+
+    nodes = tuple(_node(taxonomy, n, roles(n)) for n in chain)
+    edges = []
+    for i, (a, b) in enumerate(zip(chain, chain[1:])):
+        going_up = i < len(up) - 1
+        child, parent = (a, b) if going_up else (b, a)
+        kind = "instance_hypernym" if parent in taxonomy.instance_parents[child] else "hypernym"
+        edges.append(PathEdge(nodes[i if going_up else i + 1].wnid, nodes[i + 1 if going_up else i].wnid, kind,
+                              "up" if going_up else "down"))
+    return PairExplanation(
+        true_wnid=true_wnid, pred_wnid=pred_wnid, relation=values["relation"], is_sibling=values["is_sibling"],
+        path_length=values["path_distance"], lcs_wnid=values["lcs"], subsumer_wnid=values["subsumer"],
+        path=values["path"], lch=values["lch"], wup=values["wup"], lin=values["lin"], severity=values["severity"],
+        nodes=nodes, edges=tuple(edges))

@@ -1,0 +1,431 @@
+"""Knowledge-driven metrics from raw predictions: per model, per model and true class, and the
+most frequent confusions, as tidy tables with stable, documented columns.
+
+Input: a predictions table with the columns of ``explain.runstore.PREDICTION_SCHEMA`` (at least
+``model``, ``true_wnid``, ``pred_wnid``; optionally ``pred_wnid_2`` ... ``pred_wnid_5``,
+``prob_1`` ... ``prob_5``, ``status``). Only rows whose ``status`` is ``'ok'`` count (every row
+when there is no ``status`` column); the others are reported as ``n_failed``.
+
+How: wnids are mapped to integer codes once, the rows are reduced to unique
+(model, true, pred) triples with counts, each unique (true, pred) pair's WordNet values are looked
+up (ImageNet-1k matrices, or computed on demand: :mod:`explain.similarity`), and every table is a
+weighted ``bincount`` over integer group codes. Nothing loops over rows in Python.
+
+Conventions (the column reference is :data:`PER_MODEL_COLUMNS`, :data:`PER_CLASS_COLUMNS`,
+:data:`CONFUSION_COLUMNS`, also in ``compute_metric_tables.__doc__``):
+
+- rates are fractions in [0, 1]; a mean over an empty set (a class without mistakes) is NA, never 0;
+- similarities are NLTK's ``truth.<metric>(prediction)`` (the argument order matters for WUP);
+- the relation of a mistake is exclusive, first match in this order: hypernym, hyponym, sibling,
+  cousin, distant (see :mod:`explain.similarity`); ``sibling_count`` is the SPEC's test alone.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .runstore import CONFUSION_SCHEMA, PER_CLASS_SCHEMA, PER_MODEL_SCHEMA, PREDICTION_STATUSES, TOP_K
+from .similarity import (COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATIONS, PairSimilarities, similarities_of_codes,
+                         wnid_of_offset)
+from .wordnet import WORDNET_VERSION, synset_of
+
+REQUIRED_COLUMNS = ("model", "true_wnid", "pred_wnid")
+TOP_K_COLUMNS = tuple(f"pred_wnid_{k}" for k in range(2, TOP_K + 1))
+DEFAULT_CONFUSION_TOP_K = 3
+_WNID_RE = re.compile(r"^n\d{8}$")
+
+_SHARED_COLUMNS = {
+    "n": "Predictions counted: rows with status 'ok' (every row when the table has no status column).",
+    "n_mistakes": "Counted predictions whose top-1 class is not the true class (strict).",
+    "accuracy": "Strict top-1 accuracy: share of n with pred_wnid == true_wnid.",
+    "accuracy_hier": "Hierarchically correct: share of n whose prediction is the true class or any hyponym "
+                     "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy.",
+    "accuracy_top5": "Share of n whose true class is among pred_wnid, pred_wnid_2 ... pred_wnid_5. "
+                     "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5.",
+    "sibling_count": "Mistakes whose prediction shares an immediate hypernym with the true class (every "
+                     "hypernym and instance hypernym counts, not only the first).",
+    "sibling_rate": "sibling_count / n_mistakes (the paper's sibling percentage, as a fraction). NA without mistakes.",
+    "path_mistakes": "Mean NLTK path_similarity(truth, prediction) over the mistakes. NA without mistakes.",
+    "lch_mistakes": "Mean NLTK lch_similarity (Leacock-Chodorow, D = 19) over the mistakes. NA without mistakes.",
+    "wup_mistakes": "Mean NLTK wup_similarity (Wu-Palmer, truth first) over the mistakes. NA without mistakes.",
+    "lin_mistakes": "Mean Lin similarity with ImageNet-CoG's information content (IN-21K corpus) over the "
+                    "mistakes where it is defined (not for n04399382 teddy bear, which IN-21K lacks). NA if none.",
+    "path_all": "Mean path similarity over all n predictions (a correct one scores 1).",
+    "lch_all": "Mean LCH similarity over all n predictions (a correct one scores -log(1/38) = 3.6376).",
+    "wup_all": "Mean WUP similarity over all n predictions (a correct one scores 1).",
+    "lin_all": "Mean Lin similarity over all n predictions where defined (a correct one scores 1).",
+    "severity": "Mean mistake severity (Bertinetto et al. 2020) over the mistakes: hypernym steps from the "
+                "true class up to its nearest common ancestor with the prediction (0 for a hyponym). NA without mistakes.",
+    "hypernym_count": "Mistakes whose prediction is an ancestor (hypernym at any distance) of the true class.",
+    "hyponym_count": "Mistakes whose prediction is a descendant (hyponym) of the true class.",
+    "cousin_count": "Mistakes whose prediction shares a grandparent but no parent with the true class "
+                    "(and is neither its ancestor nor descendant).",
+    "distant_count": "Mistakes with none of the relations above. hypernym + hyponym + sibling + cousin + "
+                     "distant counts add up to n_mistakes, except for the rare WordNet pair that is both a "
+                     "sibling and an ancestor/descendant, which counts in both.",
+    "n_failed": "Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else.",
+}
+PER_MODEL_COLUMNS: dict[str, str] = {"model": "The model's registry id.", **_SHARED_COLUMNS}
+PER_CLASS_COLUMNS: dict[str, str] = {"model": "The model's registry id.",
+                                     "true_wnid": "The true class (WordNet 3.0 id).", **_SHARED_COLUMNS}
+CONFUSION_COLUMNS: dict[str, str] = {
+    "model": "The model's registry id.",
+    "true_wnid": "The true class g.",
+    "pred_wnid": "A class f the model predicted (top-1) instead of g.",
+    "count": "How many of g's counted predictions were f.",
+    "mf": "Misclassification frequency MF(g -> f): count / n_mistakes of g.",
+    "rank": "1 = g's most frequent confusion; ties broken by pred_wnid, ascending.",
+    "relation": "hypernym (f is an ancestor of g), hyponym (f under g), sibling (a shared immediate "
+                "hypernym), cousin (a shared grandparent, no shared parent) or distant; first match in that order.",
+    "share_of_samples": "count / n of g: the share of all of g's predictions that were f.",
+    "is_sibling": "f and g share an immediate hypernym (the SPEC's sibling test, independent of relation).",
+    "path_distance": "NLTK shortest_path_distance(g, f): edges on the WordNet path between them.",
+    "path": "NLTK path_similarity(g, f).",
+    "lch": "NLTK lch_similarity(g, f).",
+    "wup": "NLTK wup_similarity(g, f).",
+    "lin": "Lin similarity (ImageNet-CoG IC); NA where undefined.",
+    "severity": "Hypernym steps from g up to its nearest common ancestor with f.",
+    "lcs_wnid": "The top of the shortest path between g and f (their lowest common subsumer on that path).",
+}
+assert list(PER_MODEL_COLUMNS) == list(PER_MODEL_SCHEMA), "document every per-model column"
+assert list(PER_CLASS_COLUMNS) == list(PER_CLASS_SCHEMA), "document every per-class column"
+assert list(CONFUSION_COLUMNS) == list(CONFUSION_SCHEMA), "document every confusion column"
+
+
+class PredictionsError(ValueError):
+    """A predictions table that cannot be measured; names the column and (0-based) row."""
+
+    def __init__(self, detail: str, *, column: str | None = None, row: int | None = None):
+        self.detail, self.column, self.row = detail, column, row
+        super().__init__(self.describe())
+
+    def describe(self, line_of_row=None) -> str:
+        """The message; ``line_of_row(row) -> str`` lets a caller name file lines instead of rows."""
+        where = []
+        if self.row is not None:
+            where.append(line_of_row(self.row) if line_of_row else f"row {self.row + 1}")
+        if self.column is not None:
+            where.append(f"column {self.column!r}")
+        return (", ".join(where) + ": " if where else "") + self.detail
+
+
+@dataclass(frozen=True)
+class MetricTables:
+    """The three tables, conformed to ``explain.runstore`` schemas (see the column dicts)."""
+
+    per_model: pd.DataFrame
+    per_class: pd.DataFrame
+    confusions: pd.DataFrame
+
+    def as_dict(self) -> dict[str, pd.DataFrame]:
+        """Keyed by the names ``Run.write_metrics`` and the CSV export use."""
+        return {"per_model": self.per_model, "per_class": self.per_class, "confusions": self.confusions}
+
+
+# --------------------------------------------------------------------------- input
+@dataclass(frozen=True)
+class _Rows:
+    models: list[str]  # first-appearance order
+    wnids: np.ndarray  # sorted unique wnids (true and predicted)
+    model: np.ndarray  # per row: code into models, -1 if missing
+    true: np.ndarray  # per row: code into wnids, -1 if missing
+    pred: np.ndarray  # per row: code into wnids, -1 if missing or not counted
+    ok: np.ndarray  # per row: counted
+    top_k_hit: np.ndarray | None  # per row: true class among the top-5; None without the columns
+
+
+def _bad_row(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _status_mask(df: pd.DataFrame) -> np.ndarray:
+    if "status" not in df.columns:
+        return np.ones(len(df), dtype=bool)
+    status = df["status"]
+    codes, uniques = pd.factorize(status)
+    allowed = set(PREDICTION_STATUSES)
+    for code, value in enumerate(uniques):
+        if value not in allowed:
+            raise PredictionsError(f"unknown status {value!r}; allowed: {', '.join(PREDICTION_STATUSES)} "
+                                   "(or leave the column out to count every row).", column="status",
+                                   row=_bad_row(codes == code))
+    ok_code = list(uniques).index("ok") if "ok" in list(uniques) else -2
+    return codes == ok_code
+
+
+_known_noun_wnids: set[str] = set()  # validated once per process: WordNet does not change under us
+
+
+def _check_wnids(column: str, codes: np.ndarray, uniques, *, must_exist: bool) -> None:
+    """Every value must look like a wnid, and (``must_exist``) name a WordNet 3.0 noun synset.
+    Formats are checked first: a typo is reported without loading WordNet."""
+    unknown = [(code, value) for code, value in enumerate(uniques) if value not in _known_noun_wnids]
+    for code, value in unknown:
+        if not isinstance(value, str) or not _WNID_RE.match(value):
+            raise PredictionsError(f"{value!r} is not a wnid (expected 'n' and 8 digits, e.g. n02123045).",
+                                   column=column, row=_bad_row(codes == code))
+    if not must_exist:
+        return
+    for code, value in unknown:
+        try:
+            synset_of(value)
+        except (KeyError, ValueError):
+            raise PredictionsError(f"{value} is not a noun synset of WordNet {WORDNET_VERSION}.",
+                                   column=column, row=_bad_row(codes == code)) from None
+        _known_noun_wnids.add(value)
+
+
+def _factorize(series: pd.Series, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (-1 for missing or not counted) and the uniques among counted rows."""
+    codes, uniques = pd.factorize(series)
+    codes = np.where(counted, codes, -1)
+    used = np.unique(codes[codes >= 0])
+    remap = np.full(len(uniques) + 1, -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    return remap[codes], np.asarray(uniques, dtype=object)[used]
+
+
+def _recode(codes: np.ndarray, uniques: np.ndarray, wnids: np.ndarray) -> np.ndarray:
+    """Codes into ``uniques`` -> codes into the sorted ``wnids`` (-1: missing or not among them)."""
+    if len(uniques) == 0 or len(wnids) == 0:
+        return np.full(len(codes), -1, dtype=np.int64)
+    values = uniques.astype(str)
+    pos = np.minimum(np.searchsorted(wnids, values), len(wnids) - 1)
+    mapped = np.where(wnids[pos] == values, pos, -1)
+    return np.where(codes >= 0, mapped[codes], -1)
+
+
+def _read_rows(df: pd.DataFrame) -> _Rows:
+    if not isinstance(df, pd.DataFrame):
+        raise PredictionsError(f"expected a pandas DataFrame of predictions, got {type(df).__name__}.")
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise PredictionsError(f"missing (needed: {', '.join(REQUIRED_COLUMNS)}; found: "
+                               f"{', '.join(map(str, df.columns)) or 'none'}).", column=missing[0])
+    ok = _status_mask(df)
+    for column in REQUIRED_COLUMNS:
+        empty = ok & df[column].isna().to_numpy()
+        if empty.any():
+            raise PredictionsError("empty, but a counted prediction needs model, true_wnid and pred_wnid.",
+                                   column=column, row=_bad_row(empty))
+    has_true = ~df["true_wnid"].isna().to_numpy()
+    has_model = ~df["model"].isna().to_numpy()
+
+    true_codes, true_uniques = _factorize(df["true_wnid"], has_true)
+    pred_codes, pred_uniques = _factorize(df["pred_wnid"], ok)
+    for must_exist in (False, True):  # all formats first, then the (slower) WordNet lookups
+        _check_wnids("true_wnid", true_codes, true_uniques, must_exist=must_exist)
+        _check_wnids("pred_wnid", pred_codes, pred_uniques, must_exist=must_exist)
+    wnids = np.union1d(true_uniques.astype(str), pred_uniques.astype(str))
+    true, pred = _recode(true_codes, true_uniques, wnids), _recode(pred_codes, pred_uniques, wnids)
+
+    model_codes, model_uniques = pd.factorize(df["model"])  # first-appearance order
+    models = [str(m) for m in model_uniques]
+
+    top_k_hit = None
+    if all(c in df.columns for c in TOP_K_COLUMNS):
+        top_k_hit = pred == true
+        for column in TOP_K_COLUMNS:
+            codes, uniques = _factorize(df[column], ok)
+            _check_wnids(column, codes, uniques, must_exist=False)  # never looked up: format only
+            top_k_hit |= _recode(codes, uniques, wnids) == true  # compared as codes: any column dtype
+        top_k_hit &= ok & (true >= 0)
+    return _Rows(models, wnids, np.where(has_model, model_codes, -1), true, np.where(ok, pred, -1), ok, top_k_hit)
+
+
+# --------------------------------------------------------------------------- tables
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, NaN (NA in the tables) where den is 0: a mean over nothing is unknown, not 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def _typed_frame(columns: dict, schema: dict[str, str]) -> pd.DataFrame:
+    """A DataFrame in the schema's column order and nullable dtypes, built straight from numpy
+    (``runstore.conform`` converts column by column and dominated small tables' time)."""
+    assert list(columns) == list(schema), "columns must follow the schema"
+    out = {}
+    for name, dtype in schema.items():
+        values = columns[name]
+        if dtype == "Float64":
+            values = np.asarray(values, dtype=np.float64)
+            out[name] = pd.arrays.FloatingArray(values, np.isnan(values))  # NaN -> NA
+        elif dtype == "Int64":
+            values = np.asarray(values, dtype=np.int64)
+            out[name] = pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=bool))
+        elif dtype == "boolean":
+            values = np.asarray(values, dtype=bool)
+            out[name] = pd.arrays.BooleanArray(values, np.zeros(len(values), dtype=bool))
+        else:
+            out[name] = values if isinstance(values, pd.api.extensions.ExtensionArray) else pd.array(values, dtype=dtype)
+    return pd.DataFrame(out, copy=False)
+
+
+def _strings(uniques, codes: np.ndarray):
+    """uniques[codes] as a pandas string array, converting only the few unique values."""
+    return pd.array(np.asarray(uniques, dtype=object), dtype="string").take(np.asarray(codes, dtype=np.int64))
+
+
+def _group_stats(groups: np.ndarray, n_groups: int, count: np.ndarray, values: PairSimilarities,
+                 mistake: np.ndarray) -> dict[str, np.ndarray]:
+    """Sums per group over unique (model, true, pred) triples weighted by their counts."""
+
+    def total(weights) -> np.ndarray:
+        return np.bincount(groups, weights=weights, minlength=n_groups)
+
+    miss = count * mistake
+    lin_defined = ~np.isnan(values.lin)
+    lin = np.where(lin_defined, values.lin, 0.0)
+    out = {
+        "n": total(count),
+        "n_mistakes": total(miss),
+        "correct": total(count * ~mistake),
+        "correct_hier": total(count * (~mistake | values.is_hyponym)),
+        "sibling_count": total(miss * values.is_sibling),
+        "severity_sum": total(miss * values.severity),
+        "lin_n_mistakes": total(miss * lin_defined),
+        "lin_n_all": total(count * lin_defined),
+    }
+    for name in ("path", "lch", "wup"):
+        v = getattr(values, name)
+        out[f"{name}_sum_mistakes"] = total(miss * v)
+        out[f"{name}_sum_all"] = total(count * v)
+    out["lin_sum_mistakes"] = total(miss * lin)
+    out["lin_sum_all"] = total(count * lin)
+    for code, column in ((HYPERNYM, "hypernym_count"), (HYPONYM, "hyponym_count"), (COUSIN, "cousin_count"),
+                         (DISTANT, "distant_count")):
+        out[column] = total(miss * (values.relation == code))
+    return out
+
+
+def _stat_columns(stats: dict[str, np.ndarray], top_k_hits: np.ndarray | None, failed: np.ndarray) -> dict:
+    n, n_mistakes = stats["n"], stats["n_mistakes"]
+    columns = {
+        "n": n.round().astype(np.int64),
+        "n_mistakes": n_mistakes.round().astype(np.int64),
+        "accuracy": _ratio(stats["correct"], n),
+        "accuracy_hier": _ratio(stats["correct_hier"], n),
+        "accuracy_top5": _ratio(top_k_hits, n) if top_k_hits is not None else np.full(len(n), np.nan),
+        "sibling_count": stats["sibling_count"].round().astype(np.int64),
+        "sibling_rate": _ratio(stats["sibling_count"], n_mistakes),
+    }
+    for name in ("path", "lch", "wup"):
+        columns[f"{name}_mistakes"] = _ratio(stats[f"{name}_sum_mistakes"], n_mistakes)
+    columns["lin_mistakes"] = _ratio(stats["lin_sum_mistakes"], stats["lin_n_mistakes"])
+    for name in ("path", "lch", "wup"):
+        columns[f"{name}_all"] = _ratio(stats[f"{name}_sum_all"], n)
+    columns["lin_all"] = _ratio(stats["lin_sum_all"], stats["lin_n_all"])
+    columns["severity"] = _ratio(stats["severity_sum"], n_mistakes)
+    for column in ("hypernym_count", "hyponym_count", "cousin_count", "distant_count"):
+        columns[column] = stats[column].round().astype(np.int64)
+    columns["n_failed"] = failed.astype(np.int64)
+    return columns
+
+
+def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | None = DEFAULT_CONFUSION_TOP_K,
+                          cache_dir: Path | str | None | bool = None) -> MetricTables:
+    """Per-model, per-class and confusion tables from raw predictions (see the module docstring).
+
+    ``confusion_top_k``: confusions kept per (model, true class), most frequent first; None or 0
+    keeps all. ``cache_dir``: where similarity matrices are cached (default: the run store's
+    cache folder; False: memory only). Raises :class:`PredictionsError` for malformed input.
+    """
+    rows = _read_rows(predictions)
+    n_models, n_wnids = len(rows.models), max(len(rows.wnids), 1)  # max: keeps the codes' arithmetic valid
+    counted = rows.ok & (rows.model >= 0)
+
+    # Unique (model, true, pred) triples and their counts: all later work is per triple.
+    triple_key = (rows.model[counted] * n_wnids + rows.true[counted]) * n_wnids + rows.pred[counted]
+    triples, count = np.unique(triple_key, return_counts=True)
+    pair_key = triples % (n_wnids * n_wnids)
+    model_of, true_of, pred_of = triples // (n_wnids * n_wnids), pair_key // n_wnids, pair_key % n_wnids
+    unique_pairs, pair_of_triple = np.unique(pair_key, return_inverse=True)
+    pair_values = similarities_of_codes(rows.wnids, unique_pairs // n_wnids, unique_pairs % n_wnids,
+                                        cache_dir=cache_dir) if len(unique_pairs) else PairSimilarities.empty()
+    values = pair_values.take(pair_of_triple)
+    mistake = true_of != pred_of
+    count = count.astype(np.float64)
+
+    # Per (model, true class): every class with a row, counted or failed.
+    has_group = (rows.model >= 0) & (rows.true >= 0)
+    row_group_key = rows.model * n_wnids + rows.true
+    group_keys = np.unique(row_group_key[has_group])
+    group_of_triple = np.searchsorted(group_keys, model_of * n_wnids + true_of)
+    class_stats = _group_stats(group_of_triple, len(group_keys), count, values, mistake)
+    group_of_row = np.searchsorted(group_keys, row_group_key)
+    class_top = (np.bincount(group_of_row[has_group & rows.top_k_hit], minlength=len(group_keys)).astype(np.float64)
+                 if rows.top_k_hit is not None else None)
+    class_failed = np.bincount(group_of_row[has_group & ~rows.ok], minlength=len(group_keys))
+    per_class = _typed_frame({"model": _strings(rows.models, group_keys // n_wnids),
+                              "true_wnid": _strings(rows.wnids, group_keys % n_wnids),
+                              **_stat_columns(class_stats, class_top, class_failed)}, PER_CLASS_SCHEMA)
+
+    # Per model: the same sums, over the model's triples.
+    model_stats = _group_stats(model_of, n_models, count, values, mistake)
+    has_model = rows.model >= 0
+    model_top = (np.bincount(rows.model[has_model & rows.top_k_hit], minlength=n_models).astype(np.float64)
+                 if rows.top_k_hit is not None else None)
+    model_failed = np.bincount(rows.model[has_model & ~rows.ok], minlength=n_models)
+    per_model = _typed_frame({"model": _strings(rows.models, np.arange(n_models)),
+                              **_stat_columns(model_stats, model_top, model_failed)}, PER_MODEL_SCHEMA)
+
+    confusions = _confusions(rows, group_of_triple, group_keys, class_stats, count, values, mistake,
+                             model_of, true_of, pred_of, confusion_top_k)
+    # group_keys are sorted by (model code, true code): rows are in model order (first
+    # appearance in the input), then true_wnid (codes follow the sorted wnids).
+    return MetricTables(per_model, per_class, confusions)
+
+
+def _confusions(rows: _Rows, group_of_triple, group_keys, class_stats, count, values: PairSimilarities, mistake,
+                model_of, true_of, pred_of, top_k) -> pd.DataFrame:
+    """Mistake triples ranked within (model, true class) by count, then pred wnid; the rows come
+    out in per-class order (groups are sorted like per_class), then by rank."""
+    idx = np.flatnonzero(mistake)
+    group = group_of_triple[idx]
+    # wnids are sorted, so pred codes order like the wnid strings: the tie-break is by pred_wnid.
+    order = idx[np.lexsort((pred_of[idx], -count[idx], group))]
+    group = group_of_triple[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if len(group) else np.zeros(0, np.int64)
+    sizes = np.diff(np.r_[starts, len(group)])
+    rank = np.arange(len(group)) - np.repeat(starts, sizes) + 1
+    if top_k:
+        keep = rank <= top_k
+        order, group, rank = order[keep], group[keep], rank[keep]
+    v = values.take(order)
+    n_mistakes, n = class_stats["n_mistakes"][group], class_stats["n"][group]
+    lcs_codes, lcs = np.unique(v.lcs, return_inverse=True)
+    return _typed_frame({
+        "model": _strings(rows.models, model_of[order]),
+        "true_wnid": _strings(rows.wnids, true_of[order]),
+        "pred_wnid": _strings(rows.wnids, pred_of[order]),
+        "count": count[order].round().astype(np.int64),
+        "mf": count[order] / n_mistakes,
+        "rank": rank.astype(np.int64),
+        "relation": _strings(RELATIONS, v.relation),
+        "share_of_samples": count[order] / n,
+        "is_sibling": v.is_sibling,
+        "path_distance": v.path_distance.astype(np.int64),
+        "path": v.path, "lch": v.lch, "wup": v.wup, "lin": v.lin,
+        "severity": v.severity.astype(np.int64),
+        "lcs_wnid": _strings([wnid_of_offset(o) for o in lcs_codes.tolist()], lcs),
+    }, CONFUSION_SCHEMA)
+
+
+def column_docs(table: str) -> dict[str, str]:
+    """Column -> one-line meaning, for 'per_model', 'per_class' or 'confusions' (dashboard help)."""
+    return {"per_model": PER_MODEL_COLUMNS, "per_class": PER_CLASS_COLUMNS, "confusions": CONFUSION_COLUMNS}[table]
+
+
+def _column_reference() -> str:
+    parts = []
+    for title, docs in (("per_model", PER_MODEL_COLUMNS), ("per_class", PER_CLASS_COLUMNS),
+                        ("confusions", CONFUSION_COLUMNS)):
+        parts.append(f"\n    {title} columns:\n" + "\n".join(f"      {k}: {v}" for k, v in docs.items()))
+    return "".join(parts)
+
+
+compute_metric_tables.__doc__ += _column_reference()
