@@ -1,0 +1,133 @@
+"""Command line of classify/, for headless runs (a GPU server, a cron job).
+
+    python -m classify --images DIR --models efficientnet_lite0[,...] --out FILE.csv|FILE.parquet
+    python -m classify --run RUN_ID --models ...
+    python -m classify models [--family CNN|transformer]
+
+FILE has the columns ``python -m explain metrics`` reads (model, image, true_wnid, pred_wnid,
+pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two commands chain. The
+batches of a folder run are kept beside FILE (``.FILE.parts/``): re-running the same command
+resumes and skips what is done. Errors a person can fix print one line and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from explain.labels import QueryError
+from explain.progress import TerminalProgress
+from explain.runstore import RunStore, StoreError
+
+from .registry import DEFAULT_MODEL, FAMILIES, UnknownModelError, get_model, list_models
+
+USER_ERRORS = (UnknownModelError, StoreError, QueryError, ValueError, FileNotFoundError)
+
+
+def _checkpoints(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        model, sep, path = item.partition("=")
+        if not sep or not model or not path:
+            raise ValueError(f"--checkpoint {item!r}: write MODEL=PATH, e.g. resnet50=/data/resnet50.safetensors.")
+        out[get_model(model).id] = path
+    return out
+
+
+def build_predict_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m classify",
+        description="Classify images with ImageNet models; top-5 wnids per (model, image). "
+                    "'python -m classify models' lists the models and whether their weights are here.")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--images", metavar="DIR", help="folder with one sub-folder per class, named by wnid")
+    where.add_argument("--run", metavar="RUN_ID", help="a run of the run store ($WILDLENS_HOME); stores predictions there")
+    p.add_argument("--out", metavar="FILE", help="with --images: output file, .csv or .parquet")
+    p.add_argument("--models", default=DEFAULT_MODEL, help=f"comma-separated model ids or aliases (default {DEFAULT_MODEL})")
+    p.add_argument("--batch-size", type=int, help="images per forward pass (default: 8 on CPU, 64 on CUDA)")
+    p.add_argument("--workers", type=int,
+                   help="decode worker processes (default: half the cores on CPU, up to 8 with a GPU; 0 = none)")
+    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU")
+    p.add_argument("--checkpoint", action="append", metavar="MODEL=PATH",
+                   help="use a local weights file for MODEL (.safetensors or a state dict; read with weights_only)")
+    p.add_argument("--download", action="store_true",
+                   help="download missing weights from timm/torchvision hubs (needs internet; HF_HUB_OFFLINE wins)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def build_models_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m classify models",
+                                description="The model registry, with whether each model's weights are on this machine.")
+    p.add_argument("--family", choices=FAMILIES)
+    p.add_argument("--available", action="store_true", help="only models that can run now")
+    return p
+
+
+def cmd_models(argv: list[str]) -> int:
+    from .weights import weights_status
+
+    args = build_models_parser().parse_args(argv)
+    header = ("id", "family", "source", "label space", "params", "input", "weights")
+    rows = []
+    for entry in list_models(args.family):
+        status = weights_status(entry)
+        if args.available and not status.available:
+            continue
+        cfg = entry.input_config()
+        rows.append((entry.id, entry.family, entry.source, entry.label_space, f"{entry.num_params / 1e6:.1f}M",
+                     f"{cfg.size}px crop {cfg.crop_pct:.3g} {cfg.interpolation}",
+                     f"ready ({status.kind})" if status.available else f"missing: {status.fetch_command}"))
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[-1])
+    return 0
+
+
+def cmd_predict(argv: list[str]) -> int:
+    from .inference import InferenceOptions, predict_folder, predict_run
+
+    parser = build_predict_parser()
+    args = parser.parse_args(argv)
+    if args.images and not args.out:
+        parser.error("--images needs --out FILE (.csv or .parquet)")
+    if args.run and args.out:
+        parser.error("--out is for --images; with --run the predictions are stored in the run")
+    options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
+                               precision=args.precision, allow_download=args.download,
+                               checkpoints=_checkpoints(args.checkpoint))
+    progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
+    try:
+        if args.run:
+            run = RunStore().open_run(args.run)
+            result = predict_run(run, args.models, options, progress)
+            target = f"run {run.run_id}"
+        else:
+            table, result = predict_folder(args.images, args.models, args.out, options, progress)
+            target = f"{args.out} ({len(table)} rows)"
+    finally:
+        if progress is not None:
+            progress.close()
+    print(f"{result.summary()} -> {target}")
+    failed = sum(m.failed for m in result.models.values())
+    if failed:
+        print(f"{failed} (model, image) pairs failed: unreadable images; their rows say why (status 'failed').",
+              file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .weights import WeightsError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["models"]:
+            return cmd_models(argv[1:])
+        return cmd_predict(argv)
+    except (WeightsError, *USER_ERRORS) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished batches are stored; run the same command again to resume.", file=sys.stderr)
+        return 130

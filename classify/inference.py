@@ -1,0 +1,523 @@
+"""Batched, resumable inference: images in, top-5 wnids per (model, image) into the run store.
+
+The pipeline, and why:
+
+* A ``torch.utils.data.DataLoader`` whose worker processes decode each image once
+  (``crawl.imageio.load_rgb``: EXIF, CMYK, palettes, 16-bit, bombs) and crop it once per distinct
+  :class:`~classify.registry.Geometry` among the models of a pass. Models that differ only in
+  mean/std share the crop; normalisation runs on the device (``classify.preprocess``).
+* Models run together in *passes* over the same decoded images, as many as fit in a parameter
+  budget, ordered by geometry; a 600-px EfficientNet-B7 does not force a second decode for the
+  224-px models beside it, and twenty models are not all held in memory at once.
+* Device: CUDA, then Apple MPS, then CPU. ``torch.inference_mode``, channels-last memory, and on
+  a GPU autocast (bf16 where supported, else fp16); probabilities are computed in float32.
+  Batch-norm is folded into convolutions where that provably changes nothing
+  (``classify.optimize``). On the CPU the forward pass gets the cores the decode workers leave
+  free, so OpenMP threads do not fight the workers (see ``cpu_threads``).
+* Every batch is stored at once as one part file per model (``Run.append_predictions``), so a
+  killed run loses at most one batch, and a re-run skips every (model, image) already stored 'ok'.
+* An image that cannot be decoded becomes a row with status 'failed' and its reason; the run
+  goes on. Progress goes through ``explain.progress`` (terminal bar or dashboard).
+
+Entry points: :func:`predict_run` (images of a run in the store) and :func:`predict_folder`
+(``DIR/<wnid>/<images>``, for the command line). Both end in :func:`run_inference`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from crawl.imageio import ImageLoadError, load_rgb
+from explain.progress import ProgressCallback, report
+from explain.runstore import PREDICTION_SCHEMA, TOP_K, Run, StoreError, conform, write_table
+from explain.wordnet import is_wnid
+
+from .optimize import fold_batchnorm
+from .preprocess import crop_to_tensor, normalizer
+from .registry import Geometry, ModelEntry, class_wnids, resolve_models
+from .weights import WeightsError, load_model, require_weights
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
+                            ".pgm", ".pbm"})
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# Measured on a 2-core CPU (benchmarks/bench_inference.py): EfficientNet-Lite0 images/s peak at
+# small batches there (activations that stay in cache); a GPU wants bigger ones.
+DEFAULT_BATCH = {"cpu": 8, "mps": 32, "cuda": 64}
+
+
+class FolderError(ValueError):
+    """An images folder that is not DIR/<wnid>/<images>; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ImageTask:
+    """One image to classify. ``image`` is its identity in the store (a manifest 'file', or
+    '<wnid>/<name>' in a folder); ``error`` marks an image known to be unusable up front."""
+
+    image: str
+    path: str
+    true_wnid: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class InferenceOptions:
+    batch_size: int | None = None  # None: DEFAULT_BATCH for the device
+    num_workers: int | None = None  # None: default_num_workers(device)
+    num_threads: int | None = None  # CPU only; None: the cores the decode workers leave free
+    device: str = "auto"  # 'auto' (CUDA > MPS > CPU), 'cpu', 'cuda', 'cuda:1', 'mps'
+    precision: str = "auto"  # 'auto' (bf16/fp16 autocast on a GPU, fp32 on the CPU), 'fp32', 'bf16', 'fp16'
+    channels_last: bool = True
+    fold_batchnorm: bool = True  # exact up to float rounding, checked per model (classify.optimize)
+    max_params_per_pass: int = 300_000_000  # models held in memory together (fp32: 1.2 GB)
+    allow_download: bool = False  # fetch missing weights (never while HF_HUB_OFFLINE is set)
+    checkpoints: dict[str, str] = field(default_factory=dict)  # model id -> local checkpoint file
+    compact: bool = True  # merge a model's part files once a run has finished
+
+
+@dataclass
+class ModelReport:
+    model: str
+    predicted: int = 0  # rows stored now with status 'ok'
+    failed: int = 0  # rows stored now with status 'failed'
+    skipped: int = 0  # already stored 'ok' before this call
+
+
+@dataclass
+class InferenceReport:
+    models: dict[str, ModelReport]
+    images: int  # image decodes in this call (once per pass over the images)
+    seconds: float
+    device: str
+    precision: str
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        parts = [f"{m.model}: {m.predicted} predicted, {m.failed} failed, {m.skipped} already stored"
+                 for m in self.models.values()]
+        return "; ".join(parts) + f" ({self.images} images in {self.seconds:.1f} s on {self.device}, {self.precision})"
+
+
+# --------------------------------------------------------------------------- device and settings
+def select_device(preference: str = "auto") -> torch.device:
+    """CUDA, then MPS, then CPU; or exactly what was asked, if it exists."""
+    if preference == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(preference)
+    except RuntimeError:
+        raise ValueError(f"device {preference!r}: use auto, cpu, cuda, cuda:N or mps.") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but PyTorch sees no CUDA GPU here; use --device auto or cpu.")
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("device 'mps' was asked for, but this machine has no usable Apple GPU; use --device auto or cpu.")
+    return device
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """None for float32; the autocast dtype otherwise. Half precision is for GPUs only."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}.")
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return None
+    if device.type == "cpu":
+        raise ValueError(f"precision {precision} needs a GPU; on the CPU use fp32 (the default).")
+    if precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if precision == "bf16" else torch.float16
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def default_num_workers(device: torch.device) -> int:
+    """Decode workers. On the CPU they share the cores with the forward pass, so half of them
+    (one on a 2-core machine); a GPU does the math elsewhere, so more of them (at most 8)."""
+    cores = available_cores()
+    return max(1, min(4, cores // 2)) if device.type == "cpu" else max(1, min(8, cores))
+
+
+@contextlib.contextmanager
+def cpu_threads(device: torch.device, threads: int | None, workers: int):
+    """Give the forward pass the cores the workers leave free, then restore torch's setting.
+    Oversubscribed OpenMP threads spin at barriers; on a busy 2-core machine that made a
+    2-thread forward pass slower than a 1-thread one (benchmarks/bench_inference.py)."""
+    if device.type != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or max(1, available_cores() - workers))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def plan_passes(entries: Sequence[ModelEntry], max_params: int) -> list[list[ModelEntry]]:
+    """Group models into passes over the images: same-geometry models next to each other (they
+    share crops), each pass within ``max_params`` (a bigger model gets a pass of its own)."""
+    first_seen: dict[Geometry, int] = {}
+    for i, entry in enumerate(entries):
+        first_seen.setdefault(entry.input_config().geometry, i)
+    ordered = sorted(entries, key=lambda e: first_seen[e.input_config().geometry])
+    passes: list[list[ModelEntry]] = []
+    current: list[ModelEntry] = []
+    budget = 0
+    for entry in ordered:
+        if current and budget + entry.num_params > max_params:
+            passes.append(current)
+            current, budget = [], 0
+        current.append(entry)
+        budget += entry.num_params
+    if current:
+        passes.append(current)
+    return passes
+
+
+# --------------------------------------------------------------------------- data loading
+class DecodedCrops(Dataset):
+    """Item i -> (i, one uint8 crop per geometry, None) or (i, None, reason it failed)."""
+
+    def __init__(self, tasks: Sequence[ImageTask], geometries: Sequence[Geometry]):
+        self.tasks = list(tasks)
+        self.geometries = tuple(geometries)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __getitem__(self, index: int):
+        task = self.tasks[index]
+        if task.error:
+            return index, None, task.error
+        try:
+            image = load_rgb(task.path)
+            crops = tuple(crop_to_tensor(image, g) for g in self.geometries)
+        except ImageLoadError as exc:
+            return index, None, str(exc)
+        except (OSError, ValueError) as exc:  # Pillow can still fail while resampling odd files
+            return index, None, f"cannot preprocess: {exc}"
+        return index, crops, None
+
+
+@dataclass
+class CropBatch:
+    indices: list[int]  # tasks whose crops are in ``crops``
+    crops: tuple[torch.Tensor, ...]  # per geometry: uint8 (len(indices), 3, size, size)
+    failed: list[tuple[int, str]]  # (task index, reason)
+
+    def pin_memory(self):  # DataLoader(pin_memory=True) calls this on custom batch types
+        self.crops = tuple(c.pin_memory() for c in self.crops)
+        return self
+
+
+class CollateCrops:
+    """Stack the crops of the images that decoded; keep the failures aside (picklable for workers)."""
+
+    def __init__(self, n_geometries: int):
+        self.n_geometries = n_geometries
+
+    def __call__(self, samples) -> CropBatch:
+        good = [(i, crops) for i, crops, _ in samples if crops is not None]
+        failed = [(i, reason) for i, crops, reason in samples if crops is None]
+        stacked = tuple(torch.stack([crops[g] for _, crops in good]) for g in range(self.n_geometries)) if good else ()
+        return CropBatch([i for i, _ in good], stacked, failed)
+
+
+# --------------------------------------------------------------------------- rows
+def prediction_rows(entry: ModelEntry, tasks: Sequence[ImageTask], probs: torch.Tensor) -> pd.DataFrame:
+    """Top-5 rows from a (n, classes) probability matrix, wnids from the model's class order."""
+    k = min(TOP_K, probs.shape[1])
+    top = probs.topk(k, dim=1)
+    wnids = np.asarray(class_wnids(entry))[top.indices.cpu().numpy()]
+    values = top.values.cpu().double().numpy()
+    data = {"model": entry.id, "image": [t.image for t in tasks], "true_wnid": [t.true_wnid for t in tasks]}
+    for rank in range(TOP_K):
+        name = "pred_wnid" if rank == 0 else f"pred_wnid_{rank + 1}"
+        data[name] = wnids[:, rank] if rank < k else None
+        data[f"prob_{rank + 1}"] = values[:, rank] if rank < k else np.nan
+    data.update({"label_space": entry.label_space, "status": "ok", "reason": None})
+    return pd.DataFrame(data)
+
+
+def failure_rows(entry: ModelEntry, tasks: Sequence[ImageTask], reasons: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({"model": entry.id, "image": [t.image for t in tasks], "true_wnid": [t.true_wnid for t in tasks],
+                         "label_space": entry.label_space, "status": "failed", "reason": list(reasons)})
+
+
+# --------------------------------------------------------------------------- the core loop
+@dataclass
+class _LoadedModel:
+    entry: ModelEntry
+    module: torch.nn.Module
+    geometry_index: int
+    normalize: Callable[[torch.Tensor], torch.Tensor]
+    checked: bool = False  # output width verified against the class list
+
+
+def _load_pass(entries: Sequence[ModelEntry], geometries: list[Geometry], device: torch.device,
+               options: InferenceOptions) -> list[_LoadedModel]:
+    loaded = []
+    for entry in entries:
+        module = load_model(entry, options.checkpoints.get(entry.id), options.allow_download)
+        config = entry.input_config()
+        if options.fold_batchnorm:
+            probe = torch.randn(1, 3, config.size, config.size, generator=torch.Generator().manual_seed(0))
+            module, _ = fold_batchnorm(module, probe)
+        module = module.to(device)
+        if options.channels_last:
+            module = module.to(memory_format=torch.channels_last)
+        loaded.append(_LoadedModel(entry, module, geometries.index(config.geometry), normalizer(config, device)))
+    return loaded
+
+
+def _forward(model: _LoadedModel, crops: torch.Tensor, device: torch.device, amp: torch.dtype | None,
+             channels_last: bool) -> torch.Tensor:
+    x = model.normalize(crops)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    autocast = torch.autocast(device.type, dtype=amp) if amp is not None else contextlib.nullcontext()
+    with autocast:
+        logits = model.module(x)
+    if not model.checked:
+        expected = len(class_wnids(model.entry))
+        if logits.ndim != 2 or logits.shape[1] != expected:
+            raise WeightsError(f"{model.entry.id} outputs {tuple(logits.shape[1:])} scores, but its label space "
+                               f"{model.entry.label_space} has {expected} classes.")
+        model.checked = True
+    return logits.float().softmax(dim=1)
+
+
+def _pass_label(entries: Sequence[ModelEntry]) -> str:
+    return ", ".join(e.id for e in entries) if len(entries) <= 3 else f"{len(entries)} models"
+
+
+@dataclass
+class _Settings:
+    device: torch.device
+    amp: torch.dtype | None
+    batch_size: int
+    workers: int
+    options: InferenceOptions
+
+
+def _batch_rows(batch: CropBatch, tasks: Sequence[ImageTask], loaded: Sequence[_LoadedModel],
+                pending: dict[str, set[str]], settings: _Settings) -> list[pd.DataFrame]:
+    """Rows of one batch for every model that still needs some of its images."""
+    frames = []
+    for model in loaded:
+        want = pending[model.entry.id]
+        rows = [k for k, i in enumerate(batch.indices) if tasks[i].image in want]
+        if rows:
+            crops = batch.crops[model.geometry_index]
+            crops = crops if len(rows) == len(batch.indices) else crops[rows]
+            probs = _forward(model, crops, settings.device, settings.amp, settings.options.channels_last)
+            frames.append(prediction_rows(model.entry, [tasks[batch.indices[k]] for k in rows], probs))
+        bad = [(tasks[i], reason) for i, reason in batch.failed if tasks[i].image in want]
+        if bad:
+            frames.append(failure_rows(model.entry, [t for t, _ in bad], [r for _, r in bad]))
+    return frames
+
+
+def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending: dict[str, set[str]],
+              reports: dict[str, ModelReport], sink, progress, label: str, settings: _Settings) -> int:
+    """One pass of ``entries`` over ``tasks``; returns the number of images decoded."""
+    geometries = sorted({e.input_config().geometry for e in entries})
+    loaded = _load_pass(entries, geometries, settings.device, settings.options)
+    loader = DataLoader(DecodedCrops(tasks, geometries), batch_size=settings.batch_size, shuffle=False,
+                        num_workers=settings.workers, collate_fn=CollateCrops(len(geometries)),
+                        pin_memory=settings.device.type == "cuda", persistent_workers=False)
+    done = 0
+    with torch.inference_mode():
+        for batch in loader:
+            frames = _batch_rows(batch, tasks, loaded, pending, settings)
+            if frames:
+                sink(pd.concat(frames, ignore_index=True))
+            for frame in frames:  # counted as done only once the sink has stored them
+                for model_id, image, status in zip(frame["model"], frame["image"], frame["status"]):
+                    pending[model_id].discard(image)
+                    if status == "ok":
+                        reports[model_id].predicted += 1
+                    else:
+                        reports[model_id].failed += 1
+            done += len(batch.indices) + len(batch.failed)
+            failed_now = sum(r.failed for r in reports.values())
+            report(progress, "inference", done, len(tasks), task=label,
+                   message=f"{failed_now} unreadable" if failed_now else "classifying")
+    return done
+
+
+def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
+                  sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
+                  options: InferenceOptions | None = None, progress: ProgressCallback | None = None) -> InferenceReport:
+    """Classify ``tasks`` with every model, skipping (model, image) pairs in ``already_done``;
+    hand each batch's rows (PREDICTION_SCHEMA) to ``sink`` before reporting progress."""
+    options = options or InferenceOptions()
+    entries = resolve_models(models)
+    device = select_device(options.device)
+    amp = autocast_dtype(options.precision, device)
+    workers = default_num_workers(device) if options.num_workers is None else options.num_workers
+    settings = _Settings(device, amp, options.batch_size or DEFAULT_BATCH.get(device.type, 16), workers, options)
+    images = {t.image for t in tasks}
+    pending = {e.id: images - (already_done or {}).get(e.id, set()) for e in entries}
+    reports = OrderedDict((e.id, ModelReport(e.id, skipped=len(images) - len(pending[e.id]))) for e in entries)
+    for e in entries:  # fail before any work, not after the first pass
+        if pending[e.id]:
+            require_weights(e, options.checkpoints.get(e.id), options.allow_download)
+
+    started = time.perf_counter()
+    decoded = 0
+    passes = plan_passes(entries, options.max_params_per_pass)
+    with cpu_threads(device, options.num_threads, workers):
+        for number, pass_entries in enumerate(passes, 1):
+            pass_tasks = [t for t in tasks if any(t.image in pending[e.id] for e in pass_entries)]
+            if not pass_tasks:
+                continue
+            label = _pass_label(pass_entries)
+            report(progress, "inference", 0, len(pass_tasks), task=label,
+                   message=f"loading model{'s' if len(pass_entries) > 1 else ''} (pass {number}/{len(passes)})")
+            decoded += _run_pass(pass_entries, pass_tasks, pending, reports, sink, progress, label, settings)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    precision = "fp32" if amp is None else str(amp).replace("torch.", "")
+    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision)
+
+
+# --------------------------------------------------------------------------- runs
+def run_tasks(run: Run) -> list[ImageTask]:
+    """The run's usable images (accepted, not excluded) as tasks."""
+    tasks = []
+    for row in run.usable_images().itertuples(index=False):
+        file, wnid = row.file, row.wnid
+        if file is None or pd.isna(file):
+            continue
+        try:
+            tasks.append(ImageTask(str(file), str(run.image_path(str(file))), None if pd.isna(wnid) else str(wnid)))
+        except StoreError as exc:
+            tasks.append(ImageTask(str(file), "", None if pd.isna(wnid) else str(wnid), error=str(exc)))
+    return tasks
+
+
+def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: InferenceOptions | None = None,
+                progress: ProgressCallback | None = None) -> InferenceReport:
+    """Classify a run's usable images with ``models``; resumable; stores through the run store."""
+    options = options or InferenceOptions()
+    entries = resolve_models(models)
+    tasks = run_tasks(run)
+    done = {e.id: run.predicted_images(e.id) for e in entries}
+    result = run_inference(tasks, entries, run.append_predictions, done, options, progress)
+    if options.compact:
+        for entry in entries:
+            run.compact_predictions(entry.id)
+    if run.info_path.exists():
+        info = run.info
+        known = list(info.models) + [e.id for e in entries if e.id not in info.models and not e.is_test_double]
+        if known != list(info.models):
+            run.update_info(models=known)
+    return result
+
+
+# --------------------------------------------------------------------------- folders
+def scan_folder(folder: str | Path) -> tuple[list[ImageTask], int]:
+    """DIR/<wnid>/<images> -> tasks (image id '<wnid>/<relative path>'), and how many files were
+    skipped for not looking like images. Raises FolderError with advice."""
+    root = Path(folder).expanduser()
+    if not root.exists():
+        raise FolderError(f"Folder {root} does not exist.")
+    if not root.is_dir():
+        raise FolderError(f"{root} is a file; give a folder holding one sub-folder per class (named by wnid).")
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise FolderError(f"{root} has no class sub-folders. Expected {root}/<wnid>/<images>, e.g. "
+                          f"{root}/n02123045/cat1.jpg.")
+    wrong = [p.name for p in classes if not is_wnid(p.name)]
+    if wrong:
+        shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
+        raise FolderError(f"Sub-folders of {root} must be named by WordNet id (e.g. n02123045 for tabby); "
+                          f"these are not: {shown}. 'python -m explain hyponyms cat.n.01' lists wnids.")
+    tasks, skipped = [], 0
+    for folder_ in classes:
+        for path in sorted(folder_.rglob("*")):
+            if not path.is_file() or any(part.startswith(".") for part in path.relative_to(root).parts):
+                continue
+            if path.suffix.lower() not in IMAGE_SUFFIXES:
+                skipped += 1
+                continue
+            tasks.append(ImageTask(path.relative_to(root).as_posix(), str(path), folder_.name))
+    if not tasks:
+        raise FolderError(f"No images under {root}/<wnid>/ (looked for {', '.join(sorted(IMAGE_SUFFIXES))}).")
+    return tasks, skipped
+
+
+OUTPUT_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def check_output_path(out: str | Path) -> Path:
+    out = Path(out).expanduser()
+    if out.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise FolderError(f"--out {out}: the file name must end in .csv or .parquet (it decides the format).")
+    if out.exists() and out.is_dir():
+        raise FolderError(f"--out {out} is a folder; give a file name ending in .csv or .parquet.")
+    return out
+
+
+def parts_folder_for(out: Path) -> Path:
+    """Where the batches of a folder run are kept for resuming: beside the output file."""
+    return out.parent / f".{out.name}.parts"
+
+
+class _MemorySink:
+    def __init__(self):
+        self.frames: list[pd.DataFrame] = []
+
+    def __call__(self, frame: pd.DataFrame) -> None:
+        self.frames.append(frame)
+
+
+def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry], out: str | Path | None = None,
+                   options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
+                   ) -> tuple[pd.DataFrame, InferenceReport]:
+    """Classify DIR/<wnid>/<images>. With ``out`` the batches are kept beside it (resumable) and
+    the predictions are written to it, CSV or Parquet by suffix; the table is also returned."""
+    options = options or InferenceOptions()
+    entries = resolve_models(models)
+    tasks, _ = scan_folder(folder)
+    out_path = check_output_path(out) if out is not None else None
+    if out_path is None:
+        sink = _MemorySink()
+        result = run_inference(tasks, entries, sink, None, options, progress)
+        table = pd.concat(sink.frames, ignore_index=True) if sink.frames else pd.DataFrame(columns=list(PREDICTION_SCHEMA))
+    else:
+        store = Run(parts_folder_for(out_path))
+        done = {e.id: store.predicted_images(e.id) for e in entries}
+        result = run_inference(tasks, entries, store.append_predictions, done, options, progress)
+        if options.compact:
+            for entry in entries:
+                store.compact_predictions(entry.id)
+        table = store.read_predictions([e.id for e in entries])
+        table = table[table["image"].isin({t.image for t in tasks})]
+    table = table.sort_values(["model", "image"], kind="stable").reset_index(drop=True)
+    if out_path is not None:
+        write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")
+    return conform(table, PREDICTION_SCHEMA, table="predictions", extra="drop"), result

