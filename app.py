@@ -1,24 +1,29 @@
-"""WildLens dashboard entry point (placeholder until the dashboard lands): query -> classes."""
+"""WildLens dashboard: the entry point ``streamlit run app.py`` (``make run``).
+
+It sets session defaults once, makes sure the embedded sample run exists (computed on the first
+start from photographs that installed packages ship), and routes to the pages. Pages are thin:
+they call explain/, crawl/ and classify/ and render what those return.
+"""
 import streamlit as st
 
-from explain.labels import QueryError, hyponym_classes, label_space_names, senses
+from pages.common import ensure_sample_run, init_state, run_selector
 
-st.set_page_config(page_title="WildLens", layout="wide")
-st.title("WildLens")
-st.caption("How ImageNet classifiers fail on web images, explained through WordNet.")
+st.set_page_config(page_title="WildLens", page_icon=":material/travel_explore:", layout="wide")
+init_state()
+ensure_sample_run()
 
-space = st.selectbox("Label space", label_space_names())
-query = st.text_input("Query", value="cat")
-try:
-    found = senses(query, space)
-except QueryError as exc:
-    st.error(str(exc))
-    st.stop()
-choice = st.radio("Sense", [s.name for s in found],
-                  format_func=lambda n: next(f"{s.name} ({s.n_classes} classes): {s.definition}" for s in found if s.name == n))
-try:
-    classes = hyponym_classes(choice, space)
-except QueryError as exc:
-    st.warning(str(exc))
-    st.stop()
-st.dataframe([{"wnid": c.wnid, "class": c.name, "path": " > ".join(c.path)} for c in classes], use_container_width=True)
+# url_path differs from each file's stem on purpose: Streamlit's AppTest otherwise mistakes the
+# files for an old-style pages/ folder app and runs a page without this entry script.
+PAGES = [
+    st.Page("pages/runs_page.py", url_path="runs", title="Runs", icon=":material/folder_open:", default=True),
+    st.Page("pages/query_page.py", url_path="query", title="Query", icon=":material/search:"),
+    st.Page("pages/images_page.py", url_path="images", title="Images", icon=":material/photo_library:"),
+    st.Page("pages/models_page.py", url_path="models", title="Models", icon=":material/memory:"),
+    st.Page("pages/results_page.py", url_path="results", title="Results", icon=":material/leaderboard:"),
+    st.Page("pages/confusions_page.py", url_path="confusions", title="Confusions", icon=":material/compare_arrows:"),
+    st.Page("pages/explain_page.py", url_path="explain", title="Explain", icon=":material/account_tree:"),
+]
+page = st.navigation(PAGES)
+with st.sidebar:
+    run_selector()
+page.run()

@@ -1,0 +1,138 @@
+"""Server-side render time of every dashboard page on a large run.
+
+Run from the repository root: ``python benchmarks/bench_app.py``.
+
+Builds, in a temporary WILDLENS_HOME, a run with 1,000,000 stored predictions: 100,000 images
+(100 per ImageNet-1k class) each classified by 10 synthetic models whose mistakes fall mostly on
+classes near the truth in WordNet (the generator of bench_metrics.py). Every manifest row points
+to a real small JPEG (hard links of one file, so building it stays fast). Then, with
+``streamlit.testing.v1.AppTest``, each page is rendered once to warm the caches (the first load
+reads the predictions and computes the metric tables) and then timed over a few more renders:
+the figure is the script's server-side time for one render after the first load, the time a
+user waits after clicking, minus the network and the browser. Target: <= 1 s per page.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+PAGES = ["runs", "query", "images", "models", "results", "confusions", "explain"]
+N_MODELS = 10
+IMAGES_PER_CLASS = 100
+
+
+def build_run(home: Path, images_per_class: int = IMAGES_PER_CLASS, seed: int = 0) -> str:
+    from PIL import Image
+
+    from explain import similarity
+    from explain.runstore import PREDICTION_SCHEMA, RunStore, conform
+
+    matrices = similarity.label_space_matrices("imagenet-1k", cache_dir=home / "cache")
+    wnids = np.array(matrices.wnids)
+    n_classes = len(wnids)
+    rng = np.random.default_rng(seed)
+    distance = matrices.values.path_distance.astype(np.int64)
+    nearest = np.argsort(distance + rng.random(distance.shape) * 0.5 + np.eye(n_classes) * 1e6, axis=1)[:, :25]
+    weights = np.exp(-np.arange(25) / 4.0)
+    weights /= weights.sum()
+
+    true = np.repeat(np.arange(n_classes), images_per_class)
+    files = np.array([f"{wnids[t]}/{i:08x}.jpg" for i, t in enumerate(true)])
+    store = RunStore(home)
+    run = store.create_run(run_id="bench-1m", title="Benchmark: 1,000,000 predictions", label_space="imagenet-1k",
+                           wnids=wnids.tolist(), images_per_class=images_per_class, source="benchmark",
+                           models=[f"model_{m:02d}" for m in range(N_MODELS)])
+    # A real JPEG per class, hard-linked under each of its images' names (a file system allows
+    # ~65,000 links per file): pages that show thumbnails find real files.
+    templates = home / "templates"
+    templates.mkdir()
+    for c, wnid in enumerate(wnids):
+        (run.images_dir / wnid).mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (96, 96), (c % 256, 140, 160)).save(templates / f"{wnid}.jpg", quality=80)
+    for f, t in zip(files, true):
+        os.link(templates / f"{wnids[t]}.jpg", run.images_dir / f)
+    template = templates / f"{wnids[0]}.jpg"
+    n_images = len(files)
+    run.write_manifest(pd.DataFrame({
+        "wnid": wnids[true], "file": files, "sha256": [f"{i:064x}" for i in range(n_images)],
+        "width": 96, "height": 96, "format": "JPEG", "mode": "RGB", "bytes": template.stat().st_size,
+        "source": "benchmark", "status": "accepted", "excluded": False}))
+
+    for m in range(N_MODELS):
+        accuracy = 0.55 + 0.35 * m / (N_MODELS - 1)
+        correct = rng.random(n_images) < accuracy
+        near = nearest[true, rng.choice(25, n_images, p=weights)]
+        pred = np.where(correct, true, np.where(rng.random(n_images) < 0.85, near, rng.integers(0, n_classes, n_images)))
+        top = nearest[true, :4]
+        probs = np.sort(rng.dirichlet(np.ones(6), n_images)[:, :5], axis=1)[:, ::-1]
+        df = pd.DataFrame({"model": f"model_{m:02d}", "image": files, "true_wnid": wnids[true],
+                           "pred_wnid": wnids[pred], **{f"pred_wnid_{k}": wnids[top[:, k - 2]] for k in range(2, 6)},
+                           **{f"prob_{k}": probs[:, k - 1] for k in range(1, 6)},
+                           "label_space": "imagenet-1k", "status": "ok"})
+        run.append_predictions(conform(df, PREDICTION_SCHEMA, table="predictions"))
+    return run.run_id
+
+
+def time_pages(home: Path, run_id: str, repeats: int) -> dict[str, tuple[float, float]]:
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["WILDLENS_HOME"] = str(home)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900).run()
+    at.session_state["_next_run_id"] = run_id
+    at.run()
+    results = {}
+    for page in PAGES:
+        at.switch_page(f"pages/{page}_page.py")
+        started = time.perf_counter()
+        at.run()
+        first = time.perf_counter() - started
+        if at.exception:
+            raise RuntimeError(f"{page}: {at.exception[0].value}")
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            at.run()
+            times.append(time.perf_counter() - started)
+        results[page] = (first, statistics.median(times))
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images-per-class", type=int, default=IMAGES_PER_CLASS,
+                        help="100 gives 100,000 images x 10 models = 1,000,000 predictions")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="wildlens-bench-app-") as tmp:
+        home = Path(tmp)
+        started = time.perf_counter()
+        run_id = build_run(home, args.images_per_class)
+        from explain.runstore import RunStore
+
+        n = len(RunStore(home).open_run(run_id).read_predictions())
+        print(f"built run {run_id}: {n:,} predictions, {n // N_MODELS:,} images, {N_MODELS} models "
+              f"({time.perf_counter() - started:.1f} s)")
+        results = time_pages(home, run_id, args.repeats)
+        print(f"{'page':<12}{'first load':>12}{'render after (median)':>24}")
+        worst = 0.0
+        for page, (first, warm) in results.items():
+            worst = max(worst, warm)
+            print(f"{page:<12}{first:>11.2f}s{warm:>23.3f}s")
+        print(f"slowest page after the first load: {worst:.3f} s (target <= 1 s): {'met' if worst <= 1 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

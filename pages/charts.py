@@ -1,0 +1,73 @@
+"""Figures the pages draw. Layout and styling only: the data come from explain/."""
+from __future__ import annotations
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from explain.explanations import RELATION_COLOURS, PairExplanation
+
+ROLE_COLOURS = {"true": "#2ca02c", "lcs": "#444444", "path": "#bbbbbb"}
+
+
+def path_graph(explanation: PairExplanation) -> nx.DiGraph:
+    """The WordNet path as a networkx graph, edges pointing from hyponym to hypernym. Each node's
+    layer is its distance from the lowest common subsumer along the path, so the drawing reads as
+    a V: the true class climbs on the left, the prediction on the right, the LCS on top."""
+    graph = nx.DiGraph()
+    lcs_index = next(i for i, n in enumerate(explanation.nodes) if "lcs" in n.roles)
+    for i, node in enumerate(explanation.nodes):
+        graph.add_node(node.wnid, layer=-abs(i - lcs_index), side=(i > lcs_index) - (i < lcs_index), data=node)
+    for edge in explanation.edges:
+        graph.add_edge(edge.child, edge.parent, kind=edge.kind)
+    return graph
+
+
+def path_figure(explanation: PairExplanation) -> go.Figure:
+    graph = path_graph(explanation)
+    # multipartite_layout puts each layer on its own row; within a row, insertion order (true side first).
+    pos = nx.multipartite_layout(graph, subset_key="layer", align="horizontal", scale=1.0)
+    for wnid, (x, y) in pos.items():  # keep each branch on its own side even where a layer has one node
+        side = graph.nodes[wnid]["side"]
+        pos[wnid] = (x if side == 0 else side * max(abs(x), 0.35), y)
+
+    edge_x, edge_y, label_x, label_y, label_text = [], [], [], [], []
+    for child, parent, data in graph.edges(data=True):
+        (x0, y0), (x1, y1) = pos[child], pos[parent]
+        edge_x += [x0, x1, None]
+        edge_y += [y0, y1, None]
+        label_x.append((x0 + x1) / 2)
+        label_y.append((y0 + y1) / 2)
+        label_text.append("instance of" if data["kind"] == "instance_hypernym" else "is a")
+    pred_colour = RELATION_COLOURS.get(explanation.relation, "#d62728")
+
+    xs, ys, colours, texts, hovers, sizes = [], [], [], [], [], []
+    for wnid in graph.nodes:
+        node = graph.nodes[wnid]["data"]
+        xs.append(pos[wnid][0])
+        ys.append(pos[wnid][1])
+        role = "pred" if "pred" in node.roles else "true" if "true" in node.roles else "lcs" if "lcs" in node.roles else "path"
+        colours.append(pred_colour if role == "pred" else ROLE_COLOURS[role])
+        sizes.append(26 if role in ("true", "pred") else 18)
+        texts.append(node.lemma_names[0] if node.lemma_names else node.name)
+        tag = {"true": "true class", "pred": "predicted", "lcs": "lowest common subsumer"}
+        hovers.append(f"<b>{node.name}</b> ({wnid})<br>{', '.join(node.lemma_names)}<br>"
+                      f"<i>{_wrap(node.definition)}</i><br>" + ", ".join(tag[r] for r in node.roles if r in tag))
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#999", width=2), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=label_x, y=label_y, mode="text", text=label_text, textfont=dict(size=10, color="#777"),
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", text=texts, textposition="middle right",
+                             marker=dict(size=sizes, color=colours, line=dict(color="white", width=2)),
+                             hovertext=hovers, hoverinfo="text"))
+    fig.update_layout(showlegend=False, height=120 + 70 * (max(1, len(set(ys)))), margin=dict(l=10, r=10, t=10, b=10),
+                      xaxis=dict(visible=False, range=[-1.3, 1.6]), yaxis=dict(visible=False),
+                      plot_bgcolor="white")
+    return fig
+
+
+def _wrap(text: str, width: int = 60) -> str:
+    import html
+    import textwrap
+
+    # WordNet definitions are trusted data, but escape anyway: Plotly hover text reads HTML tags.
+    return "<br>".join(textwrap.wrap(html.escape(text), width))

@@ -1,0 +1,251 @@
+"""What every page shares: session defaults, the current run, cached loaders, render helpers.
+
+Caching is kept here, apart from rendering: ``st.cache_resource`` holds read-only shared
+objects (a run's predictions and metric tables, keyed by a fingerprint of the stored files, so a
+new inference run invalidates them), and pages never mutate what they get. No metric is
+computed here: the tables come from ``explain.metrics``.
+"""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import streamlit as st
+
+from explain.runstore import Run, RunStore, StoreError
+
+
+DEFAULTS = {
+    "run_id": None,  # the run every page works on; chosen in the sidebar
+    "query": "cat",
+    "label_space": "imagenet-1k",
+    "k": 20,
+    "engine": "bing",
+    "pair": None,  # (model, true_wnid, pred_wnid) chosen on Confusions for the Explain page
+}
+
+
+def escape_markdown(text: str) -> str:
+    """Show file names, search terms and other outside text literally where Streamlit would read
+    Markdown (progress texts, captions): no links, images or formatting can be injected."""
+    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:])", r"\\\1", str(text))
+
+
+def init_state() -> None:
+    """Session-state defaults, set once per session at the top of app.py."""
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+
+
+def store() -> RunStore:
+    return RunStore()
+
+
+def list_runs():
+    return store().list_runs()
+
+
+def current_run() -> Run | None:
+    run_id = st.session_state.get("run_id")
+    if not run_id:
+        return None
+    try:
+        return store().open_run(run_id)
+    except StoreError:
+        st.session_state["run_id"] = None
+        return None
+
+
+def require_run() -> Run:
+    """The current run, or a message and a stop when there is none."""
+    run = current_run()
+    if run is None:
+        st.info("No run selected. Pick one in the sidebar, or create one on the Query page.")
+        st.stop()
+    if run.info.is_sample:
+        sample_banner()
+    return run
+
+
+def sample_banner() -> None:
+    st.info(
+        "**Sample run**: a small sample computed on this machine at first start: six views each of "
+        "five photographs that scikit-image, scikit-learn and matplotlib ship, labelled with their "
+        "ImageNet-1k classes and classified by the offline default model. Real predictions, but far "
+        "too few images for conclusions; create your own run on the Query page.",
+        icon=":material/science:",
+    )
+
+
+def run_label(info) -> str:
+    title = info.title or info.query or info.run_id
+    return f"{title} · {info.created[:16].replace('T', ' ')} · {info.run_id}"
+
+
+def select_run(run_id: str, page: str | None = None) -> None:
+    """Make ``run_id`` current from inside a page. The sidebar widget owns the 'run_id' key and
+    is drawn before the page, so the change is handed over through '_next_run_id' and applied
+    on the rerun, before the widget exists."""
+    st.session_state["_next_run_id"] = run_id
+    if page:
+        st.switch_page(page)
+    st.rerun()
+
+
+def open_run_link(run_id: str, page: str = "pages/images_page.py", label: str = "Open its images") -> None:
+    """After creating a run inside a button's branch: make it current on the next rerun and offer
+    a link (a second button here would never fire: the first one is False on that rerun)."""
+    st.session_state["_next_run_id"] = run_id
+    st.page_link(page, label=label, icon=":material/arrow_forward:")
+
+
+def run_selector() -> None:
+    """Sidebar picker of the current run (newest first)."""
+    if "_next_run_id" in st.session_state:
+        st.session_state["run_id"] = st.session_state.pop("_next_run_id")
+    infos = list_runs()
+    if not infos:
+        st.caption("No runs yet.")
+        return
+    ids = [i.run_id for i in infos]
+    if st.session_state.get("run_id") not in ids:
+        from classify.sample import SAMPLE_RUN_ID
+
+        st.session_state["run_id"] = SAMPLE_RUN_ID if SAMPLE_RUN_ID in ids else ids[0]
+    labels = {i.run_id: run_label(i) for i in infos}
+    st.selectbox("Current run", ids, key="run_id", format_func=labels.get)
+
+
+def predictions_fingerprint(run: Run) -> str:
+    """Changes whenever a part file is added, replaced or removed."""
+    if not run.predictions_dir.exists():
+        return "none"
+    parts = sorted(run.predictions_dir.glob("*/part-*.parquet"))
+    return ";".join(f"{p.parent.name}/{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in parts)
+
+
+def manifest_fingerprint(run: Run) -> str:
+    p = run.manifest_path
+    return f"{p.stat().st_size}:{p.stat().st_mtime_ns}" if p.exists() else "none"
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading predictions…")
+def _predictions(run_path: str, fingerprint: str) -> pd.DataFrame:
+    return Run(run_path).read_predictions()
+
+
+def predictions(run: Run) -> pd.DataFrame:
+    """The run's stored predictions (shared, read-only)."""
+    return _predictions(str(run.path), predictions_fingerprint(run))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _manifest(run_path: str, fingerprint: str) -> pd.DataFrame:
+    return Run(run_path).read_manifest()
+
+
+def manifest(run: Run) -> pd.DataFrame:
+    return _manifest(str(run.path), manifest_fingerprint(run))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Computing metrics from the stored predictions…")
+def _metric_tables(run_path: str, predictions_fp: str, manifest_fp: str):
+    from explain.metrics import compute_metric_tables
+
+    return compute_metric_tables(Run(run_path).usable_predictions())
+
+
+def metric_tables(run: Run):
+    """explain.metrics tables of the run's usable predictions (shared, read-only), recomputed only
+    when predictions or the manifest (exclusions) change."""
+    return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+
+
+def model_family(model_id: str) -> str:
+    """'CNN' or 'transformer' from the model registry; 'other' for predictions of unknown models."""
+    from classify.registry import UnknownModelError, get_model
+
+    try:
+        return get_model(model_id).family
+    except (UnknownModelError, KeyError, ValueError):
+        return "other"
+
+
+def class_name(wnid: str, label_space: str = "imagenet-1k") -> str:
+    """ImageNet's name of a class, falling back to WordNet for wnids outside the label space."""
+    from explain.labels import get_label_space
+
+    space = get_label_space(label_space)
+    if wnid in space:
+        return space.display_name(wnid)
+    try:
+        return get_label_space("imagenet-21k").display_name(wnid)
+    except Exception:
+        return wnid
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _usable_files(run_path: str, fingerprint: str) -> frozenset:
+    return frozenset(Run(run_path).usable_images()["file"].dropna())
+
+
+def usable_files(run: Run) -> frozenset:
+    """Files of the run's accepted, not excluded images (shared, read-only)."""
+    return _usable_files(str(run.path), manifest_fingerprint(run))
+
+
+@st.cache_resource(max_entries=4, show_spinner="Indexing the mistakes…")
+def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> dict:
+    preds = _predictions(run_path, predictions_fp)
+    usable = _usable_files(run_path, manifest_fp)
+    ok = preds[(preds["status"] == "ok") & preds["image"].isin(usable)]
+    wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][["model", "true_wnid", "image", "pred_wnid", "prob_1"]]
+    return {key: group.reset_index(drop=True) for key, group in wrong.groupby(["model", "true_wnid"], sort=False)}
+
+
+def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
+    """The stored predictions of ``model`` on usable images of ``true_wnid`` whose top-1 is wrong
+    (image, pred_wnid, prob_1). Indexed once per change of the predictions or the manifest."""
+    index = _mistakes_by_class(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+    return index.get((model, true_wnid), pd.DataFrame(columns=["model", "true_wnid", "image", "pred_wnid", "prob_1"]))
+
+
+def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Download CSV") -> None:
+    """A download button whose file is exactly the library's CSV of ``df``. The bytes are made
+    only when the button is clicked (1M-prediction runs have 30,000-row tables), and the click
+    does not rerun the page."""
+    from explain.export import table_to_csv_bytes
+
+    st.download_button(label, data=lambda: table_to_csv_bytes(df), file_name=filename, mime="text/csv", key=key,
+                       icon=":material/download:", on_click="ignore")
+
+
+@st.cache_resource(show_spinner=False)
+def _sample_run_once(root: str) -> str:
+    from classify.sample import ensure_sample_run as build
+
+    return build(RunStore(root)).run_id
+
+
+def ensure_sample_run() -> None:
+    """Build the sample run on the first start (once per process and store; idempotent on disk)."""
+    root = str(store().root)
+    try:
+        with st.spinner("First start: classifying the sample photographs with the offline default model…"):
+            _sample_run_once(root)
+    except Exception as exc:  # the app must still open: say what is wrong instead
+        st.warning(f"The sample run could not be built: {exc}")
+
+
+def progress_bar():
+    """A progress callback (explain.progress) drawing one Streamlit bar per (stage, task)."""
+    bars = {}
+
+    def callback(event) -> None:
+        key = (event.stage, event.task)
+        if key not in bars:
+            bars[key] = st.progress(0.0)
+        text = f"{event.stage} {event.task}: {event.done}/{event.total or '?'}" + (f" · {event.message}" if event.message else "")
+        bars[key].progress(event.fraction, text=escape_markdown(text))
+
+    return callback

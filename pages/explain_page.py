@@ -1,0 +1,82 @@
+"""Explain: for a confusion (true class, predicted class), the WordNet path between them."""
+import pandas as pd
+import streamlit as st
+
+from explain.explanations import explain_pair
+from explain.labels import QueryError, resolve_noun_synsets
+from explain.wordnet import wnid_of
+from pages.charts import path_figure
+from pages.common import class_name, metric_tables, require_run
+
+RELATION_TEXT = {
+    "same": "the same class",
+    "sibling": "a sibling: they share an immediate hypernym",
+    "hypernym": "a hypernym: the prediction is an ancestor of the true class (too general)",
+    "hyponym": "a hyponym: the prediction is a kind of the true class (too specific, hierarchically correct)",
+    "cousin": "a cousin: they share a grandparent but no parent",
+    "distant": "distant: related only high up in WordNet",
+}
+
+st.title("Explain a confusion")
+run = require_run()
+tables = metric_tables(run)
+label_space = run.info.label_space
+confusions = tables.confusions
+
+mode = st.radio("Pair", ["From this run's confusions", "Any two concepts"], horizontal=True)
+if mode == "From this run's confusions":
+    if confusions.empty:
+        st.info("This run has no confusions yet (no predictions, or no mistakes).")
+        st.stop()
+    wanted = st.session_state.get("pair") or (None, None, None)
+    # Model -> true class -> one of its top confusions: three short lists instead of one list of
+    # every confusion (30,000 entries for 10 models over ImageNet-1k).
+    c1, c2, c3 = st.columns([1, 1, 2])
+    models = list(dict.fromkeys(confusions["model"]))
+    model = c1.selectbox("Model", models, index=models.index(wanted[0]) if wanted[0] in models else 0)
+    of_model = confusions[confusions["model"] == model]
+    trues = list(dict.fromkeys(of_model["true_wnid"]))
+    true_wnid = c2.selectbox("True class", trues, index=trues.index(wanted[1]) if wanted[1] in trues else 0,
+                             format_func=lambda w: f"{class_name(w, label_space)} ({w})")
+    options = of_model[of_model["true_wnid"] == true_wnid].sort_values("rank")
+    preds = options["pred_wnid"].tolist()
+    share = dict(zip(preds, options["mf"].astype(float)))
+    relation = dict(zip(preds, options["relation"]))
+    pred_wnid = c3.selectbox("Confused with", preds, index=preds.index(wanted[2]) if wanted[2] in preds else 0,
+                             format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.0%} · {relation[w]}")
+    st.session_state["pair"] = (model, true_wnid, pred_wnid)
+else:
+    c1, c2 = st.columns(2)
+    true_text = c1.text_input("True concept (wnid or synset name)", value="n02123045")
+    pred_text = c2.text_input("Predicted concept (wnid or synset name)", value="n02124075")
+    try:
+        true_wnid = wnid_of(resolve_noun_synsets(true_text)[0])
+        pred_wnid = wnid_of(resolve_noun_synsets(pred_text)[0])
+    except QueryError as exc:
+        st.error(str(exc))
+        st.stop()
+
+explanation = explain_pair(true_wnid, pred_wnid)
+# Streamlit's Markdown palette, closest to the relation colours (blue sibling, magenta hypernym, red distant).
+MARKDOWN_COLOUR = {"sibling": "blue", "hypernym": "violet", "hyponym": "orange", "cousin": "gray", "distant": "red",
+                   "same": "green"}
+st.markdown(f"**{class_name(true_wnid, label_space)}** ({true_wnid}) → **{class_name(pred_wnid, label_space)}** "
+            f"({pred_wnid}): :{MARKDOWN_COLOUR.get(explanation.relation, 'gray')}"
+            f"[{RELATION_TEXT.get(explanation.relation, explanation.relation)}]")
+
+m = st.columns(6)
+m[0].metric("Path length", explanation.path_length, help="Edges between the two in WordNet (NLTK shortest_path_distance).")
+m[1].metric("Path sim.", f"{explanation.path:.4f}")
+m[2].metric("LCH", f"{explanation.lch:.4f}")
+m[3].metric("WUP", f"{explanation.wup:.4f}")
+m[4].metric("Lin", "n/a" if pd.isna(explanation.lin) else f"{explanation.lin:.4f}",
+            help="ImageNet-CoG information content; undefined for a concept outside IN-21K.")
+m[5].metric("Severity", explanation.severity, help="Hypernym steps from the true class up to the lowest common ancestor.")
+
+st.plotly_chart(path_figure(explanation), width="stretch")
+st.caption(f"Green: the true class; {explanation.relation} colour: the prediction; dark: their lowest common "
+           "subsumer. Hover a node for its lemmas and definition.")
+
+st.dataframe(pd.DataFrame([{"synset": n.name, "wnid": n.wnid, "role": ", ".join(n.roles), "lemmas": ", ".join(n.lemma_names),
+                            "definition": n.definition, "depth": n.depth} for n in explanation.nodes]),
+             hide_index=True, width="stretch")

@@ -1,0 +1,77 @@
+"""Models: the registry grouped CNN / transformer, which weights are usable here, and inference."""
+import pandas as pd
+import streamlit as st
+
+from pages.common import manifest, progress_bar, require_run
+
+
+@st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
+def registry_table() -> pd.DataFrame:
+    """One row per registered model with its weights status (no network access: local caches only)."""
+    from classify.registry import input_config, list_models
+    from classify.weights import weights_status
+
+    rows = []
+    for entry in list_models():
+        status = weights_status(entry)
+        cfg = input_config(entry)
+        rows.append({"usable": status.available, "id": entry.id, "model": entry.name, "family": entry.family,
+                     "label space": entry.label_space, "params (M)": round(entry.num_params / 1e6, 1),
+                     "input": f"{cfg.size}px, crop {cfg.crop_pct:g}, {cfg.interpolation}",
+                     "source": f"{entry.source}: {entry.weights}", "paper": entry.paper,
+                     "weights": status.describe()})
+    return pd.DataFrame(rows)
+
+
+st.title("Models")
+run = require_run()
+table = registry_table()
+st.caption("Weights are looked for in this machine's caches only (Hugging Face, torch hub, installed packages); "
+           "nothing is downloaded. A model marked unusable shows the one command that fetches its weights on a "
+           "machine with internet.")
+
+selected: list[str] = []
+for family, label in (("CNN", "CNNs"), ("transformer", "Transformers")):
+    part = table[table["family"] == family]
+    st.subheader(f"{label} · {int(part['usable'].sum())} of {len(part)} usable here")
+    edited = st.data_editor(
+        part.assign(run=part["id"].isin(run.info.models) & part["usable"])[
+            ["run", "usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
+        hide_index=True, width="stretch", key=f"models-{family}",
+        disabled=["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"],
+        column_config={"run": st.column_config.CheckboxColumn("run", help="Tick to run this model on the current run"),
+                       "usable": st.column_config.CheckboxColumn("usable", help="Weights found on this machine")},
+    )
+    selected += edited.loc[edited["run"], "id"].tolist()
+
+images = manifest(run)
+n_images = int(((images["status"] == "accepted") & ~images["excluded"].astype(bool)).sum()) if not images.empty else 0
+unusable = [m for m in selected if not bool(table.set_index("id").loc[m, "usable"])]
+if unusable:
+    st.warning(f"No weights on this machine for: {', '.join(unusable)}. They will be skipped. "
+               "Fetch them online with the command in their 'weights' column.")
+runnable = [m for m in selected if m not in unusable]
+
+st.divider()
+st.markdown(f"**{n_images}** usable images in run `{run.run_id}` · models already run: "
+            f"{', '.join(run.info.models) or 'none'}")
+with st.expander("Options"):
+    c1, c2 = st.columns(2)
+    batch_size = c1.number_input("Batch size (0 = automatic)", 0, 512, 0)
+    device = c2.selectbox("Device", ["auto", "cpu", "cuda", "mps"], help="auto: CUDA, then MPS, then CPU.")
+if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runnable or n_images == 0):
+    from classify.inference import InferenceOptions, predict_run
+    from classify.weights import WeightsError
+
+    # Worker processes are for the command line; inside the server one process decodes.
+    options = InferenceOptions(batch_size=batch_size or None, device=device, num_workers=0)
+    try:
+        with st.status(f"Classifying {n_images} images with {len(runnable)} model(s)…", expanded=True) as status:
+            report = predict_run(run, runnable, options, progress_bar())
+            status.update(label=f"Done in {report.seconds:.1f} s on {report.device}", state="complete")
+    except WeightsError as exc:
+        st.error(str(exc))
+        st.stop()
+    st.dataframe(pd.DataFrame([vars(r) for r in report.models.values()]), hide_index=True)
+    st.success("Predictions stored. Re-running skips what is stored.")
+    st.page_link("pages/results_page.py", label="See the results", icon=":material/leaderboard:")

@@ -1,0 +1,132 @@
+"""Query: a word -> its WordNet sense -> the ImageNet classes under it -> a run with images."""
+import streamlit as st
+
+from explain.labels import QueryError, get_label_space, hyponym_classes, hyponym_tree, label_space_names, senses
+from pages.common import open_run_link, progress_bar, store
+
+st.title("Query")
+st.caption("Type a word, pick its WordNet sense, see which ImageNet classes lie under it, then collect images.")
+
+left, right = st.columns([2, 1])
+query = left.text_input("Word, synset name (cat.n.01) or wnid", key="query")
+label_space = right.selectbox("Label space", label_space_names(), key="label_space",
+                              help="Which classifier outputs count as classes: ImageNet-1k, or the 21k/22k/12k spaces.")
+
+try:
+    found = senses(query, label_space)
+except QueryError as exc:
+    st.error(str(exc), icon=":material/error:")
+    st.stop()
+
+names = [s.name for s in found]
+by_name = {s.name: s for s in found}
+default = next((i for i, s in enumerate(found) if s.n_classes), 0)
+sense_name = st.radio(
+    "Sense", names, index=default,
+    format_func=lambda n: f"{n} · {by_name[n].n_classes} classes · {by_name[n].definition}",
+)
+sense = by_name[sense_name]
+if sense.n_classes == 0:
+    st.warning(f"No class of {label_space} lies under {sense.name}. Pick another sense, a more general word, "
+               "or a larger label space such as imagenet-21k.")
+    st.stop()
+
+classes = hyponym_classes(sense.name, label_space)
+st.subheader(f"{len(classes)} {label_space} classes under {sense.name}")
+
+tab_tree, tab_table = st.tabs(["Hyponym tree", "Classes"])
+with tab_tree:
+    edges = hyponym_tree(sense.name, label_space)
+    class_synsets = {c.synset for c in classes}
+    if len(edges) > 400:
+        st.caption(f"The tree has {len(edges)} edges; too large to draw. See the Classes tab.")
+    else:
+        wnid_of_synset = {c.synset: c.wnid for c in classes}
+
+        def quoted(text: str) -> str:
+            # A DOT string literal: WordNet names may hold quotes and backslashes.
+            return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+        def node(name: str) -> str:
+            if name in class_synsets:
+                label = quoted(name)[:-1] + "\\n" + wnid_of_synset[name] + '"'  # DOT's \n: a line break
+                return f'{quoted(name)} [label={label}, shape=box, style="filled,rounded", fillcolor="#cfe3ff"]'
+            return f"{quoted(name)} [shape=box, style=rounded]"
+
+        nodes = sorted({n for e in edges for n in e} | {sense.name})
+        dot = ['digraph { rankdir=LR; node [fontsize=11, fontname="Helvetica"]; edge [arrowsize=0.6];']
+        dot += [node(n) for n in nodes] + [f"{quoted(a)} -> {quoted(b)}" for a, b in edges] + ["}"]
+        st.graphviz_chart("\n".join(dot), width="content")
+        st.caption("Filled boxes are classes of the label space; the others are WordNet concepts on the way.")
+with tab_table:
+    st.dataframe([{"wnid": c.wnid, "class": c.name, "definition": c.definition, "path": " › ".join(c.path)}
+                  for c in classes], hide_index=True, width="stretch")
+
+st.divider()
+st.subheader("Collect images into a new run")
+chosen = st.multiselect("Classes", [c.wnid for c in classes], default=[c.wnid for c in classes],
+                        format_func=lambda w: f"{get_label_space(label_space).display_name(w)} ({w})")
+c1, c2, c3 = st.columns(3)
+k = c1.number_input("Images per class (k)", min_value=1, max_value=500, key="k")
+engine = c2.selectbox("Search engine", ["bing", "google", "baidu", "flickr"], key="engine",
+                      help="Bing works best; icrawler's Google parser often breaks upstream; Flickr needs an API key.")
+title = c3.text_input("Run title", value=f"{sense.name} · {label_space}")
+
+
+def new_run(source: str):
+    return store().create_run(title=title, query=query, sense=sense.name, label_space=label_space,
+                              wnids=list(chosen), images_per_class=int(k), source=source)
+
+
+tab_crawl, tab_import = st.tabs(["Crawl the web", "Import a local folder"])
+with tab_crawl:
+    st.caption("Search terms come from each class's ImageNet lemmas. Images are validated, de-duplicated "
+               "(also across classes) and stored by content hash; re-running a run tops it up to k.")
+    if st.button("Create run and crawl", type="primary", disabled=not chosen):
+        from crawl import CrawlConfig, CrawlError, EngineUnreachable, check_engine, crawl_run
+
+        with st.spinner(f"Checking that {engine} can be reached…"):
+            reach = check_engine(engine)
+        if not reach.ok:
+            st.error(f"Cannot reach {reach.host}: {reach.detail}. No internet? Bring your own images with "
+                     "**Import a local folder** (one sub-folder per class, named by wnid or class name).",
+                     icon=":material/wifi_off:")
+            st.stop()
+        run = new_run(f"crawl:{engine}")
+        try:
+            with st.status(f"Crawling {len(chosen)} classes into {run.run_id}…", expanded=True) as status:
+                summary = crawl_run(run, list(chosen), int(k), engine=engine, config=CrawlConfig(),
+                                    progress=progress_bar())
+                status.update(label=f"Crawl finished: {summary.new_accepted} images accepted", state="complete")
+        except EngineUnreachable as exc:
+            st.error(f"{exc} What was fetched before is kept in run {run.run_id}.", icon=":material/wifi_off:")
+            st.stop()
+        except CrawlError as exc:
+            st.error(str(exc))
+            st.stop()
+        st.dataframe(summary.per_class, hide_index=True, width="stretch")
+        for note in summary.notes:
+            st.caption(note)
+        open_run_link(run.run_id)
+with tab_import:
+    st.caption("A folder on the machine that runs WildLens, laid out as `<wnid or class name>/<images>`. "
+               "Nothing in it is changed; accepted images are copied into the run.")
+    folder = st.text_input("Folder", placeholder="/data/my_images")
+    if st.button("Create run from folder", disabled=not folder):
+        from pathlib import Path
+
+        from crawl import CollectError, import_folder
+
+        source = Path(folder).expanduser()
+        if not source.is_dir():
+            st.error("That is not a folder on this machine.")
+            st.stop()
+        run = new_run("import")
+        try:
+            summary = import_folder(source, run, label_space=label_space, progress=progress_bar())
+        except (CollectError, ValueError, OSError) as exc:
+            st.error(str(exc))
+            st.stop()
+        st.success(f"Imported {summary.new_accepted} images of {summary.files_seen} files into {run.run_id}.")
+        st.dataframe(summary.per_class, hide_index=True, width="stretch")
+        open_run_link(run.run_id)

@@ -1,0 +1,98 @@
+"""Results: per model and per class, side by side, grouped CNN versus transformer.
+
+Every number here is a cell of ``explain.metrics.compute_metric_tables`` (via
+``pages.common.metric_tables``); this page only selects, labels and draws.
+"""
+import plotly.express as px
+import streamlit as st
+
+from explain.metrics import column_docs
+from pages.common import class_name, download_csv, metric_tables, model_family, require_run
+
+RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "sibling_rate"]
+MEAN_COLUMNS = ["path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "severity",
+                "path_all", "lch_all", "wup_all", "lin_all"]
+COUNT_COLUMNS = ["n", "n_mistakes", "sibling_count", "hypernym_count", "hyponym_count", "cousin_count",
+                 "distant_count", "n_failed"]
+FAMILY_ORDER = {"CNN": 0, "transformer": 1, "other": 2}
+FAMILY_COLOURS = {"CNN": "#1f77b4", "transformer": "#ff7f0e", "other": "#7f7f7f"}
+
+
+def column_config(table: str) -> dict:
+    docs = column_docs(table)
+    config = {}
+    for col in RATE_COLUMNS:
+        config[col] = st.column_config.NumberColumn(col, help=docs.get(col), format="percent")
+    for col in MEAN_COLUMNS:
+        config[col] = st.column_config.NumberColumn(col, help=docs.get(col), format="%.4f")
+    for col in COUNT_COLUMNS + ["model", "true_wnid"]:
+        config[col] = st.column_config.Column(col, help=docs.get(col))
+    return config
+
+
+st.title("Results")
+run = require_run()
+tables = metric_tables(run)
+if tables.per_model.empty:
+    st.info("No predictions in this run yet: run models on the Models page.")
+    st.page_link("pages/models_page.py", label="Models", icon=":material/memory:")
+    st.stop()
+
+models = tables.per_model["model"].tolist()
+family = {m: model_family(m) for m in models}
+models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
+chosen = st.multiselect("Models", models, default=models, format_func=lambda m: f"{m} ({family[m]})")
+if not chosen:
+    st.stop()
+
+st.caption("Accuracy is strict (top-1 == true class); *accuracy_hier* also counts a prediction of a hyponym "
+           "of the true class as correct, as the 2023 paper's notebooks did. Similarity means over the "
+           "mistakes are the paper's figures; *_all* columns average over every image. Hover a column "
+           "header for its definition.")
+
+# ------------------------------------------------------------------ per model
+st.subheader("Per model")
+per_model = tables.per_model[tables.per_model["model"].isin(chosen)]
+shown = per_model.assign(family=per_model["model"].map(family))
+shown = shown.iloc[sorted(range(len(shown)), key=lambda i: (FAMILY_ORDER.get(shown["family"].iloc[i], 9),
+                                                             shown["model"].iloc[i]))]
+st.dataframe(shown[["family"] + [c for c in shown.columns if c != "family"]], hide_index=True,
+             width="stretch", column_config=column_config("per_model"))
+download_csv(tables.per_model, f"{run.run_id}_per_model.csv", key="dl-per-model")
+
+metric = st.selectbox("Chart", RATE_COLUMNS + MEAN_COLUMNS, format_func=lambda c: c.replace("_", " "))
+fig = px.bar(shown, x="model", y=metric, color="family", color_discrete_map=FAMILY_COLOURS,
+             category_orders={"model": shown["model"].tolist()}, text_auto=".3f",
+             hover_data={"n": True, "n_mistakes": True})
+fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
+if metric in RATE_COLUMNS:
+    fig.update_yaxes(range=[0, 1], tickformat=".0%")
+st.plotly_chart(fig, width="stretch")
+st.caption(column_docs("per_model").get(metric, ""))
+
+# ------------------------------------------------------------------ per class
+st.subheader("Per class")
+per_class = tables.per_class[tables.per_class["model"].isin(chosen)]
+label_space = run.info.label_space
+names = {w: class_name(w, label_space) for w in per_class["true_wnid"].unique()}
+class_metric = st.selectbox("Heatmap", RATE_COLUMNS + MEAN_COLUMNS, key="class-metric",
+                            format_func=lambda c: c.replace("_", " "))
+grid = per_class.pivot(index="true_wnid", columns="model", values=class_metric).astype(float)
+grid = grid[[m for m in models if m in grid.columns]]
+if len(grid) > 40:
+    # A readable heatmap has tens of rows: show the classes where the models do worst on average
+    # (for severity, where it is highest); the table below holds every class.
+    worst_first = grid.mean(axis=1).sort_values(ascending=class_metric != "severity").index
+    shown_rows = st.slider("Classes in the heatmap (worst first)", 10, min(len(grid), 200), 40, step=10)
+    grid = grid.loc[worst_first[:shown_rows]]
+grid.index = [f"{names[w]} ({w})" for w in grid.index]
+heat = px.imshow(grid, text_auto=".2f" if grid.size <= 600 else False, aspect="auto",
+                 color_continuous_scale="Blues", labels=dict(color=class_metric, x="model", y="true class"))
+heat.update_layout(height=max(260, 22 * len(grid) + 120), margin=dict(t=30, b=10))
+st.plotly_chart(heat, width="stretch")
+st.caption(column_docs("per_class").get(class_metric, "") + " Empty cells: not defined (e.g. no mistakes).")
+
+shown_class = per_class.assign(class_name=per_class["true_wnid"].map(names))
+cols = ["model", "true_wnid", "class_name"] + [c for c in per_class.columns if c not in ("model", "true_wnid")]
+st.dataframe(shown_class[cols], hide_index=True, width="stretch", column_config=column_config("per_class"))
+download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class")
