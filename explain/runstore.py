@@ -25,7 +25,6 @@ import json
 import os
 import re
 import secrets
-import tempfile
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -164,9 +163,9 @@ def atomic_path(target: Path) -> Iterator[Path]:
     ``target``. On error the temporary file is removed and ``target`` is untouched."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    # Not mkstemp: its files are always 0600; created like this they get the usual umask mode.
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
         yield tmp
         with open(tmp, "rb") as fh:
