@@ -122,11 +122,16 @@ def cmd_fetch(args) -> int:
     finally:
         if progress is not None:
             progress.close()
+    _print_summary(summary, f"{summary.new_accepted} new images accepted in {summary.seconds:.1f}s -> {summary.destination}")
+    return 0 if summary.complete else EXIT_SHORT
+
+
+def _print_summary(summary, last_line: str) -> None:
+    """The per-class table on stdout; notes and a one-line total on stderr."""
     _print_table(summary.per_class)
     for note in summary.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"{summary.new_accepted} new images accepted in {summary.seconds:.1f}s -> {summary.destination}", file=sys.stderr)
-    return 0 if summary.complete else EXIT_SHORT
+    print(last_line, file=sys.stderr)
 
 
 def cmd_import(args) -> int:
@@ -138,11 +143,8 @@ def cmd_import(args) -> int:
     finally:
         if progress is not None:
             progress.close()
-    _print_table(summary.per_class)
-    for note in summary.notes:
-        print(f"note: {note}", file=sys.stderr)
-    print(f"{summary.files_seen} files read, {summary.new_accepted} accepted, {summary.already_imported} already "
-          f"imported, in {summary.seconds:.1f}s -> {summary.destination}", file=sys.stderr)
+    _print_summary(summary, f"{summary.files_seen} files read, {summary.new_accepted} accepted, "
+                            f"{summary.already_imported} already imported, in {summary.seconds:.1f}s -> {summary.destination}")
     return 0
 
 
