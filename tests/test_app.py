@@ -186,3 +186,98 @@ def test_confusions_and_explain_flow(app, app_home, monkeypatch):
     truth = explain_pair(pair[1], pair[2])
     assert metrics["Path length"] == str(truth.path_length)
     assert metrics["WUP"] == f"{truth.wup:.4f}"
+
+
+# --------------------------------------------------------------------------- query -> images -> results
+TABBY, TIGER_CAT = "n02123045", "n02123159"
+
+
+def _crawl_button(at):
+    return [b for b in at.button if b.label == "Create run and crawl"][0]
+
+
+def _choose_two_cats(at, k: int = 2):
+    classes = [m for m in at.multiselect if m.label == "Classes"][0]
+    classes.set_value([TABBY, TIGER_CAT])
+    at.number_input(key="k").set_value(k)
+    return at.run()
+
+
+def test_crawl_without_internet_offers_the_local_import(app, app_home, monkeypatch):
+    import crawl.crawler
+    from crawl import testing as T
+    from explain.runstore import RunStore
+
+    T.loopback_only(monkeypatch)
+    monkeypatch.setattr(crawl.crawler, "engine_base_url", lambda engine, config=None: T.closed_port_url())
+    before = {i.run_id for i in RunStore(app_home).list_runs()}
+    at = _choose_two_cats(open_page(app, "query"))
+    _crawl_button(at).click().run()
+    assert not at.exception
+    assert any("Cannot reach" in e.value and "Import a local folder" in e.value for e in at.error)
+    assert {i.run_id for i in RunStore(app_home).list_runs()} == before  # no empty run left behind
+
+
+def test_full_flow_crawl_classify_results(app, app_home, monkeypatch):
+    """Query -> crawl (against a loopback imitation of Bing) -> Models -> Results, all in the app."""
+    import crawl.crawler
+    from crawl import testing as T
+    from explain.runstore import RunStore
+
+    T.loopback_only(monkeypatch)
+    with T.FakeEngine() as engine:
+        engine.results["tabby"] = [engine.add(f"/t/{i}.jpg", T.jpeg(200 + i, size=(200, 160))) for i in range(3)]
+        engine.results["tiger cat"] = [engine.add(f"/g/{i}.png", T.png(300 + i, size=(200, 160))) for i in range(3)]
+        monkeypatch.setattr(crawl.crawler, "engine_base_url", lambda name, config=None: engine.base_url)
+        before = {i.run_id for i in RunStore(app_home).list_runs()}
+        at = _choose_two_cats(open_page(app, "query"))
+        _crawl_button(at).click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert not at.error, [e.value for e in at.error]
+    store = RunStore(app_home)
+    (new,) = {i.run_id for i in store.list_runs()} - before
+    run = store.open_run(new)
+    assert run.info.sense == "cat.n.01" and run.info.wnids == [TABBY, TIGER_CAT]
+    usable = run.usable_images()
+    assert usable.groupby("wnid").size().to_dict() == {TABBY: 2, TIGER_CAT: 2}
+    assert usable["url"].str.startswith(engine.base_url).all()
+
+    at.session_state["_next_run_id"] = new  # what the page's "Open its images" link does
+    at = open_page(at, "models")
+    run_button = [b for b in at.button if b.label.startswith("Run ")][0]
+    assert run_button.label == "Run 0 model(s)"  # nothing ticked yet on a new run
+    table = at.dataframe[0].value  # the CNN editor
+    row = table.index[table["id"] == "efficientnet_lite0"][0]
+    # AppTest does not apply cell edits; a data editor's edits live in session state under its key.
+    at.session_state["models-CNN"] = {"edited_rows": {int(row): {"run": True}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    run_button = [b for b in at.button if b.label.startswith("Run ")][0]
+    assert run_button.label == "Run 1 model(s)"
+    run_button.click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Predictions stored" in s.value for s in at.success)
+    at = open_page(at, "results")
+    shown = at.dataframe[0].value
+    assert shown["model"].tolist() == ["efficientnet_lite0"] and int(shown["n"].iloc[0]) == 4
+
+
+def test_local_import_flow(app, app_home, tmp_path):
+    from crawl import testing as T
+    from explain.runstore import RunStore
+
+    src = tmp_path / "my photos"
+    (src / "tabby").mkdir(parents=True)  # a folder named by ImageNet class name ...
+    (src / TIGER_CAT).mkdir()  # ... and one named by wnid
+    for i in range(2):
+        (src / "tabby" / f"cat {i}.jpg").write_bytes(T.jpeg(400 + i, size=(160, 120)))
+        (src / TIGER_CAT / f"{i}.png").write_bytes(T.png(500 + i, size=(160, 120)))
+    (src / "tabby" / "notes.jpg").write_bytes(b"<html>not an image</html>")
+    before = {i.run_id for i in RunStore(app_home).list_runs()}
+    at = _choose_two_cats(open_page(app, "query"))
+    [t for t in at.text_input if t.label == "Folder"][0].set_value(str(src)).run()
+    [b for b in at.button if b.label == "Create run from folder"][0].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    assert any("Imported 4 images" in s.value for s in at.success)
+    (new,) = {i.run_id for i in RunStore(app_home).list_runs()} - before
+    manifest = RunStore(app_home).open_run(new).read_manifest()
+    assert manifest["status"].value_counts().to_dict() == {"accepted": 4, "rejected": 1}
