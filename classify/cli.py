@@ -49,6 +49,12 @@ def build_predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU")
+    p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnxruntime"],
+                   help="auto: ONNX Runtime on the CPU where installed and verified against PyTorch (exports are "
+                        "cached in $WILDLENS_HOME/cache/onnx), PyTorch otherwise and on GPUs")
+    p.add_argument("--jpeg-draft", action="store_true",
+                   help="decode large JPEGs at a reduced scale (2-4x faster decoding; slightly different pixels, "
+                        "so predictions can differ a little from a full decode)")
     p.add_argument("--checkpoint", action="append", metavar="MODEL=PATH",
                    help="use a local weights file for MODEL (.safetensors or a state dict; read with weights_only)")
     p.add_argument("--download", action="store_true",
@@ -95,7 +101,8 @@ def cmd_predict(argv: list[str]) -> int:
     if args.run and args.out:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
-                               precision=args.precision, allow_download=args.download,
+                               precision=args.precision, allow_download=args.download, backend=args.backend,
+                               jpeg_draft=args.jpeg_draft,
                                checkpoints=_checkpoints(args.checkpoint))
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
     try:

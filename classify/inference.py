@@ -12,8 +12,12 @@ The pipeline, and why:
 * Device: CUDA, then Apple MPS, then CPU. ``torch.inference_mode``, channels-last memory, and on
   a GPU autocast (bf16 where supported, else fp16); probabilities are computed in float32.
   Batch-norm is folded into convolutions where that provably changes nothing
-  (``classify.optimize``). On the CPU the forward pass gets the cores the decode workers leave
-  free, so OpenMP threads do not fight the workers (see ``cpu_threads``).
+  (``classify.optimize``). On the CPU several batches are computed at once, one thread each
+  (``cpu_streams``): no OpenMP barriers, and the cores the decode workers leave idle are used.
+* On the CPU a model runs on ONNX Runtime where that is installed and its export checks out
+  (``classify.onnx_backend``: about twice PyTorch's speed there, logits within 1e-3); otherwise,
+  and always on a GPU, on PyTorch. ``InferenceOptions.backend`` chooses; the report says which
+  backend each model ran on and why.
 * Every batch is stored at once as one part file per model (``Run.append_predictions``), so a
   killed run loses at most one batch, and a re-run skips every (model, image) already stored 'ok'.
 * An image that cannot be decoded becomes a row with status 'failed' and its reason; the run
@@ -27,7 +31,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -42,14 +47,16 @@ from explain.progress import ProgressCallback, report
 from explain.runstore import PREDICTION_SCHEMA, TOP_K, Run, StoreError, conform, write_table
 from explain.wordnet import is_wnid
 
+from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier
 from .optimize import fold_batchnorm
-from .preprocess import crop_to_tensor, normalizer
+from .preprocess import crop_to_tensor, load_rgb_draft, normalizer
 from .registry import Geometry, ModelEntry, class_wnids, resolve_models
-from .weights import WeightsError, load_model, require_weights
+from .weights import WeightsError, load_model, require_weights, weights_status
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
                             ".pgm", ".pbm"})
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+BACKENDS = ("auto", "torch", "onnxruntime")
 # Measured on a 2-core CPU (benchmarks/bench_inference.py): EfficientNet-Lite0 images/s peak at
 # small batches there (activations that stay in cache); a GPU wants bigger ones.
 DEFAULT_BATCH = {"cpu": 8, "mps": 32, "cuda": 64}
@@ -74,7 +81,8 @@ class ImageTask:
 class InferenceOptions:
     batch_size: int | None = None  # None: DEFAULT_BATCH for the device
     num_workers: int | None = None  # None: default_num_workers(device)
-    num_threads: int | None = None  # CPU only; None: the cores the decode workers leave free
+    # CPU only: forward passes in flight at once, one thread each; None = cpu_streams(workers).
+    num_threads: int | None = None
     device: str = "auto"  # 'auto' (CUDA > MPS > CPU), 'cpu', 'cuda', 'cuda:1', 'mps'
     precision: str = "auto"  # 'auto' (bf16/fp16 autocast on a GPU, fp32 on the CPU), 'fp32', 'bf16', 'fp16'
     channels_last: bool = True
@@ -83,6 +91,16 @@ class InferenceOptions:
     allow_download: bool = False  # fetch missing weights (never while HF_HUB_OFFLINE is set)
     checkpoints: dict[str, str] = field(default_factory=dict)  # model id -> local checkpoint file
     compact: bool = True  # merge a model's part files once a run has finished
+    # 'auto': ONNX Runtime on the CPU when installed and its export is verified, else PyTorch;
+    # 'torch'; 'onnxruntime' (CPU only; an error instead of a fallback).
+    backend: str = "auto"
+    # auto: exporting costs ~1-2 s per model, ~15 ms saved per image: export only for at least this
+    # many images; a cached export is used for any number.
+    onnx_export_min_images: int = 64
+    cache_dir: str | None = None  # ONNX exports; None: the run store's cache folder ($WILDLENS_HOME/cache/onnx)
+    # Decode large JPEGs at a reduced DCT scale (classify.preprocess.load_rgb_draft): 2-4x faster
+    # decoding of big photos, but not the pixels of a full decode, so off by default.
+    jpeg_draft: bool = False
 
 
 @dataclass
@@ -100,6 +118,7 @@ class InferenceReport:
     seconds: float
     device: str
     precision: str
+    backends: dict[str, str] = field(default_factory=dict)  # model id -> backend it ran on, and why
 
     @property
     def images_per_second(self) -> float:
@@ -108,7 +127,9 @@ class InferenceReport:
     def summary(self) -> str:
         parts = [f"{m.model}: {m.predicted} predicted, {m.failed} failed, {m.skipped} already stored"
                  for m in self.models.values()]
-        return "; ".join(parts) + f" ({self.images} images in {self.seconds:.1f} s on {self.device}, {self.precision})"
+        ran_on = "; ".join(f"{model} on {backend}" for model, backend in self.backends.items())
+        return ("; ".join(parts) + f" ({self.images} images in {self.seconds:.1f} s on {self.device}, {self.precision})"
+                + (f" [{ran_on}]" if ran_on else ""))
 
 
 # --------------------------------------------------------------------------- device and settings
@@ -145,6 +166,13 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 
+def check_backend(backend: str, device: torch.device) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}.")
+    if backend == "onnxruntime" and device.type != "cpu":
+        raise ValueError(f"backend onnxruntime is for the CPU here; on {device.type} use --backend auto or torch.")
+
+
 def available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -159,16 +187,26 @@ def default_num_workers(device: torch.device) -> int:
     return max(1, min(4, cores // 2)) if device.type == "cpu" else max(1, min(8, cores))
 
 
+def cpu_streams(workers: int) -> int:
+    """Forward passes in flight at once on the CPU, one thread each: the cores the decode workers
+    leave free, plus one that computes while a worker is busy (a worker needs ~12 ms of a core per
+    image; ONNX Runtime's forward pass ~15, PyTorch's ~35). Separate batches share the cores
+    without the barriers of intra-op threads. EfficientNet-Lite0 on 2 cores with 1 worker
+    (benchmarks/bench_inference.py): ONNX Runtime 2 streams ~60 images/s, 1 stream ~50, 1 stream
+    with 2 intra-op threads ~48; PyTorch 2 streams ~30, 1 stream ~22."""
+    return max(1, available_cores() - workers) + (1 if workers else 0)
+
+
 @contextlib.contextmanager
-def cpu_threads(device: torch.device, threads: int | None, workers: int):
-    """Give the forward pass the cores the workers leave free, then restore torch's setting.
-    Oversubscribed OpenMP threads spin at barriers; on a busy 2-core machine that made a
-    2-thread forward pass slower than a 1-thread one (benchmarks/bench_inference.py)."""
+def cpu_threads(device: torch.device):
+    """One intra-op thread per forward pass on the CPU (the streams give the parallelism), then
+    restore torch's setting. Oversubscribed OpenMP threads spin at barriers; on a busy 2-core
+    machine that made a 2-thread forward pass slower than a 1-thread one."""
     if device.type != "cpu":
         yield
         return
     before = torch.get_num_threads()
-    torch.set_num_threads(threads or max(1, available_cores() - workers))
+    torch.set_num_threads(1)
     try:
         yield
     finally:
@@ -200,9 +238,11 @@ def plan_passes(entries: Sequence[ModelEntry], max_params: int) -> list[list[Mod
 class DecodedCrops(Dataset):
     """Item i -> (i, one uint8 crop per geometry, None) or (i, None, reason it failed)."""
 
-    def __init__(self, tasks: Sequence[ImageTask], geometries: Sequence[Geometry]):
+    def __init__(self, tasks: Sequence[ImageTask], geometries: Sequence[Geometry], jpeg_draft: bool = False):
         self.tasks = list(tasks)
         self.geometries = tuple(geometries)
+        # With jpeg_draft, JPEGs decode at a reduced scale that still covers the largest resize.
+        self.draft_side = max(g.resize_size for g in self.geometries) if jpeg_draft and self.geometries else None
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -212,7 +252,7 @@ class DecodedCrops(Dataset):
         if task.error:
             return index, None, task.error
         try:
-            image = load_rgb(task.path)
+            image = load_rgb(task.path) if self.draft_side is None else load_rgb_draft(task.path, self.draft_side)
             crops = tuple(crop_to_tensor(image, g) for g in self.geometries)
         except ImageLoadError as exc:
             return index, None, str(exc)
@@ -273,29 +313,74 @@ class _LoadedModel:
     module: torch.nn.Module
     geometry_index: int
     normalize: Callable[[torch.Tensor], torch.Tensor]
+    backend: str = "torch"  # what runs the forward pass, and why (for the report)
+    channels_last: bool = True  # feed channels-last inputs (PyTorch); ONNX Runtime wants NCHW
     checked: bool = False  # output width verified against the class list
 
 
-def _load_pass(entries: Sequence[ModelEntry], geometries: list[Geometry], device: torch.device,
-               options: InferenceOptions) -> list[_LoadedModel]:
-    loaded = []
-    for entry in entries:
-        module = load_model(entry, options.checkpoints.get(entry.id), options.allow_download)
-        config = entry.input_config()
-        if options.fold_batchnorm:
-            probe = torch.randn(1, 3, config.size, config.size, generator=torch.Generator().manual_seed(0))
-            module, _ = fold_batchnorm(module, probe)
-        module = module.to(device)
-        if options.channels_last:
-            module = module.to(memory_format=torch.channels_last)
-        loaded.append(_LoadedModel(entry, module, geometries.index(config.geometry), normalizer(config, device)))
-    return loaded
+def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOptions) -> str | None:
+    """Why this model runs on PyTorch without trying ONNX Runtime; None: try it."""
+    if options.backend == "torch":
+        return "asked for"
+    if device.type != "cpu":
+        return f"{device.type} device"
+    if entry.is_test_double:
+        return "test double: random weights, nothing to cache"
+    return None
 
 
-def _forward(model: _LoadedModel, crops: torch.Tensor, device: torch.device, amp: torch.dtype | None,
-             channels_last: bool) -> torch.Tensor:
+def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "_Settings") -> _LoadedModel:
+    """The model as the forward pass will call it: an ONNX Runtime session where allowed and
+    verified, else the PyTorch module (batch-norm folded, channels-last, on the device)."""
+    options, device = settings.options, settings.device
+    config = entry.input_config()
+    checkpoint = options.checkpoints.get(entry.id)
+    loaded: dict[str, torch.nn.Module] = {}
+
+    def torch_model() -> torch.nn.Module:  # loaded at most once, only when needed
+        if "model" not in loaded:
+            loaded["model"] = load_model(entry, checkpoint, options.allow_download)
+        return loaded["model"]
+
+    normalize = normalizer(config, device)
+    reason = _onnx_excluded(entry, device, options)
+    if reason is None:
+        try:
+            status = weights_status(entry, checkpoint)
+            if status.path is None:  # weights still to be downloaded: loading the model fetches them
+                torch_model()
+                status = weights_status(entry, checkpoint)
+            if status.path is None:
+                raise OnnxBackendError("no weights file to key the export cache on")
+            key = ExportKey.for_model(entry.id, status.path, config.size)
+            cache = OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
+            allow_export = options.backend == "onnxruntime" or n_images >= options.onnx_export_min_images
+            classifier, _ = onnx_classifier(key, cache, 1, torch_model, allow_export)
+            return _LoadedModel(entry, classifier, geometry_index, normalize, backend=f"onnxruntime ({classifier.note})",
+                                channels_last=False)
+        except OnnxBackendError as exc:
+            if options.backend == "onnxruntime":
+                raise ValueError(f"{entry.id} cannot run on ONNX Runtime: {exc}. Use --backend auto or torch.") from None
+            reason = str(exc)
+    module = torch_model()
+    if options.fold_batchnorm:
+        probe = torch.randn(1, 3, config.size, config.size, generator=torch.Generator().manual_seed(0))
+        module, _ = fold_batchnorm(module, probe)
+    module = module.to(device)
+    if options.channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    return _LoadedModel(entry, module, geometry_index, normalize, backend=f"torch ({reason})",
+                        channels_last=options.channels_last)
+
+
+def _load_pass(entries: Sequence[ModelEntry], geometries: list[Geometry], images: dict[str, int],
+               settings: "_Settings") -> list[_LoadedModel]:
+    return [_load_one(e, geometries.index(e.input_config().geometry), images[e.id], settings) for e in entries]
+
+
+def _forward(model: _LoadedModel, crops: torch.Tensor, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:
     x = model.normalize(crops)
-    if channels_last:
+    if model.channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     autocast = torch.autocast(device.type, dtype=amp) if amp is not None else contextlib.nullcontext()
     with autocast:
@@ -319,20 +404,27 @@ class _Settings:
     amp: torch.dtype | None
     batch_size: int
     workers: int
+    streams: int  # forward passes in flight at once (CPU; 1 on a GPU), one thread each
     options: InferenceOptions
 
 
+def _wanted(batch: CropBatch, tasks: Sequence[ImageTask], pending: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Per model, the images of this batch it still needs (a snapshot: other threads may go on)."""
+    images = {tasks[i].image for i in batch.indices} | {tasks[i].image for i, _ in batch.failed}
+    return {model: images & todo for model, todo in pending.items()}
+
+
 def _batch_rows(batch: CropBatch, tasks: Sequence[ImageTask], loaded: Sequence[_LoadedModel],
-                pending: dict[str, set[str]], settings: _Settings) -> list[pd.DataFrame]:
+                wanted: dict[str, set[str]], settings: _Settings) -> list[pd.DataFrame]:
     """Rows of one batch for every model that still needs some of its images."""
     frames = []
     for model in loaded:
-        want = pending[model.entry.id]
+        want = wanted[model.entry.id]
         rows = [k for k, i in enumerate(batch.indices) if tasks[i].image in want]
         if rows:
             crops = batch.crops[model.geometry_index]
             crops = crops if len(rows) == len(batch.indices) else crops[rows]
-            probs = _forward(model, crops, settings.device, settings.amp, settings.options.channels_last)
+            probs = _forward(model, crops, settings.device, settings.amp)
             frames.append(prediction_rows(model.entry, [tasks[batch.indices[k]] for k in rows], probs))
         bad = [(tasks[i], reason) for i, reason in batch.failed if tasks[i].image in want]
         if bad:
@@ -341,30 +433,59 @@ def _batch_rows(batch: CropBatch, tasks: Sequence[ImageTask], loaded: Sequence[_
 
 
 def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending: dict[str, set[str]],
-              reports: dict[str, ModelReport], sink, progress, label: str, settings: _Settings) -> int:
+              reports: dict[str, ModelReport], sink, progress, label: str, settings: _Settings,
+              backends: dict[str, str]) -> int:
     """One pass of ``entries`` over ``tasks``; returns the number of images decoded."""
     geometries = sorted({e.input_config().geometry for e in entries})
-    loaded = _load_pass(entries, geometries, settings.device, settings.options)
-    loader = DataLoader(DecodedCrops(tasks, geometries), batch_size=settings.batch_size, shuffle=False,
-                        num_workers=settings.workers, collate_fn=CollateCrops(len(geometries)),
+    images = {e.id: sum(t.image in pending[e.id] for t in tasks) for e in entries}
+    loaded = _load_pass(entries, geometries, images, settings)
+    backends.update({m.entry.id: m.backend for m in loaded})
+    loader = DataLoader(DecodedCrops(tasks, geometries, settings.options.jpeg_draft), batch_size=settings.batch_size,
+                        shuffle=False, num_workers=settings.workers, collate_fn=CollateCrops(len(geometries)),
                         pin_memory=settings.device.type == "cuda", persistent_workers=False)
     done = 0
-    with torch.inference_mode():
+
+    def compute(batch: CropBatch, wanted: dict[str, set[str]]) -> list[pd.DataFrame]:
+        with torch.inference_mode():  # thread-local: set in whichever thread runs the batch
+            return _batch_rows(batch, tasks, loaded, wanted, settings)
+
+    def store(batch: CropBatch, frames: list[pd.DataFrame]) -> None:
+        nonlocal done
+        if frames:
+            sink(pd.concat(frames, ignore_index=True))
+        for frame in frames:  # counted as done only once the sink has stored them
+            for model_id, image, status in zip(frame["model"], frame["image"], frame["status"]):
+                pending[model_id].discard(image)
+                if status == "ok":
+                    reports[model_id].predicted += 1
+                else:
+                    reports[model_id].failed += 1
+        done += len(batch.indices) + len(batch.failed)
+        failed_now = sum(r.failed for r in reports.values())
+        report(progress, "inference", done, len(tasks), task=label,
+               message=f"{failed_now} unreadable" if failed_now else "classifying")
+
+    if settings.streams <= 1:
         for batch in loader:
-            frames = _batch_rows(batch, tasks, loaded, pending, settings)
-            if frames:
-                sink(pd.concat(frames, ignore_index=True))
-            for frame in frames:  # counted as done only once the sink has stored them
-                for model_id, image, status in zip(frame["model"], frame["image"], frame["status"]):
-                    pending[model_id].discard(image)
-                    if status == "ok":
-                        reports[model_id].predicted += 1
-                    else:
-                        reports[model_id].failed += 1
-            done += len(batch.indices) + len(batch.failed)
-            failed_now = sum(r.failed for r in reports.values())
-            report(progress, "inference", done, len(tasks), task=label,
-                   message=f"{failed_now} unreadable" if failed_now else "classifying")
+            store(batch, compute(batch, _wanted(batch, tasks, pending)))
+        return done
+    # CPU: several batches in flight, each forward pass single-threaded in its own thread (PyTorch
+    # and ONNX Runtime release the GIL), so the cores are shared without intra-op barriers and
+    # while one batch waits for decoding another computes. Rows are stored in batch order.
+    in_flight: deque = deque()
+    with ThreadPoolExecutor(max_workers=settings.streams, thread_name_prefix="wildlens-forward") as pool:
+        try:
+            for batch in loader:
+                in_flight.append((batch, pool.submit(compute, batch, _wanted(batch, tasks, pending))))
+                if len(in_flight) >= settings.streams:
+                    finished, future = in_flight.popleft()
+                    store(finished, future.result())
+            while in_flight:
+                finished, future = in_flight.popleft()
+                store(finished, future.result())
+        finally:
+            for _, future in in_flight:
+                future.cancel()
     return done
 
 
@@ -377,8 +498,11 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
     entries = resolve_models(models)
     device = select_device(options.device)
     amp = autocast_dtype(options.precision, device)
+    check_backend(options.backend, device)
     workers = default_num_workers(device) if options.num_workers is None else options.num_workers
-    settings = _Settings(device, amp, options.batch_size or DEFAULT_BATCH.get(device.type, 16), workers, options)
+    streams = (options.num_threads or cpu_streams(workers)) if device.type == "cpu" else 1  # GPUs: one stream
+    settings = _Settings(device, amp, options.batch_size or DEFAULT_BATCH.get(device.type, 16), workers, streams,
+                         options)
     images = {t.image for t in tasks}
     pending = {e.id: images - (already_done or {}).get(e.id, set()) for e in entries}
     reports = OrderedDict((e.id, ModelReport(e.id, skipped=len(images) - len(pending[e.id]))) for e in entries)
@@ -388,8 +512,9 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
 
     started = time.perf_counter()
     decoded = 0
+    backends: dict[str, str] = {}
     passes = plan_passes(entries, options.max_params_per_pass)
-    with cpu_threads(device, options.num_threads, workers):
+    with cpu_threads(device):
         for number, pass_entries in enumerate(passes, 1):
             pass_tasks = [t for t in tasks if any(t.image in pending[e.id] for e in pass_entries)]
             if not pass_tasks:
@@ -397,11 +522,11 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
             label = _pass_label(pass_entries)
             report(progress, "inference", 0, len(pass_tasks), task=label,
                    message=f"loading model{'s' if len(pass_entries) > 1 else ''} (pass {number}/{len(passes)})")
-            decoded += _run_pass(pass_entries, pass_tasks, pending, reports, sink, progress, label, settings)
+            decoded += _run_pass(pass_entries, pass_tasks, pending, reports, sink, progress, label, settings, backends)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     precision = "fp32" if amp is None else str(amp).replace("torch.", "")
-    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision)
+    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision, backends)
 
 
 # --------------------------------------------------------------------------- runs

@@ -1,5 +1,8 @@
 """Inference-only speed-ups that must not change a single prediction.
 
+Two rewrites live here: batch-norm folding (below) and static 'SAME' padding
+(:func:`static_same_padding`), which ONNX export needs (``classify.onnx_backend``).
+
 Folding batch-norm into the convolution before it removes one pass over every activation map;
 on a small CPU, where depthwise networks such as EfficientNet-Lite are memory-bound, it makes
 EfficientNet-Lite0 about a quarter faster (benchmarks/bench_inference.py). In eval mode BN is
@@ -18,6 +21,7 @@ from __future__ import annotations
 import copy
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # Relative tolerance of the probe check: float32 re-association noise is ~1e-6 of the logits.
@@ -70,3 +74,50 @@ def fold_batchnorm(model: nn.Module, probe: torch.Tensor) -> tuple[nn.Module, in
     if got.shape != expected.shape or not bool(((got - expected).abs().max() / scale) <= PROBE_TOLERANCE):
         return model, 0
     return folded, pairs
+
+
+# --------------------------------------------------------------------------- static 'SAME' padding
+class StaticPadConv2d(nn.Conv2d):
+    """A TensorFlow 'SAME' convolution for one input size: the zero padding is a fixed tuple.
+
+    timm's ``Conv2dSame`` computes its (possibly asymmetric) padding from the input shape on every
+    call; traced for ONNX that becomes Shape/Ceil/Sub/... nodes and a Pad whose amounts are only
+    known at run time, which stops ONNX Runtime from folding the Pad into the Conv (and breaks
+    its blocked-layout chain: on EfficientNet-Lite0 a quarter of the run time went to re-ordering
+    around 5 such Pads). With the amounts fixed the graph is Conv after Conv. The arithmetic is
+    timm's own (``pad_same_arg``), so the output is identical for the recorded input size; any
+    other size is refused rather than padded wrongly."""
+
+    static_pad: tuple[int, int, int, int]
+    input_size: tuple[int, int]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.jit.is_tracing() and tuple(x.shape[-2:]) != self.input_size:
+            raise ValueError(f"this convolution was fixed for {self.input_size} inputs, got {tuple(x.shape[-2:])}")
+        return F.conv2d(F.pad(x, self.static_pad), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+
+def static_same_padding(model: nn.Module, size: int) -> int:
+    """Fix the padding of every timm ``Conv2dSame`` in ``model`` (in place) for ``size`` x ``size``
+    inputs; returns how many were fixed. The input size each one sees is recorded on a probe pass."""
+    from timm.layers.conv2d_same import Conv2dSame
+    from timm.layers.padding import pad_same_arg
+
+    seen: dict[str, tuple[int, int]] = {}
+    hooks = [module.register_forward_pre_hook(lambda _m, args, name=name: seen.__setitem__(name, tuple(args[0].shape[-2:])))
+             for name, module in model.named_modules() if type(module) is Conv2dSame]
+    if not hooks:
+        return 0
+    try:
+        with torch.inference_mode():
+            model(torch.zeros(1, 3, size, size))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for name, input_size in seen.items():
+        conv = model.get_submodule(name)
+        pad = pad_same_arg(list(input_size), list(conv.weight.shape[-2:]), list(conv.stride), list(conv.dilation))
+        conv.__class__ = StaticPadConv2d  # same parameters and buffers; only forward changes
+        conv.static_pad = tuple(int(v) for v in pad)
+        conv.input_size = input_size
+    return len(seen)

