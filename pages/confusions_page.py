@@ -34,7 +34,7 @@ true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{name
 st.caption(RELATION_HELP)
 
 # ------------------------------------------------------------------ side by side per model
-cols = st.columns(max(1, min(len(chosen_models), 4)))
+cols = st.columns(max(1, min(len(chosen_models), 3)))
 for i, model in enumerate(chosen_models):
     with cols[i % len(cols)]:
         stats = tables.per_class[(tables.per_class["model"] == model) & (tables.per_class["true_wnid"] == true_wnid)]
@@ -49,8 +49,7 @@ for i, model in enumerate(chosen_models):
             st.caption("No mistakes.")
             continue
         view = pd.DataFrame({"predicted": [f"{names[w]} ({w})" for w in top["pred_wnid"]],
-                             "MF": top["mf"].astype(float), "count": top["count"].astype(int),
-                             "relation": top["relation"]})
+                             "MF": top["mf"].astype(float), "relation": top["relation"]})
         st.dataframe(view.style.map(relation_style, subset=["relation"]).format({"MF": "{:.0%}"}),
                      hide_index=True, width="stretch")
         for _, conf in top.iterrows():
