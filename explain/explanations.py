@@ -70,6 +70,14 @@ class PairExplanation:
             data["lin"] = None
         return data
 
+    def path_table(self):
+        """The path as a table, one row per synset from the true class to the prediction."""
+        import pandas as pd
+
+        return pd.DataFrame([{"step": i, "synset": n.name, "wnid": n.wnid, "role": ", ".join(n.roles),
+                              "lemmas": ", ".join(n.lemma_names), "definition": n.definition, "depth": n.depth}
+                             for i, n in enumerate(self.nodes)])
+
     def summary(self) -> str:
         """One line: 'tabby.n.01 > domestic_cat.n.01 < egyptian_cat.n.01 (sibling, 2 steps)'."""
         text = self.nodes[0].name

@@ -250,6 +250,16 @@ def hyponym_classes(sense, label_space: str = DEFAULT_LABEL_SPACE) -> list[Class
     return out
 
 
+def classes_table(classes: list[ClassInfo]):
+    """Classes as a table (wnid, index, name, lemmas, definition, synset, path as 'a > b > c')."""
+    import pandas as pd
+
+    return pd.DataFrame([{"wnid": c.wnid, "index": c.index, "name": c.name, "lemmas": c.lemmas,
+                          "definition": c.definition, "synset": c.synset, "path": " > ".join(c.path)}
+                         for c in classes],
+                        columns=["wnid", "index", "name", "lemmas", "definition", "synset", "path"])
+
+
 def hyponym_tree(sense, label_space: str = DEFAULT_LABEL_SPACE) -> list[tuple[str, str]]:
     """(parent, child) synset-name edges of the part of the hyponym tree that leads from the
     sense to its classes, for a tree view. Only nodes on a class's shortest path appear."""

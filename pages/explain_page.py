@@ -6,7 +6,7 @@ from explain.explanations import explain_pair
 from explain.labels import QueryError, resolve_noun_synsets
 from explain.wordnet import wnid_of
 from pages.charts import path_figure
-from pages.common import class_name, metric_tables, require_run
+from pages.common import class_name, download_csv, metric_tables, require_run
 
 RELATION_TEXT = {
     "same": "the same class",
@@ -77,6 +77,6 @@ st.plotly_chart(path_figure(explanation), width="stretch")
 st.caption(f"Green: the true class; {explanation.relation} colour: the prediction; dark: their lowest common "
            "subsumer. Hover a node for its lemmas and definition.")
 
-st.dataframe(pd.DataFrame([{"synset": n.name, "wnid": n.wnid, "role": ", ".join(n.roles), "lemmas": ", ".join(n.lemma_names),
-                            "definition": n.definition, "depth": n.depth} for n in explanation.nodes]),
-             hide_index=True, width="stretch")
+path_table = explanation.path_table()
+st.dataframe(path_table, hide_index=True, width="stretch")
+download_csv(path_table, f"path_{true_wnid}_{pred_wnid}.csv", key="dl-path")

@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from explain.labels import get_label_space
-from pages.common import manifest, require_run
+from pages.common import download_csv, manifest, require_run
 
 PER_PAGE = 30
 COLUMNS = 6
@@ -28,6 +28,7 @@ def class_label(wnid: str) -> str:
 
 
 wnid = st.selectbox("Class", wnids, format_func=class_label)
+download_csv(df, f"{run.run_id}_manifest.csv", key="dl-manifest", label="Download the whole manifest (CSV)")
 rows = df[df["wnid"] == wnid]
 accepted = rows[rows["status"] == "accepted"].reset_index(drop=True)
 

@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import manifest, progress_bar, require_run
+from pages.common import download_csv, manifest, progress_bar, require_run
 
 
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
@@ -44,6 +44,7 @@ for family, label in (("CNN", "CNNs"), ("transformer", "Transformers")):
     )
     selected += edited.loc[edited["run"], "id"].tolist()
 
+download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)")
 images = manifest(run)
 n_images = int(((images["status"] == "accepted") & ~images["excluded"].astype(bool)).sum()) if not images.empty else 0
 unusable = [m for m in selected if not bool(table.set_index("id").loc[m, "usable"])]

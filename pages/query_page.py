@@ -1,8 +1,9 @@
 """Query: a word -> its WordNet sense -> the ImageNet classes under it -> a run with images."""
 import streamlit as st
 
-from explain.labels import QueryError, get_label_space, hyponym_classes, hyponym_tree, label_space_names, senses
-from pages.common import open_run_link, progress_bar, store
+from explain.labels import (QueryError, classes_table, get_label_space, hyponym_classes, hyponym_tree,
+                            label_space_names, senses)
+from pages.common import download_csv, open_run_link, progress_bar, store
 
 st.title("Query")
 st.caption("Type a word, pick its WordNet sense, see which ImageNet classes lie under it, then collect images.")
@@ -59,8 +60,9 @@ with tab_tree:
         st.graphviz_chart("\n".join(dot), width="content")
         st.caption("Filled boxes are classes of the label space; the others are WordNet concepts on the way.")
 with tab_table:
-    st.dataframe([{"wnid": c.wnid, "class": c.name, "definition": c.definition, "path": " › ".join(c.path)}
-                  for c in classes], hide_index=True, width="stretch")
+    table = classes_table(classes)
+    st.dataframe(table, hide_index=True, width="stretch")
+    download_csv(table, f"classes_{sense.name}_{label_space}.csv", key="dl-classes")
 
 st.divider()
 st.subheader("Collect images into a new run")
@@ -105,6 +107,7 @@ with tab_crawl:
             st.error(str(exc))
             st.stop()
         st.dataframe(summary.per_class, hide_index=True, width="stretch")
+        download_csv(summary.per_class, f"{run.run_id}_crawl_summary.csv", key="dl-crawl-summary")
         for note in summary.notes:
             st.caption(note)
         open_run_link(run.run_id)
@@ -129,4 +132,5 @@ with tab_import:
             st.stop()
         st.success(f"Imported {summary.new_accepted} images of {summary.files_seen} files into {run.run_id}.")
         st.dataframe(summary.per_class, hide_index=True, width="stretch")
+        download_csv(summary.per_class, f"{run.run_id}_import_summary.csv", key="dl-import-summary")
         open_run_link(run.run_id)

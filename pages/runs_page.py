@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import list_runs, select_run, store
+from pages.common import download_csv, list_runs, select_run, store
 
 st.title("Runs")
 st.caption(f"Stored in `{store().root}` (set `WILDLENS_HOME` to move it). Runs persist across restarts.")
@@ -23,6 +23,7 @@ for info in infos:
     })
 table = pd.DataFrame(rows)
 st.dataframe(table, hide_index=True, width="stretch")
+download_csv(table, "runs.csv", key="dl-runs")
 
 choice = st.selectbox("Open a run", [i.run_id for i in infos], index=[i.run_id for i in infos].index(st.session_state["run_id"]) if st.session_state.get("run_id") in [i.run_id for i in infos] else 0)
 if st.button("Make it the current run", type="primary"):

@@ -75,6 +75,7 @@ def test_every_page_renders(app, name):
     assert [t.value for t in at.title] == [titles[name]]
     if name != "runs" and name != "query":
         assert any("Sample run" in i.value for i in at.info), "the sample banner must be shown"
+    assert at.get("download_button"), "every page's tables can be downloaded as CSV"
 
 
 def test_query_page_finds_the_seven_cat_classes(app):
@@ -84,6 +85,9 @@ def test_query_page_finds_the_seven_cat_classes(app):
     assert sense.value == "cat.n.01" and "guy.n.01" in sense.options[1]
     classes = at.dataframe[0].value
     assert len(classes) == 7 and classes["wnid"].iloc[0] == "n02123045"
+    from explain.labels import classes_table, hyponym_classes
+
+    assert classes.equals(classes_table(hyponym_classes("cat.n.01", "imagenet-1k")))
     at.text_input(key="query").set_value("qwzxv").run()
     assert any("not in WordNet" in e.value for e in at.error)
     at.text_input(key="query").set_value("beautiful").run()
