@@ -55,6 +55,9 @@ def build_predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--jpeg-draft", action="store_true",
                    help="decode large JPEGs at a reduced scale (2-4x faster decoding; slightly different pixels, "
                         "so predictions can differ a little from a full decode)")
+    p.add_argument("--resampler", default="torch", choices=["torch", "pil"],
+                   help="torch (default): torchvision's uint8 resize, 2-3x faster, within 1/255 of Pillow on under "
+                        "1%% of the values; pil: Pillow, pixels equal to timm's eval transform to the bit")
     p.add_argument("--checkpoint", action="append", metavar="MODEL=PATH",
                    help="use a local weights file for MODEL (.safetensors or a state dict; read with weights_only)")
     p.add_argument("--download", action="store_true",
@@ -102,7 +105,7 @@ def cmd_predict(argv: list[str]) -> int:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
                                precision=args.precision, allow_download=args.download, backend=args.backend,
-                               jpeg_draft=args.jpeg_draft,
+                               jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=_checkpoints(args.checkpoint))
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
     try:

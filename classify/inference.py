@@ -10,7 +10,8 @@ The pipeline, and why:
   budget, ordered by geometry; a 600-px EfficientNet-B7 does not force a second decode for the
   224-px models beside it, and twenty models are not all held in memory at once.
 * Device: CUDA, then Apple MPS, then CPU. ``torch.inference_mode``, channels-last memory, and on
-  a GPU autocast (bf16 where supported, else fp16); probabilities are computed in float32.
+  a GPU autocast (bf16 where supported, else fp16), or with ``precision='fp32'`` true fp32 (no
+  TF32, :func:`full_fp32`); probabilities are computed in float32.
   Batch-norm is folded into convolutions where that provably changes nothing
   (``classify.optimize``). On the CPU several batches are computed at once, one thread each
   (``cpu_streams``): no OpenMP barriers, and the cores the decode workers leave idle are used.
@@ -49,7 +50,7 @@ from explain.wordnet import is_wnid
 
 from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier
 from .optimize import fold_batchnorm
-from .preprocess import crop_to_tensor, load_rgb_draft, normalizer
+from .preprocess import DEFAULT_RESAMPLER, check_resampler, crop_to_tensor, load_rgb_draft, normalizer
 from .registry import Geometry, ModelEntry, class_wnids, resolve_models
 from .weights import WeightsError, load_model, require_weights, weights_status
 
@@ -101,6 +102,9 @@ class InferenceOptions:
     # Decode large JPEGs at a reduced DCT scale (classify.preprocess.load_rgb_draft): 2-4x faster
     # decoding of big photos, but not the pixels of a full decode, so off by default.
     jpeg_draft: bool = False
+    # 'torch': torchvision's uint8 resize (resize + crop 2-3x faster than Pillow's, within 1/255 on <1% of values);
+    # 'pil': Pillow, equal to timm's eval transform to the bit (classify.preprocess).
+    resampler: str = DEFAULT_RESAMPLER
 
 
 @dataclass
@@ -119,6 +123,7 @@ class InferenceReport:
     device: str
     precision: str
     backends: dict[str, str] = field(default_factory=dict)  # model id -> backend it ran on, and why
+    resampler: str = DEFAULT_RESAMPLER  # what resized the images (classify.preprocess)
 
     @property
     def images_per_second(self) -> float:
@@ -128,7 +133,8 @@ class InferenceReport:
         parts = [f"{m.model}: {m.predicted} predicted, {m.failed} failed, {m.skipped} already stored"
                  for m in self.models.values()]
         ran_on = "; ".join(f"{model} on {backend}" for model, backend in self.backends.items())
-        return ("; ".join(parts) + f" ({self.images} images in {self.seconds:.1f} s on {self.device}, {self.precision})"
+        return ("; ".join(parts) + f" ({self.images} images in {self.seconds:.1f} s on {self.device}, {self.precision}, "
+                                  f"{self.resampler} resize)"
                 + (f" [{ran_on}]" if ran_on else ""))
 
 
@@ -182,9 +188,11 @@ def available_cores() -> int:
 
 def default_num_workers(device: torch.device) -> int:
     """Decode workers. On the CPU they share the cores with the forward pass, so half of them
-    (one on a 2-core machine); a GPU does the math elsewhere, so more of them (at most 8)."""
+    (one on a 2-core machine). A GPU does the math elsewhere and decoding is the bound: ResNet-50
+    in bf16 on an H200 computes ~15,000 images/s, while 16 cores decode ~2,000/s; there one
+    worker per core beat 14 and 8 (2,030, 1,470, 1,070 images/s; benchmarks/bench_inference.py)."""
     cores = available_cores()
-    return max(1, min(4, cores // 2)) if device.type == "cpu" else max(1, min(8, cores))
+    return max(1, min(4, cores // 2)) if device.type == "cpu" else max(1, min(32, cores))
 
 
 def cpu_streams(workers: int) -> int:
@@ -238,9 +246,11 @@ def plan_passes(entries: Sequence[ModelEntry], max_params: int) -> list[list[Mod
 class DecodedCrops(Dataset):
     """Item i -> (i, one uint8 crop per geometry, None) or (i, None, reason it failed)."""
 
-    def __init__(self, tasks: Sequence[ImageTask], geometries: Sequence[Geometry], jpeg_draft: bool = False):
+    def __init__(self, tasks: Sequence[ImageTask], geometries: Sequence[Geometry], jpeg_draft: bool = False,
+                 resampler: str = DEFAULT_RESAMPLER):
         self.tasks = list(tasks)
         self.geometries = tuple(geometries)
+        self.resampler = check_resampler(resampler)
         # With jpeg_draft, JPEGs decode at a reduced scale that still covers the largest resize.
         self.draft_side = max(g.resize_size for g in self.geometries) if jpeg_draft and self.geometries else None
 
@@ -253,7 +263,7 @@ class DecodedCrops(Dataset):
             return index, None, task.error
         try:
             image = load_rgb(task.path) if self.draft_side is None else load_rgb_draft(task.path, self.draft_side)
-            crops = tuple(crop_to_tensor(image, g) for g in self.geometries)
+            crops = tuple(crop_to_tensor(image, g, self.resampler) for g in self.geometries)
         except ImageLoadError as exc:
             return index, None, str(exc)
         except (OSError, ValueError) as exc:  # Pillow can still fail while resampling odd files
@@ -378,12 +388,28 @@ def _load_pass(entries: Sequence[ModelEntry], geometries: list[Geometry], images
     return [_load_one(e, geometries.index(e.input_config().geometry), images[e.id], settings) for e in entries]
 
 
+@contextlib.contextmanager
+def full_fp32(device: torch.device):
+    """fp32 on CUDA means IEEE fp32: PyTorch's default TF32 convolutions (a 10-bit mantissa)
+    moved EfficientNet-Lite0's probabilities by up to 1e-3 from the CPU's on an H200. The flags
+    are process-wide; a GPU runs one batch at a time here, and they are restored after it."""
+    if device.type != "cuda":
+        yield
+        return
+    conv, matmul = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
+
+
 def _forward(model: _LoadedModel, crops: torch.Tensor, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:
     x = model.normalize(crops)
     if model.channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    autocast = torch.autocast(device.type, dtype=amp) if amp is not None else contextlib.nullcontext()
-    with autocast:
+    precision = torch.autocast(device.type, dtype=amp) if amp is not None else full_fp32(device)
+    with precision:
         logits = model.module(x)
     if not model.checked:
         expected = len(class_wnids(model.entry))
@@ -438,11 +464,19 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
     """One pass of ``entries`` over ``tasks``; returns the number of images decoded."""
     geometries = sorted({e.input_config().geometry for e in entries})
     images = {e.id: sum(t.image in pending[e.id] for t in tasks) for e in entries}
-    loaded = _load_pass(entries, geometries, images, settings)
+    crops = DecodedCrops(tasks, geometries, settings.options.jpeg_draft, settings.options.resampler)
+    loader = DataLoader(crops, batch_size=settings.batch_size, shuffle=False, num_workers=settings.workers,
+                        collate_fn=CollateCrops(len(geometries)), pin_memory=settings.device.type == "cuda",
+                        persistent_workers=False)
+    # Workers start (and decode the first batches) while the models load: they are forked before
+    # the models exist, so they do not copy them, and the load no longer delays the first batch.
+    batches = iter(loader)
+    try:
+        loaded = _load_pass(entries, geometries, images, settings)
+    except BaseException:
+        del batches  # shuts the workers down now, not at garbage collection
+        raise
     backends.update({m.entry.id: m.backend for m in loaded})
-    loader = DataLoader(DecodedCrops(tasks, geometries, settings.options.jpeg_draft), batch_size=settings.batch_size,
-                        shuffle=False, num_workers=settings.workers, collate_fn=CollateCrops(len(geometries)),
-                        pin_memory=settings.device.type == "cuda", persistent_workers=False)
     done = 0
 
     def compute(batch: CropBatch, wanted: dict[str, set[str]]) -> list[pd.DataFrame]:
@@ -466,7 +500,7 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
                message=f"{failed_now} unreadable" if failed_now else "classifying")
 
     if settings.streams <= 1:
-        for batch in loader:
+        for batch in batches:
             store(batch, compute(batch, _wanted(batch, tasks, pending)))
         return done
     # CPU: several batches in flight, each forward pass single-threaded in its own thread (PyTorch
@@ -475,7 +509,7 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
     in_flight: deque = deque()
     with ThreadPoolExecutor(max_workers=settings.streams, thread_name_prefix="wildlens-forward") as pool:
         try:
-            for batch in loader:
+            for batch in batches:
                 in_flight.append((batch, pool.submit(compute, batch, _wanted(batch, tasks, pending))))
                 if len(in_flight) >= settings.streams:
                     finished, future = in_flight.popleft()
@@ -499,6 +533,7 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
     device = select_device(options.device)
     amp = autocast_dtype(options.precision, device)
     check_backend(options.backend, device)
+    check_resampler(options.resampler)  # a typo fails here, not inside every worker
     workers = default_num_workers(device) if options.num_workers is None else options.num_workers
     streams = (options.num_threads or cpu_streams(workers)) if device.type == "cpu" else 1  # GPUs: one stream
     settings = _Settings(device, amp, options.batch_size or DEFAULT_BATCH.get(device.type, 16), workers, streams,
@@ -526,7 +561,8 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     precision = "fp32" if amp is None else str(amp).replace("torch.", "")
-    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision, backends)
+    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision, backends,
+                           options.resampler)
 
 
 # --------------------------------------------------------------------------- runs

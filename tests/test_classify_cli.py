@@ -40,6 +40,7 @@ def test_folder_to_csv_with_the_default_model_and_resume(photo_folder, tmp_path,
     assert rows.loc["n07920052/corrupt.jpg", "status"] == "failed"
     captured = capsys.readouterr()
     assert "2 predicted, 1 failed" in captured.out and "status 'failed'" in captured.err
+    assert "torch resize" in captured.out
     assert main(["--images", str(photo_folder), "--out", str(out), "--no-progress", "--workers", "0"]) == 0
     assert "2 already stored" in capsys.readouterr().out
     pd.testing.assert_frame_equal(pd.read_csv(out), table)
@@ -47,7 +48,9 @@ def test_folder_to_csv_with_the_default_model_and_resume(photo_folder, tmp_path,
 
 def test_parquet_output_and_the_run_store(photo_folder, tmp_path, capsys):
     out = tmp_path / "p.parquet"
-    assert main(["--images", str(photo_folder), "--out", str(out), "--no-progress", "--workers", "0"]) == 0
+    assert main(["--images", str(photo_folder), "--out", str(out), "--no-progress", "--workers", "0",
+                 "--resampler", "pil"]) == 0
+    assert "pil resize" in capsys.readouterr().out  # the report says what resized the images
     assert len(read_table(out, PREDICTION_SCHEMA)) == 3
     store = RunStore()
     run = store.create_run(RunInfo(run_id="cli-run"))

@@ -94,7 +94,10 @@ def _naive_top5(model, entry, path):
 
 def test_batched_multi_model_run_matches_per_image_reference(tmp_path, fixed_weights):
     run = _make_run(tmp_path)
-    result = predict_run(run, DOUBLES, InferenceOptions(batch_size=3, num_workers=0, compact=False))
+    # The reference below runs fp32 on the CPU with timm's (Pillow) eval transform: so does this run,
+    # for top-5 equality (on a GPU the default would be bf16, and near-ties could swap).
+    options = InferenceOptions(batch_size=3, num_workers=0, compact=False, device="cpu", resampler="pil")
+    result = predict_run(run, DOUBLES, options)
     table = run.read_predictions()
     usable = run.usable_images()
     assert len(table) == len(DOUBLES) * len(usable) == 3 * 10
