@@ -10,20 +10,25 @@ weights, and both produce top-5 wnids:
   forward pass with autograd on (no ``no_grad``/``inference_mode``), softmax, top-5; PyTorch's
   default threads (all cores);
 * the pipeline, ``classify.inference.predict_folder`` with its defaults: DataLoader decode
-  workers, batches, on-device normalisation, and on the CPU ONNX Runtime (the model exported once
-  to ONNX, cached) - also shown with ``backend='torch'`` (inference_mode, batch-norm folded,
-  channels-last). Its time includes loading the model and starting the workers. The first round
-  of the default pipeline also exports the model (once per model and machine; later runs read
-  the cache), so it is reported apart and the medians are over the warm rounds.
+  workers, torchvision's uint8 resize, batches, on-device normalisation, and on the CPU ONNX
+  Runtime (the model exported once to ONNX, cached) - also shown with ``backend='torch'``
+  (inference_mode, batch-norm folded, channels-last) and with ``resampler='pil'`` (Pillow's
+  resize, the loop's pixels to the bit). Its time includes loading the model and starting the
+  workers. The first round of the default pipeline also exports the model (once per model and
+  machine; later runs read the cache), so it is reported apart and the medians are over the warm
+  rounds.
 
 Rounds are interleaved so that the load other processes put on a shared machine hits every side
 alike; each figure comes with the load average and the share of the CPU that other processes
 used while it was measured (from /proc/stat). Then it breaks the cost of one image down (decode,
-crop, forward pass on one core) to show the ceiling of the ratio on this machine.
+resize + crop with either resampler, forward pass on one core) to show the ceiling of the ratio
+on this machine.
 
-With a CUDA GPU it also prints images/s of ResNet-50 and ViT-B/16 with their own input
-pipelines; those two use random weights (clearly labelled; throughput does not depend on weight
-values).
+With a CUDA GPU (or ``--gpu-only``) it also measures ResNet-50 and ViT-B/16 with their own input
+pipelines, fp32 and bf16, each resampler, and the forward pass alone; those two use random
+weights (clearly labelled; throughput does not depend on weight values). See ``gpu_section``.
+
+    .venv/bin/python benchmarks/bench_inference.py --gpu-only --images 2048 --repeats 2
 """
 from __future__ import annotations
 
@@ -147,15 +152,18 @@ def stage_costs(paths: list[Path], cache_dir: Path) -> dict[str, float]:
         entry = get_model(DEFAULT_MODEL)
         config = entry.input_config()
         unique = paths[:len(PHOTOS)]
-        decode, crop = [], []
+        decode, crop, crop_pil = [], [], []
         for _ in range(3):
             for path in unique:
                 start = time.perf_counter()
                 image = load_rgb(path)
                 middle = time.perf_counter()
-                crop_to_tensor(image, config.geometry)
+                crop_to_tensor(image, config.geometry, "torch")
+                end = time.perf_counter()
+                crop_to_tensor(image, config.geometry, "pil")
                 decode.append(middle - start)
-                crop.append(time.perf_counter() - middle)
+                crop.append(end - middle)
+                crop_pil.append(time.perf_counter() - end)
         batch = normalizer(config, torch.device("cpu"))(
             torch.stack([crop_to_tensor(load_rgb(p), config.geometry) for p in (unique * 2)[:8]]))
 
@@ -169,7 +177,8 @@ def stage_costs(paths: list[Path], cache_dir: Path) -> dict[str, float]:
             return 1000 * statistics.median(times) / len(x)
 
         costs = {"decode (load_rgb)": 1000 * statistics.median(decode),
-                 "resize + crop": 1000 * statistics.median(crop)}
+                 "resize + crop (torch uint8, the default)": 1000 * statistics.median(crop),
+                 "resize + crop (Pillow)": 1000 * statistics.median(crop_pil)}
         model = load_efficientnet_lite0_package()
         with torch.set_grad_enabled(True):
             costs["forward, PyTorch eager, batch 1, autograd on"] = per_image(model, batch[:1])
@@ -194,77 +203,154 @@ def main() -> int:
     parser.add_argument("--images", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved warm rounds (medians are reported)")
     parser.add_argument("--sweep", action="store_true", help="also try other batch sizes, worker and thread counts")
+    parser.add_argument("--gpu-only", action="store_true", help="skip the CPU comparison; only the CUDA section")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="wildlens-bench-") as tmp:
         paths = make_folder(Path(tmp) / "images", args.images)
         folder = Path(tmp) / "images"
         cache = Path(tmp) / "onnx-cache"  # empty: the first pipeline run exports, as on a new machine
-        cores = os.cpu_count()
-        print(f"EfficientNet-Lite0 (packaged weights), {args.images} images, {cores} CPU cores, "
-              f"load average {os.getloadavg()[0]:.2f}")
-        default = InferenceOptions(device="cpu", cache_dir=str(cache))
-        on_torch = InferenceOptions(device="cpu", cache_dir=str(cache), backend="torch")
-        backends: dict[str, str] = {}
-        cold = measure(args.images, pipeline, folder, default, DEFAULT_MODEL, backends)
-        print(f"  first pipeline run (exports the model to ONNX once): {cold.describe()}  "
-              f"[{backends.get(DEFAULT_MODEL)}]")
-        rounds = []
-        for i in range(args.repeats):
-            loop = measure(args.images, per_image_loop, paths)
-            fast = measure(args.images, pipeline, folder, default, DEFAULT_MODEL, backends)
-            slow = measure(args.images, pipeline, folder, on_torch)
-            rounds.append((loop, fast, slow))
-            print(f"  round {i + 1}: per-image loop {loop.describe()}")
-            print(f"           pipeline         {fast.describe()} -> {fast.rate / loop.rate:4.1f}x")
-            print(f"           pipeline (torch) {slow.describe()} -> {slow.rate / loop.rate:4.1f}x")
-        loop_rate = median_rate([r[0] for r in rounds])
-        fast_rate = median_rate([r[1] for r in rounds])
-        slow_rate = median_rate([r[2] for r in rounds])
-        print(f"  per-image loop, autograd on       : {loop_rate:7.1f} images/s (median of {args.repeats})")
-        print(f"  pipeline, defaults ({backends.get(DEFAULT_MODEL, '?').split(' ')[0]}) : {fast_rate:7.1f} images/s"
-              f"  -> {fast_rate / loop_rate:.1f}x  (target >= 5x)")
-        print(f"  pipeline, backend torch           : {slow_rate:7.1f} images/s  -> {slow_rate / loop_rate:.1f}x")
-
-        costs = stage_costs(paths, cache)
-        print("  one image, one core (ms):")
-        for name, ms in costs.items():
-            print(f"    {name:46s} {ms:6.1f}")
-        onnx_ms = costs.get("forward, ONNX Runtime")
-        if onnx_ms:
-            per_image_cpu = costs["decode (load_rgb)"] + costs["resize + crop"] + onnx_ms
-            ceiling = 1000 * (cores or 1) / per_image_cpu
-            print(f"  ceiling: {per_image_cpu:.1f} ms of CPU per image over {cores} cores = {ceiling:.0f} images/s "
-                  f"at perfect overlap and no start-up cost -> {ceiling / loop_rate:.1f}x the loop")
-
-        if args.sweep:
-            loop = [measure(args.images, per_image_loop, paths, False) for _ in range(args.repeats)]
-            print(f"    per-image loop, autograd off : {median_rate(loop):7.1f} images/s")
-            for backend in ("auto", "torch"):
-                for batch_size in (4, 8, 16, 32):
-                    for workers, threads in ((0, 2), (1, 1), (1, 2), (2, 1)):
-                        options = InferenceOptions(device="cpu", cache_dir=str(cache), backend=backend,
-                                                   batch_size=batch_size, num_workers=workers, num_threads=threads)
-                        samples = [measure(args.images, pipeline, folder, options) for _ in range(args.repeats)]
-                        print(f"    {backend:5s} batch {batch_size:3d}, workers {workers}, threads {threads}: "
-                              f"{median_rate(samples):7.1f} images/s (load {samples[-1].load:.2f})")
-
+        if not args.gpu_only:
+            cpu_section(args, folder, paths, cache)
         if torch.cuda.is_available():
-            folder = Path(tmp) / "gpu-images"
-            make_folder(folder, max(args.images, 512))
-            print(f"CUDA: {torch.cuda.get_device_name()}, {max(args.images, 512)} images "
-                  "(random-init weights: throughput only, not results)")
-            for name in ("resnet50", "vit"):  # the registry's ResNet-50 and ViT-B/16 input pipelines
-                real = get_model(name)
-                double = make_test_double(real.arch, real.label_space, real.family, real.input_config())
-                for precision in ("fp32", "auto"):
-                    options = InferenceOptions(device="cuda", precision=precision, batch_size=128)
-                    pipeline(folder, options, double)  # warm-up: cuDNN autotuning, worker start
-                    samples = [measure(max(args.images, 512), pipeline, folder, options, double)
-                               for _ in range(args.repeats)]
-                    print(f"  {real.arch:22s} {precision:4s}: {median_rate(samples):8.1f} images/s "
-                          "(with decode + transforms)")
+            gpu_section(Path(tmp), max(args.images, 512), args.repeats, cache)
+        elif args.gpu_only:
+            print("no CUDA GPU here: nothing measured")
     return 0
+
+
+def cpu_section(args, folder: Path, paths: list[Path], cache: Path) -> None:
+    cores = os.cpu_count()
+    print(f"EfficientNet-Lite0 (packaged weights), {args.images} images, {cores} CPU cores, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    default = InferenceOptions(device="cpu", cache_dir=str(cache))
+    on_torch = InferenceOptions(device="cpu", cache_dir=str(cache), backend="torch")
+    with_pil = InferenceOptions(device="cpu", cache_dir=str(cache), resampler="pil")
+    backends: dict[str, str] = {}
+    cold = measure(args.images, pipeline, folder, default, DEFAULT_MODEL, backends)
+    print(f"  first pipeline run (exports the model to ONNX once): {cold.describe()}  "
+          f"[{backends.get(DEFAULT_MODEL)}]")
+    rounds = []
+    for i in range(args.repeats):
+        loop = measure(args.images, per_image_loop, paths)
+        fast = measure(args.images, pipeline, folder, default, DEFAULT_MODEL, backends)
+        slow = measure(args.images, pipeline, folder, on_torch)
+        exact = measure(args.images, pipeline, folder, with_pil)
+        rounds.append((loop, fast, slow, exact))
+        print(f"  round {i + 1}: per-image loop {loop.describe()}")
+        print(f"           pipeline         {fast.describe()} -> {fast.rate / loop.rate:4.1f}x")
+        print(f"           pipeline (torch) {slow.describe()} -> {slow.rate / loop.rate:4.1f}x")
+        print(f"           pipeline (pil)   {exact.describe()} -> {exact.rate / loop.rate:4.1f}x")
+    loop_rate = median_rate([r[0] for r in rounds])
+    fast_rate = median_rate([r[1] for r in rounds])
+    slow_rate = median_rate([r[2] for r in rounds])
+    exact_rate = median_rate([r[3] for r in rounds])
+    print(f"  per-image loop, autograd on       : {loop_rate:7.1f} images/s (median of {args.repeats})")
+    print(f"  pipeline, defaults ({backends.get(DEFAULT_MODEL, '?').split(' ')[0]}) : {fast_rate:7.1f} images/s"
+          f"  -> {fast_rate / loop_rate:.1f}x  (target >= 5x)")
+    print(f"  pipeline, backend torch           : {slow_rate:7.1f} images/s  -> {slow_rate / loop_rate:.1f}x")
+    print(f"  pipeline, Pillow resize (bit-equal to the loop's pixels): {exact_rate:7.1f} images/s  "
+          f"-> {exact_rate / loop_rate:.1f}x")
+
+    costs = stage_costs(paths, cache)
+    print("  one image, one core (ms):")
+    for name, ms in costs.items():
+        print(f"    {name:46s} {ms:6.1f}")
+    onnx_ms = costs.get("forward, ONNX Runtime")
+    if onnx_ms:
+        per_image_cpu = costs["decode (load_rgb)"] + costs["resize + crop (torch uint8, the default)"] + onnx_ms
+        ceiling = 1000 * (cores or 1) / per_image_cpu
+        print(f"  ceiling: {per_image_cpu:.1f} ms of CPU per image over {cores} cores = {ceiling:.0f} images/s "
+              f"at perfect overlap and no start-up cost -> {ceiling / loop_rate:.1f}x the loop")
+
+    if args.sweep:
+        loop = [measure(args.images, per_image_loop, paths, False) for _ in range(args.repeats)]
+        print(f"    per-image loop, autograd off : {median_rate(loop):7.1f} images/s")
+        for backend in ("auto", "torch"):
+            for batch_size in (4, 8, 16, 32):
+                for workers, threads in ((0, 2), (1, 1), (1, 2), (2, 1)):
+                    options = InferenceOptions(device="cpu", cache_dir=str(cache), backend=backend,
+                                               batch_size=batch_size, num_workers=workers, num_threads=threads)
+                    samples = [measure(args.images, pipeline, folder, options) for _ in range(args.repeats)]
+                    print(f"    {backend:5s} batch {batch_size:3d}, workers {workers}, threads {threads}: "
+                          f"{median_rate(samples):7.1f} images/s (load {samples[-1].load:.2f})")
+
+
+def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name: str = "cuda") -> None:
+    """ResNet-50 and ViT-B/16 on CUDA: images/s of the whole pipeline (decode workers, resize,
+    transfer, forward, top-5), and of the forward pass alone on batches already on the GPU, which
+    shows whether the model or the input pipeline is the bound.
+
+    Every pipeline call also builds its model and starts its workers (seconds for a random-init
+    ViT-B), so each setting runs on ``n_images`` and on an eighth of them: the whole-call rate is
+    the large run's, and the steady rate (n - n/8) / (t(n) - t(n/8)) leaves the fixed cost out."""
+    from classify.inference import default_num_workers
+
+    small_n = max(8, n_images // 8)
+    big, small = tmp / "gpu-images", tmp / "gpu-images-small"
+    make_folder(big, n_images)
+    make_folder(small, small_n)
+    device = torch.device(device_name)
+    workers = default_num_workers(device)
+    gpu = torch.cuda.get_device_name() if device.type == "cuda" else device_name
+    print(f"{gpu}, torch {torch.__version__}, {os.cpu_count()} CPU cores, "
+          f"{workers} decode workers by default, {n_images} images (random-init weights: throughput only, not results)")
+
+    def rates(options: InferenceOptions, entry) -> str:
+        pipeline(small, options, entry)  # warm-up: cuDNN autotuning, page cache
+        whole, steady = [], []
+        for _ in range(repeats):
+            t_small = small_n / measure(small_n, pipeline, small, options, entry).rate
+            t_big = n_images / measure(n_images, pipeline, big, options, entry).rate
+            whole.append(n_images / t_big)
+            steady.append((n_images - small_n) / max(t_big - t_small, 1e-9))
+        return (f"{statistics.median(steady):8.1f} images/s steady, {statistics.median(whole):8.1f} whole call "
+                f"(median of {repeats})")
+
+    for name in ("resnet50", "vit"):  # the registry's ResNet-50 and ViT-B/16 input pipelines
+        real = get_model(name)
+        config = real.input_config()
+        double = make_test_double(real.arch, real.label_space, real.family, config)
+        for precision in ("fp32", "auto"):
+            for resampler in ("torch", "pil"):
+                options = InferenceOptions(device=device_name, precision=precision, batch_size=128, resampler=resampler,
+                                           cache_dir=str(cache))
+                print(f"  {real.arch:22s} {precision:4s} {resampler:5s} resize: {rates(options, double)}")
+            print(f"  {real.arch:22s} {precision:4s} forward only: {forward_rate(double, precision, 256, device):8.1f} "
+                  "images/s (uint8 batches of 256 already on the device)")
+    cores = os.cpu_count() or 1
+    resnet = get_model("resnet50")
+    double = make_test_double(resnet.arch, resnet.label_space, resnet.family, resnet.input_config())
+    for n_workers in sorted({4, 8, max(1, cores - 2), cores}):  # is decoding the bound, and where does it stop?
+        options = InferenceOptions(device=device_name, batch_size=128, num_workers=n_workers, cache_dir=str(cache))
+        print(f"  {resnet.arch:22s} auto torch resize, {n_workers:2d} decode workers: {rates(options, double)}")
+
+
+def forward_rate(entry, precision: str, batch: int, device: torch.device) -> float:
+    """images/s of normalise + forward + softmax + top-5 on a uint8 batch already on the GPU."""
+    from classify.inference import autocast_dtype
+    from classify.weights import load_model
+
+    model = load_model(entry).to(device).eval().to(memory_format=torch.channels_last)
+    config = entry.input_config()
+    normalize = normalizer(config, device)
+    x = torch.randint(0, 256, (batch, 3, config.size, config.size), dtype=torch.uint8, device=device)
+    amp = autocast_dtype(precision, device)
+
+    def step():
+        with torch.inference_mode(), torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+            logits = model(normalize(x).contiguous(memory_format=torch.channels_last))
+            logits.float().softmax(dim=1).topk(5)
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(3):
+        step()
+    sync()
+    start, rounds = time.perf_counter(), 10
+    for _ in range(rounds):
+        step()
+    sync()
+    return rounds * batch / (time.perf_counter() - start)
 
 
 if __name__ == "__main__":
