@@ -69,7 +69,8 @@ def crop_to_tensor(image: Image.Image, geometry: Geometry, resampler: str = DEFA
     else:
         raise ValueError(f"crop mode {geometry.crop_mode!r} is not supported")
     crop = [geometry.size, geometry.size]
-    if check_resampler(resampler) == "torch" and geometry.interpolation in _TENSOR_INTERPOLATIONS:
+    use_tensor = geometry.interpolation in _TENSOR_INTERPOLATIONS and image.mode == "RGB"  # load_rgb's output
+    if check_resampler(resampler) == "torch" and use_tensor:
         # HWC bytes viewed as a channels-last NCHW tensor: the layout torch's uint8 AVX2 kernel takes.
         # transforms.v2, not v1: v1 resizes uint8 in float32 without Pillow's rounding between the
         # horizontal and vertical passes (up to 7/255 off); v2's uint8 kernel rounds as Pillow does.

@@ -143,6 +143,13 @@ def test_torch_resampler_is_within_a_rounding_step_of_pillows(config):
         assert torch.equal(pil, fast)
 
 
+def test_a_greyscale_image_takes_the_pillow_path():
+    grey = noise_image().convert("L")
+    config = CONFIGS[0]
+    assert torch.equal(crop_to_tensor(grey, config.geometry, "torch"), crop_to_tensor(grey, config.geometry, "pil"))
+    assert crop_to_tensor(grey, config.geometry).shape == (1, config.size, config.size)
+
+
 def test_unknown_resampler_is_refused_with_the_choices():
     with pytest.raises(ValueError, match="choose one of torch, pil"):
         crop_to_tensor(noise_image(), CONFIGS[0].geometry, "opencv")
