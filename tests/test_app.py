@@ -131,6 +131,16 @@ def test_models_page_lists_families_and_the_usable_default(app):
     assert button.label == "Run 3 model(s)"  # the three packaged models, already run on the sample, are ticked
 
 
+def test_models_page_reports_a_precision_this_machine_lacks(app):
+    at = open_page(app, "models")
+    [s for s in at.selectbox if s.label == "Device"][0].set_value("cpu")
+    [s for s in at.selectbox if s.label == "Precision"][0].set_value("bf16")
+    at.run()
+    [b for b in at.button if b.label.startswith("Run ")][0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("needs a GPU" in e.value for e in at.error), [e.value for e in at.error]
+
+
 def _capture_downloads(monkeypatch) -> dict:
     captured = {}
     real = st.download_button
