@@ -11,7 +11,7 @@ from PIL import Image
 
 import classify.inference as inference
 from classify.inference import (FolderError, ImageTask, InferenceOptions, autocast_dtype, check_output_path,
-                                plan_passes, predict_folder, predict_run, run_inference, scan_folder, select_device)
+                                default_num_workers, full_fp32, plan_passes, predict_folder, predict_run, run_inference, scan_folder, select_device)
 from classify.registry import class_wnids, get_model, make_test_double
 from classify.weights import WeightsError
 from explain.labels import get_label_space
@@ -228,6 +228,30 @@ def test_device_and_precision_choices():
     assert autocast_dtype("fp16", torch.device("cuda")) == torch.float16
     with pytest.raises(ValueError, match="choose one of"):
         autocast_dtype("int8", cpu)
+
+
+def test_fp32_on_cuda_turns_tf32_off_and_restores_the_flags():
+    """The flags are process-wide and need no GPU to read, so this runs everywhere."""
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with full_fp32(torch.device("cuda")):
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+        with full_fp32(torch.device("cpu")):  # nothing to change on the CPU
+            assert torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_decode_workers_per_device(monkeypatch):
+    import classify.inference as inference
+
+    monkeypatch.setattr(inference, "available_cores", lambda: 16)
+    assert default_num_workers(torch.device("cpu")) == 4  # the cores are shared with the forward pass
+    assert default_num_workers(torch.device("cuda")) == 16  # decoding is the bound with a GPU
+    monkeypatch.setattr(inference, "available_cores", lambda: 2)
+    assert default_num_workers(torch.device("cpu")) == 1 and default_num_workers(torch.device("cuda")) == 2
 
 
 def test_jpeg_draft_decodes_big_jpegs_smaller_and_keeps_the_guards(tmp_path):
