@@ -46,7 +46,6 @@ _INTERPOLATION = {
     "lanczos": InterpolationMode.LANCZOS,
 }
 
-
 RESAMPLERS = ("torch", "pil")
 DEFAULT_RESAMPLER = "torch"
 # torchvision's tensor resize has no Lanczos, and its "nearest" picks other pixels than Pillow's.
@@ -60,7 +59,8 @@ def check_resampler(resampler: str) -> str:
 
 
 def crop_to_tensor(image: Image.Image, geometry: Geometry, resampler: str = DEFAULT_RESAMPLER) -> torch.Tensor:
-    """An RGB image -> uint8 tensor (3, size, size): resize, then the centred crop."""
+    """An image -> uint8 tensor (channels, size, size): resize, then the centred crop. The tensor
+    kernel takes RGB (what ``load_rgb`` gives); any other mode goes through Pillow."""
     mode = _INTERPOLATION[geometry.interpolation]
     if geometry.crop_mode == "squash":
         size = [geometry.resize_size, geometry.resize_size]
