@@ -17,7 +17,7 @@ $(STAMP): requirements.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python scripts/serve.py --server.port $(PORT)
+	$(BIN)/python -m wildlens app --server.port $(PORT)
 
 test: $(STAMP) browser-deps
 	$(BIN)/python -m pytest

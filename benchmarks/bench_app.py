@@ -36,7 +36,7 @@ def build_run(home: Path, images_per_class: int = IMAGES_PER_CLASS, seed: int = 
     from PIL import Image
 
     from explain import similarity
-    from explain.runstore import PREDICTION_SCHEMA, RunStore, conform
+    from core.runstore import PREDICTION_SCHEMA, RunStore, conform
 
     matrices = similarity.label_space_matrices("imagenet-1k", cache_dir=home / "cache")
     wnids = np.array(matrices.wnids)
@@ -119,7 +119,7 @@ def main() -> int:
         home = Path(tmp)
         started = time.perf_counter()
         run_id = build_run(home, args.images_per_class)
-        from explain.runstore import RunStore
+        from core.runstore import RunStore
 
         n = len(RunStore(home).open_run(run_id).read_predictions())
         print(f"built run {run_id}: {n:,} predictions, {n // N_MODELS:,} images, {N_MODELS} models "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawl import testing as T  # noqa: E402
+from tests.crawl import fake_engine as T  # noqa: E402
 from crawl.config import CrawlConfig  # noqa: E402
 from crawl.crawler import crawl_run  # noqa: E402
 

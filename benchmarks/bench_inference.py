@@ -51,7 +51,7 @@ from classify.inference import InferenceOptions, predict_folder  # noqa: E402
 from classify.preprocess import crop_to_tensor, normalizer  # noqa: E402
 from classify.registry import DEFAULT_MODEL, class_wnids, get_model, make_test_double  # noqa: E402
 from classify.weights import load_efficientnet_lite0_package  # noqa: E402
-from crawl.imageio import load_rgb  # noqa: E402
+from core.imageio import load_rgb  # noqa: E402
 
 SITE = Path(torch.__file__).resolve().parent.parent
 PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/astronaut.png",

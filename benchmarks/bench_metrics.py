@@ -31,8 +31,8 @@ import pandas as pd  # noqa: E402
 
 from explain import similarity  # noqa: E402
 from explain.metrics import compute_metric_tables  # noqa: E402
-from explain.runstore import PREDICTION_SCHEMA, conform  # noqa: E402
-from explain.wordnet import get_wordnet  # noqa: E402
+from core.runstore import PREDICTION_SCHEMA, conform  # noqa: E402
+from core.wordnet import get_wordnet  # noqa: E402
 
 N_MODELS = 10
 N_NEAREST = 25  # a class's mistakes are drawn from its 25 nearest classes (and some distant ones)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Callable
 
-from explain.labels import QueryError
-from explain.progress import TerminalProgress
-from explain.runstore import RunStore, StoreError
+from core.labels import QueryError
+from core.progress import TerminalProgress
+from core.runstore import Run, RunStore, StoreError
 
 from .registry import DEFAULT_MODEL, FAMILIES, UnknownModelError, get_model, list_models
 
@@ -94,7 +95,7 @@ def cmd_models(argv: list[str]) -> int:
     return 0
 
 
-def cmd_predict(argv: list[str]) -> int:
+def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = None) -> int:
     from .inference import InferenceOptions, predict_folder, predict_run
 
     parser = build_predict_parser()
@@ -113,6 +114,8 @@ def cmd_predict(argv: list[str]) -> int:
             run = RunStore().open_run(args.run)
             result = predict_run(run, args.models, options, progress)
             target = f"run {run.run_id}"
+            if after_run is not None:
+                after_run(run)
         else:
             table, result = predict_folder(args.images, args.models, args.out, options, progress)
             target = f"{args.out} ({len(table)} rows)"
@@ -127,14 +130,17 @@ def cmd_predict(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, after_run: Callable[[Run], object] | None = None) -> int:
+    """``after_run(run)``: called once a run's predictions are stored. The entry point
+    (``classify/__main__.py``) passes the next stage's refresh of the run's derived tables; this
+    library module cannot import that stage."""
     from .weights import WeightsError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["models"]:
             return cmd_models(argv[1:])
-        return cmd_predict(argv)
+        return cmd_predict(argv, after_run)
     except (WeightsError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

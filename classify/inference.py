@@ -3,7 +3,7 @@
 The pipeline, and why:
 
 * A ``torch.utils.data.DataLoader`` whose worker processes decode each image once
-  (``crawl.imageio.load_rgb``: EXIF, CMYK, palettes, 16-bit, bombs) and crop it once per distinct
+  (``core.imageio.load_rgb``: EXIF, CMYK, palettes, 16-bit, bombs) and crop it once per distinct
   :class:`~classify.registry.Geometry` among the models of a pass. Models that differ only in
   mean/std share the crop; normalisation runs on the device (``classify.preprocess``).
 * Models run together in *passes* over the same decoded images, as many as fit in a parameter
@@ -22,7 +22,7 @@ The pipeline, and why:
 * Every batch is stored at once as one part file per model (``Run.append_predictions``), so a
   killed run loses at most one batch, and a re-run skips every (model, image) already stored 'ok'.
 * An image that cannot be decoded becomes a row with status 'failed' and its reason; the run
-  goes on. Progress goes through ``explain.progress`` (terminal bar or dashboard).
+  goes on. Progress goes through ``core.progress`` (terminal bar or dashboard).
 
 Entry points: :func:`predict_run` (images of a run in the store) and :func:`predict_folder`
 (``DIR/<wnid>/<images>``, for the command line). Both end in :func:`run_inference`.
@@ -43,10 +43,10 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from crawl.imageio import ImageLoadError, load_rgb
-from explain.progress import ProgressCallback, report
-from explain.runstore import PREDICTION_SCHEMA, TOP_K, Run, StoreError, conform, write_table
-from explain.wordnet import is_wnid
+from core.imageio import ImageLoadError, load_rgb
+from core.progress import ProgressCallback, report
+from core.runstore import PREDICTION_SCHEMA, TOP_K, Run, StoreError, conform, write_table
+from core.wordnet import is_wnid
 
 from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier
 from .optimize import fold_batchnorm

@@ -60,7 +60,7 @@ def onnxruntime_version() -> str | None:
 
 
 def default_cache_dir() -> Path:
-    from explain.runstore import RunStore
+    from core.runstore import RunStore
 
     return RunStore().cache_dir / CACHE_SUBDIR
 

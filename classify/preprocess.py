@@ -35,7 +35,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 from torchvision.transforms.v2 import functional as TF2
 
-from crawl.imageio import ImageLoadError, load_rgb, to_rgb
+from core.imageio import ImageLoadError, load_rgb, to_rgb
 
 from .registry import Geometry, InputConfig
 
@@ -95,7 +95,7 @@ def normalizer(config: InputConfig, device: torch.device):
 
 
 def load_rgb_draft(source, min_side: int) -> Image.Image:
-    """``crawl.imageio.load_rgb``, except that a JPEG is decoded at a reduced scale (libjpeg's DCT
+    """``core.imageio.load_rgb``, except that a JPEG is decoded at a reduced scale (libjpeg's DCT
     scaling, 1/2, 1/4 or 1/8 through ``Image.draft``), the smallest that keeps both sides at least
     ``min_side``, so the resize that follows still shrinks. A 1411 px JPEG decodes and crops ~4x
     faster (28 -> 7 ms), but the pixels are not those of a full decode: on the packaged large

@@ -6,7 +6,7 @@ what the model is (family, source, architecture and pretrained tag), what it pre
 space and the order of its outputs) and how big it is. Nothing here imports torch or timm, and
 nothing is built or downloaded at import: the input configuration is resolved from timm's or
 torchvision's pretrained config on first use (:func:`input_config`), and parameter counts are
-recorded figures that ``tests/test_classify_registry.py`` checks against a meta-device build.
+recorded figures that ``tests/classify/test_registry.py`` checks against a meta-device build.
 
 Model ids are timm's ``architecture.tag`` names (``resnet50.tv_in1k``), ``torchvision/<arch>.<WEIGHTS>``
 for torchvision weights, and ``efficientnet_lite0`` (the embedded default), ``efficientnet_lite1``
@@ -84,7 +84,7 @@ CLASS_ORDERS = ("label-space", "swin-22k")
 @dataclass(frozen=True)
 class ModelEntry:
     """One classifier. ``label_space`` names the set of classes it predicts (a name from
-    ``explain.labels.label_space_names()``); ``class_order`` says how output index i maps to a
+    ``core.labels.label_space_names()``); ``class_order`` says how output index i maps to a
     wnid: 'label-space' (the i-th wnid of that label space) or a named permutation."""
 
     id: str
@@ -123,7 +123,7 @@ _ALIASES: dict[str, str] = {}
 
 
 def _validate(entry: ModelEntry) -> None:
-    from explain.labels import canonical_label_space
+    from core.labels import canonical_label_space
 
     problems = []
     if entry.family not in FAMILIES:
@@ -317,7 +317,7 @@ def make_test_double(arch: str, label_space: str = "imagenet-1k", family: str = 
     """An unregistered, randomly initialised timm model for tests and throughput benchmarks
     (``input_config``: borrow a real entry's input pipeline). Its id says what it is, so its
     output can never pass for a real model's."""
-    from explain.labels import canonical_label_space, get_label_space
+    from core.labels import canonical_label_space, get_label_space
 
     space = canonical_label_space(label_space)
     entry = ModelEntry(id=f"{TEST_DOUBLE_PREFIX}{arch}-{space}", name=f"{arch} (random init, test double)",
@@ -330,7 +330,7 @@ def make_test_double(arch: str, label_space: str = "imagenet-1k", family: str = 
 @functools.lru_cache(maxsize=None)
 def class_wnids(entry: ModelEntry) -> tuple[str, ...]:
     """Output index -> wnid for this model."""
-    from explain.labels import get_label_space
+    from core.labels import get_label_space
 
     if entry.class_order == "swin-22k":
         goog = get_label_space("imagenet-21k").wnids

@@ -1,7 +1,7 @@
 """Image collection for WildLens: web crawling (icrawler) and local-folder import, with a
 provenance manifest in the run store.
 
-Entry points (imported lazily, so ``import crawl.imageio`` stays light for inference):
+Entry points (imported lazily, so ``import crawl`` stays light):
 
 - ``crawl_run(run, wnids, k, engine='bing', config=CrawlConfig(), progress=None) -> CrawlSummary``
 - ``import_folder(src, run_or_dir, label_space=None, progress=None) -> ImportSummary``

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from explain.labels import DEFAULT_LABEL_SPACE, QueryError, hyponym_classes, label_space_names
-from explain.progress import TerminalProgress
-from explain.runstore import RunStore, StoreError
+from core.labels import DEFAULT_LABEL_SPACE, QueryError, hyponym_classes, label_space_names
+from core.progress import TerminalProgress
+from core.runstore import RunStore, StoreError
 
 from .config import DEFAULT_FORMATS, CrawlConfig, ValidationConfig
 from .crawler import EngineUnreachable, available_engines, check_engine, crawl_run, unreachable_message

@@ -30,9 +30,9 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
-from explain.labels import DEFAULT_LABEL_SPACE, get_label_space
-from explain.progress import ProgressCallback, report
-from explain.runstore import Run
+from core.labels import DEFAULT_LABEL_SPACE, get_label_space
+from core.progress import ProgressCallback, report
+from core.runstore import Run
 
 from .config import CrawlConfig
 from .engines import ENGINES, EngineCrawler, TermJob, get_engine

@@ -42,7 +42,7 @@ from icrawler.builtin.google import GoogleFeeder, GoogleParser
 from icrawler.storage import BaseStorage
 from icrawler.utils import Session, Signal
 
-from explain.runstore import now_iso
+from core.runstore import now_iso
 
 from .config import CrawlConfig
 from .http import FetchLimits, fetch

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from explain.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, resolve_noun_synsets
-from explain.progress import ProgressCallback, report
-from explain.runstore import Run, now_iso
-from explain.wordnet import is_wnid, wnid_of
+from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, resolve_noun_synsets
+from core.progress import ProgressCallback, report
+from core.runstore import Run, now_iso
+from core.wordnet import is_wnid, wnid_of
 
 from .config import ValidationConfig
 from .store import CollectError, Collector, as_destination, exclusive, summarise, sweep_leftovers

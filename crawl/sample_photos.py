@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image, ImageOps
 
-from explain.runstore import Run, now_iso
+from core.runstore import Run, now_iso
 
-from .imageio import load_rgb
+from core.imageio import load_rgb
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _png_bytes(im: Image.Image) -> bytes:
 def write_sample_images(run: Run) -> pd.DataFrame:
     """Write the views into the run's images folder and its manifest; return the manifest.
     Idempotent: files already present (same hash) are not rewritten."""
-    from explain.runstore import write_bytes_atomic
+    from core.runstore import write_bytes_atomic
 
     rows = []
     for photo in SAMPLE_PHOTOS:

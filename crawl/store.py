@@ -2,7 +2,7 @@
 
 A *destination* is either a run of the run store (``images/`` + ``manifest.parquet``) or a
 plain folder (``DIR/<wnid>/`` + ``DIR/manifest.csv``, for ``python -m crawl import --out``).
-Both hold the same manifest (``explain.runstore.MANIFEST_SCHEMA``).
+Both hold the same manifest (``core.runstore.MANIFEST_SCHEMA``).
 
 The ``Collector`` is the single writer of a destination during a crawl or an import: it keeps
 the manifest in memory, decides accepted / duplicate for each validated image under a lock
@@ -31,7 +31,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from explain.runstore import MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso, write_bytes_atomic, write_table
+from core.runstore import MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso, write_bytes_atomic, write_table
 
 from .config import FORMAT_EXTENSIONS, ValidationConfig
 from .validate import (EXACT_DUPLICATE, NEAR_DUPLICATE, TRANSIENT_CODES, ImageFacts, Rejected, phash_int,

@@ -3,7 +3,7 @@
 Never trusts a Content-Type header, a URL or a file extension: an "image.jpg" is often an
 HTML page (a login wall, a hotlink-protection page, a 404 page served with status 200).
 The verdict comes from the file's leading bytes (magic numbers) and a full decode by Pillow
-(through ``crawl.imageio``, the same loader the models use, so what is accepted here loads
+(through ``core.imageio``, the same loader the models use, so what is accepted here loads
 there). Rejections carry a reason ``"<code>: <detail>"``; the code is stable and is what the
 per-class figures count.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from .config import FORMAT_EXTENSIONS, ValidationConfig
-from .imageio import ImageLoadError, load_rgb
+from core.imageio import ImageLoadError, load_rgb
 
 # Reason codes (the part before ':' in a manifest 'reason').
 EMPTY = "empty"
@@ -114,7 +114,7 @@ def sha256_hex(data: bytes) -> str:
 
 def validate_image(data: bytes, config: ValidationConfig = ValidationConfig()) -> ImageFacts:
     """Accept ``data`` as an image or raise Rejected. Never alters the bytes: unusual modes,
-    animation and EXIF orientation are handled at load time by crawl.imageio."""
+    animation and EXIF orientation are handled at load time by core.imageio."""
     if not data:
         raise Rejected(EMPTY, "0 bytes")
     if len(data) > config.max_bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .labels import DEFAULT_LABEL_SPACE, QueryError, hyponym_classes, label_space_names, senses
+from core.labels import DEFAULT_LABEL_SPACE, QueryError, hyponym_classes, label_space_names, senses
 
 COMMANDS = {}
 

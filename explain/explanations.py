@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from .similarity import get_taxonomy, pair_similarity
-from .wordnet import synset_of, wnid_of
+from core.wordnet import synset_of, wnid_of
 
 # The SPEC's colour coding of confusions (blue sibling, magenta hypernym, red distant), kept here
 # so every view colours a relation the same way.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from .metrics import REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError, compute_metric_tables
-from .runstore import TOP_K, write_bytes_atomic
+from core.runstore import TOP_K, write_bytes_atomic
 
 METRIC_CSV_NAMES = {"per_model": "per_model.csv", "per_class": "per_class.csv", "confusions": "confusions.csv"}
 _STRING_COLUMNS = (*REQUIRED_COLUMNS, *TOP_K_COLUMNS, "image", "label_space", "status", "reason")

@@ -1,7 +1,7 @@
 """Knowledge-driven metrics from raw predictions: per model, per model and true class, and the
 most frequent confusions, as tidy tables with stable, documented columns.
 
-Input: a predictions table with the columns of ``explain.runstore.PREDICTION_SCHEMA`` (at least
+Input: a predictions table with the columns of ``core.runstore.PREDICTION_SCHEMA`` (at least
 ``model``, ``true_wnid``, ``pred_wnid``; optionally ``pred_wnid_2`` ... ``pred_wnid_5``,
 ``prob_1`` ... ``prob_5``, ``status``). Only rows whose ``status`` is ``'ok'`` count (every row
 when there is no ``status`` column); the others are reported as ``n_failed``.
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .runstore import CONFUSION_SCHEMA, PER_CLASS_SCHEMA, PER_MODEL_SCHEMA, PREDICTION_STATUSES, TOP_K
+from core.runstore import CONFUSION_SCHEMA, PER_CLASS_SCHEMA, PER_MODEL_SCHEMA, PREDICTION_STATUSES, TOP_K
 from .similarity import (COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATIONS, PairSimilarities, similarities_of_codes,
                          wnid_of_offset)
-from .wordnet import WORDNET_VERSION, synset_of
+from core.wordnet import WORDNET_VERSION, synset_of
 
 REQUIRED_COLUMNS = ("model", "true_wnid", "pred_wnid")
 TOP_K_COLUMNS = tuple(f"pred_wnid_{k}" for k in range(2, TOP_K + 1))
@@ -115,7 +115,7 @@ class PredictionsError(ValueError):
 
 @dataclass(frozen=True)
 class MetricTables:
-    """The three tables, conformed to ``explain.runstore`` schemas (see the column dicts)."""
+    """The three tables, conformed to ``core.runstore`` schemas (see the column dicts)."""
 
     per_model: pd.DataFrame
     per_class: pd.DataFrame

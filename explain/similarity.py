@@ -61,7 +61,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .wordnet import NOUN_MAX_DEPTH, get_wordnet, synset_of
+from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, synset_of
 
 # Bump when any value below changes meaning: cached matrices with another version are ignored.
 SIMILARITY_CODE_VERSION = 1
@@ -266,7 +266,7 @@ class InformationContent:
 
 
 def _build_information_content(taxonomy: Taxonomy) -> InformationContent:
-    from .labels import get_label_space
+    from core.labels import get_label_space
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -522,7 +522,7 @@ def compute_pairs(true_nodes: np.ndarray, pred_nodes: np.ndarray, *, taxonomy: T
 
 # --------------------------------------------------------------------------- disk cache
 def default_cache_dir() -> Path:
-    from .runstore import RunStore
+    from core.runstore import RunStore
 
     return RunStore().cache_dir
 
@@ -533,7 +533,7 @@ def _cache_file(cache_dir: Path, stem: str) -> Path:
 
 def _save_npz(target: Path, arrays: dict[str, np.ndarray]) -> None:
     """Atomic .npz write; a read-only cache folder only costs a warning."""
-    from .runstore import atomic_path
+    from core.runstore import atomic_path
 
     try:
         with atomic_path(target) as tmp:
@@ -617,7 +617,7 @@ def build_label_space_matrices(label_space: str = IMAGENET_1K, *,
                                cache_dir: Path | str | None | bool = None) -> SimilarityMatrices:
     """Compute the matrices of a label space (``cache_dir`` only serves the IC); refuses spaces
     too big for a matrix."""
-    from .labels import get_label_space
+    from core.labels import get_label_space
 
     space = get_label_space(label_space)
     if len(space) > _DENSE_MAX_CLASSES:
@@ -636,7 +636,7 @@ def label_space_matrices(label_space: str = IMAGENET_1K, *, cache_dir: Path | st
                          build: bool = True) -> SimilarityMatrices | None:
     """The matrices of a label space from memory, else the disk cache, else built and cached.
     With ``build=False`` returns None instead of building."""
-    from .labels import canonical_label_space
+    from core.labels import canonical_label_space
 
     name = canonical_label_space(label_space)
     key = ("matrices", name, wordnet_fingerprint(), SIMILARITY_CODE_VERSION)
@@ -645,7 +645,7 @@ def label_space_matrices(label_space: str = IMAGENET_1K, *, cache_dir: Path | st
             return _memo[key]
         folder = _resolve_cache_dir(cache_dir)
         target = _cache_file(folder, f"similarity-{name}") if folder else None
-        from .labels import get_label_space
+        from core.labels import get_label_space
 
         wnids = get_label_space(name).wnids
         loaded = _load_npz(target, _matrix_cache_layout(len(wnids))) if target else None
@@ -725,7 +725,7 @@ def similarities_of_codes(wnids: Sequence[str], true_codes: np.ndarray, pred_cod
                           cache_dir: Path | str | None | bool = None) -> PairSimilarities:
     """Values for pairs given as codes into ``wnids`` (the metric tables' fast path: the caller
     has already reduced its rows to unique pairs)."""
-    from .labels import get_label_space
+    from core.labels import get_label_space
 
     wnids = [str(w) for w in wnids]
     true_codes = np.asarray(true_codes, dtype=np.int64)

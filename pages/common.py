@@ -12,7 +12,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from explain.runstore import Run, RunStore, StoreError
+from core.runstore import Run, RunStore, StoreError
 
 
 DEFAULTS = {
@@ -109,7 +109,7 @@ def run_selector() -> None:
         return
     ids = [i.run_id for i in infos]
     if st.session_state.get("run_id") not in ids:
-        from classify.sample import SAMPLE_RUN_ID
+        from wildlens.sample import SAMPLE_RUN_ID
 
         st.session_state["run_id"] = SAMPLE_RUN_ID if SAMPLE_RUN_ID in ids else ids[0]
     labels = {i.run_id: run_label(i) for i in infos}
@@ -173,7 +173,7 @@ def model_family(model_id: str) -> str:
 
 def class_name(wnid: str, label_space: str = "imagenet-1k") -> str:
     """ImageNet's name of a class, falling back to WordNet for wnids outside the label space."""
-    from explain.labels import get_label_space
+    from core.labels import get_label_space
 
     space = get_label_space(label_space)
     if wnid in space:
@@ -222,7 +222,7 @@ def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Downlo
 
 @st.cache_resource(show_spinner=False)
 def _sample_run_once(root: str) -> str:
-    from classify.sample import ensure_sample_run as build
+    from wildlens.sample import ensure_sample_run as build
 
     return build(RunStore(root)).run_id
 
@@ -238,7 +238,7 @@ def ensure_sample_run() -> None:
 
 
 def progress_bar():
-    """A progress callback (explain.progress) drawing one Streamlit bar per (stage, task)."""
+    """A progress callback (core.progress) drawing one Streamlit bar per (stage, task)."""
     bars = {}
 
     def callback(event) -> None:

@@ -3,8 +3,8 @@ import pandas as pd
 import streamlit as st
 
 from explain.explanations import explain_pair
-from explain.labels import QueryError, resolve_noun_synsets
-from explain.wordnet import wnid_of
+from core.labels import QueryError, resolve_noun_synsets
+from core.wordnet import wnid_of
 from pages.charts import path_figure
 from pages.common import class_name, download_csv, metric_tables, require_run
 

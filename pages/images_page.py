@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from explain.labels import get_label_space
+from core.labels import get_label_space
 from pages.common import download_csv, manifest, require_run
 
 PER_PAGE = 30

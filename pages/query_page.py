@@ -1,7 +1,7 @@
 """Query: a word -> its WordNet sense -> the ImageNet classes under it -> a run with images."""
 import streamlit as st
 
-from explain.labels import (QueryError, classes_table, get_label_space, hyponym_classes, hyponym_tree,
+from core.labels import (QueryError, classes_table, get_label_space, hyponym_classes, hyponym_tree,
                             label_space_names, senses)
 from pages.common import download_csv, open_run_link, progress_bar, store
 

@@ -5,7 +5,7 @@ Input: the Princeton WordNet 3.0 database files as Debian's ``wordnet-base`` and
 ``lexnames`` table, which Debian does not ship as a file: we regenerate it from the
 ``lexnames(5WN)`` manual page that ``wordnet-base`` installs.
 
-Output: ``explain/data/nltk_data/corpora/wordnet.zip`` laid out as NLTK's own
+Output: ``core/data/nltk_data/corpora/wordnet.zip`` laid out as NLTK's own
 ``wordnet.zip`` (members ``wordnet/<file>``), so NLTK's unmodified
 ``WordNetCorpusReader`` reads it. Members are sorted, time-stamped with WordNet 3.0's
 release date and deflated (plain zip, readable by any unzip), so two builds from the same inputs are byte-identical.

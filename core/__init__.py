@@ -1,0 +1,12 @@
+"""core/: the ground floor every stage stands on. It imports no stage.
+
+- ``runstore``: where a run's artefacts live (layout, atomic files, schema versions, locking)
+- ``schemas``: the manifest and prediction tables every stage reads and writes
+- ``wordnet``: WordNet 3.0 through NLTK, offline (vendored corpus under ``core/data``)
+- ``labels``: ImageNet label spaces, senses of a query, hyponym classes
+- ``imageio``: any web image -> RGB, without touching the stored file
+- ``progress``: progress events that know nothing of tqdm or Streamlit
+- ``errors``: :class:`~core.errors.WildLensError`, the one user-facing error base
+
+Import the submodules; this package imports nothing heavy.
+"""

@@ -1,0 +1,29 @@
+"""The one user-facing error base of WildLens.
+
+Every problem a person can fix (an unknown query, a missing weights file, a damaged run, a bad
+option) is raised as a subclass of :class:`WildLensError` whose message is one line naming what is
+wrong and what to do. Command lines print ``error: <message>`` and exit 2 for exactly these
+(:func:`one_line`); the dashboard shows the message in place. Anything else is a bug and keeps its
+traceback.
+
+Subclasses keep the built-in base they had before this class existed (``ValueError``,
+``RuntimeError``), so ``except ValueError`` in code that predates it still works.
+"""
+from __future__ import annotations
+
+
+class WildLensError(Exception):
+    """A problem the user can fix; ``str()`` is one line: what is wrong and what to do."""
+
+
+class OptionError(WildLensError, ValueError):
+    """An option value that is not allowed here (a precision the machine lacks, a typo)."""
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """The first line of an error's message (KeyError's repr quotes stripped), at most ``limit``
+    characters: what a command line prints after 'error: '."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = str(text).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first[:limit]

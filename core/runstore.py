@@ -1,0 +1,484 @@
+"""The run store: where a run's artefacts live and what their tables look like.
+
+Every stage reads and writes through this module, so the folder layout and the table schemas
+are defined once, here::
+
+    $WILDLENS_HOME/                       (default ~/.wildlens)
+      runs/<run_id>/
+        run.json                          the run's description (RunInfo), schema_version inside
+        images/<wnid>/<sha256[:16]>.<ext> accepted images, named by content hash
+        manifest.parquet                  one row per image seen (accepted, rejected, duplicate)
+        predictions/<model>/part-*.parquet  top-5 predictions, one row per (model, image)
+        metrics/<table>.parquet           derived tables (per_model, per_class, confusions)
+      cache/                              derived data shared by runs (similarity matrices)
+
+Writes are atomic (a temporary file in the same folder, fsync, then ``os.replace``), so a killed
+process leaves either the old file or the new one, never half of one. Predictions are stored as
+part files so a long inference run can be interrupted and resumed without rewriting what it did.
+Tables carry ``wildlens.schema_version`` in their Parquet metadata; a newer version is refused
+with a message rather than misread.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import secrets
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from .errors import WildLensError
+
+SCHEMA_VERSION = 1
+HOME_ENV = "WILDLENS_HOME"
+_META_KEY = b"wildlens.schema_version"
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+TOP_K = 5
+
+
+class StoreError(WildLensError, RuntimeError):
+    """A run or table that cannot be read or written as asked; the message says why."""
+
+
+# --------------------------------------------------------------------------- schemas
+# Column -> pandas dtype. Nullable dtypes ("string", "Int64", "Float64", "boolean") so a
+# missing value is NA rather than a sentinel.
+MANIFEST_SCHEMA: dict[str, str] = {
+    "wnid": "string",  # the class this image was collected or imported for
+    "file": "string",  # path relative to the images root: '<wnid>/<sha256[:16]>.<ext>'; NA if not stored
+    "sha256": "string",
+    "phash": "string",  # 64-bit perceptual hash, hex
+    "width": "Int64",
+    "height": "Int64",
+    "format": "string",  # Pillow format name: JPEG, PNG, WEBP, ...
+    "mode": "string",  # Pillow mode as stored: RGB, CMYK, P, I;16, ...
+    "bytes": "Int64",
+    "source": "string",  # 'bing', 'google', 'baidu', 'flickr', 'import', 'sample'
+    "search_term": "string",
+    "url": "string",  # where a crawled image came from (data only: never a file name)
+    "rank": "Int64",  # position in the engine's results
+    "original_name": "string",  # an imported file's path inside the source folder
+    "fetched_at": "string",  # ISO 8601, UTC
+    "status": "string",  # 'accepted', 'rejected' or 'duplicate'
+    "reason": "string",  # why rejected / what it duplicates
+    "duplicate_of": "string",  # 'file' of the kept copy, for exact and near duplicates
+    "other_wnids": "string",  # other classes the same image was found for: its label is ambiguous
+    "excluded": "boolean",  # excluded by an analyst; the row and the file are kept
+    "excluded_reason": "string",
+}
+MANIFEST_STATUSES = ("accepted", "rejected", "duplicate")
+
+PREDICTION_SCHEMA: dict[str, str] = {
+    "model": "string",  # registry id
+    "image": "string",  # the manifest's 'file' (relative to the images root)
+    "true_wnid": "string",
+    "pred_wnid": "string",  # top-1
+    **{f"pred_wnid_{k}": "string" for k in range(2, TOP_K + 1)},
+    **{f"prob_{k}": "Float64" for k in range(1, TOP_K + 1)},
+    "label_space": "string",  # the model's output space, e.g. 'imagenet-1k', 'imagenet-21k'
+    "status": "string",  # 'ok' or 'failed'
+    "reason": "string",  # why an image failed (decode error, ...)
+}
+PREDICTION_STATUSES = ("ok", "failed")
+
+PER_MODEL_SCHEMA: dict[str, str] = {
+    "model": "string",
+    "n": "Int64",
+    "n_mistakes": "Int64",
+    "accuracy": "Float64",
+    "accuracy_hier": "Float64",
+    "accuracy_top5": "Float64",
+    "sibling_count": "Int64",
+    "sibling_rate": "Float64",
+    "path_mistakes": "Float64",
+    "lch_mistakes": "Float64",
+    "wup_mistakes": "Float64",
+    "lin_mistakes": "Float64",
+    "path_all": "Float64",
+    "lch_all": "Float64",
+    "wup_all": "Float64",
+    "lin_all": "Float64",
+    "severity": "Float64",
+    # Added by explain/metrics.py (documented there): mistakes by exclusive relation, failed rows.
+    "hypernym_count": "Int64",
+    "hyponym_count": "Int64",
+    "cousin_count": "Int64",
+    "distant_count": "Int64",
+    "n_failed": "Int64",
+}
+PER_CLASS_SCHEMA: dict[str, str] = {"model": "string", "true_wnid": "string",
+                                     **{k: v for k, v in PER_MODEL_SCHEMA.items() if k != "model"}}
+CONFUSION_SCHEMA: dict[str, str] = {
+    "model": "string",
+    "true_wnid": "string",
+    "pred_wnid": "string",
+    "count": "Int64",
+    "mf": "Float64",  # share of the true class's mistakes predicted as pred_wnid
+    "rank": "Int64",  # 1 = most frequent
+    "relation": "string",  # sibling, hypernym, hyponym, cousin, distant
+    # Added by explain/metrics.py (documented there): the pair's WordNet values.
+    "share_of_samples": "Float64",
+    "is_sibling": "boolean",
+    "path_distance": "Int64",
+    "path": "Float64",
+    "lch": "Float64",
+    "wup": "Float64",
+    "lin": "Float64",
+    "severity": "Int64",
+    "lcs_wnid": "string",
+}
+METRIC_SCHEMAS = {"per_model": PER_MODEL_SCHEMA, "per_class": PER_CLASS_SCHEMA, "confusions": CONFUSION_SCHEMA}
+
+
+def empty_table(schema: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({col: pd.Series(dtype=dtype) for col, dtype in schema.items()})
+
+
+def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", extra: str = "keep") -> pd.DataFrame:
+    """Return ``df`` with the schema's columns in order and dtypes; missing optional columns
+    become NA. ``extra='keep'`` keeps unknown columns after the schema's, ``'drop'`` drops them."""
+    out = pd.DataFrame(index=df.index)
+    for col, dtype in schema.items():
+        if col in df.columns:
+            try:
+                out[col] = df[col].astype(dtype)
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"{table}: column {col!r} cannot be read as {dtype}: {exc}") from None
+        else:
+            out[col] = pd.Series(pd.NA, index=df.index, dtype=dtype)
+    if extra == "keep":
+        for col in df.columns:
+            if col not in schema:
+                out[col] = df[col]
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- atomic files
+@contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; on success fsync it and rename it over
+    ``target``. On error the temporary file is removed and ``target`` is untouched."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Not mkstemp: its files are always 0600; created like this they get the usual umask mode.
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_bytes_atomic(target: Path, data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_json_atomic(target: Path, obj) -> None:
+    write_bytes_atomic(target, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def write_table(df: pd.DataFrame, target: Path, schema: dict[str, str] | None = None, table: str = "table") -> None:
+    """Atomically write a Parquet table (conformed to ``schema`` when given), or a CSV when
+    ``target`` ends in .csv (for export; CSV carries no schema version)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if schema is not None:
+        df = conform(df, schema, table=table)
+    target = Path(target)
+    with atomic_path(target) as tmp:
+        if target.suffix.lower() == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            arrow = pa.Table.from_pandas(df, preserve_index=False)
+            meta = dict(arrow.schema.metadata or {})
+            meta[_META_KEY] = str(SCHEMA_VERSION).encode()
+            pq.write_table(arrow.replace_schema_metadata(meta), tmp)
+
+
+def read_table(source: Path, schema: dict[str, str] | None = None, table: str = "table") -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    source = Path(source)
+    try:
+        arrow = pq.read_table(source)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise StoreError(f"{source} is not a readable Parquet file ({exc}).") from None
+    version = int((arrow.schema.metadata or {}).get(_META_KEY, b"0") or 0)
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{source} was written by a newer WildLens (schema {version} > {SCHEMA_VERSION}); upgrade WildLens.")
+    df = arrow.to_pandas()
+    return conform(df, schema, table=table) if schema is not None else df
+
+
+# --------------------------------------------------------------------------- runs
+def default_root() -> Path:
+    env = os.environ.get(HOME_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".wildlens"
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(title: str = "run") -> str:
+    """'20261129-161500-cat-3f2a': sortable by time, readable, unique; only safe characters."""
+    stem = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:32] or "run"
+    return f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}-{stem}-{secrets.token_hex(2)}"
+
+
+@dataclass
+class RunInfo:
+    """run.json: what a run is about. Unknown keys from newer versions are kept in ``extra``."""
+
+    run_id: str
+    title: str = ""
+    created: str = field(default_factory=now_iso)
+    query: str = ""  # what the analyst typed
+    sense: str = ""  # chosen synset, e.g. 'cat.n.01'
+    label_space: str = "imagenet-1k"
+    wnids: list[str] = field(default_factory=list)  # the classes of the run, label-space order
+    images_per_class: int = 0  # k
+    source: str = ""  # 'crawl:<engine>', 'import', 'sample'
+    models: list[str] = field(default_factory=list)  # models run so far
+    notes: str = ""
+    is_sample: bool = False  # the embedded default sample run
+    schema_version: int = SCHEMA_VERSION
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunInfo":
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs.setdefault("extra", {}).update({k: v for k, v in data.items() if k not in known})
+        return cls(**kwargs)
+
+
+class Run:
+    """One run folder. Paths and table I/O; no business logic."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    # layout -----------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def info_path(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.path / "images"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.parquet"
+
+    @property
+    def predictions_dir(self) -> Path:
+        return self.path / "predictions"
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.path / "metrics"
+
+    def image_path(self, file: str) -> Path:
+        """Absolute path of a manifest 'file'; refuses anything that escapes the images folder."""
+        path = (self.images_dir / file).resolve()
+        if self.images_dir.resolve() not in path.parents:
+            raise StoreError(f"{file!r} is not inside the run's images folder.")
+        return path
+
+    # description -------------------------------------------------------------
+    @property
+    def info(self) -> RunInfo:
+        try:
+            data = json.loads(self.info_path.read_text())
+        except FileNotFoundError:
+            raise StoreError(f"{self.path} is not a WildLens run (no run.json).") from None
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{self.info_path} is damaged ({exc}).") from None
+        if int(data.get("schema_version", 0)) > SCHEMA_VERSION:
+            raise StoreError(f"Run {self.run_id} was written by a newer WildLens; upgrade WildLens.")
+        return RunInfo.from_dict(data)
+
+    def save_info(self, info: RunInfo) -> None:
+        data = asdict(info)
+        data.update(data.pop("extra", {}) or {})
+        write_json_atomic(self.info_path, data)
+
+    def update_info(self, **changes) -> RunInfo:
+        info = self.info
+        for key, value in changes.items():
+            if not hasattr(info, key):
+                raise StoreError(f"RunInfo has no field {key!r}.")
+            setattr(info, key, value)
+        self.save_info(info)
+        return info
+
+    # manifest ------------------------------------------------------------------
+    def read_manifest(self) -> pd.DataFrame:
+        if not self.manifest_path.exists():
+            return empty_table(MANIFEST_SCHEMA)
+        df = read_table(self.manifest_path, MANIFEST_SCHEMA, table="manifest")
+        df["excluded"] = df["excluded"].fillna(False)
+        return df
+
+    def write_manifest(self, df: pd.DataFrame) -> None:
+        bad = set(df["status"].dropna()) - set(MANIFEST_STATUSES) if "status" in df else set()
+        if bad:
+            raise StoreError(f"manifest: unknown status {sorted(bad)}; allowed {MANIFEST_STATUSES}.")
+        write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")
+
+    def set_excluded(self, files: list[str], excluded: bool = True, reason: str = "") -> int:
+        """Mark images as excluded (or back). Rows and files are never deleted."""
+        df = self.read_manifest()
+        mask = df["file"].isin(files)
+        df.loc[mask, "excluded"] = excluded
+        df.loc[mask, "excluded_reason"] = reason if excluded else pd.NA
+        self.write_manifest(df)
+        return int(mask.sum())
+
+    def usable_images(self) -> pd.DataFrame:
+        """Accepted, not excluded: the images a model should see."""
+        df = self.read_manifest()
+        return df[(df["status"] == "accepted") & ~df["excluded"].astype(bool)].reset_index(drop=True)
+
+    # predictions ------------------------------------------------------------------
+    def _model_dir(self, model: str) -> Path:
+        if not _RUN_ID_RE.match(model.replace("/", "_")):
+            raise StoreError(f"{model!r} is not a usable model id.")
+        return self.predictions_dir / model.replace("/", "_")
+
+    def append_predictions(self, df: pd.DataFrame) -> list[Path]:
+        """Store a batch of predictions as new part files (one per model), atomically."""
+        df = conform(df, PREDICTION_SCHEMA, table="predictions", extra="drop")
+        bad = set(df["status"].dropna()) - set(PREDICTION_STATUSES)
+        if bad:
+            raise StoreError(f"predictions: unknown status {sorted(bad)}; allowed {PREDICTION_STATUSES}.")
+        written = []
+        for model, part in df.groupby("model", sort=False):
+            folder = self._model_dir(str(model))
+            name = f"part-{_dt.datetime.now(_dt.timezone.utc):%Y%m%d%H%M%S%f}-{secrets.token_hex(3)}.parquet"
+            write_table(part, folder / name, PREDICTION_SCHEMA, table="predictions")
+            written.append(folder / name)
+        return written
+
+    def read_predictions(self, models: list[str] | None = None) -> pd.DataFrame:
+        """All stored predictions; the latest row wins where an image was predicted twice."""
+        if not self.predictions_dir.exists():
+            return empty_table(PREDICTION_SCHEMA)
+        folders = [self._model_dir(m) for m in models] if models else sorted(p for p in self.predictions_dir.iterdir() if p.is_dir())
+        parts = [read_table(p, PREDICTION_SCHEMA, table="predictions")
+                 for folder in folders if folder.exists() for p in sorted(folder.glob("part-*.parquet"))]
+        if not parts:
+            return empty_table(PREDICTION_SCHEMA)
+        df = pd.concat(parts, ignore_index=True)
+        return df.drop_duplicates(["model", "image"], keep="last").reset_index(drop=True)
+
+    def usable_predictions(self) -> pd.DataFrame:
+        """Predictions of images that are still usable: an image an analyst excluded after
+        inference keeps its stored rows but leaves the metrics. Runs without a manifest (predictions
+        imported from elsewhere) keep every row."""
+        df = self.read_predictions()
+        if not self.manifest_path.exists():
+            return df
+        usable = set(self.usable_images()["file"].dropna())
+        return df[df["image"].isin(usable)].reset_index(drop=True)
+
+    def predicted_images(self, model: str, include_failed: bool = False) -> set[str]:
+        df = self.read_predictions([model])
+        if not include_failed:
+            df = df[df["status"] == "ok"]
+        return set(df["image"].dropna())
+
+    def compact_predictions(self, model: str) -> None:
+        """Merge a model's part files into one. The merged part is written (atomically) as the
+        newest part before the old ones are removed, so a kill at any point loses nothing."""
+        folder = self._model_dir(model)
+        parts = sorted(folder.glob("part-*.parquet"))
+        if len(parts) < 2:
+            return
+        merged = self.read_predictions([model])
+        self.append_predictions(merged)
+        for p in parts:
+            p.unlink()
+
+    # metrics -----------------------------------------------------------------------
+    def write_metrics(self, name: str, df: pd.DataFrame) -> Path:
+        if name not in METRIC_SCHEMAS:
+            raise StoreError(f"Unknown metric table {name!r}; known: {', '.join(METRIC_SCHEMAS)}.")
+        target = self.metrics_dir / f"{name}.parquet"
+        write_table(df, target, METRIC_SCHEMAS[name], table=name)
+        return target
+
+    def read_metrics(self, name: str) -> pd.DataFrame:
+        if name not in METRIC_SCHEMAS:
+            raise StoreError(f"Unknown metric table {name!r}; known: {', '.join(METRIC_SCHEMAS)}.")
+        target = self.metrics_dir / f"{name}.parquet"
+        if not target.exists():
+            return empty_table(METRIC_SCHEMAS[name])
+        return read_table(target, METRIC_SCHEMAS[name], table=name)
+
+
+class RunStore:
+    """The root folder that holds every run (``$WILDLENS_HOME``, default ``~/.wildlens``)."""
+
+    def __init__(self, root: Path | str | None = None):
+        self.root = Path(root).expanduser() if root else default_root()
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    def create_run(self, info: RunInfo | None = None, **kwargs) -> Run:
+        info = info or RunInfo(run_id=kwargs.pop("run_id", None) or new_run_id(kwargs.get("title") or kwargs.get("query") or "run"), **kwargs)
+        if not _RUN_ID_RE.match(info.run_id):
+            raise StoreError(f"{info.run_id!r} is not a valid run id (letters, digits, '-', '_', '.').")
+        run = Run(self.runs_dir / info.run_id)
+        if run.info_path.exists():
+            raise StoreError(f"Run {info.run_id} already exists.")
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.save_info(info)
+        return run
+
+    def open_run(self, run_id: str) -> Run:
+        if not _RUN_ID_RE.match(run_id):
+            raise StoreError(f"{run_id!r} is not a valid run id.")
+        run = Run(self.runs_dir / run_id)
+        if not run.info_path.exists():
+            known = ", ".join(i.run_id for i in self.list_runs()[:5]) or "none yet"
+            raise StoreError(f"No run {run_id!r} in {self.runs_dir} (recent runs: {known}).")
+        return run
+
+    def list_runs(self) -> list[RunInfo]:
+        """Every readable run, newest first. Damaged folders are skipped, not fatal."""
+        if not self.runs_dir.exists():
+            return []
+        infos = []
+        for folder in self.runs_dir.iterdir():
+            if (folder / "run.json").exists():
+                try:
+                    infos.append(Run(folder).info)
+                except StoreError:
+                    continue
+        return sorted(infos, key=lambda i: (i.created, i.run_id), reverse=True)

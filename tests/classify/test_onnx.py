@@ -1,0 +1,186 @@
+"""ONNX Runtime on the CPU: the same predictions as PyTorch, a safe cache, and a clean fallback.
+
+One real export of EfficientNet-Lite0 (packaged weights) is shared by the module; the pipeline
+tests reuse it through the cache, as a second run would.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import classify.inference as inference
+import classify.onnx_backend as backend
+from classify.inference import InferenceOptions, check_backend, predict_folder
+from classify.onnx_backend import ExportKey, OnnxBackendError, OnnxCache, onnx_classifier
+from classify.preprocess import crop_to_tensor, normalizer
+from classify.registry import DEFAULT_MODEL, get_model
+from classify.weights import load_efficientnet_lite0_package, weights_status
+from core.imageio import load_rgb
+
+pytest.importorskip("onnxruntime")
+
+SITE = Path(torch.__file__).resolve().parent.parent
+PHOTOS = {  # packaged photographs and the class of their main subject
+    "n02123045": SITE / "skimage/data/chelsea.png",
+    "n07920052": SITE / "skimage/data/coffee.png",
+    "n03877845": SITE / "sklearn/datasets/images/china.jpg",
+    "n03763968": SITE / "matplotlib/mpl-data/sample_data/grace_hopper.jpg",
+    "n04266014": SITE / "skimage/data/rocket.jpg",
+}
+TOP5 = ["pred_wnid"] + [f"pred_wnid_{k}" for k in range(2, 6)]
+
+
+@pytest.fixture(scope="module")
+def lite0_key():
+    entry = get_model(DEFAULT_MODEL)
+    return ExportKey.for_model(entry.id, weights_status(entry).path, entry.input_config().size)
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory, lite0_key):
+    """A cache holding the one real export of this module."""
+    cache = OnnxCache(tmp_path_factory.mktemp("onnx-cache"))
+    onnx_classifier(lite0_key, cache, threads=1, load_model=load_efficientnet_lite0_package, allow_export=True)
+    return cache
+
+
+@pytest.fixture()
+def photo_folder(tmp_path):
+    for wnid, path in PHOTOS.items():
+        (tmp_path / "photos" / wnid).mkdir(parents=True)
+        (tmp_path / "photos" / wnid / path.name).write_bytes(path.read_bytes())
+    return tmp_path / "photos"
+
+
+def test_onnx_runtime_gives_the_same_logits_on_packaged_photos(shared_cache, lite0_key):
+    config = get_model(DEFAULT_MODEL).input_config()
+    crops = torch.stack([crop_to_tensor(load_rgb(p), config.geometry) for p in PHOTOS.values()])
+    batch = normalizer(config, torch.device("cpu"))(crops)
+    classifier, loaded = onnx_classifier(lite0_key, shared_cache, 1, load_model=None, allow_export=False)
+    assert loaded is None and classifier.note == "cached export"  # no PyTorch model was needed
+    with torch.inference_mode():
+        expected = load_efficientnet_lite0_package()(batch)
+    got = classifier(batch)
+    assert (got - expected).abs().max() < 1e-3
+    assert torch.equal(got.topk(5).indices, expected.topk(5).indices)
+    channels_last = batch.contiguous(memory_format=torch.channels_last)
+    assert torch.equal(classifier(channels_last), got)  # the wrapper hands ONNX Runtime plain NCHW
+    meta = json.loads(shared_cache.paths(lite0_key)[1].read_text())
+    assert meta["model_id"] == DEFAULT_MODEL and meta["max_abs_logit_difference"] < 1e-3
+
+
+def test_every_pad_is_folded_into_its_convolution(shared_cache, lite0_key, tmp_path):
+    """The point of static padding: after ONNX Runtime's optimisations the graph is convolutions
+    only (a Pad left in would cost a quarter of the run time in layout re-ordering)."""
+    import onnx
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(str(shared_cache.paths(lite0_key)[0]), options, providers=["CPUExecutionProvider"])
+    ops = [node.op_type for node in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
+    assert "Pad" not in ops and ops.count("Conv") == 49
+
+
+def test_the_cache_key_covers_weights_size_and_versions(lite0_key):
+    assert lite0_key.weights_sha256 == backend.file_sha256(weights_status(get_model(DEFAULT_MODEL)).path)
+    assert lite0_key.torch == torch.__version__ and lite0_key.opset == backend.ONNX_OPSET
+    variants = [ExportKey(**{**lite0_key.__dict__, field: value}) for field, value in
+                [("weights_sha256", "0" * 64), ("input_size", 240), ("torch", "0.0"), ("timm", "0.0"),
+                 ("onnx", "0.0"), ("export_format", -1)]]
+    assert len({k.stem for k in [lite0_key, *variants]}) == 7
+    odd = ExportKey(**{**lite0_key.__dict__, "model_id": "torchvision/../evil.name"})
+    assert "/" not in odd.stem and not odd.stem.startswith(".")
+
+
+def test_pipeline_on_onnx_runtime_equals_the_pipeline_on_pytorch(photo_folder, shared_cache):
+    """Two batches in flight at once (num_threads=2), stored in order, same rows as PyTorch."""
+    options = dict(num_workers=0, device="cpu", cache_dir=str(shared_cache.folder), batch_size=2, num_threads=2)
+    events = []
+    fast, fast_report = predict_folder(photo_folder, DEFAULT_MODEL, options=InferenceOptions(**options),
+                                       progress=events.append)
+    assert [e.done for e in events if e.total == len(PHOTOS)][-3:] == [2, 4, 5]
+    slow, slow_report = predict_folder(photo_folder, DEFAULT_MODEL, options=InferenceOptions(backend="torch", **options))
+    assert fast_report.backends[DEFAULT_MODEL] == "onnxruntime (cached export)"
+    assert slow_report.backends[DEFAULT_MODEL] == "torch (asked for)"
+    assert "efficientnet_lite0 on onnxruntime (cached export)" in fast_report.summary()
+    assert (fast["status"] == "ok").all() and len(fast) == len(PHOTOS)
+    pd_equal = fast[["image", *TOP5]].reset_index(drop=True).equals(slow[["image", *TOP5]].reset_index(drop=True))
+    assert pd_equal, "top-5 must be identical on both backends"
+    probs = [f"prob_{k}" for k in range(1, 6)]
+    assert np.abs(fast[probs].to_numpy(float) - slow[probs].to_numpy(float)).max() < 1e-4
+    assert fast.set_index("image").loc["n07920052/coffee.png", "pred_wnid"] == "n07920052"  # espresso: real weights
+
+
+def test_few_images_and_no_cached_export_stay_on_pytorch(photo_folder, tmp_path):
+    """Exporting costs more than it saves on a handful of images; nothing is written then."""
+    _, report = predict_folder(photo_folder, DEFAULT_MODEL,
+                               options=InferenceOptions(num_workers=0, device="cpu", cache_dir=str(tmp_path / "c")))
+    assert report.backends[DEFAULT_MODEL].startswith("torch (no cached export and too few images")
+    assert not (tmp_path / "c").exists()
+
+
+def test_missing_onnxruntime_falls_back_and_forcing_it_says_why(photo_folder, tmp_path, monkeypatch):
+    monkeypatch.setattr(backend, "onnxruntime_version", lambda: None)
+    options = dict(num_workers=0, device="cpu", cache_dir=str(tmp_path / "c"), onnx_export_min_images=1)
+    table, report = predict_folder(photo_folder, DEFAULT_MODEL, options=InferenceOptions(**options))
+    assert report.backends[DEFAULT_MODEL].startswith("torch (onnxruntime/onnx are not installed")
+    assert (table["status"] == "ok").all()
+    with pytest.raises(ValueError, match="cannot run on ONNX Runtime: onnxruntime/onnx are not installed"):
+        predict_folder(photo_folder, DEFAULT_MODEL, options=InferenceOptions(backend="onnxruntime", **options))
+
+
+def test_a_failed_export_is_recorded_and_not_retried(photo_folder, tmp_path, monkeypatch):
+    calls = []
+
+    def broken_export(model, size):
+        calls.append(size)
+        raise RuntimeError("Unsupported: ONNX export of operator foo\nmore detail")
+
+    monkeypatch.setattr(backend, "export_onnx_bytes", broken_export)
+    options = InferenceOptions(num_workers=0, device="cpu", cache_dir=str(tmp_path / "c"), onnx_export_min_images=1)
+    for _ in range(2):
+        table, report = predict_folder(photo_folder, DEFAULT_MODEL, options=options)
+        assert (table["status"] == "ok").all()
+    assert calls == [224], "the second run must read the failure record, not export again"
+    assert "RuntimeError: Unsupported: ONNX export of operator foo" in report.backends[DEFAULT_MODEL]
+    assert list((tmp_path / "c").glob("*.onnx")) == [] and len(list((tmp_path / "c").glob("*.failed.json"))) == 1
+
+
+def test_an_export_that_disagrees_with_pytorch_is_refused(lite0_key, tmp_path, monkeypatch):
+    monkeypatch.setattr(backend, "logit_difference", lambda *args: 0.5)
+    cache = OnnxCache(tmp_path)
+    with pytest.raises(OnnxBackendError, match="differ by 0.5"):
+        onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=True)
+    assert not cache.has(lite0_key) and "differ by 0.5" in cache.failure(lite0_key)
+
+
+def test_a_damaged_cache_file_is_exported_again(lite0_key, shared_cache, tmp_path):
+    cache = OnnxCache(tmp_path)
+    model_path = cache.paths(lite0_key)[0]
+    model_path.write_bytes(b"not a protobuf")
+    with pytest.raises(OnnxBackendError, match="cached export unreadable"):
+        onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=False)
+    assert not model_path.exists()
+    model_path.write_bytes(b"not a protobuf")
+    classifier, loaded = onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=True)
+    assert loaded is not None and classifier.note.startswith("exported now")
+    assert model_path.read_bytes() == shared_cache.paths(lite0_key)[0].read_bytes()  # the export is deterministic
+
+
+def test_gpu_and_test_doubles_keep_the_pytorch_path():
+    with pytest.raises(ValueError, match="for the CPU"):
+        check_backend("onnxruntime", torch.device("cuda"))
+    with pytest.raises(ValueError, match="choose one of"):
+        check_backend("tensorrt", torch.device("cpu"))
+    cpu = torch.device("cpu")
+    assert inference._onnx_excluded(get_model(DEFAULT_MODEL), torch.device("cuda"), InferenceOptions()) == "cuda device"
+    from classify.registry import make_test_double
+
+    double = make_test_double("test_efficientnet")
+    assert "test double" in inference._onnx_excluded(double, cpu, InferenceOptions())
+    assert inference._onnx_excluded(get_model(DEFAULT_MODEL), cpu, InferenceOptions()) is None

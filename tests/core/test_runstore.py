@@ -1,0 +1,114 @@
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from core.runstore import (MANIFEST_SCHEMA, PREDICTION_SCHEMA, SCHEMA_VERSION, RunInfo, RunStore, StoreError,
+                              atomic_path, default_root, read_table, write_table)
+
+
+def test_root_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("WILDLENS_HOME", str(tmp_path / "x"))
+    assert default_root() == tmp_path / "x"
+    monkeypatch.delenv("WILDLENS_HOME")
+    assert default_root().name == ".wildlens"
+
+
+def test_create_open_list_runs(tmp_path):
+    store = RunStore(tmp_path)
+    run = store.create_run(title="Cat query", query="cat", sense="cat.n.01", wnids=["n02123045"])
+    assert run.run_id.endswith(run.run_id[-4:]) and "cat-query" in run.run_id
+    assert json.loads(run.info_path.read_text())["schema_version"] == SCHEMA_VERSION
+    assert store.open_run(run.run_id).info.sense == "cat.n.01"
+    assert [i.run_id for i in store.list_runs()] == [run.run_id]
+    run.update_info(models=["efficientnet_lite0"])
+    assert store.open_run(run.run_id).info.models == ["efficientnet_lite0"]
+    with pytest.raises(StoreError, match="No run"):
+        store.open_run("nope")
+    with pytest.raises(StoreError, match="not a valid run id"):
+        store.open_run("../etc")
+
+
+def test_damaged_run_is_skipped_in_listing(tmp_path):
+    store = RunStore(tmp_path)
+    store.create_run(run_id="good")
+    bad = store.runs_dir / "bad"
+    bad.mkdir()
+    (bad / "run.json").write_text("{not json")
+    assert [i.run_id for i in store.list_runs()] == ["good"]
+
+
+def test_unknown_keys_survive_round_trip(tmp_path):
+    run = RunStore(tmp_path).create_run(run_id="r1")
+    data = json.loads(run.info_path.read_text())
+    data["future_field"] = 42
+    run.info_path.write_text(json.dumps(data))
+    run.update_info(notes="n")
+    assert json.loads(run.info_path.read_text())["future_field"] == 42
+
+
+def test_manifest_round_trip_and_exclusion(tmp_path):
+    run = RunStore(tmp_path).create_run(run_id="r")
+    df = pd.DataFrame({"wnid": ["n02123045", "n02123045"], "file": ["n02123045/a.jpg", pd.NA],
+                       "status": ["accepted", "rejected"], "reason": [pd.NA, "not an image"], "width": [10, pd.NA]})
+    run.write_manifest(df)
+    back = run.read_manifest()
+    assert list(back.columns) == list(MANIFEST_SCHEMA)
+    assert back["width"].dtype == "Int64" and back.loc[1, "reason"] == "not an image"
+    assert len(run.usable_images()) == 1
+    assert run.set_excluded(["n02123045/a.jpg"], reason="blurry") == 1
+    assert len(run.usable_images()) == 0 and len(run.read_manifest()) == 2  # kept, not deleted
+    with pytest.raises(StoreError, match="unknown status"):
+        run.write_manifest(pd.DataFrame({"status": ["maybe"]}))
+
+
+def _preds(model, images, pred="n02123045"):
+    return pd.DataFrame({"model": model, "image": images, "true_wnid": "n02123045", "pred_wnid": pred,
+                         "prob_1": 0.9, "label_space": "imagenet-1k", "status": "ok"})
+
+
+def test_predictions_parts_resume_and_compact(tmp_path):
+    run = RunStore(tmp_path).create_run(run_id="r")
+    run.append_predictions(_preds("m1", ["a", "b"]))
+    run.append_predictions(_preds("m1", ["b"], pred="n02123159"))  # re-predicted: latest wins
+    run.append_predictions(_preds("m2", ["a"]))
+    df = run.read_predictions()
+    assert list(df.columns) == list(PREDICTION_SCHEMA)
+    assert len(df) == 3
+    assert df.set_index(["model", "image"]).loc[("m1", "b"), "pred_wnid"] == "n02123159"
+    assert run.predicted_images("m1") == {"a", "b"}
+    run.compact_predictions("m1")
+    assert len(list((run.predictions_dir / "m1").glob("part-*.parquet"))) == 1
+    assert run.read_predictions(["m1"]).equals(df[df["model"] == "m1"].reset_index(drop=True))
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+    target = tmp_path / "t.parquet"
+    write_table(pd.DataFrame({"a": [1]}), target)
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(b"half a file")
+            raise RuntimeError("killed")
+    assert read_table(target)["a"].tolist() == [1]
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+def test_newer_schema_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"a": [1]}).replace_schema_metadata({b"wildlens.schema_version": b"999"})
+    pq.write_table(table, tmp_path / "new.parquet")
+    with pytest.raises(StoreError, match="newer WildLens"):
+        read_table(tmp_path / "new.parquet")
+    (tmp_path / "junk.parquet").write_bytes(b"garbage")
+    with pytest.raises(StoreError, match="not a readable Parquet"):
+        read_table(tmp_path / "junk.parquet")
+
+
+def test_image_path_cannot_escape(tmp_path):
+    run = RunStore(tmp_path).create_run(run_id="r")
+    assert run.image_path("n1/a.jpg") == (run.images_dir / "n1/a.jpg").resolve()
+    with pytest.raises(StoreError):
+        run.image_path("../../run.json")

@@ -1,0 +1,395 @@
+"""Crawls against a loopback imitation of Bing: provenance, validation, duplicates, resume, offline."""
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.crawl import fake_engine as T
+from crawl.config import CrawlConfig, ValidationConfig
+from crawl.crawler import CrawlError, EngineUnreachable, check_engine, crawl_run, search_terms
+from crawl.engines import ENGINES, WildLensBingParser, get_engine
+from crawl.store import CollectError, FolderDestination, exclusive
+from crawl.validate import reason_code
+from core.runstore import MANIFEST_SCHEMA, RunStore
+
+TABBY, TIGER_CAT, PERSIAN = "n02123045", "n02123159", "n02123394"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch):
+    T.loopback_only(monkeypatch)
+
+
+def fast_config(engine: T.FakeEngine, **changes) -> CrawlConfig:
+    base = dict(base_url=engine.base_url, threads=1, connect_timeout=1.0, read_timeout=0.5, file_deadline=2.0,
+                probe_timeout=2.0, validation=ValidationConfig(max_bytes=200_000))
+    base.update(changes)
+    return CrawlConfig(**base)
+
+
+def check_consistent(folder: Path) -> pd.DataFrame:
+    """The invariants a crawl must leave, finished or interrupted."""
+    manifest = FolderDestination(folder).read_manifest()
+    assert list(manifest.columns)[:len(MANIFEST_SCHEMA)] == list(MANIFEST_SCHEMA)
+    assert set(manifest["status"]) <= {"accepted", "rejected", "duplicate"}
+    crawled = manifest[manifest["url"].notna()]
+    assert not crawled.duplicated(["wnid", "url"]).any(), "one row per (class, URL)"
+    accepted = manifest[manifest["status"] == "accepted"]
+    assert accepted["file"].notna().all() and manifest.loc[manifest["status"] != "accepted", "file"].isna().all()
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.glob("n*/*")}
+    assert on_disk == set(accepted["file"]), "every stored file has a row, every accepted row its file"
+    assert not list(folder.rglob("*.tmp")), "no partial file"
+    for row in accepted.itertuples():
+        data = (folder / row.file).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == row.sha256 and len(data) == row.bytes
+    return manifest
+
+
+# --------------------------------------------------------------------------- the big one
+@pytest.fixture(scope="module")
+def zoo():
+    """A result list for 'tabby' with every kind of good and bad answer, and one for
+    'tiger cat' that overlaps it."""
+    with T.FakeEngine() as engine:
+        served = {}
+
+        def add(path, body=b"", **route):
+            served[path] = body
+            return engine.add(path, body, **route)
+
+        good0, good1, good2 = T.jpeg(100), T.png(101), T.jpeg(102)
+        add("/a/good0.jpg", good0)
+        add("/a/html.jpg", T.html_page(), headers={"Content-Type": "image/jpeg"})
+        add("/a/good1.png", good1)
+        add("/a/same-as-good0.jpg", good0)
+        add("/a/near-good1.jpg", T.near_copy(good1))
+        add("/a/corrupt.jpg", T.truncated(T.jpeg(103)))
+        add("/a/500.jpg", b"", status=500)
+        add("/a/slow.jpg", T.jpeg(104), delay=3.0)
+        add("/a/huge.jpg", T.jpeg(105, size=(1600, 1200), quality=100))
+        add("/a/loop", status=302, headers={"Location": "/a/loop"})
+        add("/a/to-file", status=302, headers={"Location": "file:///etc/passwd"})
+        add("/a/tiny.jpg", T.jpeg(106, size=(20, 20)))
+        add("/a/cmyk.jpg", T.cmyk_jpeg(107))
+        add("/a/palette.png", T.palette_png_with_transparency(108))
+        add("/a/16bit.png", T.png_16bit(109))
+        add("/a/anim.gif", T.animated_gif(110))
+        add("/a/exif.jpg", T.exif_rotated_jpeg(114))
+        add("/a/empty.jpg", b"")
+        add("/a/bomb.png", T.bomb_png())
+        add("/a/good2.jpg", good2)
+        add("/a/hop", status=301, headers={"Location": "/a/good3.webp"})
+        add("/a/good3.webp", T.encode(T.pattern(115), "WEBP"))
+        engine.results["tabby"] = [
+            "/a/good0.jpg", "/a/html.jpg", "/a/good1.png", "/a/same-as-good0.jpg", "/a/near-good1.jpg",
+            "/a/corrupt.jpg", "/a/404.jpg", "/a/500.jpg", "/a/slow.jpg", "/a/huge.jpg", "/a/loop", "/a/to-file",
+            "file:///etc/passwd", "ftp://127.0.0.1/x.jpg", "/a/tiny.jpg", "/a/cmyk.jpg", "/a/palette.png",
+            "/a/16bit.png", "/a/anim.gif", "/a/exif.jpg", "/a/empty.jpg", "/a/bomb.png", "/a/good2.jpg",
+            "/a/good0.jpg",  # listed twice: fetched once, one row
+            "/a/hop",
+        ]
+        add("/b/good10.jpg", T.jpeg(120))
+        add("/b/copy-of-good1.png", good1)
+        add("/b/good11.jpg", T.jpeg(121))
+        engine.results["tiger cat"] = ["/b/good10.jpg", "/a/good2.jpg", "/b/copy-of-good1.png", "/b/good11.jpg"]
+        engine.served = served
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def zoo_crawl(zoo, tmp_path_factory):
+    out = tmp_path_factory.mktemp("zoo")
+    config = fast_config(zoo, max_terms=1)
+    started = time.monotonic()
+    summary = crawl_run(out, [TABBY, TIGER_CAT], k=50, config=config)
+    return out, summary, time.monotonic() - started
+
+
+def test_every_answer_gets_the_right_verdict(zoo, zoo_crawl):
+    out, summary, _ = zoo_crawl
+    manifest = check_consistent(out)
+    tabby = manifest[manifest["wnid"] == TABBY].set_index("url")
+    verdict = {url.replace(zoo.base_url, ""): (row.status, reason_code(None if pd.isna(row.reason) else row.reason)) for url, row in tabby.iterrows()}
+    assert verdict == {
+        "/a/good0.jpg": ("accepted", ""), "/a/html.jpg": ("rejected", "html"), "/a/good1.png": ("accepted", ""),
+        "/a/same-as-good0.jpg": ("duplicate", "exact-duplicate"), "/a/near-good1.jpg": ("duplicate", "near-duplicate"),
+        "/a/corrupt.jpg": ("rejected", "undecodable"), "/a/404.jpg": ("rejected", "http-error"),
+        "/a/500.jpg": ("rejected", "http-error"), "/a/slow.jpg": ("rejected", "timeout"),
+        "/a/huge.jpg": ("rejected", "too-large"), "/a/loop": ("rejected", "redirects"),
+        "/a/to-file": ("rejected", "bad-url"), "file:///etc/passwd": ("rejected", "bad-url"),
+        "ftp://127.0.0.1/x.jpg": ("rejected", "bad-url"), "/a/tiny.jpg": ("rejected", "too-small"),
+        "/a/cmyk.jpg": ("accepted", ""), "/a/palette.png": ("accepted", ""), "/a/16bit.png": ("accepted", ""),
+        "/a/anim.gif": ("accepted", ""), "/a/exif.jpg": ("accepted", ""), "/a/empty.jpg": ("rejected", "empty"),
+        "/a/bomb.png": ("rejected", "decompression-bomb"), "/a/good2.jpg": ("accepted", ""),
+        "/a/hop": ("accepted", ""),
+    }
+    assert tabby.loc[zoo.absolute("/a/404.jpg"), "reason"] == "http-error: HTTP 404"
+    assert zoo.hits["/a/good0.jpg"] == 1 and zoo.hits["/a/good2.jpg"] == 1  # never fetched twice
+
+
+def test_provenance_and_stored_originals(zoo, zoo_crawl):
+    out, _, _ = zoo_crawl
+    manifest = FolderDestination(out).read_manifest()
+    accepted = manifest[manifest["status"] == "accepted"].set_index("url")
+    for url, row in accepted.iterrows():
+        path = url.replace(zoo.base_url, "")
+        served = zoo.served["/a/good3.webp" if path == "/a/hop" else path]
+        assert (out / row.file).read_bytes() == served  # byte-identical original
+        assert row.file == f"{row.wnid}/{row.sha256[:16]}.{ {'JPEG': 'jpg', 'PNG': 'png', 'GIF': 'gif', 'WEBP': 'webp'}[row.format]}"
+        assert row.source == "bing" and row.search_term in ("tabby", "tiger cat") and row.fetched_at.endswith("+00:00")
+    tabby = manifest[manifest["wnid"] == TABBY].set_index("url")
+    assert tabby.loc[zoo.absolute("/a/good0.jpg"), "rank"] == 1 and tabby.loc[zoo.absolute("/a/hop"), "rank"] == 25
+    modes = accepted.set_index(accepted.index.str.replace(zoo.base_url, ""))["mode"]
+    assert (modes["/a/cmyk.jpg"], modes["/a/palette.png"], modes["/a/16bit.png"]) == ("CMYK", "P", "I;16")
+    exif = accepted.loc[zoo.absolute("/a/exif.jpg")]
+    assert (exif.width, exif.height) == (100, 160)
+    dup = tabby.loc[zoo.absolute("/a/same-as-good0.jpg")]
+    assert dup.duplicate_of == tabby.loc[zoo.absolute("/a/good0.jpg"), "file"] and pd.isna(dup.file)
+    near = tabby.loc[zoo.absolute("/a/near-good1.jpg")]
+    assert near.duplicate_of == tabby.loc[zoo.absolute("/a/good1.png"), "file"] and "pHash distance" in near.reason
+
+
+def test_cross_class_duplicates_are_flagged_on_both_rows(zoo, zoo_crawl):
+    out, _, _ = zoo_crawl
+    manifest = FolderDestination(out).read_manifest()
+    tabby = manifest[manifest["wnid"] == TABBY].set_index("url")
+    tiger = manifest[manifest["wnid"] == TIGER_CAT].set_index("url")
+    same_url = tiger.loc[zoo.absolute("/a/good2.jpg")]  # listed for both: verdict reused, not fetched again
+    assert same_url.status == "duplicate" and same_url.other_wnids == TABBY
+    assert same_url.duplicate_of == tabby.loc[zoo.absolute("/a/good2.jpg"), "file"]
+    copy = tiger.loc[zoo.absolute("/b/copy-of-good1.png")]  # other URL, same bytes
+    assert copy.status == "duplicate" and copy.other_wnids == TABBY and copy.reason.startswith("exact-duplicate")
+    assert tabby.loc[zoo.absolute("/a/good2.jpg"), "other_wnids"] == TIGER_CAT
+    assert tabby.loc[zoo.absolute("/a/good1.png"), "other_wnids"] == TIGER_CAT
+    assert tabby.loc[zoo.absolute("/a/good0.jpg"), "other_wnids"] is pd.NA
+    assert not (out / TIGER_CAT / copy.duplicate_of.split("/")[1]).exists()  # one copy on disk, under the first class
+
+
+def test_summary_counts_by_reason(zoo_crawl):
+    _, summary, _ = zoo_crawl
+    table = summary.per_class.set_index("wnid")
+    assert table.loc[TABBY, ["requested", "accepted", "duplicate", "rejected", "short_by"]].tolist() == [50, 9, 2, 13, 41]
+    assert table.loc[TABBY, "rejected:bad-url"] == 3 and table.loc[TABBY, "rejected:http-error"] == 2
+    assert table.loc[TIGER_CAT, ["accepted", "duplicate", "ambiguous"]].tolist() == [2, 2, 0]
+    assert table.loc[TABBY, "ambiguous"] == 2
+    assert not summary.complete and any("9/50 accepted" in note for note in summary.notes)
+    assert summary.new_accepted == 11
+
+
+# --------------------------------------------------------------------------- resume
+def good_engine(n: int, query: str = "tabby", latency: float = 0.0) -> T.FakeEngine:
+    engine = T.FakeEngine(latency=latency)
+    engine.results[query] = [engine.add(f"/g/{i}.jpg", T.jpeg(1000 + i)) for i in range(n)]
+    return engine
+
+
+def test_resume_tops_up_without_refetching(tmp_path):
+    with good_engine(30) as engine:
+        config = fast_config(engine, threads=4)
+        first = crawl_run(tmp_path, [TABBY], k=4, config=config)
+        assert first.per_class["accepted"].tolist() == [4] and first.complete
+        urls_first = set(check_consistent(tmp_path)["url"])
+        hits_first = dict(engine.hits)
+        second = crawl_run(tmp_path, [TABBY], k=9, config=config)
+        manifest = check_consistent(tmp_path)
+        assert second.per_class["accepted"].tolist() == [9] and second.new_accepted == 5
+        for url in urls_first:  # what the manifest held was not fetched again
+            path = url.replace(engine.base_url, "")
+            assert engine.hits[path] == hits_first[path] == 1
+        rows = len(manifest)
+        pages = engine.hits["/images/async"]
+        third = crawl_run(tmp_path, [TABBY], k=9, config=config)  # nothing to do: the engine is not asked
+        assert third.new_rows == 0 and len(check_consistent(tmp_path)) == rows
+        assert engine.hits["/images/async"] == pages
+    leftover = [t.name for t in threading.enumerate() if t.name.split("-")[0] in ("feeder", "parser", "downloader")]
+    assert leftover == [], "every crawler thread has exited"
+
+
+def test_threads_never_overshoot_k(tmp_path):
+    with good_engine(60, latency=0.02) as engine:
+        summary = crawl_run(tmp_path, [TABBY], k=10, config=fast_config(engine, threads=8))
+    manifest = check_consistent(tmp_path)
+    assert summary.per_class["accepted"].tolist() == [10] == [int((manifest["status"] == "accepted").sum())]
+
+
+def test_interrupted_crawl_is_consistent_and_resumes(tmp_path):
+    with good_engine(40, latency=0.02) as engine:
+        config = fast_config(engine, threads=4, save_every=3)
+
+        def interrupt(event):
+            if event.done >= 3:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            crawl_run(tmp_path, [TABBY], k=20, config=config, progress=interrupt)
+        manifest = check_consistent(tmp_path)
+        assert 3 <= (manifest["status"] == "accepted").sum() < 20
+        summary = crawl_run(tmp_path, [TABBY], k=20, config=config)
+        assert summary.complete and (check_consistent(tmp_path)["status"] == "accepted").sum() == 20
+
+
+def test_killed_process_leaves_no_partial_file(tmp_path):
+    """SIGKILL in the middle of a command-line crawl, then resume in-process."""
+    out = tmp_path / "out"
+    with good_engine(80, latency=0.03) as engine:
+        cmd = [sys.executable, "-m", "crawl", "fetch", "--wnids", TABBY, "--k", "60", "--out", str(out),
+               "--base-url", engine.base_url, "--threads", "2", "--no-progress", "--read-timeout", "2"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        deadline = time.monotonic() + 30
+        while not (out / "manifest.csv").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        time.sleep(0.15)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert (out / "manifest.csv").exists(), proc.stderr.read().decode()[-2000:]
+        FolderDestination(out).read_manifest()  # readable: written atomically
+        summary = crawl_run(out, [TABBY], k=60, config=fast_config(engine, threads=4))
+        manifest = check_consistent(out)  # leftovers of the killed run were swept
+        assert summary.complete and (manifest["status"] == "accepted").sum() == 60
+
+
+# --------------------------------------------------------------------------- into a run
+def test_crawl_into_a_run_updates_run_json():
+    store = RunStore()
+    run = store.create_run(run_id="cats", query="cat", sense="cat.n.01")
+    with good_engine(10, query="Persian cat") as engine:
+        summary = crawl_run(run, [PERSIAN], k=3, config=fast_config(engine, context="cat"))
+    assert summary.complete
+    info = store.open_run("cats").info
+    assert (info.wnids, info.images_per_class, info.source) == ([PERSIAN], 3, "crawl:bing")
+    usable = run.usable_images()
+    assert len(usable) == 3 and (usable["search_term"] == "Persian cat").all()
+    assert all(run.image_path(f).is_file() for f in usable["file"])
+
+
+# --------------------------------------------------------------------------- offline
+def test_offline_engine_stops_quickly_with_advice(tmp_path):
+    config = CrawlConfig(base_url=T.closed_port_url(), probe_timeout=2.0)
+    started = time.monotonic()
+    with pytest.raises(EngineUnreachable) as info:
+        crawl_run(tmp_path, [TABBY], k=5, config=config)
+    assert time.monotonic() - started < 3
+    message = str(info.value)
+    assert message.startswith("cannot reach 127.0.0.1: connection refused")
+    assert "No internet? Use local import: python -m crawl import" in message
+    assert list(tmp_path.iterdir()) == []  # nothing created or touched
+
+
+def test_no_dns_means_cannot_reach_bing(tmp_path):
+    """What a machine without internet sees with the default engine (names do not resolve)."""
+    reach = check_engine("bing")
+    assert not reach.ok and reach.host == "www.bing.com"
+    with pytest.raises(EngineUnreachable, match=r"^cannot reach www\.bing\.com: the name cannot be resolved \(DNS\)"):
+        crawl_run(tmp_path, [TABBY], k=5)
+
+
+def test_engine_lost_after_the_check_stops_the_class(tmp_path):
+    with good_engine(10) as engine:
+        engine.page_delay = 2.0  # answers HEAD, never a result page in time
+        started = time.monotonic()
+        with pytest.raises(EngineUnreachable, match="cannot reach 127.0.0.1: no answer within 0.5s") as info:
+            crawl_run(tmp_path, [TABBY, TIGER_CAT], k=5, config=fast_config(engine))
+        assert time.monotonic() - started < 5
+        assert info.value.summary is not None and info.value.summary.per_class["accepted"].tolist() == [0, 0]
+
+
+def test_blocked_engine_is_reported_not_silent(tmp_path):
+    with good_engine(10) as engine:
+        engine.page_status = 429
+        summary = crawl_run(tmp_path, [TABBY], k=5, config=fast_config(engine, max_terms=1))
+    assert not summary.complete
+    assert any("http-error: HTTP 429" in note for note in summary.notes)
+
+
+def test_unresolvable_image_hosts_are_rejected_and_the_engine_rechecked(tmp_path):
+    with T.FakeEngine() as engine:
+        engine.results["tabby"] = [f"http://img{i}.example.invalid/x.jpg" for i in range(6)] + \
+                                  [engine.add(f"/g/{i}.jpg", T.jpeg(2000 + i)) for i in range(3)]
+        summary = crawl_run(tmp_path, [TABBY], k=3, config=fast_config(engine))
+    assert summary.complete
+    table = summary.per_class.set_index("wnid")
+    assert table.loc[TABBY, "rejected:connection"] == 6
+
+
+def test_network_lost_during_a_crawl_stops_it(tmp_path):
+    """Image hosts stop resolving and the engine stops answering: stop with the offline message."""
+    with T.FakeEngine() as engine:
+        engine.results["tabby"] = [engine.add("/g/0.jpg", T.jpeg(2100))] + \
+                                  [f"http://img{i}.example.invalid/x.jpg" for i in range(12)]
+        engine.probe_answers = 1  # the check before the crawl passes, the one during it fails
+        with pytest.raises(EngineUnreachable, match="^cannot reach 127.0.0.1: connection failed. No internet?") as info:
+            crawl_run(tmp_path, [TABBY], k=5, config=fast_config(engine, offline_after=5))
+    assert info.value.summary.per_class["accepted"].tolist() == [1]
+    assert check_consistent(tmp_path)["status"].tolist()[:1] == ["accepted"]
+
+
+# --------------------------------------------------------------------------- engines
+def test_search_terms_from_lemmas_with_context():
+    assert search_terms(TABBY) == ["tabby", "tabby cat"]
+    assert search_terms(TABBY, context="cat") == ["tabby cat"]
+    assert search_terms(PERSIAN, context="cat") == ["Persian cat"]
+
+
+def test_bing_parser_reads_every_image_url():
+    """icrawler 0.6.10's own Bing parser keeps only URLs containing '.jpg'; ours reads the JSON."""
+    from icrawler.builtin.bing import BingParser
+    from icrawler.utils import Signal
+
+    page = ('<div class="imgpt"><a class="iusc" m="{&quot;murl&quot;:&quot;https://x.org/a.png&quot;}"></a></div>'
+            '<div class="imgpt"><a class="iusc" m="{&quot;murl&quot;:&quot;https://x.org/b.jpg?s=1&amp;t=2&quot;}"></a></div>'
+            '<a class="iusc" m="not json"></a>').encode()
+    response = type("R", (), {"content": page})()
+    ours = [t["file_url"] for t in WildLensBingParser(1, Signal(), None).parse(response)]
+    assert ours == ["https://x.org/a.png", "https://x.org/b.jpg?s=1&t=2"]
+    theirs = [t["file_url"] for t in BingParser(1, Signal(), None).parse(response)]
+    assert "https://x.org/a.png" not in theirs
+
+
+def test_engine_urls_use_the_injected_base():
+    from icrawler.utils import Signal
+
+    def page(name, **kwargs):
+        spec = get_engine(name)
+        feeder = spec.feeder_cls(1, Signal(), None, base_url="http://127.0.0.1:9", page_size=spec.page_size)
+        return feeder.page_url("tiger cat", spec.page_size, **kwargs)
+
+    assert page("bing") == "http://127.0.0.1:9/images/async?q=tiger+cat&first=20&count=20"
+    assert page("bing", filters={"type": "photo"}).endswith("&qft=%2Bfilterui%3Aphoto-photo")
+    assert page("google").startswith("http://127.0.0.1:9/search?q=tiger+cat&ijn=1&start=100")
+    assert page("baidu").startswith("http://127.0.0.1:9/search/acjson?") and "word=tiger+cat&pn=30" in page("baidu")
+    assert "api_key=KEY" in page("flickr", apikey="KEY") and "page=2" in page("flickr", apikey="KEY")
+    assert set(ENGINES) == {"bing", "google", "baidu", "flickr"}
+
+
+def test_flickr_needs_a_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLICKR_APIKEY", raising=False)
+    with pytest.raises(CrawlError, match="flickr needs an API key"):
+        crawl_run(tmp_path, [TABBY], k=1, engine="flickr")
+
+
+def test_flickr_and_baidu_parsers():
+    from icrawler.utils import Signal
+
+    flickr = get_engine("flickr").parser_cls(1, Signal(), None)
+    body = b'{"stat":"ok","photos":{"photo":[{"id":"1","url_c":"https://f/1_c.jpg","url_m":"https://f/1_m.jpg"},{"id":"2"}]}}'
+    assert [t["file_url"] for t in flickr.parse(type("R", (), {"content": body})())] == ["https://f/1_c.jpg"]
+    baidu = get_engine("baidu").parser_cls(1, Signal(), None)
+    body = b'{"data":[{"hoverURL":"https://b/1.jpg"},{}]}'
+    assert [t["file_url"] for t in baidu.parse(type("R", (), {"content": body})())] == ["https://b/1.jpg"]
+
+
+def test_one_writer_per_destination(tmp_path):
+    dest = FolderDestination(tmp_path)
+    with exclusive(dest):
+        with pytest.raises(CollectError, match="Another crawl or import"):
+            with exclusive(FolderDestination(tmp_path)):
+                pass

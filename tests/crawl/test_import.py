@@ -1,0 +1,183 @@
+"""Local import (SRC/<wnid or class name>/<images>) and the crawl command line."""
+import hashlib
+import os
+
+import pandas as pd
+import pytest
+
+from tests.crawl import fake_engine as T
+from crawl.cli import main
+from crawl.importer import FolderImportError, import_folder, resolve_class_folder
+from crawl.store import FolderDestination
+from core.runstore import RunStore
+
+TABBY, TIGER_CAT, EGYPTIAN = "n02123045", "n02123159", "n02124075"
+HOSTILE = ["; rm -rf ~ .jpg", "-rf.png", r"a\..\..\evil.jpg", "naïve 猫 \u202egpj.exe", "line\nbreak.jpg", "x" * 200 + ".jpg",
+           "$(reboot).jpg"]
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch):
+    T.loopback_only(monkeypatch)
+
+
+def tree_fingerprint(root):
+    return sorted((p.relative_to(root).as_posix(), p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+                  for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def src(tmp_path):
+    root = tmp_path / "src"
+    tabby, tiger, egypt = root / "Tabby", root / TIGER_CAT, root / "egyptian_cat"
+    for folder in (tabby, tiger, egypt / "more" / "deeper"):
+        folder.mkdir(parents=True)
+    for i, name in enumerate(HOSTILE):
+        (tabby / name).write_bytes(T.jpeg(300 + i))
+    (tabby / "copy.jpg").write_bytes(T.jpeg(300))  # exact duplicate of HOSTILE[0]
+    (tabby / "page.jpg").write_bytes(T.html_page())
+    (tabby / "cut.png").write_bytes(T.truncated(T.png(320)))
+    (tabby / "tiny.jpg").write_bytes(T.jpeg(321, size=(10, 10)))
+    (tabby / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    (tiger / "cmyk.jpg").write_bytes(T.cmyk_jpeg(330))
+    (tiger / "alpha.png").write_bytes(T.palette_png_with_transparency(331))
+    (tiger / "near-of-tabby.jpg").write_bytes(T.near_copy(T.jpeg(301)))  # same picture as a tabby file
+    (egypt / "more" / "deeper" / "rotated.jpg").write_bytes(T.exif_rotated_jpeg(340))
+    (egypt / "anim.gif").write_bytes(T.animated_gif(341))
+    (egypt / "deep16.png").write_bytes(T.png_16bit(342))
+    (root / "loose.jpg").write_bytes(T.jpeg(350))
+    return root
+
+
+def test_import_cli_writes_folder_and_manifest(src, tmp_path, capsys):
+    before = tree_fingerprint(src)
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    assert tree_fingerprint(src) == before  # nothing in SRC changed
+    manifest = pd.read_csv(out / "manifest.csv")
+    assert {"wnid", "file", "sha256", "width", "height", "status", "reason", "duplicate_of"} <= set(manifest.columns)
+    by_name = manifest.set_index("original_name")
+    assert set(by_name["wnid"]) == {TABBY, TIGER_CAT, EGYPTIAN}
+    for name in HOSTILE:  # stored under hash names, extension from the decoded format ('-rf.png' is a JPEG)
+        row = by_name.loc[f"Tabby/{name}"]
+        assert (row.status, row.file) == ("accepted", f"{TABBY}/{row.sha256[:16]}.jpg")
+    assert by_name.loc["Tabby/copy.jpg", "status"] == "duplicate"
+    assert by_name.loc["Tabby/copy.jpg", "duplicate_of"] == by_name.loc[f"Tabby/{HOSTILE[0]}", "file"]
+    assert by_name.loc["Tabby/page.jpg", "reason"] == "html: an HTML page, not an image"
+    assert by_name.loc["Tabby/cut.png", "reason"].startswith("undecodable:")
+    assert by_name.loc["Tabby/tiny.jpg", "reason"].startswith("too-small:")
+    near = by_name.loc[f"{TIGER_CAT}/near-of-tabby.jpg"]
+    assert near.status == "duplicate" and near.other_wnids == TABBY and near.reason.startswith("near-duplicate")
+    assert by_name.loc[f"Tabby/{HOSTILE[1]}", "other_wnids"] == TIGER_CAT
+    rotated = by_name.loc["egyptian_cat/more/deeper/rotated.jpg"]
+    assert (rotated.status, rotated.width, rotated.height) == ("accepted", 100, 160)
+    assert ".DS_Store" not in " ".join(by_name.index) and "loose.jpg" not in " ".join(by_name.index)
+    accepted = manifest[manifest["status"] == "accepted"]
+    stored = sorted(p.relative_to(out).as_posix() for p in out.glob("n*/*"))
+    assert stored == sorted(accepted["file"])
+    assert all(name.split("/")[1][:16].isalnum() for name in stored)  # hash names only
+    for row in accepted.itertuples():  # byte-identical copies
+        original = (src / row.original_name).read_bytes()
+        assert (out / row.file).read_bytes() == original
+    err = capsys.readouterr().err
+    assert "1 file(s) directly in" in err
+
+    # importing again adds nothing
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    assert len(pd.read_csv(out / "manifest.csv")) == len(manifest)
+    assert "already imported" in capsys.readouterr().err
+
+
+def test_import_into_a_run(src):
+    summary = import_folder(src, RunStore().create_run(run_id="mine"), label_space="imagenet-1k")
+    run = RunStore().open_run("mine")
+    assert run.info.wnids == [TABBY, TIGER_CAT, EGYPTIAN] and run.info.source == "import"
+    assert len(run.usable_images()) == summary.new_accepted == int(summary.per_class["accepted"].sum())
+    assert summary.folders == {"Tabby": TABBY, TIGER_CAT: TIGER_CAT, "egyptian_cat": EGYPTIAN}
+    table = summary.per_class.set_index("wnid")
+    assert table.loc[TABBY, "rejected:html"] == 1 and table.loc[TABBY, "duplicate"] == 1
+
+
+def test_import_cli_into_run(src, capsys):
+    assert main(["import", str(src), "--run", "from-cli", "--no-progress"]) == 0
+    assert "created run from-cli" in capsys.readouterr().err
+    assert len(RunStore().open_run("from-cli").usable_images()) > 5
+
+
+@pytest.mark.parametrize("name, wnid", [("tabby", TABBY), ("Tabby Cat", TABBY), ("tiger_cat", TIGER_CAT),
+                                        ("EGYPTIAN-CAT", EGYPTIAN), (TABBY, TABBY), ("tabby.n.01", TABBY)])
+def test_folder_names_resolve_exactly(name, wnid):
+    assert resolve_class_folder(name, "imagenet-1k") == wnid
+
+
+def test_ambiguous_or_unknown_folder_names_are_refused_before_anything_is_copied(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    for name in ("crane", "kitty cat", "tabby"):
+        (src / name).mkdir(parents=True)
+        (src / name / "a.jpg").write_bytes(T.jpeg(1))
+    with pytest.raises(FolderImportError) as info:
+        import_folder(src, out)
+    message = str(info.value)
+    assert "'crane' is ambiguous in imagenet-1k: n02012849" in message and "n03126707" in message
+    assert "'kitty cat' is not a class name of imagenet-1k" in message
+    assert not out.exists()
+    with pytest.raises(FolderImportError, match="not a class of imagenet-1k"):
+        resolve_class_folder("n02121808", "imagenet-1k")  # domestic cat: in ImageNet-21k only
+    assert resolve_class_folder("n02121808", "imagenet-21k") == "n02121808"
+
+
+def test_import_errors_exit_2(tmp_path, capsys):
+    assert main(["import", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_too_large_and_unreadable_files(tmp_path):
+    src = tmp_path / "src" / TABBY
+    src.mkdir(parents=True)
+    (src / "big.jpg").write_bytes(T.jpeg(5, size=(400, 400), quality=100))
+    (src / "locked.jpg").write_bytes(T.jpeg(6))
+    os.chmod(src / "locked.jpg", 0)
+    try:
+        from crawl.config import ValidationConfig
+
+        summary = import_folder(tmp_path / "src", tmp_path / "out", validation=ValidationConfig(max_bytes=20_000))
+        again = import_folder(tmp_path / "src", tmp_path / "out", validation=ValidationConfig(max_bytes=20_000))
+    finally:
+        os.chmod(src / "locked.jpg", 0o644)
+    manifest = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
+    assert manifest.loc[f"{TABBY}/big.jpg", "reason"].startswith("too-large:")
+    if os.geteuid() != 0:  # root reads anything
+        assert manifest.loc[f"{TABBY}/locked.jpg", "reason"].startswith("unreadable:")
+    assert again.new_rows == 0 and summary.new_rows == 2
+
+
+# --------------------------------------------------------------------------- fetch / check CLI
+def test_fetch_cli_with_progress_and_summary(tmp_path, capsys):
+    out = tmp_path / "out"
+    with T.FakeEngine() as engine:
+        engine.results["tabby"] = [engine.add(f"/t/{i}.jpg", T.jpeg(400 + i)) for i in range(6)]
+        code = main(["fetch", "--query", "tabby.n.01", "--k", "3", "--out", str(out), "--base-url", engine.base_url,
+                     "--threads", "2", "--read-timeout", "1", "--context", "cat"])
+        assert code == 1  # 'tabby cat' has no results here: short, and said so
+        assert "the engine listed no more usable images" in capsys.readouterr().err
+        engine.results["tabby cat"] = engine.results.pop("tabby")
+        assert main(["fetch", "--query", "tabby.n.01", "--k", "3", "--out", str(out), "--base-url", engine.base_url,
+                     "--context", "cat"]) == 0
+    captured = capsys.readouterr()
+    assert TABBY in captured.out and "3 new images accepted" in captured.err
+    assert main(["summary", "--out", str(out), "--k", "3"]) == 0
+    assert "short_by" in capsys.readouterr().out
+
+
+def test_offline_cli_exit_code_and_message(tmp_path, capsys):
+    closed = T.closed_port_url()
+    assert main(["fetch", "--wnids", TABBY, "--out", str(tmp_path), "--base-url", closed, "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert "cannot reach 127.0.0.1: connection refused. No internet? Use local import: python -m crawl import" in err
+    assert main(["fetch", "--wnids", TABBY, "--run", "never", "--base-url", closed, "--no-progress"]) == 3
+    assert RunStore().list_runs() == []  # offline: no empty run is created
+    assert main(["check", "--base-url", closed]) == 3
+    assert main(["check"]) == 3  # www.bing.com does not resolve under the test guard
+    assert "cannot reach www.bing.com" in capsys.readouterr().err
+    with T.FakeEngine() as engine:
+        assert main(["check", "--base-url", engine.base_url]) == 0

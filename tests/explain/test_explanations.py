@@ -1,0 +1,100 @@
+"""Explanations of a confusion: a real shortest WordNet path, ready for a graph view."""
+import json
+import random
+
+import networkx as nx
+import pytest
+
+from explain.explanations import RELATION_COLOURS, explain_pair
+from core.labels import get_label_space
+from explain.similarity import RELATIONS
+from core.wordnet import get_wordnet, synset_of, wnid_of
+from tests.explain import nltk_reference as ref
+
+IN1K = get_label_space("imagenet-1k").wnids
+IN21K = get_label_space("imagenet-21k").wnids
+
+
+def W(name):
+    return wnid_of(get_wordnet().synset(name))
+
+
+def _pairs():
+    rng = random.Random(99)
+    pairs = [(rng.choice(IN1K), rng.choice(IN1K)) for _ in range(60)]
+    pairs += [(rng.choice(IN21K), rng.choice(IN21K)) for _ in range(30)]
+    pairs += [(W(a), W(b)) for a, b in [("tabby.n.01", "egyptian_cat.n.01"), ("tabby.n.01", "cat.n.01"),
+                                        ("cat.n.01", "tabby.n.01"), ("sun.n.01", "tabby.n.01"),
+                                        ("automatic_rifle.n.01", "machine_gun.n.01"), ("person.n.01", "object.n.01"),
+                                        ("accordion.n.01", "bakery.n.01"), ("teddy.n.01", "dog.n.01")]]
+    return pairs
+
+
+@pytest.mark.parametrize("true_wnid,pred_wnid", _pairs())
+def test_path_is_a_shortest_wordnet_path(true_wnid, pred_wnid):
+    g, p = synset_of(true_wnid), synset_of(pred_wnid)
+    x = explain_pair(true_wnid, pred_wnid)
+    assert x.path_length == g.shortest_path_distance(p) == len(x.edges) == len(x.nodes) - 1
+    assert x.nodes[0].wnid == true_wnid and x.nodes[-1].wnid == pred_wnid
+    assert "true" in x.nodes[0].roles and "pred" in x.nodes[-1].roles
+    lcs = synset_of(x.lcs_wnid)
+    assert lcs in g.common_hypernyms(p)
+    assert [n.wnid for n in x.nodes].index(x.lcs_wnid) == sum(e.direction == "up" for e in x.edges)
+    for i, edge in enumerate(x.edges):
+        child, parent = synset_of(edge.child), synset_of(edge.parent)
+        assert {edge.child, edge.parent} == {x.nodes[i].wnid, x.nodes[i + 1].wnid}
+        link = parent in child.instance_hypernyms() and "instance_hypernym" or parent in child.hypernyms() and "hypernym"
+        assert edge.kind == link, (child, parent)
+        assert (edge.child == x.nodes[i].wnid) == (edge.direction == "up")
+    assert x.relation == ref.relation(g, p)
+    for node in x.nodes:
+        synset = synset_of(node.wnid)
+        assert node.name == synset.name() and node.definition == synset.definition()
+        assert node.lemma_names == tuple(n.replace("_", " ") for n in synset.lemma_names())
+        assert node.depth == synset.min_depth()
+    assert x.wup == g.wup_similarity(p) and x.path == g.path_similarity(p)
+
+
+def test_sibling_example_from_the_paper():
+    x = explain_pair(W("tabby.n.01"), W("egyptian_cat.n.01"))
+    assert [n.name for n in x.nodes] == ["tabby.n.01", "domestic_cat.n.01", "egyptian_cat.n.01"]
+    assert [n.roles for n in x.nodes] == [("true",), ("lcs",), ("pred",)]
+    assert x.relation == "sibling" and x.is_sibling
+    assert x.summary() == "tabby.n.01 > domestic_cat.n.01 < egyptian_cat.n.01 (sibling, 2 steps)"
+    assert "tabby cat" in x.nodes[0].lemma_names
+
+
+def test_same_class_and_hypernym_prediction():
+    same = explain_pair(W("tabby.n.01"), W("tabby.n.01"))
+    assert same.path_length == 0 and same.edges == () and same.nodes[0].roles == ("true", "pred", "lcs")
+    up = explain_pair(W("tabby.n.01"), W("cat.n.01"))
+    assert up.relation == "hypernym" and all(e.direction == "up" for e in up.edges)
+    assert up.nodes[-1].roles == ("pred", "lcs")
+    down = explain_pair(W("cat.n.01"), W("tabby.n.01"))
+    assert down.relation == "hyponym" and all(e.direction == "down" for e in down.edges)
+
+
+def test_instance_link_is_labelled():
+    x = explain_pair(W("sun.n.01"), W("star.n.01"))
+    assert [(e.child, e.parent, e.kind) for e in x.edges] == [(W("sun.n.01"), W("star.n.01"), "instance_hypernym")]
+
+
+def test_plain_data_builds_a_graph():
+    data = explain_pair(W("teddy.n.01"), W("tabby.n.01")).to_dict()
+    text = json.dumps(data, allow_nan=False)  # valid JSON: Lin undefined for teddy is None
+    assert json.loads(text)["lin"] is None
+    graph = nx.Graph()
+    graph.add_nodes_from((n["wnid"], n) for n in data["nodes"])
+    graph.add_edges_from((e["child"], e["parent"], {"kind": e["kind"]}) for e in data["edges"])
+    assert nx.is_connected(graph) and graph.number_of_edges() == data["path_length"]
+    assert nx.shortest_path_length(graph, data["true_wnid"], data["pred_wnid"]) == data["path_length"]
+
+
+def test_every_relation_has_a_colour():
+    assert set(RELATION_COLOURS) == set(RELATIONS)
+    assert RELATION_COLOURS["sibling"] != RELATION_COLOURS["distant"] != RELATION_COLOURS["hypernym"]
+
+
+def test_unknown_wnid_is_an_error():
+    with pytest.raises((KeyError, ValueError)):
+        explain_pair("n99999999", W("tabby.n.01"))

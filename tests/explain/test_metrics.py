@@ -1,0 +1,275 @@
+"""Metric tables on small hand-made prediction tables, against a per-row NLTK reference."""
+import math
+from collections import Counter, defaultdict
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from explain.metrics import (CONFUSION_COLUMNS, PER_CLASS_COLUMNS, PER_MODEL_COLUMNS, PredictionsError,
+                             compute_metric_tables, column_docs)
+from core.runstore import CONFUSION_SCHEMA, PER_CLASS_SCHEMA, PER_MODEL_SCHEMA, RunStore
+from core.wordnet import get_wordnet, synset_of, wnid_of
+from tests.explain import nltk_reference as ref
+from tests.explain.nltk_reference import nltk_noun_depth  # noqa: F401  (fixture)
+
+
+def W(name: str) -> str:
+    return wnid_of(get_wordnet().synset(name))
+
+
+# The cat query's ImageNet-1k classes, and what models confuse them with: siblings, a hypernym
+# (domestic_cat, an IN-21k class), a hyponym of the truth, a distant class, teddy bear (no Lin).
+TABBY, TIGER_CAT, PERSIAN, SIAMESE, EGYPTIAN = "n02123045", "n02123159", "n02123394", "n02123597", "n02124075"
+COUGAR, LYNX = "n02125311", "n02127052"
+
+
+def _table() -> pd.DataFrame:
+    dom, cat, teddy, lamp, mex = W("domestic_cat.n.01"), W("cat.n.01"), "n04399382", "n04380533", "n02113978"
+    rows = []
+
+    def add(model, true, preds, status="ok", count=1):
+        for _ in range(count):
+            top = list(preds) + [None] * (5 - len(preds))
+            rows.append({"model": model, "image": f"img{len(rows)}.jpg", "true_wnid": true, "pred_wnid": top[0],
+                         **{f"pred_wnid_{k}": top[k - 1] for k in range(2, 6)},
+                         **{f"prob_{k}": 0.5 / k for k in range(1, 6)}, "label_space": "imagenet-1k", "status": status})
+
+    # resnet: mixed mistakes
+    add("resnet", TABBY, [TABBY, TIGER_CAT, EGYPTIAN, PERSIAN, SIAMESE], count=3)
+    add("resnet", TABBY, [TIGER_CAT, TABBY, EGYPTIAN, PERSIAN, SIAMESE], count=2)
+    add("resnet", TABBY, [EGYPTIAN, TIGER_CAT, PERSIAN, SIAMESE, LYNX], count=2)
+    add("resnet", TABBY, [lamp, mex, TIGER_CAT, EGYPTIAN, TABBY])
+    add("resnet", TABBY, [None], status="failed")
+    add("resnet", COUGAR, [LYNX, COUGAR, TABBY, PERSIAN, SIAMESE], count=2)
+    add("resnet", COUGAR, [COUGAR, LYNX, TABBY, PERSIAN, SIAMESE])
+    add("resnet", COUGAR, [teddy, lamp, mex, TABBY, PERSIAN])
+    add("resnet", SIAMESE, [SIAMESE, PERSIAN, TABBY, EGYPTIAN, LYNX], count=4)  # no mistakes: NA means
+    # vit (21k label space): predicts parents and the genus
+    add("vit", TABBY, [dom, TABBY, TIGER_CAT, EGYPTIAN, PERSIAN], count=3)
+    add("vit", TABBY, [cat, dom, TABBY, TIGER_CAT, EGYPTIAN])
+    add("vit", TABBY, [TABBY, dom, TIGER_CAT, EGYPTIAN, PERSIAN], count=2)
+    add("vit", dom, [TABBY, dom, cat, TIGER_CAT, EGYPTIAN], count=2)  # a hyponym: hierarchically correct
+    add("vit", dom, [PERSIAN, dom, cat, TIGER_CAT, EGYPTIAN])
+    add("vit", dom, [mex, lamp, teddy, cat, TABBY])
+    add("vit", PERSIAN, [teddy, lamp, mex, cat, TABBY])  # the only mistake has no Lin
+    add("vit", PERSIAN, [PERSIAN, lamp, mex, cat, TABBY])
+    add("only_failed", TABBY, [None], status="failed", count=2)
+    return pd.DataFrame(rows)
+
+
+def _expected(df: pd.DataFrame, top_k=3):
+    """Per-row reference: NLTK's own similarity calls, plain Python sums, Counters."""
+    counted = df[df["status"] == "ok"]
+    groups = defaultdict(list)
+    for row in counted.itertuples(index=False):
+        groups[(row.model, row.true_wnid)].append(row)
+    failed = Counter((r.model, r.true_wnid) for r in df[df["status"] != "ok"].itertuples(index=False))
+
+    def stats(rows, n_failed):
+        n = len(rows)
+        mistakes = [r for r in rows if r.pred_wnid != r.true_wnid]
+
+        def mean(values):
+            values = [v for v in values if not math.isnan(v)]
+            return sum(values) / len(values) if values else np.nan
+
+        def sim(r, name):
+            g, p = synset_of(r.true_wnid), synset_of(r.pred_wnid)
+            return {"path": g.path_similarity, "lch": g.lch_similarity, "wup": g.wup_similarity,
+                    "lin": lambda other: ref.lin(g, other)}[name](p)
+
+        def relation(r):
+            return ref.relation(synset_of(r.true_wnid), synset_of(r.pred_wnid))
+
+        out = {"n": n, "n_mistakes": len(mistakes),
+               "accuracy": (n - len(mistakes)) / n if n else np.nan,
+               "accuracy_hier": sum(r.pred_wnid == r.true_wnid or synset_of(r.true_wnid) in ref.ancestors(synset_of(r.pred_wnid))
+                                    for r in rows) / n if n else np.nan,
+               "accuracy_top5": sum(r.true_wnid in (r.pred_wnid, r.pred_wnid_2, r.pred_wnid_3, r.pred_wnid_4, r.pred_wnid_5)
+                                    for r in rows) / n if n else np.nan,
+               "sibling_count": sum(ref.is_sibling(synset_of(r.true_wnid), synset_of(r.pred_wnid)) for r in mistakes)}
+        out["sibling_rate"] = out["sibling_count"] / len(mistakes) if mistakes else np.nan
+        for name in ("path", "lch", "wup", "lin"):
+            out[f"{name}_mistakes"] = mean([sim(r, name) for r in mistakes])
+        for name in ("path", "lch", "wup", "lin"):
+            out[f"{name}_all"] = mean([sim(r, name) for r in rows])
+        out["severity"] = mean([ref.severity(synset_of(r.true_wnid), synset_of(r.pred_wnid)) for r in mistakes])
+        for kind in ("hypernym", "hyponym", "cousin", "distant"):
+            out[f"{kind}_count"] = sum(relation(r) == kind for r in mistakes)
+        out["n_failed"] = n_failed
+        return out
+
+    per_class = {key: stats(groups.get(key, []), failed.get(key, 0)) for key in set(groups) | set(failed)}
+    per_model = {}
+    for model in df["model"].unique():
+        rows = [r for (m, _), rs in groups.items() if m == model for r in rs]
+        per_model[model] = stats(rows, sum(c for (m, _), c in failed.items() if m == model))
+    confusions = []
+    for (model, true), rows in groups.items():
+        mistakes = Counter(r.pred_wnid for r in rows if r.pred_wnid != true)
+        ranked = sorted(mistakes.items(), key=lambda item: (-item[1], item[0]))
+        for rank, (pred, count) in enumerate(ranked[:top_k] if top_k else ranked, start=1):
+            g, p = synset_of(true), synset_of(pred)
+            confusions.append({"model": model, "true_wnid": true, "pred_wnid": pred, "count": count,
+                               "mf": count / sum(mistakes.values()), "rank": rank, "relation": ref.relation(g, p),
+                               "share_of_samples": count / len(rows), "is_sibling": ref.is_sibling(g, p),
+                               "path_distance": g.shortest_path_distance(p), "path": g.path_similarity(p),
+                               "lch": g.lch_similarity(p), "wup": g.wup_similarity(p), "lin": ref.lin(g, p),
+                               "severity": ref.severity(g, p)})
+    return per_model, per_class, confusions
+
+
+def _assert_close(got, want, where):
+    if isinstance(want, float) and math.isnan(want) or want is None:
+        assert got is None or pd.isna(got), f"{where}: {got!r}, expected NA"
+    elif isinstance(want, float):
+        assert got is not None and not pd.isna(got) and abs(got - want) <= 1e-12 * max(1.0, abs(want)), \
+            f"{where}: {got!r} != {want!r}"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+@pytest.fixture(scope="module")
+def table():
+    return _table()
+
+
+@pytest.fixture(scope="module")
+def tables(table):
+    return compute_metric_tables(table, cache_dir=False)
+
+
+@pytest.fixture(scope="module")
+def expected(table, nltk_noun_depth):
+    return _expected(table)
+
+
+def test_per_model_equals_reference(tables, expected):
+    per_model, _, _ = expected
+    assert list(tables.per_model["model"]) == ["resnet", "vit", "only_failed"]  # input order
+    for row in tables.per_model.to_dict("records"):
+        for column, want in per_model[row["model"]].items():
+            _assert_close(row[column], want, f"{row['model']}.{column}")
+
+
+def test_per_class_equals_reference(tables, expected):
+    _, per_class, _ = expected
+    got = {(r["model"], r["true_wnid"]): r for r in tables.per_class.to_dict("records")}
+    assert set(got) == set(per_class)
+    for key, want_row in per_class.items():
+        for column, want in want_row.items():
+            _assert_close(got[key][column], want, f"{key}.{column}")
+
+
+def test_confusions_equal_reference(tables, expected):
+    _, _, confusions = expected
+    got = tables.confusions.to_dict("records")
+    assert [(r["model"], r["true_wnid"], r["rank"]) for r in got] == sorted(
+        [(c["model"], c["true_wnid"], c["rank"]) for c in confusions],
+        key=lambda k: (["resnet", "vit"].index(k[0]), k[1], k[2]))
+    want = {(c["model"], c["true_wnid"], c["rank"]): c for c in confusions}
+    for row in got:
+        for column, value in want[(row["model"], row["true_wnid"], row["rank"])].items():
+            _assert_close(row[column], value, f"{row['model']}/{row['true_wnid']}#{row['rank']}.{column}")
+
+
+def test_the_fixture_exercises_what_it_claims(tables):
+    pc = tables.per_class.set_index(["model", "true_wnid"])
+    assert pc.loc[("vit", W("domestic_cat.n.01")), "accuracy_hier"] > pc.loc[("vit", W("domestic_cat.n.01")), "accuracy"]
+    assert pc.loc[("vit", TABBY), "hypernym_count"] == 4
+    assert set(tables.confusions["relation"]) >= {"sibling", "hypernym", "hyponym", "distant"}
+    assert pd.isna(pc.loc[("vit", PERSIAN), "lin_mistakes"])  # teddy bear: Lin undefined
+    assert not pd.isna(pc.loc[("vit", PERSIAN), "lin_all"])  # the correct row still counts
+
+
+def test_means_over_no_mistakes_are_na_not_zero(tables):
+    row = tables.per_class.set_index(["model", "true_wnid"]).loc[("resnet", SIAMESE)]
+    assert row["n_mistakes"] == 0 and row["accuracy"] == 1.0
+    for column in ("sibling_rate", "path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "severity"):
+        assert pd.isna(row[column]), column
+    only_failed = tables.per_model.set_index("model").loc["only_failed"]
+    assert only_failed["n"] == 0 and only_failed["n_failed"] == 2 and pd.isna(only_failed["accuracy"])
+
+
+def test_schemas_rates_and_docs(tables):
+    assert list(tables.per_model.columns) == list(PER_MODEL_SCHEMA)
+    assert list(tables.per_class.columns) == list(PER_CLASS_SCHEMA)
+    assert list(tables.confusions.columns) == list(CONFUSION_SCHEMA)
+    for df, schema in ((tables.per_model, PER_MODEL_SCHEMA), (tables.per_class, PER_CLASS_SCHEMA),
+                       (tables.confusions, CONFUSION_SCHEMA)):
+        assert {c: str(t) for c, t in df.dtypes.items()} == schema
+    for df in (tables.per_model, tables.per_class):
+        for column in ("accuracy", "accuracy_hier", "accuracy_top5", "sibling_rate"):
+            values = df[column].dropna()
+            assert ((values >= 0) & (values <= 1)).all(), column
+        assert (df["accuracy_hier"].dropna() >= df["accuracy"].dropna()).all()
+    assert ((tables.confusions["mf"] > 0) & (tables.confusions["mf"] <= 1)).all()
+    assert column_docs("per_class") == PER_CLASS_COLUMNS and all(PER_MODEL_COLUMNS.values())
+    assert "sibling_rate" in compute_metric_tables.__doc__ and all(CONFUSION_COLUMNS.values())
+
+
+def test_all_confusions_share_sums_to_one(table):
+    confusions = compute_metric_tables(table, confusion_top_k=None, cache_dir=False).confusions
+    sums = confusions.groupby(["model", "true_wnid"])["mf"].sum()
+    assert np.allclose(sums.to_numpy(dtype=float), 1.0)
+    assert len(confusions) > len(compute_metric_tables(table, confusion_top_k=1, cache_dir=False).confusions)
+
+
+def test_without_status_or_top5_columns(table):
+    ok = table[table["status"] == "ok"]
+    bare = ok[["model", "true_wnid", "pred_wnid"]]
+    result = compute_metric_tables(bare, cache_dir=False)
+    full = compute_metric_tables(ok, cache_dir=False)
+    assert result.per_model["accuracy_top5"].isna().all()  # unknown, not 0
+    pd.testing.assert_series_equal(result.per_model["accuracy"], full.per_model["accuracy"])
+    assert (result.per_model["n_failed"] == 0).all()
+
+
+def test_empty_table_gives_empty_tables():
+    empty = pd.DataFrame({"model": pd.Series(dtype="string"), "true_wnid": pd.Series(dtype="string"),
+                          "pred_wnid": pd.Series(dtype="string")})
+    result = compute_metric_tables(empty, cache_dir=False)
+    assert all(len(df) == 0 for df in result.as_dict().values())
+    assert list(result.per_class.columns) == list(PER_CLASS_SCHEMA)
+
+
+def test_tables_round_trip_through_the_run_store(tables):
+    run = RunStore().create_run(run_id="metrics-test")
+    for name, df in tables.as_dict().items():
+        run.write_metrics(name, df)
+        pd.testing.assert_frame_equal(run.read_metrics(name), df)
+
+
+@pytest.mark.parametrize("mutate,column,row,needle", [
+    (lambda df: df.drop(columns="true_wnid"), "true_wnid", None, "missing"),
+    (lambda df: df.assign(pred_wnid=df["pred_wnid"].where(df.index != 4, "tabby cat")), "pred_wnid", 4, "not a wnid"),
+    (lambda df: df.assign(true_wnid=df["true_wnid"].where(df.index != 6, "n99999999")), "true_wnid", 6, "not a noun synset"),
+    (lambda df: df.assign(model=df["model"].where(df.index != 2, None)), "model", 2, "empty"),
+    (lambda df: df.assign(status=df["status"].where(df.index != 3, "done")), "status", 3, "unknown status"),
+    (lambda df: df.assign(pred_wnid_3=df["pred_wnid_3"].where(df.index != 5, "n0212")), "pred_wnid_3", 5, "not a wnid"),
+])
+def test_malformed_input_names_row_and_column(table, mutate, column, row, needle):
+    with pytest.raises(PredictionsError) as info:
+        compute_metric_tables(mutate(table.copy()), cache_dir=False)
+    error = info.value
+    assert error.column == column and error.row == row and needle in str(error)
+    assert f"column {column!r}" in str(error) and (row is None or f"row {row + 1}" in str(error))
+
+
+def test_failed_rows_are_not_validated_as_predictions(table):
+    # a failed row has no prediction: NA pred_wnid there is fine (the fixture has some)
+    assert table.loc[table["status"] == "failed", "pred_wnid"].isna().all()
+    compute_metric_tables(table, cache_dir=False)
+
+
+def test_categorical_and_object_columns_give_the_same_tables(table):
+    ok = table[table["status"] == "ok"].drop(columns="status")
+    wnid_columns = ["true_wnid", "pred_wnid", "pred_wnid_2", "pred_wnid_3", "pred_wnid_4", "pred_wnid_5"]
+    as_category = ok.astype({c: "category" for c in wnid_columns})
+    as_object = ok.astype({c: object for c in wnid_columns})
+    base = compute_metric_tables(ok, cache_dir=False)
+    for variant in (as_category, as_object):
+        other = compute_metric_tables(variant, cache_dir=False)
+        for name, df in base.as_dict().items():
+            pd.testing.assert_frame_equal(other.as_dict()[name], df, obj=name)

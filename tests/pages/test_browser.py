@@ -1,0 +1,80 @@
+"""The real server in a real browser: `python -m wildlens app` (what `make run` starts) on a fresh
+WILDLENS_HOME (so the embedded sample run is built at first start, offline), loaded in headless
+Chromium, first through a deep link."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.pages.browser import CHROMEDRIVER, CHROMIUM, browser, wait_until_rendered
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+    reason="Debian's chromium and chromium-driver are not installed (make browser-deps, as root)",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("browser_home")
+    port = free_port()
+    log = open(home / "server.log", "w")
+    env = {**os.environ, "WILDLENS_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "wildlens", "app", "--server.port", str(port), "--server.address",
+                             "127.0.0.1"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail(f"the server did not start: {(home / 'server.log').read_text()[-2000:]}")
+    yield url, home
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def test_browser_loads_the_sample_results(server, tmp_path):
+    url, home = server
+    driver = browser()
+    try:
+        # A deep link is the new server's first request; that session also builds the sample run
+        # (real offline predictions). `streamlit run app.py` showed "Page not found" here once.
+        driver.get(f"{url}/results")
+        text = wait_until_rendered(driver, timeout=600)
+        source = driver.page_source
+        shot = tmp_path / "results.png"
+        driver.save_screenshot(str(shot))
+        driver.get(url)
+        runs = wait_until_rendered(driver, timeout=300)
+    finally:
+        driver.quit()
+    assert "Page not found" not in text, text[:2000]
+    assert "Runs" in runs and "Make it the current run" in runs, runs[:2000]
+    assert "Per model" in text and "Per class" in text and "Download CSV" in text, text[:3000]
+    assert "Sample run" in text
+    # The bar chart's axis (SVG) names the model that made the stored predictions.
+    assert "efficientnet_lite0" in source
+    assert "Traceback" not in text and "Error" not in text.replace("error_", "")
+    assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+    assert (home / "runs" / "sample" / "predictions").is_dir()

@@ -1,0 +1,73 @@
+"""Start the dashboard: what ``make run`` and ``wildlens app`` do.
+
+    python -m wildlens app [streamlit run options, e.g. --server.port 8502]
+
+It is ``streamlit run app.py`` plus two things Streamlit has no option for:
+
+* ``app.py`` declares its pages with ``st.navigation``. Until a session has run it once,
+  Streamlit takes a ``pages/`` folder beside the entry point for a legacy (v1) multipage app: the
+  first deep link to a new server (``/results``) is looked up among the folder's file names, is
+  not found, and the browser shows a "Page not found" dialog before ``st.navigation`` renders the
+  page. ``st.navigation`` switches that legacy mode off on its first call; here it is off from the
+  start (tests/pages/test_browser.py checks that the launcher shows no such dialog).
+* Streamlit reads ``.streamlit/config.toml`` from the *working directory* only. The app's settings
+  (headless, no usage statistics, no file watcher, ...) are read here from the file beside
+  ``app.py`` (a source checkout) or from the copy ``pip install .`` puts under
+  ``<prefix>/share/wildlens`` and passed as flags, so they hold from any folder. Options given on
+  the command line come after them and win.
+"""
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+
+def app_script() -> Path:
+    """``app.py``: beside the ``pages`` package, in a checkout and in site-packages alike."""
+    import pages
+
+    return Path(pages.__file__).resolve().parent.parent / "app.py"
+
+
+def config_file() -> Path | None:
+    for candidate in (app_script().parent / ".streamlit" / "config.toml",
+                      Path(sys.prefix) / "share" / "wildlens" / ".streamlit" / "config.toml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def config_flags(path: Path | None) -> list[str]:
+    """``[server] headless = true`` -> ``--server.headless true``; nested tables are not used."""
+    if path is None:
+        return []
+    flags = []
+    for section, values in tomllib.loads(path.read_text()).items():
+        for key, value in values.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            flags += [f"--{section}.{key}", text]
+    return flags
+
+
+def main(argv: list[str] | None = None) -> int:
+    from streamlit.web import cli
+
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+
+        PagesManager.uses_pages_directory = False  # what st.navigation sets on its first call
+    except (ImportError, AttributeError):  # another Streamlit: only the first deep link suffers
+        pass
+    script = app_script()
+    if not script.is_file():
+        print(f"error: the dashboard's entry script {script} is missing; reinstall WildLens ('pip install .').",
+              file=sys.stderr)
+        return 2
+    args = ["run", str(script), *config_flags(config_file()), *(sys.argv[1:] if argv is None else argv)]
+    cli.main(args=args, prog_name="streamlit")  # click: serves until stopped, then exits
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
