@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.labels import DEFAULT_LABEL_SPACE, QueryError, hyponym_classes, label_space_names
+from core.errors import OptionError, WildLensError, one_line
+from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names
 from core.progress import TerminalProgress
 from core.runstore import RunStore, StoreError
 
 from .config import DEFAULT_FORMATS, CrawlConfig, ValidationConfig
 from .crawler import EngineUnreachable, available_engines, check_engine, crawl_run, unreachable_message
 from .importer import import_folder
-from .store import CollectError, FolderDestination, summarise
+from .store import FolderDestination, summarise
 
 EXIT_SHORT, EXIT_ERROR, EXIT_OFFLINE = 1, 2, 3
 
@@ -100,7 +101,7 @@ def cmd_fetch(args) -> int:
     validation = _validation(args)
     bad = [item for item in args.filter or [] if "=" not in item]
     if bad:
-        raise ValueError(f"--filter expects KEY=VALUE (e.g. type=photo), not {', '.join(bad)}")
+        raise OptionError(f"--filter expects KEY=VALUE (e.g. type=photo), not {', '.join(bad)}")
     filters = dict(item.split("=", 1) for item in args.filter) if args.filter else None
     config = CrawlConfig(engine=args.engine, base_url=args.base_url, api_key=args.api_key, threads=args.threads,
                          connect_timeout=args.connect_timeout, read_timeout=args.read_timeout,
@@ -218,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (QueryError, CollectError, StoreError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except WildLensError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted: what was finished is saved; run the same command again to resume", file=sys.stderr)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from core.errors import OptionError
+
 VERSION = "0.1"
 PROJECT_URL = "https://github.com/wildlens/wildlens"
 # Honest: says who we are and where to read about us, so a site operator can tell and complain.
@@ -49,10 +51,10 @@ class ValidationConfig:
     def __post_init__(self):
         unknown = sorted(set(f.upper() for f in self.formats) - set(FORMAT_EXTENSIONS))
         if unknown:
-            raise ValueError(f"Unknown image format(s) {unknown}; known: {', '.join(FORMAT_EXTENSIONS)}.")
+            raise OptionError(f"Unknown image format(s) {unknown}; known: {', '.join(FORMAT_EXTENSIONS)}.")
         object.__setattr__(self, "formats", tuple(f.upper() for f in self.formats))
         if self.min_width < 1 or self.min_height < 1 or self.max_bytes < 1:
-            raise ValueError("min_width, min_height and max_bytes must be positive.")
+            raise OptionError("min_width, min_height and max_bytes must be positive.")
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,11 @@ class CrawlConfig:
 
     def __post_init__(self):
         if not 1 <= self.threads <= 32:
-            raise ValueError(f"threads must be between 1 and 32, not {self.threads}.")
+            raise OptionError(f"threads must be between 1 and 32, not {self.threads}.")
         if self.max_redirects < 0:
-            raise ValueError("max_redirects must be 0 or more.")
+            raise OptionError("max_redirects must be 0 or more.")
         if min(self.connect_timeout, self.read_timeout, self.file_deadline, self.probe_timeout) <= 0:
-            raise ValueError("timeouts must be positive.")
+            raise OptionError("timeouts must be positive.")
 
     def with_changes(self, **changes) -> "CrawlConfig":
         return replace(self, **changes)

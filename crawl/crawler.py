@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
+from core.errors import OptionError
 from core.labels import DEFAULT_LABEL_SPACE, get_label_space
 from core.progress import ProgressCallback, report
 from core.runstore import Run
@@ -130,7 +131,7 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
     config = config.with_changes(engine=engine_name)
     wnids = list(dict.fromkeys(wnids))
     if k < 1:
-        raise ValueError(f"k must be at least 1, not {k}.")
+        raise OptionError(f"k must be at least 1, not {k}.")
     dest = as_destination(run)
     label_space = label_space or (run.info.label_space if isinstance(run, Run) else DEFAULT_LABEL_SPACE)
     space = get_label_space(label_space)

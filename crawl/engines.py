@@ -42,6 +42,7 @@ from icrawler.builtin.google import GoogleFeeder, GoogleParser
 from icrawler.storage import BaseStorage
 from icrawler.utils import Session, Signal
 
+from core.errors import OptionError
 from core.runstore import now_iso
 
 from .config import CrawlConfig
@@ -86,7 +87,7 @@ def register_engine(name: str, *, parser, base_url: str, page_size: int, max_res
 def get_engine(name: str) -> Engine:
     key = (name or "").strip().lower()
     if key not in ENGINES:
-        raise ValueError(f"Unknown engine {name!r}; choose one of: {', '.join(ENGINES)}.")
+        raise OptionError(f"Unknown engine {name!r}; choose one of: {', '.join(ENGINES)}.")
     return ENGINES[key]
 
 

@@ -31,6 +31,8 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from core.errors import WildLensError
+from core.locking import FolderBusy, exclusive_lock
 from core.runstore import MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso, write_bytes_atomic, write_table
 
 from .config import FORMAT_EXTENSIONS, ValidationConfig
@@ -41,7 +43,7 @@ _STORED_NAME_RE = re.compile(r"^[0-9a-f]{16}\.(%s)$" % "|".join(sorted(set(FORMA
 LOCK_NAME = ".wildlens-collect.lock"
 
 
-class CollectError(RuntimeError):
+class CollectError(WildLensError, RuntimeError):
     """Collection cannot proceed; the message says why and what to do."""
 
 
@@ -120,23 +122,13 @@ def as_destination(target) -> Destination:
 
 @contextmanager
 def exclusive(dest: Destination) -> Iterator[None]:
-    """One writer per destination: a second crawl or import into the same run fails at once
-    instead of interleaving two manifests. The OS releases the lock when a process dies."""
-    dest.root.mkdir(parents=True, exist_ok=True)
+    """One writer per destination (core.locking): a second crawl or import into the same run fails
+    at once instead of interleaving two manifests. The OS releases the lock when a process dies."""
     try:
-        import fcntl
-    except ImportError:  # Windows: no advisory lock; one writer is then the user's job
-        yield
-        return
-    with open(dest.root / LOCK_NAME, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CollectError(f"Another crawl or import is writing to {dest.describe()}; wait for it to finish.") from None
-        try:
+        with exclusive_lock(dest.root, name=LOCK_NAME):
             yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    except FolderBusy:
+        raise CollectError(f"Another crawl or import is writing to {dest.describe()}; wait for it to finish.") from None
 
 
 def sweep_leftovers(dest: Destination, manifest: pd.DataFrame, wnids) -> int:
