@@ -1,4 +1,4 @@
-"""WildLens dashboard: the entry point (``make run`` and ``wildlens app`` start it through ``wildlens/serve.py``).
+"""WildLens dashboard: the entry point (``make run`` and ``wildlens app`` start it through ``pages/launcher.py``).
 
 It sets session defaults once, makes sure the embedded sample run exists (computed on the first
 start from photographs that installed packages ship), and routes to the pages. Pages are thin:

@@ -43,9 +43,9 @@ def _explain(argv: list[str]) -> int:
 
 
 def _app(argv: list[str]) -> int:
-    from .serve import main
+    from pages.launcher import serve
 
-    return main(argv)
+    return serve(argv)
 
 
 COMMANDS = {"crawl": _crawl, "classify": _classify, "explain": _explain, "app": _app}

@@ -1,6 +1,9 @@
-"""Start the dashboard: what ``make run`` and ``wildlens app`` do.
+"""Start the dashboard: what ``make run`` and ``wildlens app`` (``python -m wildlens app``) do.
 
     python -m wildlens app [streamlit run options, e.g. --server.port 8502]
+
+It lives in ``pages/`` because it is Streamlit code, and only ``app.py`` and ``pages/`` import
+Streamlit (tests/core/test_architecture.py); it is not a page (``app.py`` lists those).
 
 It is ``streamlit run app.py`` plus two things Streamlit has no option for:
 
@@ -10,11 +13,12 @@ It is ``streamlit run app.py`` plus two things Streamlit has no option for:
   not found, and the browser shows a "Page not found" dialog before ``st.navigation`` renders the
   page. ``st.navigation`` switches that legacy mode off on its first call; here it is off from the
   start (tests/pages/test_browser.py checks that the launcher shows no such dialog).
-* Streamlit reads ``.streamlit/config.toml`` from the *working directory* only. The app's settings
-  (headless, no usage statistics, no file watcher, ...) are read here from the file beside
-  ``app.py`` (a source checkout) or from the copy ``pip install .`` puts under
-  ``<prefix>/share/wildlens`` and passed as flags, so they hold from any folder. Options given on
-  the command line come after them and win.
+* Streamlit reads ``.streamlit/config.toml`` from the working directory and from beside the entry
+  script, which covers a source checkout. ``pip install .`` puts ``app.py`` into site-packages,
+  where no ``.streamlit`` folder can go, and the settings file under
+  ``<prefix>/share/wildlens/.streamlit``; from there the settings (headless, no usage statistics,
+  no file watcher, ...) are passed as flags. Options given on the command line come after them
+  and win.
 """
 from __future__ import annotations
 
@@ -25,17 +29,15 @@ from pathlib import Path
 
 def app_script() -> Path:
     """``app.py``: beside the ``pages`` package, in a checkout and in site-packages alike."""
-    import pages
-
-    return Path(pages.__file__).resolve().parent.parent / "app.py"
+    return Path(__file__).resolve().parent.parent / "app.py"
 
 
-def config_file() -> Path | None:
-    for candidate in (app_script().parent / ".streamlit" / "config.toml",
-                      Path(sys.prefix) / "share" / "wildlens" / ".streamlit" / "config.toml"):
-        if candidate.is_file():
-            return candidate
-    return None
+def installed_config_file() -> Path | None:
+    """The settings file of an installed WildLens, when Streamlit will not find one beside app.py."""
+    if (app_script().parent / ".streamlit" / "config.toml").is_file():
+        return None  # a checkout: Streamlit reads it itself
+    candidate = Path(sys.prefix) / "share" / "wildlens" / ".streamlit" / "config.toml"
+    return candidate if candidate.is_file() else None
 
 
 def config_flags(path: Path | None) -> list[str]:
@@ -50,7 +52,7 @@ def config_flags(path: Path | None) -> list[str]:
     return flags
 
 
-def main(argv: list[str] | None = None) -> int:
+def serve(argv: list[str] | None = None) -> int:
     from streamlit.web import cli
 
     try:
@@ -64,10 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the dashboard's entry script {script} is missing; reinstall WildLens ('pip install .').",
               file=sys.stderr)
         return 2
-    args = ["run", str(script), *config_flags(config_file()), *(sys.argv[1:] if argv is None else argv)]
+    args = ["run", str(script), *config_flags(installed_config_file()), *(sys.argv[1:] if argv is None else argv)]
     cli.main(args=args, prog_name="streamlit")  # click: serves until stopped, then exits
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""The import rule, read from the code itself (AST), so a forbidden edge fails here and not in review.
+
+- ``core/`` imports no stage (nor pages, app, wildlens or tests);
+- a stage (``crawl/``, ``classify/``, ``explain/``, ``probe/``) imports ``core/`` and itself only;
+- entry points (a stage's ``__main__.py``), ``wildlens/``, ``app.py`` and ``pages/`` may import
+  every stage: they wire stages together (``python -m classify`` refreshes explain's artefact);
+- Streamlit is imported only by ``app.py`` and ``pages/``;
+- no product module imports ``tests`` or names a test double.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+STAGES = ("crawl", "classify", "explain", "probe")
+LAYER_ABOVE = ("pages", "app", "wildlens")
+PRODUCT = ("core", *STAGES, *LAYER_ABOVE)
+
+
+def imported_modules(path: Path, package: str) -> list[tuple[int, str]]:
+    """(line, top-level module) of every import in a file, those inside functions included;
+    a relative import resolves to the file's own package."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, package if node.level else (node.module or "").split(".")[0]))
+    return found
+
+
+def owner(path: Path, root: Path) -> str:
+    """The top-level package (or 'app') a file belongs to."""
+    rel = path.relative_to(root)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def allowed(source: str, path: Path, target: str) -> bool:
+    if target == "streamlit":
+        return source in ("app", "pages")
+    if target == "tests":
+        return False
+    if target not in PRODUCT or target == source:
+        return True
+    if source == "core":
+        return False
+    if source in STAGES:
+        return target == "core" or (path.name == "__main__.py" and target in STAGES)
+    return True  # pages, app.py, wildlens: the layer above the stages
+
+
+def violations(root: Path) -> list[str]:
+    files = [root / "app.py"] if (root / "app.py").exists() else []
+    for package in PRODUCT:
+        if (root / package).is_dir():
+            files += sorted((root / package).rglob("*.py"))
+    out = []
+    for path in files:
+        source = owner(path, root)
+        for line, target in imported_modules(path, source):
+            if not allowed(source, path, target):
+                out.append(f"{path.relative_to(root)}:{line} imports {target}")
+        if source in ("core", *STAGES) and "test double" in path.read_text().lower().replace("-", " "):
+            out.append(f"{path.relative_to(root)} mentions test doubles (register them from tests/)")
+    return out
+
+
+def test_the_product_keeps_the_import_rule():
+    assert violations(ROOT) == []
+
+
+def test_every_stage_and_core_is_checked():
+    checked = {owner(p, ROOT) for package in PRODUCT if (ROOT / package).is_dir() for p in (ROOT / package).rglob("*.py")}
+    assert {"core", "crawl", "classify", "explain", "pages", "wildlens"} <= checked
+
+
+@pytest.mark.parametrize("package, file, code, expected", [
+    ("core", "runstore.py", "from explain.metrics import x\n", "core/runstore.py:1 imports explain"),
+    ("classify", "preprocess.py", "def f():\n    import crawl.validate\n", "classify/preprocess.py:2 imports crawl"),
+    ("explain", "metrics.py", "import streamlit as st\n", "explain/metrics.py:1 imports streamlit"),
+    ("crawl", "store.py", "from tests.crawl import fake_engine\n", "crawl/store.py:1 imports tests"),
+    ("classify", "registry.py", "# a test double for shapes\n", "classify/registry.py mentions test doubles (register them from tests/)"),
+])
+def test_a_forbidden_edge_is_reported(tmp_path, package, file, code, expected):
+    (tmp_path / package).mkdir()
+    (tmp_path / package / file).write_text(code)
+    assert violations(tmp_path) == [expected]
+
+
+@pytest.mark.parametrize("package, file, code", [
+    ("classify", "__main__.py", "from explain.artefact import refresh_metrics\n"),  # an entry point wires stages
+    ("pages", "common.py", "import streamlit\nfrom classify.registry import get_model\n"),
+    ("wildlens", "sample.py", "from crawl.sample_photos import x\nfrom classify.registry import y\n"),
+    ("explain", "metrics.py", "from core.runstore import Run\nfrom .similarity import x\n"),
+])
+def test_allowed_edges_pass(tmp_path, package, file, code):
+    (tmp_path / package).mkdir()
+    (tmp_path / package / file).write_text(code)
+    assert violations(tmp_path) == []
