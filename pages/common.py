@@ -31,6 +31,14 @@ def escape_markdown(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:])", r"\\\1", str(text))
 
 
+def show_error(exc: BaseException, *, note: str = "", icon: str = ":material/error:") -> None:
+    """A user-facing error (core.errors.WildLensError) in place: its one line, escaped (file names,
+    URLs and search terms inside it are outside text), and an optional note of our own."""
+    from core.errors import one_line
+
+    st.error(escape_markdown(one_line(exc)) + (f" {note}" if note else ""), icon=icon)
+
+
 def init_state() -> None:
     """Session-state defaults, set once per session at the top of app.py."""
     for key, value in DEFAULTS.items():

@@ -1,9 +1,10 @@
 """Query: a word -> its WordNet sense -> the ImageNet classes under it -> a run with images."""
 import streamlit as st
 
-from core.labels import (QueryError, classes_table, get_label_space, hyponym_classes, hyponym_tree,
-                            label_space_names, senses)
-from pages.common import download_csv, open_run_link, progress_bar, store
+from core.errors import WildLensError
+from crawl import available_engines
+from core.labels import classes_table, get_label_space, hyponym_classes, hyponym_tree, label_space_names, senses
+from pages.common import download_csv, escape_markdown, open_run_link, progress_bar, show_error, store
 
 st.title("Query")
 st.caption("Type a word, pick its WordNet sense, see which ImageNet classes lie under it, then collect images.")
@@ -15,8 +16,8 @@ label_space = right.selectbox("Label space", label_space_names(), key="label_spa
 
 try:
     found = senses(query, label_space)
-except QueryError as exc:
-    st.error(str(exc), icon=":material/error:")
+except WildLensError as exc:
+    show_error(exc)
     st.stop()
 
 names = [s.name for s in found]
@@ -70,8 +71,10 @@ chosen = st.multiselect("Classes", [c.wnid for c in classes], default=[c.wnid fo
                         format_func=lambda w: f"{get_label_space(label_space).display_name(w)} ({w})")
 c1, c2, c3 = st.columns(3)
 k = c1.number_input("Images per class (k)", min_value=1, max_value=500, key="k")
-engine = c2.selectbox("Search engine", ["bing", "google", "baidu", "flickr"], key="engine",
-                      help="Bing works best; icrawler's Google parser often breaks upstream; Flickr needs an API key.")
+engines = available_engines()  # the crawler's own list, with a note per engine
+engine = c2.selectbox("Search engine", list(engines), key="engine",
+                      help=" ".join(f"{name}: {note}" for name, note in engines.items() if note)
+                      or "Bing works best; Flickr needs an API key.")
 title = c3.text_input("Run title", value=f"{sense.name} · {label_space}")
 
 
@@ -85,12 +88,12 @@ with tab_crawl:
     st.caption("Search terms come from each class's ImageNet lemmas. Images are validated, de-duplicated "
                "(also across classes) and stored by content hash; re-running a run tops it up to k.")
     if st.button("Create run and crawl", type="primary", disabled=not chosen):
-        from crawl import CrawlConfig, CrawlError, EngineUnreachable, check_engine, crawl_run
+        from crawl import CrawlConfig, EngineUnreachable, check_engine, crawl_run
 
         with st.spinner(f"Checking that {engine} can be reached…"):
             reach = check_engine(engine)
         if not reach.ok:
-            st.error(f"Cannot reach {reach.host}: {reach.detail}. No internet? Bring your own images with "
+            st.error(f"Cannot reach {escape_markdown(reach.host)}: {escape_markdown(reach.detail)}. No internet? Bring your own images with "
                      "**Import a local folder** (one sub-folder per class, named by wnid or class name).",
                      icon=":material/wifi_off:")
             st.stop()
@@ -101,10 +104,10 @@ with tab_crawl:
                                     progress=progress_bar())
                 status.update(label=f"Crawl finished: {summary.new_accepted} images accepted", state="complete")
         except EngineUnreachable as exc:
-            st.error(f"{exc} What was fetched before is kept in run {run.run_id}.", icon=":material/wifi_off:")
+            show_error(exc, note=f"What was fetched before is kept in run {run.run_id}.", icon=":material/wifi_off:")
             st.stop()
-        except CrawlError as exc:
-            st.error(str(exc))
+        except WildLensError as exc:
+            show_error(exc)
             st.stop()
         st.dataframe(summary.per_class, hide_index=True, width="stretch")
         download_csv(summary.per_class, f"{run.run_id}_crawl_summary.csv", key="dl-crawl-summary")
@@ -118,7 +121,7 @@ with tab_import:
     if st.button("Create run from folder", disabled=not folder):
         from pathlib import Path
 
-        from crawl import CollectError, import_folder
+        from crawl import import_folder
 
         source = Path(folder).expanduser()
         if not source.is_dir():
@@ -127,8 +130,11 @@ with tab_import:
         run = new_run("import")
         try:
             summary = import_folder(source, run, label_space=label_space, progress=progress_bar())
-        except (CollectError, ValueError, OSError) as exc:
-            st.error(str(exc))
+        except WildLensError as exc:
+            show_error(exc)
+            st.stop()
+        except OSError as exc:  # the folder vanished or cannot be read mid-import
+            show_error(exc, note="Check that the folder is readable by the user running WildLens.")
             st.stop()
         st.success(f"Imported {summary.new_accepted} images of {summary.files_seen} files into {run.run_id}.")
         st.dataframe(summary.per_class, hide_index=True, width="stretch")
