@@ -28,11 +28,14 @@ import secrets
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pandas as pd
 
 from .errors import WildLensError
+
+if TYPE_CHECKING:
+    from .parts import PredictionParts
 
 SCHEMA_VERSION = 1
 HOME_ENV = "WILDLENS_HOME"
@@ -360,36 +363,23 @@ class Run:
         return df[(df["status"] == "accepted") & ~df["excluded"].astype(bool)].reset_index(drop=True)
 
     # predictions ------------------------------------------------------------------
+    @property
+    def prediction_parts(self) -> PredictionParts:
+        """The ``predictions/`` folder as part files (:class:`core.parts.PredictionParts`)."""
+        from .parts import PredictionParts
+
+        return PredictionParts(self.predictions_dir)
+
     def _model_dir(self, model: str) -> Path:
-        if not _RUN_ID_RE.match(model.replace("/", "_")):
-            raise StoreError(f"{model!r} is not a usable model id.")
-        return self.predictions_dir / model.replace("/", "_")
+        return self.prediction_parts.model_dir(model)
 
     def append_predictions(self, df: pd.DataFrame) -> list[Path]:
         """Store a batch of predictions as new part files (one per model), atomically."""
-        df = conform(df, PREDICTION_SCHEMA, table="predictions", extra="drop")
-        bad = set(df["status"].dropna()) - set(PREDICTION_STATUSES)
-        if bad:
-            raise StoreError(f"predictions: unknown status {sorted(bad)}; allowed {PREDICTION_STATUSES}.")
-        written = []
-        for model, part in df.groupby("model", sort=False):
-            folder = self._model_dir(str(model))
-            name = f"part-{_dt.datetime.now(_dt.timezone.utc):%Y%m%d%H%M%S%f}-{secrets.token_hex(3)}.parquet"
-            write_table(part, folder / name, PREDICTION_SCHEMA, table="predictions")
-            written.append(folder / name)
-        return written
+        return self.prediction_parts.append(df)
 
     def read_predictions(self, models: list[str] | None = None) -> pd.DataFrame:
         """All stored predictions; the latest row wins where an image was predicted twice."""
-        if not self.predictions_dir.exists():
-            return empty_table(PREDICTION_SCHEMA)
-        folders = [self._model_dir(m) for m in models] if models else sorted(p for p in self.predictions_dir.iterdir() if p.is_dir())
-        parts = [read_table(p, PREDICTION_SCHEMA, table="predictions")
-                 for folder in folders if folder.exists() for p in sorted(folder.glob("part-*.parquet"))]
-        if not parts:
-            return empty_table(PREDICTION_SCHEMA)
-        df = pd.concat(parts, ignore_index=True)
-        return df.drop_duplicates(["model", "image"], keep="last").reset_index(drop=True)
+        return self.prediction_parts.read(models)
 
     def usable_predictions(self) -> pd.DataFrame:
         """Predictions of images that are still usable: an image an analyst excluded after
@@ -402,22 +392,12 @@ class Run:
         return df[df["image"].isin(usable)].reset_index(drop=True)
 
     def predicted_images(self, model: str, include_failed: bool = False) -> set[str]:
-        df = self.read_predictions([model])
-        if not include_failed:
-            df = df[df["status"] == "ok"]
-        return set(df["image"].dropna())
+        return self.prediction_parts.predicted_images(model, include_failed)
 
     def compact_predictions(self, model: str) -> None:
-        """Merge a model's part files into one. The merged part is written (atomically) as the
-        newest part before the old ones are removed, so a kill at any point loses nothing."""
-        folder = self._model_dir(model)
-        parts = sorted(folder.glob("part-*.parquet"))
-        if len(parts) < 2:
-            return
-        merged = self.read_predictions([model])
-        self.append_predictions(merged)
-        for p in parts:
-            p.unlink()
+        """Merge a model's part files into one (:meth:`core.parts.PredictionParts.compact`: a kill
+        at any point loses nothing)."""
+        self.prediction_parts.compact(model)
 
     # metrics -----------------------------------------------------------------------
     def write_metrics(self, name: str, df: pd.DataFrame) -> Path:
