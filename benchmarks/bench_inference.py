@@ -26,7 +26,8 @@ on this machine.
 
 With a CUDA GPU (or ``--gpu-only``) it also measures ResNet-50 and ViT-B/16 with their own input
 pipelines, fp32 and bf16, each resampler, and the forward pass alone; those two use random
-weights (clearly labelled; throughput does not depend on weight values). See ``gpu_section``.
+weights (test doubles from ``tests/classify/doubles.py``, clearly labelled; throughput does not
+depend on weight values). See ``gpu_section``.
 
     .venv/bin/python benchmarks/bench_inference.py --gpu-only --images 2048 --repeats 2
 """
@@ -49,9 +50,10 @@ import torch  # noqa: E402
 
 from classify.inference import InferenceOptions, predict_folder  # noqa: E402
 from classify.preprocess import crop_to_tensor, normalizer  # noqa: E402
-from classify.registry import DEFAULT_MODEL, class_wnids, get_model, make_test_double  # noqa: E402
-from classify.weights import load_efficientnet_lite0_package  # noqa: E402
+from classify.registry import DEFAULT_MODEL, class_wnids, get_model  # noqa: E402
+from classify.sources.package_source import load_efficientnet_lite0_package  # noqa: E402
 from core.imageio import load_rgb  # noqa: E402
+from tests.classify.doubles import make_test_double  # noqa: E402  (random-init models: throughput only)
 
 SITE = Path(torch.__file__).resolve().parent.parent
 PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/astronaut.png",

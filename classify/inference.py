@@ -52,6 +52,7 @@ from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_
 from .optimize import fold_batchnorm
 from .preprocess import DEFAULT_RESAMPLER, check_resampler, crop_to_tensor, load_rgb_draft, normalizer
 from .registry import Geometry, ModelEntry, class_wnids, resolve_models
+from .sources import get_source
 from .weights import WeightsError, load_model, require_weights, weights_status
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
@@ -334,8 +335,9 @@ def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOp
         return "asked for"
     if device.type != "cpu":
         return f"{device.type} device"
-    if entry.is_test_double:
-        return "test double: random weights, nothing to cache"
+    source = get_source(entry)
+    if not source.weights_file:
+        return f"{source.description}: no weights file to key an export on"
     return None
 
 
@@ -593,7 +595,8 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
             run.compact_predictions(entry.id)
     if run.info_path.exists():
         info = run.info
-        known = list(info.models) + [e.id for e in entries if e.id not in info.models and not e.is_test_double]
+        results = [e.id for e in entries if e.id not in info.models and get_source(e).records_results]
+        known = list(info.models) + results
         if known != list(info.models):
             run.update_info(models=known)
     return result

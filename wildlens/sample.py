@@ -16,6 +16,7 @@ from core.runstore import Run, RunInfo, RunStore
 
 from classify.inference import InferenceOptions, predict_run
 from classify.registry import DEFAULT_MODEL, list_models
+from classify.sources import get_source
 
 SAMPLE_RUN_ID = "sample"
 
@@ -25,7 +26,7 @@ def sample_models() -> list[str]:
     without any, the default is named, so that the error says which package to install."""
     from classify.weights import weights_status
 
-    usable = [e.id for e in list_models() if e.source == "package" and weights_status(e).available]
+    usable = [e.id for e in list_models() if get_source(e).packaged and weights_status(e).available]
     usable.sort(key=lambda model: model != DEFAULT_MODEL)  # stable: registry order after the default
     return usable or [DEFAULT_MODEL]
 

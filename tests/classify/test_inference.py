@@ -12,10 +12,11 @@ from PIL import Image
 import classify.inference as inference
 from classify.inference import (FolderError, ImageTask, InferenceOptions, autocast_dtype, check_output_path,
                                 default_num_workers, full_fp32, plan_passes, predict_folder, predict_run, run_inference, scan_folder, select_device)
-from classify.registry import class_wnids, get_model, make_test_double
+from classify.registry import class_wnids, get_model
 from classify.weights import WeightsError
 from core.labels import get_label_space
 from core.runstore import RunInfo, RunStore
+from tests.classify.doubles import make_test_double
 
 SITE = Path(torch.__file__).resolve().parent.parent
 SOURCES = {"n02123045": SITE / "skimage/data/chelsea.png", "n07920052": SITE / "skimage/data/coffee.png"}

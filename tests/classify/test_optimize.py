@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from classify.optimize import fold_batchnorm
-from classify.weights import load_efficientnet_lite0_package
+from classify.sources.package_source import load_efficientnet_lite0_package
 
 
 def _randomise_batchnorm(model: nn.Module, seed: int = 0) -> nn.Module:

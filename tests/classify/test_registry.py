@@ -3,10 +3,11 @@ import pytest
 import torch
 
 from classify.preprocess import crop_to_tensor, normalizer
-from classify.registry import (CROP_MODES, DEFAULT_MODEL, FAMILIES, INTERPOLATIONS, SOURCES, InputConfig,
-                               UnknownModelError, class_wnids, count_parameters, get_model, list_models,
-                               make_test_double, resolve_models)
+from classify.registry import (CROP_MODES, DEFAULT_MODEL, FAMILIES, INTERPOLATIONS, InputConfig, UnknownModelError,
+                               class_wnids, get_model, list_models, resolve_models)
+from classify.sources import SOURCES, count_parameters
 from core.labels import get_label_space, label_space_names
+from tests.classify.doubles import is_test_double, make_test_double
 
 PAPER_MODELS = {"VGG16", "VGG19", "ResNet50", "ResNet101", "ResNet152", "InceptionV3", "InceptionResNetV2", "Xception",
                 "MobileNetV2", "NASNetLarge", "DenseNet121", "DenseNet169", "DenseNet201", "EfficientNetB7",
@@ -25,7 +26,7 @@ def test_entries_are_well_formed():
         cfg = e.input_config()
         assert cfg.crop_mode in CROP_MODES and cfg.interpolation in INTERPOLATIONS
         assert 64 <= cfg.size <= cfg.resize_size <= 1024
-        assert not e.is_test_double and not e.id.startswith("test-double-")
+        assert not is_test_double(e) and not e.id.startswith("test-double-")
     assert {e.family for e in entries} == set(FAMILIES)
 
 
@@ -91,7 +92,7 @@ def test_lookup_by_alias_and_helpful_errors():
 
 def test_test_doubles_are_never_registered():
     double = make_test_double("test_vit", "imagenet-21k", family="transformer")
-    assert double.id == "test-double-test_vit-imagenet-21k" and double.is_test_double
+    assert double.id == "test-double-test_vit-imagenet-21k" and is_test_double(double)
     assert double.num_classes == 21843 and double.num_params > 0
     assert double.id not in {e.id for e in list_models()}
     with pytest.raises(UnknownModelError):

@@ -1,0 +1,101 @@
+"""timm's pretrained models: ``arch.tag`` names, weights from the Hugging Face Hub or a URL.
+
+Input configuration from timm's pretrained config (at its test resolution where timm records
+one); weights looked up, without network access, in the Hugging Face cache (a safetensors twin
+first) and then, for weights timm hosts elsewhere (GitHub releases), in the torch hub cache;
+loading through ``timm.create_model``, with a local file read safely first
+(:func:`classify.weights.read_state_dict`) and adapted by timm's own filter.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..weights import WeightsError, find_in_hf_cache, find_in_torch_hub, read_state_dict
+from .base import ModelSource, register_source
+
+if TYPE_CHECKING:
+    from ..registry import InputConfig, ModelEntry
+    from ..weights import WeightsStatus
+
+
+def timm_input_config(pretrained_name: str) -> InputConfig:
+    """The evaluation input of timm's pretrained config ``pretrained_name`` ('arch.tag' or 'arch')."""
+    from timm.data import resolve_data_config
+    from timm.models import get_pretrained_cfg
+
+    from ..registry import InputConfig, UnknownModelError
+
+    cfg = get_pretrained_cfg(pretrained_name)
+    if cfg is None:
+        raise UnknownModelError(f"The installed timm has no pretrained config {pretrained_name!r}.")
+    # use_test_size: evaluate at the test resolution where timm records one (e.g. tv2 weights).
+    data = resolve_data_config(pretrained_cfg=cfg.to_dict(), use_test_size=True)
+    _, height, width = data["input_size"]
+    if height != width:
+        raise ValueError(f"{pretrained_name}: non-square input {height}x{width} is not supported.")
+    return InputConfig(size=int(height), crop_pct=float(data["crop_pct"]), interpolation=str(data["interpolation"]),
+                       mean=tuple(float(v) for v in data["mean"]), std=tuple(float(v) for v in data["std"]),
+                       crop_mode=str(data.get("crop_mode", "center")))
+
+
+def timm_untrained(name: str, num_classes: int):
+    """``timm.create_model(name)`` with random weights; a pretrained_cfg naming the tag sets image
+    size etc. exactly as pretrained=True would."""
+    import timm
+
+    return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+
+@register_source
+class TimmSource(ModelSource):
+    name = "timm"
+    description = "timm pretrained weights"
+
+    def model_name(self, entry: ModelEntry) -> str:
+        """'arch.tag' as timm.create_model takes it (also the pretrained-config key)."""
+        return f"{entry.arch}.{entry.weights}"
+
+    def input_config(self, entry: ModelEntry) -> InputConfig:
+        return timm_input_config(self.model_name(entry))
+
+    def fetch_command(self, entry: ModelEntry) -> str:
+        return f"python -c \"import timm; timm.create_model('{self.model_name(entry)}', pretrained=True)\""
+
+    def pretrained_cfg(self, entry: ModelEntry):
+        from timm.models import get_pretrained_cfg
+
+        cfg = get_pretrained_cfg(self.model_name(entry))
+        if cfg is None:
+            raise WeightsError(f"timm has no pretrained weights named {self.model_name(entry)!r}.")
+        return cfg
+
+    def locate(self, entry: ModelEntry) -> WeightsStatus:
+        cfg = self.pretrained_cfg(entry)
+        looked: list[str] = []
+        found: Path | None = None
+        kind = "missing"
+        if cfg.hf_hub_id:
+            found, where = find_in_hf_cache(cfg.hf_hub_id, cfg.hf_hub_filename)
+            kind = "hf-cache"
+            looked.append(where)
+        if found is None and cfg.url:
+            url = cfg.url[0] if isinstance(cfg.url, (tuple, list)) else cfg.url
+            found, where = find_in_torch_hub(url)
+            kind = "torch-hub-cache"
+            looked.append(where)
+        return self.status(entry, found, kind, looked)
+
+    def build_untrained(self, entry: ModelEntry, num_classes: int):
+        return timm_untrained(self.model_name(entry), num_classes)
+
+    def load(self, entry: ModelEntry, path: Path | None):
+        import timm
+
+        if path is None:  # require_weights allowed a download
+            return timm.create_model(self.model_name(entry), pretrained=True)
+        if path.suffix == ".npz":  # original JAX/Flax ViT weights: timm's own converter reads them (no pickle)
+            overlay = {"file": str(path), "custom_load": True}
+        else:  # read here (safetensors or weights_only), then timm's filter adapts foreign layouts
+            overlay = {"state_dict": read_state_dict(path), "custom_load": False}
+        return timm.create_model(self.model_name(entry), pretrained=True, pretrained_cfg_overlay=overlay)

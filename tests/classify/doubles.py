@@ -1,0 +1,71 @@
+"""Test doubles: small randomly initialised timm models, for tests and throughput benchmarks only.
+
+Registered from here, never from library code, as a model source of their own
+(:class:`RandomInitSource`, ``ModelEntry.source == 'test-double'``) whose flags keep their output
+from passing for a real model's: ``records_results = False`` (never registered, never added to a
+run's ``models``) and ``weights_file = False`` (nothing for an ONNX export to be keyed on). Their
+ids start with ``test-double-`` and their names say 'random init'.
+
+    from tests.classify.doubles import make_test_double
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from classify.registry import InputConfig, ModelEntry
+from classify.sources import build_untrained, count_parameters, register_source
+from classify.sources.timm_source import TimmSource, timm_input_config
+from classify.weights import WeightsStatus
+from core.labels import canonical_label_space, get_label_space
+
+TEST_DOUBLE_SOURCE = "test-double"
+TEST_DOUBLE_PREFIX = "test-double-"
+
+
+@register_source
+class RandomInitSource(TimmSource):
+    """A timm architecture with random weights: what a test double runs (a checkpoint, if one is
+    given, loads as for any timm model)."""
+
+    name = TEST_DOUBLE_SOURCE
+    description = "test double (random weights)"
+    weights_file = False
+    records_results = False
+
+    def model_name(self, entry: ModelEntry) -> str:
+        return entry.arch
+
+    def input_config(self, entry: ModelEntry) -> InputConfig:
+        """The input of the architecture's first pretrained tag, as if it had real weights."""
+        import timm
+
+        tags = timm.list_pretrained(f"{entry.arch}.*")
+        return timm_input_config(tags[0] if tags else entry.arch)
+
+    def fetch_command(self, entry: ModelEntry) -> str:
+        return "(none: a test double has no weights)"
+
+    def locate(self, entry: ModelEntry) -> WeightsStatus:
+        return WeightsStatus(entry.id, True, "random-init", None, (), self.fetch_command(entry))
+
+    def load(self, entry: ModelEntry, path: Path | None):
+        if path is None:  # no weights anywhere: the random ones
+            return build_untrained(entry)
+        return super().load(entry, path)
+
+
+def is_test_double(entry: ModelEntry) -> bool:
+    return entry.source == TEST_DOUBLE_SOURCE
+
+
+def make_test_double(arch: str, label_space: str = "imagenet-1k", family: str = "CNN",
+                     input_config: InputConfig | None = None) -> ModelEntry:
+    """An unregistered, randomly initialised timm model for tests and throughput benchmarks
+    (``input_config``: borrow a real entry's input pipeline). Its id says what it is, so its
+    output can never pass for a real model's."""
+    space = canonical_label_space(label_space)
+    entry = ModelEntry(id=f"{TEST_DOUBLE_PREFIX}{arch}-{space}", name=f"{arch} (random init, test double)",
+                       family=family, source=TEST_DOUBLE_SOURCE, arch=arch, weights="random-init",
+                       label_space=space, num_params=0, input_override=input_config)
+    return replace(entry, num_params=count_parameters(entry, len(get_label_space(space))))
