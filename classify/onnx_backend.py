@@ -155,7 +155,7 @@ def export_onnx_bytes(model: torch.nn.Module, input_size: int) -> bytes:
 def make_session(model_path: str | Path, threads: int = 1):
     """An ONNX Runtime CPU session with all graph optimisations and ``threads`` intra-op threads.
     The pipeline uses one thread per session and runs batches concurrently instead
-    (``classify.inference.onnx_streams``); ``run`` is thread-safe and releases the GIL."""
+    (``classify.device.cpu_streams``); ``run`` is thread-safe and releases the GIL."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()

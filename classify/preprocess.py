@@ -35,6 +35,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 from torchvision.transforms.v2 import functional as TF2
 
+from core.errors import OptionError
 from core.imageio import ImageLoadError, load_rgb, to_rgb
 
 from .registry import Geometry, InputConfig
@@ -46,7 +47,7 @@ _INTERPOLATION = {
     "lanczos": InterpolationMode.LANCZOS,
 }
 
-RESAMPLERS = ("torch", "pil")
+RESAMPLERS = ("torch", "pil")  # the choices the command line and the Models page offer
 DEFAULT_RESAMPLER = "torch"
 # torchvision's tensor resize has no Lanczos, and its "nearest" picks other pixels than Pillow's.
 _TENSOR_INTERPOLATIONS = frozenset({"bilinear", "bicubic"})
@@ -54,7 +55,7 @@ _TENSOR_INTERPOLATIONS = frozenset({"bilinear", "bicubic"})
 
 def check_resampler(resampler: str) -> str:
     if resampler not in RESAMPLERS:
-        raise ValueError(f"resampler {resampler!r}: choose one of {', '.join(RESAMPLERS)}.")
+        raise OptionError(f"resampler {resampler!r}: choose one of {', '.join(RESAMPLERS)}.")
     return resampler
 
 

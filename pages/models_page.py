@@ -2,7 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import download_csv, manifest, progress_bar, require_run
+from classify.device import DEVICES, PRECISIONS
+from classify.preprocess import DEFAULT_RESAMPLER, RESAMPLERS
+from classify.registry import FAMILIES, FAMILY_TITLES
+from core.errors import WildLensError
+from pages.common import download_csv, manifest, progress_bar, require_run, show_error
 
 
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
@@ -31,7 +35,8 @@ st.caption("Weights are looked for in this machine's caches only (Hugging Face, 
            "machine with internet.")
 
 selected: list[str] = []
-for family, label in (("CNN", "CNNs"), ("transformer", "Transformers")):
+for family in FAMILIES:
+    label = FAMILY_TITLES[family]
     part = table[table["family"] == family]
     st.subheader(f"{label} · {int(part['usable'].sum())} of {len(part)} usable here")
     edited = st.data_editor(
@@ -59,15 +64,15 @@ st.markdown(f"**{n_images}** usable images in run `{run.run_id}` · models alrea
 with st.expander("Options"):
     c1, c2, c3, c4 = st.columns(4)
     batch_size = c1.number_input("Batch size (0 = automatic)", 0, 512, 0)
-    device = c2.selectbox("Device", ["auto", "cpu", "cuda", "mps"], help="auto: CUDA, then MPS, then CPU.")
-    precision = c3.selectbox("Precision", ["auto", "fp32", "bf16", "fp16"],
+    device = c2.selectbox("Device", DEVICES, help="auto: CUDA, then MPS, then CPU.")
+    precision = c3.selectbox("Precision", PRECISIONS,
                              help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU. fp32 on a GPU is true fp32.")
-    resampler = c4.selectbox("Resize", ["torch", "pil"],
+    resampler = c4.selectbox("Resize", RESAMPLERS, index=RESAMPLERS.index(DEFAULT_RESAMPLER),
                              help="torch: torchvision's uint8 kernel, 2-3x faster, within 1/255 of Pillow on under "
                                   "1% of the values. pil: Pillow, exactly the pixels of timm's eval transform.")
 if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runnable or n_images == 0):
-    from classify.inference import InferenceOptions, predict_run
-    from classify.weights import WeightsError
+    from classify.pipeline import InferenceOptions
+    from classify.targets import predict_run
 
     # Worker processes are for the command line; inside the server one process decodes.
     options = InferenceOptions(batch_size=batch_size or None, device=device, num_workers=0, precision=precision,
@@ -76,8 +81,8 @@ if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runna
         with st.status(f"Classifying {n_images} images with {len(runnable)} model(s)…", expanded=True) as status:
             report = predict_run(run, runnable, options, progress_bar())
             status.update(label=f"Done in {report.seconds:.1f} s on {report.device}", state="complete")
-    except (WeightsError, ValueError) as exc:  # missing weights; a device or precision this machine lacks
-        st.error(str(exc))
+    except WildLensError as exc:  # missing weights; a device or precision this machine lacks
+        show_error(exc)
         st.stop()
     st.dataframe(pd.DataFrame([vars(r) for r in report.models.values()]), hide_index=True)
     st.caption(report.summary())

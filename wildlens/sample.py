@@ -14,9 +14,10 @@ from __future__ import annotations
 from core.progress import ProgressCallback
 from core.runstore import Run, RunInfo, RunStore
 
-from classify.inference import InferenceOptions, predict_run
+from classify.pipeline import InferenceOptions
 from classify.registry import DEFAULT_MODEL, list_models
 from classify.sources import get_source
+from classify.targets import predict_run
 
 SAMPLE_RUN_ID = "sample"
 

@@ -9,10 +9,12 @@ import pytest
 import torch
 from PIL import Image
 
-import classify.inference as inference
-from classify.inference import (FolderError, ImageTask, InferenceOptions, autocast_dtype, check_output_path,
-                                default_num_workers, full_fp32, plan_passes, predict_folder, predict_run, run_inference, scan_folder, select_device)
+import classify.device as device
+import classify.pipeline as pipeline
+from classify.device import autocast_dtype, default_num_workers, full_fp32, select_device
+from classify.pipeline import ImageTask, InferenceOptions, plan_passes, run_inference
 from classify.registry import class_wnids, get_model
+from classify.targets import FolderError, check_output_path, predict_folder, predict_run, scan_folder
 from classify.weights import WeightsError
 from core.labels import get_label_space
 from core.runstore import RunInfo, RunStore
@@ -38,7 +40,7 @@ def seeded_models():
 
 @pytest.fixture()
 def fixed_weights(monkeypatch, seeded_models):
-    monkeypatch.setattr(inference, "load_model", lambda entry, *a, **k: seeded_models[entry.id])
+    monkeypatch.setattr(pipeline, "load_model", lambda entry, *a, **k: seeded_models[entry.id])
     return seeded_models
 
 
@@ -193,7 +195,7 @@ def test_worker_processes_give_the_same_predictions(tmp_path, fixed_weights):
 def test_a_model_whose_head_does_not_fit_its_label_space_is_refused(monkeypatch, tmp_path):
     import timm
 
-    monkeypatch.setattr(inference, "load_model",
+    monkeypatch.setattr(pipeline, "load_model",
                         lambda entry, *a, **k: timm.create_model("test_efficientnet", num_classes=10).eval())
     tasks = [ImageTask("a.png", str(SOURCES["n02123045"]), "n02123045")]
     with pytest.raises(WeightsError, match="outputs \\(10,\\) scores"):
@@ -246,12 +248,10 @@ def test_fp32_on_cuda_turns_tf32_off_and_restores_the_flags():
 
 
 def test_decode_workers_per_device(monkeypatch):
-    import classify.inference as inference
-
-    monkeypatch.setattr(inference, "available_cores", lambda: 16)
+    monkeypatch.setattr(device, "available_cores", lambda: 16)
     assert default_num_workers(torch.device("cpu")) == 4  # the cores are shared with the forward pass
     assert default_num_workers(torch.device("cuda")) == 16  # decoding is the bound with a GPU
-    monkeypatch.setattr(inference, "available_cores", lambda: 2)
+    monkeypatch.setattr(device, "available_cores", lambda: 2)
     assert default_num_workers(torch.device("cpu")) == 1 and default_num_workers(torch.device("cuda")) == 2
 
 

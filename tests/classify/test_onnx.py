@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-import classify.inference as inference
 import classify.onnx_backend as backend
-from classify.inference import InferenceOptions, check_backend, predict_folder
+import classify.pipeline as pipeline
+from classify.device import check_backend
+from classify.pipeline import InferenceOptions
 from classify.onnx_backend import ExportKey, OnnxBackendError, OnnxCache, onnx_classifier
 from classify.preprocess import crop_to_tensor, normalizer
 from classify.registry import DEFAULT_MODEL, get_model
 from classify.sources.package_source import load_efficientnet_lite0_package
+from classify.targets import predict_folder
 from classify.weights import weights_status
 from core.imageio import load_rgb
 
@@ -179,9 +181,9 @@ def test_gpu_and_test_doubles_keep_the_pytorch_path():
     with pytest.raises(ValueError, match="choose one of"):
         check_backend("tensorrt", torch.device("cpu"))
     cpu = torch.device("cpu")
-    assert inference._onnx_excluded(get_model(DEFAULT_MODEL), torch.device("cuda"), InferenceOptions()) == "cuda device"
+    assert pipeline._onnx_excluded(get_model(DEFAULT_MODEL), torch.device("cuda"), InferenceOptions()) == "cuda device"
     from tests.classify.doubles import make_test_double
 
     double = make_test_double("test_efficientnet")
-    assert "test double" in inference._onnx_excluded(double, cpu, InferenceOptions())
-    assert inference._onnx_excluded(get_model(DEFAULT_MODEL), cpu, InferenceOptions()) is None
+    assert "test double" in pipeline._onnx_excluded(double, cpu, InferenceOptions())
+    assert pipeline._onnx_excluded(get_model(DEFAULT_MODEL), cpu, InferenceOptions()) is None

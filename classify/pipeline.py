@@ -1,36 +1,34 @@
-"""Batched, resumable inference: images in, top-5 wnids per (model, image) into the run store.
+"""The inference pipeline: image tasks in, top-5 rows per (model, image) out, batch by batch.
 
-The pipeline, and why:
+It owns what happens between a list of images and a sink (:func:`run_inference`); where the
+tasks come from and where the rows go are the targets' business (:mod:`classify.targets`), and
+device, precision and thread policy are :mod:`classify.device`'s. The pipeline, and why:
 
 * A ``torch.utils.data.DataLoader`` whose worker processes decode each image once
   (``core.imageio.load_rgb``: EXIF, CMYK, palettes, 16-bit, bombs) and crop it once per distinct
-  :class:`~classify.registry.Geometry` among the models of a pass. Models that differ only in
-  mean/std share the crop; normalisation runs on the device (``classify.preprocess``).
+  :class:`~classify.registry.Geometry` among the models of a pass (:class:`DecodedCrops`). Models
+  that differ only in mean/std share the crop; normalisation runs on the device
+  (``classify.preprocess``).
 * Models run together in *passes* over the same decoded images, as many as fit in a parameter
-  budget, ordered by geometry; a 600-px EfficientNet-B7 does not force a second decode for the
-  224-px models beside it, and twenty models are not all held in memory at once.
-* Device: CUDA, then Apple MPS, then CPU. ``torch.inference_mode``, channels-last memory, and on
-  a GPU autocast (bf16 where supported, else fp16), or with ``precision='fp32'`` true fp32 (no
-  TF32, :func:`full_fp32`); probabilities are computed in float32.
-  Batch-norm is folded into convolutions where that provably changes nothing
-  (``classify.optimize``). On the CPU several batches are computed at once, one thread each
-  (``cpu_streams``): no OpenMP barriers, and the cores the decode workers leave idle are used.
+  budget, ordered by geometry (:func:`plan_passes`); a 600-px EfficientNet-B7 does not force a
+  second decode for the 224-px models beside it, and twenty models are not all held in memory at once.
+* ``torch.inference_mode``, channels-last memory, and on a GPU autocast or true fp32
+  (``classify.device``); probabilities are computed in float32. Batch-norm is folded into
+  convolutions where that provably changes nothing (``classify.optimize``). On the CPU several
+  batches are computed at once, one thread each (``classify.device.cpu_streams``): no OpenMP
+  barriers, and the cores the decode workers leave idle are used.
 * On the CPU a model runs on ONNX Runtime where that is installed and its export checks out
   (``classify.onnx_backend``: about twice PyTorch's speed there, logits within 1e-3); otherwise,
-  and always on a GPU, on PyTorch. ``InferenceOptions.backend`` chooses; the report says which
-  backend each model ran on and why.
-* Every batch is stored at once as one part file per model (``Run.append_predictions``), so a
-  killed run loses at most one batch, and a re-run skips every (model, image) already stored 'ok'.
+  and always on a GPU, on PyTorch (:func:`_load_one`). ``InferenceOptions.backend`` chooses; the
+  report says which backend each model ran on and why.
+* Every batch's rows go to the sink before progress is reported, so a target that stores them at
+  once (part files, ``core.parts``) loses at most one batch to a kill; (model, image) pairs the
+  caller says are done are skipped.
 * An image that cannot be decoded becomes a row with status 'failed' and its reason; the run
   goes on. Progress goes through ``core.progress`` (terminal bar or dashboard).
-
-Entry points: :func:`predict_run` (images of a run in the store) and :func:`predict_folder`
-(``DIR/<wnid>/<images>``, for the command line). Both end in :func:`run_inference`.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
@@ -43,29 +41,19 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from core.errors import OptionError
 from core.imageio import ImageLoadError, load_rgb
 from core.progress import ProgressCallback, report
-from core.runstore import PREDICTION_SCHEMA, TOP_K, Run, StoreError, conform, write_table
-from core.wordnet import is_wnid
+from core.runstore import TOP_K
 
+from .device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts, cpu_streams, cpu_threads,
+                     default_num_workers, full_fp32, precision_name, select_device)
 from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier
 from .optimize import fold_batchnorm
 from .preprocess import DEFAULT_RESAMPLER, check_resampler, crop_to_tensor, load_rgb_draft, normalizer
 from .registry import Geometry, ModelEntry, class_wnids, resolve_models
 from .sources import get_source
 from .weights import WeightsError, load_model, require_weights, weights_status
-
-IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
-                            ".pgm", ".pbm"})
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-BACKENDS = ("auto", "torch", "onnxruntime")
-# Measured on a 2-core CPU (benchmarks/bench_inference.py): EfficientNet-Lite0 images/s peak at
-# small batches there (activations that stay in cache); a GPU wants bigger ones.
-DEFAULT_BATCH = {"cpu": 8, "mps": 32, "cuda": 64}
-
-
-class FolderError(ValueError):
-    """An images folder that is not DIR/<wnid>/<images>; the message says how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -139,89 +127,8 @@ class InferenceReport:
                 + (f" [{ran_on}]" if ran_on else ""))
 
 
-# --------------------------------------------------------------------------- device and settings
-def select_device(preference: str = "auto") -> torch.device:
-    """CUDA, then MPS, then CPU; or exactly what was asked, if it exists."""
-    if preference == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        device = torch.device(preference)
-    except RuntimeError:
-        raise ValueError(f"device {preference!r}: use auto, cpu, cuda, cuda:N or mps.") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for, but PyTorch sees no CUDA GPU here; use --device auto or cpu.")
-    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ValueError("device 'mps' was asked for, but this machine has no usable Apple GPU; use --device auto or cpu.")
-    return device
 
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """None for float32; the autocast dtype otherwise. Half precision is for GPUs only."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}.")
-    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
-        return None
-    if device.type == "cpu":
-        raise ValueError(f"precision {precision} needs a GPU; on the CPU use fp32 (the default).")
-    if precision == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if precision == "bf16" else torch.float16
-
-
-def check_backend(backend: str, device: torch.device) -> None:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}.")
-    if backend == "onnxruntime" and device.type != "cpu":
-        raise ValueError(f"backend onnxruntime is for the CPU here; on {device.type} use --backend auto or torch.")
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def default_num_workers(device: torch.device) -> int:
-    """Decode workers. On the CPU they share the cores with the forward pass, so half of them
-    (one on a 2-core machine). A GPU does the math elsewhere and decoding is the bound: ResNet-50
-    in bf16 on an H200 computes ~15,000 images/s, while 16 cores decode ~2,000/s; there one
-    worker per core beat 14 and 8 (2,030, 1,470, 1,070 images/s; benchmarks/bench_inference.py)."""
-    cores = available_cores()
-    return max(1, min(4, cores // 2)) if device.type == "cpu" else max(1, min(32, cores))
-
-
-def cpu_streams(workers: int) -> int:
-    """Forward passes in flight at once on the CPU, one thread each: the cores the decode workers
-    leave free, plus one that computes while a worker is busy (a worker needs ~12 ms of a core per
-    image; ONNX Runtime's forward pass ~15, PyTorch's ~35). Separate batches share the cores
-    without the barriers of intra-op threads. EfficientNet-Lite0 on 2 cores with 1 worker
-    (benchmarks/bench_inference.py): ONNX Runtime 2 streams ~60 images/s, 1 stream ~50, 1 stream
-    with 2 intra-op threads ~48; PyTorch 2 streams ~30, 1 stream ~22."""
-    return max(1, available_cores() - workers) + (1 if workers else 0)
-
-
-@contextlib.contextmanager
-def cpu_threads(device: torch.device):
-    """One intra-op thread per forward pass on the CPU (the streams give the parallelism), then
-    restore torch's setting. Oversubscribed OpenMP threads spin at barriers; on a busy 2-core
-    machine that made a 2-thread forward pass slower than a 1-thread one."""
-    if device.type != "cpu":
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
+# --------------------------------------------------------------------------- passes
 def plan_passes(entries: Sequence[ModelEntry], max_params: int) -> list[list[ModelEntry]]:
     """Group models into passes over the images: same-geometry models next to each other (they
     share crops), each pass within ``max_params`` (a bigger model gets a pass of its own)."""
@@ -372,7 +279,7 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
                                 channels_last=False)
         except OnnxBackendError as exc:
             if options.backend == "onnxruntime":
-                raise ValueError(f"{entry.id} cannot run on ONNX Runtime: {exc}. Use --backend auto or torch.") from None
+                raise OptionError(f"{entry.id} cannot run on ONNX Runtime: {exc}. Use --backend auto or torch.") from None
             reason = str(exc)
     module = torch_model()
     if options.fold_batchnorm:
@@ -388,22 +295,6 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
 def _load_pass(entries: Sequence[ModelEntry], geometries: list[Geometry], images: dict[str, int],
                settings: "_Settings") -> list[_LoadedModel]:
     return [_load_one(e, geometries.index(e.input_config().geometry), images[e.id], settings) for e in entries]
-
-
-@contextlib.contextmanager
-def full_fp32(device: torch.device):
-    """fp32 on CUDA means IEEE fp32: PyTorch's default TF32 convolutions (a 10-bit mantissa)
-    moved EfficientNet-Lite0's probabilities by up to 1e-3 from the CPU's on an H200. The flags
-    are process-wide; a GPU runs one batch at a time here, and they are restored after it."""
-    if device.type != "cuda":
-        yield
-        return
-    conv, matmul = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
 
 
 def _forward(model: _LoadedModel, crops: torch.Tensor, device: torch.device, amp: torch.dtype | None) -> torch.Tensor:
@@ -536,6 +427,7 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
     amp = autocast_dtype(options.precision, device)
     check_backend(options.backend, device)
     check_resampler(options.resampler)  # a typo fails here, not inside every worker
+    check_counts(options.batch_size, options.num_workers)
     workers = default_num_workers(device) if options.num_workers is None else options.num_workers
     streams = (options.num_threads or cpu_streams(workers)) if device.type == "cpu" else 1  # GPUs: one stream
     settings = _Settings(device, amp, options.batch_size or DEFAULT_BATCH.get(device.type, 16), workers, streams,
@@ -562,126 +454,7 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
             decoded += _run_pass(pass_entries, pass_tasks, pending, reports, sink, progress, label, settings, backends)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    precision = "fp32" if amp is None else str(amp).replace("torch.", "")
-    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision, backends,
-                           options.resampler)
+    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision_name(amp),
+                           backends, options.resampler)
 
 
-# --------------------------------------------------------------------------- runs
-def run_tasks(run: Run) -> list[ImageTask]:
-    """The run's usable images (accepted, not excluded) as tasks."""
-    tasks = []
-    for row in run.usable_images().itertuples(index=False):
-        file, wnid = row.file, row.wnid
-        if file is None or pd.isna(file):
-            continue
-        try:
-            tasks.append(ImageTask(str(file), str(run.image_path(str(file))), None if pd.isna(wnid) else str(wnid)))
-        except StoreError as exc:
-            tasks.append(ImageTask(str(file), "", None if pd.isna(wnid) else str(wnid), error=str(exc)))
-    return tasks
-
-
-def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: InferenceOptions | None = None,
-                progress: ProgressCallback | None = None) -> InferenceReport:
-    """Classify a run's usable images with ``models``; resumable; stores through the run store."""
-    options = options or InferenceOptions()
-    entries = resolve_models(models)
-    tasks = run_tasks(run)
-    done = {e.id: run.predicted_images(e.id) for e in entries}
-    result = run_inference(tasks, entries, run.append_predictions, done, options, progress)
-    if options.compact:
-        for entry in entries:
-            run.compact_predictions(entry.id)
-    if run.info_path.exists():
-        info = run.info
-        results = [e.id for e in entries if e.id not in info.models and get_source(e).records_results]
-        known = list(info.models) + results
-        if known != list(info.models):
-            run.update_info(models=known)
-    return result
-
-
-# --------------------------------------------------------------------------- folders
-def scan_folder(folder: str | Path) -> tuple[list[ImageTask], int]:
-    """DIR/<wnid>/<images> -> tasks (image id '<wnid>/<relative path>'), and how many files were
-    skipped for not looking like images. Raises FolderError with advice."""
-    root = Path(folder).expanduser()
-    if not root.exists():
-        raise FolderError(f"Folder {root} does not exist.")
-    if not root.is_dir():
-        raise FolderError(f"{root} is a file; give a folder holding one sub-folder per class (named by wnid).")
-    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise FolderError(f"{root} has no class sub-folders. Expected {root}/<wnid>/<images>, e.g. "
-                          f"{root}/n02123045/cat1.jpg.")
-    wrong = [p.name for p in classes if not is_wnid(p.name)]
-    if wrong:
-        shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
-        raise FolderError(f"Sub-folders of {root} must be named by WordNet id (e.g. n02123045 for tabby); "
-                          f"these are not: {shown}. 'python -m explain hyponyms cat.n.01' lists wnids.")
-    tasks, skipped = [], 0
-    for folder_ in classes:
-        for path in sorted(folder_.rglob("*")):
-            if not path.is_file() or any(part.startswith(".") for part in path.relative_to(root).parts):
-                continue
-            if path.suffix.lower() not in IMAGE_SUFFIXES:
-                skipped += 1
-                continue
-            tasks.append(ImageTask(path.relative_to(root).as_posix(), str(path), folder_.name))
-    if not tasks:
-        raise FolderError(f"No images under {root}/<wnid>/ (looked for {', '.join(sorted(IMAGE_SUFFIXES))}).")
-    return tasks, skipped
-
-
-OUTPUT_SUFFIXES = (".csv", ".parquet", ".pq")
-
-
-def check_output_path(out: str | Path) -> Path:
-    out = Path(out).expanduser()
-    if out.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise FolderError(f"--out {out}: the file name must end in .csv or .parquet (it decides the format).")
-    if out.exists() and out.is_dir():
-        raise FolderError(f"--out {out} is a folder; give a file name ending in .csv or .parquet.")
-    return out
-
-
-def parts_folder_for(out: Path) -> Path:
-    """Where the batches of a folder run are kept for resuming: beside the output file."""
-    return out.parent / f".{out.name}.parts"
-
-
-class _MemorySink:
-    def __init__(self):
-        self.frames: list[pd.DataFrame] = []
-
-    def __call__(self, frame: pd.DataFrame) -> None:
-        self.frames.append(frame)
-
-
-def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry], out: str | Path | None = None,
-                   options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
-                   ) -> tuple[pd.DataFrame, InferenceReport]:
-    """Classify DIR/<wnid>/<images>. With ``out`` the batches are kept beside it (resumable) and
-    the predictions are written to it, CSV or Parquet by suffix; the table is also returned."""
-    options = options or InferenceOptions()
-    entries = resolve_models(models)
-    tasks, _ = scan_folder(folder)
-    out_path = check_output_path(out) if out is not None else None
-    if out_path is None:
-        sink = _MemorySink()
-        result = run_inference(tasks, entries, sink, None, options, progress)
-        table = pd.concat(sink.frames, ignore_index=True) if sink.frames else pd.DataFrame(columns=list(PREDICTION_SCHEMA))
-    else:
-        store = Run(parts_folder_for(out_path))
-        done = {e.id: store.predicted_images(e.id) for e in entries}
-        result = run_inference(tasks, entries, store.append_predictions, done, options, progress)
-        if options.compact:
-            for entry in entries:
-                store.compact_predictions(entry.id)
-        table = store.read_predictions([e.id for e in entries])
-        table = table[table["image"].isin({t.image for t in tasks})]
-    table = table.sort_values(["model", "image"], kind="stable").reset_index(drop=True)
-    if out_path is not None:
-        write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")
-    return conform(table, PREDICTION_SCHEMA, table="predictions", extra="drop"), result
