@@ -154,3 +154,18 @@ def test_a_greyscale_image_takes_the_pillow_path():
 def test_unknown_resampler_is_refused_with_the_choices():
     with pytest.raises(ValueError, match="choose one of torch, pil"):
         crop_to_tensor(noise_image(), CONFIGS[0].geometry, "opencv")
+
+
+def test_sources_are_found_by_name_and_only_results_are_registered():
+    from dataclasses import replace
+
+    from classify.registry import register_models
+    from classify.sources import UnknownSourceError, get_source
+
+    assert get_source("timm").name == "timm" and get_source(get_model(DEFAULT_MODEL)).packaged
+    with pytest.raises(UnknownSourceError, match="known sources: .*timm.*torchvision"):
+        get_source("open_clip")
+    double = make_test_double("test_efficientnet")
+    with pytest.raises(ValueError, match="never registered"):
+        register_models(lambda: replace(double, id="random-but-renamed", aliases=()))
+    assert "random-but-renamed" not in {e.id for e in list_models()}

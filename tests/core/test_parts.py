@@ -1,0 +1,29 @@
+"""Prediction part files in a plain folder (core.parts): what a folder run of classify keeps
+beside its output file, without being a run."""
+import pandas as pd
+import pytest
+
+from core.parts import PredictionParts
+from core.runstore import PREDICTION_SCHEMA, StoreError
+
+
+def _preds(model, images, pred="n02123045", status="ok"):
+    return pd.DataFrame({"model": model, "image": images, "true_wnid": "n02123045", "pred_wnid": pred,
+                         "prob_1": 0.9, "label_space": "imagenet-1k", "status": status})
+
+
+def test_a_plain_folder_keeps_parts_without_being_a_run(tmp_path):
+    folder = tmp_path / ".out.csv.parts"
+    parts = PredictionParts(folder)
+    assert parts.read().empty and list(parts.read().columns) == list(PREDICTION_SCHEMA)
+    parts.append(_preds("torchvision/m", ["a", "b"]))
+    parts.append(_preds("torchvision/m", ["b"], pred=None, status="failed"))  # latest wins
+    assert parts.predicted_images("torchvision/m") == {"a"}
+    assert parts.predicted_images("torchvision/m", include_failed=True) == {"a", "b"}
+    before = parts.read()
+    parts.compact("torchvision/m")
+    assert [p.name for p in folder.iterdir()] == ["torchvision_m"]  # no run.json, manifest or images
+    assert len(list((folder / "torchvision_m").glob("part-*.parquet"))) == 1
+    assert parts.read().equals(before)
+    with pytest.raises(StoreError, match="not a usable model id"):
+        parts.model_dir("../elsewhere")
