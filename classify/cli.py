@@ -35,8 +35,7 @@ def _checkpoints(items: list[str]) -> dict[str, str]:
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
-    from .device import BACKENDS, PRECISIONS
-    from .preprocess import DEFAULT_RESAMPLER, RESAMPLERS
+    from .options import BACKENDS, DEFAULT_RESAMPLER, PRECISIONS, RESAMPLERS
 
     p = argparse.ArgumentParser(
         prog="python -m classify",
@@ -99,11 +98,11 @@ def cmd_models(argv: list[str]) -> int:
 
 
 def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = None) -> int:
+    parser = build_predict_parser()
+    args = parser.parse_args(argv)  # before torch loads: --help and usage errors answer at once
     from .pipeline import InferenceOptions
     from .targets import predict_folder, predict_run
 
-    parser = build_predict_parser()
-    args = parser.parse_args(argv)
     if args.images and not args.out:
         parser.error("--images needs --out FILE (.csv or .parquet)")
     if args.run and args.out:

@@ -22,9 +22,8 @@ import torch
 
 from core.errors import OptionError
 
-DEVICES = ("auto", "cpu", "cuda", "mps")  # and 'cuda:N'
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-BACKENDS = ("auto", "torch", "onnxruntime")
+from .options import BACKENDS, DEVICES, PRECISIONS  # noqa: F401  (the option lists live there; re-exported)
+
 # Measured on a 2-core CPU (benchmarks/bench_inference.py): EfficientNet-Lite0 images/s peak at
 # small batches there (activations that stay in cache); a GPU wants bigger ones.
 DEFAULT_BATCH = {"cpu": 8, "mps": 32, "cuda": 64}

@@ -38,6 +38,7 @@ from torchvision.transforms.v2 import functional as TF2
 from core.errors import OptionError
 from core.imageio import ImageLoadError, load_rgb, to_rgb
 
+from .options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from .registry import Geometry, InputConfig
 
 _INTERPOLATION = {
@@ -47,8 +48,6 @@ _INTERPOLATION = {
     "lanczos": InterpolationMode.LANCZOS,
 }
 
-RESAMPLERS = ("torch", "pil")  # the choices the command line and the Models page offer
-DEFAULT_RESAMPLER = "torch"
 # torchvision's tensor resize has no Lanczos, and its "nearest" picks other pixels than Pillow's.
 _TENSOR_INTERPOLATIONS = frozenset({"bilinear", "bicubic"})
 

@@ -2,8 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from classify.device import DEVICES, PRECISIONS
-from classify.preprocess import DEFAULT_RESAMPLER, RESAMPLERS
+from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS
 from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
 from pages.common import download_csv, manifest, progress_bar, require_run, show_error
