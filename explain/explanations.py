@@ -12,13 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from .similarity import get_taxonomy, pair_similarity
 from core.wordnet import synset_of, wnid_of
-
-# The SPEC's colour coding of confusions (blue sibling, magenta hypernym, red distant), kept here
-# so every view colours a relation the same way.
-RELATION_COLOURS = {"same": "#2ca02c", "hypernym": "#d62fd6", "hyponym": "#9467bd", "sibling": "#1f77b4",
-                    "cousin": "#17becf", "distant": "#d62728"}
+from .similarity import get_taxonomy, pair_similarity
+from .vocabulary import RELATION_COLOURS  # noqa: F401  (re-exported: the colours live in explain.vocabulary)
 
 
 @dataclass(frozen=True)

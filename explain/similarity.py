@@ -61,13 +61,16 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from core.errors import WildLensError
 from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, synset_of
+from .vocabulary import RELATIONS
 
 # Bump when any value below changes meaning: cached matrices with another version are ignored.
 SIMILARITY_CODE_VERSION = 1
 
-RELATIONS = ("same", "hypernym", "hyponym", "sibling", "cousin", "distant")
-SAME, HYPERNYM, HYPONYM, SIBLING, COUSIN, DISTANT = range(len(RELATIONS))
+# Names, colours and sentences live in explain.vocabulary; a relation's code is its index there.
+SAME, HYPERNYM, HYPONYM, SIBLING, COUSIN, DISTANT = map(RELATIONS.index, ("same", "hypernym", "hyponym", "sibling",
+                                                                         "cousin", "distant"))
 
 # Noun shortest paths in WordNet 3.0 are at most 2 * 19 edges; 64 leaves room for any 3.0 corpus.
 _MAX_DISTANCE = 64
@@ -86,7 +89,7 @@ CORPUS_LABEL_SPACE = "imagenet-21k"  # ImageNet-CoG's IC corpus: Google's 21,843
 _lock = threading.RLock()
 
 
-class SimilarityError(ValueError):
+class SimilarityError(WildLensError, ValueError):
     """A similarity that cannot be computed as asked; the message says why."""
 
 

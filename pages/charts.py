@@ -4,9 +4,8 @@ from __future__ import annotations
 import networkx as nx
 import plotly.graph_objects as go
 
-from explain.explanations import RELATION_COLOURS, PairExplanation
-
-ROLE_COLOURS = {"true": "#2ca02c", "lcs": "#444444", "path": "#bbbbbb"}
+from explain.explanations import PairExplanation
+from explain.vocabulary import PATH_ROLE_COLOURS, relation
 
 
 def path_graph(explanation: PairExplanation) -> nx.DiGraph:
@@ -38,7 +37,7 @@ def path_figure(explanation: PairExplanation) -> go.Figure:
         label_x.append((x0 + x1) / 2)
         label_y.append((y0 + y1) / 2)
         label_text.append("instance of" if data["kind"] == "instance_hypernym" else "is a")
-    pred_colour = RELATION_COLOURS.get(explanation.relation, "#d62728")
+    pred_colour = relation(explanation.relation).colour
 
     xs, ys, colours, texts, hovers, sizes = [], [], [], [], [], []
     for wnid in graph.nodes:
@@ -46,7 +45,7 @@ def path_figure(explanation: PairExplanation) -> go.Figure:
         xs.append(pos[wnid][0])
         ys.append(pos[wnid][1])
         role = "pred" if "pred" in node.roles else "true" if "true" in node.roles else "lcs" if "lcs" in node.roles else "path"
-        colours.append(pred_colour if role == "pred" else ROLE_COLOURS[role])
+        colours.append(pred_colour if role == "pred" else PATH_ROLE_COLOURS[role])
         sizes.append(26 if role in ("true", "pred") else 18)
         texts.append(node.lemma_names[0] if node.lemma_names else node.name)
         tag = {"true": "true class", "pred": "predicted", "lcs": "lowest common subsumer"}

@@ -3,13 +3,9 @@ and the misclassified images themselves. Numbers come from ``explain.metrics`` t
 import pandas as pd
 import streamlit as st
 
-from explain.explanations import RELATION_COLOURS
 from explain.metrics import column_docs
+from explain.vocabulary import RELATION_COLOURS, relation_help
 from pages.common import class_name, download_csv, metric_tables, misclassified_images, require_run
-
-RELATION_HELP = ("Colour = relation of the predicted class to the true class in WordNet: "
-                 "blue sibling (shared parent), magenta hypernym (an ancestor), purple hyponym, "
-                 "teal cousin (shared grandparent), red distant.")
 
 
 def relation_style(value: str) -> str:
@@ -31,7 +27,7 @@ chosen_models = st.multiselect("Models", models, default=models)
 true_wnids = sorted(tables.per_class["true_wnid"].unique())
 names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"])}
 true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})")
-st.caption(RELATION_HELP)
+st.caption(relation_help())
 
 # ------------------------------------------------------------------ side by side per model
 cols = st.columns(max(1, min(len(chosen_models), 3)))

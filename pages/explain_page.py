@@ -3,19 +3,11 @@ import pandas as pd
 import streamlit as st
 
 from explain.explanations import explain_pair
+from explain.vocabulary import path_caption, relation_sentence
 from core.labels import QueryError, resolve_noun_synsets
 from core.wordnet import wnid_of
 from pages.charts import path_figure
 from pages.common import class_name, download_csv, metric_tables, require_run
-
-RELATION_TEXT = {
-    "same": "the same class",
-    "sibling": "a sibling: they share an immediate hypernym",
-    "hypernym": "a hypernym: the prediction is an ancestor of the true class (too general)",
-    "hyponym": "a hyponym: the prediction is a kind of the true class (too specific, hierarchically correct)",
-    "cousin": "a cousin: they share a grandparent but no parent",
-    "distant": "distant: related only high up in WordNet",
-}
 
 st.title("Explain a confusion")
 run = require_run()
@@ -57,12 +49,8 @@ else:
         st.stop()
 
 explanation = explain_pair(true_wnid, pred_wnid)
-# Streamlit's Markdown palette, closest to the relation colours (blue sibling, magenta hypernym, red distant).
-MARKDOWN_COLOUR = {"sibling": "blue", "hypernym": "violet", "hyponym": "orange", "cousin": "gray", "distant": "red",
-                   "same": "green"}
 st.markdown(f"**{class_name(true_wnid, label_space)}** ({true_wnid}) → **{class_name(pred_wnid, label_space)}** "
-            f"({pred_wnid}): :{MARKDOWN_COLOUR.get(explanation.relation, 'gray')}"
-            f"[{RELATION_TEXT.get(explanation.relation, explanation.relation)}]")
+            f"({pred_wnid}): {relation_sentence(explanation.relation)}")
 
 m = st.columns(6)
 m[0].metric("Path length", explanation.path_length, help="Edges between the two in WordNet (NLTK shortest_path_distance).")
@@ -74,8 +62,7 @@ m[4].metric("Lin", "n/a" if pd.isna(explanation.lin) else f"{explanation.lin:.4f
 m[5].metric("Severity", explanation.severity, help="Hypernym steps from the true class up to the lowest common ancestor.")
 
 st.plotly_chart(path_figure(explanation), width="stretch")
-st.caption(f"Green: the true class; {explanation.relation} colour: the prediction; dark: their lowest common "
-           "subsumer. Hover a node for its lemmas and definition.")
+st.caption(path_caption(explanation.relation))
 
 path_table = explanation.path_table()
 st.dataframe(path_table, hide_index=True, width="stretch")

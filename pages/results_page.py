@@ -15,7 +15,9 @@ MEAN_COLUMNS = ["path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes",
 COUNT_COLUMNS = ["n", "n_mistakes", "sibling_count", "hypernym_count", "hyponym_count", "cousin_count",
                  "distant_count", "n_failed"]
 FAMILY_ORDER = {"CNN": 0, "transformer": 1, "other": 2}
-FAMILY_COLOURS = {"CNN": "#1f77b4", "transformer": "#ff7f0e", "other": "#7f7f7f"}
+# Plotly's D3 palette (blue, orange, gray): model families, not relations (explain.vocabulary colours those).
+FAMILY_COLOURS = dict(zip(FAMILY_ORDER, (px.colors.qualitative.D3[0], px.colors.qualitative.D3[1],
+                                         px.colors.qualitative.D3[7])))
 
 
 def column_config(table: str) -> dict:
