@@ -9,7 +9,8 @@ are defined once, here::
         images/<wnid>/<sha256[:16]>.<ext> accepted images, named by content hash
         manifest.parquet                  one row per image seen (accepted, rejected, duplicate)
         predictions/<model>/part-*.parquet  top-5 predictions, one row per (model, image)
-        metrics/<table>.parquet           derived tables (per_model, per_class, confusions)
+        metrics/<table>.parquet           derived tables (per_model, per_class, confusions) and
+        metrics/fingerprint.json          the inputs they came from: written by explain/artefact.py
       cache/                              derived data shared by runs (similarity matrices)
 
 Writes are atomic (a temporary file in the same folder, fsync, then ``os.replace``), so a killed
@@ -21,6 +22,8 @@ with a message rather than misread.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import io
 import json
 import os
 import re
@@ -89,53 +92,8 @@ PREDICTION_SCHEMA: dict[str, str] = {
 }
 PREDICTION_STATUSES = ("ok", "failed")
 
-PER_MODEL_SCHEMA: dict[str, str] = {
-    "model": "string",
-    "n": "Int64",
-    "n_mistakes": "Int64",
-    "accuracy": "Float64",
-    "accuracy_hier": "Float64",
-    "accuracy_top5": "Float64",
-    "sibling_count": "Int64",
-    "sibling_rate": "Float64",
-    "path_mistakes": "Float64",
-    "lch_mistakes": "Float64",
-    "wup_mistakes": "Float64",
-    "lin_mistakes": "Float64",
-    "path_all": "Float64",
-    "lch_all": "Float64",
-    "wup_all": "Float64",
-    "lin_all": "Float64",
-    "severity": "Float64",
-    # Added by explain/metrics.py (documented there): mistakes by exclusive relation, failed rows.
-    "hypernym_count": "Int64",
-    "hyponym_count": "Int64",
-    "cousin_count": "Int64",
-    "distant_count": "Int64",
-    "n_failed": "Int64",
-}
-PER_CLASS_SCHEMA: dict[str, str] = {"model": "string", "true_wnid": "string",
-                                     **{k: v for k, v in PER_MODEL_SCHEMA.items() if k != "model"}}
-CONFUSION_SCHEMA: dict[str, str] = {
-    "model": "string",
-    "true_wnid": "string",
-    "pred_wnid": "string",
-    "count": "Int64",
-    "mf": "Float64",  # share of the true class's mistakes predicted as pred_wnid
-    "rank": "Int64",  # 1 = most frequent
-    "relation": "string",  # sibling, hypernym, hyponym, cousin, distant
-    # Added by explain/metrics.py (documented there): the pair's WordNet values.
-    "share_of_samples": "Float64",
-    "is_sibling": "boolean",
-    "path_distance": "Int64",
-    "path": "Float64",
-    "lch": "Float64",
-    "wup": "Float64",
-    "lin": "Float64",
-    "severity": "Int64",
-    "lcs_wnid": "string",
-}
-METRIC_SCHEMAS = {"per_model": PER_MODEL_SCHEMA, "per_class": PER_CLASS_SCHEMA, "confusions": CONFUSION_SCHEMA}
+# The metric tables (metrics/*.parquet) are derived data: their columns, dtypes and docs live together
+# in explain/schema.py, and explain/artefact.py writes and reads them.
 
 
 def empty_table(schema: dict[str, str]) -> pd.DataFrame:
@@ -193,7 +151,6 @@ def write_json_atomic(target: Path, obj) -> None:
 def write_table(df: pd.DataFrame, target: Path, schema: dict[str, str] | None = None, table: str = "table") -> None:
     """Atomically write a Parquet table (conformed to ``schema`` when given), or a CSV when
     ``target`` ends in .csv (for export; CSV carries no schema version)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if schema is not None:
@@ -203,10 +160,28 @@ def write_table(df: pd.DataFrame, target: Path, schema: dict[str, str] | None = 
         if target.suffix.lower() == ".csv":
             df.to_csv(tmp, index=False)
         else:
-            arrow = pa.Table.from_pandas(df, preserve_index=False)
-            meta = dict(arrow.schema.metadata or {})
-            meta[_META_KEY] = str(SCHEMA_VERSION).encode()
-            pq.write_table(arrow.replace_schema_metadata(meta), tmp)
+            pq.write_table(_versioned_arrow(df), tmp)
+
+
+def _versioned_arrow(df: pd.DataFrame):
+    import pyarrow as pa
+
+    arrow = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(arrow.schema.metadata or {})
+    meta[_META_KEY] = str(SCHEMA_VERSION).encode()
+    return arrow.replace_schema_metadata(meta)
+
+
+def table_to_parquet_bytes(df: pd.DataFrame, schema: dict[str, str] | None = None, table: str = "table") -> bytes:
+    """The bytes ``write_table`` would store for a Parquet target: for a caller that must know
+    exactly what it wrote (a checksum) before writing it with ``write_bytes_atomic``."""
+    import pyarrow.parquet as pq
+
+    if schema is not None:
+        df = conform(df, schema, table=table)
+    buffer = io.BytesIO()
+    pq.write_table(_versioned_arrow(df), buffer)
+    return buffer.getvalue()
 
 
 def read_table(source: Path, schema: dict[str, str] | None = None, table: str = "table") -> pd.DataFrame:
@@ -219,6 +194,23 @@ def read_table(source: Path, schema: dict[str, str] | None = None, table: str = 
         raise
     except Exception as exc:  # pyarrow raises several types for a damaged file
         raise StoreError(f"{source} is not a readable Parquet file ({exc}).") from None
+    return _from_arrow(arrow, source, schema, table)
+
+
+def read_parquet_bytes(data: bytes, schema: dict[str, str] | None = None, table: str = "table",
+                       source: Path | str = "table") -> pd.DataFrame:
+    """``read_table`` of bytes already in memory (read once, checksummed, then parsed); ``source``
+    names the file in messages."""
+    import pyarrow.parquet as pq
+
+    try:
+        arrow = pq.read_table(io.BytesIO(data))
+    except Exception as exc:  # pyarrow raises several types for damaged bytes
+        raise StoreError(f"{source} is not a readable Parquet file ({exc}).") from None
+    return _from_arrow(arrow, source, schema, table)
+
+
+def _from_arrow(arrow, source, schema: dict[str, str] | None, table: str) -> pd.DataFrame:
     version = int((arrow.schema.metadata or {}).get(_META_KEY, b"0") or 0)
     if version > SCHEMA_VERSION:
         raise StoreError(f"{source} was written by a newer WildLens (schema {version} > {SCHEMA_VERSION}); upgrade WildLens.")
@@ -399,21 +391,36 @@ class Run:
         at any point loses nothing)."""
         self.prediction_parts.compact(model)
 
-    # metrics -----------------------------------------------------------------------
-    def write_metrics(self, name: str, df: pd.DataFrame) -> Path:
-        if name not in METRIC_SCHEMAS:
-            raise StoreError(f"Unknown metric table {name!r}; known: {', '.join(METRIC_SCHEMAS)}.")
-        target = self.metrics_dir / f"{name}.parquet"
-        write_table(df, target, METRIC_SCHEMAS[name], table=name)
-        return target
 
-    def read_metrics(self, name: str) -> pd.DataFrame:
-        if name not in METRIC_SCHEMAS:
-            raise StoreError(f"Unknown metric table {name!r}; known: {', '.join(METRIC_SCHEMAS)}.")
-        target = self.metrics_dir / f"{name}.parquet"
-        if not target.exists():
-            return empty_table(METRIC_SCHEMAS[name])
-        return read_table(target, METRIC_SCHEMAS[name], table=name)
+# --------------------------------------------------------------------------- fingerprints
+def _files_fingerprint(root: Path, files: list[Path]) -> str:
+    """16 hex digits of sha256 over each file's path (relative to ``root``), size, mtime and inode.
+    Why stat and not content: a page asks on every rerun, and hashing a 1M-prediction run's parts
+    would cost a read of ~50 MB each time; the store only ever writes by atomic rename (a new inode
+    and mtime) or a new part name, so any change shows. A file removed while listing counts as absent."""
+    digest = hashlib.sha256()
+    for path in files:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        digest.update(f"{path.relative_to(root).as_posix()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def predictions_fingerprint(run: "Run") -> str:
+    """Changes whenever a prediction part file is added, replaced or removed; stays the same while
+    nothing is written. Derived tables (explain's metrics artefact, the dashboard's caches) key on it."""
+    if not run.predictions_dir.exists():
+        return "none"
+    return _files_fingerprint(run.path, sorted(run.predictions_dir.glob("*/part-*.parquet")))
+
+
+def manifest_fingerprint(run: "Run") -> str:
+    """Changes whenever the manifest is rewritten (an import, a crawl, an exclusion)."""
+    if not run.manifest_path.exists():
+        return "none"
+    return _files_fingerprint(run.path, [run.manifest_path])
 
 
 class RunStore:

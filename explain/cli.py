@@ -1,10 +1,13 @@
-"""Command line of explain/: ``python -m explain <command>``. Errors print one line, exit 2."""
+"""Command line of explain/: ``python -m explain <command>``. A user's mistake (any
+``core.errors.WildLensError``) prints ``error: <one line>`` and exits 2; anything else is a bug
+and keeps its traceback."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from core.labels import DEFAULT_LABEL_SPACE, QueryError, hyponym_classes, label_space_names, senses
+from core.errors import OptionError, WildLensError, one_line
+from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names, senses
 
 COMMANDS = {}
 
@@ -30,18 +33,36 @@ def cmd_hyponyms(args) -> int:
     return 0
 
 
+class MetricsOutputError(WildLensError, ValueError):
+    """The metric tables cannot be written where asked (a folder that is not writable, a full disk)."""
+
+
 @command
 def cmd_metrics(args) -> int:
-    """Metric tables from a predictions CSV/Parquet: writes per_model.csv, per_class.csv, confusions.csv."""
-    from .export import metrics_from_file
-
+    """Metric tables of a predictions CSV/Parquet (FILE --out DIR) or of a stored run (--run RUN_ID
+    [--out DIR]): prints the per-model summary, writes per_model.csv, per_class.csv, confusions.csv."""
     if args.top_k < 0:
-        raise ValueError("--top-k must be 0 (all confusions) or a positive number.")
+        raise OptionError("--top-k must be 0 (all confusions) or a positive number.")
+    if (args.predictions is None) == (args.run is None):
+        raise OptionError("give either a predictions FILE or --run RUN_ID (python -m explain metrics --help).")
+    cache_dir = False if args.no_cache else None
+    written: dict = {}
     try:
-        tables, written = metrics_from_file(args.predictions, args.out, confusion_top_k=args.top_k or None,
-                                            cache_dir=False if args.no_cache else None)
+        if args.run:
+            tables = _run_tables(args, cache_dir)
+            if args.out:
+                from .export import write_metric_tables
+
+                written = write_metric_tables(tables, args.out)
+        else:
+            from .export import metrics_from_file
+
+            if not args.out:
+                raise OptionError("--out DIR is needed with a predictions FILE (the folder for the three CSVs).")
+            tables, written = metrics_from_file(args.predictions, args.out, confusion_top_k=args.top_k or None,
+                                                cache_dir=cache_dir)
     except OSError as exc:  # e.g. an output folder that cannot be written
-        raise ValueError(f"cannot write the tables to {args.out}: {exc.strerror or exc}") from None
+        raise MetricsOutputError(f"cannot write the tables to {args.out}: {exc.strerror or exc}") from None
 
     def fmt(value) -> str:
         return "NA" if value is None or value != value or str(value) == "<NA>" else f"{value:.4f}"
@@ -53,10 +74,31 @@ def cmd_metrics(args) -> int:
     return 0
 
 
+def _run_tables(args, cache_dir):
+    """A run's tables: its stored artefact (recomputed and stored only when stale) for the
+    artefact's parameters; other --top-k values are computed and not stored."""
+    from core.runstore import RunStore
+    from .artefact import PARAMETERS, ensure_metrics
+    from .metrics import compute_metric_tables
+
+    run = RunStore().open_run(args.run)
+    if (args.top_k or None) != PARAMETERS["confusion_top_k"]:
+        tables = compute_metric_tables(run.usable_predictions(), confusion_top_k=args.top_k or None,
+                                       cache_dir=cache_dir)
+        print(f"metrics of run {run.run_id}: computed with --top-k {args.top_k} (not stored: the run's metrics/ "
+              f"keeps top {PARAMETERS['confusion_top_k']})", file=sys.stderr)
+        return tables
+    result = ensure_metrics(run, cache_dir=cache_dir)
+    print(result.describe(run), file=sys.stderr)
+    return result.tables
+
+
 def _metrics_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("predictions", help="CSV or Parquet with model, image, true_wnid, pred_wnid "
-                                       "[, pred_wnid_2..5, prob_1..5, status]")
-    p.add_argument("--out", required=True, help="folder for per_model.csv, per_class.csv, confusions.csv")
+    p.add_argument("predictions", nargs="?", help="CSV or Parquet with model, image, true_wnid, pred_wnid "
+                                                  "[, pred_wnid_2..5, prob_1..5, status]")
+    p.add_argument("--run", metavar="RUN_ID", help="a stored run instead of a FILE: its metrics/ tables, "
+                                                   "recomputed only when its predictions or manifest changed")
+    p.add_argument("--out", help="folder for per_model.csv, per_class.csv, confusions.csv (needed with FILE)")
     p.add_argument("--top-k", type=int, default=3, help="confusions kept per true class (0 = all; default 3)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the on-disk similarity cache")
 
@@ -89,9 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (QueryError, ValueError, KeyError, FileNotFoundError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"error: {message}", file=sys.stderr)
+    except WildLensError as exc:  # a user's mistake: one line that says the fix; anything else is a bug
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `| head` closed the pipe: not an error
         return 0

@@ -11,8 +11,8 @@ How: wnids are mapped to integer codes once, the rows are reduced to unique
 up (ImageNet-1k matrices, or computed on demand: :mod:`explain.similarity`), and every table is a
 weighted ``bincount`` over integer group codes. Nothing loops over rows in Python.
 
-Conventions (the column reference is :data:`PER_MODEL_COLUMNS`, :data:`PER_CLASS_COLUMNS`,
-:data:`CONFUSION_COLUMNS`, also in ``compute_metric_tables.__doc__``):
+Conventions (the columns, dtype and meaning, are defined once in :mod:`explain.schema`; their docs
+are also in ``compute_metric_tables.__doc__``):
 
 - rates are fractions in [0, 1]; a mean over an empty set (a class without mistakes) is NA, never 0;
 - similarities are NLTK's ``truth.<metric>(prediction)`` (the argument order matters for WUP);
@@ -28,75 +28,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from core.runstore import CONFUSION_SCHEMA, PER_CLASS_SCHEMA, PER_MODEL_SCHEMA, PREDICTION_STATUSES, TOP_K
-from .similarity import (COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATIONS, PairSimilarities, similarities_of_codes,
-                         wnid_of_offset)
+from core.errors import WildLensError
+from core.runstore import PREDICTION_STATUSES, TOP_K
 from core.wordnet import WORDNET_VERSION, synset_of
+from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
+                     PER_CLASS_SCHEMA, PER_MODEL_COLUMNS, PER_MODEL_SCHEMA, docs_of)
+from .similarity import COUSIN, DISTANT, HYPERNYM, HYPONYM, PairSimilarities, similarities_of_codes, wnid_of_offset
+from .vocabulary import RELATIONS
 
 REQUIRED_COLUMNS = ("model", "true_wnid", "pred_wnid")
 TOP_K_COLUMNS = tuple(f"pred_wnid_{k}" for k in range(2, TOP_K + 1))
 DEFAULT_CONFUSION_TOP_K = 3
 _WNID_RE = re.compile(r"^n\d{8}$")
 
-_SHARED_COLUMNS = {
-    "n": "Predictions counted: rows with status 'ok' (every row when the table has no status column).",
-    "n_mistakes": "Counted predictions whose top-1 class is not the true class (strict).",
-    "accuracy": "Strict top-1 accuracy: share of n with pred_wnid == true_wnid.",
-    "accuracy_hier": "Hierarchically correct: share of n whose prediction is the true class or any hyponym "
-                     "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy.",
-    "accuracy_top5": "Share of n whose true class is among pred_wnid, pred_wnid_2 ... pred_wnid_5. "
-                     "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5.",
-    "sibling_count": "Mistakes whose prediction shares an immediate hypernym with the true class (every "
-                     "hypernym and instance hypernym counts, not only the first).",
-    "sibling_rate": "sibling_count / n_mistakes (the paper's sibling percentage, as a fraction). NA without mistakes.",
-    "path_mistakes": "Mean NLTK path_similarity(truth, prediction) over the mistakes. NA without mistakes.",
-    "lch_mistakes": "Mean NLTK lch_similarity (Leacock-Chodorow, D = 19) over the mistakes. NA without mistakes.",
-    "wup_mistakes": "Mean NLTK wup_similarity (Wu-Palmer, truth first) over the mistakes. NA without mistakes.",
-    "lin_mistakes": "Mean Lin similarity with ImageNet-CoG's information content (IN-21K corpus) over the "
-                    "mistakes where it is defined (not for n04399382 teddy bear, which IN-21K lacks). NA if none.",
-    "path_all": "Mean path similarity over all n predictions (a correct one scores 1).",
-    "lch_all": "Mean LCH similarity over all n predictions (a correct one scores -log(1/38) = 3.6376).",
-    "wup_all": "Mean WUP similarity over all n predictions (a correct one scores 1).",
-    "lin_all": "Mean Lin similarity over all n predictions where defined (a correct one scores 1).",
-    "severity": "Mean mistake severity (Bertinetto et al. 2020) over the mistakes: hypernym steps from the "
-                "true class up to its nearest common ancestor with the prediction (0 for a hyponym). NA without mistakes.",
-    "hypernym_count": "Mistakes whose prediction is an ancestor (hypernym at any distance) of the true class.",
-    "hyponym_count": "Mistakes whose prediction is a descendant (hyponym) of the true class.",
-    "cousin_count": "Mistakes whose prediction shares a grandparent but no parent with the true class "
-                    "(and is neither its ancestor nor descendant).",
-    "distant_count": "Mistakes with none of the relations above. hypernym + hyponym + sibling + cousin + "
-                     "distant counts add up to n_mistakes, except for the rare WordNet pair that is both a "
-                     "sibling and an ancestor/descendant, which counts in both.",
-    "n_failed": "Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else.",
-}
-PER_MODEL_COLUMNS: dict[str, str] = {"model": "The model's registry id.", **_SHARED_COLUMNS}
-PER_CLASS_COLUMNS: dict[str, str] = {"model": "The model's registry id.",
-                                     "true_wnid": "The true class (WordNet 3.0 id).", **_SHARED_COLUMNS}
-CONFUSION_COLUMNS: dict[str, str] = {
-    "model": "The model's registry id.",
-    "true_wnid": "The true class g.",
-    "pred_wnid": "A class f the model predicted (top-1) instead of g.",
-    "count": "How many of g's counted predictions were f.",
-    "mf": "Misclassification frequency MF(g -> f): count / n_mistakes of g.",
-    "rank": "1 = g's most frequent confusion; ties broken by pred_wnid, ascending.",
-    "relation": "hypernym (f is an ancestor of g), hyponym (f under g), sibling (a shared immediate "
-                "hypernym), cousin (a shared grandparent, no shared parent) or distant; first match in that order.",
-    "share_of_samples": "count / n of g: the share of all of g's predictions that were f.",
-    "is_sibling": "f and g share an immediate hypernym (the SPEC's sibling test, independent of relation).",
-    "path_distance": "NLTK shortest_path_distance(g, f): edges on the WordNet path between them.",
-    "path": "NLTK path_similarity(g, f).",
-    "lch": "NLTK lch_similarity(g, f).",
-    "wup": "NLTK wup_similarity(g, f).",
-    "lin": "Lin similarity (ImageNet-CoG IC); NA where undefined.",
-    "severity": "Hypernym steps from g up to its nearest common ancestor with f.",
-    "lcs_wnid": "The top of the shortest path between g and f (their lowest common subsumer on that path).",
-}
-assert list(PER_MODEL_COLUMNS) == list(PER_MODEL_SCHEMA), "document every per-model column"
-assert list(PER_CLASS_COLUMNS) == list(PER_CLASS_SCHEMA), "document every per-class column"
-assert list(CONFUSION_COLUMNS) == list(CONFUSION_SCHEMA), "document every confusion column"
 
-
-class PredictionsError(ValueError):
+class PredictionsError(WildLensError, ValueError):
     """A predictions table that cannot be measured; names the column and (0-based) row."""
 
     def __init__(self, detail: str, *, column: str | None = None, row: int | None = None):
@@ -115,14 +61,15 @@ class PredictionsError(ValueError):
 
 @dataclass(frozen=True)
 class MetricTables:
-    """The three tables, conformed to ``core.runstore`` schemas (see the column dicts)."""
+    """The three tables, in the dtypes and column order of :mod:`explain.schema`."""
 
     per_model: pd.DataFrame
     per_class: pd.DataFrame
     confusions: pd.DataFrame
 
     def as_dict(self) -> dict[str, pd.DataFrame]:
-        """Keyed by the names ``Run.write_metrics`` and the CSV export use."""
+        """Keyed by the table names of :data:`explain.schema.METRIC_TABLES` (the stored artefact's file
+        names and the CSV export's)."""
         return {"per_model": self.per_model, "per_class": self.per_class, "confusions": self.confusions}
 
 
@@ -417,14 +364,13 @@ def _confusions(rows: _Rows, group_of_triple, group_keys, class_stats, count, va
 
 def column_docs(table: str) -> dict[str, str]:
     """Column -> one-line meaning, for 'per_model', 'per_class' or 'confusions' (dashboard help)."""
-    return {"per_model": PER_MODEL_COLUMNS, "per_class": PER_CLASS_COLUMNS, "confusions": CONFUSION_COLUMNS}[table]
+    return docs_of(METRIC_TABLES[table])
 
 
 def _column_reference() -> str:
     parts = []
-    for title, docs in (("per_model", PER_MODEL_COLUMNS), ("per_class", PER_CLASS_COLUMNS),
-                        ("confusions", CONFUSION_COLUMNS)):
-        parts.append(f"\n    {title} columns:\n" + "\n".join(f"      {k}: {v}" for k, v in docs.items()))
+    for title, columns in METRIC_TABLES.items():
+        parts.append(f"\n    {title} columns:\n" + "\n".join(f"      {k} ({c.dtype}): {c.doc}" for k, c in columns.items()))
     return "".join(parts)
 
 

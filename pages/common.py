@@ -1,9 +1,9 @@
 """What every page shares: session defaults, the current run, cached loaders, render helpers.
 
 Caching is kept here, apart from rendering: ``st.cache_resource`` holds read-only shared
-objects (a run's predictions and metric tables, keyed by a fingerprint of the stored files, so a
-new inference run invalidates them), and pages never mutate what they get. No metric is
-computed here: the tables come from ``explain.metrics``.
+objects (a run's predictions and metric tables, keyed by ``core.runstore``'s fingerprints of the
+stored files, so a new inference run invalidates them), and pages never mutate what they get. No
+metric is computed here: the tables come from the run's stored artefact (``explain.artefact``).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from core.runstore import Run, RunStore, StoreError
+from core.runstore import Run, RunStore, StoreError, manifest_fingerprint, predictions_fingerprint
 
 
 DEFAULTS = {
@@ -124,19 +124,6 @@ def run_selector() -> None:
     st.selectbox("Current run", ids, key="run_id", format_func=labels.get)
 
 
-def predictions_fingerprint(run: Run) -> str:
-    """Changes whenever a part file is added, replaced or removed."""
-    if not run.predictions_dir.exists():
-        return "none"
-    parts = sorted(run.predictions_dir.glob("*/part-*.parquet"))
-    return ";".join(f"{p.parent.name}/{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in parts)
-
-
-def manifest_fingerprint(run: Run) -> str:
-    p = run.manifest_path
-    return f"{p.stat().st_size}:{p.stat().st_mtime_ns}" if p.exists() else "none"
-
-
 @st.cache_resource(max_entries=4, show_spinner="Reading predictions…")
 def _predictions(run_path: str, fingerprint: str) -> pd.DataFrame:
     return Run(run_path).read_predictions()
@@ -156,16 +143,19 @@ def manifest(run: Run) -> pd.DataFrame:
     return _manifest(str(run.path), manifest_fingerprint(run))
 
 
-@st.cache_resource(max_entries=8, show_spinner="Computing metrics from the stored predictions…")
+@st.cache_resource(max_entries=8, show_spinner="Reading the metric tables…")
 def _metric_tables(run_path: str, predictions_fp: str, manifest_fp: str):
-    from explain.metrics import compute_metric_tables
+    from explain.artefact import load_metrics
 
-    return compute_metric_tables(Run(run_path).usable_predictions())
+    return load_metrics(Run(run_path))
 
 
 def metric_tables(run: Run):
-    """explain.metrics tables of the run's usable predictions (shared, read-only), recomputed only
-    when predictions or the manifest (exclusions) change."""
+    """explain.metrics tables of the run's usable predictions (shared, read-only), read from the
+    run's stored artefact (``metrics/``, :mod:`explain.artefact`). When the predictions or the
+    manifest changed since it was written (inference here, an exclusion on the Images page), the
+    changed fingerprint misses this cache, and the artefact, found stale, is recomputed and
+    rewritten once."""
     return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
 
 

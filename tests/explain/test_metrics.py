@@ -8,7 +8,9 @@ import pytest
 
 from explain.metrics import (CONFUSION_COLUMNS, PER_CLASS_COLUMNS, PER_MODEL_COLUMNS, PredictionsError,
                              compute_metric_tables, column_docs)
-from core.runstore import CONFUSION_SCHEMA, PER_CLASS_SCHEMA, PER_MODEL_SCHEMA, RunStore
+from core.runstore import RunStore
+from explain.artefact import current_fingerprint, read_stored_metrics, write_metrics
+from explain.schema import CONFUSION_SCHEMA, PER_CLASS_SCHEMA, PER_MODEL_SCHEMA
 from core.wordnet import get_wordnet, synset_of, wnid_of
 from tests.explain import nltk_reference as ref
 from tests.explain.nltk_reference import nltk_noun_depth  # noqa: F401  (fixture)
@@ -236,9 +238,10 @@ def test_empty_table_gives_empty_tables():
 
 def test_tables_round_trip_through_the_run_store(tables):
     run = RunStore().create_run(run_id="metrics-test")
+    write_metrics(run, tables, current_fingerprint(run))
+    stored = read_stored_metrics(run).as_dict()
     for name, df in tables.as_dict().items():
-        run.write_metrics(name, df)
-        pd.testing.assert_frame_equal(run.read_metrics(name), df)
+        pd.testing.assert_frame_equal(stored[name], df)
 
 
 @pytest.mark.parametrize("mutate,column,row,needle", [
