@@ -115,6 +115,11 @@ def test_images_page_shows_provenance_and_excludes(app, app_home):
         at.run()
         assert not at.exception
         assert len(run.usable_images()) == before - 1 and len(run.read_manifest()) == 30  # kept, not deleted
+        from explain.artefact import staleness
+
+        assert staleness(run).startswith("the manifest changed")  # the stored metrics know they are stale
+        at = open_page(at, "results")  # ... and the Results page recomputes and stores them
+        assert set(at.dataframe[0].value["n"].astype(int)) == {before - 1} and staleness(run) is None
     finally:
         run.set_excluded([run.read_manifest()["file"].iloc[0]], excluded=False)
         run.set_excluded(run.read_manifest()["file"].tolist(), excluded=False)
@@ -273,6 +278,10 @@ def test_full_flow_crawl_classify_results(app, app_home, monkeypatch):
     at = open_page(at, "results")
     shown = at.dataframe[0].value
     assert shown["model"].tolist() == ["efficientnet_lite0"] and int(shown["n"].iloc[0]) == 4
+    from explain.artefact import read_stored_metrics, staleness
+
+    assert staleness(run) is None  # the page found the stored metrics stale after inference and rewrote them
+    assert int(read_stored_metrics(run).per_model["n"].iloc[0]) == 4
 
 
 def test_local_import_flow(app, app_home, tmp_path):
