@@ -154,7 +154,8 @@ def test_an_exclusion_makes_it_stale(run):
     assert staleness(run) is None
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "other_table", "missing", "bad_json", "no_json"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other_table", "missing", "bad_json", "no_json",
+                                    "edited_json"])
 def test_a_damaged_artefact_is_recomputed_not_fatal(run, damage):
     refresh_metrics(run)
     target = run.metrics_dir / "per_class.parquet"
@@ -168,6 +169,9 @@ def test_a_damaged_artefact_is_recomputed_not_fatal(run, damage):
         target.unlink()
     elif damage == "bad_json":
         (run.metrics_dir / "fingerprint.json").write_text("{not json")
+    elif damage == "edited_json":  # parses, matches the inputs, but names no table
+        data = json.loads((run.metrics_dir / "fingerprint.json").read_text())
+        (run.metrics_dir / "fingerprint.json").write_text(json.dumps({**data, "tables": []}))
     else:
         (run.metrics_dir / "fingerprint.json").unlink()
     assert read_stored_metrics(run) is None
