@@ -1,7 +1,9 @@
 """core/: the ground floor every stage stands on. It imports no stage.
 
-- ``runstore``: where a run's artefacts live (layout, atomic files, schema versions, locking)
-- ``schemas``: the manifest and prediction tables every stage reads and writes
+- ``runstore``: where a run's artefacts live (layout, atomic files, schema versions), the
+  manifest and prediction schemas every stage reads and writes, fingerprints of both
+- ``parts``: prediction part files in any folder (a run's, or beside a plain folder's output)
+- ``locking``: one writer per folder
 - ``wordnet``: WordNet 3.0 through NLTK, offline (vendored corpus under ``core/data``)
 - ``labels``: ImageNet label spaces, senses of a query, hyponym classes
 - ``imageio``: any web image -> RGB, without touching the stored file

@@ -2,12 +2,13 @@
 import pandas as pd
 import streamlit as st
 
+from core.errors import WildLensError
+from core.labels import resolve_noun_synsets
+from core.wordnet import wnid_of
 from explain.explanations import explain_pair
 from explain.vocabulary import path_caption, relation_sentence
-from core.labels import QueryError, resolve_noun_synsets
-from core.wordnet import wnid_of
 from pages.charts import path_figure
-from pages.common import class_name, download_csv, metric_tables, require_run
+from pages.common import class_name, download_csv, metric_tables, require_run, show_error
 
 st.title("Explain a confusion")
 run = require_run()
@@ -44,8 +45,8 @@ else:
     try:
         true_wnid = wnid_of(resolve_noun_synsets(true_text)[0])
         pred_wnid = wnid_of(resolve_noun_synsets(pred_text)[0])
-    except QueryError as exc:
-        st.error(str(exc))
+    except WildLensError as exc:
+        show_error(exc)
         st.stop()
 
 explanation = explain_pair(true_wnid, pred_wnid)
