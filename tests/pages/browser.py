@@ -1,7 +1,7 @@
 """Headless Chromium for the browser test and for looking at pages during development (Debian's
 chromium and chromium-driver, driven by Selenium with explicit paths, so nothing is downloaded):
 
-    .venv/bin/python tests/browser.py http://localhost:8501 runs results --out /tmp/shots
+    .venv/bin/python tests/pages/browser.py http://localhost:8501 runs results --out /tmp/shots
 """
 from __future__ import annotations
 
