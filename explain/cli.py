@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from core.errors import OptionError, WildLensError, one_line
 from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names, senses
+from core.runstore import write_bytes_atomic
 
 COMMANDS = {}
 
@@ -104,6 +106,48 @@ def _metrics_arguments(p: argparse.ArgumentParser) -> None:
 
 
 cmd_metrics.add_arguments = _metrics_arguments
+
+
+@command
+def cmd_concepts(args) -> int:
+    """ImageNet-CoG's unseen concepts: every ImageNet-21k concept with its similarity to the seen
+    classes, eligibility and level; writes DIR/concepts.csv and prints the counts."""
+    from .concepts import MIN_IMAGES, LEVELS, concept_levels, level_bounds, read_image_counts
+    from .export import table_to_csv_bytes
+
+    counts = read_image_counts(args.image_counts) if args.image_counts else None
+    result = concept_levels(args.seen, counts)
+    target = Path(args.out) / "concepts.csv"
+    try:
+        write_bytes_atomic(target, table_to_csv_bytes(result.table))
+    except OSError as exc:
+        raise MetricsOutputError(f"cannot write {target}: {exc.strerror or exc}; choose a writable --out folder.") \
+            from None
+    c = result.counts()
+    print(f"seen: {result.seen}; concepts: {c['concepts']:,} (ImageNet-21k); eligible unseen: {c['eligible']:,}")
+    print("removed: " + ", ".join(f"{r} {c['removed_' + r]:,}" for r in
+                                   ("seen", "ancestor_of_seen", "person", "few_images", "has_eligible_descendant")))
+    if not result.image_counts_used:
+        print(f"image counts: not applied (they do not ship offline; --image-counts CSV applies CoG's "
+              f"{MIN_IMAGES}-image rule, with which CoG keeps 5,146 concepts)")
+    bounds = level_bounds(c["eligible"])
+    for k in range(1, LEVELS + 1):
+        level = result.table[result.table["level"] == k]
+        print(f"L{k}: {c[f'L{k}']:,} concepts, ranks {bounds[k - 1][0] + 1}-{bounds[k - 1][1]}, "
+              f"sim_to_seen {level['sim_to_seen'].max():.4f} .. {level['sim_to_seen'].min():.4f}")
+    print(f"wrote {target} ({result.seconds:.1f} s)")
+    return 0
+
+
+def _concepts_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seen", default=DEFAULT_LABEL_SPACE, choices=label_space_names(),
+                   help=f"the label space the model has seen (default {DEFAULT_LABEL_SPACE})")
+    p.add_argument("--image-counts", metavar="CSV",
+                   help="wnid,count per ImageNet-21k concept: applies CoG's rule of at least 782 images")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for concepts.csv")
+
+
+cmd_concepts.add_arguments = _concepts_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
