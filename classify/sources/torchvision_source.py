@@ -1,15 +1,17 @@
 """torchvision's models: an architecture and a weights enum name (``IMAGENET1K_V2``).
 
 Input configuration from the weights' own preset transform (resize, crop, mean/std); weights
-looked up in the torch hub cache, where torchvision downloads them; loading through
-``torchvision.models.get_model``, or a local state dict read safely into the architecture.
+looked up in the torch hub cache, where torchvision downloads them; loading as a state dict read
+safely (:func:`classify.weights.read_state_dict`) into the architecture. ``--download`` fetches the
+file into that cache first (:func:`classify.weights.download_url`, sha256-prefix checked as torch hub
+does): ``get_model(weights=...)`` itself would unpickle it with ``torch.load(weights_only=False)``.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..weights import find_in_torch_hub, read_state_dict
+from ..weights import download_url, find_in_torch_hub, read_state_dict
 from .base import ModelSource, build_untrained, register_source
 
 if TYPE_CHECKING:
@@ -36,10 +38,13 @@ class TorchvisionSource(ModelSource):
         return (f"python -c \"import torchvision; torchvision.models.get_model('{entry.arch}', "
                 f"weights='{entry.weights}')\"")
 
-    def locate(self, entry: ModelEntry) -> WeightsStatus:
+    def url(self, entry: ModelEntry) -> str:
         from torchvision.models import get_model_weights
 
-        found, where = find_in_torch_hub(get_model_weights(entry.arch)[entry.weights].url)
+        return get_model_weights(entry.arch)[entry.weights].url
+
+    def locate(self, entry: ModelEntry) -> WeightsStatus:
+        found, where = find_in_torch_hub(self.url(entry))
         return self.status(entry, found, "torch-hub-cache", [where])
 
     def build_untrained(self, entry: ModelEntry, num_classes: int):
@@ -48,10 +53,8 @@ class TorchvisionSource(ModelSource):
         return get_model(entry.arch, weights=None, num_classes=num_classes)
 
     def load(self, entry: ModelEntry, path: Path | None):
-        from torchvision.models import get_model
-
-        if path is None:
-            return get_model(entry.arch, weights=entry.weights)
+        if path is None:  # require_weights allowed a download: fetched here, read below like any file
+            path = download_url(self.url(entry), self.fetch_command(entry), check_hash=True)
         model = build_untrained(entry)
         model.load_state_dict(read_state_dict(path), strict=True)
         return model

@@ -169,3 +169,154 @@ def test_training_checkpoint_of_a_timm_model_loads(tmp_path):
     torch.save({"epoch": 3, "state_dict": {f"module.{k}": v for k, v in source.items()}}, path)
     model = load_model(_tiny_timm_entry(), checkpoint=path)
     assert all(torch.equal(v, source[k]) for k, v in model.state_dict().items())
+
+
+# --------------------------------------------------------------------------- --download (issue 11, item 16)
+class _RunsCodeWhenUnpickled:
+    """A checkpoint payload whose unpickling would create ``marker``: what a hostile weights file does."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.mkdir, (str(self.marker),)
+
+
+@pytest.fixture()
+def downloads_allowed(empty_caches, monkeypatch):
+    """--download allowed, but no socket may connect: a test that reached the network fails."""
+    import socket
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a test tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    return empty_caches
+
+
+@pytest.fixture()
+def torch_load_calls(monkeypatch):
+    """Every torch.load call's weights_only, in order."""
+    calls = []
+    real = torch.load
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("weights_only"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", spy)
+    return calls
+
+
+def _tiny_torchvision_entry() -> ModelEntry:
+    return ModelEntry(id="torchvision/mobilenet_v3_small.IMAGENET1K_V1", name="tiny tv", family="CNN",
+                      source="torchvision", arch="mobilenet_v3_small", weights="IMAGENET1K_V1",
+                      label_space="imagenet-1k", num_params=0)
+
+
+def _fake_url_download(monkeypatch, payload) -> list[str]:
+    """torch.hub.download_url_to_file writes ``payload`` (torch.save) instead of fetching; the URLs asked for."""
+    import torch.hub
+
+    asked = []
+
+    def download(url, dst, hash_prefix=None, progress=True):
+        asked.append(url)
+        torch.save(payload, dst)
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", download)
+    return asked
+
+
+def test_torchvision_download_is_never_unpickled(downloads_allowed, monkeypatch, torch_load_calls):
+    marker = downloads_allowed / "code-ran"
+    asked = _fake_url_download(monkeypatch, {"features.0.0.weight": _RunsCodeWhenUnpickled(marker)})
+    with pytest.raises(WeightsError, match="weights_only=True"):
+        load_model(_tiny_torchvision_entry(), allow_download=True)
+    assert not marker.exists(), "the downloaded file was unpickled"
+    assert asked and all(w is True for w in torch_load_calls) and torch_load_calls
+
+
+def test_torchvision_download_lands_in_the_torch_hub_cache_and_loads(downloads_allowed, monkeypatch,
+                                                                     torch_load_calls):
+    from torchvision.models import get_model as tv_model, get_model_weights
+
+    source = tv_model("mobilenet_v3_small", weights=None).state_dict()
+    asked = _fake_url_download(monkeypatch, source)
+    entry = _tiny_torchvision_entry()
+    model = load_model(entry, allow_download=True)
+    url = get_model_weights("mobilenet_v3_small")["IMAGENET1K_V1"].url
+    assert asked == [url] and torch_load_calls == [True]
+    assert torch.equal(model.state_dict()["classifier.3.bias"], source["classifier.3.bias"])
+    status = weights_status(entry)  # where the next run finds it without --download
+    assert status.kind == "torch-hub-cache" and Path(status.path) == torch_hub_checkpoints() / Path(url).name
+
+
+def _fake_hf_download(monkeypatch, write) -> list[str]:
+    """huggingface_hub.hf_hub_download: ``write(filename, path)`` in a cache-shaped folder, or raises
+    EntryNotFoundError when it returns False; the file names asked for."""
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    asked = []
+
+    def download(repo_id, filename, *args, cache_dir=None, revision=None, **kwargs):
+        asked.append(filename)
+        commit = "0123456789abcdef0123456789abcdef01234567"
+        folder = Path(cache_dir) / f"models--{repo_id.replace('/', '--')}"
+        target = folder / "snapshots" / commit / filename
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if write(filename, target) is False:
+            raise EntryNotFoundError(f"{filename} is not in {repo_id}")
+        (folder / "refs").mkdir(exist_ok=True)
+        (folder / "refs" / "main").write_text(commit)
+        return str(target)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    return asked
+
+
+def test_timm_hub_download_is_never_unpickled(downloads_allowed, monkeypatch, torch_load_calls):
+    marker = downloads_allowed / "code-ran"
+
+    def write(filename, target):
+        if filename.endswith(".safetensors"):
+            return False  # no safetensors twin on the Hub: the .bin is all there is
+        torch.save({"conv1.weight": _RunsCodeWhenUnpickled(marker)}, target)
+
+    asked = _fake_hf_download(monkeypatch, write)
+    with pytest.raises(WeightsError, match="weights_only=True"):
+        load_model(_tiny_timm_entry(), allow_download=True)
+    assert not marker.exists(), "the downloaded file was unpickled"
+    assert asked == ["model.safetensors", "pytorch_model.bin"] and torch_load_calls == [True]
+
+
+def test_timm_hub_download_prefers_safetensors_and_lands_in_the_hf_cache(downloads_allowed, monkeypatch,
+                                                                          torch_load_calls):
+    import timm
+    from safetensors.torch import save_file
+
+    source = timm.create_model("test_resnet.r160_in1k", pretrained=False).state_dict()
+    asked = _fake_hf_download(monkeypatch, lambda filename, target: save_file(
+        {k: v.contiguous() for k, v in source.items()}, str(target)))
+    entry = _tiny_timm_entry()
+    model = load_model(entry, allow_download=True)
+    assert asked == ["model.safetensors"] and torch_load_calls == []
+    assert all(torch.equal(v, source[k]) for k, v in model.state_dict().items())
+    status = weights_status(entry)
+    assert status.kind == "hf-cache" and str(downloads_allowed / "hf") in status.path
+
+
+def test_timm_url_download_is_never_unpickled(downloads_allowed, monkeypatch, torch_load_calls):
+    """Weights timm hosts outside the Hub (GitHub releases): fetched into the torch hub cache, read safely."""
+    marker = downloads_allowed / "code-ran"
+    asked = _fake_url_download(monkeypatch, {"conv1.weight": _RunsCodeWhenUnpickled(marker)})
+    entry = get_model("xception")  # timm hosts it on GitHub, not the Hub
+    with pytest.raises(WeightsError, match="weights_only=True"):
+        load_model(entry, allow_download=True)
+    assert not marker.exists() and asked and torch_load_calls == [True]
