@@ -66,8 +66,13 @@ def cmd_metrics(args) -> int:
     except OSError as exc:  # e.g. an output folder that cannot be written
         raise MetricsOutputError(f"cannot write the tables to {args.out}: {exc.strerror or exc}") from None
 
+    import pandas as pd  # here, not at the top: `senses` and --help need no pandas
+
     def fmt(value) -> str:
-        return "NA" if value is None or value != value or str(value) == "<NA>" else f"{value:.4f}"
+        # pd.isna, not `value != value`: the tables' nullable columns hold pd.NA (a model without
+        # mistakes has no sibling_rate; one whose every row failed has no accuracy), and pd.NA
+        # refuses to be a truth value.
+        return "NA" if pd.isna(value) else f"{value:.4f}"
 
     for row in tables.per_model.itertuples(index=False):
         print(f"{row.model}\tn={row.n}\taccuracy={fmt(row.accuracy)}\tsibling_rate={fmt(row.sibling_rate)}")

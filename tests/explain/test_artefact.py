@@ -282,3 +282,23 @@ def test_classify_run_leaves_metrics_equal_to_explain_metrics(tmp_path, capsys):
         assert (tmp_path / "out" / f"{name}.csv").read_bytes() == table_to_csv_bytes(df), name
     assert int(stored.per_model.set_index("model").loc["efficientnet_lite0", "n"]) == 2
     assert current_fingerprint(run)["predictions"] != "none"
+
+
+def test_cli_run_form_with_na_metrics_exits_0(tmp_path, capsys):
+    """Issue 11 item 6, the --run form: a model without mistakes and a model whose every row
+    failed have NA rates, printed as NA (was a TypeError after the tables were stored)."""
+    run = RunStore().create_run(RunInfo(run_id="na-metrics", wnids=CATS))
+    true = np.repeat(CATS, 2)
+    files = [f"{w}/{i:04d}.jpg" for i, w in enumerate(true)]
+    run.write_manifest(pd.DataFrame({"wnid": true, "file": files, "status": "accepted", "excluded": False}))
+    for model, status in (("perfect", "ok"), ("broken", "failed")):
+        run.append_predictions(conform(pd.DataFrame({"model": model, "image": files, "true_wnid": true,
+                                                     "pred_wnid": true, "label_space": "imagenet-1k",
+                                                     "status": status}), PREDICTION_SCHEMA, table="predictions"))
+    assert explain_main(["metrics", "--run", run.run_id, "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out[:2]) == ["broken\tn=0\taccuracy=NA\tsibling_rate=NA",
+                               "perfect\tn=8\taccuracy=1.0000\tsibling_rate=NA"]
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"per_model.csv", "per_class.csv", "confusions.csv"}
+    assert explain_main(["metrics", "--run", run.run_id]) == 0  # read back from the stored artefact
+    assert capsys.readouterr().out.splitlines() == out[:2]

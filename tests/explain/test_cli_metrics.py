@@ -132,3 +132,30 @@ def test_top_k_option(tmp_path, predictions):
     first = pd.read_csv(tmp_path / "one" / "confusions.csv")
     assert (first["rank"] == 1).all() and len(everything) > len(first)
     assert everything["rank"].max() > 3
+
+
+# --------------------------------------------------------------------------- hardening (issue 11)
+def _no_mistakes_and_all_failed(n: int = 6) -> pd.DataFrame:
+    """'perfect' is always right (its sibling_rate and mistake means are NA), 'broken' failed on
+    every image (every rate is NA)."""
+    true = np.array(IN1K)[np.arange(n) % 3]
+    return pd.DataFrame({"model": ["perfect"] * n + ["broken"] * n, "image": [f"{i}.jpg" for i in range(n)] * 2,
+                         "true_wnid": np.r_[true, true], "pred_wnid": np.r_[true, true],
+                         "status": ["ok"] * n + ["failed"] * n})
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_na_metrics_are_printed_as_na_exit_0(tmp_path, capsys, suffix):
+    """Issue 11 item 6: a model without mistakes, or whose every row failed, has NA rates; the
+    summary printed them with `value != value`, which pd.NA refuses (TypeError after the tables
+    were written)."""
+    source = tmp_path / f"predictions{suffix}"
+    df = _no_mistakes_and_all_failed()
+    df.to_csv(source, index=False) if suffix == ".csv" else df.to_parquet(source)
+    assert main(["metrics", str(source), "--out", str(tmp_path / "out"), "--no-cache"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "perfect\tn=6\taccuracy=1.0000\tsibling_rate=NA"
+    assert out[1] == "broken\tn=0\taccuracy=NA\tsibling_rate=NA"
+    tables = compute_metric_tables(read_predictions_file(source)[0], cache_dir=False)
+    for name, table in tables.as_dict().items():
+        assert (tmp_path / "out" / f"{name}.csv").read_bytes() == table_to_csv_bytes(table), name
