@@ -39,6 +39,21 @@ def _csv_line(row: int) -> str:
     return f"row {row + 1} (line {row + 2})"
 
 
+def _check_parquet_types(path: Path) -> None:
+    """A column the metrics read must hold one value per row: a Parquet list, struct or map column
+    is named with its Parquet type (pandas would give arrays that cannot be counted)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    for column in (*REQUIRED_COLUMNS, *TOP_K_COLUMNS, "status", *_PROB_COLUMNS):
+        if column in schema.names and pa.types.is_nested(schema.field(column).type):
+            one = ("one number per row" if column in _PROB_COLUMNS else "one model id per row" if column == "model"
+                   else "'ok' or 'failed' per row" if column == "status" else "one wnid per row (e.g. n02123045)")
+            raise PredictionsError(f"{path.name}: column {column!r} is {schema.field(column).type} in this Parquet "
+                                   f"file, not a single value per row; write {one}.")
+
+
 def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     """A predictions CSV (.csv, .tsv) or Parquet (.parquet, .pq) file as a DataFrame, plus a
     function naming a row the way a person finds it in that file. Raises PredictionsError with a
@@ -56,6 +71,7 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
             line_of_row = _csv_line
         elif suffix in (".parquet", ".pq"):
             df = pd.read_parquet(path)
+            _check_parquet_types(path)
             line_of_row = lambda row: f"row {row + 1}"  # noqa: E731
         else:
             raise PredictionsError(f"{path.name}: unknown file type {suffix or '(none)'}; use .csv, .tsv or .parquet.")

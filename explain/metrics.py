@@ -22,6 +22,7 @@ are also in ``compute_metric_tables.__doc__``):
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,11 +90,32 @@ def _bad_row(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+_EXPECTED_VALUE = {"model": "a model id", "status": "'ok' or 'failed'"}  # other columns: wnids
+
+
+def _factorize_values(series: pd.Series) -> tuple[np.ndarray, object]:
+    """``pd.factorize``, or PredictionsError naming the first value that is not a single value
+    (a list or an array, as a Parquet list column gives: pandas cannot hash it)."""
+    try:
+        return pd.factorize(series)
+    except TypeError:
+        not_scalar = series.map(lambda v: not isinstance(v, Hashable)).to_numpy(dtype=bool)
+        if not not_scalar.any():
+            raise
+        row = _bad_row(not_scalar)
+        value = series.iloc[row]
+        kind = {list: "a list", np.ndarray: "an array", dict: "a mapping"}.get(type(value), type(value).__name__)
+        expected = _EXPECTED_VALUE.get(str(series.name), "a wnid such as n02123045")
+        raise PredictionsError(f"holds {kind} ({str(value.tolist() if isinstance(value, np.ndarray) else value)[:60]}), "
+                               f"not a single value; expected {expected}, one per row.",
+                               column=str(series.name), row=row) from None
+
+
 def _status_mask(df: pd.DataFrame) -> np.ndarray:
     if "status" not in df.columns:
         return np.ones(len(df), dtype=bool)
     status = df["status"]
-    codes, uniques = pd.factorize(status)
+    codes, uniques = _factorize_values(status)
     allowed = set(PREDICTION_STATUSES)
     for code, value in enumerate(uniques):
         if value not in allowed:
@@ -128,7 +150,7 @@ def _check_wnids(column: str, codes: np.ndarray, uniques, *, must_exist: bool) -
 
 def _factorize(series: pd.Series, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Codes (-1 for missing or not counted) and the uniques among counted rows."""
-    codes, uniques = pd.factorize(series)
+    codes, uniques = _factorize_values(series)
     codes = np.where(counted, codes, -1)
     used = np.unique(codes[codes >= 0])
     remap = np.full(len(uniques) + 1, -1, dtype=np.int64)
@@ -170,7 +192,7 @@ def _read_rows(df: pd.DataFrame) -> _Rows:
     wnids = np.union1d(true_uniques.astype(str), pred_uniques.astype(str))
     true, pred = _recode(true_codes, true_uniques, wnids), _recode(pred_codes, pred_uniques, wnids)
 
-    model_codes, model_uniques = pd.factorize(df["model"])  # first-appearance order
+    model_codes, model_uniques = _factorize_values(df["model"])  # first-appearance order
     models = [str(m) for m in model_uniques]
 
     top_k_hit = None

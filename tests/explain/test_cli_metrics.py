@@ -97,11 +97,21 @@ def _error_case(tmp_path, name, predictions):
         return path, ["unknown file type"]
     if name == "missing.csv":
         return path, ["does not exist"]
+    if name == "list_true_wnid.parquet":  # issue 11 item 7: was a TypeError (unhashable) traceback
+        df.assign(true_wnid=[[w] for w in df["true_wnid"]]).to_parquet(path)
+        return path, ["column 'true_wnid'", "list<", "one wnid per row"]
+    if name == "struct_model.parquet":
+        df.assign(model=[{"name": m} for m in df["model"]]).to_parquet(path)
+        return path, ["column 'model'", "struct<"]
+    if name == "list_prob.parquet":
+        df.assign(prob_1=[[p] for p in df["prob_1"]]).to_parquet(path)
+        return path, ["column 'prob_1'", "list<"]
     raise AssertionError(name)
 
 
 ERROR_CASES = ["missing_column.csv", "non_wnid.csv", "unknown_wnid.csv", "empty.csv", "header_only.csv",
-               "bad_prob.csv", "binary.csv", "damaged.parquet", "predictions.xlsx", "missing.csv"]
+               "bad_prob.csv", "binary.csv", "damaged.parquet", "predictions.xlsx", "missing.csv",
+               "list_true_wnid.parquet", "struct_model.parquet", "list_prob.parquet"]
 
 
 @pytest.mark.parametrize("name", ERROR_CASES)
@@ -115,7 +125,7 @@ def test_malformed_input_is_one_line_exit_2(tmp_path, capsys, predictions, name)
     assert not (tmp_path / "out").exists(), "nothing is written for bad input"
 
 
-@pytest.mark.parametrize("name", ["unknown_wnid.csv", "empty.csv"])
+@pytest.mark.parametrize("name", ["unknown_wnid.csv", "empty.csv", "list_true_wnid.parquet"])
 def test_malformed_input_in_a_real_process_has_no_traceback(tmp_path, shared_home, predictions, name):
     path, needles = _error_case(tmp_path, name, predictions)
     out = run_cli(shared_home, "metrics", str(path), "--out", str(tmp_path / "out"))

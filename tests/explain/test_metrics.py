@@ -276,3 +276,16 @@ def test_categorical_and_object_columns_give_the_same_tables(table):
         other = compute_metric_tables(variant, cache_dir=False)
         for name, df in base.as_dict().items():
             pd.testing.assert_frame_equal(other.as_dict()[name], df, obj=name)
+
+
+@pytest.mark.parametrize("column", ["model", "true_wnid", "pred_wnid", "pred_wnid_4", "status"])
+def test_a_column_of_lists_is_named_with_its_type(table, column):
+    """Issue 11 item 7, for a DataFrame from anywhere (not only a file): a value that is a list
+    (pandas cannot hash it) was a TypeError traceback."""
+    df = table.copy()
+    df[column] = df[column].astype(object)
+    df.at[3, column] = ["n02123045"]
+    with pytest.raises(PredictionsError) as info:
+        compute_metric_tables(df, cache_dir=False)
+    error = info.value
+    assert error.column == column and error.row == 3 and "a list" in str(error), str(error)
