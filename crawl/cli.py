@@ -25,7 +25,7 @@ from core.runstore import RunStore, StoreError
 from .config import DEFAULT_FORMATS, CrawlConfig, ValidationConfig
 from .crawler import EngineUnreachable, available_engines, check_engine, crawl_run, unreachable_message
 from .importer import import_folder
-from .store import FolderDestination, summarise
+from .store import CollectError, FolderDestination, summarise
 
 EXIT_SHORT, EXIT_ERROR, EXIT_OFFLINE = 1, 2, 3
 
@@ -73,7 +73,11 @@ def _destination(args, **new_run_info):
     try:
         run = store.open_run(args.run)
     except StoreError:
-        run = store.create_run(run_id=args.run, label_space=args.label_space or DEFAULT_LABEL_SPACE, **new_run_info)
+        try:
+            run = store.create_run(run_id=args.run, label_space=args.label_space or DEFAULT_LABEL_SPACE, **new_run_info)
+        except OSError as exc:  # a read-only $WILDLENS_HOME: one line, not a traceback
+            raise CollectError(f"Cannot create run {args.run} in {store.runs_dir}: {exc.strerror or exc}; set "
+                               "$WILDLENS_HOME to a folder you can write to, or use --out DIR.") from None
         print(f"created run {run.run_id} in {store.runs_dir}", file=sys.stderr)
     return run, args.label_space or run.info.label_space
 

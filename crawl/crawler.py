@@ -38,7 +38,8 @@ from core.runstore import Run
 from .config import CrawlConfig
 from .engines import ENGINES, EngineCrawler, TermJob, get_engine
 from .http import Reachability, probe
-from .store import CollectError, Collector, as_destination, exclusive, summarise, sweep_leftovers
+from .store import (CollectError, Collector, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
+                    summarise, sweep_leftovers)
 
 IMPORT_HINT = ("Use local import: python -m crawl import SRC --out DIR "
                "(SRC holds one folder of images per class, named by wnid or class name)")
@@ -143,6 +144,8 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
     host = urlsplit(base_url).hostname or base_url
     started = time.monotonic()
 
+    check_writable(dest, wnids)  # a read-only destination, a missing or damaged manifest: say so before any work
+    check_manifest(dest)
     before = summarise(dest.read_manifest(), wnids, k)
     if (before["short_by"] > 0).any():  # only then is the engine needed; offline, nothing is touched
         reach = check_engine(engine_name, config)
@@ -151,11 +154,10 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
 
     with exclusive(dest):
         collector = Collector(dest, config.validation, save_every=config.save_every)
-        removed = sweep_leftovers(dest, collector.manifest(), wnids)
+        removed, unrecorded = sweep_leftovers(dest, collector.manifest(), wnids)
         summary = CrawlSummary(engine_name, k, dest.describe(), summarise(collector.manifest(), wnids, k),
                                removed_leftovers=removed)
-        if removed:
-            summary.notes.append(f"removed {removed} unfinished or unrecorded file(s) left by an interrupted run")
+        summary.notes += leftover_notes(removed, unrecorded, "run")
         todo = [w for w in wnids if collector.usable_count(w) < k]
         total = k * len(wnids)
 

@@ -31,7 +31,8 @@ from core.runstore import Run, now_iso
 from core.wordnet import is_wnid, wnid_of
 
 from .config import ValidationConfig
-from .store import CollectError, Collector, as_destination, exclusive, summarise, sweep_leftovers
+from .store import (CollectError, Collector, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
+                    summarise, sweep_leftovers)
 from .validate import TOO_LARGE, Rejected, sha256_hex, validate_image
 
 _SYNSET_NAME_RE = re.compile(r"^.+\.n\.\d{2}$")
@@ -153,18 +154,17 @@ def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
     started = time.monotonic()
     src = Path(src).expanduser().resolve()
     label_space = label_space or (run_or_dir.info.label_space if isinstance(run_or_dir, Run) else DEFAULT_LABEL_SPACE)
-    folders, notes = plan_import(src, label_space)
     dest = as_destination(run_or_dir)
-    if dest.root.resolve() == src or src in dest.root.resolve().parents:
-        raise FolderImportError(f"The destination {dest.root} is inside the source {src}; choose another --out.")
-    work = [(wnid, path) for folder, wnid in folders.items() for path in _class_files(src / folder)]
+    _check_apart(src, dest)
+    folders, notes = plan_import(src, label_space)
     wnids = list(dict.fromkeys(folders.values()))
+    check_writable(dest, wnids)
+    check_manifest(dest)
+    work = [(wnid, path) for folder, wnid in folders.items() for path in _class_files(src / folder)]
     summary = ImportSummary(dest.describe(), folders, pd.DataFrame(), notes=notes, files_seen=len(work))
     with exclusive(dest):
         collector = Collector(dest, validation)
-        removed = sweep_leftovers(dest, collector.manifest(), wnids)
-        if removed:
-            summary.notes.append(f"removed {removed} unfinished or unrecorded file(s) left by an interrupted import")
+        summary.notes += leftover_notes(*sweep_leftovers(dest, collector.manifest(), wnids), "import")
         try:
             for done, (wnid, path) in enumerate(work, start=1):
                 original = path.relative_to(src).as_posix()
@@ -180,6 +180,19 @@ def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
     if isinstance(run_or_dir, Run):
         _update_run_info(run_or_dir, wnids, label_space)
     return summary
+
+
+def _check_apart(src: Path, dest) -> None:
+    """Refuse a source and a destination that overlap (symbolic links resolved). The destination
+    inside SRC would import its own copies; SRC inside the destination (a run's own images
+    folder) reads the files the import writes, and without a manifest every one of them looked
+    unrecorded and was deleted."""
+    root = dest.root.expanduser().resolve()
+    if root == src or src in root.parents:
+        raise FolderImportError(f"The destination {dest.root} is inside the source {src}; choose another --run or --out.")
+    if root in src.parents:
+        raise FolderImportError(f"The source {src} is inside the destination {dest.describe()} ({root}); "
+                                "choose another --run or --out (to rebuild a manifest, import into a new one).")
 
 
 def _import_one(collector: Collector, wnid: str, path: Path, original: str, validation: ValidationConfig,

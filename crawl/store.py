@@ -7,8 +7,16 @@ Both hold the same manifest (``core.runstore.MANIFEST_SCHEMA``).
 The ``Collector`` is the single writer of a destination during a crawl or an import: it keeps
 the manifest in memory, decides accepted / duplicate for each validated image under a lock
 (download threads call it concurrently), stores accepted files by content hash atomically,
-and writes the manifest atomically every few rows, so a killed process loses at most those
-rows and never leaves half a file or half a table.
+and writes the manifest atomically every few rows. Between two manifest writes every row is
+also appended to a journal (``.wildlens-manifest.journal`` beside the manifest) *before* its
+file is stored, so a killed process loses no row and leaves no stored file without a row: the
+next collection replays the journal into the manifest and drops a replayed row whose file never
+arrived. Nothing is ever deleted except temporary files that ``core.runstore.atomic_path``
+itself names (``.<name>.<12 hex>.tmp``).
+
+A manifest that is missing beside stored images, or that cannot be read, stops collection with
+a one-line error saying how to rebuild it (re-import the stored images into a new destination):
+treating every stored image as unrecorded would delete them all.
 
 Duplicate policy (exact: same sha256; near: pHash distance <= threshold):
 - the first copy seen is kept (accepted); later copies get status ``duplicate`` with
@@ -19,8 +27,10 @@ Duplicate policy (exact: same sha256; near: pHash distance <= threshold):
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import tempfile
 import threading
 from collections import Counter
 from contextlib import contextmanager
@@ -39,8 +49,16 @@ from .config import FORMAT_EXTENSIONS, ValidationConfig
 from .validate import (EXACT_DUPLICATE, NEAR_DUPLICATE, TRANSIENT_CODES, ImageFacts, Rejected, phash_int,
                        reason_code)
 
-_STORED_NAME_RE = re.compile(r"^[0-9a-f]{16}\.(%s)$" % "|".join(sorted(set(FORMAT_EXTENSIONS.values()))))
+_EXTENSIONS = "|".join(sorted(set(FORMAT_EXTENSIONS.values())))
+_STORED_NAME_RE = re.compile(r"^[0-9a-f]{16}\.(%s)$" % _EXTENSIONS)
+# The temporary name core.runstore.atomic_path gives a stored image while it is written
+# ('.<sha256[:16]>.<ext>.<secrets.token_hex(6)>.tmp'): the only files collection ever deletes.
+_TEMP_NAME_RE = re.compile(r"^\.[0-9a-f]{16}\.(%s)\.[0-9a-f]{12}\.tmp$" % _EXTENSIONS)
 LOCK_NAME = ".wildlens-collect.lock"
+JOURNAL_NAME = ".wildlens-manifest.journal"
+# The columns without which a file is not a manifest (a CSV of something else reads as one
+# column and would otherwise pass for an empty manifest).
+_REQUIRED_COLUMNS = ("wnid", "file", "sha256", "status")
 
 
 class CollectError(WildLensError, RuntimeError):
@@ -53,6 +71,20 @@ class Destination:
 
     images_dir: Path
     root: Path
+    manifest_path: Path
+
+    @property
+    def journal_path(self) -> Path:
+        return self.root / JOURNAL_NAME
+
+    def rebuild_command(self) -> str:
+        """The command that re-imports this destination's stored images into a new manifest."""
+        raise NotImplementedError
+
+    def damaged(self, problem: str) -> CollectError:
+        """The error for a manifest that cannot be used: nothing is changed; how to rebuild it."""
+        return CollectError(f"{problem}; nothing was changed. Rebuild the manifest by re-importing the stored "
+                            f"images into a new destination: {self.rebuild_command()}")
 
     def read_manifest(self) -> pd.DataFrame:
         raise NotImplementedError
@@ -69,9 +101,16 @@ class RunDestination(Destination):
         self.run = run
         self.root = run.path
         self.images_dir = run.images_dir
+        self.manifest_path = run.manifest_path
+
+    def rebuild_command(self) -> str:
+        return f"python -m crawl import {self.images_dir} --run NEW_RUN"
 
     def read_manifest(self) -> pd.DataFrame:
-        return self.run.read_manifest()
+        try:
+            return self.run.read_manifest()
+        except (StoreError, OSError) as exc:
+            raise self.damaged(_flat(str(exc)).rstrip(".")) from None
 
     def write_manifest(self, df: pd.DataFrame) -> None:
         self.run.write_manifest(df)
@@ -89,25 +128,35 @@ class FolderDestination(Destination):
         self.images_dir = self.root
         self.manifest_path = self.root / "manifest.csv"
 
+    def rebuild_command(self) -> str:
+        return f"python -m crawl import {self.root} --out NEW_DIR"
+
     def read_manifest(self) -> pd.DataFrame:
         if not self.manifest_path.exists():
             return empty_table(MANIFEST_SCHEMA)
         try:
             raw = pd.read_csv(self.manifest_path, dtype=str, keep_default_na=False, na_values=[""])
-        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-            raise CollectError(f"{self.manifest_path} is not a readable manifest ({exc}); move it away to start afresh.") from None
-        if "excluded" in raw:
-            raw["excluded"] = raw["excluded"].map({"True": True, "true": True, "1": True, "False": False,
-                                                   "false": False, "0": False})
-        try:
+            missing = [col for col in _REQUIRED_COLUMNS if col not in raw.columns]
+            if missing:
+                raise ValueError(f"no column {', '.join(missing)}")
+            if "excluded" in raw:
+                raw["excluded"] = raw["excluded"].map({"True": True, "true": True, "1": True, "False": False,
+                                                       "false": False, "0": False})
             df = conform(raw, MANIFEST_SCHEMA, table="manifest")
-        except StoreError as exc:
-            raise CollectError(f"{self.manifest_path}: {exc}") from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, StoreError,
+                OSError) as exc:
+            raise self.damaged(f"{self.manifest_path} is not a readable manifest ({_flat(str(exc))})") from None
         df["excluded"] = df["excluded"].fillna(False)
         return df
 
     def write_manifest(self, df: pd.DataFrame) -> None:
         write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")  # atomic CSV
+
+
+def _flat(text: str, limit: int = 200) -> str:
+    """An error text on one line, cut to ``limit`` characters (it goes inside a one-line message)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def as_destination(target) -> Destination:
@@ -120,6 +169,31 @@ def as_destination(target) -> Destination:
     raise TypeError(f"Expected a Run or a folder path, not {type(target).__name__}.")
 
 
+def check_writable(dest: Destination, wnids=()) -> None:
+    """Raise CollectError (one line) unless the destination's folders can be written, before any
+    work: a read-only destination used to fail with a PermissionError traceback after the work.
+    Folders that do not exist yet are judged by their nearest existing parent, and nothing is
+    created: the probe is an unnamed temporary file."""
+    folders = [dest.root, dest.images_dir] + [dest.images_dir / w for w in wnids]
+    probed: set[Path] = set()
+    for folder in folders:
+        existing = Path(folder)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if existing in probed:
+            continue
+        probed.add(existing)
+        if not existing.is_dir():
+            raise CollectError(f"Cannot write to {dest.describe()}: {existing} is not a folder; "
+                               "choose another destination (--out DIR or --run RUN_ID).")
+        try:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        except OSError as exc:
+            raise CollectError(f"Cannot write to {dest.describe()}: {existing}: {exc.strerror or exc}; choose a "
+                               "destination you can write to (--out DIR, or --run with a writable $WILDLENS_HOME).") from None
+
+
 @contextmanager
 def exclusive(dest: Destination) -> Iterator[None]:
     """One writer per destination (core.locking): a second crawl or import into the same run fails
@@ -129,27 +203,63 @@ def exclusive(dest: Destination) -> Iterator[None]:
             yield
     except FolderBusy:
         raise CollectError(f"Another crawl or import is writing to {dest.describe()}; wait for it to finish.") from None
+    except PermissionError as exc:  # the lock file itself (check_writable ran before, but a folder can change)
+        raise CollectError(f"Cannot write to {dest.describe()}: {exc.filename}: {exc.strerror}; choose a "
+                           "destination you can write to.") from None
 
 
-def sweep_leftovers(dest: Destination, manifest: pd.DataFrame, wnids) -> int:
-    """Remove what a killed process can leave in the class folders: temporary files of an
-    unfinished atomic write, and hash-named files stored after the last manifest write (their
-    rows were lost; the images are fetched or imported again, since their URLs are not in the
-    manifest). Only names WildLens itself creates are touched."""
+def stored_files(dest: Destination, wnids=None) -> list[Path]:
+    """Files under the class folders whose names WildLens gives stored images."""
+    if not dest.images_dir.is_dir():
+        return []
+    folders = [dest.images_dir / w for w in wnids] if wnids is not None else \
+        [p for p in dest.images_dir.iterdir() if p.is_dir() and not p.is_symlink()]
+    return [p for folder in folders if folder.is_dir() for p in folder.iterdir()
+            if _STORED_NAME_RE.match(p.name) and p.is_file()]
+
+
+def check_manifest(dest: Destination) -> None:
+    """Raise CollectError unless the manifest can be read, or is absent beside no stored image."""
+    if dest.manifest_path.exists():
+        dest.read_manifest()
+        return
+    stored = stored_files(dest)
+    if stored:
+        raise dest.damaged(f"{dest.describe()} holds {len(stored)} stored image(s) but no manifest "
+                           f"({dest.manifest_path} is missing)")
+
+
+def sweep_leftovers(dest: Destination, manifest: pd.DataFrame, wnids) -> tuple[int, int]:
+    """Tidy the class folders after a killed process: remove the temporary files of unfinished
+    atomic writes (only names ``core.runstore.atomic_path`` gives) and count stored-looking files
+    that no manifest row names. Those are left where they are: with the journal a kill leaves
+    none, so they come from elsewhere (a manifest restored from an older copy, a hand-made copy)
+    and are nobody's to delete. Returns (temporaries removed, unrecorded files)."""
     referenced = set(manifest["file"].dropna())
-    removed = 0
+    removed = unrecorded = 0
     for wnid in wnids:
         folder = dest.images_dir / wnid
         if not folder.is_dir():
             continue
         for path in folder.iterdir():
-            name = path.name
-            stale_temp = name.startswith(".") and name.endswith(".tmp")
-            orphan = bool(_STORED_NAME_RE.match(name)) and f"{wnid}/{name}" not in referenced
-            if path.is_file() and (stale_temp or orphan):
+            if not path.is_file() or path.is_symlink():
+                continue
+            if _TEMP_NAME_RE.match(path.name):
                 path.unlink(missing_ok=True)
                 removed += 1
-    return removed
+            elif _STORED_NAME_RE.match(path.name) and f"{wnid}/{path.name}" not in referenced:
+                unrecorded += 1
+    return removed, unrecorded
+
+
+def leftover_notes(removed: int, unrecorded: int, what: str) -> list[str]:
+    notes = []
+    if removed:
+        notes.append(f"removed {removed} unfinished temporary file(s) left by an interrupted {what}")
+    if unrecorded:
+        notes.append(f"{unrecorded} file(s) in the class folders have no manifest row; left as they are "
+                     "(not counted as images of the run)")
+    return notes
 
 
 # --------------------------------------------------------------------------- collector
@@ -165,6 +275,19 @@ def _blank_row() -> dict:
     return row
 
 
+def _plain(value):
+    """A manifest cell as a plain Python value (None for a missing one)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _jsonable(value):
+    """json.dumps fallback for the cells of a row (numpy scalars, pandas NA)."""
+    value = _plain(value)
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+
+
 def _split_wnids(value) -> set[str]:
     return {w for w in str(value).split(",") if w} if isinstance(value, str) and value else set()
 
@@ -177,9 +300,12 @@ class Collector:
         self.validation = validation
         self.save_every = max(1, save_every)
         self._lock = threading.RLock()
+        had_manifest = dest.manifest_path.exists()
+        if not had_manifest:
+            check_manifest(dest)  # no manifest beside stored images: an error, never a fresh start
         manifest = dest.read_manifest()
-        self.rows: list[dict] = [{k: (None if v is pd.NA or (isinstance(v, float) and np.isnan(v)) else v)
-                                  for k, v in rec.items()} for rec in manifest.to_dict("records")]
+        self.rows: list[dict] = [{k: _plain(v) for k, v in rec.items()} for rec in manifest.to_dict("records")]
+        self.replayed = self._replay_journal()
         self.initial_rows = len(self.rows)
         self._by_sha: dict[str, int] = {}  # accepted rows
         self._phash_rows: list[int] = []
@@ -193,6 +319,49 @@ class Collector:
         self.closed = False
         for index, row in enumerate(self.rows):
             self._index(index, row)
+        if self.replayed or not had_manifest:
+            self.save()  # the journal folded in; a new destination gets its manifest before its first file
+
+    # journal -------------------------------------------------------------------
+    def _journal(self, index: int, row: dict) -> None:
+        """Append row ``index`` (new or changed) to the journal before anything else is done with it."""
+        line = json.dumps({"i": index, "row": row}, default=_jsonable, ensure_ascii=False) + "\n"
+        with open(self.dest.journal_path, "a", encoding="utf-8") as handle:
+            handle.write(line)
+
+    def _replay_journal(self) -> int:
+        """Apply the rows journaled since the last manifest write (a killed process); returns how
+        many were applied. A line cut short by the kill ends the replay; an accepted row whose
+        file never arrived (killed between its journal line and its rename) is dropped, so the
+        image is fetched or imported again."""
+        try:
+            lines = self.dest.journal_path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise self.dest.damaged(f"{self.dest.journal_path} cannot be read ({exc.strerror or exc})") from None
+        applied, appended = 0, []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                index, row = entry["i"], entry["row"]
+            except (ValueError, KeyError, TypeError):
+                break
+            if not isinstance(index, int) or not isinstance(row, dict) or not 0 <= index <= len(self.rows):
+                break  # a journal of another manifest (one restored from an older copy): stop there
+            row = {col: row.get(col) for col in MANIFEST_SCHEMA}
+            row["excluded"] = bool(row["excluded"])
+            if index == len(self.rows):
+                self.rows.append(row)
+                appended.append(index)
+            else:
+                self.rows[index] = row
+            applied += 1
+        missing = {i for i in appended if self.rows[i]["status"] == "accepted"
+                   and not (self.dest.images_dir / str(self.rows[i]["file"])).is_file()}
+        if missing:
+            self.rows = [row for i, row in enumerate(self.rows) if i not in missing]
+        return applied
 
     # indexes -------------------------------------------------------------------
     def _index(self, index: int, row: dict) -> None:
@@ -277,6 +446,7 @@ class Collector:
                 if kept_row["wnid"] != wnid:
                     row["other_wnids"] = ",".join(sorted(_split_wnids(kept_row["other_wnids"]) - {wnid} | {kept_row["wnid"]}))
                     kept_row["other_wnids"] = ",".join(sorted(_split_wnids(kept_row["other_wnids"]) | {wnid}))
+                    self._journal(kept, kept_row)
                     self._unsaved += 1
                 return Outcome("duplicate", self._append(row))
             if target is not None and self.usable[wnid] >= target:
@@ -284,9 +454,10 @@ class Collector:
             if data is None:
                 raise ValueError("record(): the bytes of an accepted image are needed to store it")
             row["file"] = facts.stored_name(wnid)
-            write_bytes_atomic(self.dest.images_dir / row["file"], data)  # temp + fsync + rename
             row.update(status="accepted", reason=None)
-            return Outcome("accepted", self._append(row))
+            self._journal(len(self.rows), row)  # first the row, then the file: a kill leaves no file without a row
+            write_bytes_atomic(self.dest.images_dir / row["file"], data)  # temp + fsync + rename
+            return Outcome("accepted", self._append(row, journaled=True))
 
     def reuse(self, wnid: str, other: dict, provenance: dict, *, target: int | None = None) -> Outcome | None:
         """Record a URL that another class already fetched, without fetching it again: a copy
@@ -326,7 +497,9 @@ class Collector:
     def _class_note(self, index: int) -> str:
         return f" (found for {self.rows[index]['wnid']})"
 
-    def _append(self, row: dict) -> dict:
+    def _append(self, row: dict, journaled: bool = False) -> dict:
+        if not journaled:
+            self._journal(len(self.rows), row)
         self.rows.append(row)
         self._index(len(self.rows) - 1, row)
         self._unsaved += 1
@@ -335,10 +508,12 @@ class Collector:
         return row
 
     def save(self) -> None:
-        """Write the whole manifest atomically (callers may hold the lock or not)."""
+        """Write the whole manifest atomically, then empty the journal (callers may hold the lock
+        or not). Killed in between, the journal is replayed onto rows it already holds: no change."""
         with self._lock:
             df = pd.DataFrame(self.rows, columns=list(MANIFEST_SCHEMA)) if self.rows else empty_table(MANIFEST_SCHEMA)
             self.dest.write_manifest(df)
+            self.dest.journal_path.unlink(missing_ok=True)
             self._unsaved = 0
 
     @property

@@ -257,6 +257,45 @@ def test_killed_process_leaves_no_partial_file(tmp_path):
         assert summary.complete and (manifest["status"] == "accepted").sum() == 60
 
 
+def test_rows_recorded_after_the_last_manifest_write_survive_a_kill(tmp_path, monkeypatch):
+    """Issue 11 item 2: rows are journaled before their file is stored, so a killed process loses
+    no row and the next run never has to delete a stored image it cannot account for."""
+    import crawl.store
+    from crawl.store import Collector, JOURNAL_NAME
+    from crawl.validate import validate_image
+
+    dest = FolderDestination(tmp_path)
+    collector = Collector(dest, ValidationConfig(), save_every=1000)
+    assert (tmp_path / "manifest.csv").exists()  # written before the first file
+    for i in range(3):
+        data = T.jpeg(3000 + i)
+        collector.record(TABBY, {"source": "bing", "url": f"http://img.test/{i}.jpg", "rank": i + 1},
+                         facts=validate_image(data), data=data)
+    collector.record(TIGER_CAT, {"source": "bing", "url": "http://img.test/0.jpg"}, facts=validate_image(T.jpeg(3000)))
+    real_write = crawl.store.write_bytes_atomic
+
+    def killed(*args):  # the process dies after the journal line, before the file's rename
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(crawl.store, "write_bytes_atomic", killed)
+    data = T.jpeg(3010)
+    with pytest.raises(KeyboardInterrupt):
+        collector.record(TABBY, {"source": "bing", "url": "http://img.test/lost.jpg"}, facts=validate_image(data), data=data)
+    monkeypatch.setattr(crawl.store, "write_bytes_atomic", real_write)
+    with open(tmp_path / JOURNAL_NAME, "a") as journal:
+        journal.write('{"i": 5, "row": {"wnid": "n0212')  # a line cut short by the kill
+    assert len(FolderDestination(tmp_path).read_manifest()) == 0  # the manifest was never rewritten
+
+    resumed = Collector(dest, ValidationConfig())
+    manifest = check_consistent(tmp_path)  # every stored file has its row, no row lacks its file
+    assert manifest["url"].tolist() == [f"http://img.test/{i}.jpg" for i in range(3)] + ["http://img.test/0.jpg"]
+    assert manifest["rank"].tolist()[:3] == [1, 2, 3]
+    assert manifest.loc[0, "other_wnids"] == TIGER_CAT and manifest.loc[3, "status"] == "duplicate"
+    assert resumed.claim_url(TABBY, "http://img.test/1.jpg") == "seen"  # not fetched again
+    assert resumed.claim_url(TABBY, "http://img.test/lost.jpg") == "new"  # its file never arrived: fetched again
+    assert not (tmp_path / JOURNAL_NAME).exists()  # folded into the manifest
+
+
 # --------------------------------------------------------------------------- into a run
 def test_crawl_into_a_run_updates_run_json():
     store = RunStore()

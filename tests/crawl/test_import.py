@@ -1,6 +1,10 @@
 """Local import (SRC/<wnid or class name>/<images>) and the crawl command line."""
 import hashlib
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,6 +16,7 @@ from crawl.store import FolderDestination
 from core.runstore import RunStore
 
 TABBY, TIGER_CAT, EGYPTIAN = "n02123045", "n02123159", "n02124075"
+ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ["; rm -rf ~ .jpg", "-rf.png", r"a\..\..\evil.jpg", "naïve 猫 \u202egpj.exe", "line\nbreak.jpg", "x" * 200 + ".jpg",
            "$(reboot).jpg"]
 
@@ -181,3 +186,193 @@ def test_offline_cli_exit_code_and_message(tmp_path, capsys):
     assert "cannot reach www.bing.com" in capsys.readouterr().err
     with T.FakeEngine() as engine:
         assert main(["check", "--base-url", engine.base_url]) == 0
+
+
+# --------------------------------------------------------------------------- issue 11: no image deleted, no hang
+def stored_files(folder):
+    """Every stored image under ``folder`` with its mtime and hash: proof that nothing was rewritten."""
+    return tree_fingerprint(folder) if folder.exists() else []
+
+
+def test_src_inside_the_destination_is_refused_before_anything_is_touched(src, tmp_path, capsys):
+    """Issue 11 item 1: importing a run's own images folder into that run deleted every image."""
+    assert main(["import", str(src), "--run", "R", "--no-progress"]) == 0
+    run = RunStore().open_run("R")
+    before = stored_files(run.images_dir)
+    assert len(before) > 5
+    link = tmp_path / "link-to-images"
+    link.symlink_to(run.images_dir)
+    for manifest_moved in (False, True):
+        if manifest_moved:
+            run.manifest_path.rename(tmp_path / "moved-away.parquet")
+        for source in (run.images_dir, run.images_dir / TABBY, link):
+            capsys.readouterr()
+            assert main(["import", str(source), "--run", "R", "--no-progress"]) == 2
+            err = capsys.readouterr().err.strip()
+            assert err.startswith("error: ") and len(err.splitlines()) == 1
+            assert "is inside the destination" in err and "choose another --run or --out" in err
+            assert stored_files(run.images_dir) == before
+    # the destination inside SRC, reached through a symbolic link, is refused as before
+    (tmp_path / "out-link").symlink_to(src / "Tabby", target_is_directory=True)
+    with pytest.raises(FolderImportError, match="inside the source"):
+        import_folder(src, tmp_path / "out-link" / "sub")
+
+
+def test_missing_manifest_beside_stored_images_is_an_error_not_a_sweep(src, tmp_path, capsys):
+    """Issue 11 item 2: with manifest.csv removed, the orphan sweep deleted every stored image."""
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    before = stored_files(out / TABBY) + stored_files(out / TIGER_CAT)
+    (out / "manifest.csv").rename(tmp_path / "moved-away.csv")
+    other = tmp_path / "other"
+    (other / TABBY).mkdir(parents=True)
+    (other / TABBY / "new.jpg").write_bytes(T.jpeg(999))
+    capsys.readouterr()
+    assert main(["import", str(other), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"{out} holds" in err and "stored image(s) but no manifest" in err and "nothing was changed" in err
+    assert f"python -m crawl import {out} --out NEW_DIR" in err
+    assert stored_files(out / TABBY) + stored_files(out / TIGER_CAT) == before
+    assert not (out / "manifest.csv").exists()
+    # the advice works: the stored files re-imported into a new manifest, every one of them accepted
+    assert main(["import", str(out), "--out", str(tmp_path / "rebuilt"), "--no-progress"]) == 0
+    rebuilt = FolderDestination(tmp_path / "rebuilt").read_manifest()
+    assert (rebuilt["status"] == "accepted").sum() == len(list(out.glob("n*/*")))
+
+
+def test_missing_run_manifest_beside_stored_images_is_an_error(src, tmp_path, capsys):
+    assert main(["import", str(src), "--run", "R", "--no-progress"]) == 0
+    run = RunStore().open_run("R")
+    before = stored_files(run.images_dir)
+    run.manifest_path.unlink()
+    capsys.readouterr()
+    assert main(["import", str(src), "--run", "R", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "run R holds" in err and f"python -m crawl import {run.images_dir} --run NEW_RUN" in err
+    assert stored_files(run.images_dir) == before
+
+
+@pytest.mark.parametrize("damage", [b"\x00\x01garbage\n", b"wnid,file\n\"unterminated\n"])
+def test_unreadable_manifest_says_how_to_rebuild_and_changes_nothing(src, tmp_path, capsys, damage):
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    before = stored_files(out / TABBY)
+    (out / "manifest.csv").write_bytes(damage)
+    capsys.readouterr()
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is not a readable manifest" in err
+    assert "move it away" not in err or "python -m crawl import" in err  # never 'start afresh' alone
+    assert f"python -m crawl import {out} --out NEW_DIR" in err
+    assert stored_files(out / TABBY) == before and (out / "manifest.csv").read_bytes() == damage
+
+
+def test_damaged_run_manifest_says_how_to_rebuild(src, capsys):
+    assert main(["import", str(src), "--run", "R", "--no-progress"]) == 0
+    run = RunStore().open_run("R")
+    before = stored_files(run.images_dir)
+    run.manifest_path.write_bytes(b"PAR1 not parquet")
+    capsys.readouterr()
+    assert main(["import", str(src), "--run", "R", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a readable Parquet file" in err and f"python -m crawl import {run.images_dir} --run NEW_RUN" in err
+    assert stored_files(run.images_dir) == before
+
+
+def test_only_the_tools_own_temporary_files_are_swept(src, tmp_path):
+    """A user's hidden '.notes.tmp' and a stored image without a row are not WildLens temporaries."""
+    out = tmp_path / "out"
+    import_folder(src, out)
+    folder = out / TABBY
+    ours = folder / ".0123456789abcdef.jpg.a1b2c3d4e5f6.tmp"  # what core.runstore.atomic_path names
+    ours.write_bytes(b"half a file")
+    theirs = folder / ".notes.tmp"
+    theirs.write_bytes(b"a user's file")
+    stray = folder / "fedcba9876543210.jpg"  # hash-like name, no manifest row
+    stray.write_bytes(T.jpeg(777))
+    summary = import_folder(src, out)
+    assert not ours.exists()
+    assert theirs.read_bytes() == b"a user's file" and stray.read_bytes() == T.jpeg(777)
+    assert any("1 file(s) in the class folders have no manifest row" in note for note in summary.notes)
+
+
+# --------------------------------------------------------------------------- issue 11: read-only destinations
+def cli_unprivileged(*args: str) -> subprocess.CompletedProcess:
+    """``python -m crawl ARGS`` in a process for which file modes count. Root ignores them, so as
+    root the child drops the two capabilities that let it (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH)."""
+    cmd = [sys.executable, "-m", "crawl", *args]
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: a read-only folder cannot be made")
+        drop = "-dac_override,-dac_read_search"
+        cmd = ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", *cmd]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.stderr.startswith("setpriv:"):
+        pytest.skip(f"cannot drop capabilities here: {done.stderr.strip()}")
+    return done
+
+
+def read_only(*folders: Path):
+    """chmod 555 for the ``with`` block (restored after, so tmp_path can be cleaned up)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def block():
+        for folder in folders:
+            folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            for folder in folders:
+                folder.chmod(0o755)
+
+    return block()
+
+
+def assert_one_line_error(done, *phrases):
+    err = done.stderr.strip()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    for phrase in phrases:
+        assert phrase in err, err
+
+
+def test_import_into_a_read_only_destination_is_a_one_line_error(src, tmp_path):
+    """Issue 11 item 10 (crawl part): a PermissionError traceback after the work."""
+    out = tmp_path / "out"
+    out.mkdir()
+    with read_only(out):
+        done = cli_unprivileged("import", str(src), "--out", str(out), "--no-progress")
+    assert_one_line_error(done, f"Cannot write to {out}", "Permission denied", "choose a destination you can write to")
+    assert list(out.iterdir()) == []
+
+    assert main(["import", str(src), "--run", "R", "--no-progress"]) == 0
+    run = RunStore().open_run("R")
+    before = stored_files(run.images_dir)
+    with read_only(run.path, run.images_dir, *run.images_dir.iterdir()):
+        done = cli_unprivileged("import", str(src), "--run", "R", "--no-progress")
+    assert_one_line_error(done, "Cannot write to run R", "Permission denied")
+    assert stored_files(run.images_dir) == before
+
+
+def test_new_run_in_a_read_only_store_is_a_one_line_error(src):
+    home = Path(os.environ["WILDLENS_HOME"])
+    (home / "runs").mkdir(parents=True, exist_ok=True)
+    with read_only(home, home / "runs"):
+        done = cli_unprivileged("import", str(src), "--run", "fresh", "--no-progress")
+    assert_one_line_error(done, "Cannot create run fresh in", "Permission denied")
+
+
+def test_fetch_into_a_read_only_destination_fails_before_any_request(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with T.FakeEngine() as engine:
+        engine.results["tabby"] = [engine.add(f"/t/{i}.jpg", T.jpeg(600 + i)) for i in range(3)]
+        with read_only(out):
+            done = cli_unprivileged("fetch", "--wnids", TABBY, "--k", "2", "--out", str(out), "--base-url", engine.base_url,
+                                    "--no-progress")
+        assert_one_line_error(done, f"Cannot write to {out}", "Permission denied")
+        assert sum(engine.hits.values()) == 0  # not even the engine was asked
+    assert list(out.iterdir()) == []
