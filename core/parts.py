@@ -10,7 +10,12 @@ A parts folder holds one sub-folder per model (``/`` in a model id becomes ``_``
 * :meth:`~PredictionParts.read` concatenates the parts in name (= time) order and keeps the latest
   row where an image was predicted twice;
 * :meth:`~PredictionParts.predicted_images` is what a re-run skips;
-* :meth:`~PredictionParts.compact` merges a model's parts into one.
+* :meth:`~PredictionParts.compact` merges a model's parts into one;
+* :meth:`~PredictionParts.check_writable` proves, before any work, that new files can be made;
+* :meth:`~PredictionParts.sweep_temporary` removes what a killed writer left: the temporary file
+  of a part write that never reached its rename (``.part-<time>-<random>.parquet.<12 hex>.tmp``,
+  :func:`atomic_temp_re`) and a write probe, and nothing else. The caller holds the folder's lock
+  (``core.locking``), so no live writer's temporary file is taken.
 
 Two owners use it: :class:`core.runstore.Run` (its ``predictions/`` folder; ``Run`` keeps its
 ``*_predictions`` methods and delegates here) and ``classify``'s plain-folder target (the
@@ -20,6 +25,8 @@ images folder, only these parts.
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import re
 import secrets
 from pathlib import Path
 
@@ -27,6 +34,21 @@ import pandas as pd
 
 from .runstore import (_RUN_ID_RE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
                        read_table, write_table)
+
+
+_PART_NAME = r"part-\d{20}-[0-9a-f]{6}\.parquet"  # append(): part-<UTC time, 20 digits>-<6 hex>.parquet
+_PROBE_PREFIX = ".write-probe."
+
+
+def atomic_temp_re(name_pattern: str) -> re.Pattern:
+    """The temporary files that ``core.runstore.atomic_path`` writes for a target whose name
+    matches ``name_pattern`` (a regular expression): '.<name>.<12 hex>.tmp' beside it. A process
+    killed between the write and the rename leaves one behind."""
+    return re.compile(rf"^\.(?:{name_pattern})\.[0-9a-f]{{12}}\.tmp$")
+
+
+_PART_TEMP_RE = atomic_temp_re(_PART_NAME)
+_PROBE_RE = re.compile(rf"^{re.escape(_PROBE_PREFIX)}[0-9a-f]{{12}}\.tmp$")
 
 
 class PredictionParts:
@@ -74,6 +96,30 @@ class PredictionParts:
         if not include_failed:
             df = df[df["status"] == "ok"]
         return set(df["image"].dropna())
+
+    def check_writable(self) -> None:
+        """Create the folder and a file in it, then remove the file: raises ``OSError`` (with
+        ``filename``) where new part files could not be written."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        probe = self.folder / f"{_PROBE_PREFIX}{secrets.token_hex(6)}.tmp"
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        probe.unlink()
+
+    def sweep_temporary(self) -> int:
+        """Remove the temporary files a killed writer left here (see the module docstring); the
+        number removed. Call it holding the folder's lock. Any other file is left alone."""
+        if not self.folder.is_dir():
+            return 0
+        removed = 0
+        candidates = [p for p in self.folder.iterdir() if _PROBE_RE.match(p.name)]
+        for folder in self.folder.iterdir():
+            if folder.is_dir() and not folder.is_symlink():
+                candidates += [p for p in folder.iterdir() if _PART_TEMP_RE.match(p.name)]
+        for path in candidates:
+            if path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
     def compact(self, model: str) -> None:
         """Merge a model's part files into one. The merged part is written (atomically) as the
