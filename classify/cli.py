@@ -7,7 +7,8 @@
 FILE has the columns ``python -m explain metrics`` reads (model, image, true_wnid, pred_wnid,
 pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two commands chain. The
 batches of a folder run are kept beside FILE (``.FILE.parts/``): re-running the same command
-resumes and skips what is done. Errors a person can fix (``core.errors.WildLensError``) print one
+resumes and skips what is done; entries of DIR that are not read (links out of DIR, FIFOs,
+unreadable folders, other files) are listed on stderr with their reasons. Errors a person can fix (``core.errors.WildLensError``) print one
 line and exit with status 2. The option lists (precisions, backends, resamplers, families) are the
 library's own (``classify.device``, ``classify.preprocess``, ``classify.registry``).
 """
@@ -130,7 +131,20 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
     if failed:
         print(f"{failed} (model, image) pairs failed: unreadable images; their rows say why (status 'failed').",
               file=sys.stderr)
+    _print_skipped(result.skipped, args.images)
     return 0
+
+
+def _print_skipped(skipped: list[tuple[str, str]], folder: str | None, shown: int = 20) -> None:
+    """The entries of an images folder that were not read, with their reasons (stderr): nothing
+    in DIR vanishes without a word."""
+    if not skipped:
+        return
+    print(f"{len(skipped)} entries of {folder} were skipped, not read:", file=sys.stderr)
+    for entry, reason in skipped[:shown]:
+        print(f"  {entry}: {reason}", file=sys.stderr)
+    if len(skipped) > shown:
+        print(f"  ... and {len(skipped) - shown} more", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None, after_run: Callable[[Run], object] | None = None) -> int:

@@ -24,8 +24,9 @@ device, precision and thread policy are :mod:`classify.device`'s. The pipeline, 
 * Every batch's rows go to the sink before progress is reported, so a target that stores them at
   once (part files, ``core.parts``) loses at most one batch to a kill; (model, image) pairs the
   caller says are done are skipped.
-* An image that cannot be decoded becomes a row with status 'failed' and its reason; the run
-  goes on. Progress goes through ``core.progress`` (terminal bar or dashboard).
+* An image that cannot be read or decoded becomes a row with status 'failed' and its reason; the
+  run goes on. Files are read by ``classify.preprocess.read_image_file``: regular files only, at
+  most ``MAX_IMAGE_BYTES``. Progress goes through ``core.progress`` (terminal bar or dashboard).
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ from .device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts,
                      default_num_workers, full_fp32, precision_name, select_device)
 from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier
 from .optimize import fold_batchnorm
-from .preprocess import DEFAULT_RESAMPLER, check_resampler, crop_to_tensor, load_rgb_draft, normalizer
+from .preprocess import (DEFAULT_RESAMPLER, check_resampler, crop_to_tensor, load_rgb_draft, normalizer,
+                         read_image_file)
 from .registry import Geometry, ModelEntry, class_wnids, resolve_models
 from .sources import get_source
 from .weights import WeightsError, load_model, require_weights, weights_status
@@ -113,6 +115,9 @@ class InferenceReport:
     precision: str
     backends: dict[str, str] = field(default_factory=dict)  # model id -> backend it ran on, and why
     resampler: str = DEFAULT_RESAMPLER  # what resized the images (classify.preprocess)
+    # Entries of an images folder that were not read, (path relative to the folder, reason);
+    # set by classify.targets.predict_folder (see scan_folder).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def images_per_second(self) -> float:
@@ -170,7 +175,8 @@ class DecodedCrops(Dataset):
         if task.error:
             return index, None, task.error
         try:
-            image = load_rgb(task.path) if self.draft_side is None else load_rgb_draft(task.path, self.draft_side)
+            data = read_image_file(task.path)  # regular files only, at most MAX_IMAGE_BYTES
+            image = load_rgb(data) if self.draft_side is None else load_rgb_draft(data, self.draft_side)
             crops = tuple(crop_to_tensor(image, g, self.resampler) for g in self.geometries)
         except ImageLoadError as exc:
             return index, None, str(exc)

@@ -21,10 +21,17 @@ filter widened by the scale factor, as Pillow does):
   the bit (the tests compare), and the same on every platform. Nearest and Lanczos always use it.
 
 The batched pipeline uses ``"torch"`` unless ``InferenceOptions.resampler`` says ``"pil"``.
+
+Files are read through :func:`read_image_file`: regular files only (checked on the open file, so
+a FIFO or a device swapped in after the folder scan is refused too, and opening never waits for a
+FIFO's writer) and at most :data:`MAX_IMAGE_BYTES`, so a link to ``/dev/zero`` or a huge file is a
+failed row, not a MemoryError.
 """
 from __future__ import annotations
 
 import io
+import os
+import stat
 import warnings
 from pathlib import Path
 
@@ -40,6 +47,53 @@ from core.imageio import ImageLoadError, load_rgb, to_rgb
 
 from .options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from .registry import Geometry, InputConfig
+
+# The most bytes read from one image file. Above every file that can hold an image Pillow accepts
+# (core.imageio.MAX_IMAGE_PIXELS = 64 M pixels: 192 MB as uncompressed 8-bit RGB, 256 MB as RGBA),
+# so no real image is refused, while a decode worker never holds more than this of one file.
+MAX_IMAGE_BYTES = 256 * 1024 * 1024
+
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+               (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for a reason: 'FIFO', 'character device', ..."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), "special file")
+
+
+def oversize_reason(size: int) -> str | None:
+    """The reason a file of ``size`` bytes is not read, or None when it is within the limit."""
+    limit = MAX_IMAGE_BYTES
+    return f"file is {size} bytes, over the {limit}-byte limit for an image: not read" if size > limit else None
+
+
+def read_image_file(path: str | Path) -> bytes:
+    """The bytes of an image file: a regular file of at most :data:`MAX_IMAGE_BYTES`, checked on
+    the opened file (``fstat``). Raises ImageLoadError with the reason otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer
+    except FileNotFoundError:
+        raise ImageLoadError("file not found") from None
+    except OSError as exc:
+        raise ImageLoadError(f"cannot open: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ImageLoadError(f"not a regular file ({file_kind(info.st_mode)}): not read")
+        reason = oversize_reason(info.st_size)
+        if reason:
+            raise ImageLoadError(reason)
+        try:
+            data = handle.read(MAX_IMAGE_BYTES + 1)
+        except OSError as exc:
+            raise ImageLoadError(f"cannot read: {exc.strerror or exc}") from None
+    reason = oversize_reason(len(data))  # grew while being read
+    if reason:
+        raise ImageLoadError(reason)
+    return data
+
 
 _INTERPOLATION = {
     "nearest": InterpolationMode.NEAREST,

@@ -13,31 +13,61 @@ Two targets, one sink type:
 Both hand their tasks to :func:`classify.pipeline.run_inference` with a :class:`PredictionSink`,
 which stores each batch as it comes (``core.parts.PredictionParts``, or memory), says what is
 already stored, compacts at the end and reads the final table.
+
+Before the first image is decoded, a target that stores its rows (:func:`_writing_parts`) proves
+that its folders can be written (:class:`OutputError` otherwise, instead of a PermissionError
+after all the inference), takes the parts folder's lock (``core.locking``: a second classify run
+on the same run or ``--out`` fails at once with :class:`~core.locking.FolderBusy`), and removes
+the temporary files a killed run left there (``PredictionParts.sweep_temporary``, and beside
+``--out`` its own atomic-write temporaries), all while holding the lock.
+
+:func:`scan_folder` reads DIR without trusting it: regular files only (``stat`` after resolving
+links), never a link out of DIR, every folder at most once (links that loop), and each entry it
+does not read is reported: as a task marked failed with its reason where the name is an image's
+(a FIFO, a link to ``/dev/zero``, a file over ``classify.preprocess.MAX_IMAGE_BYTES``), else in
+:attr:`FolderScan.skipped` (folders linked from outside DIR or unreadable, other files).
 """
 from __future__ import annotations
 
+import errno
+import os
+import re
+import secrets
+import stat
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pandas as pd
 
 from core.errors import WildLensError
-from core.parts import PredictionParts
+from core.locking import exclusive_lock
+from core.parts import PredictionParts, atomic_temp_re
 from core.progress import ProgressCallback
 from core.runstore import PREDICTION_SCHEMA, Run, StoreError, conform, write_table
 from core.wordnet import is_wnid
 
 from .pipeline import ImageTask, InferenceOptions, InferenceReport, run_inference
+from .preprocess import file_kind, oversize_reason
 from .registry import ModelEntry, resolve_models
 from .sources import get_source
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
                             ".pgm", ".pbm"})
 OUTPUT_SUFFIXES = (".csv", ".parquet", ".pq")
+# The lock file of a parts folder (a run's predictions/ or a folder run's .FILE.parts/): one
+# classify run writes there at a time. Not crawl's lock name: classifying a run while a crawl adds
+# to it is allowed, as before.
+PARTS_LOCK_NAME = ".wildlens-classify.lock"
 
 
 class FolderError(WildLensError, ValueError):
     """An images folder that is not DIR/<wnid>/<images>; the message says how to fix it."""
+
+
+class OutputError(WildLensError, RuntimeError):
+    """Where the predictions go cannot be written; found before any inference."""
 
 
 class PredictionSink:
@@ -90,54 +120,160 @@ def run_tasks(run: Run) -> list[ImageTask]:
     return tasks
 
 
+@contextmanager
+def _writing_parts(parts: PredictionParts, busy: str, unwritable: str) -> Iterator[None]:
+    """Hold ``parts``' folder for one classify run: it can be written (else :class:`OutputError`,
+    ``unwritable`` formatted with ``{path}`` and ``{reason}``), no other classify run writes there
+    (else ``FolderBusy`` with ``busy``), and a killed run's temporary files are gone."""
+    try:
+        parts.check_writable()
+    except OSError as exc:
+        raise OutputError(unwritable.format(path=exc.filename or parts.folder, reason=exc.strerror or exc)) from None
+    try:
+        with exclusive_lock(parts.folder, busy, name=PARTS_LOCK_NAME):
+            parts.sweep_temporary()
+            yield
+    except PermissionError as exc:  # the lock file itself (an existing one, read-only)
+        if exc.filename is None or Path(exc.filename).name != PARTS_LOCK_NAME:
+            raise
+        raise OutputError(unwritable.format(path=exc.filename, reason=exc.strerror or exc)) from None
+
+
 def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: InferenceOptions | None = None,
                 progress: ProgressCallback | None = None) -> InferenceReport:
-    """Classify a run's usable images with ``models``; resumable; stores through the run store."""
+    """Classify a run's usable images with ``models``; resumable; stores through the run store.
+    One classify run per run at a time (:func:`_writing_parts`)."""
     options = options or InferenceOptions()
     entries = resolve_models(models)
     tasks = run_tasks(run)
-    sink = PredictionSink(run.prediction_parts)
-    result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress)
-    sink.finish(entries, options.compact)
-    if run.info_path.exists():
-        info = run.info
-        results = [e.id for e in entries if e.id not in info.models and get_source(e).records_results]
-        known = list(info.models) + results
-        if known != list(info.models):
-            run.update_info(models=known)
+    parts = run.prediction_parts
+    busy = f"Another classify run is writing predictions to run {run.run_id}; wait for it to finish."
+    unwritable = (f"Run {run.run_id}: {{path}} cannot be written ({{reason}}); give yourself write access to "
+                  f"{run.path} or classify a copy of the run.")
+    with _writing_parts(parts, busy, unwritable):
+        sink = PredictionSink(parts)
+        result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress)
+        sink.finish(entries, options.compact)
+        if run.info_path.exists():
+            info = run.info
+            results = [e.id for e in entries if e.id not in info.models and get_source(e).records_results]
+            known = list(info.models) + results
+            if known != list(info.models):
+                run.update_info(models=known)
     return result
 
 
 # --------------------------------------------------------------------------- folders
-def scan_folder(folder: str | Path) -> tuple[list[ImageTask], int]:
-    """DIR/<wnid>/<images> -> tasks (image id '<wnid>/<relative path>'), and how many files were
-    skipped for not looking like images. Raises FolderError with advice."""
-    root = Path(folder).expanduser()
-    if not root.exists():
-        raise FolderError(f"Folder {root} does not exist.")
-    if not root.is_dir():
-        raise FolderError(f"{root} is a file; give a folder holding one sub-folder per class (named by wnid).")
-    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+@dataclass
+class FolderScan:
+    """What :func:`scan_folder` found. ``tasks``: the images, with ``error`` set on entries named
+    like images that are not read (the pipeline stores them as failed rows with that reason);
+    ``skipped``: every other entry not read, (path relative to DIR, reason)."""
+
+    tasks: list[ImageTask]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _inspect(path: Path, link: bool, root: Path) -> tuple[Path | None, os.stat_result | None, str | None]:
+    """(real path, its stat, None) for an entry that may be read, else (None, None, reason).
+    ``link``: the entry is a symbolic link; only then is it resolved (a plain entry's real path
+    is its path, since its folder's is already real)."""
+    try:
+        real = path.resolve(strict=True) if link else path
+        info = os.stat(real, follow_symlinks=False)
+    except RuntimeError:  # Python < 3.13 reports a link loop this way
+        return None, None, "symbolic link loop: not followed"
+    except FileNotFoundError:
+        return None, None, "broken symbolic link: not followed" if link else "vanished while scanning"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None, None, "symbolic link loop: not followed"
+        return None, None, f"cannot be inspected ({exc.strerror or exc})"
+    if real != root and root not in real.parents:
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a file"
+        return None, None, f"symbolic link to {kind} outside the images folder ({real}): not followed"
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        return None, None, f"not a regular file ({file_kind(info.st_mode)}): not read"
+    return real, info, None
+
+
+def _listing(folder: Path) -> list[os.DirEntry]:
+    with os.scandir(folder) as entries:
+        return sorted(entries, key=lambda e: e.name)
+
+
+def scan_folder(folder: str | Path) -> FolderScan:
+    """DIR/<wnid>/<images> -> tasks (image id '<wnid>/<relative path>') and the entries not read,
+    each with its reason. Reads only regular files inside DIR: links are resolved and ``stat``-ed
+    first, links out of DIR are not followed, each folder is entered once (a link back to a folder
+    already scanned is a loop), unreadable folders are reported; hidden entries are ignored, as
+    before. Raises FolderError with advice when DIR is not such a folder."""
+    given = Path(folder).expanduser()
+    if not given.exists():
+        raise FolderError(f"Folder {given} does not exist.")
+    if not given.is_dir():
+        raise FolderError(f"{given} is a file; give a folder holding one sub-folder per class (named by wnid).")
+    root = given.resolve()
+    try:
+        top = _listing(root)
+    except OSError as exc:
+        raise FolderError(f"{given} cannot be read ({exc.strerror or exc}); give a folder you can read.") from None
+    skipped: list[tuple[str, str]] = []
+    classes: list[tuple[str, Path, os.stat_result]] = []
+    for entry in top:
+        if entry.name.startswith("."):
+            continue
+        real, info, reason = _inspect(root / entry.name, entry.is_symlink(), root)
+        if reason:
+            skipped.append((entry.name, reason))
+        elif stat.S_ISDIR(info.st_mode):
+            classes.append((entry.name, real, info))
+        else:
+            skipped.append((entry.name, "a file directly in the images folder, not in a class sub-folder"))
     if not classes:
-        raise FolderError(f"{root} has no class sub-folders. Expected {root}/<wnid>/<images>, e.g. "
-                          f"{root}/n02123045/cat1.jpg.")
-    wrong = [p.name for p in classes if not is_wnid(p.name)]
+        raise FolderError(f"{given} has no class sub-folders. Expected {given}/<wnid>/<images>, e.g. "
+                          f"{given}/n02123045/cat1.jpg.")
+    wrong = [name for name, _, _ in classes if not is_wnid(name)]
     if wrong:
         shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
-        raise FolderError(f"Sub-folders of {root} must be named by WordNet id (e.g. n02123045 for tabby); "
+        raise FolderError(f"Sub-folders of {given} must be named by WordNet id (e.g. n02123045 for tabby); "
                           f"these are not: {shown}. 'python -m explain hyponyms cat.n.01' lists wnids.")
-    tasks, skipped = [], 0
-    for folder_ in classes:
-        for path in sorted(folder_.rglob("*")):
-            if not path.is_file() or any(part.startswith(".") for part in path.relative_to(root).parts):
+    tasks: list[ImageTask] = []
+    seen: dict[tuple[int, int], str] = {(root.stat().st_dev, root.stat().st_ino): "the images folder itself"}
+
+    def walk(rel: str, real: Path, info: os.stat_result, wnid: str) -> None:
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            skipped.append((rel, f"folder already scanned as {seen[key]} (a link loop or a second link): "
+                                 "not entered again"))
+            return
+        seen[key] = rel
+        try:
+            entries = _listing(real)
+        except OSError as exc:
+            skipped.append((rel, f"folder cannot be read ({exc.strerror or exc}): its images are not classified"))
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            if path.suffix.lower() not in IMAGE_SUFFIXES:
-                skipped += 1
-                continue
-            tasks.append(ImageTask(path.relative_to(root).as_posix(), str(path), folder_.name))
+            child = f"{rel}/{entry.name}"
+            target, child_info, reason = _inspect(real / entry.name, entry.is_symlink(), root)
+            looks_like_image = Path(entry.name).suffix.lower() in IMAGE_SUFFIXES
+            if target is not None and stat.S_ISDIR(child_info.st_mode):
+                walk(child, target, child_info, wnid)
+            elif target is not None and looks_like_image:
+                tasks.append(ImageTask(child, str(target), wnid, error=oversize_reason(child_info.st_size)))
+            elif looks_like_image:  # named like an image but not read: a failed row says why
+                tasks.append(ImageTask(child, "", wnid, error=reason))
+            else:
+                skipped.append((child, reason or f"not an image file name (suffix {Path(entry.name).suffix or 'none'})"))
+
+    for name, real, info in classes:
+        walk(name, real, info, name)
     if not tasks:
-        raise FolderError(f"No images under {root}/<wnid>/ (looked for {', '.join(sorted(IMAGE_SUFFIXES))}).")
-    return tasks, skipped
+        also = f" {len(skipped)} entries were skipped, e.g. {skipped[0][0]}: {skipped[0][1]}." if skipped else ""
+        raise FolderError(f"No images under {given}/<wnid>/ (looked for {', '.join(sorted(IMAGE_SUFFIXES))}).{also}")
+    return FolderScan(tasks, skipped)
 
 
 def check_output_path(out: str | Path) -> Path:
@@ -154,20 +290,61 @@ def parts_folder_for(out: Path) -> Path:
     return out.parent / f".{out.name}.parts"
 
 
+def _check_out_folder(out: Path) -> None:
+    """The folder of ``out`` exists (created if need be) and takes a new file (a probe named as
+    the atomic write of ``out`` names its temporary file, so a kill here leaves only what the
+    sweep removes); OutputError otherwise."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp"
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        probe.unlink()
+    except OSError as exc:
+        raise OutputError(f"--out {out}: {exc.filename or out.parent} cannot be written ({exc.strerror or exc}); "
+                          "give an --out in a folder you can write to.") from None
+
+
+def _sweep_out_temporaries(out: Path) -> int:
+    """Remove the temporary files of killed writes of ``out`` (core.runstore.atomic_path's names
+    for it, '.FILE.<12 hex>.tmp'); call it holding the parts folder's lock."""
+    pattern = atomic_temp_re(re.escape(out.name))
+    removed = 0
+    for path in out.parent.iterdir():
+        if pattern.match(path.name) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry], out: str | Path | None = None,
                    options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
                    ) -> tuple[pd.DataFrame, InferenceReport]:
-    """Classify DIR/<wnid>/<images>. With ``out`` the batches are kept beside it (resumable) and
-    the predictions are written to it, CSV or Parquet by suffix; the table is also returned."""
+    """Classify DIR/<wnid>/<images>. With ``out`` the batches are kept beside it (resumable, one
+    classify run per ``out`` at a time) and the predictions are written to it, CSV or Parquet by
+    suffix; the table is also returned. The report lists the entries of DIR not read (``skipped``)."""
     options = options or InferenceOptions()
     entries = resolve_models(models)
-    tasks, _ = scan_folder(folder)
+    scan = scan_folder(folder)
+    tasks = scan.tasks
     out_path = check_output_path(out) if out is not None else None
-    sink = PredictionSink(PredictionParts(parts_folder_for(out_path)) if out_path is not None else None)
+    if out_path is None:
+        table, result = _classify_folder(tasks, entries, PredictionSink(), options, progress)
+    else:
+        _check_out_folder(out_path)
+        parts = PredictionParts(parts_folder_for(out_path))
+        busy = f"Another classify run is writing to {out_path} (batches in {parts.folder}); wait for it to finish."
+        unwritable = f"--out {out_path}: {{path}} cannot be written ({{reason}}); give an --out in a folder you can write to."
+        with _writing_parts(parts, busy, unwritable):
+            _sweep_out_temporaries(out_path)
+            table, result = _classify_folder(tasks, entries, PredictionSink(parts), options, progress)
+            write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")
+    result.skipped = list(scan.skipped)
+    return conform(table, PREDICTION_SCHEMA, table="predictions", extra="drop"), result
+
+
+def _classify_folder(tasks: list[ImageTask], entries: list[ModelEntry], sink: PredictionSink,
+                     options: InferenceOptions, progress: ProgressCallback | None):
     result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress)
     sink.finish(entries, options.compact)
     table = sink.table(entries, {t.image for t in tasks})
-    table = table.sort_values(["model", "image"], kind="stable").reset_index(drop=True)
-    if out_path is not None:
-        write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")
-    return conform(table, PREDICTION_SCHEMA, table="predictions", extra="drop"), result
+    return table.sort_values(["model", "image"], kind="stable").reset_index(drop=True), result
