@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .metrics import REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError, compute_metric_tables
@@ -34,9 +35,89 @@ def write_metric_tables(tables: MetricTables, out_dir: Path | str) -> dict[str, 
     return written
 
 
-def _csv_line(row: int) -> str:
-    # +2: rows count from 0 and line 1 is the header.
-    return f"row {row + 1} (line {row + 2})"
+def _check_csv_fields(path: Path, sep: str):
+    """Every row of a CSV must have as many fields as its header: pandas would otherwise take the
+    first field of rows one field longer than the header as an index and shift every column left
+    (a model column holding wnids), or fill the fields missing from a short row with NA. Raises
+    PredictionsError naming the first line whose count differs. Blank lines are skipped, as pandas
+    skips them. Returns ``line_of_row``: data row (0-based) -> "row N (line L)", L being the row's
+    first physical line.
+
+    A file without a double quote is counted as bytes (a field is what lies between separators:
+    0.6 s per million rows); a file with one is read as CSV, where a quoted separator or line
+    break belongs to its value (1.4 s per million rows)."""
+    data = path.read_bytes()
+    if b'"' in data:
+        starts = _csv_record_starts(path, sep)
+    else:
+        starts = _plain_line_starts(path, data, sep)
+    del data
+
+    def line_of_row(row: int) -> str:
+        return f"row {row + 1} (line {starts[row]})" if 0 <= row < len(starts) else f"row {row + 1}"
+
+    return line_of_row
+
+
+def _plain_line_starts(path: Path, data: bytes, sep: str) -> np.ndarray:
+    from operator import methodcaller
+
+    lines = data.split(b"\n")
+    counts = np.fromiter(map(methodcaller("count", sep.encode()), lines), dtype=np.int64, count=len(lines))
+    header_at = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if header_at is None:  # nothing but blank lines: pandas says the file is empty
+        return np.zeros(0, dtype=np.int64)
+    blank = []
+    for i in np.flatnonzero(counts != counts[header_at]).tolist():  # in a sound file: blank lines only
+        if not lines[i].strip():
+            blank.append(i)
+        elif i > header_at:
+            header, record = (lines[j].decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r").split(sep)
+                              for j in (header_at, i))
+            raise PredictionsError(f"{path.name}: {_field_count_problem(i + 1, record, header, sep)}")
+    is_row = np.ones(len(lines), dtype=bool)
+    is_row[:header_at + 1] = False
+    is_row[blank] = False
+    return np.flatnonzero(is_row) + 1
+
+
+def _csv_record_starts(path: Path, sep: str) -> list[int]:
+    import csv
+    from array import array
+
+    starts = array("q")
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh, delimiter=sep, skipinitialspace=True)
+        header, previous_end = None, 0
+        try:
+            for record in reader:
+                first, previous_end = previous_end + 1, reader.line_num
+                if not record or (len(record) == 1 and not record[0].strip()):  # a blank line, as pandas sees it
+                    continue
+                if header is None:
+                    header = record
+                elif len(record) != len(header):
+                    raise PredictionsError(f"{path.name}: {_field_count_problem(first, record, header, sep)}")
+                else:
+                    starts.append(first)
+        except csv.Error as exc:
+            raise PredictionsError(f"{path} cannot be read: {exc} (line {reader.line_num}).") from None
+    return starts
+
+
+def _field_count_problem(line: int, record: list[str], header: list[str], sep: str) -> str:
+    """What is wrong with a row whose field count differs from the header's, and the fix."""
+    mark = "comma" if sep == "," else "tab"
+    columns = ", ".join(header) if len(header) <= 8 else ", ".join(header[:8]) + ", ..."
+    problem = f"line {line} has {len(record)} fields but the header has {len(header)} ({columns})"
+    if len(record) < len(header):
+        return problem + "; every row needs one field per column (leave a field empty, not out)."
+    extra = record[len(header):]
+    if not any(field.strip() for field in extra):
+        return problem + (f": a trailing {mark} after the last field; remove it" if len(extra) == 1 else
+                          f": {len(extra)} trailing {mark}s after the last field; remove them") + \
+            " (or name the extra column in the header)."
+    return problem + f"; quote a value that contains a {mark} (\"a{sep}b\"), or add the missing column name to the header."
 
 
 def _check_parquet_types(path: Path) -> None:
@@ -56,8 +137,9 @@ def _check_parquet_types(path: Path) -> None:
 
 def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     """A predictions CSV (.csv, .tsv) or Parquet (.parquet, .pq) file as a DataFrame, plus a
-    function naming a row the way a person finds it in that file. Raises PredictionsError with a
-    one-line reason for an unreadable, empty or ill-typed file."""
+    function naming a row the way a person finds it in that file (a CSV row by its physical line).
+    Raises PredictionsError with a one-line reason for an unreadable, empty or ill-typed file, and
+    for a CSV row whose field count differs from the header's (never read shifted)."""
     path = Path(path)
     if not path.exists():
         raise PredictionsError(f"{path} does not exist.")
@@ -66,9 +148,11 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv", ".txt"):
-            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype={c: "string" for c in _STRING_COLUMNS},
+            sep = "\t" if suffix == ".tsv" else ","
+            line_of_row = _check_csv_fields(path, sep)
+            # index_col=False: the first column is data, never an index (the field counts are checked above).
+            df = pd.read_csv(path, sep=sep, dtype={c: "string" for c in _STRING_COLUMNS}, index_col=False,
                              keep_default_na=False, na_values=[""], skipinitialspace=True)
-            line_of_row = _csv_line
         elif suffix in (".parquet", ".pq"):
             df = pd.read_parquet(path)
             _check_parquet_types(path)

@@ -97,6 +97,29 @@ def _error_case(tmp_path, name, predictions):
         return path, ["unknown file type"]
     if name == "missing.csv":
         return path, ["does not exist"]
+    if name == "five_fields.csv":  # issue 11 item 8: pandas took the first field as an index and shifted the rest
+        path.write_text("model,true_wnid,pred_wnid,status\n" + "".join(
+            f"resnet50,{i}.jpg,n02123045,n02123045,ok\n" for i in range(4)))
+        return path, ["five_fields.csv", "line 2 has 5 fields", "header has 4", "quote"]
+    if name == "one_long_row.csv":
+        lines = df.to_csv(index=False).splitlines()
+        lines[9] = lines[9].replace(",", ",x,", 1)  # an unquoted comma inside the model field
+        path.write_text("\n".join(lines) + "\n")
+        return path, ["line 10 has 15 fields", "header has 14"]
+    if name == "short_row.csv":
+        lines = df.to_csv(index=False).splitlines()
+        lines[4] = lines[4].rsplit(",", 1)[0]  # the last field (status) left out, not left empty
+        path.write_text("\n".join(lines) + "\n")
+        return path, ["line 5 has 13 fields", "header has 14", "leave a field empty"]
+    if name == "trailing_comma.csv":  # issue 11 item 9: reported as "pred_wnid: empty"
+        path.write_text("model,image,true_wnid,pred_wnid\n" + "".join(
+            f"resnet50,{i}.jpg,n02123045,n02123159,\n" for i in range(4)))
+        return path, ["line 2 has 5 fields", "header has 4", "trailing comma"]
+    if name == "trailing_comma_once.csv":
+        lines = df.to_csv(index=False).splitlines()
+        lines[3] += ","
+        path.write_text("\n".join(lines) + "\n")
+        return path, ["line 4 has 15 fields", "trailing comma"]
     if name == "list_true_wnid.parquet":  # issue 11 item 7: was a TypeError (unhashable) traceback
         df.assign(true_wnid=[[w] for w in df["true_wnid"]]).to_parquet(path)
         return path, ["column 'true_wnid'", "list<", "one wnid per row"]
@@ -111,7 +134,8 @@ def _error_case(tmp_path, name, predictions):
 
 ERROR_CASES = ["missing_column.csv", "non_wnid.csv", "unknown_wnid.csv", "empty.csv", "header_only.csv",
                "bad_prob.csv", "binary.csv", "damaged.parquet", "predictions.xlsx", "missing.csv",
-               "list_true_wnid.parquet", "struct_model.parquet", "list_prob.parquet"]
+               "list_true_wnid.parquet", "struct_model.parquet", "list_prob.parquet",
+               "five_fields.csv", "one_long_row.csv", "short_row.csv", "trailing_comma.csv", "trailing_comma_once.csv"]
 
 
 @pytest.mark.parametrize("name", ERROR_CASES)
@@ -169,3 +193,34 @@ def test_na_metrics_are_printed_as_na_exit_0(tmp_path, capsys, suffix):
     tables = compute_metric_tables(read_predictions_file(source)[0], cache_dir=False)
     for name, table in tables.as_dict().items():
         assert (tmp_path / "out" / f"{name}.csv").read_bytes() == table_to_csv_bytes(table), name
+
+
+def test_a_trailing_comma_is_not_reported_as_an_empty_field(tmp_path, capsys, predictions):
+    """Issue 11 item 9: the message said "column 'pred_wnid': empty" for a row whose pred_wnid is
+    there; it must say what is wrong (the extra field), never blame a column that is filled."""
+    path, _ = _error_case(tmp_path, "trailing_comma.csv", predictions)
+    assert main(["metrics", str(path), "--out", str(tmp_path / "out"), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "empty" not in err and "pred_wnid':" not in err, err
+
+
+def test_quoted_commas_newlines_and_blank_lines_are_read_and_lines_named(tmp_path, capsys, predictions):
+    """The field-count rule reads CSV as CSV: a quoted comma or line break is part of a value, a
+    blank line is skipped; a later error names the line a person finds in an editor."""
+    df = predictions.head(6).copy()
+    df["image"] = df["image"].astype(object)
+    df.loc[1, "image"] = "a,b.jpg"
+    df.loc[2, "image"] = "two\nlines.jpg"
+    text = df.to_csv(index=False).replace("\n", "\n   \n", 1)  # a blank line (spaces only) after the header
+    path = tmp_path / "quoted.csv"
+    path.write_text(text)
+    read, line_of_row = read_predictions_file(path)
+    assert read["image"].tolist()[1:3] == ["a,b.jpg", "two\nlines.jpg"] and len(read) == 6
+    assert line_of_row(0) == "row 1 (line 3)" and line_of_row(3) == "row 4 (line 7)"
+    assert main(["metrics", str(path), "--out", str(tmp_path / "out"), "--no-cache"]) == 0
+    capsys.readouterr()
+    bad = text.splitlines()
+    bad[6] = bad[6].replace(df.loc[3, "true_wnid"], "tabby", 1)
+    path.write_text("\n".join(bad) + "\n")
+    assert main(["metrics", str(path), "--out", str(tmp_path / "out2"), "--no-cache"]) == 2
+    assert "row 4 (line 7)" in capsys.readouterr().err
