@@ -144,7 +144,7 @@ def cmd_import(args) -> int:
     progress = None if args.no_progress else TerminalProgress()
     try:
         summary = import_folder(args.src, target, label_space=label_space, progress=progress,
-                                validation=_validation(args))
+                                validation=_validation(args), follow_links=args.follow_links)
     finally:
         if progress is not None:
             progress.close()
@@ -197,7 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("import", help="import SRC/<wnid or class name>/<images> into a run or a folder")
-    p.add_argument("src", type=Path, help="folder with one sub-folder of images per class")
+    p.add_argument("src", type=Path, help="folder with one sub-folder of images per class; only its regular files "
+                                           "are read (FIFOs, devices, link loops are skipped and recorded)")
+    p.add_argument("--follow-links", action="store_true",
+                   help="follow symbolic links that lead out of SRC (default: such links are skipped and recorded)")
     p.add_argument("--no-progress", action="store_true")
     _add_destination_args(p)
     _add_validation_args(p)

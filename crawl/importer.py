@@ -11,14 +11,23 @@ are skipped. Every file is read (never written), validated like a crawled image,
 files are copied under a name made of their hash, so hostile or exotic file names never reach
 the file system; the original relative path is kept in the manifest as data
 (``original_name``). Importing the same folder again adds nothing.
+
+Only regular files inside SRC are read, and never more than the size limit of any of them:
+a link to /dev/zero would fill memory, a FIFO would block forever, a class folder linking to
+/ would walk the whole disk. A symbolic link is followed when it stays inside SRC (symlinks
+resolved), or anywhere with ``follow_links`` (``--follow-links``); each folder is read once,
+so link loops end. Every entry that is not read gets a manifest row (status 'rejected') and a
+line in the summary, with its reason: ``not-regular`` (FIFO, device, socket), ``outside-src``,
+``symlink-loop``, ``unreadable`` (permission, broken link), ``too-large``.
 """
 from __future__ import annotations
 
 import difflib
-import hashlib
+import errno
 import functools
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +42,8 @@ from core.wordnet import is_wnid, wnid_of
 from .config import ValidationConfig
 from .store import (CollectError, Collector, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
                     summarise, sweep_leftovers)
-from .validate import TOO_LARGE, Rejected, sha256_hex, validate_image
+from .validate import (NOT_REGULAR, OUTSIDE_SRC, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
+                       validate_image)
 
 _SYNSET_NAME_RE = re.compile(r"^.+\.n\.\d{2}$")
 
@@ -53,6 +63,7 @@ class ImportSummary:
     new_accepted: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (original name, reason) of entries not read
 
 
 def _normalise(name: str) -> str:
@@ -108,14 +119,127 @@ def _visible(name: str) -> bool:
     return not name.startswith(".")
 
 
-def _class_files(folder: Path) -> list[Path]:
-    """Files under a class folder, sorted, hidden entries skipped; symlinked folders are not
-    followed (a link loop or a link to / must not send the import around the disk)."""
-    files = []
-    for current, dirs, names in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if _visible(d))
-        files += [Path(current) / n for n in sorted(names) if _visible(n)]
-    return files
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a class folder: a regular file to read at ``path`` (the link's target for a
+    followed link), or ``skip``, the reason it is not read."""
+
+    original: str  # path relative to SRC, '/'-separated: the manifest's original_name
+    path: Path | None = None
+    skip: Rejected | None = None
+
+
+def _kind(mode: int) -> str:
+    return ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+
+
+def _not_regular(mode: int) -> Rejected:
+    return Rejected(NOT_REGULAR, f"{_kind(mode)}, not a regular file")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+class _Walker:
+    """The entries of SRC's class folders, in order (a folder's files, then its sub-folders, by
+    name, like os.walk), following links only where allowed and reading each folder once."""
+
+    def __init__(self, src: Path, follow_links: bool = False):
+        self.src = src  # resolved
+        self.follow_links = follow_links
+        self.seen: dict[tuple[int, int], str] = {}  # (device, inode) of folders read -> their name
+
+    def class_entries(self, folder: str) -> list[Entry]:
+        entries: list[Entry] = []
+        start = self._follow(self.src / folder, folder, entries)
+        if start is None:
+            return entries
+        stack = [start]
+        while stack:
+            path, original = stack.pop()
+            folders = self._read_folder(path, original, entries)
+            stack.extend(reversed(folders))
+        return entries
+
+    def _follow(self, path: Path, original: str, entries: list[Entry]) -> tuple[Path, str] | None:
+        """A folder to read (a link resolved), or None with the reason appended to ``entries``."""
+        target = path
+        if path.is_symlink():
+            target = self._link_target(path, original, entries)
+            if target is None:
+                return None
+        try:
+            mode = os.stat(target).st_mode
+        except OSError as exc:
+            entries.append(Entry(original, skip=Rejected(UNREADABLE, exc.strerror or type(exc).__name__)))
+            return None
+        if not stat.S_ISDIR(mode):
+            entries.append(Entry(original, skip=_not_regular(mode)))
+            return None
+        return target, original
+
+    def _link_target(self, link: Path, original: str, entries: list[Entry]) -> Path | None:
+        try:
+            target = Path(os.path.realpath(link, strict=True))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                entries.append(Entry(original, skip=Rejected(SYMLINK_LOOP, "a symbolic link that leads back to itself")))
+            else:
+                entries.append(Entry(original, skip=Rejected(UNREADABLE, f"a broken symbolic link ({exc.strerror})")))
+            return None
+        if not self.follow_links and not _inside(target, self.src):
+            entries.append(Entry(original, skip=Rejected(
+                OUTSIDE_SRC, f"a symbolic link to {target}, outside the source folder (--follow-links follows it)")))
+            return None
+        return target
+
+    def _read_folder(self, path: Path, original: str, entries: list[Entry]) -> list[tuple[Path, str]]:
+        """Append the folder's files (and skipped entries) to ``entries``; return its sub-folders."""
+        try:
+            info = os.stat(path)
+            key = (info.st_dev, info.st_ino)
+            if key in self.seen:
+                entries.append(Entry(original, skip=Rejected(
+                    SYMLINK_LOOP, f"leads to {self.seen[key]}, a folder already read (a link loop or a second link to it)")))
+                return []
+            self.seen[key] = original
+            with os.scandir(path) as scan:
+                names = sorted((e for e in scan if _visible(e.name)), key=lambda e: e.name)
+        except OSError as exc:
+            entries.append(Entry(original, skip=Rejected(UNREADABLE, f"folder: {exc.strerror or type(exc).__name__}")))
+            return []
+        folders = []
+        for item in names:
+            name = f"{original}/{item.name}"
+            try:
+                if item.is_symlink():
+                    target = self._link_target(Path(item.path), name, entries)
+                    if target is None:
+                        continue
+                    mode = os.stat(target).st_mode
+                else:
+                    target, mode = Path(item.path), item.stat(follow_symlinks=False).st_mode
+            except OSError as exc:
+                entries.append(Entry(name, skip=Rejected(UNREADABLE, exc.strerror or type(exc).__name__)))
+                continue
+            if stat.S_ISDIR(mode):
+                folders.append((target, name))
+            elif stat.S_ISREG(mode):
+                entries.append(Entry(name, target))
+            else:
+                entries.append(Entry(name, skip=_not_regular(mode)))
+        return folders
+
+
+def _root_oddities(src: Path) -> list[str]:
+    """Entries directly in SRC that are neither a file nor a folder (a FIFO, a broken link, a loop)."""
+    odd = []
+    for entry in sorted(os.scandir(src), key=lambda e: e.name):
+        if _visible(entry.name) and not Path(entry.path).is_dir() and not Path(entry.path).is_file():
+            odd.append(entry.name)
+    return odd
 
 
 def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tuple[dict[str, str], list[str]]:
@@ -125,10 +249,19 @@ def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tupl
     if not src.is_dir():
         raise FolderImportError(f"{src} is not a folder. Expected SRC/<wnid or class name>/<images>.")
     folders, errors, notes = {}, [], []
-    loose = [p.name for p in src.iterdir() if p.is_file() and _visible(p.name)]
+    try:
+        children = sorted(p for p in src.iterdir() if _visible(p.name))
+        odd = _root_oddities(src)
+    except OSError as exc:
+        raise FolderImportError(f"{src} cannot be read ({exc.strerror or exc}); check its permissions.") from None
+    loose = [p.name for p in children if p.is_file()]
     if loose:
         notes.append(f"{len(loose)} file(s) directly in {src} skipped (put images in one folder per class)")
-    for entry in sorted(p for p in src.iterdir() if p.is_dir() and _visible(p.name)):
+    if odd:
+        shown = ", ".join(repr(name) for name in odd[:5]) + (", ..." if len(odd) > 5 else "")
+        notes.append(f"{len(odd)} {'entry' if len(odd) == 1 else 'entries'} directly in {src} skipped: neither a "
+                     f"file nor a folder ({shown})")
+    for entry in (p for p in children if p.is_dir()):
         try:
             folders[entry.name] = resolve_class_folder(entry.name, label_space)
         except FolderImportError as exc:
@@ -148,9 +281,10 @@ def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tupl
 
 def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
                   progress: ProgressCallback | None = None,
-                  validation: ValidationConfig = ValidationConfig()) -> ImportSummary:
+                  validation: ValidationConfig = ValidationConfig(), follow_links: bool = False) -> ImportSummary:
     """Import ``src`` (SRC/<class>/<images>) into a Run or a folder (DIR/<wnid>/ and
-    DIR/manifest.csv). Same validation and de-duplication as a crawl; SRC is only read."""
+    DIR/manifest.csv). Same validation and de-duplication as a crawl; SRC is only read, its
+    regular files only; ``follow_links`` follows symbolic links that leave SRC."""
     started = time.monotonic()
     src = Path(src).expanduser().resolve()
     label_space = label_space or (run_or_dir.info.label_space if isinstance(run_or_dir, Run) else DEFAULT_LABEL_SPACE)
@@ -160,18 +294,25 @@ def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
     wnids = list(dict.fromkeys(folders.values()))
     check_writable(dest, wnids)
     check_manifest(dest)
-    work = [(wnid, path) for folder, wnid in folders.items() for path in _class_files(src / folder)]
-    summary = ImportSummary(dest.describe(), folders, pd.DataFrame(), notes=notes, files_seen=len(work))
+    walker = _Walker(src, follow_links)
+    work = [(wnid, entry) for folder, wnid in folders.items() for entry in walker.class_entries(folder)]
+    summary = ImportSummary(dest.describe(), folders, pd.DataFrame(), notes=notes,
+                            files_seen=sum(1 for _, entry in work if entry.skip is None))
     with exclusive(dest):
         collector = Collector(dest, validation)
         summary.notes += leftover_notes(*sweep_leftovers(dest, collector.manifest(), wnids), "import")
         try:
-            for done, (wnid, path) in enumerate(work, start=1):
-                original = path.relative_to(src).as_posix()
-                _import_one(collector, wnid, path, original, validation, summary)
-                report(progress, "import", done, len(work), dest.describe(), f"{original[-50:]}")
+            for done, (wnid, entry) in enumerate(work, start=1):
+                _import_one(collector, wnid, entry, validation, summary)
+                report(progress, "import", done, len(work), dest.describe(), f"{entry.original[-50:]}")
         finally:
             collector.save()
+    if summary.skipped:
+        counts = pd.Series([reason.split(":", 1)[0] for _, reason in summary.skipped]).value_counts()
+        summary.notes.append(f"skipped {len(summary.skipped)} {'entry' if len(summary.skipped) == 1 else 'entries'} "
+                             f"that are not regular files inside {src} ("
+                             + ", ".join(f"{n} {code}" for code, n in counts.items())
+                             + "); each has a manifest row with its reason")
     summary.per_class = summarise(collector.manifest(), wnids)
     new = collector.new_rows
     summary.new_rows = len(new)
@@ -195,27 +336,25 @@ def _check_apart(src: Path, dest) -> None:
                                 "choose another --run or --out (to rebuild a manifest, import into a new one).")
 
 
-def _import_one(collector: Collector, wnid: str, path: Path, original: str, validation: ValidationConfig,
+def _import_one(collector: Collector, wnid: str, entry: Entry, validation: ValidationConfig,
                 summary: ImportSummary) -> None:
-    provenance = {"source": "import", "original_name": original, "fetched_at": now_iso()}
+    provenance = {"source": "import", "original_name": entry.original, "fetched_at": now_iso()}
     try:
-        size = path.stat().st_size
-        if size > validation.max_bytes:  # hashed in chunks, never read whole
-            sha, data = _sha256_file(path), None
-        else:
-            data = path.read_bytes()
-            sha = sha256_hex(data)
-    except OSError as exc:
-        if not collector.has_import(wnid, original, None):
-            collector.record(wnid, provenance, rejection=Rejected("unreadable", exc.strerror or type(exc).__name__))
+        if entry.skip is not None:
+            raise entry.skip
+        data = _read_capped(entry.path, validation.max_bytes)
+    except Rejected as exc:  # not read: recorded once (its key has no hash), reported every time
+        if exc.code != TOO_LARGE:
+            summary.skipped.append((entry.original, exc.reason))
+        if not collector.has_import(wnid, entry.original, None):
+            collector.record(wnid, provenance, rejection=exc)
         return
-    if collector.has_import(wnid, original, sha):
+    sha = sha256_hex(data)
+    if collector.has_import(wnid, entry.original, sha):
         summary.already_imported += 1
         return
     provenance["sha256"] = sha
     try:
-        if data is None:
-            raise Rejected(TOO_LARGE, f"{size} bytes > limit {validation.max_bytes}")
         facts = validate_image(data, validation)
     except Rejected as exc:
         collector.record(wnid, provenance, rejection=exc)
@@ -223,12 +362,40 @@ def _import_one(collector: Collector, wnid: str, path: Path, original: str, vali
     collector.record(wnid, provenance, facts=facts, data=data)
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def _read_capped(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, or Rejected. The walk saw a
+    regular file; it is opened without following a link and without blocking, and checked again
+    on the open handle (it may have been swapped for a FIFO or a device since), and never more
+    than ``limit`` + 1 bytes are read (a file may grow, or lie about its size)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Rejected(SYMLINK_LOOP, "became a symbolic link while importing") from None
+        raise Rejected(UNREADABLE, exc.strerror or type(exc).__name__) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(info.st_mode)
+        if info.st_size > limit:
+            raise Rejected(TOO_LARGE, f"{info.st_size} bytes > limit {limit}")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise Rejected(TOO_LARGE, f"more than {limit} bytes")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise Rejected(UNREADABLE, exc.strerror or type(exc).__name__) from None
+    finally:
+        os.close(fd)
 
 
 def _update_run_info(run: Run, wnids, label_space: str) -> None:

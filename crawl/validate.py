@@ -28,6 +28,11 @@ BOMB = "decompression-bomb"
 TOO_SMALL = "too-small"
 FORMAT = "format"
 TOO_LARGE = "too-large"
+# Entries of an imported folder that are not read (set by crawl.importer)
+UNREADABLE = "unreadable"  # permission denied, a broken link, an I/O error
+NOT_REGULAR = "not-regular"  # a FIFO, a device, a socket: reading could block or never end
+OUTSIDE_SRC = "outside-src"  # a symbolic link that leaves the source folder (followed with --follow-links)
+SYMLINK_LOOP = "symlink-loop"  # a link loop, or a second way into a folder already read
 # Network codes (set by crawl.http)
 HTTP_ERROR = "http-error"
 TIMEOUT = "timeout"

@@ -376,3 +376,135 @@ def test_fetch_into_a_read_only_destination_fails_before_any_request(tmp_path):
         assert_one_line_error(done, f"Cannot write to {out}", "Permission denied")
         assert sum(engine.hits.values()) == 0  # not even the engine was asked
     assert list(out.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- issue 11: special files in SRC
+@pytest.fixture
+def hostile_src(tmp_path):
+    """A source with every kind of entry that is not a regular file inside it: a link to
+    /dev/zero, a FIFO, link loops, links out of SRC (a file, a folder, /dev and /)."""
+    root = tmp_path / "hostile"
+    tabby = root / "Tabby"
+    tabby.mkdir(parents=True)
+    (tabby / "good.jpg").write_bytes(T.jpeg(700))
+    (tabby / "zero.jpg").symlink_to("/dev/zero")
+    os.mkfifo(tabby / "fifo.jpg")
+    (tabby / "loop.jpg").symlink_to("loop.jpg")
+    (tabby / "sub").mkdir()
+    (tabby / "sub" / "deep.png").write_bytes(T.png(701))
+    (tabby / "sub" / "up").symlink_to("..", target_is_directory=True)  # a folder loop inside SRC
+    (tabby / "same-good.jpg").symlink_to("good.jpg")  # inside SRC: followed (an exact duplicate)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.jpg").write_bytes(T.jpeg(702))
+    (tabby / "secret.jpg").symlink_to(elsewhere / "secret.jpg")
+    (root / "tiger cat").symlink_to(elsewhere, target_is_directory=True)  # a class folder out of SRC
+    (root / "egyptian cat").symlink_to("/dev", target_is_directory=True)
+    (root / "Persian cat").symlink_to("/", target_is_directory=True)
+    os.mkfifo(root / "stray-fifo")
+    return root
+
+
+def test_import_reads_regular_files_inside_src_only(hostile_src, tmp_path, capsys):
+    """Issue 11 item 3: MemoryError on /dev/zero, a hang on a FIFO, a walk of the whole disk."""
+    import time
+
+    out = tmp_path / "out"
+    started = time.monotonic()
+    assert main(["import", str(hostile_src), "--out", str(out), "--no-progress"]) == 0
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    manifest = FolderDestination(out).read_manifest().set_index("original_name")
+    reason = manifest["reason"].fillna("").to_dict()
+    status = manifest["status"].to_dict()
+    assert status["Tabby/good.jpg"] == "accepted" and status["Tabby/sub/deep.png"] == "accepted"
+    assert status["Tabby/same-good.jpg"] == "duplicate"
+    assert reason["Tabby/zero.jpg"] == ("outside-src: a symbolic link to /dev/zero, outside the source folder "
+                                        "(--follow-links follows it)")
+    assert reason["Tabby/fifo.jpg"] == "not-regular: a FIFO (named pipe), not a regular file"
+    assert reason["Tabby/loop.jpg"].startswith("symlink-loop: ")
+    assert reason["Tabby/sub/up"].startswith("symlink-loop: ")
+    assert reason["Tabby/secret.jpg"].startswith("outside-src: a symbolic link to ")
+    for folder, wnid in (("tiger cat", TIGER_CAT), ("egyptian cat", EGYPTIAN), ("Persian cat", "n02123394")):
+        assert reason[folder].startswith("outside-src: a symbolic link to "), folder
+        assert manifest.loc[folder, "wnid"] == wnid
+    assert len(manifest) == 11  # nothing from /, /dev or the folder out of SRC
+    assert "skipped 8 entries that are not regular files inside" in err
+    assert "1 entry directly in" in err and "stray-fifo" in err
+    table = FolderDestination(out).read_manifest()
+    assert set(table["file"].dropna()) == {p.relative_to(out).as_posix() for p in out.glob("n*/*")}
+
+    # importing again adds nothing and still says what was skipped
+    summary = import_folder(hostile_src, out)
+    assert summary.new_rows == 0 and len(summary.skipped) == 8
+    assert dict(summary.skipped)["Tabby/fifo.jpg"].startswith("not-regular")
+
+
+def test_follow_links_follows_links_out_of_src_but_reads_regular_files_only(tmp_path):
+    src = tmp_path / "src"
+    (src / "Tabby").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.jpg").write_bytes(T.jpeg(710))
+    (elsewhere / "fifo.jpg").symlink_to("/dev/zero")
+    (src / "Tabby" / "secret.jpg").symlink_to(elsewhere / "secret.jpg")
+    (src / "Tabby" / "zero.jpg").symlink_to("/dev/zero")
+    (src / "tiger cat").symlink_to(elsewhere, target_is_directory=True)
+    summary = import_folder(src, tmp_path / "out", follow_links=True)
+    manifest = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
+    assert manifest.loc["Tabby/secret.jpg", "status"] == "accepted"
+    assert manifest.loc["Tabby/zero.jpg", "reason"] == "not-regular: a character device, not a regular file"
+    assert manifest.loc["tiger cat/secret.jpg", "status"] == "duplicate"  # the same file reached twice
+    assert manifest.loc["tiger cat/fifo.jpg", "reason"].startswith("not-regular")
+    assert summary.new_accepted == 1
+
+
+def test_huge_files_are_never_read(tmp_path):
+    """Reads stop at the size limit: a 64 GiB sparse file is judged by its size, not hashed whole."""
+    import time
+
+    src = tmp_path / "src" / TABBY
+    src.mkdir(parents=True)
+    with open(src / "huge.jpg", "wb") as handle:
+        handle.truncate(64 << 30)
+    (src / "ok.jpg").write_bytes(T.jpeg(720))
+    started = time.monotonic()
+    summary = import_folder(tmp_path / "src", tmp_path / "out")
+    assert time.monotonic() - started < 10
+    manifest = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
+    assert manifest.loc[f"{TABBY}/huge.jpg", "reason"] == f"too-large: {64 << 30} bytes > limit {20 * 1024 * 1024}"
+    assert summary.new_accepted == 1
+
+
+def test_unreadable_folders_are_recorded_not_dropped(tmp_path):
+    src = tmp_path / "src"
+    (src / "Tabby" / "locked").mkdir(parents=True)
+    (src / "Tabby" / "locked" / "a.jpg").write_bytes(T.jpeg(730))
+    (src / "Tabby" / "ok.jpg").write_bytes(T.jpeg(731))
+    (src / TIGER_CAT).mkdir()
+    (src / TIGER_CAT / "b.jpg").write_bytes(T.jpeg(732))
+    out = tmp_path / "out"
+    (src / "Tabby" / "locked").chmod(0)
+    (src / TIGER_CAT).chmod(0)
+    try:
+        done = cli_unprivileged("import", str(src), "--out", str(out), "--no-progress")
+    finally:
+        (src / "Tabby" / "locked").chmod(0o755)
+        (src / TIGER_CAT).chmod(0o755)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "skipped 2 entries" in done.stderr
+    manifest = FolderDestination(out).read_manifest().set_index("original_name")
+    assert manifest.loc["Tabby/locked", "reason"] == "unreadable: folder: Permission denied"
+    assert manifest.loc[TIGER_CAT, "reason"] == "unreadable: folder: Permission denied"
+    assert manifest.loc["Tabby/ok.jpg", "status"] == "accepted"
+
+
+def test_unreadable_source_is_a_one_line_error(tmp_path):
+    src = tmp_path / "src"
+    (src / "Tabby").mkdir(parents=True)
+    src.chmod(0)
+    try:
+        done = cli_unprivileged("import", str(src), "--out", str(tmp_path / "out"), "--no-progress")
+    finally:
+        src.chmod(0o755)
+    assert_one_line_error(done, f"{src} cannot be read", "Permission denied")
