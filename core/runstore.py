@@ -150,7 +150,8 @@ def write_json_atomic(target: Path, obj) -> None:
 
 def write_table(df: pd.DataFrame, target: Path, schema: dict[str, str] | None = None, table: str = "table") -> None:
     """Atomically write a Parquet table (conformed to ``schema`` when given), or a CSV when
-    ``target`` ends in .csv (for export; CSV carries no schema version)."""
+    ``target`` ends in .csv (for export; CSV carries no schema version; written by
+    ``core.csvsafe.to_csv_bytes``, so read it back with ``core.csvsafe.read_csv``)."""
     import pyarrow.parquet as pq
 
     if schema is not None:
@@ -158,7 +159,9 @@ def write_table(df: pd.DataFrame, target: Path, schema: dict[str, str] | None = 
     target = Path(target)
     with atomic_path(target) as tmp:
         if target.suffix.lower() == ".csv":
-            df.to_csv(tmp, index=False)
+            from .csvsafe import to_csv_bytes  # spreadsheet-safe: formula-like text cells get a quote
+
+            tmp.write_bytes(to_csv_bytes(df))
         else:
             pq.write_table(_versioned_arrow(df), tmp)
 

@@ -135,7 +135,9 @@ class FolderDestination(Destination):
         if not self.manifest_path.exists():
             return empty_table(MANIFEST_SCHEMA)
         try:
-            raw = pd.read_csv(self.manifest_path, dtype=str, keep_default_na=False, na_values=[""])
+            from core.csvsafe import read_csv  # gives back the cells write_table neutralised: resume sees the originals
+
+            raw = read_csv(self.manifest_path, dtype=str, keep_default_na=False, na_values=[""])
             missing = [col for col in _REQUIRED_COLUMNS if col not in raw.columns]
             if missing:
                 raise ValueError(f"no column {', '.join(missing)}")

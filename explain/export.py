@@ -3,6 +3,10 @@
 ``table_to_csv_bytes`` is the one serialisation: the dashboard's download buttons and
 ``python -m explain metrics`` both call it, so a downloaded file equals the library's table
 (UTF-8, header row, no index, '\\n' line ends, NA as an empty field, floats at full precision).
+It is ``core.csvsafe.to_csv_bytes``, the serialisation of every CSV WildLens writes: a text cell
+that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) gets a single
+quote in front. A predictions CSV is read with ``core.csvsafe.read_csv``, which gives such cells
+back as they were, so classify's ``--out FILE.csv`` reads back unchanged.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError, compute_metric_tables
+from core.csvsafe import read_csv, to_csv_bytes
 from core.runstore import TOP_K, write_bytes_atomic
 
 METRIC_CSV_NAMES = {"per_model": "per_model.csv", "per_class": "per_class.csv", "confusions": "confusions.csv"}
@@ -20,8 +25,8 @@ _PROB_COLUMNS = tuple(f"prob_{k}" for k in range(1, TOP_K + 1))
 
 
 def table_to_csv_bytes(df: pd.DataFrame) -> bytes:
-    """A table as CSV bytes (see the module docstring for the format)."""
-    return df.to_csv(index=False, lineterminator="\n", na_rep="").encode("utf-8")
+    """A table as CSV bytes (see the module docstring for the format): ``core.csvsafe.to_csv_bytes``."""
+    return to_csv_bytes(df)
 
 
 def write_metric_tables(tables: MetricTables, out_dir: Path | str) -> dict[str, Path]:
@@ -151,8 +156,8 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
             sep = "\t" if suffix == ".tsv" else ","
             line_of_row = _check_csv_fields(path, sep)
             # index_col=False: the first column is data, never an index (the field counts are checked above).
-            df = pd.read_csv(path, sep=sep, dtype={c: "string" for c in _STRING_COLUMNS}, index_col=False,
-                             keep_default_na=False, na_values=[""], skipinitialspace=True)
+            df = read_csv(path, sep=sep, dtype={c: "string" for c in _STRING_COLUMNS}, index_col=False,
+                          keep_default_na=False, na_values=[""], skipinitialspace=True)
         elif suffix in (".parquet", ".pq"):
             df = pd.read_parquet(path)
             _check_parquet_types(path)

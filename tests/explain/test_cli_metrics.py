@@ -224,3 +224,33 @@ def test_quoted_commas_newlines_and_blank_lines_are_read_and_lines_named(tmp_pat
     path.write_text("\n".join(bad) + "\n")
     assert main(["metrics", str(path), "--out", str(tmp_path / "out2"), "--no-cache"]) == 2
     assert "row 4 (line 7)" in capsys.readouterr().err
+
+
+def test_metric_csvs_neutralise_formulas_and_read_back(tmp_path, capsys):
+    """Issue 11 item 14: a model id that a spreadsheet would run (=, +, -, @, tab, CR first) is
+    written with a quote in front in per_model, per_class and confusions.csv; numbers are not
+    touched; classify's own CSV output (write_table) is read back with the original model ids."""
+    from core.csvsafe import read_csv
+    from core.runstore import PREDICTION_SCHEMA, write_table
+
+    models = ['=HYPERLINK("https://evil.invalid","x")', "+1", "-m", "@SUM(A1)", "\t=1", "\r=1"]
+    true = np.array(IN1K)[np.arange(12) % 3]
+    pred = np.array(IN1K)[np.arange(12) % 4]  # some mistakes: every model has confusions
+    df = pd.DataFrame({"model": np.repeat(models, 12), "image": [f"{i}.jpg" for i in range(12)] * len(models),
+                       "true_wnid": np.tile(true, len(models)), "pred_wnid": np.tile(pred, len(models)),
+                       "status": "ok"})
+    source = tmp_path / "predictions.csv"
+    write_table(df, source, PREDICTION_SCHEMA, table="predictions")  # as python -m classify --out FILE.csv
+    assert main(["metrics", str(source), "--out", str(tmp_path / "out"), "--no-cache"]) == 0
+    tables = compute_metric_tables(read_predictions_file(source)[0], cache_dir=False)
+    for name, table in tables.as_dict().items():
+        path = tmp_path / "out" / f"{name}.csv"
+        assert path.read_bytes() == table_to_csv_bytes(table), name
+        as_written = pd.read_csv(path, dtype={"model": str})  # what a spreadsheet gets
+        assert len(as_written) == len(table), name
+        assert set(as_written["model"]) == {"'" + m for m in models}, name
+        numbers = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
+        pd.testing.assert_frame_equal(as_written[numbers], pd.read_csv(path)[numbers])
+        assert all(pd.api.types.is_numeric_dtype(as_written[c]) for c in numbers), name
+        back = read_csv(path, dtype={"model": "string"})
+        assert back["model"].tolist() == table["model"].tolist(), name
