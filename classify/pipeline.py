@@ -26,7 +26,8 @@ device, precision and thread policy are :mod:`classify.device`'s. The pipeline, 
   caller says are done are skipped.
 * An image that cannot be read or decoded becomes a row with status 'failed' and its reason; the
   run goes on. Files are read by ``classify.preprocess.read_image_file``: regular files only, at
-  most ``MAX_IMAGE_BYTES``. Progress goes through ``core.progress`` (terminal bar or dashboard).
+  most ``MAX_IMAGE_BYTES``; an image beyond ``classify.preprocess.MAX_ASPECT_RATIO`` is refused
+  from its header before it is decoded, which bounds the resize by the model input. Progress goes through ``core.progress`` (terminal bar or dashboard).
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ from .device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts,
                      default_num_workers, full_fp32, precision_name, select_device)
 from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier
 from .optimize import fold_batchnorm
-from .preprocess import (DEFAULT_RESAMPLER, check_resampler, crop_to_tensor, load_rgb_draft, normalizer,
-                         read_image_file)
+from .preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
+                         normalizer, read_image_file)
 from .registry import Geometry, ModelEntry, class_wnids, resolve_models
 from .sources import get_source
 from .weights import WeightsError, load_model, require_weights, weights_status
@@ -176,6 +177,7 @@ class DecodedCrops(Dataset):
             return index, None, task.error
         try:
             data = read_image_file(task.path)  # regular files only, at most MAX_IMAGE_BYTES
+            check_image_header(data)  # a 20000x1 strip is refused here, before decoding
             image = load_rgb(data) if self.draft_side is None else load_rgb_draft(data, self.draft_side)
             crops = tuple(crop_to_tensor(image, g, self.resampler) for g in self.geometries)
         except ImageLoadError as exc:

@@ -21,7 +21,7 @@ from classify.pipeline import InferenceOptions
 from classify.targets import predict_folder, predict_run, scan_folder
 from core.errors import WildLensError
 from core.parts import PredictionParts
-from core.runstore import RunInfo, RunStore, write_table
+from core.runstore import RunInfo, RunStore
 from tests.classify.doubles import make_test_double
 
 SITE = Path(torch.__file__).resolve().parent.parent
