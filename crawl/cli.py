@@ -109,7 +109,8 @@ def cmd_fetch(args) -> int:
     filters = dict(item.split("=", 1) for item in args.filter) if args.filter else None
     config = CrawlConfig(engine=args.engine, base_url=args.base_url, api_key=args.api_key, threads=args.threads,
                          connect_timeout=args.connect_timeout, read_timeout=args.read_timeout,
-                         context=args.context, filters=filters, validation=validation)
+                         file_deadline=args.deadline, context=args.context, filters=filters, validation=validation,
+                         allow_private_hosts=args.allow_private_hosts)
     if args.run is not None and not _run_exists(args.run):
         reach = check_engine(args.engine, config)  # offline: say so before creating an empty run
         if not reach.ok:
@@ -186,9 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", default="bing", choices=engines, help="search engine (default bing; flickr needs --api-key)")
     p.add_argument("--context", help="word appended to each class name, e.g. 'cat' -> 'Persian cat'")
     p.add_argument("--threads", type=int, default=4, help="parallel downloads (default 4)")
-    p.add_argument("--connect-timeout", type=float, default=5.0)
-    p.add_argument("--read-timeout", type=float, default=10.0)
-    p.add_argument("--base-url", help="the engine's address (a mirror, or a local test server)")
+    p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect (default 5)")
+    p.add_argument("--read-timeout", type=float, default=10.0, help="seconds to wait for the next byte (default 10)")
+    p.add_argument("--deadline", type=float, default=CrawlConfig().file_deadline,
+                   help="seconds for one whole request: name lookup, connect, headers, redirects and body "
+                        "(default %(default)g)")
+    p.add_argument("--base-url", help="the engine's address (a mirror, or a local test server); it may be a "
+                                      "private or loopback address")
+    p.add_argument("--allow-private-hosts", action="store_true",
+                   help="also fetch image URLs that resolve to loopback, private, link-local or multicast addresses "
+                        "(refused by default as 'private-address': a result list must not reach into your network)")
     p.add_argument("--api-key", help="Flickr API key (else $FLICKR_APIKEY)")
     p.add_argument("--filter", action="append", metavar="KEY=VALUE", help="icrawler engine filter, e.g. type=photo")
     p.add_argument("--no-progress", action="store_true")

@@ -67,7 +67,7 @@ class CrawlConfig:
     threads: int = 4  # parallel downloads
     connect_timeout: float = 5.0
     read_timeout: float = 10.0  # between two bytes, per request
-    file_deadline: float = 30.0  # whole download of one file, so a drip-feeding server cannot hold a thread
+    file_deadline: float = 30.0  # whole request for one file (DNS, connect, headers, redirects, body), so a drip-feeding server cannot hold a thread
     max_redirects: int = 5
     oversample: float = 3.0  # look at up to this many new results per image still needed, per search term
     max_results: int = 1000  # engines serve at most ~1000 results per term
@@ -78,6 +78,10 @@ class CrawlConfig:
     save_every: int = 10  # write the manifest after this many new rows (and after each class)
     probe_timeout: float = 5.0  # the reachability check's whole budget
     user_agent: str = USER_AGENT
+    # Fetch image URLs that resolve to loopback, private, link-local or multicast addresses too. Off:
+    # a result list must not make WildLens request pages inside the user's network (SSRF). The
+    # engine's own address (base_url) is exempt either way: the user chose it.
+    allow_private_hosts: bool = False
     validation: ValidationConfig = field(default_factory=ValidationConfig)
 
     def __post_init__(self):

@@ -5,8 +5,10 @@ downloader (image URL -> stored file), each a pool of threads joined by queues. 
 that structure and icrawler's engine knowledge (its Bing/Google/Baidu filters and parsers) but
 replaces what is unsafe or lossy for provenance:
 
-- every request goes through ``crawl.http.fetch`` (http(s) only, also after redirects; size,
-  time and redirect limits; an honest User-Agent) instead of icrawler's unlimited session;
+- every request goes through ``crawl.http.fetch`` (http(s) only, also after redirects; public
+  addresses only, except the engine's own and unless ``allow_private_hosts``; size, redirect
+  limits and one deadline for the whole request; an honest User-Agent) instead of icrawler's
+  unlimited session;
 - the downloader validates bytes in memory and hands them to the ``Collector``, which stores
   accepted files by content hash atomically; icrawler's counter-named files and its
   extension-from-URL rule are gone. ``process_meta`` records each image's provenance
@@ -46,7 +48,7 @@ from core.errors import OptionError
 from core.runstore import now_iso
 
 from .config import CrawlConfig
-from .http import FetchLimits, fetch
+from .http import FetchLimits, fetch, origin
 from .store import Collector, Outcome
 from .validate import CONNECTION, TIMEOUT, Rejected, validate_image
 
@@ -111,13 +113,19 @@ class TermJob:
 
     @property
     def page_limits(self) -> FetchLimits:
-        c = self.config
-        return FetchLimits(c.connect_timeout, c.read_timeout, c.file_deadline, 5 * 1024 * 1024, c.max_redirects)
+        return self._limits(5 * 1024 * 1024)
 
     @property
     def image_limits(self) -> FetchLimits:
+        return self._limits(self.config.validation.max_bytes)
+
+    def _limits(self, max_bytes: int) -> FetchLimits:
+        """Limits of a request; the engine's own address is trusted (the user chose it, and a
+        loopback mirror must serve its own pages and images), every other host must be public
+        unless ``allow_private_hosts``."""
         c = self.config
-        return FetchLimits(c.connect_timeout, c.read_timeout, c.file_deadline, c.validation.max_bytes, c.max_redirects)
+        return FetchLimits(c.connect_timeout, c.read_timeout, c.file_deadline, max_bytes, c.max_redirects,
+                           allow_private_hosts=c.allow_private_hosts, trusted_origins=frozenset({origin(self.base_url)}))
 
     def note(self, text: str) -> None:
         with self._lock:

@@ -39,6 +39,7 @@ TIMEOUT = "timeout"
 CONNECTION = "connection"
 BAD_URL = "bad-url"
 REDIRECTS = "redirects"
+PRIVATE_ADDRESS = "private-address"  # loopback, private, link-local, multicast...: refused unless allowed (SSRF)
 # Duplicate codes (status 'duplicate')
 EXACT_DUPLICATE = "exact-duplicate"
 NEAR_DUPLICATE = "near-duplicate"

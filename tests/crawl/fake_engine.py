@@ -14,6 +14,7 @@ import html
 import io
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -36,13 +37,14 @@ class Route:
     delay: float = 0.0  # seconds before the status line (a slow server)
     drip: float = 0.0  # seconds between 1 KiB pieces of the body (a drip-feeding server)
     content_length: bool = True  # False: no Content-Length, the body ends when the connection closes
+    header_drip: float = 0.0  # seconds between single bytes of the status line and headers
 
 
 class FakeEngine:
     """Loopback engine + file server. ``results[query]`` lists result URLs (absolute, or paths
     on this server); ``routes[path]`` says how each path answers; ``hits`` counts requests."""
 
-    def __init__(self, latency: float = 0.0):
+    def __init__(self, latency: float = 0.0, tls: "Certificate | None" = None):
         self.results: dict[str, list[str]] = {}
         self.routes: dict[str, Route] = {}
         self.hits: Counter = Counter()
@@ -110,6 +112,8 @@ class FakeEngine:
                 try:
                     if route.delay:
                         time.sleep(route.delay)
+                    if route.header_drip:
+                        return self._drip_headers(route)
                     self.send_response(route.status)
                     for key, value in route.headers.items():
                         self.send_header(key, value)
@@ -129,10 +133,27 @@ class FakeEngine:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout or a size limit): expected
 
+            def _drip_headers(self, route: Route):
+                """Status line and headers one byte at a time, each within any read timeout."""
+                self.close_connection = True
+                head = [f"HTTP/1.1 {route.status} OK", *(f"{k}: {v}" for k, v in route.headers.items()),
+                        f"Content-Length: {len(route.body)}", "Connection: close", "", ""]
+                for byte in "\r\n".join(head).encode():
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(route.header_drip)
+                self.wfile.write(route.body)
+
         self.user_agents: set[str] = set()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:  # HTTPS with a self-signed certificate for 127.0.0.1
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls.cert, tls.key)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.base_url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def absolute(self, url: str) -> str:
@@ -152,12 +173,46 @@ class FakeEngine:
         self.server.server_close()
 
 
+@dataclass(frozen=True)
+class Certificate:
+    cert: str  # PEM; also the CA bundle a client must trust (REQUESTS_CA_BUNDLE)
+    key: str
+
+
+def self_signed_certificate(folder) -> Certificate | None:
+    """A certificate for 127.0.0.1 made with the openssl command, or None without one."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("openssl"):
+        return None
+    cert, key = f"{folder}/cert.pem", f"{folder}/key.pem"
+    done = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                           "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                          capture_output=True, timeout=60)
+    return Certificate(cert, key) if done.returncode == 0 else None
+
+
 def closed_port_url() -> str:
     """An http URL on loopback where nothing listens: connections are refused at once."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+def resolve_names(monkeypatch, names: dict[str, str], delay: float = 0.0) -> None:
+    """Make ``socket.getaddrinfo`` answer ``names`` (host -> IP address literal) after ``delay``
+    seconds, as a DNS server would; other hosts go to the resolver in place (the loopback guard)."""
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in names:
+            time.sleep(delay)
+            return real_getaddrinfo(names[host], port, *args, **kwargs)
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
 def loopback_only(monkeypatch) -> None:

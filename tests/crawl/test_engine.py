@@ -371,6 +371,32 @@ def test_network_lost_during_a_crawl_stops_it(tmp_path):
     assert check_consistent(tmp_path)["status"].tolist()[:1] == ["accepted"]
 
 
+def test_image_hosts_on_private_addresses_are_refused_unless_allowed(tmp_path, capsys):
+    """Issue 11 item 17 (SSRF): the engine's own address is trusted, other loopback hosts are not."""
+    from crawl.cli import main
+
+    with T.FakeEngine() as engine, T.FakeEngine() as intranet:
+        engine.results["tabby"] = [intranet.add(f"/i/{i}.jpg", T.jpeg(4000 + i)) for i in range(3)] + \
+                                  [engine.add("/own.jpg", T.jpeg(4010)),
+                                   engine.add("/to-intranet", status=302, headers={"Location": intranet.absolute("/i/0.jpg")})]
+        summary = crawl_run(tmp_path / "strict", [TABBY], k=4, config=fast_config(engine, max_terms=1))
+        table = summary.per_class.set_index("wnid")
+        assert table.loc[TABBY, "accepted"] == 1 and table.loc[TABBY, "rejected:private-address"] == 4
+        assert sum(intranet.hits.values()) == 0  # not one request reached the private host
+        reasons = check_consistent(tmp_path / "strict").set_index("url")["reason"]
+        assert reasons[intranet.absolute("/i/1.jpg")] == ("private-address: 127.0.0.1 is a loopback address "
+                                                           "(--allow-private-hosts fetches it)")
+        assert reasons[engine.absolute("/to-intranet")].startswith("private-address:")  # checked after the redirect
+
+        allowed = crawl_run(tmp_path / "allowed", [TABBY], k=4, config=fast_config(engine, max_terms=1, allow_private_hosts=True))
+        assert allowed.complete and allowed.new_accepted == 4
+
+        args = ["fetch", "--wnids", TABBY, "--k", "4", "--base-url", engine.base_url, "--no-progress", "--threads", "1"]
+        assert main(args + ["--out", str(tmp_path / "cli-strict")]) == 1
+        assert "rejected:private-address" in capsys.readouterr().out
+        assert main(args + ["--out", str(tmp_path / "cli-allowed"), "--allow-private-hosts"]) == 0
+
+
 # --------------------------------------------------------------------------- engines
 def test_search_terms_from_lemmas_with_context():
     assert search_terms(TABBY) == ["tabby", "tabby cat"]
