@@ -148,8 +148,8 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
     tasks = run_tasks(run)
     parts = run.prediction_parts
     busy = f"Another classify run is writing predictions to run {run.run_id}; wait for it to finish."
-    unwritable = (f"Run {run.run_id}: {{path}} cannot be written ({{reason}}); give yourself write access to "
-                  f"{run.path} or classify a copy of the run.")
+    unwritable = (f"Run {run.run_id}: the folder {{path}} cannot be created or written ({{reason}}); give yourself "
+                  f"write access to {run.path} or classify a copy of the run.")
     with _writing_parts(parts, busy, unwritable):
         sink = PredictionSink(parts)
         result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress)
@@ -297,11 +297,14 @@ def _check_out_folder(out: Path) -> None:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         probe = out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp"
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        try:
+            os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(out.parent)) from None
         probe.unlink()
     except OSError as exc:
-        raise OutputError(f"--out {out}: {exc.filename or out.parent} cannot be written ({exc.strerror or exc}); "
-                          "give an --out in a folder you can write to.") from None
+        raise OutputError(f"--out {out}: the folder {exc.filename or out.parent} cannot be created or written "
+                          f"({exc.strerror or exc}); give an --out in a folder you can write to.") from None
 
 
 def _sweep_out_temporaries(out: Path) -> int:
@@ -333,7 +336,8 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
         _check_out_folder(out_path)
         parts = PredictionParts(parts_folder_for(out_path))
         busy = f"Another classify run is writing to {out_path} (batches in {parts.folder}); wait for it to finish."
-        unwritable = f"--out {out_path}: {{path}} cannot be written ({{reason}}); give an --out in a folder you can write to."
+        unwritable = (f"--out {out_path}: the folder {{path}} cannot be created or written ({{reason}}); give an --out "
+                      "in a folder you can write to.")
         with _writing_parts(parts, busy, unwritable):
             _sweep_out_temporaries(out_path)
             table, result = _classify_folder(tasks, entries, PredictionSink(parts), options, progress)

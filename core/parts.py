@@ -98,11 +98,15 @@ class PredictionParts:
         return set(df["image"].dropna())
 
     def check_writable(self) -> None:
-        """Create the folder and a file in it, then remove the file: raises ``OSError`` (with
-        ``filename``) where new part files could not be written."""
+        """Create the folder and a file in it, then remove the file: raises ``OSError`` whose
+        ``filename`` is the folder that could not be made or written, where new part files could
+        not be written."""
         self.folder.mkdir(parents=True, exist_ok=True)
         probe = self.folder / f"{_PROBE_PREFIX}{secrets.token_hex(6)}.tmp"
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        try:
+            os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.folder)) from None
         probe.unlink()
 
     def sweep_temporary(self) -> int:

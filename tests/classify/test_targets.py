@@ -206,7 +206,7 @@ def test_a_read_only_out_folder_fails_before_inference_in_one_line(tmp_path):
         locked.chmod(0o755)
     assert done.returncode == 2, done.stderr[-3000:]
     err = done.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and str(locked) in err and "cannot be written" in err
+    assert err.startswith("error: ") and "\n" not in err and str(locked) in err and "cannot be created or written" in err
     assert list(locked.iterdir()) == []
 
 
@@ -225,7 +225,7 @@ def test_a_read_only_run_fails_before_inference_in_one_line(tmp_path):
         run.path.chmod(0o755)
     assert done.returncode == 2, done.stderr[-3000:]
     err = done.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and "cannot be written" in err
+    assert err.startswith("error: ") and "\n" not in err and "cannot be created or written" in err
 
 
 # --------------------------------------------------------------------------- item 11: one writer
