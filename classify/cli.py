@@ -129,7 +129,7 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
     print(f"{result.summary()} -> {target}")
     failed = sum(m.failed for m in result.models.values())
     if failed:
-        print(f"{failed} (model, image) pairs failed: unreadable images; their rows say why (status 'failed').",
+        print(f"{failed} (model, image) pairs failed: images not read, not decoded or refused; their rows say why (status 'failed').",
               file=sys.stderr)
     _print_skipped(result.skipped, args.images)
     return 0
