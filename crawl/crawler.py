@@ -17,8 +17,11 @@ Offline, step by step (no network, DNS failing, or the engine blocked):
    (connection error or timeout) stops the class, and five image hosts in a row failing on
    DNS or routing trigger the same check as in step 1. The manifest is saved with every image
    finished so far, then ``EngineUnreachable`` is raised; re-running later resumes.
-Classes whose engine answered but listed too few usable images end short of k; the summary
-says so per class (``short_by`` and ``notes``), never silently.
+Classes that end short of k are said so per class (``short_by`` and a note), with what really
+happened for each search term: the engine listed no more images (an empty result page), the
+crawl stopped after N result pages because the look-ahead budget of this run was spent (the
+next run looks further), the engine rate-limited the crawl (HTTP 429: the class's other terms
+are not tried, the next run resumes), or result pages failed (each failure has its own note).
 """
 from __future__ import annotations
 
@@ -199,6 +202,7 @@ def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlCon
                  api_key: str | None, label_space: str, on_tick, network_check) -> list[str]:
     notes: list[str] = []
     name = get_label_space(label_space).display_name(wnid)
+    ends: list[tuple[str, str, TermJob]] = []  # (term, how its crawl ended, its job), for a short class's note
     for term in search_terms(wnid, label_space, config.context, config.max_terms):
         needed = k - collector.usable_count(wnid)
         if needed <= 0:
@@ -216,12 +220,41 @@ def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlCon
         if error:
             host, _, detail = error.partition(": ")
             raise EngineUnreachable(unreachable_message(host, detail or error) + " Re-run later to resume.")
-    short = k - collector.usable_count(wnid)
-    if short > 0:
-        notes.append(f"{wnid} {name}: {collector.usable_count(wnid)}/{k} accepted; the engine listed no more usable "
-                     f"images for {', '.join(repr(t) for t in search_terms(wnid, label_space, config.context, config.max_terms))}"
-                     " (add a context word, another engine, or import images)")
+        if job.rate_limited:
+            ends.append((term, "rate-limited", job))
+            break  # the engine asked to slow down: the class's other terms would be refused too
+        # An empty or short last page: the engine has no more. A full one at the end of the
+        # budget: the engine may have more, the next run looks further.
+        exhausted = crawler.signal.get("exhausted") or (job.pages and not job.last_page_full)
+        ends.append((term, "exhausted" if exhausted else "budget" if job.pages * spec.page_size >= budget else "failed",
+                     job))
+    usable = collector.usable_count(wnid)
+    if usable < k:
+        notes.append(f"{wnid} {name}: {usable}/{k} accepted; {_why_short(ends, spec.name)}")
     return notes
+
+
+def _why_short(ends: list[tuple[str, str, TermJob]], engine: str) -> str:
+    """What ended each search term's crawl of a class that is short of k, in one line."""
+    if ends and ends[-1][1] == "rate-limited":
+        term, _, job = ends[-1]
+        return (f"{engine} rate-limited the crawl (HTTP 429) at {term!r} after {job.pages} result page(s): wait a few "
+                "minutes, then run the same command again to resume")
+    if all(end == "exhausted" for _, end, _ in ends):
+        return (f"the engine listed no more usable images for {', '.join(repr(t) for t, _, _ in ends)}"
+                " (add a context word, another engine, or import images)")
+    parts = []
+    for term, end, job in ends:
+        if end == "exhausted":
+            parts.append(f"{term!r}: the engine listed no more usable images")
+        elif end == "budget":
+            parts.append(f"{term!r}: stopped after {job.pages} result page(s) ({job.results} image URLs), the "
+                         "look-ahead budget of this run")
+        else:
+            parts.append(f"{term!r}: result pages failed ({job.pages} read; see the notes above)")
+    advice = ("run the same command again to look further" if any(end == "budget" for _, end, _ in ends)
+              else "add a context word, another engine, or import images")
+    return "; ".join(parts) + f": {advice}"
 
 
 def _finish(summary: CrawlSummary, collector: Collector, wnids, k, started) -> CrawlSummary:

@@ -50,7 +50,7 @@ from core.runstore import now_iso
 from .config import CrawlConfig
 from .http import FetchLimits, fetch, origin
 from .store import Collector, Outcome
-from .validate import CONNECTION, TIMEOUT, Rejected, validate_image
+from .validate import CONNECTION, HTTP_ERROR, TIMEOUT, Rejected, validate_image
 
 logger = logging.getLogger("wildlens.crawl")
 _POLL = 0.05  # seconds between checks of queues and signals: short, so stopping is prompt
@@ -109,6 +109,8 @@ class TermJob:
     notes: list[str] = field(default_factory=list)
     pages: int = 0  # result pages fetched
     results: int = 0  # image URLs the engine listed
+    rate_limited: bool = False  # the engine answered HTTP 429 (Too Many Requests): this term was stopped
+    last_page_full: bool = False  # the last result page read listed a whole page of URLs (there may be more)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -194,6 +196,13 @@ class _LimitedParser:
                     # The engine itself cannot be reached: retrying every page would only hang.
                     self.signal.set(engine_error=f"{host}: {exc.detail}", stop=True)
                     break
+                if exc.reason == f"{HTTP_ERROR}: HTTP 429":
+                    # Too Many Requests: asking for the next pages would only prolong the block.
+                    job.rate_limited = True
+                    job.note(f"{job.engine.name} result page at offset {page.offset} for {job.term!r}: {exc.reason} "
+                             "(rate-limited)")
+                    self.signal.set(feed_stop=True)
+                    break
                 job.note(f"{job.engine.name} result page at offset {page.offset} for {job.term!r}: {exc.reason}")
                 continue
             with job._lock:
@@ -211,6 +220,7 @@ class _LimitedParser:
                 break
             with job._lock:
                 job.results += len(tasks)
+                job.last_page_full = len(tasks) >= job.engine.page_size
             for position, task in enumerate(tasks, start=1):
                 url = task.get("file_url") if isinstance(task, dict) else None
                 if not isinstance(url, str):

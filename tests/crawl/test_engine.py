@@ -349,6 +349,43 @@ def test_blocked_engine_is_reported_not_silent(tmp_path):
     assert any("http-error: HTTP 429" in note for note in summary.notes)
 
 
+def test_rate_limited_engine_is_reported_as_such(tmp_path):
+    """Issue 11 item 13: HTTP 429 was reported as 'the engine listed no more usable images'."""
+    with good_engine(10) as engine:
+        engine.page_status = 429
+        summary = crawl_run(tmp_path, [TABBY, TIGER_CAT], k=5, config=fast_config(engine))
+        pages = engine.hits["/images/async"]
+    assert not summary.complete
+    short = [note for note in summary.notes if "0/5 accepted" in note]
+    assert len(short) == 2 and not any("listed no more" in note for note in summary.notes)
+    assert short[0] == (f"{TABBY} tabby: 0/5 accepted; bing rate-limited the crawl (HTTP 429) at 'tabby' after 0 "
+                        "result page(s): wait a few minutes, then run the same command again to resume")
+    assert pages == 2  # one refused page per class: the other search terms are not tried against a 429
+
+
+def test_a_crawl_stopped_by_its_page_budget_says_so_and_resumes(tmp_path):
+    """Issue 11 item 13: one result page (the budget for k=3) of dead links was reported as
+    'the engine listed no more usable images', though the engine had more."""
+    with T.FakeEngine() as engine:
+        engine.results["tabby"] = [f"/dead/{i}.jpg" for i in range(20)] + \
+                                  [engine.add(f"/g/{i}.jpg", T.jpeg(5000 + i)) for i in range(10)]
+        first = crawl_run(tmp_path, [TABBY], k=3, config=fast_config(engine, max_terms=1))
+        assert first.per_class["accepted"].tolist() == [0]
+        note = [n for n in first.notes if "0/3 accepted" in n][0]
+        assert "listed no more" not in note
+        assert note == (f"{TABBY} tabby: 0/3 accepted; 'tabby': stopped after 1 result page(s) (20 image URLs), the "
+                        "look-ahead budget of this run: run the same command again to look further")
+        second = crawl_run(tmp_path, [TABBY], k=3, config=fast_config(engine, max_terms=1))
+    assert second.complete and second.new_accepted == 3
+
+
+def test_an_engine_with_no_more_results_is_still_reported_as_such(tmp_path):
+    with good_engine(2) as engine:
+        summary = crawl_run(tmp_path, [TABBY], k=5, config=fast_config(engine, max_terms=1))
+    assert any(note.endswith("2/5 accepted; the engine listed no more usable images for 'tabby' (add a context word, "
+                             "another engine, or import images)") for note in summary.notes), summary.notes
+
+
 def test_unresolvable_image_hosts_are_rejected_and_the_engine_rechecked(tmp_path):
     with T.FakeEngine() as engine:
         engine.results["tabby"] = [f"http://img{i}.example.invalid/x.jpg" for i in range(6)] + \
