@@ -8,8 +8,8 @@ FILE has the columns ``python -m explain metrics`` reads (model, image, true_wni
 pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two commands chain. The
 batches of a folder run are kept beside FILE (``.FILE.parts/``): re-running the same command
 resumes and skips what is done; entries of DIR that are not read (links out of DIR, FIFOs,
-unreadable folders, other files) are listed on stderr with their reasons. Errors a person can fix (``core.errors.WildLensError``) print one
-line and exit with status 2. The option lists (precisions, backends, resamplers, families) are the
+unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
+fix (``core.errors.WildLensError``) print one line and exit with status 2. The option lists (precisions, backends, resamplers, families) are the
 library's own (``classify.device``, ``classify.preprocess``, ``classify.registry``).
 """
 from __future__ import annotations
@@ -129,8 +129,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
     print(f"{result.summary()} -> {target}")
     failed = sum(m.failed for m in result.models.values())
     if failed:
-        print(f"{failed} (model, image) pairs failed: images not read, not decoded or refused; their rows say why (status 'failed').",
-              file=sys.stderr)
+        print(f"{failed} (model, image) pairs failed: images not read, not decoded or refused; their rows say why "
+              "(status 'failed').", file=sys.stderr)
     _print_skipped(result.skipped, args.images)
     return 0
 

@@ -27,7 +27,8 @@ device, precision and thread policy are :mod:`classify.device`'s. The pipeline, 
 * An image that cannot be read or decoded becomes a row with status 'failed' and its reason; the
   run goes on. Files are read by ``classify.preprocess.read_image_file``: regular files only, at
   most ``MAX_IMAGE_BYTES``; an image beyond ``classify.preprocess.MAX_ASPECT_RATIO`` is refused
-  from its header before it is decoded, which bounds the resize by the model input. Progress goes through ``core.progress`` (terminal bar or dashboard).
+  from its header before it is decoded, which bounds the resize by the model input. Progress
+  goes through ``core.progress`` (terminal bar or dashboard).
 """
 from __future__ import annotations
 
