@@ -9,8 +9,9 @@ pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two command
 batches of a folder run are kept beside FILE (``.FILE.parts/``): re-running the same command
 resumes and skips what is done; entries of DIR that are not read (links out of DIR, FIFOs,
 unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
-fix (``core.errors.WildLensError``) print one line and exit with status 2. The option lists (precisions, backends, resamplers, families) are the
-library's own (``classify.device``, ``classify.preprocess``, ``classify.registry``).
+fix (``core.errors.WildLensError``) print one line and exit with status 2. The option lists
+(precisions, backends, resamplers, families) are the library's own (``classify.device``,
+``classify.preprocess``, ``classify.registry``).
 """
 from __future__ import annotations
 
