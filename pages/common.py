@@ -27,8 +27,17 @@ DEFAULTS = {
 
 def escape_markdown(text: str) -> str:
     """Show file names, search terms and other outside text literally where Streamlit would read
-    Markdown (progress texts, captions): no links, images or formatting can be injected."""
-    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:])", r"\\\1", str(text))
+    Markdown: no links, images, formatting, LaTeX ($), colour or icon directives (:) can be injected.
+
+    Streamlit reads Markdown in st.markdown, caption, error, warning, info, success, toast,
+    title/header/subheader, the labels of status, spinner, progress, button, page_link and tabs,
+    radio options and image captions: outside text (folder and file names, search terms, URLs,
+    engine and exception texts that quote them, run titles, model ids and wnids from stored
+    predictions, class names) goes through here before it reaches one of them. Select box and
+    multiselect options and table cells are plain text: escaping them would show the backslashes.
+    Our own closed vocabularies are safe as they are: run ids (core.runstore's pattern), label
+    space and engine names, WordNet synset names (letters, digits, ``. _ - ' /``)."""
+    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:=])", r"\\\1", str(text))
 
 
 def show_error(exc: BaseException, *, note: str = "", icon: str = ":material/error:") -> None:
@@ -209,9 +218,10 @@ def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
 
 
 def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Download CSV") -> None:
-    """A download button whose file is exactly the library's CSV of ``df``. The bytes are made
-    only when the button is clicked (1M-prediction runs have 30,000-row tables), and the click
-    does not rerun the page."""
+    """A download button whose file is exactly the library's CSV of ``df`` (explain.export's
+    ``table_to_csv_bytes``: core.csvsafe, formula-like text cells quoted for spreadsheets). The
+    bytes are made only when the button is clicked (1M-prediction runs have 30,000-row tables),
+    and the click does not rerun the page."""
     from explain.export import table_to_csv_bytes
 
     st.download_button(label, data=lambda: table_to_csv_bytes(df), file_name=filename, mime="text/csv", key=key,
@@ -232,7 +242,7 @@ def ensure_sample_run() -> None:
         with st.spinner("First start: classifying the sample photographs with the offline models…"):
             _sample_run_once(root)
     except Exception as exc:  # the app must still open: say what is wrong instead
-        st.warning(f"The sample run could not be built: {exc}")
+        st.warning(f"The sample run could not be built: {escape_markdown(exc)}")
 
 
 def progress_bar():

@@ -5,7 +5,7 @@ import streamlit as st
 
 from explain.metrics import column_docs
 from explain.vocabulary import RELATION_COLOURS, relation_help
-from pages.common import class_name, download_csv, metric_tables, misclassified_images, require_run
+from pages.common import class_name, download_csv, escape_markdown, metric_tables, misclassified_images, require_run
 
 
 def relation_style(value: str) -> str:
@@ -35,7 +35,7 @@ for i, model in enumerate(chosen_models):
     with cols[i % len(cols)]:
         stats = tables.per_class[(tables.per_class["model"] == model) & (tables.per_class["true_wnid"] == true_wnid)]
         top = confusions[(confusions["model"] == model) & (confusions["true_wnid"] == true_wnid)].sort_values("rank")
-        st.markdown(f"**{model}**")
+        st.markdown(f"**{escape_markdown(model)}**")  # a model id from stored predictions
         if stats.empty:
             st.caption("No prediction for this class.")
             continue
@@ -49,7 +49,7 @@ for i, model in enumerate(chosen_models):
         st.dataframe(view.style.map(relation_style, subset=["relation"]).format({"MF": "{:.0%}"}),
                      hide_index=True, width="stretch")
         for _, conf in top.iterrows():
-            if st.button(f"Explain {names[conf['pred_wnid']]}", key=f"explain-{model}-{conf['pred_wnid']}",
+            if st.button(f"Explain {escape_markdown(names[conf['pred_wnid']])}", key=f"explain-{model}-{conf['pred_wnid']}",
                          icon=":material/account_tree:"):
                 st.session_state["pair"] = (model, true_wnid, conf["pred_wnid"])
                 st.switch_page("pages/explain_page.py")
@@ -63,10 +63,10 @@ if wrong.empty:
 else:
     grid = st.columns(6)
     for i, (_, p) in enumerate(wrong.head(60).iterrows()):
-        # The caption holds ImageNet class names and a probability, never web-sourced text.
+        # The caption holds a class name (a stored wnid where it has none: escaped) and a probability.
+        name = names.get(p["pred_wnid"]) or class_name(p["pred_wnid"], label_space)
         grid[i % 6].image(str(run.image_path(p["image"])), width="stretch",
-                          caption=f"→ {names.get(p['pred_wnid']) or class_name(p['pred_wnid'], label_space)} "
-                                  f"({float(p['prob_1']):.0%})")
+                          caption=f"→ {escape_markdown(name)} ({float(p['prob_1']):.0%})")
     if len(wrong) > 60:
         st.caption(f"Showing 60 of {len(wrong)}.")
 

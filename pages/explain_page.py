@@ -8,7 +8,7 @@ from core.wordnet import wnid_of
 from explain.explanations import explain_pair
 from explain.vocabulary import path_caption, relation_sentence
 from pages.charts import path_figure
-from pages.common import class_name, download_csv, metric_tables, require_run, show_error
+from pages.common import class_name, download_csv, escape_markdown, metric_tables, require_run, show_error
 
 st.title("Explain a confusion")
 run = require_run()
@@ -50,8 +50,9 @@ else:
         st.stop()
 
 explanation = explain_pair(true_wnid, pred_wnid)
-st.markdown(f"**{class_name(true_wnid, label_space)}** ({true_wnid}) → **{class_name(pred_wnid, label_space)}** "
-            f"({pred_wnid}): {relation_sentence(explanation.relation)}")
+st.markdown(f"**{escape_markdown(class_name(true_wnid, label_space))}** ({true_wnid}) → "
+            f"**{escape_markdown(class_name(pred_wnid, label_space))}** ({pred_wnid}): "
+            f"{relation_sentence(explanation.relation)}")
 
 m = st.columns(6)
 m[0].metric("Path length", explanation.path_length, help="Edges between the two in WordNet (NLTK shortest_path_distance).")

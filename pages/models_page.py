@@ -5,7 +5,7 @@ import streamlit as st
 from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS
 from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
-from pages.common import download_csv, manifest, progress_bar, require_run, show_error
+from pages.common import download_csv, escape_markdown, manifest, progress_bar, require_run, show_error
 
 
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
@@ -53,13 +53,14 @@ images = manifest(run)
 n_images = int(((images["status"] == "accepted") & ~images["excluded"].astype(bool)).sum()) if not images.empty else 0
 unusable = [m for m in selected if not bool(table.set_index("id").loc[m, "usable"])]
 if unusable:
-    st.warning(f"No weights on this machine for: {', '.join(unusable)}. They will be skipped. "
+    st.warning(f"No weights on this machine for: {escape_markdown(', '.join(unusable))}. They will be skipped. "
                "Fetch them online with the command in their 'weights' column.")
 runnable = [m for m in selected if m not in unusable]
 
 st.divider()
+# run.json's model list is outside text (a run copied from elsewhere): escaped.
 st.markdown(f"**{n_images}** usable images in run `{run.run_id}` · models already run: "
-            f"{', '.join(run.info.models) or 'none'}")
+            f"{escape_markdown(', '.join(run.info.models)) or 'none'}")
 with st.expander("Options"):
     c1, c2, c3, c4 = st.columns(4)
     batch_size = c1.number_input("Batch size (0 = automatic)", 0, 512, 0)
@@ -84,6 +85,6 @@ if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runna
         show_error(exc)
         st.stop()
     st.dataframe(pd.DataFrame([vars(r) for r in report.models.values()]), hide_index=True)
-    st.caption(report.summary())
+    st.caption(escape_markdown(report.summary()))
     st.success("Predictions stored. Re-running skips what is stored.")
     st.page_link("pages/results_page.py", label="See the results", icon=":material/leaderboard:")

@@ -24,8 +24,8 @@ names = [s.name for s in found]
 by_name = {s.name: s for s in found}
 default = next((i for i, s in enumerate(found) if s.n_classes), 0)
 sense_name = st.radio(
-    "Sense", names, index=default,
-    format_func=lambda n: f"{n} · {by_name[n].n_classes} classes · {by_name[n].definition}",
+    "Sense", names, index=default,  # radio options are Markdown: WordNet glosses hold backticks and $
+    format_func=lambda n: f"{n} · {by_name[n].n_classes} classes · {escape_markdown(by_name[n].definition)}",
 )
 sense = by_name[sense_name]
 if sense.n_classes == 0:
@@ -111,8 +111,8 @@ with tab_crawl:
             st.stop()
         st.dataframe(summary.per_class, hide_index=True, width="stretch")
         download_csv(summary.per_class, f"{run.run_id}_crawl_summary.csv", key="dl-crawl-summary")
-        for note in summary.notes:
-            st.caption(note)
+        for note in summary.notes:  # engine texts and search terms: outside text
+            st.caption(escape_markdown(note))
         open_run_link(run.run_id)
 with tab_import:
     st.caption("A folder on the machine that runs WildLens, laid out as `<wnid or class name>/<images>`. "
@@ -139,4 +139,6 @@ with tab_import:
         st.success(f"Imported {summary.new_accepted} images of {summary.files_seen} files into {run.run_id}.")
         st.dataframe(summary.per_class, hide_index=True, width="stretch")
         download_csv(summary.per_class, f"{run.run_id}_import_summary.csv", key="dl-import-summary")
+        for note in summary.notes:  # what was skipped and why: folder and file names, escaped
+            st.caption(escape_markdown(note))
         open_run_link(run.run_id)

@@ -3,6 +3,8 @@
 Every number here is a cell of ``explain.metrics.compute_metric_tables`` (via
 ``pages.common.metric_tables``); this page only selects, labels and draws.
 """
+import html
+
 import plotly.express as px
 import streamlit as st
 
@@ -63,8 +65,11 @@ st.dataframe(shown[["family"] + [c for c in shown.columns if c != "family"]], hi
 download_csv(tables.per_model, f"{run.run_id}_per_model.csv", key="dl-per-model")
 
 metric = st.selectbox("Chart", RATE_COLUMNS + MEAN_COLUMNS, format_func=lambda c: c.replace("_", " "))
-fig = px.bar(shown, x="model", y=metric, color="family", color_discrete_map=FAMILY_COLOURS,
-             category_orders={"model": shown["model"].tolist()}, text_auto=".3f",
+# Plotly reads HTML in labels and hover texts (<a href> is a live link): model ids from stored
+# predictions and class names reach the charts HTML-escaped; Plotly shows the entities as text.
+chart = shown.assign(model=shown["model"].map(html.escape))
+fig = px.bar(chart, x="model", y=metric, color="family", color_discrete_map=FAMILY_COLOURS,
+             category_orders={"model": chart["model"].tolist()}, text_auto=".3f",
              hover_data={"n": True, "n_mistakes": True})
 fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
 if metric in RATE_COLUMNS:
@@ -87,7 +92,8 @@ if len(grid) > 40:
     worst_first = grid.mean(axis=1).sort_values(ascending=class_metric != "severity").index
     shown_rows = st.slider("Classes in the heatmap (worst first)", 10, min(len(grid), 200), 40, step=10)
     grid = grid.loc[worst_first[:shown_rows]]
-grid.index = [f"{names[w]} ({w})" for w in grid.index]
+grid.index = [html.escape(f"{names[w]} ({w})") for w in grid.index]
+grid.columns = [html.escape(m) for m in grid.columns]
 heat = px.imshow(grid, text_auto=".2f" if grid.size <= 600 else False, aspect="auto",
                  color_continuous_scale="Blues", labels=dict(color=class_metric, x="model", y="true class"))
 heat.update_layout(height=max(260, 22 * len(grid) + 120), margin=dict(t=30, b=10))

@@ -2,10 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import download_csv, list_runs, select_run, store
+from pages.common import download_csv, escape_markdown, list_runs, select_run, store
 
 st.title("Runs")
-st.caption(f"Stored in `{store().root}` (set `WILDLENS_HOME` to move it). Runs persist across restarts.")
+# The folder comes from WILDLENS_HOME: outside text, escaped (a code span cannot escape a backtick).
+st.caption(f"Stored in {escape_markdown(store().root)} (set `WILDLENS_HOME` to move it). Runs persist across restarts.")
 
 infos = list_runs()
 if not infos:

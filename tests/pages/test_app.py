@@ -1,6 +1,8 @@
 """The dashboard through streamlit.testing.v1.AppTest: every page, the key widgets, the full flow
 on the sample run, and CSV downloads equal to the library's tables."""
+import json
 import os
+import re
 
 import pandas as pd
 import pytest
@@ -304,3 +306,144 @@ def test_local_import_flow(app, app_home, tmp_path):
     (new,) = {i.run_id for i in RunStore(app_home).list_runs()} - before
     manifest = RunStore(app_home).open_run(new).read_manifest()
     assert manifest["status"].value_counts().to_dict() == {"accepted": 4, "rejected": 1}
+
+
+# --------------------------------------------------------------------------- hostile outside text (issue 11 items 14, 15)
+EVIL = "**x**[link](https://evil.invalid)![i](https://evil.invalid/i.png)"
+EVIL_MODEL = '@**m**[link](https://evil.invalid)<a href="https://evil.invalid">a</a>'  # from stored predictions
+FORMULA = '=HYPERLINK("https://evil.invalid","x")'
+
+
+def _live(text: str) -> bool:
+    """The hostile strings' Markdown or HTML, as it would render: bold, a link, an image."""
+    return any(live in text for live in ("**x**", "**m**", "](https://evil")) or re.search(r"(?<!\\)<a href", text) is not None
+
+
+def _rendered_texts(at: AppTest) -> list[str]:
+    """Every text the page hands to Streamlit's Markdown renderer."""
+    texts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "error", "warning", "info", "success"):
+        texts += [e.value for e in getattr(at, kind)]
+    texts += [b.label for b in at.button]
+    texts += [o for r in at.radio for o in r.options]
+    return texts
+
+
+def test_import_of_a_folder_named_like_markdown_shows_it_escaped(app, tmp_path):
+    """The folder of the issue: its name, quoted in the import error (and in the import's notes),
+    reaches Streamlit escaped: no bold, no link, no remote image."""
+    from pages.common import escape_markdown
+    from tests.crawl import fake_engine as T
+
+    src = tmp_path.joinpath(*EVIL.split("/"))  # '/' cannot be in one name: the path spells it
+    src.mkdir(parents=True)
+    at = open_page(app, "query")
+    [t for t in at.text_input if t.label == "Folder"][0].set_value(str(src)).run()
+    [b for b in at.button if b.label == "Create run from folder"][0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (error,) = at.error
+    assert escape_markdown(str(src)) in error.value and "has no class folders" in error.value, error.value
+    assert not _live(error.value), error.value
+
+    (src / "tabby").mkdir()
+    (src / "tabby" / "cat.jpg").write_bytes(T.jpeg(600, size=(160, 120)))
+    (src / "loose.jpg").write_bytes(T.jpeg(601, size=(160, 120)))  # a file outside any class folder: a note
+    [b for b in at.button if b.label == "Create run from folder"][0].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    notes = [c.value for c in at.caption if "skipped" in c.value]
+    assert notes and escape_markdown(str(src)) in notes[0], [c.value for c in at.caption]
+    assert not any(_live(t) for t in _rendered_texts(at)), [t for t in _rendered_texts(at) if _live(t)]
+
+
+def test_crawl_notes_from_the_engine_are_escaped(app, monkeypatch):
+    """Engine texts (Flickr's error messages, search terms) in a crawl's notes are outside text."""
+    import crawl.crawler
+    from crawl.http import Reachability
+    from pages.common import escape_markdown
+
+    note = f"{TABBY} tabby: the engine said {EVIL}"
+
+    def fake_crawl(run, wnids, k, engine=None, config=None, progress=None):
+        return crawl.crawler.CrawlSummary(engine, k, run.run_id, pd.DataFrame({"wnid": wnids, "accepted": 0}),
+                                          notes=[note])
+
+    monkeypatch.setattr(crawl.crawler, "check_engine", lambda engine, config=None: Reachability(True, "h", "ok", 0.0))
+    monkeypatch.setattr(crawl.crawler, "crawl_run", fake_crawl)
+    at = _choose_two_cats(open_page(app, "query"))
+    _crawl_button(at).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert escape_markdown(note) in [c.value for c in at.caption], [c.value for c in at.caption]
+    assert not any(_live(t) for t in _rendered_texts(at)), [t for t in _rendered_texts(at) if _live(t)]
+
+
+@pytest.fixture(scope="module")
+def hostile_run(app_home):
+    """A run copied from elsewhere: a formula for a title, a model id of Markdown, HTML and a
+    formula in its run.json and stored predictions, and formulas in its manifest's provenance."""
+    from core.runstore import PREDICTION_SCHEMA, RunInfo, RunStore, write_table
+    from tests.crawl import fake_engine as T
+
+    store = RunStore(app_home)
+    run = store.create_run(RunInfo(run_id="hostile", title=FORMULA, wnids=[TABBY, TIGER_CAT], models=[EVIL_MODEL]))
+    rows = []
+    for i, wnid in enumerate([TABBY, TABBY, TIGER_CAT, TIGER_CAT]):
+        data = T.jpeg(700 + i, size=(96, 80))
+        file = f"{wnid}/{i:016x}.jpg"
+        (run.images_dir / wnid).mkdir(parents=True, exist_ok=True)
+        (run.images_dir / file).write_bytes(data)
+        rows.append({"wnid": wnid, "file": file, "sha256": f"{i:064x}", "width": 96, "height": 80, "format": "JPEG",
+                     "mode": "RGB", "bytes": len(data), "source": "import", "search_term": "=1+1",
+                     "url": "+http://evil.invalid/a.jpg", "original_name": "@evil.jpg", "status": "accepted",
+                     "excluded": False})
+    manifest = pd.DataFrame(rows)
+    run.write_manifest(manifest)
+    predictions = pd.DataFrame({"model": EVIL_MODEL, "image": manifest["file"], "true_wnid": manifest["wnid"],
+                                "pred_wnid": [TIGER_CAT, TABBY, TIGER_CAT, TIGER_CAT], "prob_1": -0.5,
+                                "label_space": "imagenet-1k", "status": "ok"})
+    # Written as a copied run holds it: the run store itself refuses such an id as a folder name.
+    write_table(predictions, run.path / "predictions" / "hostile" / "part-0.parquet", PREDICTION_SCHEMA)
+    return run
+
+
+def test_hostile_run_text_is_escaped_and_downloads_are_spreadsheet_safe(app, hostile_run, monkeypatch):
+    """Item 15: run titles, model ids and provenance reach every page's Markdown escaped, and
+    charts get no live HTML. Item 14: every table downloaded from those pages has its
+    formula-like text cells quoted, numbers untouched, and reads back to the original."""
+    import io
+
+    from core.csvsafe import read_csv
+    from core.runstore import RunStore
+    from explain.export import table_to_csv_bytes
+    from explain.metrics import compute_metric_tables
+    from pages.common import escape_markdown
+
+    downloads = _capture_downloads(monkeypatch)
+    app.session_state["_next_run_id"] = hostile_run.run_id
+    for page in ("runs", "images", "models", "results", "confusions", "explain"):
+        at = open_page(app, page)
+        assert at.session_state["run_id"] == hostile_run.run_id
+        live = [t for t in _rendered_texts(at) if _live(t)]
+        assert not live, (page, live)
+        if page in ("models", "confusions"):  # the model id is shown, escaped
+            assert any(escape_markdown(EVIL_MODEL) in m.value for m in at.markdown), page
+        for chart in at.get("plotly_chart"):  # the spec is JSON, with '<' written as \u003c
+            assert "<a href" not in json.dumps(json.loads(chart.proto.spec)), page
+
+    def cells(name: str, column: str) -> list:
+        return pd.read_csv(io.BytesIO(downloads[name]), dtype={column: str})[column].tolist()
+
+    runs = pd.read_csv(io.BytesIO(downloads["runs.csv"]), dtype={"title": str})
+    assert runs.loc[runs["run"] == "hostile", "title"].tolist() == ["'" + FORMULA]
+    back = read_csv(io.BytesIO(downloads["runs.csv"]), dtype=str, keep_default_na=False)
+    assert back["title"].tolist() == [i.title or i.query for i in RunStore().list_runs()]
+    manifest_csv = downloads["hostile_manifest.csv"]
+    for column, value in (("search_term", "=1+1"), ("url", "+http://evil.invalid/a.jpg"), ("original_name", "@evil.jpg")):
+        assert set(cells("hostile_manifest.csv", column)) == {"'" + value}, column
+        assert set(read_csv(io.BytesIO(manifest_csv), dtype={column: str})[column]) == {value}, column
+    assert cells("hostile_manifest.csv", "width") == ["96"] * 4
+    expected = compute_metric_tables(hostile_run.usable_predictions())
+    for name, table in (("per_model", expected.per_model), ("per_class", expected.per_class),
+                        ("confusions", expected.confusions)):
+        data = downloads[f"hostile_{name}.csv"]
+        assert data == table_to_csv_bytes(table), name
+        assert set(cells(f"hostile_{name}.csv", "model")) == {"'" + EVIL_MODEL}, name
