@@ -4,10 +4,12 @@ provenance manifest in the run store.
 Entry points (imported lazily, so ``import crawl`` stays light):
 
 - ``crawl_run(run, wnids, k, engine='bing', config=CrawlConfig(), progress=None) -> CrawlSummary``
-- ``import_folder(src, run_or_dir, label_space=None, progress=None) -> ImportSummary``
+- ``import_folder(src, run_or_dir, label_space=None, progress=None, validation=..., follow_links=False)
+  -> ImportSummary`` (regular files inside SRC only; what is skipped is recorded with a reason)
 - ``check_engine(engine='bing', config=CrawlConfig()) -> Reachability`` (fast: is it reachable?)
 - ``summarise(manifest, wnids=None, k=None) -> DataFrame`` (per-class figures)
-- ``CrawlConfig``, ``ValidationConfig``; errors ``CrawlError``, ``EngineUnreachable``,
+- ``CrawlConfig`` (``allow_private_hosts``: image URLs on non-public addresses are refused by
+  default), ``ValidationConfig``; errors ``CrawlError``, ``EngineUnreachable``,
   ``FolderImportError`` (all ``CollectError``).
 """
 from __future__ import annotations

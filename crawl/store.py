@@ -356,8 +356,12 @@ class Collector:
             if index == len(self.rows):
                 self.rows.append(row)
                 appended.append(index)
-            else:
-                self.rows[index] = row
+            else:  # a row the manifest holds: only other_wnids is ever changed on a recorded row; an
+                # exclusion made since (the dashboard) is kept
+                known = self.rows[index]
+                if any(known.get(col) != row[col] for col in ("wnid", "url", "original_name", "sha256")):
+                    break  # not this manifest's row
+                known["other_wnids"] = row["other_wnids"]
             applied += 1
         missing = {i for i in appended if self.rows[i]["status"] == "accepted"
                    and not (self.dest.images_dir / str(self.rows[i]["file"])).is_file()}

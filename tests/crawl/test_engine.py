@@ -296,6 +296,28 @@ def test_rows_recorded_after_the_last_manifest_write_survive_a_kill(tmp_path, mo
     assert not (tmp_path / JOURNAL_NAME).exists()  # folded into the manifest
 
 
+def test_replaying_the_journal_keeps_an_exclusion_made_since(tmp_path):
+    """A journaled change to a recorded row (its other classes) must not undo what an analyst did
+    to the manifest between the kill and the resume."""
+    from crawl.store import Collector
+    from crawl.validate import validate_image
+
+    dest = FolderDestination(tmp_path)
+    collector = Collector(dest, ValidationConfig(), save_every=1000)
+    data = T.jpeg(3100)
+    collector.record(TABBY, {"source": "bing", "url": "http://img.test/a.jpg"}, facts=validate_image(data), data=data)
+    collector.save()
+    collector.record(TIGER_CAT, {"source": "bing", "url": "http://img.test/a.jpg"}, facts=validate_image(data))
+    # killed here; then the first row is excluded by hand
+    manifest = dest.read_manifest()
+    manifest.loc[0, ["excluded", "excluded_reason"]] = [True, "blurry"]
+    dest.write_manifest(manifest)
+    Collector(dest, ValidationConfig())
+    rows = check_consistent(tmp_path)
+    assert rows["wnid"].tolist() == [TABBY, TIGER_CAT]
+    assert (rows.loc[0, "excluded"], rows.loc[0, "excluded_reason"], rows.loc[0, "other_wnids"]) == (True, "blurry", TIGER_CAT)
+
+
 # --------------------------------------------------------------------------- into a run
 def test_crawl_into_a_run_updates_run_json():
     store = RunStore()
