@@ -267,7 +267,10 @@ def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tupl
         except FolderImportError as exc:
             errors.append(str(exc))
     if errors:
-        raise FolderImportError("Cannot import " + str(src) + ":\n  " + "\n  ".join(errors))
+        # One line (CLIs and the dashboard show one): the count, then each folder's reason.
+        shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+        raise FolderImportError(f"Cannot import {src}: {len(errors)} class folder(s) cannot be mapped to a "
+                                f"WordNet class, nothing was imported: {shown}")
     if not folders:
         raise FolderImportError(f"{src} has no class folders. Expected SRC/<wnid or class name>/<images>.")
     by_wnid: dict[str, list[str]] = {}

@@ -131,6 +131,18 @@ def test_ambiguous_or_unknown_folder_names_are_refused_before_anything_is_copied
     assert resolve_class_folder("n02121808", "imagenet-21k") == "n02121808"
 
 
+def test_unmappable_folders_are_one_line_naming_each_reason(tmp_path, capsys):
+    # The CLI and the dashboard show one line: the reasons must be on it, not on lines 2..n.
+    src = tmp_path / "src"
+    for name in ("crane", "astronaut", "tabby"):
+        (src / name).mkdir(parents=True)
+        (src / name / "a.jpg").write_bytes(T.jpeg(1))
+    assert main(["import", str(src), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "2 class folder(s) cannot be mapped" in err
+    assert "'crane' is ambiguous" in err and "'astronaut'" in err
+
+
 def test_import_errors_exit_2(tmp_path, capsys):
     assert main(["import", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert "is not a folder" in capsys.readouterr().err
