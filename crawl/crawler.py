@@ -35,6 +35,7 @@ import pandas as pd
 
 from core.errors import OptionError
 from core.labels import DEFAULT_LABEL_SPACE, get_label_space
+from core.wordnet import synset_of
 from core.progress import ProgressCallback, report
 from core.runstore import Run
 
@@ -87,6 +88,14 @@ def _api_key(engine_name: str, config: CrawlConfig) -> str | None:
 
 
 # --------------------------------------------------------------------------- search terms
+def _is_noun_wnid(wnid: str) -> bool:
+    try:
+        synset_of(wnid)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
 def search_terms(wnid: str, label_space: str = DEFAULT_LABEL_SPACE, context: str | None = None,
                  max_terms: int = 3) -> list[str]:
     """The class's ImageNet lemmas in order ('tabby', 'tabby cat'), each with the context word
@@ -139,9 +148,12 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
     dest = as_destination(run)
     label_space = label_space or (run.info.label_space if isinstance(run, Run) else DEFAULT_LABEL_SPACE)
     space = get_label_space(label_space)
-    missing = [w for w in wnids if w not in space]
+    # A class outside the label space (an ImageNet-21k-only hyponym such as leopard cat for an
+    # IN-1k run) is crawled like any other: its search terms are its WordNet lemmas. Only a wnid
+    # that is no WordNet 3.0 noun is refused.
+    missing = [w for w in wnids if w not in space and not _is_noun_wnid(w)]
     if missing:
-        raise CrawlError(f"Not classes of {label_space}: {', '.join(missing)}.")
+        raise CrawlError(f"Not WordNet 3.0 noun ids: {', '.join(missing)}; give wnids such as n02123045.")
     api_key = _api_key(engine_name, config)
     base_url = engine_base_url(engine_name, config)
     host = urlsplit(base_url).hostname or base_url

@@ -332,6 +332,22 @@ def test_crawl_into_a_run_updates_run_json():
     assert all(run.image_path(f).is_file() for f in usable["file"])
 
 
+LEOPARD_CAT = "n02126317"  # an ImageNet-21k concept that no ImageNet-1k model can name
+
+
+def test_a_class_outside_the_label_space_is_crawled_like_any_other():
+    # Issue 16: an unseen hyponym of the query joins an IN-1k run; its terms are its WordNet lemmas.
+    store = RunStore()
+    run = store.create_run(run_id="cats", query="cat", sense="cat.n.01", label_space="imagenet-1k")
+    with good_engine(10, query="leopard cat") as engine:
+        summary = crawl_run(run, [LEOPARD_CAT], k=2, config=fast_config(engine, context="cat", max_terms=1))
+    assert summary.per_class.set_index("wnid").loc[LEOPARD_CAT, "accepted"] == 2
+    assert LEOPARD_CAT in store.open_run("cats").info.wnids
+    assert set(run.usable_images()["wnid"]) >= {LEOPARD_CAT}
+    with pytest.raises(CrawlError, match="Not WordNet 3.0 noun ids: n99999999"):
+        crawl_run(run, ["n99999999"], k=1, config=fast_config(engine))
+
+
 # --------------------------------------------------------------------------- offline
 def test_offline_engine_stops_quickly_with_advice(tmp_path):
     config = CrawlConfig(base_url=T.closed_port_url(), probe_timeout=2.0)
