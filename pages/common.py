@@ -168,6 +168,15 @@ def metric_tables(run: Run):
     return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
 
 
+@st.cache_data(max_entries=4, show_spinner="Ranking every ImageNet-21k concept by its similarity to the seen classes…")
+def concepts_table(seen: str) -> pd.DataFrame:
+    """explain.concepts' table (ImageNet-CoG: sim to the seen label space, eligibility, level) for
+    every ImageNet-21k concept, indexed by wnid (seconds cold, then cached on disk and here)."""
+    from explain.concepts import concept_levels
+
+    return concept_levels(seen).table.set_index("wnid")
+
+
 def model_family(model_id: str) -> str:
     """'CNN' or 'transformer' from the model registry; 'other' for predictions of unknown models."""
     from classify.registry import UnknownModelError, get_model

@@ -1,10 +1,12 @@
 """Query: a word -> its WordNet sense -> the ImageNet classes under it -> a run with images."""
+import pandas as pd
 import streamlit as st
 
 from core.errors import WildLensError
 from crawl import available_engines
 from core.labels import classes_table, get_label_space, hyponym_classes, hyponym_tree, label_space_names, senses
-from pages.common import download_csv, escape_markdown, open_run_link, progress_bar, show_error, store
+from pages.common import (concepts_table, download_csv, escape_markdown, open_run_link, progress_bar, show_error,
+                          store)
 
 st.title("Query")
 st.caption("Type a word, pick its WordNet sense, see which ImageNet classes lie under it, then collect images.")
@@ -36,7 +38,17 @@ if sense.n_classes == 0:
 classes = hyponym_classes(sense.name, label_space)
 st.subheader(f"{len(classes)} {label_space} classes under {sense.name}")
 
-tab_tree, tab_table = st.tabs(["Hyponym tree", "Classes"])
+# ImageNet-21k hyponyms of the sense that this label space lacks: no model of it can name them
+# (ImageNet-CoG's unseen concepts); shown with how close the seen classes come.
+unseen = []
+if label_space != "imagenet-21k":
+    try:
+        space = get_label_space(label_space)
+        unseen = [c for c in hyponym_classes(sense.name, "imagenet-21k") if c.wnid not in space]
+    except WildLensError:  # no IN-21k class under the sense either
+        unseen = []
+
+tab_tree, tab_table, tab_unseen = st.tabs(["Hyponym tree", "Classes", f"Not in {label_space} ({len(unseen)})"])
 with tab_tree:
     edges = hyponym_tree(sense.name, label_space)
     class_synsets = {c.synset for c in classes}
@@ -65,10 +77,42 @@ with tab_table:
     st.dataframe(table, hide_index=True, width="stretch")
     download_csv(table, f"classes_{sense.name}_{label_space}.csv", key="dl-classes")
 
+with tab_unseen:
+    if not unseen:
+        st.caption(f"Every ImageNet-21k class under {sense.name} is a class of {label_space}.")
+    else:
+        unseen_table = pd.DataFrame({"wnid": [c.wnid for c in unseen], "name": [c.name for c in unseen],
+                                     "synset": [c.synset for c in unseen],
+                                     "definition": [c.definition for c in unseen]})
+        # Ranking all 21,843 concepts takes a few seconds the first time (then it is cached), so
+        # it waits for the analyst to ask.
+        if st.toggle("Rank them against the seen classes (ImageNet-CoG similarity and level)", key="unseen_cog"):
+            levels = concepts_table(label_space).reindex(unseen_table["wnid"])
+            unseen_table.insert(3, "sim_to_seen", levels["sim_to_seen"].to_numpy())
+            unseen_table.insert(4, "level", levels["level"].to_numpy())
+            unseen_table.insert(5, "nearest_seen", [f"{n} ({w})" if isinstance(w, str) else None
+                                                    for n, w in zip(levels["nearest_seen_name"],
+                                                                    levels["nearest_seen_wnid"])])
+            unseen_table.insert(6, "eligible", levels["eligible"].to_numpy())
+            unseen_table.insert(7, "reason", levels["reason"].to_numpy())
+        st.caption(f"ImageNet-21k classes under {sense.name} that no {label_space} model can name. sim_to_seen: "
+                   f"the best Lin similarity to a {label_space} class (ImageNet-CoG); level: CoG's concept "
+                   "generalization level (1 closest, 5 farthest; empty outside the five levels). A model's "
+                   "answer for them is judged by how close it comes to the nearest seen class.")
+        st.dataframe(unseen_table, hide_index=True, width="stretch",
+                     column_config={"sim_to_seen": st.column_config.NumberColumn(format="%.3f")})
+        download_csv(unseen_table, f"unseen_{sense.name}_{label_space}.csv", key="dl-unseen")
+
 st.divider()
 st.subheader("Collect images into a new run")
 chosen = st.multiselect("Classes", [c.wnid for c in classes], default=[c.wnid for c in classes],
                         format_func=lambda w: f"{get_label_space(label_space).display_name(w)} ({w})")
+if unseen:
+    extra = st.multiselect(f"Also collect classes that {label_space} models have not seen", [c.wnid for c in unseen],
+                           format_func=lambda w: f"{get_label_space('imagenet-21k').display_name(w)} ({w})",
+                           help="Their strict accuracy is NA (the models cannot name them); the metrics say how "
+                                "close the predictions come to the nearest class the models know.")
+    chosen = chosen + [w for w in extra if w not in chosen]
 c1, c2, c3 = st.columns(3)
 k = c1.number_input("Images per class (k)", min_value=1, max_value=500, key="k")
 engines = available_engines()  # the crawler's own list, with a note per engine

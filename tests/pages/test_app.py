@@ -96,6 +96,24 @@ def test_query_page_finds_the_seven_cat_classes(app):
     assert any("no noun sense" in e.value for e in at.error)
 
 
+def test_query_page_lists_the_unseen_hyponyms_with_their_cog_level(app):
+    # Issue 16: cat.n.01 has 7 IN-1k classes and 31 more IN-21k classes (Angora, leopard cat, ...).
+    at = open_page(app, "query")
+    unseen = at.dataframe[1].value
+    assert len(unseen) == 31 and {"n02123478", "n02126317"} <= set(unseen["wnid"])
+    assert "sim_to_seen" not in unseen.columns  # ranking 21,843 concepts waits for the toggle
+    at.toggle(key="unseen_cog").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    ranked = at.dataframe[1].value.set_index("wnid")
+    from explain.concepts import concept_levels
+
+    expected = concept_levels("imagenet-1k").table.set_index("wnid").loc[ranked.index]
+    assert (ranked["sim_to_seen"] == expected["sim_to_seen"]).all()
+    assert ranked.loc["n02126317", "nearest_seen"] == "lynx (n02127052)"
+    extra = at.multiselect[1]
+    assert "leopard cat (n02126317)" in extra.options and extra.value == []
+
+
 def test_query_page_sense_without_classes_warns(app):
     at = open_page(app, "query")
     at.radio[0].set_value("guy.n.01").run()
