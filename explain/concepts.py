@@ -268,3 +268,69 @@ def synset_of_name(name: str):
 
 def column_docs() -> dict[str, str]:
     return {column: doc for column, (_, doc) in CONCEPT_COLUMNS.items()}
+
+
+# --------------------------------------------------------------------------- any concepts, for the metric tables
+_NEAREST_MEMO: dict[tuple, tuple] = {}
+
+
+def _seen_minima_all(taxonomy, ic_of_node: dict[int, float], seen_nodes: list[int]) -> dict:
+    """Like :func:`_seen_minima`, keeping every tied class: ancestor node -> (smallest IC of a seen
+    class under it, the nodes of all seen classes under it with that IC)."""
+    best: dict[int, tuple[float, set]] = {}
+    for node in seen_nodes:
+        ic = ic_of_node[node]
+        if ic != ic:  # outside the IC corpus: no Lin value
+            continue
+        for ancestor in taxonomy.ancestors[node]:
+            here = best.get(ancestor)
+            if here is None or ic < here[0]:
+                best[ancestor] = (ic, {node})
+            elif ic == here[0]:
+                here[1].add(node)
+    return best
+
+
+def similarity_to_seen(wnids, seen: str = "imagenet-1k", *, cache_dir=None) -> tuple[np.ndarray, list[frozenset]]:
+    """sim(S, c) (CoG Eq. 2) and the nodes (:func:`explain.similarity.get_taxonomy`) of *every*
+    nearest seen class (all the classes of S that attain the maximum; Lin ties are common, e.g.
+    leaves under the same lowest common subsumer) for each wnid of ``wnids`` (any WordNet noun).
+    Same reduction as :func:`concept_levels` (one pass over the seen classes' ancestors, one over
+    each concept's): a seen s attains the maximum exactly when it has the smallest IC under an
+    ancestor a of c that attains it. NaN and an empty set for a concept outside the IC corpus."""
+    from .similarity import get_taxonomy, information_content, wordnet_fingerprint
+
+    seen = canonical_label_space(seen)
+    taxonomy = get_taxonomy()
+    info = information_content(cache_dir=cache_dir)
+    key = (seen, wordnet_fingerprint())
+    if key not in _NEAREST_MEMO:
+        seen_nodes = [taxonomy.node_of_wnid(w) for w in get_label_space(seen).wnids]
+        above = sorted({a for n in seen_nodes for a in taxonomy.ancestors[n]})
+        ic = info.of_offsets(np.array([taxonomy.offsets[n] for n in above], dtype=np.int64))
+        ic_of_node = dict(zip(above, ic.tolist()))
+        _NEAREST_MEMO[key] = (_seen_minima_all(taxonomy, ic_of_node, seen_nodes), ic_of_node)
+    minima = _NEAREST_MEMO[key][0]
+    sims = np.full(len(wnids), np.nan)
+    nearest: list[frozenset] = []
+    for i, wnid in enumerate(wnids):
+        node = taxonomy.node_of_wnid(str(wnid))
+        ancestors = list(taxonomy.ancestors[node])
+        ic = info.of_offsets(np.array([taxonomy.offsets[a] for a in ancestors], dtype=np.int64))
+        ic_c = ic[ancestors.index(node)]
+        value, which = -1.0, set()
+        if ic_c == ic_c:
+            for ancestor, ic_a in zip(ancestors, ic.tolist()):
+                found = minima.get(ancestor)
+                if found is None:
+                    continue
+                denominator = found[0] + ic_c
+                lin = 2.0 * ic_a / denominator if denominator > 0 else 1.0
+                if lin > value:
+                    value, which = lin, set(found[1])
+                elif lin == value:
+                    which |= found[1]
+        if which:
+            sims[i] = value
+        nearest.append(frozenset(which))
+    return sims, nearest

@@ -84,6 +84,9 @@ class _Rows:
     pred: np.ndarray  # per row: code into wnids, -1 if missing or not counted
     ok: np.ndarray  # per row: counted
     top_k_hit: np.ndarray | None  # per row: true class among the top-5; None without the columns
+    top: np.ndarray | None  # (TOP_K, rows): codes of pred_wnid, pred_wnid_2 ... (-1 missing); None without them
+    spaces: list[str]  # canonical label-space names
+    space: np.ndarray  # per row: code into spaces, -1 without the column or for an unknown name
 
 
 def _bad_row(mask: np.ndarray) -> int:
@@ -186,24 +189,47 @@ def _read_rows(df: pd.DataFrame) -> _Rows:
 
     true_codes, true_uniques = _factorize(df["true_wnid"], has_true)
     pred_codes, pred_uniques = _factorize(df["pred_wnid"], ok)
+    has_top = all(c in df.columns for c in TOP_K_COLUMNS)
+    # The top-k columns' wnids are looked up too: hdist@5 and hprec@5 need their WordNet values.
+    top_factors = [_factorize(df[column], ok) for column in TOP_K_COLUMNS] if has_top else []
+    checked = [("true_wnid", true_codes, true_uniques), ("pred_wnid", pred_codes, pred_uniques),
+               *((column, codes, uniques) for column, (codes, uniques) in zip(TOP_K_COLUMNS, top_factors))]
     for must_exist in (False, True):  # all formats first, then the (slower) WordNet lookups
-        _check_wnids("true_wnid", true_codes, true_uniques, must_exist=must_exist)
-        _check_wnids("pred_wnid", pred_codes, pred_uniques, must_exist=must_exist)
-    wnids = np.union1d(true_uniques.astype(str), pred_uniques.astype(str))
+        for column, codes, uniques in checked:
+            _check_wnids(column, codes, uniques, must_exist=must_exist)
+    wnids = np.unique(np.concatenate([u.astype(str) for _, _, u in checked]))
     true, pred = _recode(true_codes, true_uniques, wnids), _recode(pred_codes, pred_uniques, wnids)
+    pred = np.where(ok, pred, -1)
 
     model_codes, model_uniques = _factorize_values(df["model"])  # first-appearance order
     models = [str(m) for m in model_uniques]
 
-    top_k_hit = None
-    if all(c in df.columns for c in TOP_K_COLUMNS):
-        top_k_hit = pred == true
-        for column in TOP_K_COLUMNS:
-            codes, uniques = _factorize(df[column], ok)
-            _check_wnids(column, codes, uniques, must_exist=False)  # never looked up: format only
-            top_k_hit |= _recode(codes, uniques, wnids) == true  # compared as codes: any column dtype
-        top_k_hit &= ok & (true >= 0)
-    return _Rows(models, wnids, np.where(has_model, model_codes, -1), true, np.where(ok, pred, -1), ok, top_k_hit)
+    top_k_hit = top = None
+    if has_top:
+        top = np.stack([pred] + [_recode(codes, uniques, wnids) for codes, uniques in top_factors])
+        top_k_hit = (top == true).any(axis=0) & ok & (true >= 0)  # compared as codes: any column dtype
+    spaces, space = _label_spaces(df)
+    return _Rows(models, wnids, np.where(has_model, model_codes, -1), true, pred, ok, top_k_hit, top, spaces, space)
+
+
+def _label_spaces(df: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+    """The rows' label spaces as codes into canonical names; -1 (unknown) without the column, for an
+    empty value or a name that is not a known label space (then no class counts as outside it)."""
+    from core.labels import canonical_label_space
+
+    if "label_space" not in df.columns:
+        return [], np.full(len(df), -1, dtype=np.int64)
+    codes, uniques = _factorize_values(df["label_space"])
+    names, remap = [], np.full(len(uniques) + 1, -1, dtype=np.int64)
+    for i, value in enumerate(uniques):
+        try:
+            name = canonical_label_space(str(value))
+        except WildLensError:
+            continue
+        if name not in names:
+            names.append(name)
+        remap[i] = names.index(name)
+    return names, remap[codes]
 
 
 # --------------------------------------------------------------------------- tables
@@ -226,6 +252,8 @@ def _typed_frame(columns: dict, schema: dict[str, str]) -> pd.DataFrame:
         elif dtype == "Int64":
             values = np.asarray(values, dtype=np.int64)
             out[name] = pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=bool))
+        elif dtype == "boolean" and isinstance(values, pd.arrays.BooleanArray):
+            out[name] = values  # keeps its NA
         elif dtype == "boolean":
             values = np.asarray(values, dtype=bool)
             out[name] = pd.arrays.BooleanArray(values, np.zeros(len(values), dtype=bool))
@@ -256,6 +284,7 @@ def _group_stats(groups: np.ndarray, n_groups: int, count: np.ndarray, values: P
         "correct_hier": total(count * (~mistake | values.is_hyponym)),
         "sibling_count": total(miss * values.is_sibling),
         "severity_sum": total(miss * values.severity),
+        "severity_sum_all": total(count * values.severity),
         "lin_n_mistakes": total(miss * lin_defined),
         "lin_n_all": total(count * lin_defined),
     }
@@ -295,6 +324,127 @@ def _stat_columns(stats: dict[str, np.ndarray], top_k_hits: np.ndarray | None, f
     return columns
 
 
+# --------------------------------------------------------------------------- issue 16: label spaces, top-k
+_ACCURACY_COLUMNS = ("accuracy", "accuracy_hier", "accuracy_top5")  # NA for a class outside the label space
+HPREC_LABEL_SPACE = "imagenet-1k"  # hprec@5 needs every pair of the label space: its dense matrices
+
+
+def _rows_in_space(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the label space is known, and the true class is one of its classes."""
+    from core.labels import get_label_space
+
+    known = (rows.space >= 0) & (rows.true >= 0)
+    inside = np.zeros(len(known), dtype=bool)
+    for code, name in enumerate(rows.spaces):
+        index = get_label_space(name).index
+        member = np.array([w in index for w in rows.wnids.tolist()], dtype=bool)
+        here = known & (rows.space == code)
+        inside[here] = member[rows.true[here]]
+    return known, inside
+
+
+@dataclass(frozen=True)
+class _TopK:
+    hdist: np.ndarray  # per row: mean severity over the top-5; NaN when not all five are there
+    hprec_num: np.ndarray  # per row: sum over the top-5 of 1 - d/D; NaN where hprec@5 is not computed
+    hprec_den: np.ndarray  # per row: the same sum for the best possible top-5; NaN likewise
+
+
+def _severity_lookup(wnids: np.ndarray, keys: np.ndarray, cache_dir) -> np.ndarray:
+    """Severity of each packed (true * n + pred) key: unique pairs found without sorting when a
+    dense marker fits (n^2 <= 16M), looked up once each, then gathered."""
+    n = len(wnids)
+    if keys.size == 0:
+        return np.zeros(keys.shape, dtype=np.int16)
+    if n * n <= 1 << 24:
+        mark = np.zeros(n * n, dtype=bool)
+        mark[keys.ravel()] = True
+        unique = np.flatnonzero(mark)
+        table = np.zeros(n * n, dtype=np.int16)
+        table[unique] = similarities_of_codes(wnids, unique // n, unique % n, cache_dir=cache_dir).severity
+        return table[keys]
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return similarities_of_codes(wnids, unique // n, unique % n, cache_dir=cache_dir).severity[inverse].reshape(keys.shape)
+
+
+def _best_top_k(cache_dir) -> tuple[np.ndarray, float, tuple[str, ...]]:
+    """For the hprec label space: per class, the sum over its TOP_K nearest classes (itself first) of
+    1 - d/D, with D the largest d over the space's ordered pairs; D; the space's wnids."""
+    from .similarity import label_space_matrices
+
+    matrices = label_space_matrices(HPREC_LABEL_SPACE, cache_dir=cache_dir)
+    d = matrices.values.severity.astype(np.float64)
+    big = float(d.max())
+    nearest = np.partition(d, TOP_K - 1, axis=1)[:, :TOP_K].sum(axis=1)
+    return TOP_K - nearest / big, big, matrices.wnids
+
+
+def _top_k_sums(rows: _Rows, cache_dir) -> _TopK:
+    n_rows = len(rows.ok)
+    nan = np.full(n_rows, np.nan)
+    if rows.top is None:
+        return _TopK(nan, nan, nan)
+    complete = rows.ok & (rows.true >= 0) & (rows.top >= 0).all(axis=0)
+    idx = np.flatnonzero(complete)
+    n = max(len(rows.wnids), 1)
+    severity = _severity_lookup(rows.wnids, rows.true[idx] * n + rows.top[:, idx], cache_dir).astype(np.float64)
+    total = severity.sum(axis=0)
+    hdist = nan.copy()
+    hdist[idx] = total / TOP_K
+    num, den = nan.copy(), nan.copy()
+    if HPREC_LABEL_SPACE in rows.spaces:
+        from core.labels import get_label_space
+
+        index = get_label_space(HPREC_LABEL_SPACE).index
+        position = np.array([index.get(w, -1) for w in rows.wnids.tolist()], dtype=np.int64)
+        eligible = (rows.space[idx] == rows.spaces.index(HPREC_LABEL_SPACE)) & (position[rows.true[idx]] >= 0)
+        if eligible.any():
+            best, big, _ = _best_top_k(cache_dir)
+            where = idx[eligible]
+            num[where] = TOP_K - total[eligible] / big
+            den[where] = best[position[rows.true[where]]]
+    return _TopK(hdist, num, den)
+
+
+def _complete_ratio(groups: np.ndarray, num: np.ndarray, den: np.ndarray, n_groups: int) -> np.ndarray:
+    """sum(num) / sum(den) per group over the given rows; NA for a group with no rows or with a row
+    whose value is missing (NaN): a mean over part of a class would not be that class's."""
+    missing = np.isnan(num) | np.isnan(den)
+    incomplete = np.bincount(groups[missing], minlength=n_groups) > 0
+    ok = ~missing
+    out = _ratio(np.bincount(groups[ok], num[ok], n_groups), np.bincount(groups[ok], den[ok], n_groups))
+    return np.where(incomplete, np.nan, out)
+
+
+def _unseen_triples(rows: _Rows, unseen: np.ndarray, space: np.ndarray, true_of: np.ndarray, pred_of: np.ndarray,
+                    lin: np.ndarray, cache_dir) -> tuple[np.ndarray, np.ndarray]:
+    """Per (model, true, pred) triple of an unseen class: Lin(truth, pred) / sim(S, truth) (NaN where
+    either is undefined) and whether pred is a nearest seen class of the truth or a hyponym of one.
+    Python runs once per unique label space and unseen truth, and once per unique unseen pair."""
+    from .concepts import similarity_to_seen
+    from .similarity import get_taxonomy
+
+    ratio = np.full(len(unseen), np.nan)
+    nearest = np.zeros(len(unseen), dtype=bool)
+    idx = np.flatnonzero(unseen)
+    if not len(idx):
+        return ratio, nearest
+    taxonomy = get_taxonomy()
+    for code, name in enumerate(rows.spaces):
+        here = idx[space[idx] == code]
+        if not len(here):
+            continue
+        truths, inverse = np.unique(true_of[here], return_inverse=True)
+        sims, nearest_nodes = similarity_to_seen(rows.wnids[truths].tolist(), name, cache_dir=cache_dir)
+        ratio[here] = lin[here] / sims[inverse]  # NaN propagates: Lin or sim undefined
+        pairs, pair_inverse = np.unique(np.stack([inverse, pred_of[here]]), axis=1, return_inverse=True)
+        hit = np.array([bool(nearest_nodes[t] & taxonomy.ancestors[taxonomy.node_of_wnid(str(rows.wnids[p]))].keys())
+                        for t, p in pairs.T.tolist()], dtype=bool)
+        nearest[here] = hit[pair_inverse.ravel()]
+    return ratio, nearest
+
+
+
 def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | None = DEFAULT_CONFUSION_TOP_K,
                           cache_dir: Path | str | None | bool = None) -> MetricTables:
     """Per-model, per-class and confusion tables from raw predictions (see the module docstring).
@@ -329,18 +479,79 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     class_top = (np.bincount(group_of_row[has_group & rows.top_k_hit], minlength=len(group_keys)).astype(np.float64)
                  if rows.top_k_hit is not None else None)
     class_failed = np.bincount(group_of_row[has_group & ~rows.ok], minlength=len(group_keys))
-    per_class = _typed_frame({"model": _strings(rows.models, group_keys // n_wnids),
-                              "true_wnid": _strings(rows.wnids, group_keys % n_wnids),
-                              **_stat_columns(class_stats, class_top, class_failed)}, PER_CLASS_SCHEMA)
+    class_columns = _stat_columns(class_stats, class_top, class_failed)
 
-    # Per model: the same sums, over the model's triples.
+    # Label spaces: a class outside its model's label space ("unseen") gets NA accuracies.
+    n_groups = len(group_keys)
+    row_known, row_in = _rows_in_space(rows)
+    rows_of_group = np.bincount(group_of_row[has_group], minlength=n_groups)
+    group_known = np.bincount(group_of_row[has_group & row_known], minlength=n_groups) == rows_of_group
+    group_in = np.bincount(group_of_row[has_group & row_in], minlength=n_groups) == rows_of_group
+    unseen = group_known & ~group_in  # unknown label space: counted as seen (the tables before issue 16)
+    group_space = np.full(n_groups, -1, dtype=np.int64)
+    group_space[group_of_row[has_group & row_known]] = rows.space[has_group & row_known]
+    for column in _ACCURACY_COLUMNS:
+        class_columns[column] = np.where(unseen, np.nan, class_columns[column])
+    class_columns["accuracy_balanced"] = class_columns["accuracy"]
+    topk = _top_k_sums(rows, cache_dir)
+    counted_row = has_group & rows.ok
+    group_row = group_of_row[counted_row]
+    class_columns["hdist_at_1"] = _ratio(class_stats["severity_sum_all"], class_stats["n"])
+    class_columns["hdist_at_5"] = _complete_ratio(group_row, topk.hdist[counted_row], np.ones(len(group_row)),
+                                                  n_groups)
+    class_columns["hprec_at_5"] = np.where(unseen, np.nan, _complete_ratio(
+        group_row, topk.hprec_num[counted_row], topk.hprec_den[counted_row], n_groups))
+    ratio, nearest = _unseen_triples(rows, unseen[group_of_triple], group_space[group_of_triple], true_of, pred_of,
+                                     values.lin, cache_dir)
+    ratio_defined = ~np.isnan(ratio)
+    class_columns["lin_vs_best"] = _ratio(np.bincount(group_of_triple, count * np.where(ratio_defined, ratio, 0.0),
+                                                      n_groups),
+                                          np.bincount(group_of_triple, count * ratio_defined, n_groups))
+    class_columns["share_nearest"] = np.where(unseen, _ratio(np.bincount(group_of_triple, count * nearest, n_groups),
+                                                             class_stats["n"]), np.nan)
+    in_space = pd.arrays.BooleanArray(group_in, ~group_known)
+    columns = {"model": _strings(rows.models, group_keys // n_wnids),
+               "true_wnid": _strings(rows.wnids, group_keys % n_wnids), **class_columns, "in_label_space": in_space}
+    per_class = _typed_frame({c: columns[c] for c in PER_CLASS_SCHEMA}, PER_CLASS_SCHEMA)
+
+    # Per model: the same sums, over the model's triples; accuracies over its seen classes only.
     model_stats = _group_stats(model_of, n_models, count, values, mistake)
+    seen_triple = ~unseen[group_of_triple]
+    seen_stats = _group_stats(model_of[seen_triple], n_models, count[seen_triple], values.take(seen_triple),
+                              mistake[seen_triple])
     has_model = rows.model >= 0
-    model_top = (np.bincount(rows.model[has_model & rows.top_k_hit], minlength=n_models).astype(np.float64)
+    seen_row = np.zeros(len(rows.ok), dtype=bool)
+    seen_row[has_group] = ~unseen[group_of_row[has_group]]
+    seen_row |= has_model & ~has_group  # rows without a true class count nowhere but n_failed
+    model_top = (np.bincount(rows.model[has_model & rows.top_k_hit & seen_row], minlength=n_models).astype(np.float64)
                  if rows.top_k_hit is not None else None)
     model_failed = np.bincount(rows.model[has_model & ~rows.ok], minlength=n_models)
-    per_model = _typed_frame({"model": _strings(rows.models, np.arange(n_models)),
-                              **_stat_columns(model_stats, model_top, model_failed)}, PER_MODEL_SCHEMA)
+    model_columns = _stat_columns(model_stats, model_top, model_failed)
+    seen_columns = _stat_columns(seen_stats, model_top, model_failed)
+    for column in _ACCURACY_COLUMNS:
+        model_columns[column] = seen_columns[column]
+    model_of_group = group_keys // n_wnids
+    balanced = ~unseen & (class_stats["n"] > 0)
+    model_columns["accuracy_balanced"] = _ratio(
+        np.bincount(model_of_group[balanced], class_columns["accuracy"][balanced], n_models),
+        np.bincount(model_of_group[balanced], minlength=n_models).astype(np.float64))
+    model_columns["hdist_at_1"] = _ratio(seen_stats["severity_sum_all"], seen_stats["n"])
+    model_row = rows.model[counted_row & seen_row]
+    model_columns["hdist_at_5"] = _complete_ratio(model_row, topk.hdist[counted_row & seen_row],
+                                                  np.ones(len(model_row)), n_models)
+    model_columns["hprec_at_5"] = _complete_ratio(model_row, topk.hprec_num[counted_row & seen_row],
+                                                  topk.hprec_den[counted_row & seen_row], n_models)
+    unseen_triple = ~seen_triple
+    model_columns["n_unseen"] = np.bincount(model_of[unseen_triple], count[unseen_triple], n_models).round()
+    defined = unseen_triple & ratio_defined
+    model_columns["lin_vs_best_unseen"] = _ratio(np.bincount(model_of[defined], count[defined] * ratio[defined],
+                                                             n_models),
+                                                 np.bincount(model_of[defined], count[defined], n_models))
+    model_columns["share_nearest_unseen"] = _ratio(
+        np.bincount(model_of[unseen_triple], count[unseen_triple] * nearest[unseen_triple], n_models),
+        model_columns["n_unseen"])
+    columns = {"model": _strings(rows.models, np.arange(n_models)), **model_columns}
+    per_model = _typed_frame({c: columns[c] for c in PER_MODEL_SCHEMA}, PER_MODEL_SCHEMA)
 
     confusions = _confusions(rows, group_of_triple, group_keys, class_stats, count, values, mistake,
                              model_of, true_of, pred_of, confusion_top_k)

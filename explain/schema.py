@@ -29,15 +29,21 @@ def _float(doc: str) -> Column:
 
 MODEL = Column("string", "The model's registry id.")
 
+_UNSEEN = ("NA for a class outside its model's label space (in_label_space false: the model cannot name it, "
+           "so 0 would be meaningless); per model: over the predictions of its in-space classes only "
+           "(the unseen ones are counted in n_unseen).")
+_TOP5_NA = "NA when the table lacks pred_wnid_2 ... pred_wnid_5 or a counted row of the group misses one of them."
+
 # Per model and per (model, true class): the same statistics over different groups.
 _STATISTICS: dict[str, Column] = {
     "n": _int("Predictions counted: rows with status 'ok' (every row when the table has no status column)."),
     "n_mistakes": _int("Counted predictions whose top-1 class is not the true class (strict)."),
-    "accuracy": _float("Strict top-1 accuracy: share of n with pred_wnid == true_wnid."),
+    "accuracy": _float("Strict top-1 accuracy: share of n with pred_wnid == true_wnid. " + _UNSEEN),
     "accuracy_hier": _float("Hierarchically correct: share of n whose prediction is the true class or any hyponym "
-                            "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy."),
+                            "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy. "
+                            + _UNSEEN),
     "accuracy_top5": _float("Share of n whose true class is among pred_wnid, pred_wnid_2 ... pred_wnid_5. "
-                            "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5."),
+                            "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5. " + _UNSEEN),
     "sibling_count": _int("Mistakes whose prediction shares an immediate hypernym with the true class (every "
                           "hypernym and instance hypernym counts, not only the first)."),
     "sibling_rate": _float("sibling_count / n_mistakes (the paper's sibling percentage, as a fraction). "
@@ -64,11 +70,51 @@ _STATISTICS: dict[str, Column] = {
                           "distant counts add up to n_mistakes, except for the rare WordNet pair that is both a "
                           "sibling and an ancestor/descendant, which counts in both."),
     "n_failed": _int("Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else."),
+    # Making Better Mistakes (Bertinetto et al. 2020), over the top-k; d(g, p) = severity (0 when p is g or
+    # a hyponym of g). Per model these are over the in-space classes' predictions only, like accuracy.
+    "accuracy_balanced": _float("Mean per-class recall (CLIP_benchmark's mean_per_class_recall): per model, the "
+                                "unweighted mean of per_class accuracy over its in-space classes with n > 0; per "
+                                "class it equals accuracy. " + _UNSEEN),
+    "hdist_at_1": _float("Mean over samples of d(truth, top-1 prediction), d = severity (hypernym steps from the "
+                         "truth up to the nearest common ancestor; 0 for a correct prediction or a hyponym). "
+                         "Per model: in-space classes only; per class: defined for an unseen class too."),
+    "hdist_at_5": _float("Mean over samples of (1/5) sum_{j=1..5} d(truth, pred_j), pred_1..5 = pred_wnid, "
+                         "pred_wnid_2 ... pred_wnid_5 (MBM's hierarchical distance@5). Per model: in-space classes "
+                         "only. " + _TOP5_NA),
+    "hprec_at_5": _float("Hierarchical precision@5 (MBM's code, run_xent.py): sum over samples i and j = 1..5 of "
+                         "(1 - d(g_i, pred_ij) / D), divided by the same sum for the best possible top-5 of g_i (the "
+                         "5 classes of the label space with the smallest d from g_i, g_i itself first); D = the "
+                         "largest d between two classes of the label space. Only for imagenet-1k rows (d and D "
+                         "from its dense 1000 x 1000 matrices): NA for other label spaces (the best top-5 and D "
+                         "need all pairs of the space: 21k^2 = 477M for ImageNet-21k), for classes outside the "
+                         "label space, and " + _TOP5_NA[0].lower() + _TOP5_NA[1:]),
 }
 
-PER_MODEL: dict[str, Column] = {"model": MODEL, **_STATISTICS}
-PER_CLASS: dict[str, Column] = {"model": MODEL, "true_wnid": Column("string", "The true class (WordNet 3.0 id)."),
-                                **_STATISTICS}
+_SIM_TO_SEEN = ("sim(S, truth) = max over the classes s of the model's label space S of Lin(s, truth) "
+                "(ImageNet-CoG Eq. 2, explain.concepts.similarity_to_seen)")
+_NEAREST = ("a nearest seen class of the truth (any class of S attaining sim(S, truth); Lin ties are common) "
+            "or a hyponym of one")
+PER_MODEL: dict[str, Column] = {
+    "model": MODEL, **_STATISTICS,
+    "n_unseen": _int("Counted predictions of classes outside the model's label space (in_label_space false); "
+                     "they are in n but not in the accuracy columns, accuracy_balanced, hdist_* and hprec_at_5."),
+    "lin_vs_best_unseen": _float("Mean over those n_unseen predictions (where Lin is defined) of "
+                                 "Lin(truth, prediction) / sim(S, truth), " + _SIM_TO_SEEN + ": 1 = as close as "
+                                 "the label space allows. NA without unseen classes."),
+    "share_nearest_unseen": _float("Share of the n_unseen predictions that are " + _NEAREST + ". NA without "
+                                   "unseen classes."),
+}
+PER_CLASS: dict[str, Column] = {
+    "model": MODEL, "true_wnid": Column("string", "The true class (WordNet 3.0 id)."), **_STATISTICS,
+    "in_label_space": Column("boolean", "The true class is a class of the model's label space (the predictions' "
+                                        "label_space column). NA when that column is missing or names an unknown "
+                                        "label space (the class then counts as in-space)."),
+    "lin_vs_best": _float("For a class outside the label space: mean over its predictions (where Lin is defined) "
+                          "of Lin(truth, prediction) / sim(S, truth), " + _SIM_TO_SEEN + ": 1 = every "
+                          "prediction as close as the label space allows. NA for an in-space class."),
+    "share_nearest": _float("For a class outside the label space: share of its n predictions that are "
+                            + _NEAREST + ". NA for an in-space class."),
+}
 CONFUSIONS: dict[str, Column] = {
     "model": MODEL,
     "true_wnid": Column("string", "The true class g."),
