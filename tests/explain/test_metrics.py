@@ -2,6 +2,7 @@
 import functools
 import math
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -332,3 +333,87 @@ def test_a_column_of_lists_is_named_with_its_type(table, column):
         compute_metric_tables(df, cache_dir=False)
     error = info.value
     assert error.column == column and error.row == 3 and "a list" in str(error), str(error)
+
+
+# --------------------------------------------------------------------------- issue 16: unseen classes
+LEOPARD_CAT, ANGORA = "n02126317", "n02123478"  # ImageNet-21k classes no ImageNet-1k model can name
+
+
+def _unseen_table() -> pd.DataFrame:
+    rows = []
+
+    def add(true, preds, count=1):
+        for _ in range(count):
+            rows.append({"model": "resnet", "true_wnid": true, "pred_wnid": preds[0],
+                         **{f"pred_wnid_{k}": preds[k - 1] for k in range(2, 6)}, "label_space": "imagenet-1k",
+                         "status": "ok"})
+
+    add(LEOPARD_CAT, [LYNX, TABBY, EGYPTIAN, COUGAR, PERSIAN], count=3)  # lynx: the nearest seen class
+    add(LEOPARD_CAT, [EGYPTIAN, LYNX, TABBY, COUGAR, PERSIAN])
+    add(LEOPARD_CAT, ["n04380533", LYNX, TABBY, COUGAR, PERSIAN])  # a table lamp
+    add(TABBY, [TABBY, TIGER_CAT, EGYPTIAN, PERSIAN, SIAMESE], count=2)
+    add(TABBY, [TIGER_CAT, TABBY, EGYPTIAN, PERSIAN, SIAMESE])
+    add(SIAMESE, [SIAMESE, PERSIAN, TABBY, EGYPTIAN, LYNX])
+    return pd.DataFrame(rows)
+
+
+def test_unseen_class_has_na_accuracy_and_lin_vs_best(nltk_noun_depth):
+    df = _unseen_table()
+    tables = compute_metric_tables(df, cache_dir=False)
+    pc = tables.per_class.set_index("true_wnid")
+    leopard = pc.loc[LEOPARD_CAT]
+    assert leopard["in_label_space"] is False or leopard["in_label_space"] == False  # noqa: E712
+    assert bool(pc.loc[TABBY, "in_label_space"]) and leopard["n"] == 5 and leopard["n_mistakes"] == 5
+    for column in ("accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "hprec_at_5"):
+        assert pd.isna(leopard[column]), column  # the model cannot name it: unknown, never 0
+    # Direct: sim(S, truth) = max over the 1000 IN-1k classes of NLTK-reference Lin.
+    truth = synset_of(LEOPARD_CAT)
+    lins = {w: ref.lin(synset_of(w), truth) for w in get_label_space("imagenet-1k").wnids}
+    best = max(v for v in lins.values() if not math.isnan(v))
+    nearest = {w for w, v in lins.items() if v == best}
+    preds = list(df.loc[df["true_wnid"] == LEOPARD_CAT, "pred_wnid"])
+    want = sum(ref.lin(truth, synset_of(p)) / best for p in preds) / len(preds)
+    _assert_close(leopard["lin_vs_best"], want, "lin_vs_best")
+    assert 0 < leopard["lin_vs_best"] <= 1
+    share = sum(p in nearest or bool(nearest & {wnid_of(a) for a in ref.ancestors(synset_of(p))}) for p in preds)
+    _assert_close(leopard["share_nearest"], share / len(preds), "share_nearest")
+    assert LYNX in nearest and leopard["share_nearest"] >= 3 / 5
+    _assert_close(leopard["hdist_at_5"], sum(ref.severity(truth, synset_of(p)) for p in
+                                             df.loc[df["true_wnid"] == LEOPARD_CAT, ["pred_wnid", "pred_wnid_2",
+                                                    "pred_wnid_3", "pred_wnid_4", "pred_wnid_5"]].to_numpy().ravel())
+                  / 25, "hdist_at_5")
+    assert pd.isna(pc.loc[TABBY, "lin_vs_best"]) and pd.isna(pc.loc[TABBY, "share_nearest"])
+    # Per model: accuracy over the in-space classes only; the unseen class reported apart.
+    pm = tables.per_model.set_index("model").loc["resnet"]
+    assert pm["n"] == 9 and pm["n_unseen"] == 5
+    _assert_close(pm["accuracy"], 3 / 4, "accuracy")
+    _assert_close(pm["accuracy_balanced"], (2 / 3 + 1) / 2, "accuracy_balanced")
+    _assert_close(pm["lin_vs_best_unseen"], want, "lin_vs_best_unseen")
+    _assert_close(pm["share_nearest_unseen"], share / len(preds), "share_nearest_unseen")
+    assert not pd.isna(pm["hprec_at_5"]) and pm["hdist_at_1"] == pc.loc[[TABBY, SIAMESE], "hdist_at_1"].mul(
+        pc.loc[[TABBY, SIAMESE], "n"]).sum() / 4
+    # Without a label_space column nothing is unseen, and in_label_space is unknown.
+    bare = compute_metric_tables(df.drop(columns="label_space"), cache_dir=False).per_class
+    assert bare["in_label_space"].isna().all() and bare["accuracy"].notna().all()
+
+
+def test_a_run_folder_of_an_unseen_class_reaches_the_tables(tmp_path):
+    """classify --images accepts any WordNet noun wnid as a folder; its rows carry the model's
+    label space, so the per-class table marks the class unseen."""
+    import torch
+
+    from classify.pipeline import InferenceOptions
+    from classify.targets import predict_folder
+    from tests.classify.doubles import make_test_double
+
+    chelsea = Path(torch.__file__).resolve().parent.parent / "skimage/data/chelsea.png"
+    for wnid in (LEOPARD_CAT, TABBY):
+        (tmp_path / wnid).mkdir()
+        (tmp_path / wnid / "chelsea.png").write_bytes(chelsea.read_bytes())
+    model = make_test_double("test_efficientnet", "imagenet-1k")
+    predictions, _ = predict_folder(tmp_path, [model], options=InferenceOptions(num_workers=0, backend="torch"))
+    assert set(predictions["true_wnid"]) == {LEOPARD_CAT, TABBY} and (predictions["status"] == "ok").all()
+    pc = compute_metric_tables(predictions, cache_dir=False).per_class.set_index("true_wnid")
+    assert pc.loc[LEOPARD_CAT, "in_label_space"] == False and pd.isna(pc.loc[LEOPARD_CAT, "accuracy"])  # noqa: E712
+    assert pc.loc[TABBY, "in_label_space"] == True and not pd.isna(pc.loc[TABBY, "accuracy"])  # noqa: E712
+    assert 0 < pc.loc[LEOPARD_CAT, "lin_vs_best"] <= 1 and not pd.isna(pc.loc[LEOPARD_CAT, "share_nearest"])
