@@ -425,10 +425,11 @@ def _unseen_triples(rows: _Rows, unseen: np.ndarray, space: np.ndarray, true_of:
     from .similarity import get_taxonomy
 
     ratio = np.full(len(unseen), np.nan)
+    sim = np.full(len(unseen), np.nan)
     nearest = np.zeros(len(unseen), dtype=bool)
     idx = np.flatnonzero(unseen)
     if not len(idx):
-        return ratio, nearest
+        return ratio, nearest, sim
     taxonomy = get_taxonomy()
     for code, name in enumerate(rows.spaces):
         here = idx[space[idx] == code]
@@ -436,12 +437,13 @@ def _unseen_triples(rows: _Rows, unseen: np.ndarray, space: np.ndarray, true_of:
             continue
         truths, inverse = np.unique(true_of[here], return_inverse=True)
         sims, nearest_nodes = similarity_to_seen(rows.wnids[truths].tolist(), name, cache_dir=cache_dir)
+        sim[here] = sims[inverse]
         ratio[here] = lin[here] / sims[inverse]  # NaN propagates: Lin or sim undefined
         pairs, pair_inverse = np.unique(np.stack([inverse, pred_of[here]]), axis=1, return_inverse=True)
         hit = np.array([bool(nearest_nodes[t] & taxonomy.ancestors[taxonomy.node_of_wnid(str(rows.wnids[p]))].keys())
                         for t, p in pairs.T.tolist()], dtype=bool)
         nearest[here] = hit[pair_inverse.ravel()]
-    return ratio, nearest
+    return ratio, nearest, sim
 
 
 
@@ -501,12 +503,15 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
                                                   n_groups)
     class_columns["hprec_at_5"] = np.where(unseen, np.nan, _complete_ratio(
         group_row, topk.hprec_num[counted_row], topk.hprec_den[counted_row], n_groups))
-    ratio, nearest = _unseen_triples(rows, unseen[group_of_triple], group_space[group_of_triple], true_of, pred_of,
+    ratio, nearest, sim = _unseen_triples(rows, unseen[group_of_triple], group_space[group_of_triple], true_of, pred_of,
                                      values.lin, cache_dir)
     ratio_defined = ~np.isnan(ratio)
     class_columns["lin_vs_best"] = _ratio(np.bincount(group_of_triple, count * np.where(ratio_defined, ratio, 0.0),
                                                       n_groups),
                                           np.bincount(group_of_triple, count * ratio_defined, n_groups))
+    group_sim = np.full(n_groups, np.nan)
+    group_sim[group_of_triple] = sim  # one value per (model, truth): every triple of a group has the same
+    class_columns["sim_to_seen"] = group_sim
     class_columns["share_nearest"] = np.where(unseen, _ratio(np.bincount(group_of_triple, count * nearest, n_groups),
                                                              class_stats["n"]), np.nan)
     in_space = pd.arrays.BooleanArray(group_in, ~group_known)

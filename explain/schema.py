@@ -114,6 +114,9 @@ PER_CLASS: dict[str, Column] = {
                           "prediction as close as the label space allows. NA for an in-space class."),
     "share_nearest": _float("For a class outside the label space: share of its n predictions that are "
                             + _NEAREST + ". NA for an in-space class."),
+    "sim_to_seen": _float("For a class outside the label space: " + _SIM_TO_SEEN + ", the best Lin similarity "
+                          "any class the model knows has to the truth (lin_vs_best divides by it). NA for an "
+                          "in-space class."),
 }
 CONFUSIONS: dict[str, Column] = {
     "model": MODEL,

@@ -11,9 +11,11 @@ import streamlit as st
 from explain.metrics import column_docs
 from pages.common import class_name, download_csv, metric_tables, model_family, require_run
 
-RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "sibling_rate"]
+RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hprec_at_5",
+                "share_nearest", "share_nearest_unseen"]
 MEAN_COLUMNS = ["path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "severity",
-                "path_all", "lch_all", "wup_all", "lin_all"]
+                "path_all", "lch_all", "wup_all", "lin_all", "hdist_at_1", "hdist_at_5",
+                "lin_vs_best", "lin_vs_best_unseen", "sim_to_seen"]
 COUNT_COLUMNS = ["n", "n_mistakes", "sibling_count", "hypernym_count", "hyponym_count", "cousin_count",
                  "distant_count", "n_failed"]
 FAMILY_ORDER = {"CNN": 0, "transformer": 1, "other": 2}
@@ -64,7 +66,8 @@ st.dataframe(shown[["family"] + [c for c in shown.columns if c != "family"]], hi
              width="stretch", column_config=column_config("per_model"))
 download_csv(tables.per_model, f"{run.run_id}_per_model.csv", key="dl-per-model")
 
-metric = st.selectbox("Chart", RATE_COLUMNS + MEAN_COLUMNS, format_func=lambda c: c.replace("_", " "))
+metric = st.selectbox("Chart", [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_model.columns],
+                      format_func=lambda c: c.replace("_", " "))
 # Plotly reads HTML in labels and hover texts (<a href> is a live link): model ids from stored
 # predictions and class names reach the charts HTML-escaped; Plotly shows the entities as text.
 chart = shown.assign(model=shown["model"].map(html.escape))
@@ -82,8 +85,8 @@ st.subheader("Per class")
 per_class = tables.per_class[tables.per_class["model"].isin(chosen)]
 label_space = run.info.label_space
 names = {w: class_name(w, label_space) for w in per_class["true_wnid"].unique()}
-class_metric = st.selectbox("Heatmap", RATE_COLUMNS + MEAN_COLUMNS, key="class-metric",
-                            format_func=lambda c: c.replace("_", " "))
+class_metric = st.selectbox("Heatmap", [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_class.columns],
+                            key="class-metric", format_func=lambda c: c.replace("_", " "))
 grid = per_class.pivot(index="true_wnid", columns="model", values=class_metric).astype(float)
 grid = grid[[m for m in models if m in grid.columns]]
 if len(grid) > 40:
@@ -104,3 +107,24 @@ shown_class = per_class.assign(class_name=per_class["true_wnid"].map(names))
 cols = ["model", "true_wnid", "class_name"] + [c for c in per_class.columns if c not in ("model", "true_wnid")]
 st.dataframe(shown_class[cols], hide_index=True, width="stretch", column_config=column_config("per_class"))
 download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class")
+
+# ------------------------------------------------------------------ classes the models have not seen
+unseen = per_class[per_class["in_label_space"].eq(False).fillna(False).astype(bool)]
+if not unseen.empty:
+    st.subheader("Classes the models have not seen")
+    st.caption("Classes outside a model's label space (e.g. an ImageNet-21k-only hyponym for an ImageNet-1k "
+               "model): strict accuracy is NA, the model cannot name them. x: how close the nearest class it "
+               "knows is (sim_to_seen, ImageNet-CoG); y: how close its predictions come to that best "
+               "(lin_vs_best, 1 = as close as its label space allows). One point per class and model.")
+    points = unseen.assign(model=unseen["model"].map(html.escape),
+                           class_name=[html.escape(f"{names[w]} ({w})") for w in unseen["true_wnid"]])
+    scatter = px.scatter(points, x="sim_to_seen", y="lin_vs_best", color="model", hover_name="class_name",
+                         hover_data={"n": True, "share_nearest": ":.0%", "hdist_at_1": ":.2f"},
+                         range_x=[0, 1], range_y=[0, 1.05])
+    scatter.update_traces(marker=dict(size=11))
+    scatter.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
+    st.plotly_chart(scatter, width="stretch")
+    view = points[["model", "true_wnid", "class_name", "n", "sim_to_seen", "lin_vs_best", "share_nearest",
+                   "hdist_at_1"]]
+    st.dataframe(unseen.assign(class_name=unseen["true_wnid"].map(names))[view.columns], hide_index=True,
+                 width="stretch", column_config=column_config("per_class"))

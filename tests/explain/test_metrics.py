@@ -374,6 +374,8 @@ def test_unseen_class_has_na_accuracy_and_lin_vs_best(nltk_noun_depth):
     preds = list(df.loc[df["true_wnid"] == LEOPARD_CAT, "pred_wnid"])
     want = sum(ref.lin(truth, synset_of(p)) / best for p in preds) / len(preds)
     _assert_close(leopard["lin_vs_best"], want, "lin_vs_best")
+    _assert_close(leopard["sim_to_seen"], best, "sim_to_seen")
+    assert pd.isna(pc.loc[TABBY, "sim_to_seen"])
     assert 0 < leopard["lin_vs_best"] <= 1
     share = sum(p in nearest or bool(nearest & {wnid_of(a) for a in ref.ancestors(synset_of(p))}) for p in preds)
     _assert_close(leopard["share_nearest"], share / len(preds), "share_nearest")

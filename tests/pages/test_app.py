@@ -465,3 +465,28 @@ def test_hostile_run_text_is_escaped_and_downloads_are_spreadsheet_safe(app, hos
         data = downloads[f"hostile_{name}.csv"]
         assert data == table_to_csv_bytes(table), name
         assert set(cells(f"hostile_{name}.csv", "model")) == {"'" + EVIL_MODEL}, name
+
+
+def test_results_shows_the_classes_a_model_has_not_seen(app, app_home):
+    """Issue 16: a run with leopard-cat images (ImageNet-21k only) classified by an IN-1k model:
+    Results shows the class in its own panel with NA accuracy and the library's lin_vs_best."""
+    from core.runstore import RunInfo, RunStore
+    from explain.metrics import compute_metric_tables
+
+    leopard_cat = "n02126317"
+    store = RunStore(app_home)
+    run = store.create_run(RunInfo(run_id="unseen", title="cats", wnids=[TABBY, leopard_cat], models=["efficientnet_lite0"]))
+    preds = pd.DataFrame({"model": "efficientnet_lite0", "image": [f"{TABBY}/a.jpg", f"{leopard_cat}/b.jpg",
+                                                                   f"{leopard_cat}/c.jpg"],
+                          "true_wnid": [TABBY, leopard_cat, leopard_cat],
+                          "pred_wnid": [TABBY, "n02127052", "n02128385"],  # lynx, leopard
+                          "prob_1": 0.5, "label_space": "imagenet-1k", "status": "ok"})
+    run.append_predictions(preds)
+    app.run()  # the run list is read on each run of the script
+    app.sidebar.selectbox(key="run_id").set_value("unseen").run()
+    at = open_page(app, "results")
+    assert any(h.value == "Classes the models have not seen" for h in at.subheader)
+    expected = compute_metric_tables(run.usable_predictions()).per_class.set_index("true_wnid").loc[leopard_cat]
+    shown = at.dataframe[-1].value.set_index("true_wnid").loc[leopard_cat]
+    assert pd.isna(expected["accuracy"]) and shown["lin_vs_best"] == expected["lin_vs_best"]
+    assert shown["sim_to_seen"] == expected["sim_to_seen"] and 0 < shown["lin_vs_best"] <= 1
