@@ -6,7 +6,7 @@ they call explain/, crawl/ and classify/ and render what those return.
 """
 import streamlit as st
 
-from pages.common import ensure_sample_run, init_state, run_selector
+from pages.common import ensure_sample_run, init_state, levels_toggle, run_selector
 
 st.set_page_config(page_title="WildLens", page_icon=":material/travel_explore:", layout="wide")
 init_state()
@@ -26,4 +26,5 @@ PAGES = [
 page = st.navigation(PAGES)
 with st.sidebar:
     run_selector()
+    levels_toggle()
 page.run()

@@ -22,6 +22,7 @@ DEFAULTS = {
     "k": 20,
     "engine": "bing",
     "pair": None,  # (model, true_wnid, pred_wnid) chosen on Confusions for the Explain page
+    "show_levels": False,  # class names everywhere carry their ImageNet-CoG level (sidebar toggle)
 }
 
 
@@ -187,17 +188,37 @@ def model_family(model_id: str) -> str:
         return "other"
 
 
+LEVELS_SEEN = "imagenet-1k"  # CoG's levels are defined against the concepts of ImageNet-1k
+
+
 def class_name(wnid: str, label_space: str = "imagenet-1k") -> str:
-    """ImageNet's name of a class, falling back to WordNet for wnids outside the label space."""
+    """ImageNet's name of a class, falling back to WordNet for wnids outside the label space. With
+    the sidebar's "ImageNet-CoG levels" on, a class in one of CoG's five levels reads
+    'leopard cat · L2' on every page (explain.concepts; levels against ImageNet-1k)."""
     from core.labels import get_label_space
 
     space = get_label_space(label_space)
     if wnid in space:
-        return space.display_name(wnid)
-    try:
-        return get_label_space("imagenet-21k").display_name(wnid)
-    except Exception:
-        return wnid
+        name = space.display_name(wnid)
+    else:
+        try:
+            name = get_label_space("imagenet-21k").display_name(wnid)
+        except Exception:
+            name = wnid
+    if st.session_state.get("show_levels"):
+        levels = concepts_table(LEVELS_SEEN)
+        level = levels["level"].get(wnid) if wnid in levels.index else None
+        if level is not None and not pd.isna(level):
+            name += f" · L{int(level)}"
+    return name
+
+
+def levels_toggle() -> None:
+    """Sidebar switch for the levels in class names (ranking 21,843 concepts costs seconds once)."""
+    st.toggle("ImageNet-CoG levels", key="show_levels",
+              help="Show each class's concept-generalization level (ImageNet-CoG, L1 closest to the ImageNet-1k "
+                   "classes, L5 farthest) beside its name on every page. Classes outside the five levels "
+                   "(ImageNet-1k classes, their ancestors, non-leaves) show none.")
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

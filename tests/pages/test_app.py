@@ -490,3 +490,24 @@ def test_results_shows_the_classes_a_model_has_not_seen(app, app_home):
     shown = at.dataframe[-1].value.set_index("true_wnid").loc[leopard_cat]
     assert pd.isna(expected["accuracy"]) and shown["lin_vs_best"] == expected["lin_vs_best"]
     assert shown["sim_to_seen"] == expected["sim_to_seen"] and 0 < shown["lin_vs_best"] <= 1
+
+
+def test_the_levels_toggle_names_each_class_with_its_cog_level(app, app_home):
+    """Issue 16: any class anywhere can show its ImageNet-CoG level (sidebar toggle)."""
+    from core.runstore import RunInfo, RunStore
+    from explain.concepts import concept_levels
+
+    gamecock = "n01514752"  # an IN-21k concept of level 1 (closest to the IN-1k classes)
+    assert concept_levels("imagenet-1k").table.set_index("wnid").loc[gamecock, "level"] == 1
+    run = RunStore(app_home).create_run(RunInfo(run_id="levels", wnids=[gamecock]))
+    run.append_predictions(pd.DataFrame({"model": "efficientnet_lite0", "image": [f"{gamecock}/a.jpg"],
+                                         "true_wnid": [gamecock], "pred_wnid": ["n01514668"],  # cock
+                                         "prob_1": 0.5, "label_space": "imagenet-1k", "status": "ok"}))
+    app.run()
+    app.sidebar.selectbox(key="run_id").set_value("levels").run()
+    at = open_page(app, "results")
+    per_class = at.dataframe[1].value
+    assert per_class["class_name"].tolist() == ["gamecock"]
+    at.sidebar.toggle(key="show_levels").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.dataframe[1].value["class_name"].tolist() == ["gamecock · L1"]
