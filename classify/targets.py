@@ -45,7 +45,7 @@ from core.errors import WildLensError
 from core.locking import exclusive_lock
 from core.parts import PredictionParts, atomic_temp_re
 from core.progress import ProgressCallback
-from core.runstore import PREDICTION_SCHEMA, Run, StoreError, conform, write_table
+from core.runstore import PREDICTION_SCHEMA, Run, StoreError, conform, probe_writable, write_table
 from core.wordnet import is_wnid
 
 from .pipeline import ImageTask, InferenceOptions, InferenceReport, run_inference
@@ -295,13 +295,7 @@ def _check_out_folder(out: Path) -> None:
     the atomic write of ``out`` names its temporary file, so a kill here leaves only what the
     sweep removes); OutputError otherwise."""
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(out.parent)) from None
-        probe.unlink()
+        probe_writable(out.parent, f".{out.name}.{secrets.token_hex(6)}.tmp")
     except OSError as exc:
         raise OutputError(f"--out {out}: the folder {exc.filename or out.parent} cannot be created or written "
                           f"({exc.strerror or exc}); give an --out in a folder you can write to.") from None

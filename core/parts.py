@@ -25,7 +25,6 @@ images folder, only these parts.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 import secrets
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from .runstore import (_RUN_ID_RE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
-                       read_table, write_table)
+                       probe_writable, read_table, write_table)
 
 
 _PART_NAME = r"part-\d{20}-[0-9a-f]{6}\.parquet"  # append(): part-<UTC time, 20 digits>-<6 hex>.parquet
@@ -101,13 +100,7 @@ class PredictionParts:
         """Create the folder and a file in it, then remove the file: raises ``OSError`` whose
         ``filename`` is the folder that could not be made or written, where new part files could
         not be written."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        probe = self.folder / f"{_PROBE_PREFIX}{secrets.token_hex(6)}.tmp"
-        try:
-            os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(self.folder)) from None
-        probe.unlink()
+        probe_writable(self.folder, f"{_PROBE_PREFIX}{secrets.token_hex(6)}.tmp")
 
     def sweep_temporary(self) -> int:
         """Remove the temporary files a killed writer left here (see the module docstring); the

@@ -120,6 +120,20 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
 
 
 # --------------------------------------------------------------------------- atomic files
+def probe_writable(folder: Path, probe_name: str) -> None:
+    """Make ``folder`` if need be, create the file ``probe_name`` in it and remove it again:
+    raises ``OSError`` whose ``filename`` is the folder when new files cannot be made there. The
+    name is the caller's, so a kill between create and remove leaves a file its own sweep knows."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / probe_name
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(folder)) from None
+    probe.unlink()
+
+
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success fsync it and rename it over
