@@ -24,6 +24,7 @@ PAGES = [
     st.Page("pages/explain_page.py", url_path="explain", title="Explain", icon=":material/account_tree:"),
 ]
 page = st.navigation(PAGES)
+st.session_state["_current_page"] = page  # links that keep the reader on this page (pages.common.require_run)
 with st.sidebar:
     run_selector()
     levels_toggle()

@@ -74,8 +74,22 @@ def current_run() -> Run | None:
         return None
 
 
+RUN_PARAM = "run"  # ?run=<run id>: the current run lives in the URL, so reloads and shared links keep it
+
+
 def require_run() -> Run:
-    """The current run, or a message and a stop when there is none."""
+    """The current run, or a message and a stop when there is none (or when the URL names a run
+    that does not exist here: then the runs that do, never another run's numbers in its place)."""
+    missing = st.session_state.get("_missing_run")
+    if missing:
+        st.error(f"No run {escape_markdown(missing)} in {escape_markdown(store().runs_dir)}: the link names a run "
+                 "this WildLens does not have. Open one of these, or pick one in the sidebar.",
+                 icon=":material/link_off:")
+        here = st.session_state.get("_current_page") or "pages/results_page.py"
+        for info in list_runs()[:12]:
+            st.page_link(here, label=escape_markdown(run_label(info)), query_params={RUN_PARAM: info.run_id},
+                         icon=":material/folder_open:")
+        st.stop()
     run = current_run()
     if run is None:
         st.info("No run selected. Pick one in the sidebar, or create one on the Query page.")
@@ -103,35 +117,64 @@ def run_label(info) -> str:
 def select_run(run_id: str, page: str | None = None) -> None:
     """Make ``run_id`` current from inside a page. The sidebar widget owns the 'run_id' key and
     is drawn before the page, so the change is handed over through '_next_run_id' and applied
-    on the rerun, before the widget exists."""
+    on the rerun, before the widget exists; the URL carries it too."""
     st.session_state["_next_run_id"] = run_id
     if page:
-        st.switch_page(page)
+        st.switch_page(page, query_params={RUN_PARAM: run_id})
     st.rerun()
+
+
+def page_link(page: str, run_id: str, label: str, icon: str = ":material/arrow_forward:", **params) -> None:
+    """A link to another page that carries the run (and any selection in ``params``) in its URL."""
+    st.page_link(page, label=label, icon=icon, query_params={RUN_PARAM: run_id, **params})
 
 
 def open_run_link(run_id: str, page: str = "pages/images_page.py", label: str = "Open its images") -> None:
     """After creating a run inside a button's branch: make it current on the next rerun and offer
     a link (a second button here would never fire: the first one is False on that rerun)."""
     st.session_state["_next_run_id"] = run_id
-    st.page_link(page, label=label, icon=":material/arrow_forward:")
+    page_link(page, run_id, label)
+
+
+def _run_from_url(ids: list[str]) -> None:
+    """Apply ``?run=`` when it came from outside (a reload, a shared link, a link of ours): it
+    differs from what this session last wrote to the URL. A run this store lacks is flagged for
+    require_run's message instead of a silent switch."""
+    wanted = st.query_params.get(RUN_PARAM)
+    if not wanted or wanted == st.session_state.get("_url_run"):
+        return
+    st.session_state["_url_run"] = wanted
+    if wanted in ids:
+        st.session_state["run_id"] = wanted
+        st.session_state.pop("_missing_run", None)
+    else:
+        st.session_state["_missing_run"] = wanted
+
+
+def _picked_in_sidebar() -> None:
+    st.session_state.pop("_missing_run", None)  # an explicit choice answers the bad link
 
 
 def run_selector() -> None:
-    """Sidebar picker of the current run (newest first)."""
+    """Sidebar picker of the current run (newest first), kept in the URL as ``?run=<id>``."""
     if "_next_run_id" in st.session_state:
         st.session_state["run_id"] = st.session_state.pop("_next_run_id")
+        st.session_state.pop("_missing_run", None)
     infos = list_runs()
     if not infos:
         st.caption("No runs yet.")
         return
     ids = [i.run_id for i in infos]
+    _run_from_url(ids)
     if st.session_state.get("run_id") not in ids:
         from wildlens.sample import SAMPLE_RUN_ID
 
         st.session_state["run_id"] = SAMPLE_RUN_ID if SAMPLE_RUN_ID in ids else ids[0]
     labels = {i.run_id: run_label(i) for i in infos}
-    st.selectbox("Current run", ids, key="run_id", format_func=labels.get)
+    st.selectbox("Current run", ids, key="run_id", format_func=labels.get, on_change=_picked_in_sidebar)
+    if not st.session_state.get("_missing_run"):  # a bad link stays visible until it is answered
+        st.query_params[RUN_PARAM] = st.session_state["run_id"]
+        st.session_state["_url_run"] = st.session_state["run_id"]
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading predictions…")

@@ -5,7 +5,7 @@ import streamlit as st
 from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS
 from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
-from pages.common import download_csv, escape_markdown, manifest, progress_bar, require_run, show_error
+from pages.common import download_csv, escape_markdown, manifest, page_link, progress_bar, require_run, show_error
 
 
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
@@ -87,4 +87,4 @@ if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runna
     st.dataframe(pd.DataFrame([vars(r) for r in report.models.values()]), hide_index=True)
     st.caption(escape_markdown(report.summary()))
     st.success("Predictions stored. Re-running skips what is stored.")
-    st.page_link("pages/results_page.py", label="See the results", icon=":material/leaderboard:")
+    page_link("pages/results_page.py", run.run_id, "See the results", icon=":material/leaderboard:")

@@ -9,7 +9,7 @@ import plotly.express as px
 import streamlit as st
 
 from explain.metrics import column_docs
-from pages.common import class_name, download_csv, metric_tables, model_family, require_run
+from pages.common import class_name, download_csv, metric_tables, model_family, page_link, require_run
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hprec_at_5",
                 "share_nearest", "share_nearest_unseen"]
@@ -41,7 +41,7 @@ run = require_run()
 tables = metric_tables(run)
 if tables.per_model.empty:
     st.info("No predictions in this run yet: run models on the Models page.")
-    st.page_link("pages/models_page.py", label="Models", icon=":material/memory:")
+    page_link("pages/models_page.py", run.run_id, "Models", icon=":material/memory:")
     st.stop()
 
 models = tables.per_model["model"].tolist()

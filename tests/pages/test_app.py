@@ -511,3 +511,52 @@ def test_the_levels_toggle_names_each_class_with_its_cog_level(app, app_home):
     at.sidebar.toggle(key="show_levels").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.dataframe[1].value["class_name"].tolist() == ["gamecock · L1"]
+
+
+def _second_run(app_home, run_id="second"):
+    from core.runstore import RunInfo, RunStore
+
+    run = RunStore(app_home).create_run(RunInfo(run_id=run_id, title="second run", wnids=[TABBY]))
+    run.append_predictions(pd.DataFrame({"model": "efficientnet_lite0", "image": [f"{TABBY}/a.jpg", f"{TABBY}/b.jpg"],
+                                         "true_wnid": [TABBY, TABBY], "pred_wnid": [TABBY, TIGER_CAT],
+                                         "prob_1": 0.5, "label_space": "imagenet-1k", "status": "ok"}))
+    return run
+
+
+def test_the_run_lives_in_the_url(app_home, monkeypatch):
+    """Issue 12 item 1: ?run=<id> opens that run on any page (a reload, a shared link), the URL
+    follows the sidebar, and an unknown id is a message with the run list, not a silent switch."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    _second_run(app_home)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["run"] = "second"
+    at.run()
+    assert at.sidebar.selectbox(key="run_id").value == "second"
+    open_page(at, "results")
+    assert at.query_params["run"] == "second"
+    assert at.dataframe[0].value["n"].tolist() == [2], "the second run's numbers, not the sample's"
+    at.sidebar.selectbox(key="run_id").set_value("sample").run()
+    assert at.query_params["run"] == "sample" and at.dataframe[0].value["n"].iloc[0] == 30
+
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    fresh.query_params["run"] = "no-such-run"
+    fresh.run()
+    open_page(fresh, "results")
+    assert any("No run no-such-run" in e.value.replace("\\", "") for e in fresh.error)
+    assert not fresh.dataframe, "no other run's table in its place"
+    assert {"second", "sample"} <= {link.proto.query_string.split("=")[-1] for link in fresh.get("page_link")}
+
+
+def test_explain_from_confusions_keeps_the_run_and_the_pair(app_home, monkeypatch):
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    _second_run(app_home, "pair-run")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "pair-run", "model": "efficientnet_lite0", "true": TABBY, "pred": TIGER_CAT})
+    at.run()
+    open_page(at, "explain")
+    assert at.sidebar.selectbox(key="run_id").value == "pair-run"
+    assert [s.value for s in at.selectbox][:3] == ["efficientnet_lite0", TABBY, TIGER_CAT]
