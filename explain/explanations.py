@@ -13,8 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from core.wordnet import synset_of, wnid_of
-from .similarity import get_taxonomy, pair_similarity
-from .vocabulary import RELATION_COLOURS  # noqa: F401  (re-exported: the colours live in explain.vocabulary)
+from .similarity import get_taxonomy, pair_similarity, steps_up
+from .vocabulary import RELATION_COLOURS, lcs_phrase  # noqa: F401  (re-exported: the colours live in explain.vocabulary)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class PathEdge:
 class PairExplanation:
     true_wnid: str
     pred_wnid: str
-    relation: str  # same, hypernym, hyponym, sibling, cousin, distant (see explain.similarity)
+    relation: str  # same, hypernym, hyponym, sibling, cousin, related, distant (see explain.similarity)
     is_sibling: bool
     path_length: int  # edges on the path == NLTK shortest_path_distance(true, pred)
     lcs_wnid: str  # top of the path
@@ -58,6 +58,18 @@ class PairExplanation:
     severity: int
     nodes: tuple[PathNode, ...]
     edges: tuple[PathEdge, ...]
+
+    @property
+    def lcs_steps(self) -> int:
+        """Hypernym steps from the true class up to ``lcs_wnid`` on the path (>= severity, which
+        takes the nearest common ancestor over every route; equal for nearly all pairs)."""
+        return sum(edge.direction == "up" for edge in self.edges)
+
+    def lcs_phrase(self, true_name: str | None = None) -> str:
+        """'both felines, 3 steps up from tabby' (:func:`explain.vocabulary.lcs_phrase`); the true
+        class is named by ``true_name`` or its first lemma."""
+        lcs = next(n for n in self.nodes if n.wnid == self.lcs_wnid)
+        return lcs_phrase(lcs.name, self.lcs_steps, true_name or self.nodes[0].lemma_names[0])
 
     def to_dict(self) -> dict:
         """Plain, JSON-ready data (an undefined Lin becomes None)."""
@@ -80,6 +92,12 @@ class PairExplanation:
         for node, edge in zip(self.nodes[1:], self.edges):
             text += (" > " if edge.direction == "up" else " < ") + node.name
         return f"{text} ({self.relation}, {self.path_length} step{'s' if self.path_length != 1 else ''})"
+
+
+def confusion_lcs_phrase(true_wnid: str, lcs_wnid: str, true_name: str) -> str:
+    """The lcs phrase of a confusions-table row (its ``true_wnid`` and ``lcs_wnid``) without building
+    the path: 'both felines, 3 steps up from tabby'; the same as ``explain_pair(...).lcs_phrase()``."""
+    return lcs_phrase(synset_of(lcs_wnid).name(), steps_up(true_wnid, lcs_wnid), true_name)
 
 
 def _climb(taxonomy, start: int, target: int) -> list[int]:

@@ -17,7 +17,8 @@ are also in ``compute_metric_tables.__doc__``):
 - rates are fractions in [0, 1]; a mean over an empty set (a class without mistakes) is NA, never 0;
 - similarities are NLTK's ``truth.<metric>(prediction)`` (the argument order matters for WUP);
 - the relation of a mistake is exclusive, first match in this order: hypernym, hyponym, sibling,
-  cousin, distant (see :mod:`explain.similarity`); ``sibling_count`` is the SPEC's test alone.
+  cousin, related, distant (see :mod:`explain.similarity`; related / distant split at a severity
+  threshold, :data:`explain.vocabulary.RELATED_MAX_SEVERITY`); ``sibling_count`` is the SPEC's test alone.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from core.runstore import PREDICTION_STATUSES, TOP_K
 from core.wordnet import WORDNET_VERSION, synset_of
 from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
                      PER_CLASS_SCHEMA, PER_MODEL_COLUMNS, PER_MODEL_SCHEMA, docs_of)
-from .similarity import COUSIN, DISTANT, HYPERNYM, HYPONYM, PairSimilarities, similarities_of_codes, wnid_of_offset
+from .similarity import COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATED, PairSimilarities, similarities_of_codes, wnid_of_offset
 from .vocabulary import RELATIONS
 
 REQUIRED_COLUMNS = ("model", "true_wnid", "pred_wnid")
@@ -295,7 +296,7 @@ def _group_stats(groups: np.ndarray, n_groups: int, count: np.ndarray, values: P
     out["lin_sum_mistakes"] = total(miss * lin)
     out["lin_sum_all"] = total(count * lin)
     for code, column in ((HYPERNYM, "hypernym_count"), (HYPONYM, "hyponym_count"), (COUSIN, "cousin_count"),
-                         (DISTANT, "distant_count")):
+                         (RELATED, "related_count"), (DISTANT, "distant_count")):
         out[column] = total(miss * (values.relation == code))
     return out
 
@@ -318,7 +319,7 @@ def _stat_columns(stats: dict[str, np.ndarray], top_k_hits: np.ndarray | None, f
         columns[f"{name}_all"] = _ratio(stats[f"{name}_sum_all"], n)
     columns["lin_all"] = _ratio(stats["lin_sum_all"], stats["lin_n_all"])
     columns["severity"] = _ratio(stats["severity_sum"], n_mistakes)
-    for column in ("hypernym_count", "hyponym_count", "cousin_count", "distant_count"):
+    for column in ("hypernym_count", "hyponym_count", "cousin_count", "related_count", "distant_count"):
         columns[column] = stats[column].round().astype(np.int64)
     columns["n_failed"] = failed.astype(np.int64)
     return columns

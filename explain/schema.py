@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .vocabulary import RELATED_MAX_SEVERITY
+
 
 @dataclass(frozen=True)
 class Column:
@@ -66,7 +68,11 @@ _STATISTICS: dict[str, Column] = {
     "hyponym_count": _int("Mistakes whose prediction is a descendant (hyponym) of the true class."),
     "cousin_count": _int("Mistakes whose prediction shares a grandparent but no parent with the true class "
                          "(and is neither its ancestor nor descendant)."),
-    "distant_count": _int("Mistakes with none of the relations above. hypernym + hyponym + sibling + cousin + "
+    "related_count": _int("Mistakes with none of the relations above whose severity is at most "
+                          f"{RELATED_MAX_SEVERITY} (their nearest common ancestor is at most {RELATED_MAX_SEVERITY} "
+                          "hypernym steps above the true class: the same family, e.g. tabby -> jaguar, both felines)."),
+    "distant_count": _int("Mistakes with none of the relations above: severity above "
+                          f"{RELATED_MAX_SEVERITY}. hypernym + hyponym + sibling + cousin + related + "
                           "distant counts add up to n_mistakes, except for the rare WordNet pair that is both a "
                           "sibling and an ancestor/descendant, which counts in both."),
     "n_failed": _int("Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else."),
@@ -126,8 +132,9 @@ CONFUSIONS: dict[str, Column] = {
     "mf": _float("Misclassification frequency MF(g -> f): count / n_mistakes of g."),
     "rank": _int("1 = g's most frequent confusion; ties broken by pred_wnid, ascending."),
     "relation": Column("string", "hypernym (f is an ancestor of g), hyponym (f under g), sibling (a shared immediate "
-                                 "hypernym), cousin (a shared grandparent, no shared parent) or distant; first match "
-                                 "in that order."),
+                                 "hypernym), cousin (a shared grandparent, no shared parent), related (severity <= "
+                                 f"{RELATED_MAX_SEVERITY}) or distant (severity > {RELATED_MAX_SEVERITY}); first "
+                                 "match in that order."),
     "share_of_samples": _float("count / n of g: the share of all of g's predictions that were f."),
     "is_sibling": Column("boolean", "f and g share an immediate hypernym (the SPEC's sibling test, independent of "
                                     "relation)."),

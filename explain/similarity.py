@@ -28,7 +28,8 @@ hypernyms followed, as NLTK's ``_shortest_hypernym_paths`` does):
   is the more specific statement, and a class is never "its own sibling"):
   ``same`` (p == g) > ``hypernym`` (p is an ancestor of g) > ``hyponym`` (p is a descendant
   of g) > ``sibling`` (they share an immediate hypernym) > ``cousin`` (they share a grandparent,
-  i.e. a hypernym of a hypernym) > ``distant``.
+  i.e. a hypernym of a hypernym) > ``related`` (severity <= :data:`RELATED_MAX_SEVERITY`, the
+  threshold and its reasons are in :mod:`explain.vocabulary`) > ``distant``.
 - ``is_sibling``: the SPEC's sibling test alone (share an immediate hypernym, p != g), kept
   apart from ``relation`` so the sibling percentage follows the SPEC even in the rare DAG case
   where a prediction is both a parent and a sibling of the truth.
@@ -63,14 +64,14 @@ import numpy as np
 
 from core.errors import WildLensError
 from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, synset_of
-from .vocabulary import RELATIONS
+from .vocabulary import RELATED_MAX_SEVERITY, RELATIONS
 
 # Bump when any value below changes meaning: cached matrices with another version are ignored.
-SIMILARITY_CODE_VERSION = 1
+SIMILARITY_CODE_VERSION = 2  # 2: the 'related' relation (codes shifted: distant is 6)
 
 # Names, colours and sentences live in explain.vocabulary; a relation's code is its index there.
-SAME, HYPERNYM, HYPONYM, SIBLING, COUSIN, DISTANT = map(RELATIONS.index, ("same", "hypernym", "hyponym", "sibling",
-                                                                         "cousin", "distant"))
+SAME, HYPERNYM, HYPONYM, SIBLING, COUSIN, RELATED, DISTANT = map(
+    RELATIONS.index, ("same", "hypernym", "hyponym", "sibling", "cousin", "related", "distant"))
 
 # Noun shortest paths in WordNet 3.0 are at most 2 * 19 edges; 64 leaves room for any 3.0 corpus.
 _MAX_DISTANCE = 64
@@ -490,6 +491,7 @@ def _compute_block(table: _AncestorTable, t: np.ndarray, p: np.ndarray) -> PairS
     is_hypernym = pred_is_ancestor & ~same
     is_hyponym = true_is_ancestor & ~same
     relation = np.full(n, DISTANT, dtype=np.int8)
+    relation[severity <= RELATED_MAX_SEVERITY] = RELATED
     relation[shares_grandparent] = COUSIN  # later assignments take precedence
     relation[is_sibling] = SIBLING
     relation[is_hyponym] = HYPONYM
@@ -778,6 +780,19 @@ def _on_demand(wnids: Sequence[str], true_codes: np.ndarray, pred_codes: np.ndar
                                                     information=information_content(cache_dir=cache_dir)))
         found, pos = _pair_cache.get(keys)
         return _pair_cache.values.take(pos)
+
+
+def steps_up(true_wnid: str, ancestor_wnid: str) -> int:
+    """Hypernym steps from a class up to one of its ancestors (0 for the class itself), e.g. from a
+    confusion's true class to its ``lcs_wnid``: the climb of the drawn path, for
+    :func:`explain.vocabulary.lcs_phrase`. Raises SimilarityError if it is not an ancestor."""
+    taxonomy = get_taxonomy()
+    with _lock:
+        node, ancestor = taxonomy.node_of_wnid(true_wnid), taxonomy.node_of_wnid(ancestor_wnid)
+        found = taxonomy.ancestors[node].get(ancestor)
+    if found is None:
+        raise SimilarityError(f"{ancestor_wnid} is not an ancestor of {true_wnid}.")
+    return found
 
 
 def pair_similarity(true_wnid: str, pred_wnid: str) -> dict:

@@ -3,6 +3,7 @@ and the misclassified images themselves. Numbers come from ``explain.metrics`` t
 import pandas as pd
 import streamlit as st
 
+from explain.explanations import confusion_lcs_phrase
 from explain.metrics import column_docs
 from explain.vocabulary import RELATION_COLOURS, relation_help
 from pages.common import class_name, download_csv, escape_markdown, metric_tables, misclassified_images, require_run
@@ -45,9 +46,14 @@ for i, model in enumerate(chosen_models):
             st.caption("No mistakes.")
             continue
         view = pd.DataFrame({"predicted": [f"{names[w]} ({w})" for w in top["pred_wnid"]],
-                             "MF": top["mf"].astype(float), "relation": top["relation"]})
+                             "MF": top["mf"].astype(float), "relation": top["relation"],
+                             "common ancestor": [confusion_lcs_phrase(true_wnid, lcs, names[true_wnid])
+                                                 for lcs in top["lcs_wnid"]]})
         st.dataframe(view.style.map(relation_style, subset=["relation"]).format({"MF": "{:.0%}"}),
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch",
+                     column_config={"relation": st.column_config.Column("relation", help=relation_help(markdown=False)),
+                                    "common ancestor": st.column_config.Column(
+                                        "common ancestor", help=column_docs("confusions")["lcs_wnid"])})
         for _, conf in top.iterrows():
             if st.button(f"Explain {escape_markdown(names[conf['pred_wnid']])}", key=f"explain-{model}-{conf['pred_wnid']}",
                          icon=":material/account_tree:"):

@@ -6,7 +6,7 @@ from core.errors import WildLensError
 from core.labels import resolve_noun_synsets
 from core.wordnet import wnid_of
 from explain.explanations import explain_pair
-from explain.vocabulary import path_caption, relation_sentence
+from explain.vocabulary import path_caption, relation_help, relation_sentence
 from pages.charts import path_figure
 from pages.common import class_name, download_csv, escape_markdown, metric_tables, require_run, show_error
 
@@ -53,6 +53,8 @@ explanation = explain_pair(true_wnid, pred_wnid)
 st.markdown(f"**{escape_markdown(class_name(true_wnid, label_space))}** ({true_wnid}) → "
             f"**{escape_markdown(class_name(pred_wnid, label_space))}** ({pred_wnid}): "
             f"{relation_sentence(explanation.relation)}")
+st.markdown(escape_markdown(explanation.lcs_phrase(class_name(true_wnid, label_space))),
+            help=relation_help(markdown=False))
 
 m = st.columns(6)
 m[0].metric("Path length", explanation.path_length, help="Edges between the two in WordNet (NLTK shortest_path_distance).")
@@ -61,7 +63,8 @@ m[2].metric("LCH", f"{explanation.lch:.4f}")
 m[3].metric("WUP", f"{explanation.wup:.4f}")
 m[4].metric("Lin", "n/a" if pd.isna(explanation.lin) else f"{explanation.lin:.4f}",
             help="ImageNet-CoG information content; undefined for a concept outside IN-21K.")
-m[5].metric("Severity", explanation.severity, help="Hypernym steps from the true class up to the lowest common ancestor.")
+m[5].metric("Severity", explanation.severity, help="Hypernym steps from the true class up to the lowest common ancestor. "
+            + relation_help(markdown=False))
 
 st.plotly_chart(path_figure(explanation), width="stretch")
 st.caption(path_caption(explanation.relation))

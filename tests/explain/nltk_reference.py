@@ -11,6 +11,7 @@ import pytest
 
 from core.labels import get_label_space
 from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, synset_of
+from explain.vocabulary import RELATED_MAX_SEVERITY
 
 
 def _up(synset):
@@ -66,7 +67,7 @@ def relation(true, pred) -> str:
         return "sibling"
     if grandparents(true) & grandparents(pred):
         return "cousin"
-    return "distant"
+    return "related" if severity(true, pred) <= RELATED_MAX_SEVERITY else "distant"
 
 
 def is_sibling(true, pred) -> bool:

@@ -38,10 +38,10 @@ def _family(hex_colour: str) -> str:
 
 def test_the_vocabulary_covers_every_relation_the_library_computes():
     assert RELATIONS == tuple(VOCABULARY) == tuple(RELATION_COLOURS)
-    assert len(set(RELATIONS)) == len(RELATIONS) == 6
+    assert len(set(RELATIONS)) == len(RELATIONS) == 7
     # similarity's codes index the vocabulary; every code it assigns has an entry
     codes = {similarity.SAME, similarity.HYPERNYM, similarity.HYPONYM, similarity.SIBLING, similarity.COUSIN,
-             similarity.DISTANT}
+             similarity.RELATED, similarity.DISTANT}
     assert codes == set(range(len(RELATIONS)))
     assert similarity.RELATIONS is vocabulary.RELATIONS
     values = similarity.similarities(["n02123045"] * 6, ["n02123045", "n02121808", "n02123045", "n02123159",
@@ -95,3 +95,38 @@ def test_no_relation_colour_name_or_sentence_is_retyped(path):
             phrases = (entry.sentence,) if entry.name == "same" else (entry.sentence, entry.gloss)  # 'the true class' is common
             assert not any(phrase in s for phrase in phrases for s in strings), \
                 f"{path.name} re-types the sentence of {entry.name}"
+
+
+# --------------------------------------------------------------------------- related vs distant, the lcs phrase
+TABBY, JAGUAR, DUMBBELL, ESPRESSO = "n02123045", "n02128925", "n03255030", "n07920052"
+MILITARY_UNIFORM, ACADEMIC_GOWN = "n03763968", "n02669723"
+
+
+def test_related_is_a_severity_threshold_and_distant_stays_for_far_pairs():
+    from explain.explanations import confusion_lcs_phrase, explain_pair
+
+    values = similarity.similarities([TABBY, MILITARY_UNIFORM, TABBY, TABBY],
+                                     [JAGUAR, ACADEMIC_GOWN, DUMBBELL, ESPRESSO], cache_dir=False)
+    assert [RELATIONS[c] for c in values.relation] == ["related", "related", "distant", "distant"]
+    assert values.severity.tolist() == [3, 2, 6, 8]
+    assert all(s <= vocabulary.RELATED_MAX_SEVERITY for s in values.severity[:2])
+    assert all(s > vocabulary.RELATED_MAX_SEVERITY for s in values.severity[2:])
+    tabby_jaguar = explain_pair(TABBY, JAGUAR)
+    assert tabby_jaguar.relation == "related" and tabby_jaguar.lcs_steps == 3
+    assert tabby_jaguar.lcs_phrase() == "both felines, 3 steps up from tabby"
+    assert confusion_lcs_phrase(TABBY, tabby_jaguar.lcs_wnid, "tabby cat") == "both felines, 3 steps up from tabby cat"
+    assert explain_pair(MILITARY_UNIFORM, ACADEMIC_GOWN).lcs_phrase() == \
+        "both clothing, 2 steps up from military uniform"
+    # the threshold is stated where a reader hovers: the help caption names it for both relations
+    text = relation_help(markdown=False)
+    assert f"at most {vocabulary.RELATED_MAX_SEVERITY} steps up" in text
+    assert f"more than {vocabulary.RELATED_MAX_SEVERITY} steps up" in text
+
+
+def test_lcs_phrase_names_the_subsumer_in_plural_and_the_steps():
+    assert vocabulary.lcs_phrase("feline.n.01", 3, "tabby") == "both felines, 3 steps up from tabby"
+    assert vocabulary.lcs_phrase("big_cat", 1, "jaguar") == "both big cats, 1 step up from jaguar"
+    assert vocabulary.lcs_phrase("domestic_cat.n.01", 0, "domestic cat") == \
+        "both domestic cats: domestic cat is itself the common ancestor"
+    assert [vocabulary.plural(w) for w in ("butterfly", "box", "clothing", "equipment", "wolf", "monkey")] == \
+        ["butterflies", "boxes", "clothing", "equipment", "wolves", "monkeys"]

@@ -1,0 +1,28 @@
+"""Issue 12 point 6: Confusions and Explain state each confusion's lowest common subsumer and how
+far up it is (explain.vocabulary.lcs_phrase), and say the related/distant threshold on hover."""
+from explain import vocabulary
+from explain.explanations import confusion_lcs_phrase
+from tests.pages.test_app import app, app_home, open_page  # noqa: F401  (fixtures)
+
+
+def test_confusions_and_explain_state_the_common_ancestor(app):  # noqa: F811
+    at = open_page(app, "confusions")
+    assert not at.exception
+    frames = [d.value for d in at.dataframe if "common ancestor" in getattr(d.value, "columns", [])]
+    if not frames:
+        import pytest
+
+        pytest.skip("the default model made no mistake on the sample")
+    phrases = [p for frame in frames for p in frame["common ancestor"]]
+    assert phrases and all(p.startswith("both ") and (" up from " in p or "itself" in p) for p in phrases)
+    explain = [b for b in at.button if b.label.startswith("Explain ")][0]
+    explain.click().run()
+    assert not at.exception
+    model, true_wnid, pred_wnid = at.session_state["pair"]
+    from explain.explanations import explain_pair
+
+    truth = explain_pair(true_wnid, pred_wnid)
+    texts = [m.value for m in at.markdown]
+    assert any(truth.lcs_phrase().split(", ")[0] in t for t in texts), texts
+    assert str(vocabulary.RELATED_MAX_SEVERITY) in vocabulary.relation_help(markdown=False)
+    assert confusion_lcs_phrase(true_wnid, truth.lcs_wnid, "x").endswith(" up from x") or truth.lcs_steps == 0
