@@ -6,7 +6,8 @@ import streamlit as st
 from explain.explanations import confusion_lcs_phrase
 from explain.metrics import column_docs
 from explain.vocabulary import RELATION_COLOURS, relation_help
-from pages.common import class_name, download_csv, escape_markdown, metric_tables, misclassified_images, require_run
+from pages.common import (RUN_PARAM, class_name, download_csv, escape_markdown, metric_tables, misclassified_images,
+                          require_run)
 
 
 def relation_style(value: str) -> str:
@@ -58,7 +59,9 @@ for i, model in enumerate(chosen_models):
             if st.button(f"Explain {escape_markdown(names[conf['pred_wnid']])}", key=f"explain-{model}-{conf['pred_wnid']}",
                          icon=":material/account_tree:"):
                 st.session_state["pair"] = (model, true_wnid, conf["pred_wnid"])
-                st.switch_page("pages/explain_page.py")
+                # The URL carries the run and the pair: Explain opens on them, reloads and shares keep them.
+                st.switch_page("pages/explain_page.py", query_params={
+                    RUN_PARAM: run.run_id, "model": model, "true": true_wnid, "pred": conf["pred_wnid"]})
 
 # ------------------------------------------------------------------ misclassified images
 st.subheader("Misclassified images")

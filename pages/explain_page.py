@@ -21,7 +21,9 @@ if mode == "From this run's confusions":
     if confusions.empty:
         st.info("This run has no confusions yet (no predictions, or no mistakes).")
         st.stop()
-    wanted = st.session_state.get("pair") or (None, None, None)
+    # A link (Confusions' "Explain", a bookmark) names the pair in the URL; else this session's last pair.
+    from_url = tuple(st.query_params.get(k) for k in ("model", "true", "pred"))
+    wanted = from_url if all(from_url) else (st.session_state.get("pair") or (None, None, None))
     # Model -> true class -> one of its top confusions: three short lists instead of one list of
     # every confusion (30,000 entries for 10 models over ImageNet-1k).
     c1, c2, c3 = st.columns([1, 1, 2])
@@ -38,6 +40,7 @@ if mode == "From this run's confusions":
     pred_wnid = c3.selectbox("Confused with", preds, index=preds.index(wanted[2]) if wanted[2] in preds else 0,
                              format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.0%} · {relation[w]}")
     st.session_state["pair"] = (model, true_wnid, pred_wnid)
+    st.query_params.update({"model": model, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
 else:
     c1, c2 = st.columns(2)
     true_text = c1.text_input("True concept (wnid or synset name)", value="n02123045")
