@@ -17,7 +17,7 @@ MEAN_COLUMNS = ["path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes",
                 "path_all", "lch_all", "wup_all", "lin_all", "hdist_at_1", "hdist_at_5",
                 "lin_vs_best", "lin_vs_best_unseen", "sim_to_seen"]
 COUNT_COLUMNS = ["n", "n_mistakes", "sibling_count", "hypernym_count", "hyponym_count", "cousin_count",
-                 "distant_count", "n_failed"]
+                 "related_count", "distant_count", "n_failed", "n_unseen"]
 FAMILY_ORDER = {"CNN": 0, "transformer": 1, "other": 2}
 # Plotly's D3 palette (blue, orange, gray): model families, not relations (explain.vocabulary colours those).
 FAMILY_COLOURS = dict(zip(FAMILY_ORDER, (px.colors.qualitative.D3[0], px.colors.qualitative.D3[1],
