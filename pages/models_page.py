@@ -33,34 +33,58 @@ st.caption("Weights are looked for in this machine's caches only (Hugging Face, 
            "nothing is downloaded. A model marked unusable shows the one command that fetches its weights on a "
            "machine with internet.")
 
-selected: list[str] = []
-for family in FAMILIES:
-    label = FAMILY_TITLES[family]
-    part = table[table["family"] == family]
-    st.subheader(f"{label} · {int(part['usable'].sum())} of {len(part)} usable here")
-    edited = st.data_editor(
-        part.assign(run=part["id"].isin(run.info.models) & part["usable"])[
-            ["run", "usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
-        hide_index=True, width="stretch", key=f"models-{family}",
-        disabled=["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"],
-        column_config={"run": st.column_config.CheckboxColumn("run", help="Tick to run this model on the current run"),
-                       "usable": st.column_config.CheckboxColumn("usable", help="Weights found on this machine")},
-    )
-    selected += edited.loc[edited["run"], "id"].tolist()
+# A compact picker per family: only models whose weights are on this machine can be picked; a new
+# run starts with all of them ticked, a run that has models keeps its own. The full registry (with
+# the fetch command of every model that lacks weights) is below it.
+usable = table[table["usable"]]
+done_here = [m for m in run.info.models if m in set(usable["id"])]
+PICK = f"pick-{run.run_id}"  # one selection per run: switching runs starts from that run's own models
+if PICK not in st.session_state:
+    st.session_state[PICK] = done_here or usable["id"].tolist()
+
+
+def _select_all_usable() -> None:
+    st.session_state[PICK] = usable["id"].tolist()
+
+
+names = dict(zip(table["id"], table["model"]))
+left, right = st.columns([4, 1])
+selected = left.multiselect(
+    f"Models to run · {len(usable)} of {len(table)} have weights here",
+    usable["id"].tolist(), key=PICK, format_func=lambda m: f"{names[m]} · {m}",
+    help="Grouped by family below. A model without weights on this machine cannot be picked: its row in the "
+         "table says how to fetch them.")
+right.button("Select all usable", on_click=_select_all_usable, width="stretch")
+family_of = dict(zip(table["id"], table["family"]))
+st.caption(" · ".join(f"{FAMILY_TITLES[f]}: {sum(family_of[m] == f for m in selected)} picked of "
+                      f"{int((usable['family'] == f).sum())} usable" for f in FAMILIES))
+
+with st.expander(f"All {len(table)} registered models, with where their weights are"):
+    for family in FAMILIES:
+        part = table[table["family"] == family]
+        st.subheader(f"{FAMILY_TITLES[family]} · {int(part['usable'].sum())} of {len(part)} usable here")
+        st.dataframe(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
+                     hide_index=True, width="stretch",
+                     column_config={"usable": st.column_config.CheckboxColumn("usable",
+                                                                              help="Weights found on this machine")})
 
 download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)")
 images = manifest(run)
 n_images = int(((images["status"] == "accepted") & ~images["excluded"].astype(bool)).sum()) if not images.empty else 0
-unusable = [m for m in selected if not bool(table.set_index("id").loc[m, "usable"])]
-if unusable:
-    st.warning(f"No weights on this machine for: {escape_markdown(', '.join(unusable))}. They will be skipped. "
-               "Fetch them online with the command in their 'weights' column.")
-runnable = [m for m in selected if m not in unusable]
+runnable = list(selected)
 
 st.divider()
-# run.json's model list is outside text (a run copied from elsewhere): escaped.
-st.markdown(f"**{n_images}** usable images in run `{run.run_id}` · models already run: "
-            f"{escape_markdown(', '.join(run.info.models)) or 'none'}")
+# run.json's model list is outside text (a run copied from elsewhere): escaped. A slot, so that it
+# shows the run's models after an inference below, not the list from before it.
+state_line = st.empty()
+
+
+def show_state() -> None:
+    state_line.markdown(f"**{n_images}** usable images in run `{run.run_id}` · models already run: "
+                        f"{escape_markdown(', '.join(run.info.models)) or 'none'}")
+
+
+show_state()
 with st.expander("Options"):
     c1, c2, c3, c4 = st.columns(4)
     batch_size = c1.number_input("Batch size (0 = automatic)", 0, 512, 0)
@@ -86,5 +110,6 @@ if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runna
         st.stop()
     st.dataframe(pd.DataFrame([vars(r) for r in report.models.values()]), hide_index=True)
     st.caption(escape_markdown(report.summary()))
+    show_state()  # run.json now lists the models just run
     st.success("Predictions stored. Re-running skips what is stored.")
     page_link("pages/results_page.py", run.run_id, "See the results", icon=":material/leaderboard:")

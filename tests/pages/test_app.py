@@ -284,17 +284,17 @@ def test_full_flow_crawl_classify_results(app, app_home, monkeypatch):
     at.session_state["_next_run_id"] = new  # what the page's "Open its images" link does
     at = open_page(at, "models")
     run_button = [b for b in at.button if b.label.startswith("Run ")][0]
-    assert run_button.label == "Run 0 model(s)"  # nothing ticked yet on a new run
-    table = at.dataframe[0].value  # the CNN editor
-    row = table.index[table["id"] == "efficientnet_lite0"][0]
-    # AppTest does not apply cell edits; a data editor's edits live in session state under its key.
-    at.session_state["models-CNN"] = {"edited_rows": {int(row): {"run": True}}, "added_rows": [], "deleted_rows": []}
-    at.run()
+    # Issue 12 item 8: a new run starts with every usable model picked (it was "Run 0 model(s)").
+    assert run_button.label == "Run 3 model(s)"
+    picker = at.multiselect[0]
+    assert set(picker.value) == {"efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2"}
+    picker.set_value(["efficientnet_lite0"]).run()
     run_button = [b for b in at.button if b.label.startswith("Run ")][0]
     assert run_button.label == "Run 1 model(s)"
     run_button.click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("Predictions stored" in s.value for s in at.success)
+    assert any("models already run: efficientnet\\_lite0" in m.value for m in at.markdown), "the state after the run"
     at = open_page(at, "results")
     shown = at.dataframe[0].value
     assert shown["model"].tolist() == ["efficientnet_lite0"] and int(shown["n"].iloc[0]) == 4
@@ -560,3 +560,14 @@ def test_explain_from_confusions_keeps_the_run_and_the_pair(app_home, monkeypatc
     open_page(at, "explain")
     assert at.sidebar.selectbox(key="run_id").value == "pair-run"
     assert [s.value for s in at.selectbox][:3] == ["efficientnet_lite0", TABBY, TIGER_CAT]
+
+
+def test_models_page_select_all_usable(app):
+    at = open_page(app, "models")
+    picker = at.multiselect[0]
+    assert "Models to run · 3 of" in picker.label
+    picker.set_value([]).run()
+    assert [b for b in at.button if b.label.startswith("Run ")][0].label == "Run 0 model(s)"
+    [b for b in at.button if b.label == "Select all usable"][0].click().run()
+    assert len(at.multiselect[0].value) == 3
+    assert [b for b in at.button if b.label.startswith("Run ")][0].label == "Run 3 model(s)"
