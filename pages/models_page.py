@@ -51,7 +51,7 @@ names = dict(zip(table["id"], table["model"]))
 left, right = st.columns([4, 1])
 selected = left.multiselect(
     f"Models to run · {len(usable)} of {len(table)} have weights here",
-    usable["id"].tolist(), key=PICK, format_func=lambda m: f"{names[m]} · {m}",
+    usable["id"].tolist(), key=PICK, format_func=lambda m: names[m],  # ids: in the registry table below
     help="Grouped by family below. A model without weights on this machine cannot be picked: its row in the "
          "table says how to fetch them.")
 right.button("Select all usable", on_click=_select_all_usable, width="stretch")
