@@ -8,6 +8,7 @@ metric is computed here: the tables come from the run's stored artefact (``expla
 from __future__ import annotations
 
 import re
+import threading
 
 import pandas as pd
 import streamlit as st
@@ -301,19 +302,27 @@ def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Downlo
                        icon=":material/download:", on_click="ignore")
 
 
-@st.cache_resource(show_spinner=False)
-def _sample_run_once(root: str) -> str:
-    from wildlens.sample import ensure_sample_run as build
-
-    return build(RunStore(root)).run_id
+_SAMPLE_LOCK = threading.Lock()  # sessions that open during the first build wait for it, not race it
+_SAMPLE_READY: set[str] = set()  # stores whose sample run this process has built or checked
 
 
 def ensure_sample_run() -> None:
-    """Build the sample run on the first start (once per process and store; idempotent on disk)."""
+    """Build the sample run on the first start (once per process and store; idempotent on disk),
+    showing what it does: one progress bar per pass of models over the photographs."""
     root = str(store().root)
+    if root in _SAMPLE_READY:
+        return
+    from wildlens.sample import ensure_sample_run as build
+
     try:
-        with st.spinner("First start: classifying the sample photographs with the offline models…"):
-            _sample_run_once(root)
+        with _SAMPLE_LOCK:
+            if root in _SAMPLE_READY:
+                return
+            with st.status("First start: classifying the sample photographs with the offline models…",
+                           expanded=True) as status:
+                build(RunStore(root), progress=progress_bar())
+                status.update(label="Sample run ready", state="complete", expanded=False)
+            _SAMPLE_READY.add(root)
     except Exception as exc:  # the app must still open: say what is wrong instead
         st.warning(f"The sample run could not be built: {escape_markdown(exc)}")
 

@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import download_csv, escape_markdown, list_runs, select_run, store
+from pages.common import download_csv, escape_markdown, list_runs, page_link, select_run, store
 
 st.title("Runs")
 # The folder comes from WILDLENS_HOME: outside text, escaped (a code span cannot escape a backtick).
@@ -12,6 +12,19 @@ infos = list_runs()
 if not infos:
     st.info("No runs yet: create one on the Query page.")
     st.stop()
+
+# What to do next, first thing on the page the app opens on.
+current = st.session_state.get("run_id")
+with st.container(border=True):
+    st.markdown("**Start here**")
+    c1, c2 = st.columns(2)
+    if current:
+        with c1:
+            page_link("pages/results_page.py", current, "See how the models did on the current run",
+                      icon=":material/leaderboard:")
+    with c2:
+        st.page_link("pages/query_page.py", label="Start a query: a word, its WordNet classes, images",
+                     icon=":material/search:")
 
 rows = []
 for info in infos:

@@ -571,3 +571,11 @@ def test_models_page_select_all_usable(app):
     [b for b in at.button if b.label == "Select all usable"][0].click().run()
     assert len(at.multiselect[0].value) == 3
     assert [b for b in at.button if b.label.startswith("Run ")][0].label == "Run 3 model(s)"
+
+
+def test_the_first_page_says_what_to_do_next(app):
+    """Issue 12 item 7: the Runs page (where the app opens) links to the current run's Results
+    (the URL carries the run) and to a new query."""
+    results = [link for link in app.get("page_link") if "results" in link.proto.page][0]
+    assert results.proto.query_string == "run=sample"
+    assert any("query" in link.proto.page for link in app.get("page_link"))
