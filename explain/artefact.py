@@ -45,8 +45,8 @@ from .metrics import DEFAULT_CONFUSION_TOP_K, MetricTables, compute_metric_table
 from .schema import METRIC_SCHEMAS
 
 # Bump when a metric's value changes meaning for the same predictions (stored tables are then stale).
-METRICS_CODE_VERSION = 4  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
-# 4: the 'related' relation and related_count (issue 12 point 6)
+METRICS_CODE_VERSION = 5  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
+# 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5
 FINGERPRINT_FILE = "fingerprint.json"
 # What `python -m explain metrics` and the dashboard use; the artefact stores these tables only.
 PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K}

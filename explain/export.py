@@ -198,3 +198,47 @@ def metrics_from_file(predictions: Path | str, out_dir: Path | str, *,
     except PredictionsError as exc:
         raise PredictionsError(f"{Path(predictions).name}: {exc.describe(line_of_row)}") from None
     return tables, write_metric_tables(tables, out_dir)
+
+
+def import_predictions_as_run(predictions: Path | str, store, title: str = "") -> tuple[object, MetricTables]:
+    """Bring your own predictions: a predictions file (the columns ``python -m explain metrics``
+    reads) becomes a new run of ``store`` (a core.runstore.RunStore) whose tables every page shows.
+
+    The file is read and measured first, so a bad file is a PredictionsError naming its line and
+    nothing is created; the run is made only then (source 'upload', its classes the file's true
+    wnids). A row without an ``image`` gets 'row-<line>' as its identity (the run store keys
+    predictions by model and image); a run has no images, so pages that show images say so."""
+    from core.runstore import RunInfo, new_run_id
+
+    from .artefact import refresh_metrics
+
+    path = Path(predictions)
+    df, line_of_row = read_predictions_file(path)
+    try:
+        tables = compute_metric_tables(df)
+    except PredictionsError as exc:
+        raise PredictionsError(f"{path.name}: {exc.describe(line_of_row)}") from None
+    df = df.copy()
+    if "image" not in df.columns:
+        df["image"] = pd.NA
+    # +2: rows count from 0 and line 1 of a CSV is the header (the same numbering as the errors).
+    missing = df["image"].isna()
+    df.loc[missing, "image"] = [f"row-{i + 2}" for i in np.flatnonzero(missing.to_numpy())]
+    if "status" not in df.columns:
+        df["status"] = "ok"
+    wnids = sorted(set(df["true_wnid"].dropna().astype(str)))
+    spaces = df["label_space"].dropna().unique().tolist() if "label_space" in df.columns else []
+    info = RunInfo(run_id=new_run_id(title or path.stem), title=title or path.name, source="upload", wnids=wnids,
+                   label_space=spaces[0] if len(spaces) == 1 else "imagenet-1k",
+                   notes=f"predictions uploaded from {path.name}; no images")
+    run = store.create_run(info)
+    try:
+        run.append_predictions(df)  # StoreError: e.g. a model id that cannot name a folder, in one line
+    except Exception:
+        import shutil
+
+        shutil.rmtree(run.path)  # the run folder this call made a moment ago: no run is left half made
+        raise
+    run.update_info(models=list(dict.fromkeys(df["model"].astype(str))))
+    refresh_metrics(run)
+    return run, tables

@@ -190,7 +190,10 @@ def _read_rows(df: pd.DataFrame) -> _Rows:
 
     true_codes, true_uniques = _factorize(df["true_wnid"], has_true)
     pred_codes, pred_uniques = _factorize(df["pred_wnid"], ok)
-    has_top = all(c in df.columns for c in TOP_K_COLUMNS)
+    # Top-5 columns that are present but empty in every row (a run store table conforms every
+    # predictions table to the full schema, e.g. uploaded top-1 predictions) are no top-5: NA, not
+    # a top-5 accuracy equal to the top-1 one.
+    has_top = all(c in df.columns for c in TOP_K_COLUMNS) and not all(df[c].isna().all() for c in TOP_K_COLUMNS)
     # The top-k columns' wnids are looked up too: hdist@5 and hprec@5 need their WordNet values.
     top_factors = [_factorize(df[column], ok) for column in TOP_K_COLUMNS] if has_top else []
     checked = [("true_wnid", true_codes, true_uniques), ("pred_wnid", pred_codes, pred_uniques),

@@ -45,7 +45,7 @@ _STATISTICS: dict[str, Column] = {
                             "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy. "
                             + _UNSEEN),
     "accuracy_top5": _float("Share of n whose true class is among pred_wnid, pred_wnid_2 ... pred_wnid_5. "
-                            "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5. " + _UNSEEN),
+                            "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5, or they are empty in every row. " + _UNSEEN),
     "sibling_count": _int("Mistakes whose prediction shares an immediate hypernym with the true class (every "
                           "hypernym and instance hypernym counts, not only the first)."),
     "sibling_rate": _float("sibling_count / n_mistakes (the paper's sibling percentage, as a fraction). "

@@ -310,6 +310,9 @@ def ensure_sample_run() -> None:
     """Build the sample run on the first start (once per process and store; idempotent on disk),
     showing what it does: one progress bar per pass of models over the photographs."""
     root = str(store().root)
+    # Always one slot, emptied once the build is done: the page's elements keep their places
+    # between the first run and the next (a widget that moved, e.g. an open expander, would reset).
+    slot = st.empty()
     if root in _SAMPLE_READY:
         return
     from wildlens.sample import ensure_sample_run as build
@@ -318,13 +321,13 @@ def ensure_sample_run() -> None:
         with _SAMPLE_LOCK:
             if root in _SAMPLE_READY:
                 return
-            with st.status("First start: classifying the sample photographs with the offline models…",
-                           expanded=True) as status:
+            with slot.status("First start: classifying the sample photographs with the offline models…",
+                             expanded=True):
                 build(RunStore(root), progress=progress_bar())
-                status.update(label="Sample run ready", state="complete", expanded=False)
             _SAMPLE_READY.add(root)
+        slot.empty()
     except Exception as exc:  # the app must still open: say what is wrong instead
-        st.warning(f"The sample run could not be built: {escape_markdown(exc)}")
+        slot.warning(f"The sample run could not be built: {escape_markdown(exc)}")
 
 
 def progress_bar():

@@ -2,7 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import download_csv, escape_markdown, list_runs, page_link, select_run, store
+from pages.common import (download_csv, escape_markdown, list_runs, open_run_link, page_link, select_run, show_error,
+                          store)
 
 st.title("Runs")
 # The folder comes from WILDLENS_HOME: outside text, escaped (a code span cannot escape a backtick).
@@ -38,6 +39,35 @@ for info in infos:
 table = pd.DataFrame(rows)
 st.dataframe(table, hide_index=True, width="stretch")
 download_csv(table, "runs.csv", key="dl-runs")
+
+with st.expander("Bring your own predictions: a CSV or Parquet file becomes a new run"):
+    st.caption("The columns `python -m explain metrics` reads: model, true_wnid, pred_wnid (wnids such as "
+               "n02123045), optionally image, pred_wnid_2..5, prob_1..5, label_space, status. Every metric and "
+               "page then works on it; there are no images to show.")
+    upload = st.file_uploader("Predictions file", type=["csv", "tsv", "parquet", "pq"], key="upload-predictions")
+    if upload is not None and st.button("Create the run", key="upload-create"):
+        import re
+        import tempfile
+        from pathlib import Path
+
+        from core.errors import WildLensError
+        from explain.export import import_predictions_as_run
+
+        # The reader reads paths (and names the file's own lines in its errors): the upload goes to a
+        # temporary file. The user's file name is also the run's title (escaped where shown).
+        # Named like the upload (so errors name the user's file), reduced to safe characters.
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(upload.name).name).lstrip(".")[:80] or "predictions.csv"
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            path.write_bytes(upload.getvalue())
+            try:
+                made, _ = import_predictions_as_run(path, store(), title=Path(upload.name).stem)
+            except WildLensError as exc:
+                show_error(exc)
+                st.stop()
+        st.success(f"Run {made.run_id} created with {len(made.info.models)} model(s) and "
+                   f"{len(made.info.wnids)} classes.")
+        open_run_link(made.run_id, "pages/results_page.py", "See its results")
 
 choice = st.selectbox("Open a run", [i.run_id for i in infos], index=[i.run_id for i in infos].index(st.session_state["run_id"]) if st.session_state.get("run_id") in [i.run_id for i in infos] else 0)
 if st.button("Make it the current run", type="primary"):

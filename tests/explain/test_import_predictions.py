@@ -1,0 +1,53 @@
+"""Bring your own predictions (issue 12 item 10): a predictions file becomes a run whose tables
+equal what `python -m explain metrics` computes from the file; a bad file creates nothing."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from core.runstore import RunStore
+from explain.artefact import read_stored_metrics
+from explain.export import import_predictions_as_run, read_predictions_file
+from explain.metrics import PredictionsError, compute_metric_tables
+
+TABBY, TIGER_CAT, LYNX = "n02123045", "n02123159", "n02127052"
+
+
+def test_a_predictions_file_becomes_a_run_with_its_tables(tmp_path):
+    path = tmp_path / "mine.csv"
+    pd.DataFrame({"model": ["m1", "m1", "m2"], "true_wnid": [TABBY, LYNX, TABBY],
+                  "pred_wnid": [TIGER_CAT, LYNX, TABBY]}).to_csv(path, index=False)
+    store = RunStore(tmp_path / "home")
+    run, tables = import_predictions_as_run(path, store, title="my model")
+    info = store.open_run(run.run_id).info
+    assert (info.source, info.models, info.wnids, info.title) == ("upload", ["m1", "m2"], [TABBY, LYNX], "my model")
+    expected = compute_metric_tables(read_predictions_file(path)[0])
+    pd.testing.assert_frame_equal(tables.per_model, expected.per_model)
+    stored = read_stored_metrics(run)
+    assert stored is not None, "the metrics artefact is written with the run"
+    pd.testing.assert_frame_equal(stored.per_class, expected.per_class)
+    assert sorted(run.read_predictions()["image"]) == ["row-2", "row-3", "row-4"]  # file lines
+
+
+@pytest.mark.parametrize("content, message", [
+    ("model,true_wnid,pred_wnid\nm,tabby cat,n02123045\n", "line 2"),
+    ("model,true_wnid,pred_wnid\nm,n02123045,n02123045,extra\n", "line 2 has 4 fields"),
+    ("", "is empty"),
+])
+def test_a_bad_file_is_one_line_and_creates_no_run(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    store = RunStore(tmp_path / "home")
+    with pytest.raises(PredictionsError, match=message) as info:
+        import_predictions_as_run(path, store)
+    assert "\n" not in str(info.value)
+    assert store.list_runs() == []
+
+
+def test_a_model_id_that_cannot_name_a_folder_leaves_no_half_run(tmp_path):
+    path = tmp_path / "odd.csv"
+    pd.DataFrame({"model": ["a model with spaces"], "true_wnid": [TABBY], "pred_wnid": [TABBY]}).to_csv(path, index=False)
+    store = RunStore(tmp_path / "home")
+    with pytest.raises(Exception, match="not a usable model id"):
+        import_predictions_as_run(path, store)
+    assert store.list_runs() == [] and not list((tmp_path / "home" / "runs").glob("*"))
