@@ -119,9 +119,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
             run = RunStore().open_run(args.run)
             result = predict_run(run, args.models, options, progress)
             target = f"run {run.run_id}"
-            if after_run is not None:
-                after_run(run)
         else:
+            run = None
             table, result = predict_folder(args.images, args.models, args.out, options, progress)
             target = f"{args.out} ({len(table)} rows)"
     finally:
@@ -133,6 +132,9 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         print(f"{failed} (model, image) pairs failed: images not read, not decoded or refused; their rows say why "
               "(status 'failed').", file=sys.stderr)
     _print_skipped(result.skipped, args.images)
+    if run is not None and after_run is not None:
+        sys.stdout.flush()  # this stage's summary first, then the next stage's (a child process)
+        after_run(run)
     return 0
 
 

@@ -20,7 +20,7 @@ Every file is read with ``torch.load(..., weights_only=True)`` or safetensors, n
 downloads included: ``--download`` fetches the file itself into the cache where :func:`weights_status`
 looks (:func:`download_url` for the torch hub cache, :func:`download_from_hf` for the Hugging Face
 cache) and then reads it like any local file. Neither torch hub's ``load_state_dict_from_url`` (it
-calls ``torch.load(weights_only=False)``, which torchvision's ``get_model(weights=...)`` goes
+unpickles without restriction, which torchvision's ``get_model(weights=...)`` goes
 through) nor timm's ``pretrained=True`` download ever reads a weights file here. A missing file
 raises :class:`WeightsUnavailableError`, whose one-line message names the model, where it looked
 and the exact command that fetches the weights on a machine with internet.

@@ -213,10 +213,13 @@ def metric_tables(run: Run):
     return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
 
 
-@st.cache_data(max_entries=4, show_spinner="Ranking every ImageNet-21k concept by its similarity to the seen classes…")
+# cache_resource, not cache_data: class_name looks a level up for every class shown (200 heatmap
+# rows), and cache_data would hand out a fresh copy of this 21,843-row table for each (shared, read-only).
+@st.cache_resource(max_entries=4, show_spinner="Ranking every ImageNet-21k concept by its similarity to the seen classes…")
 def concepts_table(seen: str) -> pd.DataFrame:
     """explain.concepts' table (ImageNet-CoG: sim to the seen label space, eligibility, level) for
-    every ImageNet-21k concept, indexed by wnid (seconds cold, then cached on disk and here)."""
+    every ImageNet-21k concept, indexed by wnid (seconds cold, then cached on disk and here).
+    Shared and read-only: callers never modify it."""
     from explain.concepts import concept_levels
 
     return concept_levels(seen).table.set_index("wnid")

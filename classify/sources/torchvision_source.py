@@ -4,7 +4,7 @@ Input configuration from the weights' own preset transform (resize, crop, mean/s
 looked up in the torch hub cache, where torchvision downloads them; loading as a state dict read
 safely (:func:`classify.weights.read_state_dict`) into the architecture. ``--download`` fetches the
 file into that cache first (:func:`classify.weights.download_url`, sha256-prefix checked as torch hub
-does): ``get_model(weights=...)`` itself would unpickle it with ``torch.load(weights_only=False)``.
+does): ``get_model(weights=...)`` itself would unpickle it with torch hub's unrestricted unpickler.
 """
 from __future__ import annotations
 
