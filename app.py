@@ -17,10 +17,12 @@ ensure_sample_run()
 PAGES = [
     st.Page("pages/runs_page.py", url_path="runs", title="Runs", icon=":material/folder_open:", default=True),
     st.Page("pages/query_page.py", url_path="query", title="Query", icon=":material/search:"),
+    st.Page("pages/import_page.py", url_path="import", title="Import", icon=":material/drive_folder_upload:"),
     st.Page("pages/images_page.py", url_path="images", title="Images", icon=":material/photo_library:"),
     st.Page("pages/models_page.py", url_path="models", title="Models", icon=":material/memory:"),
     st.Page("pages/results_page.py", url_path="results", title="Results", icon=":material/leaderboard:"),
     st.Page("pages/confusions_page.py", url_path="confusions", title="Confusions", icon=":material/compare_arrows:"),
+    st.Page("pages/browse_page.py", url_path="browse", title="Browse", icon=":material/grid_view:"),
     st.Page("pages/explain_page.py", url_path="explain", title="Explain", icon=":material/account_tree:"),
 ]
 page = st.navigation(PAGES)
