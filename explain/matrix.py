@@ -1,0 +1,208 @@
+"""Confusion matrices whose rows and columns follow the WordNet hyponym tree.
+
+What a matrix is (one model):
+
+- a **row** is a true class, a **column** a predicted class, a **cell** counts the images of the row's
+  class whose top-1 prediction (``pred_wnid``) falls in the column. The diagonal is the correct
+  predictions; rows and the run's columns are in the same order, so the in-run block is square;
+- the **usable** predictions only: ``status == 'ok'`` (every row when there is no ``status`` column,
+  as in :mod:`explain.metrics`), of the chosen model, with both wnids present, and, when ``usable``
+  is given (the run's accepted, not excluded image files, ``core.runstore.Run.usable_images``), of
+  those images only: the images behind ``explain.metrics``'s tables and the Confusions page's lists;
+- the **classes** are the run's classes plus any true class found in the predictions (an imported
+  table may hold one the run does not list): each is a row, and a column, even with no image;
+- a prediction outside those classes goes to an **outside column** after them: with
+  ``outside="ancestor"`` one column per nearest tree node ("other: under feline.n.01", see below),
+  with ``outside="other"`` a single "other" column; a wnid WordNet does not know is always "other";
+- **row-normalised** (:func:`row_normalise`): each cell divided by its row's total, so a row sums to 1;
+  a row without images is NA (NaN), never 0/0 nor 0: "no evidence" differs from "never confused".
+
+The tree: WordNet's noun hierarchy is a DAG (domestic_cat.n.01 is both a cat.n.01 and a
+domestic_animal.n.01), so each synset is given one **tree parent**: among its hypernyms and instance
+hypernyms, the one with the largest ``max_depth`` (ties: the smaller synset name). The deepest parent
+follows the taxonomic chain (cat.n.01, canine.n.02) instead of the shallow role categories
+(domestic_animal.n.01) that a shortest path would take, which would put house cats beside dogs and
+away from lynx. The run's tree is the union of its classes' tree paths up to entity.n.01, walked
+depth first with children in synset-name order: siblings sit together, each subtree is one block,
+and a class that is an ancestor of another comes right before its subtree (pre-order).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.wordnet import synset_of
+
+OTHER = "other"  # predictions outside the run's classes, not grouped (or not in WordNet)
+OTHER_RUN = "other classes of the run"  # predictions of run classes left out of a capped view
+OUTSIDE_PREFIX = "other: under "  # + a synset name: outside predictions grouped by their nearest tree node
+OUTSIDE_MODES = ("ancestor", "other")
+CELL_COLUMNS = ["image", "true_wnid", "pred_wnid", "prob_1"]
+
+
+# --------------------------------------------------------------------------- the tree
+@functools.lru_cache(maxsize=None)
+def _synset_name(wnid: str) -> str | None:
+    try:
+        return synset_of(wnid).name()
+    except (KeyError, ValueError):  # not a wnid, or not a WordNet 3.0 noun
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def tree_path(wnid: str) -> tuple[str, ...]:
+    """The wnids from the root (entity.n.01) down to ``wnid`` through tree parents (see the module
+    docstring), ``wnid`` last; () when WordNet 3.0 has no such noun."""
+    if _synset_name(wnid) is None:
+        return ()
+    path, synset = [], synset_of(wnid)
+    while synset is not None:
+        path.append(f"n{synset.offset():08d}")
+        parents = synset.hypernyms() + synset.instance_hypernyms()
+        # Deepest parent first, then by name: the taxonomic chain, and the same choice on every run.
+        synset = min(parents, key=lambda s: (-s.max_depth(), s.name())) if parents else None
+    return tuple(reversed(path))
+
+
+def _preorder(wnids: Iterable[str]) -> list[str]:
+    """Every node of the tree spanning ``wnids`` (known to WordNet), depth first, pre-order."""
+    children: dict[str | None, set[str]] = {}
+    for wnid in wnids:
+        path = tree_path(wnid)
+        for parent, child in zip((None,) + path[:-1], path):  # None: above the root(s)
+            children.setdefault(parent, set()).add(child)
+    order, stack = [], sorted(children.get(None, ()), key=_synset_name, reverse=True)
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        # Pushed in reverse name order so they pop in name order: the walk is deterministic.
+        stack.extend(sorted(children.get(node, ()), key=_synset_name, reverse=True))
+    return order
+
+
+def tree_order(wnids: Iterable[str]) -> list[str]:
+    """``wnids`` (duplicates dropped) in the depth-first order of the WordNet tree spanning them:
+    siblings adjacent, children by synset name, an ancestor before its descendants. Wnids that
+    WordNet 3.0 does not know come last, sorted."""
+    wanted = set(wnids)
+    known = {w for w in wanted if tree_path(w)}
+    return [w for w in _preorder(known) if w in wanted] + sorted(wanted - known)
+
+
+def outside_label(anchor_wnid: str) -> str:
+    """The column of predictions outside the run whose nearest tree node is ``anchor_wnid``."""
+    return OUTSIDE_PREFIX + (_synset_name(anchor_wnid) or anchor_wnid)
+
+
+def column_of(pred_wnids: Iterable[str], classes: Sequence[str], *, outside: str = "ancestor",
+              shown: Sequence[str] | None = None) -> dict[str, str]:
+    """pred wnid -> its column: itself if it is one of ``classes`` (and of ``shown``, when a view
+    shows only some: the others' predictions go to :data:`OTHER_RUN`); else :data:`OTHER`, or with
+    ``outside="ancestor"`` the nearest node of the classes' tree on its own tree path (itself
+    included: a 21k model predicting domestic_cat.n.01 lands "under domestic_cat.n.01")."""
+    if outside not in OUTSIDE_MODES:
+        raise ValueError(f"outside must be one of {OUTSIDE_MODES}, not {outside!r}")
+    classes = set(classes)
+    visible = classes if shown is None else set(shown)
+    tree = set().union(*(tree_path(c) for c in classes)) if classes else set()
+    out = {}
+    for wnid in set(pred_wnids):
+        if wnid in visible:
+            out[wnid] = wnid
+        elif wnid in classes:
+            out[wnid] = OTHER_RUN
+        elif outside == "other":
+            out[wnid] = OTHER
+        else:
+            anchor = next((node for node in reversed(tree_path(wnid)) if node in tree), None)
+            out[wnid] = outside_label(anchor) if anchor else OTHER
+    return out
+
+
+# --------------------------------------------------------------------------- the cells
+def usable_rows(predictions: pd.DataFrame, model: str, usable: Iterable[str] | None = None) -> pd.DataFrame:
+    """The predictions a matrix counts (see the module docstring), columns :data:`CELL_COLUMNS`."""
+    keep = (predictions["model"] == model).to_numpy(dtype=bool, copy=True)  # a view may be read-only
+    if "status" in predictions.columns:
+        keep &= (predictions["status"] == "ok").fillna(False).to_numpy(dtype=bool)
+    keep &= (predictions["true_wnid"].notna() & predictions["pred_wnid"].notna()).to_numpy(dtype=bool)
+    if usable is not None:
+        keep &= predictions["image"].isin(usable if isinstance(usable, (set, frozenset)) else set(usable)).to_numpy(dtype=bool)
+    rows = predictions.loc[keep]
+    out = pd.DataFrame({c: rows[c] if c in rows.columns else pd.NA for c in CELL_COLUMNS})
+    out["true_wnid"] = out["true_wnid"].astype(str)
+    out["pred_wnid"] = out["pred_wnid"].astype(str)
+    return out.reset_index(drop=True)
+
+
+def _assigned(predictions: pd.DataFrame, model: str, classes: Sequence[str], usable, outside: str,
+              shown: Sequence[str] | None) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """(usable rows with their ``column``, all classes in tree order, the shown ones in tree order):
+    the one assignment both the matrix and a cell's images use, so a cell lists what it counts."""
+    rows = usable_rows(predictions, model, usable)
+    classes = tree_order(set(classes) | set(rows["true_wnid"].unique()))
+    visible = classes if shown is None else tree_order(set(shown) & set(classes))
+    columns = column_of(rows["pred_wnid"].unique(), classes, outside=outside,
+                        shown=None if shown is None else visible)
+    rows = rows.assign(column=rows["pred_wnid"].map(columns))
+    return rows[rows["true_wnid"].isin(visible)], classes, visible
+
+
+def _extra_order(labels: Iterable[str], classes: list[str]) -> list[str]:
+    """Outside columns in the order of their anchors in the tree's walk, then OTHER_RUN, then OTHER."""
+    anchors = {outside_label(node): i for i, node in enumerate(_preorder(classes))}
+    rank = {OTHER_RUN: len(anchors), OTHER: len(anchors) + 1}
+    return sorted(labels, key=lambda label: (anchors.get(label, rank.get(label, len(anchors) + 2)), label))
+
+
+def confusion_matrix(predictions: pd.DataFrame, model: str, classes: Sequence[str], *,
+                     usable: Iterable[str] | None = None, normalise: bool = False, outside: str = "ancestor",
+                     shown: Sequence[str] | None = None) -> pd.DataFrame:
+    """The confusion matrix of ``model`` (see the module docstring): index ``true_wnid`` (the classes,
+    or only ``shown`` ones, in :func:`tree_order`), columns the same wnids, then the outside columns
+    that hold a prediction of those rows (ordered by where their nearest node sits in the tree's
+    walk), then :data:`OTHER_RUN` (a ``shown`` view's other classes) and :data:`OTHER`. Counts
+    (int64), or with ``normalise`` each row's shares (:func:`row_normalise`)."""
+    rows, classes, visible = _assigned(predictions, model, classes, usable, outside, shown)
+    extra = _extra_order(set(rows["column"]) - set(visible), classes)
+    columns = visible + extra
+    # Integer codes + one bincount: the same counts as pd.crosstab, with empty rows and columns kept.
+    r = pd.Categorical(rows["true_wnid"], categories=visible).codes.astype(np.int64)
+    c = pd.Categorical(rows["column"], categories=columns).codes.astype(np.int64)
+    flat = np.bincount(r * len(columns) + c, minlength=len(visible) * len(columns))
+    counts = pd.DataFrame(flat.reshape(len(visible), len(columns)).astype(np.int64),
+                          index=pd.Index(visible, name="true_wnid"), columns=pd.Index(columns, name="predicted"))
+    return row_normalise(counts) if normalise else counts
+
+
+def row_normalise(counts: pd.DataFrame) -> pd.DataFrame:
+    """Each row divided by its total (rows sum to 1); a row with no image is NaN throughout."""
+    totals = counts.sum(axis=1).astype(float)
+    return counts.astype(float).div(totals.where(totals > 0), axis=0)  # 0 total -> NaN divisor -> NaN row
+
+
+def most_confused(predictions: pd.DataFrame, model: str, classes: Sequence[str], n: int, *,
+                  usable: Iterable[str] | None = None) -> list[str]:
+    """The ``n`` classes whose images ``model`` gets wrong most often (mistakes as a true class plus
+    wrong predictions of it, so both ends of a confusion stay in view; ties: tree order), in tree
+    order: what a capped view of a large run shows."""
+    counts = confusion_matrix(predictions, model, classes, usable=usable, outside="other")
+    block = counts[counts.index].to_numpy()  # the square in-run block
+    diagonal = np.diag(block)
+    mistakes = (counts.sum(axis=1).to_numpy() - diagonal) + (block.sum(axis=0) - diagonal)
+    # A stable sort on -mistakes keeps tree order among ties: the same classes on every rerun.
+    ranked = [counts.index[i] for i in np.argsort(-mistakes, kind="stable")[:n]]
+    return tree_order(ranked)
+
+
+def cell_images(predictions: pd.DataFrame, model: str, true_wnid: str, column: str, classes: Sequence[str], *,
+                usable: Iterable[str] | None = None, outside: str = "ancestor",
+                shown: Sequence[str] | None = None) -> pd.DataFrame:
+    """The predictions behind one cell of :func:`confusion_matrix` (same arguments; ``column`` is a
+    column label): :data:`CELL_COLUMNS`, most confident first, then by image."""
+    rows = _assigned(predictions, model, classes, usable, outside, shown)[0]
+    rows = rows[(rows["true_wnid"] == true_wnid) & (rows["column"] == column)][CELL_COLUMNS]
+    return rows.sort_values(["prob_1", "image"], ascending=[False, True], na_position="last").reset_index(drop=True)

@@ -1,0 +1,177 @@
+"""explain.matrix: the WordNet tree order on real WordNet 3.0, and confusion matrices equal to a
+pandas crosstab of the usable predictions."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.labels import hyponym_classes
+from core.wordnet import synset_of
+from explain.matrix import (OTHER, OTHER_RUN, cell_images, column_of, confusion_matrix, most_confused, outside_label,
+                            row_normalise, tree_order, tree_path)
+
+CATS = [c.wnid for c in hyponym_classes("cat.n.01", "imagenet-1k")]  # the 7 ImageNet-1k cats
+DOMESTIC = {"n02123045", "n02123159", "n02123394", "n02123597", "n02124075"}  # tabby ... Egyptian cat
+WILD = {"n02125311", "n02127052"}  # cougar, lynx
+GOLDEN, TIGER, BEAGLE = "n02099601", "n02129604", "n02088364"  # golden retriever, tiger, beagle
+BALL = "n04254680"  # soccer ball: far from every animal
+
+
+def names(wnids):
+    return [synset_of(w).name() for w in wnids]
+
+
+def contiguous(order, group) -> bool:
+    positions = sorted(order.index(w) for w in group)
+    return positions == list(range(positions[0], positions[0] + len(group)))
+
+
+def test_seven_cats():
+    assert len(CATS) == 7 and set(CATS) == DOMESTIC | WILD
+
+
+def test_tree_order_keeps_siblings_together_on_real_wordnet():
+    order = tree_order([GOLDEN, *reversed(CATS), BEAGLE])
+    assert sorted(order) == sorted([GOLDEN, *CATS, BEAGLE])
+    assert contiguous(order, CATS), names(order)  # the cat.n.01 block
+    assert contiguous(order, DOMESTIC) and contiguous(order, WILD), names(order)  # its two sub-blocks
+    assert contiguous(order, {GOLDEN, BEAGLE}), names(order)  # the dogs, apart from the cats
+    # Children by synset name: canine.n.02 < feline.n.01, domestic_cat < wildcat, and the five
+    # domestic cats are siblings under domestic_cat.n.01, by name.
+    assert names(order[2:7]) == ["egyptian_cat.n.01", "persian_cat.n.01", "siamese_cat.n.01", "tabby.n.01",
+                                 "tiger_cat.n.02"]
+    assert names(order[7:]) == ["cougar.n.01", "lynx.n.02"]
+
+
+def test_tree_follows_the_taxonomy_not_the_shortest_path():
+    # domestic_cat.n.01 is also a domestic_animal.n.01 (a shorter way up): the tree goes through cat.n.01.
+    assert "cat.n.01" in names(tree_path("n02123045"))
+    assert "domestic_animal.n.01" not in names(tree_path("n02123045"))
+    assert names(tree_path("n02123045"))[0] == "entity.n.01"
+
+
+def test_tree_order_is_deterministic_and_puts_ancestors_first():
+    shuffled = list(CATS + [TIGER, GOLDEN])
+    first = tree_order(shuffled)
+    for seed in range(5):
+        np.random.default_rng(seed).shuffle(shuffled)
+        assert tree_order(shuffled) == first
+    cat = "n02121620"  # cat.n.01 itself, before all seven
+    assert tree_order([*CATS, cat])[0] == cat
+
+
+def test_unknown_wnids_come_last():
+    assert tree_order(["n99999999", CATS[0], "not-a-wnid"]) == [CATS[0], "n99999999", "not-a-wnid"]
+
+
+def test_outside_predictions_are_grouped_by_their_nearest_tree_node():
+    columns = column_of([TIGER, GOLDEN, BALL, CATS[0], "n99999999"], CATS)
+    assert columns[CATS[0]] == CATS[0]
+    assert columns[TIGER] == outside_label("n02120997") == "other: under feline.n.01"  # big cat, a feline
+    assert columns[GOLDEN] == "other: under carnivore.n.01"
+    assert columns[BALL].startswith("other: under ") and "carnivore" not in columns[BALL]
+    assert columns["n99999999"] == OTHER
+    assert set(column_of([TIGER, GOLDEN], CATS, outside="other").values()) == {OTHER}
+    with pytest.raises(ValueError):
+        column_of([TIGER], CATS, outside="nearest")
+
+
+def predictions(seed: int = 0, n: int = 400) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    true = rng.choice(CATS[:6], n)  # lynx has no image: an empty row
+    pred = np.where(rng.random(n) < 0.5, true, rng.choice(CATS + [TIGER, GOLDEN, BALL], n))
+    return pd.DataFrame({"model": rng.choice(["a", "b"], n), "image": [f"{t}/{i}.jpg" for i, t in enumerate(true)],
+                         "true_wnid": true, "pred_wnid": pred, "prob_1": rng.random(n),
+                         "status": np.where(rng.random(n) < 0.1, "failed", "ok")})
+
+
+def usable_reference(df: pd.DataFrame, model: str, usable=None) -> pd.DataFrame:
+    keep = (df["model"] == model) & (df["status"] == "ok")
+    if usable is not None:
+        keep &= df["image"].isin(usable)
+    return df[keep]
+
+
+@pytest.mark.parametrize("outside", ["ancestor", "other"])
+def test_counts_equal_a_crosstab(outside):
+    df = predictions()
+    usable = set(df["image"].iloc[::3])  # some images excluded on the Images page
+    matrix = confusion_matrix(df, "a", CATS, usable=usable, outside=outside)
+    ref_rows = usable_reference(df, "a", usable)
+    column = ref_rows["pred_wnid"].map(column_of(ref_rows["pred_wnid"].unique(), CATS, outside=outside))
+    reference = pd.crosstab(ref_rows["true_wnid"], column)
+    assert list(matrix.index) == tree_order(CATS)
+    assert list(matrix.columns[:7]) == tree_order(CATS)  # the square in-run block, same order as the rows
+    assert matrix.dtypes.eq(np.int64).all()
+    assert set(matrix.columns[7:]) == set(reference.columns) - set(CATS)
+    aligned = reference.reindex(index=matrix.index, columns=matrix.columns, fill_value=0)
+    pd.testing.assert_frame_equal(matrix, aligned, check_names=False, check_dtype=False)
+    assert matrix.to_numpy().sum() == len(ref_rows)
+
+
+def test_outside_columns_follow_the_tree_walk():
+    df = predictions()
+    columns = list(confusion_matrix(df, "a", CATS).columns[7:])
+    # carnivore.n.01 comes before feline.n.01 in the walk (an ancestor first); the ball's group
+    # (a node far above) before both.
+    assert columns.index("other: under carnivore.n.01") < columns.index("other: under feline.n.01")
+    ball = column_of([BALL], CATS)[BALL]
+    assert columns.index(ball) < columns.index("other: under carnivore.n.01")
+    assert columns[-1] == "other: under feline.n.01"
+
+
+def test_row_normalised_rows_sum_to_one_and_empty_rows_are_na():
+    df = predictions()
+    shares = confusion_matrix(df, "b", CATS, normalise=True)
+    lynx = "n02127052"
+    assert shares.loc[lynx].isna().all()  # no image of lynx: NA, not 0/0 nor 0
+    full = shares.drop(index=lynx)
+    assert np.allclose(full.sum(axis=1), 1.0)
+    counts = confusion_matrix(df, "b", CATS)
+    pd.testing.assert_frame_equal(row_normalise(counts), shares)
+    assert counts.loc[lynx].eq(0).all()
+
+
+def test_true_classes_outside_the_run_get_a_row():
+    df = predictions().assign(true_wnid=lambda d: d["true_wnid"].where(d.index != 0, GOLDEN), status="ok")
+    matrix = confusion_matrix(df, df["model"].iloc[0], CATS)
+    assert GOLDEN in matrix.index and GOLDEN in matrix.columns
+
+
+def test_cells_list_what_they_count():
+    df = predictions(seed=3)
+    usable = set(df["image"].iloc[::2])
+    for outside in ("ancestor", "other"):
+        matrix = confusion_matrix(df, "a", CATS, usable=usable, outside=outside)
+        for true in matrix.index:
+            for column in matrix.columns:
+                images = cell_images(df, "a", true, column, CATS, usable=usable, outside=outside)
+                assert len(images) == matrix.loc[true, column], (true, column)
+                assert images["image"].isin(usable).all() and (images["true_wnid"] == true).all()
+                assert images["prob_1"].is_monotonic_decreasing
+    assert list(cell_images(df, "a", CATS[0], CATS[0], CATS).columns) == ["image", "true_wnid", "pred_wnid", "prob_1"]
+
+
+def test_a_capped_view_keeps_row_totals():
+    df = predictions(seed=5)
+    full = confusion_matrix(df, "a", CATS)
+    shown = most_confused(df, "a", CATS, 3)
+    assert len(shown) == 3 and shown == tree_order(shown)
+    view = confusion_matrix(df, "a", CATS, shown=shown)
+    assert list(view.index) == shown and list(view.columns[:3]) == shown
+    assert OTHER_RUN in view.columns
+    pd.testing.assert_series_equal(view.sum(axis=1), full.loc[shown].sum(axis=1))
+    images = cell_images(df, "a", shown[0], OTHER_RUN, CATS, shown=shown)
+    assert len(images) == view.loc[shown[0], OTHER_RUN]
+    assert not images["pred_wnid"].isin(shown).any() and images["pred_wnid"].isin(CATS).all()
+
+
+def test_most_confused_ranks_mistakes():
+    rows = [(CATS[0], CATS[1])] * 5 + [(CATS[2], CATS[2])] * 9 + [(CATS[3], TIGER)] * 2
+    df = pd.DataFrame({"model": "m", "image": [f"{i}.jpg" for i in range(len(rows))],
+                       "true_wnid": [t for t, _ in rows], "pred_wnid": [p for _, p in rows], "prob_1": 0.5})
+    assert set(most_confused(df, "m", CATS, 3)) == {CATS[0], CATS[1], CATS[3]}  # no status column: all count
+
+
+def test_empty_model():
+    matrix = confusion_matrix(predictions(), "nobody", CATS, normalise=True)
+    assert list(matrix.index) == tree_order(CATS) and matrix.isna().all().all()
