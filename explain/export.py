@@ -7,6 +7,13 @@ It is ``core.csvsafe.to_csv_bytes``, the serialisation of every CSV WildLens wri
 that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) gets a single
 quote in front. A predictions CSV is read with ``core.csvsafe.read_csv``, which gives such cells
 back as they were, so classify's ``--out FILE.csv`` reads back unchanged.
+
+Names everywhere: an exported table with a wnid column also has the matching name column right
+after it (``true_wnid`` -> ``true_name``, ``pred_wnid_2`` -> ``pred_name_2``, ``lcs_wnid`` ->
+``lcs_name``, ``wnid`` -> ``name``; ``core.names.with_names``), named in the run's label space
+(ImageNet-1k by default; WordNet's name for a wnid outside it). The name cells pass through the
+same formula neutralisation as every other text cell. The stored tables (``metrics/``, Parquet)
+keep wnids only: names are for the reader, identity is the wnid.
 """
 from __future__ import annotations
 
@@ -17,6 +24,8 @@ import pandas as pd
 
 from .metrics import REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError, compute_metric_tables
 from core.csvsafe import read_csv, to_csv_bytes
+from core.labels import DEFAULT_LABEL_SPACE
+from core.names import with_names
 from core.runstore import TOP_K, write_bytes_atomic
 
 METRIC_CSV_NAMES = {"per_model": "per_model.csv", "per_class": "per_class.csv", "confusions": "confusions.csv"}
@@ -24,18 +33,25 @@ _STRING_COLUMNS = (*REQUIRED_COLUMNS, *TOP_K_COLUMNS, "image", "label_space", "s
 _PROB_COLUMNS = tuple(f"prob_{k}" for k in range(1, TOP_K + 1))
 
 
-def table_to_csv_bytes(df: pd.DataFrame) -> bytes:
-    """A table as CSV bytes (see the module docstring for the format): ``core.csvsafe.to_csv_bytes``."""
+def table_to_csv_bytes(df: pd.DataFrame, label_space: str | None = DEFAULT_LABEL_SPACE, *,
+                       names: bool = True) -> bytes:
+    """A table as CSV bytes (see the module docstring for the format): ``core.csvsafe.to_csv_bytes``
+    of the table with a name column after each wnid column (``core.names.with_names`` in
+    ``label_space``; ``names=False`` writes the table as it is)."""
+    if names:
+        df = with_names(df, label_space or DEFAULT_LABEL_SPACE)
     return to_csv_bytes(df)
 
 
-def write_metric_tables(tables: MetricTables, out_dir: Path | str) -> dict[str, Path]:
-    """Write per_model.csv, per_class.csv and confusions.csv atomically; returns their paths."""
+def write_metric_tables(tables: MetricTables, out_dir: Path | str,
+                        label_space: str | None = DEFAULT_LABEL_SPACE) -> dict[str, Path]:
+    """Write per_model.csv, per_class.csv and confusions.csv atomically, class names beside the
+    wnids (``label_space``: the run's, where known); returns their paths."""
     out_dir = Path(out_dir)
     written = {}
     for name, df in tables.as_dict().items():
         target = out_dir / METRIC_CSV_NAMES[name]
-        write_bytes_atomic(target, table_to_csv_bytes(df))
+        write_bytes_atomic(target, table_to_csv_bytes(df, label_space))
         written[name] = target
     return written
 
@@ -197,7 +213,13 @@ def metrics_from_file(predictions: Path | str, out_dir: Path | str, *,
         tables = compute_metric_tables(df, confusion_top_k=confusion_top_k, cache_dir=cache_dir)
     except PredictionsError as exc:
         raise PredictionsError(f"{Path(predictions).name}: {exc.describe(line_of_row)}") from None
-    return tables, write_metric_tables(tables, out_dir)
+    return tables, write_metric_tables(tables, out_dir, _one_label_space(df))
+
+
+def _one_label_space(df: pd.DataFrame) -> str:
+    """The predictions' label space when they name exactly one (names in exports), else ImageNet-1k."""
+    spaces = df["label_space"].dropna().unique().tolist() if "label_space" in df.columns else []
+    return str(spaces[0]) if len(spaces) == 1 else DEFAULT_LABEL_SPACE
 
 
 def import_predictions_as_run(predictions: Path | str, store, title: str = "") -> tuple[object, MetricTables]:
@@ -227,9 +249,8 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
     if "status" not in df.columns:
         df["status"] = "ok"
     wnids = sorted(set(df["true_wnid"].dropna().astype(str)))
-    spaces = df["label_space"].dropna().unique().tolist() if "label_space" in df.columns else []
     info = RunInfo(run_id=new_run_id(title or path.stem), title=title or path.name, source="upload", wnids=wnids,
-                   label_space=spaces[0] if len(spaces) == 1 else "imagenet-1k",
+                   label_space=_one_label_space(df),
                    notes=f"predictions uploaded from {path.name}; no images")
     run = store.create_run(info)
     try:
