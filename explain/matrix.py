@@ -206,3 +206,22 @@ def cell_images(predictions: pd.DataFrame, model: str, true_wnid: str, column: s
     rows = _assigned(predictions, model, classes, usable, outside, shown)[0]
     rows = rows[(rows["true_wnid"] == true_wnid) & (rows["column"] == column)][CELL_COLUMNS]
     return rows.sort_values(["prob_1", "image"], ascending=[False, True], na_position="last").reset_index(drop=True)
+
+
+def selected_cell(points, index: Sequence[str], columns: Sequence[str]) -> tuple[str, str] | None:
+    """(true wnid, column label) of the first clicked point of a matrix chart, or None.
+
+    Plotly heatmaps send no selection to Streamlit, so the chart lays one point over each non-empty
+    cell with ``customdata = [row, column]``, positions into ``index`` and ``columns`` (``x`` and
+    ``y`` hold the same positions: the axes are numbered, the names are tick labels). A point whose
+    positions fall outside this matrix (a selection from an older chart) is None."""
+    for point in points or ():
+        where = point.get("customdata") or [point.get("y"), point.get("x")]
+        try:
+            row, column = int(where[0]), int(where[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        # Positions, not labels, travel through the browser: bounds-check them against this matrix.
+        if 0 <= row < len(index) and 0 <= column < len(columns):
+            return str(index[row]), str(columns[column])
+    return None

@@ -1,13 +1,22 @@
 """Confusions: each true class's top-3 false positives per model, coloured by WordNet relation,
-and the misclassified images themselves. Numbers come from ``explain.metrics`` tables."""
+a confusion matrix per model ordered by the WordNet tree (click a cell for its images), and the
+misclassified images themselves. Numbers come from ``explain.metrics`` tables and
+``explain.matrix``; this page only selects, labels and draws."""
+import html
+
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
+from explain import matrix as cm
 from explain.explanations import confusion_lcs_phrase
 from explain.metrics import column_docs
 from explain.vocabulary import RELATION_COLOURS, relation_help
 from pages.common import (RUN_PARAM, class_name, download_csv, escape_markdown, metric_tables, misclassified_images,
-                          require_run)
+                          page_link, predictions, require_run, usable_files)
+
+BROWSE = "pages/browse_page.py"
+MATRIX_CAP = 40  # classes a readable matrix shows by default (the slider goes further)
 
 
 def relation_style(value: str) -> str:
@@ -28,6 +37,34 @@ models = tables.per_model["model"].tolist()
 chosen_models = st.multiselect("Models", models, default=models)
 true_wnids = sorted(tables.per_class["true_wnid"].unique())
 names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"])}
+
+
+def name_of(wnid: str) -> str:
+    """A class name for any wnid on this page (a stored wnid WordNet lacks shows as itself)."""
+    if wnid not in names:
+        names[wnid] = class_name(wnid, label_space)
+    return names[wnid]
+
+
+def browse_link(model: str, true: str, pred: str, label: str) -> None:
+    """The Browse page filtered to one (model, true, predicted) pair of mistakes."""
+    page_link(BROWSE, run.run_id, escape_markdown(label), icon=":material/photo_library:",
+              model=model, true=true, pred=pred, outcome="mistake")
+
+
+def thumbnails(rows: pd.DataFrame, model: str, links: bool = True, limit: int = 60) -> None:
+    """Images with their predicted name and probability, each mistake (``links``) with a link to Browse."""
+    grid = st.columns(6)
+    for i, (_, p) in enumerate(rows.head(limit).iterrows()):
+        pred = str(p["pred_wnid"])
+        prob = "" if pd.isna(p["prob_1"]) else f" ({float(p['prob_1']):.0%})"
+        with grid[i % 6]:
+            # The caption holds a class name (a stored wnid where it has none: escaped) and a probability.
+            st.image(str(run.image_path(p["image"])), width="stretch", caption=f"→ {escape_markdown(name_of(pred))}{prob}")
+            if links and pred != str(p["true_wnid"]):
+                browse_link(model, str(p["true_wnid"]), pred, "Browse this pair")
+    if len(rows) > limit:
+        st.caption(f"Showing {limit} of {len(rows)}.")
 true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})")
 st.caption(relation_help())
 
@@ -63,6 +100,103 @@ for i, model in enumerate(chosen_models):
                 st.switch_page("pages/explain_page.py", query_params={
                     RUN_PARAM: run.run_id, "model": model, "true": true_wnid, "pred": conf["pred_wnid"]})
 
+# ------------------------------------------------------------------ confusion matrix
+st.subheader("Confusion matrix")
+st.caption("Rows: true classes; columns: top-1 predictions; usable images only (status ok, not excluded). Rows and "
+           "columns follow the WordNet hyponym tree depth first, so siblings sit together and each block is a "
+           "subtree. Predictions outside the run's classes are grouped under their nearest node of that tree "
+           "('other: under …'). Click a cell to see its images.")
+controls = st.columns([2, 1, 1])
+matrix_model = controls[0].selectbox("Model", models, key="matrix-model")
+normalised = controls[1].toggle("Row-normalised", key="matrix-normalise",
+                                help="Each row as shares of its images (rows sum to 100%); a class without images is empty.")
+grouped = controls[2].toggle("Group outside predictions", value=True, key="matrix-grouped",
+                             help="On: one column per nearest WordNet node of the run's tree. Off: a single 'other' column.")
+outside = "ancestor" if grouped else "other"
+all_preds, usable = predictions(run), usable_files(run)
+run_classes = list(run.info.wnids) or true_wnids
+n_classes = len(set(run_classes) | set(true_wnids))
+shown = None
+if n_classes > MATRIX_CAP:
+    # A readable matrix has tens of rows: the classes with the most mistakes (either end), in tree order.
+    cap = st.slider("Classes in the matrix (most confused first)", 10, min(n_classes, 150), MATRIX_CAP, step=5,
+                    key="matrix-cap")
+    shown = cm.most_confused(all_preds, matrix_model, run_classes, cap, usable=usable)
+counts = cm.confusion_matrix(all_preds, matrix_model, run_classes, usable=usable, outside=outside, shown=shown)
+values = cm.row_normalise(counts) if normalised else counts
+
+
+def column_title(label: str) -> str:
+    return f"{name_of(label)} ({label})" if label in counts.index else label
+
+
+row_titles = [f"{name_of(w)} ({w})" for w in counts.index]
+col_titles = [column_title(c) for c in counts.columns]
+short = [name_of(w) for w in counts.index]
+# Tick labels are names; a name two classes share (two 'crane's) carries its wnid.
+tick_rows = [f"{n} ({w})" if short.count(n) > 1 else n for n, w in zip(short, counts.index)]
+tick_cols = tick_rows + list(counts.columns[len(counts.index):])
+if counts.to_numpy().sum() == 0:
+    st.caption("No usable prediction of this model.")
+else:
+    # Numbered axes with the names as tick labels: two classes may share a name (two 'crane's).
+    z = [[None if n == 0 or pd.isna(v) else float(v) for n, v in zip(c_row, v_row)]  # empty cells blank, not 0
+         for c_row, v_row in zip(counts.to_numpy().tolist(), values.to_numpy().tolist())]
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(len(counts.columns))), y=list(range(len(counts))),
+                               colorscale="Blues", hoverinfo="skip", zmin=0, zmax=1 if normalised else None,
+                               colorbar=dict(title="share" if normalised else "images",
+                                             tickformat=".0%" if normalised else "d"),
+                               texttemplate="%{z:.0%}" if normalised else "%{z:d}",
+                               showscale=True))
+    if counts.size > 1600:
+        fig.update_traces(texttemplate=None)
+    # Plotly heatmaps send no selection to Streamlit: one invisible point per non-empty cell takes the click.
+    cells = [(i, j) for i in range(counts.shape[0]) for j in range(counts.shape[1]) if counts.iat[i, j] > 0]
+    # Plotly reads HTML in labels and hover texts: class names, model ids and labels go in escaped.
+    hover = [html.escape(f"{row_titles[i]} → {col_titles[j]}: {counts.iat[i, j]} images")
+             + ("" if not normalised else f" ({values.iat[i, j]:.0%} of the row)") for i, j in cells]
+    row_px = 24
+    fig.add_trace(go.Scatter(x=[j for _, j in cells], y=[i for i, _ in cells], mode="markers",
+                             customdata=[[i, j] for i, j in cells], hovertext=hover, hoverinfo="text",
+                             marker=dict(symbol="square-open", size=row_px - 4, color="crimson", opacity=0,
+                                         line=dict(width=2)),
+                             selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=0)),
+                             showlegend=False))
+    fig.update_xaxes(tickvals=list(range(len(col_titles))), ticktext=[html.escape(t) for t in tick_cols],
+                     tickangle=-45, title_text="predicted", side="bottom")
+    fig.update_yaxes(tickvals=list(range(len(row_titles))), ticktext=[html.escape(t) for t in tick_rows],
+                     autorange="reversed", title_text="true class")
+    fig.update_layout(height=max(360, row_px * len(counts) + 260), margin=dict(t=30, b=10),
+                      title_text=html.escape(f"{matrix_model} · {'row-normalised' if normalised else 'counts'}"),
+                      clickmode="event+select", dragmode=False)
+    chart_key = f"matrix-chart-{matrix_model}-{outside}-{len(counts)}"  # a new matrix starts unselected
+    event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=chart_key, width="stretch")
+    clicked = cm.selected_cell(event.selection.get("points") if event else None, counts.index, counts.columns)
+
+    # The same cells as a list (keyboard, and clicks land here): a new click replaces the list's choice.
+    options = [(counts.index[i], counts.columns[j]) for i, j in cells]
+    pick_key = f"matrix-cell-{chart_key}"
+    if clicked is not None and clicked != st.session_state.get(f"_last-{pick_key}"):
+        st.session_state[f"_last-{pick_key}"] = clicked
+        st.session_state[pick_key] = clicked
+    cell = st.selectbox("Images of the cell", options, index=None, key=pick_key,
+                        placeholder="Click a cell, or pick one here",
+                        format_func=lambda c: f"{row_titles[list(counts.index).index(c[0])]} → "
+                                              f"{column_title(c[1])} · {counts.loc[c[0], c[1]]} images")
+    download_csv(counts.reset_index(), f"{run.run_id}_confusion_matrix_{matrix_model}.csv", key="dl-matrix",
+                 label="Download the matrix (counts) as CSV")
+    if cell is not None:
+        true, column = cell
+        images = cm.cell_images(all_preds, matrix_model, true, column, run_classes, usable=usable, outside=outside,
+                                shown=shown)
+        st.markdown(f"**{escape_markdown(row_titles[list(counts.index).index(true)])} → "
+                    f"{escape_markdown(column_title(column))}** · {len(images)} images")
+        if true != column:
+            preds_in_cell = images["pred_wnid"].value_counts()
+            for pred in preds_in_cell.index[:6]:
+                browse_link(matrix_model, true, pred, f"{name_of(true)} → {name_of(pred)} ({pred}) in Browse")
+        thumbnails(images, matrix_model, links=False)  # the pairs are linked above
+
 # ------------------------------------------------------------------ misclassified images
 st.subheader("Misclassified images")
 model_for_images = st.selectbox("Model", chosen_models or models, key="images-model")
@@ -70,19 +204,22 @@ wrong = misclassified_images(run, model_for_images, true_wnid)
 if wrong.empty:
     st.caption("None: every image of this class was classified correctly (or none was classified).")
 else:
-    grid = st.columns(6)
-    for i, (_, p) in enumerate(wrong.head(60).iterrows()):
-        # The caption holds a class name (a stored wnid where it has none: escaped) and a probability.
-        name = names.get(p["pred_wnid"]) or class_name(p["pred_wnid"], label_space)
-        grid[i % 6].image(str(run.image_path(p["image"])), width="stretch",
-                          caption=f"→ {escape_markdown(name)} ({float(p['prob_1']):.0%})")
-    if len(wrong) > 60:
-        st.caption(f"Showing 60 of {len(wrong)}.")
+    thumbnails(wrong.assign(true_wnid=true_wnid), model_for_images)
 
 # ------------------------------------------------------------------ whole table
 st.subheader("All top-3 confusions")
 table = confusions[confusions["model"].isin(chosen_models)]
+# Names beside the wnids (the download below is the library's table as it is).
+for column, named in (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("lcs_wnid", "lcs_name")):
+    if column in table.columns:
+        table = table.assign(**{named: table[column].map(lambda w: name_of(w) if isinstance(w, str) else w)})
+        order = list(table.columns)
+        order.remove(named)
+        order.insert(order.index(column) + 1, named)
+        table = table[order]
 config = {c: st.column_config.Column(c, help=h) for c, h in column_docs("confusions").items()}
+config.update({n: st.column_config.Column(n, help=f"The class name of {w}.") for w, n in
+               (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("lcs_wnid", "lcs_name"))})
 if len(table) <= 1500:
     st.dataframe(table.style.map(relation_style, subset=["relation"]).format({"mf": "{:.0%}", "share_of_samples": "{:.0%}"}),
                  hide_index=True, width="stretch", column_config=config)

@@ -1,0 +1,236 @@
+"""The Confusions page's confusion matrix (issue 12 item 4a) and names beside wnids (item 5), through
+streamlit.testing.v1.AppTest on the sample run (real predictions). A click on the chart is the
+selection state the browser sends (Plotly points with ``customdata = [row, column]``), injected
+as the chart's widget state, since AppTest cannot click."""
+import json
+import os
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
+PAGE = "pages/confusions_page.py"
+CELL_BOX = "Images of the cell"
+
+
+@pytest.fixture(scope="module")
+def app_home(tmp_path_factory):
+    """One store for the module: the sample run is built once (real model, real predictions)."""
+    home = tmp_path_factory.mktemp("app_home")
+    old = os.environ.get("WILDLENS_HOME")
+    os.environ["WILDLENS_HOME"] = str(home)
+    try:
+        from core.runstore import RunStore
+        from wildlens.sample import ensure_sample_run
+
+        ensure_sample_run(RunStore(home))
+    finally:
+        if old is None:
+            os.environ.pop("WILDLENS_HOME", None)
+        else:
+            os.environ["WILDLENS_HOME"] = old
+    return home
+
+
+@pytest.fixture
+def app(app_home, monkeypatch):
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page(at: AppTest) -> AppTest:
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture
+def sample(app_home):
+    from core.runstore import RunStore
+
+    run = RunStore(app_home).open_run("sample")
+    return run, run.read_predictions(), set(run.usable_images()["file"].dropna())
+
+
+def library_matrix(sample, model: str, **kwargs):
+    from explain.matrix import confusion_matrix
+
+    run, preds, usable = sample
+    return confusion_matrix(preds, model, run.info.wnids, usable=usable, **kwargs)
+
+
+def matrix_chart(at: AppTest):
+    charts = [c for c in at.get("plotly_chart") if "matrix-chart-" in c.proto.id]
+    assert len(charts) == 1
+    return charts[0], json.loads(charts[0].proto.spec)
+
+
+def cell_box(at: AppTest):
+    return [s for s in at.selectbox if s.label == CELL_BOX][0]
+
+
+def click(at: AppTest, chart, spec, k: int) -> AppTest:
+    """Rerun as the browser does after a click on the k-th cell point of the matrix chart."""
+    points = spec["data"][1]
+    state = {"selection": {"points": [{"curve_number": 1, "point_number": k, "point_index": k, "x": points["x"][k],
+                                       "y": points["y"][k], "customdata": points["customdata"][k]}],
+                           "point_indices": [k], "box": [], "lasso": []}}
+    tree = at._tree
+    sent = tree.get_widget_states
+
+    def with_click():
+        states = sent()
+        widget = states.widgets.add()
+        widget.id, widget.string_value = chart.proto.id, json.dumps(state)
+        return states
+
+    tree.get_widget_states = with_click
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_matrix_renders_in_tree_order_with_names(app, sample):
+    from explain.matrix import tree_order
+    from pages.common import class_name
+
+    at = open_page(app)
+    assert "Confusion matrix" in [s.value for s in at.subheader]
+    model = [s for s in at.selectbox if s.key == "matrix-model"][0].value
+    expected = library_matrix(sample, model)
+    assert list(expected.index) == tree_order(sample[0].info.wnids)
+    chart, spec = matrix_chart(at)
+    heat, cells = spec["data"]
+    assert heat["type"] == "heatmap" and cells["type"] == "scatter"
+    counts = [[0 if v is None else int(v) for v in row] for row in heat["z"]]
+    assert counts == expected.to_numpy().tolist()
+    ticks = spec["layout"]["yaxis"]["ticktext"]
+    assert ticks == [class_name(w) for w in expected.index], "rows are named, in tree order"
+    # one clickable point per non-empty cell, its customdata the cell's position
+    assert sorted(map(tuple, cells["customdata"])) == sorted(
+        (i, j) for i in range(expected.shape[0]) for j in range(expected.shape[1]) if expected.iat[i, j] > 0)
+    assert chart.proto.selection_mode == [0]  # points
+    assert "<a" not in json.dumps(spec)
+
+
+def test_row_normalised_toggle(app, sample):
+    at = open_page(app)
+    model = [s for s in at.selectbox if s.key == "matrix-model"][0].value
+    [t for t in at.toggle if t.key == "matrix-normalise"][0].set_value(True).run()
+    assert not at.exception
+    _, spec = matrix_chart(at)
+    shares = library_matrix(sample, model, normalise=True)
+    counts = library_matrix(sample, model)
+    z = spec["data"][0]["z"]
+    for i in range(shares.shape[0]):
+        for j in range(shares.shape[1]):
+            if counts.iat[i, j] > 0:
+                assert z[i][j] == pytest.approx(shares.iat[i, j])
+            else:
+                assert z[i][j] is None  # an empty cell stays blank
+    rows = [sum(v for v in row if v is not None) for row in z]
+    assert all(r == pytest.approx(1.0) for r in rows if r)
+    assert "row-normalised" in spec["layout"]["title"]["text"]
+
+
+def test_the_outside_grouping_toggle(app, sample):
+    from explain.matrix import OTHER
+
+    at = open_page(app)
+    model = [s for s in at.selectbox if s.key == "matrix-model"][0].value
+    [t for t in at.toggle if t.key == "matrix-grouped"][0].set_value(False).run()
+    _, spec = matrix_chart(at)
+    expected = library_matrix(sample, model, outside="other")
+    assert spec["data"][0]["z"] and len(spec["data"][0]["z"][0]) == expected.shape[1]
+    if expected.shape[1] > expected.shape[0]:
+        assert spec["layout"]["xaxis"]["ticktext"][-1] == OTHER
+
+
+def test_a_click_shows_the_images_of_the_cell_and_links_to_browse(app, sample):
+    from explain.matrix import cell_images
+    from pages.common import class_name, escape_markdown
+
+    at = open_page(app)
+    model = [s for s in at.selectbox if s.key == "matrix-model"][0].value
+    expected = library_matrix(sample, model)
+    chart, spec = matrix_chart(at)
+    off_diagonal = [k for k, (i, j) in enumerate(spec["data"][1]["customdata"]) if i != j]
+    if not off_diagonal:
+        pytest.skip("the model made no mistake on the sample")
+    k = off_diagonal[0]
+    i, j = spec["data"][1]["customdata"][k]
+    true, column = expected.index[i], expected.columns[j]
+    click(at, chart, spec, k)
+    assert cell_box(at).value == (true, column), "the click chose the cell"
+    run, preds, usable = sample
+    images = cell_images(preds, model, true, column, run.info.wnids, usable=usable)
+    assert len(images) == expected.iat[i, j]
+    assert any(f"· {len(images)} images" in m.value for m in at.markdown)
+    shown = [c for img in at.get("image") for c in img.captions]
+    first = images.iloc[0]
+    assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.0%})" in shown
+    links = [link.proto for link in at.get("page_link") if "browse" in link.proto.page]
+    wanted = {f"run=sample&model={model}&true={true}&pred={pred}&outcome=mistake" for pred in images["pred_wnid"]}
+    assert wanted <= {link.query_string for link in links}
+    # a rerun without a new click keeps the cell (the browser resends the same selection; AppTest sends none)
+    at.run()
+    assert cell_box(at).value == (true, column)
+
+
+def test_picking_a_cell_in_the_list(app, sample):
+    at = open_page(app)
+    box = cell_box(at)
+    assert box.value is None
+    model = [s for s in at.selectbox if s.key == "matrix-model"][0].value
+    expected = library_matrix(sample, model)
+    diagonal = [(w, w) for w in expected.index if expected.loc[w, w] > 0][0]
+    box.set_value(diagonal).run()
+    assert not at.exception
+    assert any(f"· {expected.loc[diagonal]} images" in m.value for m in at.markdown)
+
+
+def test_selected_cell_maps_points_to_cells():
+    from explain.matrix import selected_cell
+
+    index, columns = ["a", "b"], ["a", "b", "other"]
+    assert selected_cell([{"customdata": [1, 2], "x": 2, "y": 1}], index, columns) == ("b", "other")
+    assert selected_cell([{"x": 0, "y": 1}], index, columns) == ("b", "a")  # positions from the axes
+    assert selected_cell([{"customdata": [5, 0]}], index, columns) is None  # an older, larger chart's point
+    assert selected_cell([], index, columns) is None and selected_cell(None, index, columns) is None
+    assert selected_cell([{"customdata": ["x", 0]}, {"customdata": [0, 1]}], index, columns) == ("a", "b")
+
+
+def test_all_confusions_table_names_every_wnid(app):
+    from pages.common import class_name
+
+    at = open_page(app)
+    table = at.dataframe[-1].value
+    for wnid, name in (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("lcs_wnid", "lcs_name")):
+        assert list(table.columns).index(name) == list(table.columns).index(wnid) + 1
+        assert table[name].tolist() == [class_name(w) for w in table[wnid]]
+
+
+def test_misclassified_thumbnails_name_the_prediction_and_link_to_browse(app, sample):
+    from pages.common import escape_markdown, class_name
+
+    at = open_page(app)
+    run, preds, usable = sample
+    model = [s for s in at.selectbox if s.key == "images-model"][0].value
+    true = [s for s in at.selectbox if s.label == "True class"][0].value
+    wrong = preds[(preds["model"] == model) & (preds["true_wnid"] == true) & (preds["status"] == "ok")
+                  & (preds["pred_wnid"] != true) & preds["image"].isin(usable)]
+    if wrong.empty:
+        pytest.skip("no mistake on the first class")
+    captions = [c for img in at.get("image") for c in img.captions]
+    first = wrong.iloc[0]
+    assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.0%})" in captions
+    links = {link.proto.query_string for link in at.get("page_link") if "browse" in link.proto.page}
+    assert f"run=sample&model={model}&true={true}&pred={first['pred_wnid']}&outcome=mistake" in links
