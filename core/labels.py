@@ -5,13 +5,17 @@ The lists, lemmas and definitions are the ones timm ships (``timm/data/_info``);
 as files, without importing timm (which would import torch), so this module stays light.
 
 Query flow: ``senses("cat", "imagenet-1k")`` lists the noun senses of a word with how many
-classes lie under each; ``hyponym_classes("cat.n.01", "imagenet-1k")`` gives those classes.
+classes lie under each, those with the most classes first; ``preselected_sense`` says whether one
+of them is the word's clear meaning (else a page asks); ``hyponym_classes("cat.n.01",
+"imagenet-1k")`` gives the classes of one sense, ``combined_classes(["crane.n.04", "crane.n.05"])``
+those of several senses together, each class tagged with the sense(s) it lies under.
 "Under" means the transitive closure over ``hyponyms()`` and ``instance_hyponyms()``, the sense
 itself included, matched by wnid (WordNet offset), never by class-name strings.
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
 import difflib
 import functools
 import importlib.util
@@ -122,6 +126,9 @@ class Sense:
     definition: str
     lemma_names: tuple[str, ...]
     n_classes: int  # classes of the label space under this sense (itself included)
+    # How often the query word was tagged with this sense in WordNet's sense-tagged corpus
+    # (SemCor; ``Lemma.count()``): 18 for 'cat' as cat.n.01, 0 for every sense of 'crane'.
+    tag_count: int = 0
 
 
 def _normalise_word(query: str) -> str:
@@ -194,14 +201,47 @@ def _classes_under(sense, space: LabelSpace) -> list[tuple[int, object]]:
     return sorted(hits, key=lambda item: item[0])
 
 
+def _tag_count(synset, word: str) -> int:
+    """SemCor count of ``word`` (or its base form) as a lemma of ``synset``; 0 for a synset-name or wnid query."""
+    if not word:
+        return 0
+    forms = {word, (get_wordnet().morphy(word, "n") or word).lower()}
+    return sum(lemma.count() for lemma in synset.lemmas() if lemma.name().lower() in forms)
+
+
 def senses(query: str, label_space: str = DEFAULT_LABEL_SPACE) -> list[Sense]:
-    """The noun senses of a query in WordNet's order, each with its class count."""
+    """The noun senses of a query, each with its class count in the label space.
+
+    Order: most classes first, senses without a class last; senses with as many classes keep
+    WordNet's order (its most frequent sense first). For 'crane' in ImageNet-1k that is the
+    machine (crane.n.04) and the bird (crane.n.05), one class each, then the two writers and the
+    constellation, which have none."""
     space = get_label_space(label_space)
-    out = []
-    for synset in resolve_noun_synsets(query):
-        out.append(Sense(synset.name(), wnid_of(synset), synset.definition(),
-                         tuple(synset.lemma_names()), len(_classes_under(synset, space))))
-    return out
+    synsets = resolve_noun_synsets(query)
+    text = query.strip()
+    word = "" if is_wnid(text) or len(synsets) == 1 and synsets[0].name() == text else _normalise_word(text)
+    out = [Sense(synset.name(), wnid_of(synset), synset.definition(), tuple(synset.lemma_names()),
+                 len(_classes_under(synset, space)), _tag_count(synset, word))
+           for synset in synsets]
+    return sorted(out, key=lambda s: -s.n_classes)  # stable: ties keep WordNet's order
+
+
+def preselected_sense(found: list[Sense]) -> Sense | None:
+    """The sense a page may pick for the reader, or None when it must ask.
+
+    A sense is picked when it is the only one with classes, or when it is the word's usual
+    meaning: WordNet's sense-tagged corpus counts the word in it (tag_count > 0) more often than
+    in every other sense with classes. 'cat' -> cat.n.01 (18 tags; big_cat.n.01, 6 classes, has
+    none); 'crane' -> None (the machine and the bird both have a class and neither is tagged)."""
+    with_classes = [s for s in found if s.n_classes]
+    if len(with_classes) == 1:
+        return with_classes[0]
+    if not with_classes:
+        return None
+    best = max(with_classes, key=lambda s: s.tag_count)
+    if best.tag_count > 0 and all(s.tag_count < best.tag_count for s in with_classes if s is not best):
+        return best
+    return None
 
 
 # --------------------------------------------------------------------------- classes of a sense
@@ -214,6 +254,7 @@ class ClassInfo:
     definition: str
     synset: str  # WordNet synset name, e.g. 'tabby.n.01'
     path: tuple[str, ...]  # synset names from the query sense down to this class (a shortest path)
+    senses: tuple[str, ...] = ()  # combined_classes only: the chosen senses this class lies under
 
 
 def _resolve_sense(sense, space: LabelSpace) -> object:
@@ -251,14 +292,51 @@ def hyponym_classes(sense, label_space: str = DEFAULT_LABEL_SPACE) -> list[Class
     return out
 
 
+def combined_classes(sense_names, label_space: str = DEFAULT_LABEL_SPACE) -> list[ClassInfo]:
+    """The classes of several senses together ('crane.n.04' and 'crane.n.05': the machine and the
+    bird), in label-space order: the union by wnid, each class's ``senses`` naming the chosen
+    senses it lies under (in the order given) and its ``path`` running from the first of them.
+    Senses without a class add nothing; if none has one, QueryError as for ``hyponym_classes``."""
+    space = get_label_space(label_space)
+    names = list(dict.fromkeys(str(getattr(n, "name", n)) for n in sense_names))
+    if not names:
+        raise QueryError("Pick at least one sense.")
+    by_wnid: dict[str, ClassInfo] = {}
+    tags: dict[str, list[str]] = {}
+    empty = []
+    for name in names:
+        try:
+            found = hyponym_classes(name, space.name)
+        except QueryError:
+            if len(resolve_noun_synsets(name)) > 1:  # an ambiguous word, not an empty sense: say so
+                raise
+            empty.append(name)
+            continue
+        sense_name = _resolve_sense(name, space).name()
+        for cls in found:
+            by_wnid.setdefault(cls.wnid, cls)
+            tags.setdefault(cls.wnid, []).append(sense_name)
+    if not by_wnid:
+        raise QueryError(f"No class of {space.name} lies under {' or '.join(empty)}. Pick another sense, a more "
+                         "general word, or a larger label space such as imagenet-21k.")
+    out = [dataclasses.replace(cls, senses=tuple(dict.fromkeys(tags[w]))) for w, cls in by_wnid.items()]
+    return sorted(out, key=lambda c: c.index)
+
+
 def classes_table(classes: list[ClassInfo]):
-    """Classes as a table (wnid, index, name, lemmas, definition, synset, path as 'a > b > c')."""
+    """Classes as a table (wnid, index, name, lemmas, definition, synset, path as 'a > b > c'),
+    plus a ``senses`` column ('crane.n.05') when the classes come from more than one sense."""
     import pandas as pd
 
+    columns = ["wnid", "index", "name", "lemmas", "definition", "synset", "path"]
+    several = len({s for c in classes for s in c.senses}) > 1
+    if several:
+        columns.insert(6, "senses")
     return pd.DataFrame([{"wnid": c.wnid, "index": c.index, "name": c.name, "lemmas": c.lemmas,
-                          "definition": c.definition, "synset": c.synset, "path": " > ".join(c.path)}
+                          "definition": c.definition, "synset": c.synset, "senses": ", ".join(c.senses),
+                          "path": " > ".join(c.path)}
                          for c in classes],
-                        columns=["wnid", "index", "name", "lemmas", "definition", "synset", "path"])
+                        columns=columns)
 
 
 def hyponym_tree(sense, label_space: str = DEFAULT_LABEL_SPACE) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 """Command line of crawl/: ``python -m crawl <command>``.
 
   fetch   crawl k images per class of a query into a run or a folder (resumes)
+  terms   print the search terms fetch would use per class (change them with fetch --term)
   import  copy a local folder SRC/<wnid or class name>/<images> into a run or a folder
   check   tell whether a search engine can be reached from this machine
   summary per-class figures of a run's or a folder's manifest
@@ -23,7 +24,8 @@ from core.progress import TerminalProgress
 from core.runstore import RunStore, StoreError
 
 from .config import DEFAULT_FORMATS, CrawlConfig, ValidationConfig
-from .crawler import EngineUnreachable, available_engines, check_engine, crawl_run, unreachable_message
+from .crawler import (EngineUnreachable, available_engines, check_engine, crawl_run, default_search_terms,
+                      unreachable_message)
 from .importer import import_folder
 from .store import CollectError, FolderDestination, summarise
 
@@ -95,13 +97,37 @@ def _print_table(df: pd.DataFrame) -> None:
         print(df.to_string(index=False) if len(df) else "(no classes)")
 
 
+def _classes(args, label_space: str) -> list[str]:
+    if args.wnids:
+        return [w.strip() for w in args.wnids.split(",") if w.strip()]
+    return [c.wnid for c in hyponym_classes(args.query, label_space)]
+
+
+def _terms(items: list[str] | None) -> dict[str, list[str]] | None:
+    """--term WNID=TEXT, repeatable: WNID -> its terms, in the order given."""
+    bad = [item for item in items or [] if "=" not in item]
+    if bad:
+        raise OptionError(f"--term expects WNID=TEXT (e.g. n02012849='crane bird'), not {', '.join(bad)}")
+    terms: dict[str, list[str]] = {}
+    for item in items or []:
+        wnid, text = item.split("=", 1)
+        terms.setdefault(wnid.strip(), []).append(text)
+    return terms or None
+
+
+def cmd_terms(args) -> int:
+    label_space = args.label_space or DEFAULT_LABEL_SPACE
+    for wnid, terms in default_search_terms(_classes(args, label_space), label_space, args.context,
+                                            args.max_terms).items():
+        print(f"{wnid}\t{'; '.join(terms)}")
+    return 0
+
+
 def cmd_fetch(args) -> int:
     label_space = args.label_space or (RunStore().open_run(args.run).info.label_space
                                        if args.run and _run_exists(args.run) else DEFAULT_LABEL_SPACE)
-    if args.wnids:
-        wnids = [w.strip() for w in args.wnids.split(",") if w.strip()]
-    else:
-        wnids = [c.wnid for c in hyponym_classes(args.query, label_space)]
+    wnids = _classes(args, label_space)
+    terms = _terms(args.term)
     validation = _validation(args)
     bad = [item for item in args.filter or [] if "=" not in item]
     if bad:
@@ -121,7 +147,7 @@ def cmd_fetch(args) -> int:
     progress = None if args.no_progress else TerminalProgress()
     try:
         summary = crawl_run(target, wnids, args.k, engine=args.engine, config=config, progress=progress,
-                            label_space=label_space)
+                            label_space=label_space, search_terms=terms)
     except EngineUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_OFFLINE
@@ -186,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=20, help="accepted images per class (default 20)")
     p.add_argument("--engine", default="bing", choices=engines, help="search engine (default bing; flickr needs --api-key)")
     p.add_argument("--context", help="word appended to each class name, e.g. 'cat' -> 'Persian cat'")
+    p.add_argument("--term", action="append", metavar="WNID=TEXT",
+                   help="search TEXT for class WNID instead of its default terms (see 'python -m crawl terms'); "
+                        "repeat for more terms or classes, e.g. --term n02012849='crane bird'")
     p.add_argument("--threads", type=int, default=4, help="parallel downloads (default 4)")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect (default 5)")
     p.add_argument("--read-timeout", type=float, default=10.0, help="seconds to wait for the next byte (default 10)")
@@ -203,6 +232,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_destination_args(p)
     _add_validation_args(p)
     p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("terms", help="print the search terms fetch would use per class (WNID<TAB>term; term)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--query", help="a sense such as crane.n.05, or a wnid")
+    what.add_argument("--wnids", help="comma-separated wnids")
+    p.add_argument("--context", help="word appended to each class name, as for fetch")
+    p.add_argument("--max-terms", type=int, default=CrawlConfig().max_terms, help="terms per class (default %(default)s)")
+    p.add_argument("--label-space", default=None, choices=label_space_names(),
+                   help=f"classes to resolve against (default {DEFAULT_LABEL_SPACE})")
+    p.set_defaults(func=cmd_terms)
 
     p = sub.add_parser("import", help="import SRC/<wnid or class name>/<images> into a run or a folder")
     p.add_argument("src", type=Path, help="folder with one sub-folder of images per class; only its regular files "

@@ -3,8 +3,10 @@
 ``crawl_run(run, wnids, k)`` is what the dashboard and ``python -m crawl fetch`` call. For each
 class it tops the class up to k accepted images: classes that already have k are skipped
 without contacting the engine; for the others, search terms are tried in turn (the class's
-ImageNet lemmas, optionally with a context word) and URLs already in the manifest for that
-class are never fetched again. The manifest is written every few images and after each class.
+ImageNet lemmas, a lemma shared with another class qualified by the hypernym as in 'crane bird',
+optionally with a context word; or the terms the caller gives, ``search_terms={wnid: [...]}``)
+and URLs already in the manifest for that class are never fetched again. The manifest is
+written every few images and after each class.
 
 Offline, step by step (no network, DNS failing, or the engine blocked):
 1. Before any request for images (and only if some class is short of k), ``check_engine``
@@ -35,7 +37,7 @@ import pandas as pd
 
 from core.errors import OptionError
 from core.labels import DEFAULT_LABEL_SPACE, get_label_space
-from core.wordnet import synset_of
+from core.wordnet import get_wordnet, synset_of, wnid_of
 from core.progress import ProgressCallback, report
 from core.runstore import Run
 
@@ -96,20 +98,110 @@ def _is_noun_wnid(wnid: str) -> bool:
     return True
 
 
+def homonyms(wnid: str, label_space: str = DEFAULT_LABEL_SPACE) -> dict[str, list[str]]:
+    """The class's lemmas that also name another class of the label space -> those classes'
+    wnids. ImageNet-1k has 'crane' twice (n02012849 the bird, n03126707 the machine), 'maillot',
+    'panther', 'tub', 'horn', ...: a search for the bare lemma brings images of the other class.
+    Matching is on WordNet noun lemmas, case-insensitive ('Cardigan' the corgi, 'cardigan' the
+    sweater), without stemming."""
+    space = get_label_space(label_space)
+    wn = get_wordnet()
+    out: dict[str, list[str]] = {}
+    for lemma in _lemmas(wnid, label_space):
+        key = "_".join(lemma.split()).lower()
+        others = [wnid_of(s) for s in wn.synsets(key, pos="n")
+                  if wnid_of(s) != wnid and wnid_of(s) in space and key in {n.lower() for n in s.lemma_names()}]
+        if others:
+            out[lemma] = others
+    return out
+
+
+def _lemmas(wnid: str, label_space: str) -> list[str]:
+    return [lemma.strip() for lemma in get_label_space(label_space).lemmas(wnid).split(",") if lemma.strip()]
+
+
+def _qualifier(wnid: str, lemma: str) -> str | None:
+    """A word from the class's hypernym that the lemma lacks: its head noun ('wading bird' ->
+    'bird'), else its other words ('colubrid snake' -> 'colubrid' for 'grass snake')."""
+    synset = synset_of(wnid)
+    words = set(lemma.lower().split())
+    for hypernym in synset.hypernyms() + synset.instance_hypernyms():
+        name = hypernym.lemma_names()[0].replace("_", " ").split()
+        if name[-1].lower() not in words:
+            return name[-1]
+        extra = [w for w in name if w.lower() not in words]
+        if extra:
+            return " ".join(extra)
+    return None
+
+
 def search_terms(wnid: str, label_space: str = DEFAULT_LABEL_SPACE, context: str | None = None,
                  max_terms: int = 3) -> list[str]:
-    """The class's ImageNet lemmas in order ('tabby', 'tabby cat'), each with the context word
-    appended unless it already contains it ('Persian' + 'cat' -> 'Persian cat'), without
-    repeats. Lemmas, not display strings, because the wnid's own names are what it means."""
-    lemmas = [lemma.strip() for lemma in get_label_space(label_space).lemmas(wnid).split(",") if lemma.strip()]
+    """The class's ImageNet lemmas in order ('tabby', 'tabby cat'), without repeats. Lemmas, not
+    display strings, because the wnid's own names are what it means. Two rules add a word:
+
+    1. Disambiguation: a lemma that also names another class of the label space (see
+       ``homonyms``) gets the head noun of the class's hypernym: the bird n02012849 is searched
+       as 'crane bird' (hypernym: wading bird), the machine n03126707 as 'crane device'
+       (hypernym: lifting device), never as 'crane' alone.
+    2. Context: the context word, if given, is appended unless the term already contains it
+       ('Persian cat' stays, 'tabby' + 'cat' -> 'tabby cat').
+    ``default_search_terms`` gives these for many classes; ``crawl_run(search_terms=...)`` replaces them."""
+    ambiguous = homonyms(wnid, label_space)
     terms: list[str] = []
-    for lemma in lemmas:
+    for lemma in _lemmas(wnid, label_space):
         term = lemma
-        if context and context.strip().lower() not in lemma.lower().split():
-            term = f"{lemma} {context.strip()}"
+        if lemma in ambiguous:
+            qualifier = _qualifier(wnid, lemma)
+            term = f"{lemma} {qualifier}" if qualifier else lemma
+        if context and context.strip().lower() not in term.lower().split():
+            term = f"{term} {context.strip()}"
         if term.lower() not in {t.lower() for t in terms}:
             terms.append(term)
     return terms[:max(1, max_terms)]
+
+
+def default_search_terms(wnids, label_space: str = DEFAULT_LABEL_SPACE, context: str | None = None,
+                         max_terms: int = CrawlConfig().max_terms) -> dict[str, list[str]]:
+    """wnid -> the search terms ``crawl_run`` tries for it, in order, unless told otherwise: what a
+    page shows for editing before a crawl (``python -m crawl terms`` prints them)."""
+    return {wnid: search_terms(wnid, label_space, context, max_terms) for wnid in dict.fromkeys(wnids)}
+
+
+MAX_TERM_CHARS = 200
+
+
+def clean_search_terms(terms) -> list[str]:
+    """One class's search terms as given by a person: a list, or one text with terms separated by
+    ';' ('crane bird; whooping crane'). Whitespace is collapsed, empty and repeated terms dropped."""
+    items = terms.split(";") if isinstance(terms, str) else list(terms or [])
+    out: list[str] = []
+    for item in items:
+        term = " ".join(str(item).split())
+        if not term or term.lower() in {t.lower() for t in out}:
+            continue
+        if len(term) > MAX_TERM_CHARS:
+            raise OptionError(f"A search term is {len(term)} characters long; at most {MAX_TERM_CHARS}: {term[:40]}…")
+        out.append(term)
+    return out
+
+
+def _term_plan(wnids: list[str], label_space: str, config: CrawlConfig, given) -> dict[str, list[str]]:
+    """The terms to search per class: the defaults, with the classes in ``given`` replaced."""
+    plan = default_search_terms(wnids, label_space, config.context, config.max_terms)
+    if not given:
+        return plan
+    unknown = [w for w in given if w not in plan]
+    if unknown:
+        raise OptionError(f"Search terms given for {', '.join(unknown)}, which this crawl does not collect "
+                          f"(its classes: {', '.join(wnids)}).")
+    for wnid, terms in given.items():
+        cleaned = clean_search_terms(terms)
+        if not cleaned:
+            raise OptionError(f"No search term left for {wnid} ({get_label_space(label_space).display_name(wnid)}): "
+                              "give at least one, or leave the class out to search its default terms.")
+        plan[wnid] = cleaned
+    return plan
 
 
 # --------------------------------------------------------------------------- summary
@@ -135,10 +227,15 @@ class CrawlSummary:
 
 # --------------------------------------------------------------------------- crawl
 def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig = CrawlConfig(),
-              progress: ProgressCallback | None = None, label_space: str | None = None) -> CrawlSummary:
+              progress: ProgressCallback | None = None, label_space: str | None = None,
+              search_terms: dict | None = None) -> CrawlSummary:
     """Top every class in ``wnids`` up to ``k`` accepted images in ``run`` (a Run, or a folder
     path for a plain DIR/<wnid>/ + DIR/manifest.csv layout). Raises EngineUnreachable (with the
-    partial summary) when the engine cannot be reached, CrawlError for other blocking problems."""
+    partial summary) when the engine cannot be reached, CrawlError for other blocking problems.
+
+    ``search_terms``: {wnid: [terms]} (or {wnid: 'term; term'}) replaces the default terms of those
+    classes (``default_search_terms``), tried in the order given; each image's manifest row
+    records the term that found it (``search_term``). Checked before anything is contacted."""
     engine_name = (engine or config.engine).lower()
     spec = get_engine(engine_name)
     config = config.with_changes(engine=engine_name)
@@ -154,6 +251,7 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
     missing = [w for w in wnids if w not in space and not _is_noun_wnid(w)]
     if missing:
         raise CrawlError(f"Not WordNet 3.0 noun ids: {', '.join(missing)}; give wnids such as n02123045.")
+    plan = _term_plan(wnids, label_space, config, search_terms)
     api_key = _api_key(engine_name, config)
     base_url = engine_base_url(engine_name, config)
     host = urlsplit(base_url).hostname or base_url
@@ -195,7 +293,7 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
                 tick(todo[0])
             for wnid in todo:
                 summary.notes += _crawl_class(collector, wnid, k, spec, config, base_url, api_key, label_space,
-                                              on_tick=lambda w=wnid: tick(w), network_check=network_check)
+                                              plan[wnid], on_tick=lambda w=wnid: tick(w), network_check=network_check)
                 collector.save()
                 tick(wnid)
         except CrawlError as exc:
@@ -211,11 +309,11 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
 
 
 def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlConfig, base_url: str,
-                 api_key: str | None, label_space: str, on_tick, network_check) -> list[str]:
+                 api_key: str | None, label_space: str, terms: list[str], on_tick, network_check) -> list[str]:
     notes: list[str] = []
     name = get_label_space(label_space).display_name(wnid)
     ends: list[tuple[str, str, TermJob]] = []  # (term, how its crawl ended, its job), for a short class's note
-    for term in search_terms(wnid, label_space, config.context, config.max_terms):
+    for term in terms:
         needed = k - collector.usable_count(wnid)
         if needed <= 0:
             break

@@ -1,15 +1,36 @@
-"""Query: a word -> its WordNet sense -> the ImageNet classes under it -> a run with images."""
+"""Query: a word -> its WordNet sense(s) -> the ImageNet classes under them -> a run with images.
+
+Senses come sorted by how many classes of the label space lie under them (core.labels.senses);
+those without a class are listed last, apart, and cannot be picked. When two or more senses have
+classes and none is the word's clear meaning (core.labels.preselected_sense), the page asks and
+shows nothing below until one is picked; several can be ticked to combine their classes in one
+run (its run.json ``sense`` is then 'crane.n.04+crane.n.05'). Before a crawl, the search terms of
+every class are shown in an editable table; what is in it is what the engine is asked."""
+import hashlib
+
 import pandas as pd
 import streamlit as st
 
 from core.errors import WildLensError
+from core.labels import (classes_table, combined_classes, get_label_space, hyponym_tree, label_space_names,
+                         preselected_sense, senses)
 from crawl import available_engines
-from core.labels import classes_table, get_label_space, hyponym_classes, hyponym_tree, label_space_names, senses
+from crawl.crawler import clean_search_terms, default_search_terms, homonyms
 from pages.common import (concepts_table, download_csv, escape_markdown, open_run_link, progress_bar, show_error,
                           store)
 
+IMPORT_PAGE = "pages/import_page.py"
+
+
+def count(n: int, singular: str, plural: str | None = None) -> str:
+    """'1 class', '7 classes', '2 senses'."""
+    if plural is None:
+        plural = singular + ("es" if singular.endswith(("s", "x", "ch", "sh")) else "s")
+    return f"{n} {singular if n == 1 else plural}"
+
+
 st.title("Query")
-st.caption("Type a word, pick its WordNet sense, see which ImageNet classes lie under it, then collect images.")
+st.caption("Type a word, pick its WordNet sense(s), see which ImageNet classes lie under them, then collect images.")
 
 left, right = st.columns([2, 1])
 query = left.text_input("Word, synset name (cat.n.01) or wnid", key="query")
@@ -22,35 +43,61 @@ except WildLensError as exc:
     show_error(exc)
     st.stop()
 
-names = [s.name for s in found]
-by_name = {s.name: s for s in found}
-default = next((i for i, s in enumerate(found) if s.n_classes), 0)
-sense_name = st.radio(
-    "Sense", names, index=default,  # radio options are Markdown: WordNet glosses hold backticks and $
-    format_func=lambda n: f"{n} · {by_name[n].n_classes} classes · {escape_markdown(by_name[n].definition)}",
-)
-sense = by_name[sense_name]
-if sense.n_classes == 0:
-    st.warning(f"No class of {label_space} lies under {sense.name}. Pick another sense, a more general word, "
-               "or a larger label space such as imagenet-21k.")
-    st.stop()
+with_classes = [s for s in found if s.n_classes]
+empty = [s for s in found if not s.n_classes]
+preselected = preselected_sense(found)
+shown_query = escape_markdown(query.strip())
 
-classes = hyponym_classes(sense.name, label_space)
-st.subheader(f"{len(classes)} {label_space} classes under {sense.name}")
+# ---------------------------------------------------------------- which sense(s)
+if len(with_classes) >= 2 and preselected is None:
+    st.markdown(f"**‘{shown_query}’ has {len(with_classes)} senses with classes in {label_space}: pick one or "
+                "more.** Ticking several collects their classes in one run.")
+elif len(with_classes) >= 2:
+    st.markdown("**Sense**")
+    st.caption(f"{preselected.name} is picked: WordNet's sense-tagged texts use ‘{shown_query}’ in that sense most "
+               "often. Tick other senses to add their classes to the same run.")
+elif with_classes:
+    st.markdown("**Sense**")
 
-# ImageNet-21k hyponyms of the sense that this label space lacks: no model of it can name them
+
+def sense_label(sense) -> str:  # checkbox labels are Markdown: WordNet glosses hold backticks and $
+    return f"{sense.name} · {count(sense.n_classes, 'class')} · {escape_markdown(sense.definition)}"
+
+
+picked = [s for s in with_classes
+          if st.checkbox(sense_label(s), value=s is preselected, key=f"sense|{label_space}|{query}|{s.name}")]
+if empty:
+    lines = "\n".join(f"- {s.name} · no class in {label_space} · {escape_markdown(s.definition)}" for s in empty)
+    if with_classes:
+        with st.expander(f"{count(len(empty), 'more sense')} with no class in {label_space}"):
+            st.markdown(lines)
+    else:
+        st.markdown(lines)
+        st.warning(f"No class of {label_space} lies under {' or '.join(s.name for s in empty)}. Pick another word, a "
+                   "more general one, or a larger label space such as imagenet-21k.")
+        st.stop()
+if not picked:
+    st.stop()  # the page asked above; nothing below until a sense is picked
+
+sense_names = [s.name for s in picked]
+sense_record = "+".join(sense_names)  # run.json's sense: 'crane.n.04+crane.n.05'
+sense_shown = " + ".join(sense_names)
+classes = combined_classes(sense_names, label_space)
+space = get_label_space(label_space)
+st.subheader(f"{count(len(classes), f'{label_space} class')} under {sense_shown}")
+
+# ImageNet-21k hyponyms of the sense(s) that this label space lacks: no model of it can name them
 # (ImageNet-CoG's unseen concepts); shown with how close the seen classes come.
 unseen = []
 if label_space != "imagenet-21k":
     try:
-        space = get_label_space(label_space)
-        unseen = [c for c in hyponym_classes(sense.name, "imagenet-21k") if c.wnid not in space]
-    except WildLensError:  # no IN-21k class under the sense either
+        unseen = [c for c in combined_classes(sense_names, "imagenet-21k") if c.wnid not in space]
+    except WildLensError:  # no IN-21k class under the sense(s) either
         unseen = []
 
 tab_tree, tab_table, tab_unseen = st.tabs(["Hyponym tree", "Classes", f"Not in {label_space} ({len(unseen)})"])
 with tab_tree:
-    edges = hyponym_tree(sense.name, label_space)
+    edges = list(dict.fromkeys(e for name in sense_names for e in hyponym_tree(name, label_space)))
     class_synsets = {c.synset for c in classes}
     if len(edges) > 400:
         st.caption(f"The tree has {len(edges)} edges; too large to draw. See the Classes tab.")
@@ -65,48 +112,57 @@ with tab_tree:
             if name in class_synsets:
                 label = quoted(name)[:-1] + "\\n" + wnid_of_synset[name] + '"'  # DOT's \n: a line break
                 return f'{quoted(name)} [label={label}, shape=box, style="filled,rounded", fillcolor="#cfe3ff"]'
+            if name in sense_names:
+                return f'{quoted(name)} [shape=box, style="rounded,bold"]'
             return f"{quoted(name)} [shape=box, style=rounded]"
 
-        nodes = sorted({n for e in edges for n in e} | {sense.name})
+        nodes = sorted({n for e in edges for n in e} | set(sense_names))
         dot = ['digraph { rankdir=LR; node [fontsize=11, fontname="Helvetica"]; edge [arrowsize=0.6];']
         dot += [node(n) for n in nodes] + [f"{quoted(a)} -> {quoted(b)}" for a, b in edges] + ["}"]
         st.graphviz_chart("\n".join(dot), width="content")
-        st.caption("Filled boxes are classes of the label space; the others are WordNet concepts on the way.")
+        st.caption("Filled boxes are classes of the label space; the others are WordNet concepts on the way"
+                   + (", from each chosen sense (bold)." if len(sense_names) > 1 else "."))
 with tab_table:
     table = classes_table(classes)
     st.dataframe(table, hide_index=True, width="stretch")
-    download_csv(table, f"classes_{sense.name}_{label_space}.csv", key="dl-classes")
+    download_csv(table, f"classes_{sense_record}_{label_space}.csv", key="dl-classes")
 
 with tab_unseen:
     if not unseen:
-        st.caption(f"Every ImageNet-21k class under {sense.name} is a class of {label_space}.")
+        st.caption(f"Every ImageNet-21k class under {sense_shown} is a class of {label_space}.")
     else:
         unseen_table = pd.DataFrame({"wnid": [c.wnid for c in unseen], "name": [c.name for c in unseen],
                                      "synset": [c.synset for c in unseen],
                                      "definition": [c.definition for c in unseen]})
+        if len(sense_names) > 1:
+            unseen_table.insert(3, "senses", [", ".join(c.senses) for c in unseen])
         # Ranking all 21,843 concepts takes a few seconds the first time (then it is cached), so
         # it waits for the analyst to ask.
         if st.toggle("Rank them against the seen classes (ImageNet-CoG similarity and level)", key="unseen_cog"):
             levels = concepts_table(label_space).reindex(unseen_table["wnid"])
-            unseen_table.insert(3, "sim_to_seen", levels["sim_to_seen"].to_numpy())
-            unseen_table.insert(4, "level", levels["level"].to_numpy())
-            unseen_table.insert(5, "nearest_seen", [f"{n} ({w})" if isinstance(w, str) else None
-                                                    for n, w in zip(levels["nearest_seen_name"],
-                                                                    levels["nearest_seen_wnid"])])
-            unseen_table.insert(6, "eligible", levels["eligible"].to_numpy())
-            unseen_table.insert(7, "reason", levels["reason"].to_numpy())
-        st.caption(f"ImageNet-21k classes under {sense.name} that no {label_space} model can name. sim_to_seen: "
+            at = list(unseen_table.columns).index("definition")
+            unseen_table.insert(at, "sim_to_seen", levels["sim_to_seen"].to_numpy())
+            unseen_table.insert(at + 1, "level", levels["level"].to_numpy())
+            unseen_table.insert(at + 2, "nearest_seen", [f"{n} ({w})" if isinstance(w, str) else None
+                                                         for n, w in zip(levels["nearest_seen_name"],
+                                                                         levels["nearest_seen_wnid"])])
+            unseen_table.insert(at + 3, "eligible", levels["eligible"].to_numpy())
+            unseen_table.insert(at + 4, "reason", levels["reason"].to_numpy())
+        st.caption(f"ImageNet-21k classes under {sense_shown} that no {label_space} model can name. sim_to_seen: "
                    f"the best Lin similarity to a {label_space} class (ImageNet-CoG); level: CoG's concept "
                    "generalization level (1 closest, 5 farthest; empty outside the five levels). A model's "
                    "answer for them is judged by how close it comes to the nearest seen class.")
         st.dataframe(unseen_table, hide_index=True, width="stretch",
                      column_config={"sim_to_seen": st.column_config.NumberColumn(format="%.3f")})
-        download_csv(unseen_table, f"unseen_{sense.name}_{label_space}.csv", key="dl-unseen")
+        download_csv(unseen_table, f"unseen_{sense_record}_{label_space}.csv", key="dl-unseen")
 
+# ---------------------------------------------------------------- collect
 st.divider()
 st.subheader("Collect images into a new run")
+several = len(sense_names) > 1
+sense_of = {c.wnid: ", ".join(c.senses) for c in classes + unseen}
 chosen = st.multiselect("Classes", [c.wnid for c in classes], default=[c.wnid for c in classes],
-                        format_func=lambda w: f"{get_label_space(label_space).display_name(w)} ({w})")
+                        format_func=lambda w: f"{space.display_name(w)} ({w}" + (f", {sense_of[w]})" if several else ")"))
 if unseen:
     extra = st.multiselect(f"Also collect classes that {label_space} models have not seen", [c.wnid for c in unseen],
                            format_func=lambda w: f"{get_label_space('imagenet-21k').display_name(w)} ({w})",
@@ -119,70 +175,83 @@ engines = available_engines()  # the crawler's own list, with a note per engine
 engine = c2.selectbox("Search engine", list(engines), key="engine",
                       help=" ".join(f"{name}: {note}" for name, note in engines.items() if note)
                       or "Bing works best; Flickr needs an API key.")
-title = c3.text_input("Run title", value=f"{sense.name} · {label_space}")
+title = c3.text_input("Run title", value=f"{sense_shown} · {label_space}")
+
+# The search terms, one row per chosen class: what crawl_run would search, editable.
+
+TERMS = "search terms"
+terms: dict[str, list[str]] = {}
+terms_ok = bool(chosen)
+if chosen:
+    defaults = default_search_terms(chosen, label_space)
+    names = {w: (space if w in space else get_label_space("imagenet-21k")).display_name(w) for w in chosen}
+    shared = {w: sorted({o for others in homonyms(w, label_space).values() for o in others}) for w in chosen}
+    editor_rows = pd.DataFrame({
+        "name": [names[w] for w in chosen], "wnid": chosen,
+        "sense": [sense_of.get(w, "") for w in chosen],
+        TERMS: ["; ".join(defaults[w]) for w in chosen],
+        "shares a name with": [", ".join(f"{space.display_name(o)} ({o})" for o in shared[w]) for w in chosen],
+    })
+    st.markdown("**Search terms**")
+    st.caption("What the engine is asked for each class, tried in turn until k images are accepted. Edit a cell to "
+               "change it; separate several terms with ‘;’. A name two classes share is searched with a word of "
+               "the class's hypernym (the bird 'crane' as 'crane bird'), never alone.")
+    digest = hashlib.sha1("|".join([label_space, sense_record, *chosen]).encode()).hexdigest()[:12]
+    edited = st.data_editor(
+        editor_rows, key=f"terms-{digest}", hide_index=True, width="stretch",
+        disabled=[c for c in editor_rows.columns if c != TERMS],
+        column_config={TERMS: st.column_config.TextColumn(TERMS, help="Searched in this order; several terms are "
+                                                                        "separated by ‘;’.", width="large"),
+                       "shares a name with": st.column_config.TextColumn(
+                           help="Other classes of the label space with one of this class's names.")})
+    empty_terms = []
+    for wnid, text in zip(edited["wnid"], edited[TERMS]):
+        try:
+            terms[wnid] = clean_search_terms("" if text is None or pd.isna(text) else str(text))
+        except WildLensError as exc:
+            show_error(exc)
+            terms_ok = False
+        if not terms.get(wnid):
+            empty_terms.append(f"{names[wnid]} ({wnid})")
+    if empty_terms:
+        st.warning(f"Give at least one search term for {', '.join(escape_markdown(n) for n in empty_terms)}.")
+        terms_ok = False
 
 
 def new_run(source: str):
-    return store().create_run(title=title, query=query, sense=sense.name, label_space=label_space,
+    return store().create_run(title=title, query=query, sense=sense_record, label_space=label_space,
                               wnids=list(chosen), images_per_class=int(k), source=source)
 
 
-tab_crawl, tab_import = st.tabs(["Crawl the web", "Import a local folder"])
-with tab_crawl:
-    st.caption("Search terms come from each class's ImageNet lemmas. Images are validated, de-duplicated "
-               "(also across classes) and stored by content hash; re-running a run tops it up to k.")
-    if st.button("Create run and crawl", type="primary", disabled=not chosen):
-        from crawl import CrawlConfig, EngineUnreachable, check_engine, crawl_run
+st.caption("Images are validated, de-duplicated (also across classes) and stored by content hash; re-running a run "
+           "tops it up to k.")
+if st.button("Create run and crawl", type="primary", disabled=not (chosen and terms_ok)):
+    from crawl import CrawlConfig, EngineUnreachable, check_engine, crawl_run
 
-        with st.spinner(f"Checking that {engine} can be reached…"):
-            reach = check_engine(engine)
-        if not reach.ok:
-            st.error(f"Cannot reach {escape_markdown(reach.host)}: {escape_markdown(reach.detail)}. No internet? Bring your own images with "
-                     "**Import a local folder** (one sub-folder per class, named by wnid or class name).",
-                     icon=":material/wifi_off:")
-            st.stop()
-        run = new_run(f"crawl:{engine}")
-        try:
-            with st.status(f"Crawling {len(chosen)} classes into {run.run_id}…", expanded=True) as status:
-                summary = crawl_run(run, list(chosen), int(k), engine=engine, config=CrawlConfig(),
-                                    progress=progress_bar())
-                status.update(label=f"Crawl finished: {summary.new_accepted} images accepted", state="complete")
-        except EngineUnreachable as exc:
-            show_error(exc, note=f"What was fetched before is kept in run {run.run_id}.", icon=":material/wifi_off:")
-            st.stop()
-        except WildLensError as exc:
-            show_error(exc)
-            st.stop()
-        st.dataframe(summary.per_class, hide_index=True, width="stretch")
-        download_csv(summary.per_class, f"{run.run_id}_crawl_summary.csv", key="dl-crawl-summary")
-        for note in summary.notes:  # engine texts and search terms: outside text
-            st.caption(escape_markdown(note))
-        open_run_link(run.run_id)
-with tab_import:
-    st.caption("A folder on the machine that runs WildLens, laid out as `<wnid or class name>/<images>`. "
-               "Nothing in it is changed; accepted images are copied into the run.")
-    folder = st.text_input("Folder", placeholder="/data/my_images")
-    if st.button("Create run from folder", disabled=not folder):
-        from pathlib import Path
-
-        from crawl import import_folder
-
-        source = Path(folder).expanduser()
-        if not source.is_dir():
-            st.error("That is not a folder on this machine.")
-            st.stop()
-        run = new_run("import")
-        try:
-            summary = import_folder(source, run, label_space=label_space, progress=progress_bar())
-        except WildLensError as exc:
-            show_error(exc)
-            st.stop()
-        except OSError as exc:  # the folder vanished or cannot be read mid-import
-            show_error(exc, note="Check that the folder is readable by the user running WildLens.")
-            st.stop()
-        st.success(f"Imported {summary.new_accepted} images of {summary.files_seen} files into {run.run_id}.")
-        st.dataframe(summary.per_class, hide_index=True, width="stretch")
-        download_csv(summary.per_class, f"{run.run_id}_import_summary.csv", key="dl-import-summary")
-        for note in summary.notes:  # what was skipped and why: folder and file names, escaped
-            st.caption(escape_markdown(note))
-        open_run_link(run.run_id)
+    with st.spinner(f"Checking that {engine} can be reached…"):
+        reach = check_engine(engine)
+    if not reach.ok:
+        st.error(f"Cannot reach {escape_markdown(reach.host)}: {escape_markdown(reach.detail)}. No internet? Bring "
+                 "your own images on the Import page, **Import a local folder** (one sub-folder per class, named by "
+                 "wnid or class name).", icon=":material/wifi_off:")
+        st.page_link(IMPORT_PAGE, label="Import a local folder instead", icon=":material/drive_folder_upload:")
+        st.stop()
+    run = new_run(f"crawl:{engine}")
+    try:
+        with st.status(f"Crawling {count(len(chosen), 'class')} into {run.run_id}…", expanded=True) as status:
+            summary = crawl_run(run, list(chosen), int(k), engine=engine, config=CrawlConfig(),
+                                progress=progress_bar(), search_terms=terms)
+            status.update(label=f"Crawl finished: {count(summary.new_accepted, 'image')} accepted", state="complete")
+    except EngineUnreachable as exc:
+        show_error(exc, note=f"What was fetched before is kept in run {run.run_id}.", icon=":material/wifi_off:")
+        st.stop()
+    except WildLensError as exc:
+        show_error(exc)
+        st.stop()
+    st.dataframe(summary.per_class, hide_index=True, width="stretch")
+    download_csv(summary.per_class, f"{run.run_id}_crawl_summary.csv", key="dl-crawl-summary")
+    for note in summary.notes:  # engine texts and search terms: outside text
+        st.caption(escape_markdown(note))
+    open_run_link(run.run_id)
+st.page_link(IMPORT_PAGE, label="Import a local folder instead", icon=":material/drive_folder_upload:",
+             help="No internet, or images of your own: one sub-folder per class, named by wnid or class name.")

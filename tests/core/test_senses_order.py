@@ -1,0 +1,53 @@
+"""Senses ordered by their classes, the sense a page may pick, and several senses combined (issue 12 item 3)."""
+import pytest
+
+from core.labels import (QueryError, classes_table, combined_classes, hyponym_classes, preselected_sense,
+                         senses)
+
+CRANE_BIRD, CRANE_MACHINE = "n02012849", "n03126707"
+
+
+def test_senses_with_classes_come_first_empty_ones_last():
+    found = senses("crane")
+    assert [(s.name, s.n_classes) for s in found] == [
+        ("crane.n.04", 1), ("crane.n.05", 1),  # as many classes: WordNet's order
+        ("crane.n.01", 0), ("crane.n.02", 0), ("grus.n.01", 0),  # no class: last, in WordNet's order
+    ]
+    cat = [s.name for s in senses("cat")]
+    assert cat[:2] == ["cat.n.01", "big_cat.n.01"] and cat[2] == "guy.n.01"  # 7, 6, then the empty ones
+    counts = [s.n_classes for s in senses("dog", "imagenet-21k")]
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_a_sense_is_picked_only_when_it_is_clearly_meant():
+    assert preselected_sense(senses("crane")) is None  # the machine and the bird: ask
+    assert preselected_sense(senses("panda")) is None  # giant and lesser panda, neither tagged more
+    assert preselected_sense(senses("cat")).name == "cat.n.01"  # tagged 18 times; big_cat.n.01 never
+    assert preselected_sense(senses("tiger cat")).name == "tiger_cat.n.02"  # the only one with a class
+    assert preselected_sense(senses("cat.n.01")).name == "cat.n.01"
+    assert preselected_sense(senses("guy.n.01")) is None
+
+
+def test_combined_senses_give_the_union_tagged_by_sense():
+    classes = combined_classes(["crane.n.04", "crane.n.05"])
+    assert [(c.wnid, c.senses) for c in classes] == [(CRANE_BIRD, ("crane.n.05",)), (CRANE_MACHINE, ("crane.n.04",))]
+    table = classes_table(classes)
+    assert table["senses"].tolist() == ["crane.n.05", "crane.n.04"]
+    # a union by wnid: a class under two chosen senses appears once, tagged with both
+    both = combined_classes(["cat.n.01", "feline.n.01"])
+    lynx = next(c for c in both if c.wnid == "n02127052")
+    assert lynx.senses == ("cat.n.01", "feline.n.01") and lynx.path[0] == "cat.n.01"
+    assert len(both) == len({c.wnid for c in both}) == len(hyponym_classes("feline.n.01"))
+    cats = combined_classes(["cat.n.01", "big_cat.n.01", "guy.n.01"])  # an empty sense adds nothing
+    assert len(cats) == 13 and [c.index for c in cats] == sorted(c.index for c in cats)
+    # one sense: the same classes and table as hyponym_classes
+    assert classes_table(combined_classes(["cat.n.01"])).equals(classes_table(hyponym_classes("cat.n.01")))
+
+
+def test_combining_nothing_or_only_empty_senses_is_a_clear_error():
+    with pytest.raises(QueryError, match="Pick at least one sense"):
+        combined_classes([])
+    with pytest.raises(QueryError, match="No class of imagenet-1k lies under crane.n.01 or crane.n.02"):
+        combined_classes(["crane.n.01", "crane.n.02"])
+    with pytest.raises(QueryError, match="noun senses"):
+        combined_classes(["crane"])

@@ -1,0 +1,166 @@
+"""The Query page with an ambiguous word (issue 12 item 3): senses sorted by their classes, empty
+ones last and marked, the page asks when two senses have classes, senses combine into one run,
+and the search terms are shown and editable before a crawl."""
+import os
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
+CRANE_BIRD, CRANE_MACHINE = "n02012849", "n03126707"
+
+
+@pytest.fixture(scope="module")
+def app_home(tmp_path_factory):
+    """One store for the module: the sample run is built once (real model, real predictions)."""
+    home = tmp_path_factory.mktemp("app_home")
+    old = os.environ.get("WILDLENS_HOME")
+    os.environ["WILDLENS_HOME"] = str(home)
+    try:
+        from wildlens.sample import ensure_sample_run
+        from core.runstore import RunStore
+
+        ensure_sample_run(RunStore(home))
+    finally:
+        if old is None:
+            os.environ.pop("WILDLENS_HOME", None)
+        else:
+            os.environ["WILDLENS_HOME"] = old
+    return home
+
+
+@pytest.fixture
+def app(app_home, monkeypatch):
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page(at: AppTest, name: str = "query") -> AppTest:
+    at.switch_page(f"pages/{name}_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def ask(at: AppTest, query: str) -> AppTest:
+    at.text_input(key="query").set_value(query).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def sense_boxes(at: AppTest, query: str) -> dict:
+    prefix = f"sense|imagenet-1k|{query}|"
+    return {c.key[len(prefix):]: c for c in at.checkbox if c.key and c.key.startswith(prefix)}
+
+
+def tick(at: AppTest, query: str, *names: str) -> AppTest:
+    boxes = sense_boxes(at, query)
+    for name in names:
+        boxes[name].check()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_crane_asks_and_lists_the_bird_and_the_machine_first(app):
+    at = ask(open_page(app), "crane")
+    assert any("‘crane’ has 2 senses with classes in imagenet-1k: pick one or more" in m.value for m in at.markdown)
+    boxes = sense_boxes(at, "crane")
+    assert list(boxes) == ["crane.n.04", "crane.n.05"]  # only senses with classes can be picked
+    assert not any(b.value for b in boxes.values()), "no silent default"
+    assert "1 class · lifts and moves heavy objects" in boxes["crane.n.04"].label
+    assert "1 class · large long\\-necked wading bird" in boxes["crane.n.05"].label
+    (empties,) = [e for e in at.expander if "with no class in imagenet-1k" in e.label]
+    assert empties.label == "3 more senses with no class in imagenet-1k"
+    listed = [m.value for m in empties.markdown][0]
+    assert [line.split(" · ")[:2] for line in listed.splitlines()] == [
+        ["- crane.n.01", "no class in imagenet-1k"], ["- crane.n.02", "no class in imagenet-1k"],
+        ["- grus.n.01", "no class in imagenet-1k"]]
+    # nothing below until a sense is picked
+    assert not at.dataframe and not at.multiselect and not [b for b in at.button if b.label == "Create run and crawl"]
+
+
+def test_two_senses_combined_give_the_union_of_their_classes(app):
+    at = tick(ask(open_page(app), "crane"), "crane", "crane.n.05")
+    assert [s.value for s in at.subheader][0] == "1 imagenet-1k class under crane.n.05"
+    assert at.dataframe[0].value["wnid"].tolist() == [CRANE_BIRD]
+    at = tick(at, "crane", "crane.n.04")
+    assert [s.value for s in at.subheader][0] == "2 imagenet-1k classes under crane.n.04 + crane.n.05"
+    classes = at.dataframe[0].value
+    assert classes[["wnid", "senses"]].values.tolist() == [[CRANE_BIRD, "crane.n.05"], [CRANE_MACHINE, "crane.n.04"]]
+    picked = [m for m in at.multiselect if m.label == "Classes"][0]
+    assert picked.value == [CRANE_BIRD, CRANE_MACHINE]
+    assert picked.format_func(CRANE_BIRD) == f"crane ({CRANE_BIRD}, crane.n.05)"
+    terms = at.data_editor[0].value
+    assert terms[["wnid", "sense", "search terms"]].values.tolist() == [
+        [CRANE_BIRD, "crane.n.05", "crane bird"], [CRANE_MACHINE, "crane.n.04", "crane device"]]
+    assert terms["shares a name with"].tolist() == [f"crane ({CRANE_MACHINE})", f"crane ({CRANE_BIRD})"]
+
+
+def _fake_crawl(calls: list):
+    import crawl.crawler
+
+    def fake_crawl(run, wnids, k, engine=None, config=None, progress=None, search_terms=None):
+        calls.append({"run": run, "wnids": list(wnids), "search_terms": search_terms})
+        return crawl.crawler.CrawlSummary(engine, k, run.run_id, pd.DataFrame({"wnid": wnids, "accepted": 0}))
+
+    return fake_crawl
+
+
+def test_an_edited_search_term_reaches_the_crawl(app, monkeypatch):
+    import crawl.crawler
+    from crawl.http import Reachability
+
+    calls = []
+    monkeypatch.setattr(crawl.crawler, "check_engine", lambda engine, config=None: Reachability(True, "h", "ok", 0.0))
+    monkeypatch.setattr(crawl.crawler, "crawl_run", _fake_crawl(calls))
+    at = tick(ask(open_page(app), "crane"), "crane", "crane.n.04", "crane.n.05")
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {"edited_rows": {0: {"search terms": "sandhill crane;  grey crane "}},
+                                    "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception and not at.warning, [e.value for e in at.exception] + [w.value for w in at.warning]
+    [b for b in at.button if b.label == "Create run and crawl"][0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (call,) = calls
+    assert call["search_terms"] == {CRANE_BIRD: ["sandhill crane", "grey crane"], CRANE_MACHINE: ["crane device"]}
+    info = call["run"].info
+    assert info.sense == "crane.n.04+crane.n.05" and info.query == "crane"
+    assert info.wnids == [CRANE_BIRD, CRANE_MACHINE]
+
+
+def test_an_emptied_search_term_blocks_the_crawl(app):
+    at = tick(ask(open_page(app), "crane"), "crane", "crane.n.05")
+    at.session_state[at.data_editor[0].key] = {"edited_rows": {0: {"search terms": " ; "}}, "added_rows": [],
+                                               "deleted_rows": []}
+    at.run()
+    from pages.common import escape_markdown
+
+    assert any(f"Give at least one search term for {escape_markdown('crane (n02012849)')}" in w.value
+               for w in at.warning), [w.value for w in at.warning]
+    assert [b for b in at.button if b.label == "Create run and crawl"][0].disabled
+
+
+def test_cat_still_preselects_its_usual_sense(app):
+    at = open_page(app)
+    boxes = sense_boxes(at, "cat")
+    assert list(boxes)[:2] == ["cat.n.01", "big_cat.n.01"]
+    assert boxes["cat.n.01"].value and not boxes["big_cat.n.01"].value
+    assert "7 classes" in boxes["cat.n.01"].label and "6 classes" in boxes["big_cat.n.01"].label
+    assert [s.value for s in at.subheader][0] == "7 imagenet-1k classes under cat.n.01"
+    assert len(at.dataframe[0].value) == 7 and "senses" not in at.dataframe[0].value.columns
+    assert not any("pick one or more" in m.value for m in at.markdown)
+    # the import tab is gone: a link to the Import page instead
+    assert not [t for t in at.text_input if t.label == "Folder"]
+    assert any(p.label == "Import a local folder instead" for p in at.get("page_link"))
+    # big cats added: one run of 13 classes
+    at = tick(at, "cat", "big_cat.n.01")
+    assert [s.value for s in at.subheader][0] == "13 imagenet-1k classes under cat.n.01 + big_cat.n.01"
