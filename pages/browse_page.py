@@ -1,5 +1,309 @@
-"""Browse: every image with its predictions, filtered (issue 12 item 4b/4c, being built)."""
+"""Browse: every image with its predictions, filtered by model, true class, predicted class,
+outcome, relation and confidence, and two models compared image by image (issue 12 items 4b, 4c).
+
+The tables come from :mod:`explain.browse` (one row per image and model, its filters and the
+two-model comparison); this page only renders them. Filters live in the URL too, so links and
+bookmarks work: ``?run=<id>&model=<model id>&true=<wnid>&pred=<wnid>&outcome=mistake|correct``
+(and ``relation=``, ``conf_min=``, ``conf_max=``); ``model`` and ``relation`` may repeat.
+"""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
 import streamlit as st
 
+from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
+from explain.browse import COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, compare_models, filter_images, image_table
+from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help
+from pages.common import class_name, download_csv, escape_markdown, predictions, require_run, usable_files
+
+PER_PAGE = 24
+GRID_COLUMNS = 4
+THUMBNAIL = (320, 240)  # pixels of a grid image (4:3, the whole picture letterboxed)
+MAX_TABLE_ROWS = 5_000  # shown on screen; the CSV has every filtered row
+URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max")
+OUTCOME_LABELS = {"all": "All", "correct": "Correct", "mistake": "Mistakes"}
+
+
+@st.cache_resource(max_entries=4, show_spinner="Building the per-image table…")
+def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, label_space: str, _predictions, _usable):
+    """explain.browse.image_table of a run (shared, read-only), keyed by the fingerprints of its
+    predictions and manifest: new predictions or an exclusion build it again."""
+    return image_table(_predictions, _usable, label_space=label_space)
+
+
+def browse_table(run: Run) -> pd.DataFrame:
+    usable = usable_files(run) if run.manifest_path.exists() else None  # no manifest: uploaded, keep every row
+    return _image_table(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
+                        run.info.label_space or "imagenet-1k", predictions(run), usable)
+
+
+# --------------------------------------------------------------------------- the URL
+def _url_state() -> dict:
+    """The filters as the URL holds them now (strings), comparable between reruns."""
+    return {key: tuple(st.query_params.get_all(key)) for key in URL_KEYS}
+
+
+def _float(text, default: float) -> float:
+    try:
+        return min(1.0, max(0.0, float(text)))
+    except (TypeError, ValueError):
+        return default
+
+
+def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str]) -> None:
+    """Set the filter widgets from a URL that came from outside (a link, a reload, a bookmark);
+    values this run lacks are dropped, with a note."""
+    notes = []
+    wanted = [m for m in url["model"] if m]
+    chosen = [m for m in wanted if m in models]
+    notes += [f"model {m}" for m in wanted if m not in models]
+    st.session_state["browse_models"] = chosen or list(models)
+    for key, options, what in (("true", trues, "true class"), ("pred", preds, "predicted class")):
+        value = url[key][0] if url[key] else ""
+        if value and value not in options:
+            notes.append(f"{what} {value}")
+            value = ""
+        st.session_state[f"browse_{key}"] = value
+    outcome = url["outcome"][0] if url["outcome"] else "all"
+    st.session_state["browse_outcome"] = outcome if outcome in OUTCOMES else "all"
+    st.session_state["browse_relations"] = [r for r in RELATIONS if r in url["relation"]]
+    low = _float(url["conf_min"][0], 0.0) if url["conf_min"] else 0.0
+    high = _float(url["conf_max"][0], 1.0) if url["conf_max"] else 1.0
+    st.session_state["browse_conf"] = (min(low, high), max(low, high))
+    st.session_state["browse_page_no"] = 1
+    if notes:
+        st.warning("The link names what this run has no predictions of: " + escape_markdown(", ".join(notes))
+                   + ". Showing the rest.", icon=":material/link_off:")
+
+
+def _write_url(models: list[str], all_models: list[str], true: str, pred: str, outcome: str, relations: list[str],
+               conf: tuple[float, float]) -> None:
+    values = {"model": [] if set(models) == set(all_models) else list(models), "true": true, "pred": pred,
+              "outcome": "" if outcome == "all" else outcome, "relation": list(relations),
+              "conf_min": f"{conf[0]:g}" if conf[0] > 0 else "", "conf_max": f"{conf[1]:g}" if conf[1] < 1 else ""}
+    for key, value in values.items():
+        if value:
+            st.query_params[key] = value
+        elif key in st.query_params:
+            del st.query_params[key]
+    st.session_state["_browse_url"] = _url_state()
+
+
+def _keep_valid(key: str, options: list, default) -> None:
+    """A widget's stored value that the current options lack (another run was picked) goes back to the default."""
+    value = st.session_state.get(key, default)
+    if isinstance(default, list):
+        value = [v for v in value if v in options]
+    elif value not in options:
+        value = default
+    st.session_state[key] = value
+
+
+# --------------------------------------------------------------------------- rendering
+def _name(wnid) -> str:
+    if wnid is None or pd.isna(wnid):
+        return "—"
+    return class_name(str(wnid), label_space)
+
+
+def _coloured(text: str, relation) -> str:
+    colour = RELATION_MARKDOWN_COLOURS.get(relation) if isinstance(relation, str) else None
+    return f":{colour}[{text}]" if colour else text
+
+
+def _prob(value) -> str:
+    return "—" if value is None or pd.isna(value) else f"{float(value):.0%}"
+
+
+@st.cache_data(max_entries=1024, show_spinner=False)
+def _thumbnail(path: str, mtime_ns: int) -> bytes | None:
+    """The whole image, letterboxed into one 4:3 box (JPEG bytes), so the grid's rows line up;
+    None when it cannot be decoded. Keyed by the file's mtime: a replaced file is read again."""
+    import io
+
+    from PIL import ImageOps
+
+    from core.imageio import ImageLoadError, load_rgb
+
+    try:
+        picture = ImageOps.pad(load_rgb(path), THUMBNAIL, color=(240, 242, 246))
+    except ImageLoadError:
+        return None
+    out = io.BytesIO()
+    picture.save(out, format="JPEG", quality=85)
+    return out.getvalue()
+
+
+def _image(path_of: str) -> None:
+    """The image file when the run has it; a note otherwise (uploaded predictions have none)."""
+    try:
+        path = run.image_path(path_of)
+    except StoreError:
+        path = None
+    if path is None or not path.is_file():
+        st.caption(f"No image file: {escape_markdown(path_of)}")
+        return
+    thumbnail = _thumbnail(str(path), path.stat().st_mtime_ns)
+    if thumbnail is None:
+        st.caption(f"Cannot decode {escape_markdown(path_of)}")
+    else:
+        st.image(thumbnail, width="stretch")
+
+
+def _prediction_line(model: str, row) -> str:
+    """'✓ model: tabby 87%' in the relation's colour (outside text escaped)."""
+    mark = "✓" if row["correct"] is True else "✗"
+    text = f"{escape_markdown(_name(row['pred_wnid_1']))} {_prob(row['prob_1'])}"
+    return f"{mark} {escape_markdown(model)}: {_coloured(text, row['relation'])}"
+
+
+def _top5(row) -> str:
+    parts = [f"{k}\\. {escape_markdown(_name(row[f'pred_wnid_{k}']))} {_prob(row[f'prob_{k}'])}"
+             for k in range(1, 6) if not pd.isna(row[f"pred_wnid_{k}"])]
+    return "  \n".join(parts) or "no top-5 stored"
+
+
+def image_grid(images: pd.DataFrame, rows_by_image: dict, models: list[str]) -> None:
+    """A grid of images (``image``, ``true_wnid`` columns), each with its true class and, per model
+    in ``models``, the top-1 (its relation's colour) and the top-5 in an expander."""
+    for start in range(0, len(images), GRID_COLUMNS):
+        cols = st.columns(GRID_COLUMNS)
+        for col, item in zip(cols, images.iloc[start:start + GRID_COLUMNS].itertuples(index=False)):
+            with col.container(border=True):
+                if has_files:
+                    _image(item.image)
+                st.markdown(f"**{escape_markdown(_name(item.true_wnid))}**")
+                per_model = rows_by_image.get(item.image, {})
+                lines = [_prediction_line(m, per_model[m]) for m in models if m in per_model]
+                st.caption("  \n".join(lines) or "No prediction of the chosen models.")
+                with st.expander("Top-5"):
+                    st.caption(f"{escape_markdown(item.image)}  \n" + "  \n".join(
+                        f"**{escape_markdown(m)}**  \n{_top5(per_model[m])}" for m in models if m in per_model))
+
+
+def rows_of(images, models: list[str]) -> dict:
+    """image -> model -> its row of the full table (the chosen models' predictions of the images shown)."""
+    rows = table[table["image"].isin(set(images)) & table["model"].isin(models)]
+    out: dict = {}
+    for row in rows.to_dict("records"):
+        out.setdefault(row["image"], {})[row["model"]] = row
+    return out
+
+
+def paged(count: int, key: str) -> slice:
+    pages = max(1, -(-count // PER_PAGE))
+    if st.session_state.get(key, 1) > pages:
+        st.session_state[key] = 1
+    if pages > 1:
+        left, right = st.columns([1, 4], vertical_alignment="bottom")
+        page = left.number_input("Page", 1, pages, key=key)
+    else:
+        page, right = 1, st
+    first = (page - 1) * PER_PAGE
+    right.caption(f"Images {first + 1}–{min(first + PER_PAGE, count)} of {count:,}.")
+    return slice(first, first + PER_PAGE)
+
+
+# --------------------------------------------------------------------------- the page
 st.title("Browse")
-st.info("The image browser is being built; misclassified images are on the Confusions page.")
+run = require_run()
+label_space = run.info.label_space or "imagenet-1k"
+table = browse_table(run)
+if table.empty:
+    st.info("No predictions in this run yet: run models on the Models page.")
+    st.stop()
+has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None  # uploaded: none
+
+all_models = list(dict.fromkeys(table["model"]))
+true_options = sorted(table["true_wnid"].dropna().unique())
+pred_options = sorted(table["pred_wnid_1"].dropna().unique())
+names = {w: _name(w) for w in set(true_options) | set(pred_options)}
+
+url = _url_state()
+if url != st.session_state.get("_browse_url"):
+    _apply_url(url, all_models, true_options, pred_options)
+_keep_valid("browse_models", all_models, list(all_models))
+_keep_valid("browse_true", ["", *true_options], "")
+_keep_valid("browse_pred", ["", *pred_options], "")
+_keep_valid("browse_outcome", list(OUTCOMES), "all")
+_keep_valid("browse_relations", list(RELATIONS), [])
+st.session_state.setdefault("browse_conf", (0.0, 1.0))
+
+c1, c2, c3 = st.columns([2, 1, 1])
+models = c1.multiselect("Models", all_models, key="browse_models")
+true = c2.selectbox("True class", ["", *true_options], key="browse_true",
+                    format_func=lambda w: f"{names[w]} ({w})" if w else "Any true class")
+pred = c3.selectbox("Predicted class (top-1)", ["", *pred_options], key="browse_pred",
+                    format_func=lambda w: f"{names[w]} ({w})" if w else "Any prediction")
+c4, c5, c6 = st.columns([1, 2, 1])
+outcome = c4.radio("Outcome", list(OUTCOMES), key="browse_outcome", horizontal=True, format_func=OUTCOME_LABELS.get)
+relations = c5.multiselect("Relation of the top-1 to the true class", list(RELATIONS), key="browse_relations",
+                           placeholder="Any relation", help=relation_help(markdown=False))
+conf = c6.slider("Top-1 confidence", 0.0, 1.0, step=0.01, key="browse_conf")
+_write_url(models, all_models, true, pred, outcome, relations, conf)
+st.caption(relation_help())
+
+filtered = filter_images(table, models=models, true=true or None, pred=pred or None, outcome=outcome,
+                         relations=relations or None, conf_min=conf[0] if conf[0] > 0 else None,
+                         conf_max=conf[1] if conf[1] < 1 else None)
+
+# ------------------------------------------------------------------ the images
+st.subheader("Images")
+if not models:
+    st.info("Pick at least one model.")
+elif filtered.empty:
+    st.info("No image matches these filters.")
+else:
+    images = filtered.drop_duplicates("image")[["image", "true_wnid"]].sort_values(["true_wnid", "image"])
+    st.caption(f"{len(filtered):,} predictions of {len(images):,} images match. Each image shows, per chosen model, "
+               "its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best guesses.")
+    if not has_files:
+        st.info("This run has no image files (its predictions were uploaded): the table below lists them.",
+                icon=":material/hide_image:")
+    else:
+        shown = images.iloc[paged(len(images), "browse_page_no")]
+        image_grid(shown, rows_of(shown["image"], models), models)
+
+# ------------------------------------------------------------------ the table
+st.subheader("Predictions per image")
+config = {c: st.column_config.Column(c, help=h) for c, h in COLUMN_DOCS.items()}
+if len(filtered) > MAX_TABLE_ROWS:
+    st.caption(f"The first {MAX_TABLE_ROWS:,} of {len(filtered):,} rows; the CSV has them all.")
+st.dataframe(filtered.head(MAX_TABLE_ROWS), hide_index=True, width="stretch", column_config=config)
+download_csv(filtered, f"{run.run_id}_images.csv", key="dl-browse")
+
+# ------------------------------------------------------------------ two models, image by image
+st.subheader("Compare two models")
+if len(all_models) < 2:
+    st.caption("Comparing needs two models; this run has one. Run another on the Models page.")
+    st.stop()
+_keep_valid("cmp_a", all_models, all_models[0])
+ca, cb, cc = st.columns([1, 1, 2])
+model_a = ca.selectbox("Model A", all_models, key="cmp_a")
+others = [m for m in all_models if m != model_a]
+_keep_valid("cmp_b", others, others[0])
+model_b = cb.selectbox("Model B", others, key="cmp_b")
+scope = filter_images(table, true=true or None)
+comparison = compare_models(scope, model_a, model_b)
+where = f" of {escape_markdown(names[true])}" if true else ""
+cc.caption(f"A = {escape_markdown(model_a)}, B = {escape_markdown(model_b)}: top-1, strict, on the "
+           f"{comparison.n_images:,} images{where} that both predicted (the true-class filter above applies, "
+           "the others do not).")
+counts = comparison.counts
+for col, group in zip(st.columns(len(GROUPS)), GROUPS):
+    col.metric(GROUP_LABELS[group], f"{counts[group]:,}")
+_keep_valid("cmp_group", list(GROUPS), "both_wrong")
+group = st.radio("Show", list(GROUPS), key="cmp_group", horizontal=True,
+                 format_func=lambda g: f"{GROUP_LABELS[g]} ({counts[g]:,})")
+chosen = comparison.group(group)
+if chosen.empty:
+    st.caption("No image in this group.")
+else:
+    if has_files:
+        shown = chosen.iloc[paged(len(chosen), "cmp_page_no")]
+        image_grid(shown, rows_of(shown["image"], [model_a, model_b]), [model_a, model_b])
+    st.dataframe(chosen.head(MAX_TABLE_ROWS), hide_index=True, width="stretch")
+safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_a}_vs_{model_b}")
+download_csv(comparison.images, f"{run.run_id}_compare_{safe}.csv", key="dl-compare")

@@ -1,0 +1,280 @@
+"""The image browser's tables: one row per (image, model) with the true class, the top-5 with
+names and probabilities, whether the top-1 is right and the WordNet relation of a mistake; filters
+over it; and the per-image comparison of two models (issue 12 items 4b and 4c).
+
+Which predictions: those the metrics count (:mod:`explain.metrics`, ``pages.common.misclassified_images``):
+status ``'ok'``, of images that are still usable (accepted in the manifest and not excluded by an
+analyst). A run without a manifest (predictions uploaded from another tool) keeps every row, as
+``core.runstore.Run.usable_predictions`` does.
+
+Names: ImageNet's display name of each wnid (:mod:`core.names`, from :mod:`core.labels`: the first
+lemma of ImageNet's list, WordNet's for a wnid outside it), looked up once per unique wnid. Every wnid column
+has its name column beside it (``true_wnid``/``true_name``, ``pred_wnid_k``/``pred_name_k``).
+
+Relations come from :mod:`explain.similarity` (the vocabulary of :mod:`explain.vocabulary`, the
+same values as the ``relation`` column of the confusions table), looked up once per unique
+(true, top-1) pair, never per row.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.errors import WildLensError
+from core.runstore import TOP_K
+from .similarity import similarities_of_codes
+from .vocabulary import RELATIONS
+
+OUTCOMES = ("all", "correct", "mistake")
+GROUPS = ("both_wrong", "only_a_wrong", "only_b_wrong", "both_right")  # compare_models' groups, in this order
+GROUP_LABELS = {"both_wrong": "Both wrong", "only_a_wrong": "Only A wrong", "only_b_wrong": "Only B wrong",
+                "both_right": "Both right"}
+
+# Column -> one-line meaning (the dashboard's column help); the table has exactly these, in this order.
+_RANKED = {}
+for _k in range(1, TOP_K + 1):
+    _RANKED[f"pred_wnid_{_k}"] = f"The model's {'top-1' if _k == 1 else f'rank-{_k}'} prediction (wnid)."
+    _RANKED[f"pred_name_{_k}"] = f"ImageNet's name of pred_wnid_{_k}."
+    _RANKED[f"prob_{_k}"] = f"The model's probability of pred_wnid_{_k}."
+COLUMN_DOCS: dict[str, str] = {
+    "model": "The model's registry id.",
+    "image": "The image: its file in the run (relative to the images folder), or the row id of uploaded predictions.",
+    "true_wnid": "The true class (wnid).",
+    "true_name": "ImageNet's name of the true class (WordNet's lemma for a class outside ImageNet's lists).",
+    **_RANKED,
+    "correct": "The top-1 prediction is the true class (strict).",
+    "in_top5": "The true class is among the top-5 (NA when the predictions have no top-5).",
+    "relation": "WordNet relation of the top-1 prediction to the true class: " + ", ".join(RELATIONS)
+                + " ('same' when correct; explain.vocabulary).",
+    "label_space": "The model's output label space.",
+}
+COLUMNS: tuple[str, ...] = tuple(COLUMN_DOCS)
+_STORED_PRED = ["pred_wnid"] + [f"pred_wnid_{k}" for k in range(2, TOP_K + 1)]  # core.runstore's names
+
+
+class BrowseError(WildLensError, ValueError):
+    """A filter or a comparison that cannot be applied as asked; the message says what is allowed."""
+
+
+# --------------------------------------------------------------------------- names
+def class_names(wnids: Iterable[str], label_space: str = "imagenet-1k") -> dict[str, str]:
+    """wnid -> ImageNet's display name ('tabby'), once per unique wnid (:func:`core.names.class_name`:
+    WordNet's name for a wnid outside ImageNet's lists, the text itself for a value that is no
+    WordNet 3.0 noun: a name is for reading, never an error)."""
+    from core.names import class_name
+
+    return {w: str(class_name(w, label_space)) for w in dict.fromkeys(w for w in wnids if isinstance(w, str))}
+
+
+# --------------------------------------------------------------------------- the table
+def usable_rows(predictions: pd.DataFrame, usable_images: Collection[str] | None = None) -> pd.DataFrame:
+    """The rows the browser shows: status 'ok' (every row without a status column) and, unless
+    ``usable_images`` is None (a run without a manifest), an image among ``usable_images``."""
+    keep = np.ones(len(predictions), dtype=bool)
+    if "status" in predictions.columns:
+        keep &= (predictions["status"] == "ok").fillna(False).to_numpy(dtype=bool)
+    if usable_images is not None:
+        keep &= predictions["image"].isin(usable_images).to_numpy(dtype=bool)
+    return predictions[keep]
+
+
+def _relations(true: np.ndarray, pred: np.ndarray, cache_dir=None) -> np.ndarray:
+    """Relation name per row, looked up per unique (true, pred) pair; NA where either is missing
+    or not a WordNet noun (uploaded predictions are validated, hand-made ones may not be)."""
+    out = np.full(len(true), None, dtype=object)
+    present = pd.notna(true) & pd.notna(pred)
+    if not present.any():
+        return out
+    idx = np.flatnonzero(present)
+    codes, wnids = pd.factorize(np.concatenate([true[idx], pred[idx]]))
+    wnids = [str(w) for w in wnids]
+    n = len(idx)
+    pair = codes[:n].astype(np.int64) * len(wnids) + codes[n:]
+    pairs, inverse = np.unique(pair, return_inverse=True)
+    t, p = pairs // len(wnids), pairs % len(wnids)
+    try:
+        rel = similarities_of_codes(wnids, t, p, cache_dir=cache_dir).relation
+        names = np.asarray(RELATIONS, dtype=object)[rel]
+    except (KeyError, ValueError, LookupError):  # one bad wnid: look the pairs up one by one
+        names = np.full(len(pairs), None, dtype=object)
+        for i in range(len(pairs)):
+            try:
+                names[i] = RELATIONS[int(similarities_of_codes(wnids, t[i:i + 1], p[i:i + 1], cache_dir=cache_dir).relation[0])]
+            except (KeyError, ValueError, LookupError):
+                pass
+    out[idx] = names[inverse.ravel()]
+    return out
+
+
+def image_table(predictions: pd.DataFrame, usable_images: Collection[str] | None = None, *,
+                label_space: str = "imagenet-1k", cache_dir=None) -> pd.DataFrame:
+    """One row per (model, image) of the usable 'ok' predictions (:func:`usable_rows`), with the
+    columns of :data:`COLUMN_DOCS`, sorted by model (first appearance), true class, image. Where a
+    (model, image) appears twice the last row wins (the run store's rule). ``label_space`` chooses
+    whose names come first (they agree for every ImageNet list); ``cache_dir``: where WordNet
+    matrices are cached (:func:`explain.similarity.similarities_of_codes`; False: memory only)."""
+    rows = usable_rows(predictions, usable_images)
+    if "image" not in rows.columns:
+        rows = rows.assign(image=[f"row-{i + 1}" for i in range(len(rows))])
+    rows = rows.drop_duplicates(["model", "image"], keep="last")
+    n = len(rows)
+
+    def column(name: str, dtype: str):
+        if name in rows.columns:
+            return rows[name].astype(dtype).to_numpy(dtype=object, na_value=None)
+        return np.full(n, None, dtype=object)
+
+    model = column("model", "string")
+    true = column("true_wnid", "string")
+    preds = [column(c, "string") for c in _STORED_PRED]
+    names = class_names(pd.unique(np.concatenate([true, *preds])), label_space)
+
+    def name_of(values: np.ndarray) -> np.ndarray:
+        codes, uniques = pd.factorize(values)  # None -> -1: the appended None
+        return np.array([names.get(u) for u in uniques] + [None], dtype=object)[codes]
+
+    out = {"model": model, "image": column("image", "string"), "true_wnid": true, "true_name": name_of(true)}
+    for k in range(1, TOP_K + 1):
+        out[f"pred_wnid_{k}"] = preds[k - 1]
+        out[f"pred_name_{k}"] = name_of(preds[k - 1])
+        out[f"prob_{k}"] = rows[f"prob_{k}"].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan) \
+            if f"prob_{k}" in rows.columns else np.full(n, np.nan)
+    has_top = any(pd.notna(p).any() for p in preds[1:])
+    known = pd.notna(true)
+    top1 = known & pd.notna(preds[0])
+    out["correct"] = pd.arrays.BooleanArray(top1 & (true == preds[0]), ~top1)
+    if has_top:
+        hit = np.zeros(n, dtype=bool)
+        for p in preds:
+            hit |= known & pd.notna(p) & (p == true)
+        out["in_top5"] = pd.arrays.BooleanArray(hit, ~known)
+    else:
+        out["in_top5"] = pd.arrays.BooleanArray(np.zeros(n, dtype=bool), np.ones(n, dtype=bool))
+    out["relation"] = _relations(true, preds[0], cache_dir)
+    out["label_space"] = column("label_space", "string")
+    table = pd.DataFrame(out)
+    for c in ("model", "image", "true_wnid", "true_name", *[f"pred_{x}_{k}" for k in range(1, TOP_K + 1)
+                                                          for x in ("wnid", "name")], "relation", "label_space"):
+        table[c] = table[c].astype("string")
+    for k in range(1, TOP_K + 1):
+        table[f"prob_{k}"] = table[f"prob_{k}"].astype("Float64")
+    order = {m: i for i, m in enumerate(dict.fromkeys(model))}
+    table["_m"] = table["model"].map(order)
+    table = table.sort_values(["_m", "true_wnid", "image"], kind="stable").drop(columns="_m")
+    return table[list(COLUMNS)].reset_index(drop=True)
+
+
+def run_image_table(run) -> pd.DataFrame:
+    """:func:`image_table` of a ``core.runstore.Run``: its stored predictions, its usable images
+    (all of them when the run has no manifest), names in its label space."""
+    usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
+    return image_table(run.read_predictions(), usable, label_space=run.info.label_space or "imagenet-1k")
+
+
+# --------------------------------------------------------------------------- filters
+def _as_set(value, what: str) -> set[str] | None:
+    """None (no filter) for None; a set for a string or an iterable of them."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return {value}
+    try:
+        return {str(v) for v in value}
+    except TypeError:
+        raise BrowseError(f"{what}: expected a value or a list of values, got {type(value).__name__}.") from None
+
+
+def filter_images(table: pd.DataFrame, models=None, true=None, pred=None, outcome: str = "all", relations=None,
+                  conf_min: float | None = None, conf_max: float | None = None) -> pd.DataFrame:
+    """The rows of :func:`image_table` that pass every filter given (None: no filter; filters combine).
+
+    ``models``, ``true`` (true wnid), ``pred`` (top-1 wnid), ``relations`` (names of
+    :data:`explain.vocabulary.RELATIONS`): one value or a collection; an empty collection keeps
+    nothing. ``outcome``: 'all', 'correct' or 'mistake' (top-1, strict). ``conf_min`` /
+    ``conf_max``: bounds on ``prob_1``, inclusive; a row without ``prob_1`` fails any bound."""
+    if outcome not in OUTCOMES:
+        raise BrowseError(f"Unknown outcome {outcome!r}; allowed: {', '.join(OUTCOMES)}.")
+    relation_set = _as_set(relations, "relations")
+    if relation_set is not None and relation_set - set(RELATIONS):
+        raise BrowseError(f"Unknown relation {sorted(relation_set - set(RELATIONS))[0]!r}; "
+                          f"allowed: {', '.join(RELATIONS)}.")
+    keep = np.ones(len(table), dtype=bool)
+    for column, value, what in (("model", models, "models"), ("true_wnid", true, "true"),
+                                ("pred_wnid_1", pred, "pred"), ("relation", relation_set, "relations")):
+        wanted = _as_set(value, what)
+        if wanted is not None:
+            keep &= table[column].isin(wanted).fillna(False).to_numpy(dtype=bool)
+    if outcome != "all":
+        correct = table["correct"].fillna(False).to_numpy(dtype=bool)
+        known = table["correct"].notna().to_numpy(dtype=bool)
+        keep &= known & (correct if outcome == "correct" else ~correct)
+    prob = table["prob_1"].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    if conf_min is not None:
+        keep &= prob >= float(conf_min)
+    if conf_max is not None:
+        keep &= prob <= float(conf_max)
+    return table[keep].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- two models
+_SIDE_COLUMNS = ("pred_wnid_1", "pred_name_1", "prob_1", "correct", "relation")
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """Two models on the images both predicted (an image one of them lacks is in neither group).
+
+    ``images``: one row per such image: ``group`` (one of :data:`GROUPS`), ``image``,
+    ``true_wnid``, ``true_name``, then ``a_pred_wnid``, ``a_pred_name``, ``a_prob``,
+    ``a_correct``, ``a_relation`` and the same for ``b_``; sorted by group, true class, image."""
+
+    a: str
+    b: str
+    images: pd.DataFrame
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Images per group, every group of :data:`GROUPS` present (0 when empty); they add up to
+        the images both models predicted."""
+        found = self.images["group"].value_counts()
+        return {g: int(found.get(g, 0)) for g in GROUPS}
+
+    @property
+    def n_images(self) -> int:
+        return len(self.images)
+
+    def group(self, name: str) -> pd.DataFrame:
+        if name not in GROUPS:
+            raise BrowseError(f"Unknown group {name!r}; allowed: {', '.join(GROUPS)}.")
+        return self.images[self.images["group"] == name].reset_index(drop=True)
+
+
+def compare_models(table: pd.DataFrame, a: str, b: str) -> ModelComparison:
+    """Per image, how models ``a`` and ``b`` did (top-1, strict), on the images of ``table`` (an
+    :func:`image_table`, possibly filtered) that both predicted: both wrong, only A wrong, only B
+    wrong, both right. Images whose truth or correctness is unknown are left out."""
+    if a == b:
+        raise BrowseError(f"Compare two different models (both are {a!r}).")
+    keys = ["image", "true_wnid"]
+    sides = []
+    for model, prefix in ((a, "a_"), (b, "b_")):
+        rows = table[table["model"] == model]
+        rows = rows[rows["correct"].notna()]
+        side = rows[["image", "true_wnid", "true_name", *_SIDE_COLUMNS]].rename(
+            columns={c: prefix + c.removesuffix("_1") for c in _SIDE_COLUMNS})
+        sides.append(side.drop_duplicates("image", keep="last"))
+    # The same image under two truths (it cannot be in a run) would be two images: keyed by both.
+    both = sides[0].merge(sides[1].drop(columns="true_name"), on=keys, how="inner")
+    a_ok = both["a_correct"].to_numpy(dtype=bool)
+    b_ok = both["b_correct"].to_numpy(dtype=bool)
+    group = np.select([~a_ok & ~b_ok, ~a_ok & b_ok, a_ok & ~b_ok], list(GROUPS[:3]), default=GROUPS[3])
+    both.insert(0, "group", pd.array(group, dtype="string"))
+    rank = {g: i for i, g in enumerate(GROUPS)}
+    both["_g"] = both["group"].map(rank)
+    both = both.sort_values(["_g", "true_wnid", "image"], kind="stable").drop(columns="_g").reset_index(drop=True)
+    order = ["group", "image", "true_wnid", "true_name",
+             *[p + c.removesuffix("_1") for p in ("a_", "b_") for c in _SIDE_COLUMNS]]
+    return ModelComparison(a, b, both[order])

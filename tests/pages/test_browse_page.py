@@ -1,0 +1,201 @@
+"""The Browse page through streamlit.testing.v1.AppTest on the sample run (real predictions of the
+packaged models): it renders, links pre-filter it and the filters go back to the URL, its CSVs
+are the library's tables (explain.browse), the comparison's counts are the library's, and a run
+without image files (uploaded predictions) shows its tables."""
+import os
+import re
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+PAGE = "pages/browse_page.py"
+TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
+EVIL_MODEL = "m__bold__.x"  # a valid model id (core.parts) that Markdown would read as bold
+
+
+@pytest.fixture(scope="module")
+def app_home(tmp_path_factory):
+    """One store for the module: the sample run is built once (real models, real predictions)."""
+    home = tmp_path_factory.mktemp("browse_home")
+    old = os.environ.get("WILDLENS_HOME")
+    os.environ["WILDLENS_HOME"] = str(home)
+    try:
+        from core.runstore import RunStore
+        from wildlens.sample import ensure_sample_run
+
+        ensure_sample_run(RunStore(home))
+    finally:
+        if old is None:
+            os.environ.pop("WILDLENS_HOME", None)
+        else:
+            os.environ["WILDLENS_HOME"] = old
+    return home
+
+
+@pytest.fixture
+def app(app_home, monkeypatch):
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page(at: AppTest, **params) -> AppTest:
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture(scope="module")
+def library(app_home):
+    """explain.browse's table of the sample run, computed without the page."""
+    from core.runstore import RunStore
+    from explain.browse import run_image_table
+
+    return run_image_table(RunStore(app_home).open_run("sample"))
+
+
+def _capture_downloads(monkeypatch) -> dict:
+    captured = {}
+    real = st.download_button
+
+    def spy(label, data=None, file_name=None, *args, **kwargs):
+        captured[file_name] = data() if callable(data) else data  # the page defers the bytes to the click
+        return real(label, data, file_name, *args, **kwargs)
+
+    monkeypatch.setattr(st, "download_button", spy)
+    return captured
+
+
+def _widget(at, kind: str, key: str):
+    return getattr(at, kind)(key=key)
+
+
+def test_browse_renders_on_the_sample_run(app, library):
+    at = open_page(app)
+    assert [t.value for t in at.title] == ["Browse"]
+    assert not at.error, [e.value for e in at.error]
+    models = list(dict.fromkeys(library["model"]))
+    assert len(models) >= 2 and _widget(at, "multiselect", "browse_models").value == models
+    assert at.get("image"), "the sample run's photographs are shown"
+    assert any(e.label == "Top-5" for e in at.expander)
+    texts = " ".join(c.value for c in at.caption)
+    assert "tabby" in texts or "espresso" in texts  # class names, not wnids alone
+    shown = at.dataframe[0].value
+    assert len(shown) == len(library) == 30 * len(models)
+    assert {"true_name", "pred_name_1", "pred_name_5"} <= set(shown.columns)
+    assert [m.label for m in at.metric] == ["Both wrong", "Only A wrong", "Only B wrong", "Both right"]
+
+
+def test_a_link_prefilters_the_page_and_the_filters_go_back_to_the_url(app, library):
+    mistakes = library[~library["correct"].astype(bool)]
+    if mistakes.empty:
+        pytest.skip("no model made a mistake on the sample")
+    first = mistakes.iloc[0]
+    at = open_page(app, run="sample", model=first["model"], true=first["true_wnid"], pred=first["pred_wnid_1"],
+                   outcome="mistake")
+    assert _widget(at, "multiselect", "browse_models").value == [first["model"]]
+    assert _widget(at, "selectbox", "browse_true").value == first["true_wnid"]
+    assert _widget(at, "selectbox", "browse_pred").value == first["pred_wnid_1"]
+    assert _widget(at, "radio", "browse_outcome").value == "mistake"
+    from explain.browse import filter_images
+
+    expected = filter_images(library, models=[first["model"]], true=first["true_wnid"], pred=first["pred_wnid_1"],
+                             outcome="mistake")
+    shown = at.dataframe[0].value
+    assert not expected.empty and shown["image"].tolist() == expected["image"].tolist()
+    assert (shown["model"] == first["model"]).all() and (~shown["correct"].astype(bool)).all()
+    # A change of filter goes back to the URL (bookmarkable) and is not overridden by the old link.
+    _widget(at, "radio", "browse_outcome").set_value("all").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "outcome" not in at.query_params and at.query_params["model"] == first["model"]
+    assert _widget(at, "radio", "browse_outcome").value == "all"
+    _widget(at, "slider", "browse_conf").set_value((0.25, 0.9)).run()
+    assert at.query_params["conf_min"] == "0.25" and at.query_params["conf_max"] == "0.9"
+
+
+def test_a_link_to_what_the_run_lacks_says_so(app):
+    at = open_page(app, run="sample", model="no_such_model", true="n02123045", pred="n01440764")
+    assert any("no predictions of" in w.value and "no\\_such\\_model" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    assert _widget(at, "selectbox", "browse_pred").value == ""
+
+
+def test_the_csv_is_the_library_table(app, library, monkeypatch):
+    from explain.browse import filter_images
+    from explain.export import table_to_csv_bytes
+
+    downloads = _capture_downloads(monkeypatch)
+    at = open_page(app)
+    assert downloads["sample_images.csv"] == table_to_csv_bytes(library)
+    models = list(dict.fromkeys(library["model"]))
+    _widget(at, "multiselect", "browse_models").set_value(models[1:]).run()
+    _widget(at, "radio", "browse_outcome").set_value("correct").run()
+    _widget(at, "slider", "browse_conf").set_value((0.3, 1.0)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    expected = filter_images(library, models=models[1:], outcome="correct", conf_min=0.3)
+    assert downloads["sample_images.csv"] == table_to_csv_bytes(expected)
+    header = downloads["sample_images.csv"].split(b"\n", 1)[0].decode().split(",")
+    assert all(c.replace("wnid", "name") in header for c in header if "wnid" in c)
+
+
+def test_compare_counts_are_the_library_counts(app, library, monkeypatch):
+    from explain.browse import GROUPS, compare_models
+    from explain.export import table_to_csv_bytes
+
+    downloads = _capture_downloads(monkeypatch)
+    at = open_page(app)
+    models = list(dict.fromkeys(library["model"]))
+    for a, b in ((models[0], models[1]), (models[-1], models[0])):
+        _widget(at, "selectbox", "cmp_a").set_value(a).run()
+        _widget(at, "selectbox", "cmp_b").set_value(b).run()
+        assert not at.exception, [e.value for e in at.exception]
+        expected = compare_models(library, a, b)
+        shown = {m.label: int(m.value.replace(",", "")) for m in at.metric}
+        assert shown == {"Both wrong": expected.counts["both_wrong"], "Only A wrong": expected.counts["only_a_wrong"],
+                         "Only B wrong": expected.counts["only_b_wrong"], "Both right": expected.counts["both_right"]}
+        assert sum(shown.values()) == 30  # both predicted every sample image
+        name = f"sample_compare_{a}_vs_{b}.csv"
+        assert downloads[name] == table_to_csv_bytes(expected.images)
+    group = next(g for g in GROUPS if expected.counts[g])
+    _widget(at, "radio", "cmp_group").set_value(group).run()
+    assert at.dataframe[-1].value["image"].tolist() == expected.group(group)["image"].tolist()
+
+
+def test_a_run_without_image_files_shows_its_tables(app, app_home, library, tmp_path, monkeypatch):
+    """Uploaded predictions have no images (explain.export.import_predictions_as_run); a hostile
+    model id in them reaches the page's Markdown escaped."""
+    from core.runstore import RunStore
+    from explain.browse import run_image_table
+    from explain.export import import_predictions_as_run, table_to_csv_bytes
+
+    preds = RunStore(app_home).open_run("sample").read_predictions()
+    preds = preds.assign(image=preds["image"].str.replace("/", "_"))  # another tool's image ids
+    preds.loc[preds["model"] == preds["model"].iloc[0], "model"] = EVIL_MODEL
+    file = tmp_path / "theirs.csv"
+    preds.drop(columns=["status", "reason"]).to_csv(file, index=False)
+    run, _ = import_predictions_as_run(file, RunStore(app_home), title="theirs")
+    downloads = _capture_downloads(monkeypatch)
+    app.session_state["_next_run_id"] = run.run_id
+    at = open_page(app)
+    assert at.session_state["run_id"] == run.run_id
+    assert not at.error, [e.value for e in at.error]
+    assert not at.get("image")
+    assert any("no image files" in i.value for i in at.info), [i.value for i in at.info]
+    assert len(at.dataframe[0].value) == len(preds)
+    assert downloads[f"{run.run_id}_images.csv"] == table_to_csv_bytes(run_image_table(run))
+    assert [m.label for m in at.metric] == ["Both wrong", "Only A wrong", "Only B wrong", "Both right"]
+    _widget(at, "selectbox", "cmp_a").set_value(EVIL_MODEL).run()
+    assert not at.exception, [e.value for e in at.exception]
+    texts = [e.value for kind in ("markdown", "caption", "warning", "info", "error") for e in getattr(at, kind)]
+    assert any("m\\_\\_bold" in t for t in texts), "the model id is shown, escaped"
+    assert not [t for t in texts if re.search(r"(?<!\\)__bold", t)]
