@@ -2,7 +2,13 @@
 
     python -m classify --images DIR --models efficientnet_lite0[,...] --out FILE.csv|FILE.parquet
     python -m classify --run RUN_ID --models ...
-    python -m classify models [--family CNN|transformer]
+    python -m classify models [--family CNN|transformer|hybrid]
+    python -m classify models --search TEXT        # any timm / torchvision / hf-hub name, beyond the registry
+
+--models takes registry ids and aliases and any other timm name (``arch.tag``),
+``torchvision/ARCH.WEIGHTS`` or ``hf-hub:ORG/NAME`` (:mod:`classify.zoo`); ``--checkpoint
+MODEL=PATH`` gives a local file, whose head decides the label space (``--label-space`` and
+``--family`` override what is inferred).
 
 FILE has the columns ``python -m explain metrics`` reads (model, image, true_wnid, pred_wnid,
 pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two commands chain. The
@@ -23,17 +29,40 @@ from core.errors import OptionError, WildLensError, one_line
 from core.progress import TerminalProgress
 from core.runstore import Run, RunStore
 
-from .registry import DEFAULT_MODEL, FAMILIES, get_model, list_models
+from .registry import DEFAULT_MODEL, FAMILIES, list_models
 
 
 def _checkpoints(items: list[str]) -> dict[str, str]:
+    """--checkpoint MODEL=PATH (repeated) -> {MODEL as written: PATH}; classify.zoo matches the
+    names to --models (any name of the model)."""
     out = {}
     for item in items or []:
         model, sep, path = item.partition("=")
         if not sep or not model or not path:
             raise OptionError(f"--checkpoint {item!r}: write MODEL=PATH, e.g. resnet50=/data/resnet50.safetensors.")
-        out[get_model(model).id] = path
+        out[model.strip()] = path
     return out
+
+
+def _per_model(option: str, items: list[str], example: str) -> dict[str, str]:
+    """--label-space / --family as [MODEL=]VALUE (repeated) -> {MODEL or '*': VALUE}."""
+    out = {}
+    for item in items or []:
+        model, sep, value = item.rpartition("=")
+        if sep and not model or not value:
+            raise OptionError(f"{option} {item!r}: write [MODEL=]VALUE, e.g. {example}.")
+        out[model.strip() if sep else "*"] = value.strip()
+    return out
+
+
+def _model_selection(args):
+    """(entries, checkpoints by entry id) for --models with --checkpoint/--label-space/--family:
+    any timm / torchvision / hf-hub name resolves (classify.zoo), label space and family inferred."""
+    from .zoo import resolve_models
+
+    return resolve_models(args.models, _checkpoints(args.checkpoint),
+                          _per_model("--label-space", args.label_space, "convnext_tiny.fb_in1k=imagenet-12k"),
+                          _per_model("--family", args.family, "coatnet_0_rw_224.sw_in1k=hybrid"))
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
@@ -47,7 +76,9 @@ def build_predict_parser() -> argparse.ArgumentParser:
     where.add_argument("--images", metavar="DIR", help="folder with one sub-folder per class, named by wnid")
     where.add_argument("--run", metavar="RUN_ID", help="a run of the run store ($WILDLENS_HOME); stores predictions there")
     p.add_argument("--out", metavar="FILE", help="with --images: output file, .csv or .parquet")
-    p.add_argument("--models", default=DEFAULT_MODEL, help=f"comma-separated model ids or aliases (default {DEFAULT_MODEL})")
+    p.add_argument("--models", default=DEFAULT_MODEL,
+                   help=f"comma-separated model ids or aliases (default {DEFAULT_MODEL}), or any timm name (arch.tag), "
+                        "torchvision/ARCH.WEIGHTS or hf-hub:ORG/NAME; 'python -m classify models --search TEXT' finds them")
     p.add_argument("--batch-size", type=int, help="images per forward pass (default: 8 on CPU, 64 on CUDA)")
     p.add_argument("--workers", type=int,
                    help="decode worker processes (default: half the cores on CPU, up to 8 with a GPU; 0 = none)")
@@ -64,7 +95,14 @@ def build_predict_parser() -> argparse.ArgumentParser:
                    help="torch (default): torchvision's uint8 resize, 2-3x faster, within 1/255 of Pillow on under "
                         "1%% of the values; pil: Pillow, pixels equal to timm's eval transform to the bit")
     p.add_argument("--checkpoint", action="append", metavar="MODEL=PATH",
-                   help="use a local weights file for MODEL (.safetensors or a state dict; read with weights_only)")
+                   help="use a local weights file for MODEL (.safetensors or a state dict; read with weights_only); "
+                        "its head decides the label space")
+    p.add_argument("--label-space", action="append", metavar="[MODEL=]SPACE",
+                   help="the label space of MODEL's outputs (default: inferred from the head size or its config's "
+                        "label names): imagenet-1k, imagenet-21k, imagenet-22k, imagenet-22k-ms, imagenet-12k or "
+                        "swin-22k (Microsoft's Swin order); without MODEL= for every model")
+    p.add_argument("--family", action="append", metavar="[MODEL=]FAMILY",
+                   help=f"override the inferred family ({', '.join(FAMILIES)}); without MODEL= for every model")
     p.add_argument("--download", action="store_true",
                    help="download missing weights from timm/torchvision hubs (needs internet; HF_HUB_OFFLINE wins)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -76,13 +114,42 @@ def build_models_parser() -> argparse.ArgumentParser:
                                 description="The model registry, with whether each model's weights are on this machine.")
     p.add_argument("--family", choices=FAMILIES)
     p.add_argument("--available", action="store_true", help="only models that can run now")
+    p.add_argument("--search", metavar="TEXT",
+                   help="list pretrained names containing TEXT across timm, torchvision and the Hub models in the "
+                        "Hugging Face cache (not only the registry), with whether their weights are here and the "
+                        "command that fetches them; any listed name works with --models")
+    p.add_argument("--limit", type=int, default=50, help="with --search: at most this many rows (0: all; default 50)")
     return p
+
+
+def _print_table(header: tuple[str, ...], rows: list[tuple]) -> None:
+    """Columns padded to their widest cell; the last (a long command) is left unpadded."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + str(row[-1]))
+
+
+def cmd_search(args) -> int:
+    from .zoo import search
+
+    rows, total = search(args.search, args.limit or None)
+    if args.available:
+        rows = [r for r in rows if r.weights_here]
+    _print_table(("name", "library", "in registry", "label space", "weights here", "fetch command"),
+                 [(r.name, r.library, r.in_registry or "-", r.label_space, "yes" if r.weights_here else "no",
+                   r.fetch_command) for r in rows])
+    shown = f"{len(rows)} shown" + (f" (--limit 0 shows all {total})" if args.limit and total > args.limit else "")
+    print(f"{total} names contain {args.search!r}; {shown}. Any of them works with --models (its label space and "
+          "family are inferred; --checkpoint MODEL=PATH for a local file).", file=sys.stderr)
+    return 0
 
 
 def cmd_models(argv: list[str]) -> int:
     from .weights import weights_status
 
     args = build_models_parser().parse_args(argv)
+    if args.search is not None:
+        return cmd_search(args)
     header = ("id", "family", "source", "label space", "params", "input", "weights")
     rows = []
     for entry in list_models(args.family):
@@ -93,9 +160,7 @@ def cmd_models(argv: list[str]) -> int:
         rows.append((entry.id, entry.family, entry.source, entry.label_space, f"{entry.num_params / 1e6:.1f}M",
                      f"{cfg.size}px crop {cfg.crop_pct:.3g} {cfg.interpolation}",
                      f"ready ({status.kind})" if status.available else f"missing: {status.fetch_command}"))
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
-    for row in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[-1])
+    _print_table(header, rows)
     return 0
 
 
@@ -109,19 +174,20 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         parser.error("--images needs --out FILE (.csv or .parquet)")
     if args.run and args.out:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
+    models, checkpoints = _model_selection(args)
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
                                precision=args.precision, allow_download=args.download, backend=args.backend,
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
-                               checkpoints=_checkpoints(args.checkpoint))
+                               checkpoints=checkpoints)
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
     try:
         if args.run:
             run = RunStore().open_run(args.run)
-            result = predict_run(run, args.models, options, progress)
+            result = predict_run(run, models, options, progress)
             target = f"run {run.run_id}"
         else:
             run = None
-            table, result = predict_folder(args.images, args.models, args.out, options, progress)
+            table, result = predict_folder(args.images, models, args.out, options, progress)
             target = f"{args.out} ({len(table)} rows)"
     finally:
         if progress is not None:

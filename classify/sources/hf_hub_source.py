@@ -1,0 +1,100 @@
+"""timm models on the Hugging Face Hub by repository: ``hf-hub:ORG/NAME`` (entry id ``hf-hub/ORG/NAME``).
+
+Such a repository holds a timm ``config.json`` (architecture, model arguments, pretrained config:
+input, head size, sometimes the label names) and the weights (``model.safetensors`` or
+``pytorch_model.bin``). Everything is read from this machine's Hugging Face cache: the config with
+:func:`parse_hub_config` (timm's own layout, old and new), the weights with
+:func:`classify.weights.read_state_dict` (safetensors or weights_only), never with timm's
+``hf-hub:`` loader, which would ask the network. ``ModelEntry.arch`` is the timm architecture and
+``ModelEntry.weights`` the repository.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..weights import WeightsError, download_from_hf, find_in_hf_cache, read_state_dict
+from .base import ModelSource, register_source
+
+if TYPE_CHECKING:
+    from ..registry import InputConfig, ModelEntry
+    from ..weights import WeightsStatus
+
+
+def parse_hub_config(config: dict) -> tuple[str, dict, dict]:
+    """(architecture, pretrained config, model arguments) of a timm Hub ``config.json``, in both
+    layouts timm writes (timm.models._hub._parse_model_cfg: a nested 'pretrained_cfg', or one flat dict)."""
+    config = dict(config)
+    if "pretrained_cfg" in config:
+        pretrained = dict(config["pretrained_cfg"])
+        arch = config.get("architecture")
+    else:
+        pretrained = config
+        arch = pretrained.pop("architecture", None)
+        if "labels" in pretrained:
+            pretrained["label_names"] = pretrained.pop("labels")
+    for key in ("num_classes", "label_names", "label_descriptions"):
+        if key in config and key != "pretrained_cfg":
+            pretrained[key] = config[key]
+    if not arch:
+        raise WeightsError("config.json names no timm architecture ('architecture').")
+    return str(arch), pretrained, dict(config.get("model_args") or {})
+
+
+@register_source
+class HubSource(ModelSource):
+    name = "hf-hub"
+    description = "timm model on the Hugging Face Hub"
+
+    def _config(self, entry: ModelEntry) -> tuple[str, dict, dict]:
+        from ..zoo import hub_config
+
+        config = hub_config(entry.weights)
+        if config is None:
+            raise WeightsError(f"The config.json of hf-hub:{entry.weights} is not in the Hugging Face cache; fetch "
+                               f"it with: {self.fetch_command(entry)}")
+        return parse_hub_config(config)
+
+    def input_config(self, entry: ModelEntry) -> InputConfig:
+        from timm.data import resolve_data_config
+
+        from ..registry import InputConfig
+
+        _, pretrained, _ = self._config(entry)
+        data = resolve_data_config(pretrained_cfg=pretrained, use_test_size=True)
+        _, height, width = data["input_size"]
+        if height != width:
+            raise ValueError(f"hf-hub:{entry.weights}: non-square input {height}x{width} is not supported.")
+        return InputConfig(size=int(height), crop_pct=float(data["crop_pct"]), interpolation=str(data["interpolation"]),
+                           mean=tuple(float(v) for v in data["mean"]), std=tuple(float(v) for v in data["std"]),
+                           crop_mode=str(data.get("crop_mode", "center")))
+
+    def fetch_command(self, entry: ModelEntry) -> str:
+        from ..zoo import hub_fetch_command
+
+        return hub_fetch_command(entry.weights)
+
+    def _filename(self, entry: ModelEntry) -> str | None:
+        _, pretrained, _ = self._config(entry)
+        return pretrained.get("hf_hub_filename")
+
+    def locate(self, entry: ModelEntry) -> WeightsStatus:
+        found, where = find_in_hf_cache(entry.weights, self._filename(entry))
+        return self.status(entry, found, "hf-cache", [where])
+
+    def _create(self, entry: ModelEntry, num_classes: int, **kwargs):
+        import timm
+
+        arch, pretrained, model_args = self._config(entry)
+        pretrained = {**pretrained, "num_classes": num_classes}
+        args = {**model_args, "num_classes": num_classes}
+        return timm.create_model(arch, pretrained_cfg=pretrained, **args, **kwargs)
+
+    def build_untrained(self, entry: ModelEntry, num_classes: int):
+        return self._create(entry, num_classes, pretrained=False)
+
+    def load(self, entry: ModelEntry, path: Path | None):
+        if path is None:
+            path = download_from_hf(entry.weights, self._filename(entry), self.fetch_command(entry))
+        overlay = {"state_dict": read_state_dict(path), "custom_load": False, "num_classes": entry.num_classes}
+        return self._create(entry, entry.num_classes, pretrained=True, pretrained_cfg_overlay=overlay)
