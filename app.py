@@ -8,7 +8,9 @@ import streamlit as st
 
 from pages.common import ensure_sample_run, init_state, levels_toggle, run_selector
 
-st.set_page_config(page_title="WildLens", page_icon=":material/travel_explore:", layout="wide")
+st.set_page_config(page_title="WildLens", layout="wide", page_icon=(  # inline SVG: a data: URL, no request leaves the machine
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><circle cx="10" cy="10" r="6.5" fill="none" '
+    'stroke="#2563eb" stroke-width="2.6"/><path d="M15 15l6 6" stroke="#2563eb" stroke-width="2.8" stroke-linecap="round"/></svg>'))
 init_state()
 ensure_sample_run()
 

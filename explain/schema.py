@@ -152,6 +152,38 @@ METRIC_TABLES: dict[str, dict[str, Column]] = {"per_model": PER_MODEL, "per_clas
                                                "confusions": CONFUSIONS}
 
 
+# Readable labels for the dashboard's column headers: short, capitalised, units in words ("%" for a
+# share shown as a percentage). The raw column name stays in the CSV and in each header's help.
+# Shared by the three tables; CONFUSION_LABELS overrides where a confusion's column means one pair.
+LABELS: dict[str, str] = {
+    "model": "Model", "true_wnid": "True class id", "in_label_space": "In label space",
+    "n": "Images", "n_mistakes": "Mistakes", "accuracy": "Accuracy", "accuracy_hier": "Hier. accuracy",
+    "accuracy_top5": "Top-5 accuracy", "accuracy_balanced": "Balanced accuracy",
+    "sibling_count": "Siblings", "sibling_rate": "Sibling %",
+    "path_mistakes": "Path (mistakes)", "lch_mistakes": "LCH (mistakes)", "wup_mistakes": "WUP (mistakes)",
+    "lin_mistakes": "Lin (mistakes)", "path_all": "Path (all)", "lch_all": "LCH (all)", "wup_all": "WUP (all)",
+    "lin_all": "Lin (all)", "severity": "Severity",
+    "hypernym_count": "Hypernyms", "hyponym_count": "Hyponyms", "cousin_count": "Cousins",
+    "related_count": "Related", "distant_count": "Distant", "n_failed": "Failed",
+    "hdist_at_1": "hDist@1", "hdist_at_5": "hDist@5", "hprec_at_5": "hPrec@5",
+    "n_unseen": "Unseen images", "lin_vs_best_unseen": "Lin / best (unseen)",
+    "share_nearest_unseen": "Nearest % (unseen)",
+    "lin_vs_best": "Lin / best", "share_nearest": "Nearest %", "sim_to_seen": "Sim. to seen",
+}
+CONFUSION_LABELS: dict[str, str] = {
+    **LABELS, "pred_wnid": "Predicted class id", "count": "Count", "mf": "MF", "rank": "Rank",
+    "relation": "Relation", "share_of_samples": "Share of images", "is_sibling": "Sibling",
+    "path_distance": "Path length", "path": "Path sim.", "lch": "LCH", "wup": "WUP", "lin": "Lin",
+    "lcs_wnid": "LCS id",
+}
+TABLE_LABELS: dict[str, dict[str, str]] = {"per_model": LABELS, "per_class": LABELS, "confusions": CONFUSION_LABELS}
+
+
+def labels_of(table: str) -> dict[str, str]:
+    """Column -> readable label for 'per_model', 'per_class' or 'confusions' (every column has one)."""
+    return {name: TABLE_LABELS[table][name] for name in METRIC_TABLES[table]}
+
+
 def schema_of(columns: dict[str, Column]) -> dict[str, str]:
     """Column -> dtype, what ``core.runstore.write_table``/``read_table``/``conform`` take."""
     return {name: column.dtype for name, column in columns.items()}

@@ -4,11 +4,13 @@ import streamlit as st
 
 from core.errors import WildLensError
 from core.labels import resolve_noun_synsets
+from core.names import with_names
 from core.wordnet import wnid_of
 from explain.explanations import explain_pair
 from explain.vocabulary import path_caption, relation_help, relation_sentence
 from pages.charts import path_figure
-from pages.common import class_name, download_csv, escape_markdown, metric_tables, require_run, show_error
+from pages.common import (class_name, download_csv, escape_markdown, metric_tables, require_run,
+                          show_error, show_table)
 
 st.title("Explain a confusion")
 run = require_run()
@@ -38,7 +40,7 @@ if mode == "From this run's confusions":
     share = dict(zip(preds, options["mf"].astype(float)))
     relation = dict(zip(preds, options["relation"]))
     pred_wnid = c3.selectbox("Confused with", preds, index=preds.index(wanted[2]) if wanted[2] in preds else 0,
-                             format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.0%} · {relation[w]}")
+                             format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.1%} · {relation[w]}")
     st.session_state["pair"] = (model, true_wnid, pred_wnid)
     st.query_params.update({"model": model, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
 else:
@@ -61,11 +63,12 @@ st.markdown(escape_markdown(explanation.lcs_phrase(class_name(true_wnid, label_s
 
 m = st.columns(6)
 m[0].metric("Path length", explanation.path_length, help="Edges between the two in WordNet (NLTK shortest_path_distance).")
-m[1].metric("Path sim.", f"{explanation.path:.4f}")
-m[2].metric("LCH", f"{explanation.lch:.4f}")
-m[3].metric("WUP", f"{explanation.wup:.4f}")
-m[4].metric("Lin", "n/a" if pd.isna(explanation.lin) else f"{explanation.lin:.4f}",
-            help="ImageNet-CoG information content; undefined for a concept outside IN-21K.")
+m[1].metric("Path sim.", f"{explanation.path:.3f}", help="`path`: NLTK path_similarity(true, predicted).")
+m[2].metric("LCH", f"{explanation.lch:.3f}", help="`lch`: NLTK lch_similarity (Leacock-Chodorow, D = 19).")
+m[3].metric("WUP", f"{explanation.wup:.3f}", help="`wup`: NLTK wup_similarity (Wu-Palmer, true class first).")
+m[4].metric("Lin", "–" if pd.isna(explanation.lin) else f"{explanation.lin:.3f}",
+            help="`lin`: Lin similarity with ImageNet-CoG's information content. – : not defined, for a concept "
+                 "outside ImageNet-21k (e.g. n04399382 teddy bear).")
 m[5].metric("Severity", explanation.severity, help="Hypernym steps from the true class up to the lowest common ancestor. "
             + relation_help(markdown=False))
 
@@ -73,5 +76,10 @@ st.plotly_chart(path_figure(explanation), width="stretch")
 st.caption(path_caption(explanation.relation))
 
 path_table = explanation.path_table()
-st.dataframe(path_table, hide_index=True, width="stretch")
-download_csv(path_table, f"path_{true_wnid}_{pred_wnid}.csv", key="dl-path")
+PATH_DOCS = {"step": "Position on the path, 0 = the true class.", "synset": "The WordNet 3.0 synset name.",
+             "wnid": "The synset's WordNet id.", "role": "true (the true class), lcs (the lowest common subsumer), "
+                                                         "pred (the predicted class); empty for a synset between them.",
+             "lemmas": "The synset's lemma names.", "definition": "WordNet's gloss.",
+             "depth": "Hypernym steps from the synset up to entity.n.01 (NLTK min_depth)."}
+show_table(with_names(path_table, label_space), docs=PATH_DOCS, labels={"wnid": "Id", "synset": "Synset"})
+download_csv(path_table, f"path_{true_wnid}_{pred_wnid}.csv", key="dl-path", label_space=label_space)

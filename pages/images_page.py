@@ -2,11 +2,31 @@
 import pandas as pd
 import streamlit as st
 
-from core.labels import get_label_space
-from pages.common import download_csv, manifest, require_run
+from pages.common import (NA_DASH, class_name, download_csv, manifest, plural, require_run, show_table,
+                          table_column_config)
 
 PER_PAGE = 30
 COLUMNS = 6
+# The manifest's columns (core.runstore.MANIFEST_SCHEMA) in a sentence each, for the tables' help.
+MANIFEST_DOCS = {
+    "wnid": "The class the image was collected or imported for (WordNet 3.0 id).",
+    "file": "Where the image is stored: <wnid>/<sha256[:16]>.<ext> under the run's images folder.",
+    "excluded": "Kept out of metrics and of the next inference run; the file and its row stay.",
+    "excluded_reason": "Why it was excluded (yours to edit).",
+    "source": "Where it came from: bing, google, baidu, flickr, import or sample.",
+    "search_term": "What the search engine was asked.", "url": "The address the image was downloaded from.",
+    "rank": "Its position in the engine's results.", "original_name": "An imported file's path inside its folder.",
+    "sha256": "SHA-256 of the bytes (identity and exact duplicates).", "width": "Pixels.", "height": "Pixels.",
+    "format": "Pillow's format name (JPEG, PNG, ...).", "mode": "Pillow's colour mode as stored (RGB, CMYK, ...).",
+    "bytes": "File size.", "fetched_at": "When it was fetched or imported (ISO 8601, UTC).",
+    "other_wnids": "Other classes the same image was found for: its label is ambiguous.",
+    "status": "accepted, rejected or duplicate.", "reason": "Why it was rejected, or what it duplicates.",
+    "duplicate_of": "The kept copy's file, for exact and near duplicates.", "count": "Images.",
+}
+MANIFEST_LABELS = {"excluded_reason": "Reason excluded", "search_term": "Search term", "url": "URL",
+                   "original_name": "Original name", "sha256": "SHA-256", "fetched_at": "Fetched at (UTC)",
+                   "other_wnids": "Also found for", "duplicate_of": "Duplicate of", "bytes": "Bytes",
+                   "count": "Images"}
 
 st.title("Images")
 run = require_run()
@@ -16,19 +36,18 @@ if df.empty:
     st.info("This run has no images yet. Collect some on the Query page.")
     st.stop()
 
-space = get_label_space(info.label_space)
 wnids = list(dict.fromkeys(list(info.wnids) + df["wnid"].dropna().tolist()))
 counts = df.groupby("wnid")["status"].value_counts().unstack(fill_value=0)
 
 
 def class_label(wnid: str) -> str:
     c = counts.loc[wnid] if wnid in counts.index else {}
-    name = space.display_name(wnid) if wnid in space else wnid
-    return f"{name} ({wnid}) · {int(c.get('accepted', 0))} accepted"
+    return f"{class_name(wnid, info.label_space)} ({wnid}) · {int(c.get('accepted', 0)):,} accepted"
 
 
-wnid = st.selectbox("Class", wnids, format_func=class_label)
-download_csv(df, f"{run.run_id}_manifest.csv", key="dl-manifest", label="Download the whole manifest (CSV)")
+wnid = st.selectbox(f"Class · {plural(len(wnids), 'class')} in this run", wnids, format_func=class_label)
+download_csv(df, f"{run.run_id}_manifest.csv", key="dl-manifest", label="Download the whole manifest (CSV)",
+             label_space=info.label_space)
 rows = df[df["wnid"] == wnid]
 accepted = rows[rows["status"] == "accepted"].reset_index(drop=True)
 
@@ -52,14 +71,16 @@ with tab_grid:
         columns = ["file", "excluded", "excluded_reason", "source", "search_term", "url", "rank", "original_name",
                    "sha256", "width", "height", "format", "mode", "bytes", "fetched_at", "other_wnids"]
         edited = st.data_editor(
-            accepted[columns], hide_index=True, width="stretch", key=f"editor-{wnid}",
+            accepted[columns], hide_index=True, width="stretch", key=f"editor-{wnid}", placeholder=NA_DASH,
             disabled=[c for c in columns if c not in ("excluded", "excluded_reason")],
-            column_config={"excluded": st.column_config.CheckboxColumn("excluded"),
-                           "url": st.column_config.TextColumn("url")},
+            column_config={**table_column_config(None, columns, accepted, docs=MANIFEST_DOCS, labels=MANIFEST_LABELS),
+                           "excluded": st.column_config.CheckboxColumn("Excluded", help="`excluded`: "
+                                                                       + MANIFEST_DOCS["excluded"]),
+                           "url": st.column_config.TextColumn("URL", help="`url`: " + MANIFEST_DOCS["url"])},
         )
         changed = edited[(edited["excluded"].astype(bool) != accepted["excluded"].astype(bool))
                          | (edited["excluded_reason"].fillna("") != accepted["excluded_reason"].fillna(""))]
-        if not changed.empty and st.button(f"Save {len(changed)} change(s)", type="primary"):
+        if not changed.empty and st.button(f"Save {plural(len(changed), 'change')}", type="primary"):
             for _, row in changed.iterrows():
                 run.set_excluded([row["file"]], bool(row["excluded"]), str(row["excluded_reason"] or "excluded by analyst"))
             st.success("Saved. Predictions already stored are kept; excluded images are left out of metrics.")
@@ -69,7 +90,8 @@ with tab_other:
     if other.empty:
         st.caption("Nothing was rejected for this class.")
     else:
-        st.dataframe(other[["status", "reason", "duplicate_of", "other_wnids", "url", "search_term", "rank",
-                            "original_name", "bytes", "fetched_at"]], hide_index=True, width="stretch")
+        show_table(other[["status", "reason", "duplicate_of", "other_wnids", "url", "search_term", "rank",
+                          "original_name", "bytes", "fetched_at"]], docs=MANIFEST_DOCS, labels=MANIFEST_LABELS)
         reasons = other.assign(reason=other["reason"].fillna("")).groupby(["status", "reason"]).size()
-        st.dataframe(pd.DataFrame({"count": reasons}).reset_index(), hide_index=True)
+        show_table(pd.DataFrame({"count": reasons}).reset_index(), docs=MANIFEST_DOCS, labels=MANIFEST_LABELS,
+                   width="content")

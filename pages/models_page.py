@@ -5,7 +5,21 @@ import streamlit as st
 from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS
 from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
-from pages.common import download_csv, escape_markdown, manifest, page_link, progress_bar, require_run, show_error
+from pages.common import (download_csv, escape_markdown, manifest, page_link, plural, progress_bar, require_run,
+                          show_error, show_table)
+
+REGISTRY_DOCS = {
+    "usable": "Weights found on this machine (caches and installed packages only; nothing is downloaded).",
+    "id": "The model's registry id: what predictions, tables and the command line call it.",
+    "model": "The architecture's name.", "family": "CNN or transformer.",
+    "label space": "The classes the model predicts (ImageNet-1k, -21k, ...).",
+    "params (M)": "Parameters, in millions.", "input": "Input size, centre-crop fraction and resize interpolation.",
+    "source": "Where the weights come from, and which.", "paper": "The paper that introduced the model.",
+    "weights": "Where the weights were found, or the one command that fetches them on a machine with internet.",
+}
+REPORT_DOCS = {"model": "The model's registry id.", "predicted": "Predictions stored now (status ok).",
+               "failed": "Images that could not be classified now (stored with status failed).",
+               "skipped": "Images whose prediction was stored before: not classified again."}
 
 
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
@@ -50,7 +64,7 @@ def _select_all_usable() -> None:
 names = dict(zip(table["id"], table["model"]))
 left, right = st.columns([4, 1])
 selected = left.multiselect(
-    f"Models to run · {len(usable)} of {len(table)} have weights here",
+    f"Models to run · {len(usable)} of {plural(len(table), 'model')} have weights here",
     usable["id"].tolist(), key=PICK, format_func=lambda m: names[m],  # ids: in the registry table below
     help="Grouped by family below. A model without weights on this machine cannot be picked: its row in the "
          "table says how to fetch them.")
@@ -59,16 +73,17 @@ family_of = dict(zip(table["id"], table["family"]))
 st.caption(" · ".join(f"{FAMILY_TITLES[f]}: {sum(family_of[m] == f for m in selected)} picked of "
                       f"{int((usable['family'] == f).sum())} usable" for f in FAMILIES))
 
-with st.expander(f"All {len(table)} registered models, with where their weights are"):
+with st.expander(f"All {plural(len(table), 'registered model')}, with where their weights are"):
     for family in FAMILIES:
         part = table[table["family"] == family]
         st.subheader(f"{FAMILY_TITLES[family]} · {int(part['usable'].sum())} of {len(part)} usable here")
-        st.dataframe(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
-                     hide_index=True, width="stretch",
-                     column_config={"usable": st.column_config.CheckboxColumn("usable",
-                                                                              help="Weights found on this machine")})
+        show_table(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
+                   docs=REGISTRY_DOCS, labels={"id": "Model id", "model": "Architecture"},
+                   column_config={"usable": st.column_config.CheckboxColumn(
+                       "Usable", help="`usable`: " + REGISTRY_DOCS["usable"])})
 
-download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)")
+download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)",
+             label_space=run.info.label_space)
 images = manifest(run)
 n_images = int(((images["status"] == "accepted") & ~images["excluded"].astype(bool)).sum()) if not images.empty else 0
 runnable = list(selected)
@@ -80,7 +95,7 @@ state_line = st.empty()
 
 
 def show_state() -> None:
-    state_line.markdown(f"**{n_images}** usable images in run `{run.run_id}` · models already run: "
+    state_line.markdown(f"**{plural(n_images, 'usable image')}** in run `{run.run_id}` · models already run: "
                         f"{escape_markdown(', '.join(run.info.models)) or 'none'}")
 
 
@@ -94,7 +109,7 @@ with st.expander("Options"):
     resampler = c4.selectbox("Resize", RESAMPLERS, index=RESAMPLERS.index(DEFAULT_RESAMPLER),
                              help="torch: torchvision's uint8 kernel, 2-3x faster, within 1/255 of Pillow on under "
                                   "1% of the values. pil: Pillow, exactly the pixels of timm's eval transform.")
-if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runnable or n_images == 0):
+if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=not runnable or n_images == 0):
     from classify.pipeline import InferenceOptions
     from classify.targets import predict_run
 
@@ -102,43 +117,15 @@ if st.button(f"Run {len(runnable)} model(s)", type="primary", disabled=not runna
     options = InferenceOptions(batch_size=batch_size or None, device=device, num_workers=0, precision=precision,
                                resampler=resampler)
     try:
-        with st.status(f"Classifying {n_images} images with {len(runnable)} model(s)…", expanded=True) as status:
+        with st.status(f"Classifying {plural(n_images, 'image')} with {plural(len(runnable), 'model')}…",
+                       expanded=True) as status:
             report = predict_run(run, runnable, options, progress_bar())
             status.update(label=f"Done in {report.seconds:.1f} s on {report.device}", state="complete")
     except WildLensError as exc:  # missing weights; a device or precision this machine lacks
         show_error(exc)
         st.stop()
-    st.dataframe(pd.DataFrame([vars(r) for r in report.models.values()]), hide_index=True)
+    show_table(pd.DataFrame([vars(r) for r in report.models.values()]), docs=REPORT_DOCS, width="content")
     st.caption(escape_markdown(report.summary()))
     show_state()  # run.json now lists the models just run
     st.success("Predictions stored. Re-running skips what is stored.")
     page_link("pages/results_page.py", run.run_id, "See the results", icon=":material/leaderboard:")
-
-
-# --------------------------------------------------------------------------- any model by its own name
-# Beyond the registry (issue 13): every pretrained timm name, torchvision weights and cached
-# hf-hub model; the table is classify.zoo.search_table's (python -m classify models --search).
-@st.cache_data(ttl=30, show_spinner="Searching timm and torchvision…")
-def zoo_search(text: str) -> tuple[pd.DataFrame, int]:
-    from classify.zoo import search_table
-
-    return search_table(text, limit=200)
-
-
-st.divider()
-st.subheader("Any timm or torchvision model")
-query = st.text_input("Search model names", key="zoo-search", placeholder="convnext",
-                      help="Names across timm, torchvision and the Hub models in this machine's Hugging Face cache. "
-                           "Any of them runs with: python -m classify --models NAME (label space and family are "
-                           "inferred; --checkpoint NAME=PATH for a local weights file).")
-if query.strip():
-    try:
-        found, total = zoo_search(query.strip())
-    except WildLensError as exc:
-        show_error(exc)
-    else:
-        st.caption(f"{total} names contain “{escape_markdown(query.strip())}”"
-                   + (f"; the first {len(found)} are shown" if total > len(found) else "")
-                   + ". Weights are looked for on this machine only; the last column fetches them online.")
-        st.dataframe(found, hide_index=True, width="stretch")
-        download_csv(found, "model-search.csv", key="dl-model-search", label="Download these names (CSV)")

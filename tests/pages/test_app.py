@@ -83,8 +83,8 @@ def test_every_page_renders(app, name):
 def test_query_page_finds_the_seven_cat_classes(app):
     at = open_page(app, "query")
     assert at.text_input(key="query").value == "cat"
-    sense = at.checkbox(key="sense|imagenet-1k|cat|cat.n.01")  # preselected: no question asked
-    assert sense.value and any("guy.n.01 · no class in imagenet-1k" in m.value for m in at.markdown)
+    sense = at.radio[0]
+    assert sense.value == "cat.n.01" and "guy.n.01" in sense.options[1]
     classes = at.dataframe[0].value
     assert len(classes) == 7 and classes["wnid"].iloc[0] == "n02123045"
     from core.labels import classes_table, hyponym_classes
@@ -116,7 +116,7 @@ def test_query_page_lists_the_unseen_hyponyms_with_their_cog_level(app):
 
 def test_query_page_sense_without_classes_warns(app):
     at = open_page(app, "query")
-    at.text_input(key="query").set_value("guy.n.01").run()
+    at.radio[0].set_value("guy.n.01").run()
     assert any("No class of imagenet-1k lies under guy.n.01" in w.value for w in at.warning)
 
 
@@ -153,7 +153,7 @@ def test_models_page_lists_families_and_the_usable_default(app):
     cnns = at.dataframe[0].value
     assert bool(cnns.set_index("id").loc["efficientnet_lite0", "usable"])
     button = [b for b in at.button if b.label.startswith("Run ")][0]
-    assert button.label == "Run 3 model(s)"  # the three packaged models, already run on the sample, are ticked
+    assert button.label == "Run 3 models"  # the three packaged models, already run on the sample, are ticked
 
 
 def test_models_page_reports_a_precision_this_machine_lacks(app):
@@ -224,7 +224,7 @@ def test_confusions_and_explain_flow(app, app_home, monkeypatch):
 
     truth = explain_pair(pair[1], pair[2])
     assert metrics["Path length"] == str(truth.path_length)
-    assert metrics["WUP"] == f"{truth.wup:.4f}"
+    assert metrics["WUP"] == f"{truth.wup:.3f}"  # similarities: three decimals on every page
 
 
 # --------------------------------------------------------------------------- query -> images -> results
@@ -285,12 +285,12 @@ def test_full_flow_crawl_classify_results(app, app_home, monkeypatch):
     at = open_page(at, "models")
     run_button = [b for b in at.button if b.label.startswith("Run ")][0]
     # Issue 12 item 8: a new run starts with every usable model picked (it was "Run 0 model(s)").
-    assert run_button.label == "Run 3 model(s)"
+    assert run_button.label == "Run 3 models"
     picker = at.multiselect[0]
     assert set(picker.value) == {"efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2"}
     picker.set_value(["efficientnet_lite0"]).run()
     run_button = [b for b in at.button if b.label.startswith("Run ")][0]
-    assert run_button.label == "Run 1 model(s)"
+    assert run_button.label == "Run 1 model"
     run_button.click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("Predictions stored" in s.value for s in at.success)
@@ -381,7 +381,7 @@ def test_crawl_notes_from_the_engine_are_escaped(app, monkeypatch):
 
     note = f"{TABBY} tabby: the engine said {EVIL}"
 
-    def fake_crawl(run, wnids, k, engine=None, config=None, progress=None, search_terms=None):
+    def fake_crawl(run, wnids, k, engine=None, config=None, progress=None):
         return crawl.crawler.CrawlSummary(engine, k, run.run_id, pd.DataFrame({"wnid": wnids, "accepted": 0}),
                                           notes=[note])
 
@@ -567,10 +567,10 @@ def test_models_page_select_all_usable(app):
     picker = at.multiselect[0]
     assert "Models to run · 3 of" in picker.label
     picker.set_value([]).run()
-    assert [b for b in at.button if b.label.startswith("Run ")][0].label == "Run 0 model(s)"
+    assert [b for b in at.button if b.label.startswith("Run ")][0].label == "Run 0 models"
     [b for b in at.button if b.label == "Select all usable"][0].click().run()
     assert len(at.multiselect[0].value) == 3
-    assert [b for b in at.button if b.label.startswith("Run ")][0].label == "Run 3 model(s)"
+    assert [b for b in at.button if b.label.startswith("Run ")][0].label == "Run 3 models"
 
 
 def test_the_first_page_says_what_to_do_next(app):

@@ -1,0 +1,77 @@
+"""pages.common's table helpers: readable labels with the raw name in the help, one number format
+(percent with one decimal, like the charts), missing values as an en dash; plurals; the run label."""
+import pandas as pd
+import pytest
+
+from explain.metrics import compute_metric_tables
+from explain.schema import labels_of
+from pages.common import (NA_DASH, PERCENT_D3, RATE_COLUMNS, plural, run_details, run_label, short_run_id, styled,
+                          table_column_config)
+
+TABBY, TIGER_CAT, EGYPTIAN_CAT = "n02123045", "n02123159", "n02124075"
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return compute_metric_tables(pd.DataFrame({
+        "model": ["m"] * 6, "image": list("abcdef"), "true_wnid": [TABBY] * 3 + [TIGER_CAT] * 3,
+        "pred_wnid": [TABBY, TABBY, EGYPTIAN_CAT, TIGER_CAT, TIGER_CAT, TIGER_CAT],
+        "label_space": "imagenet-1k", "status": "ok"}))
+
+
+def test_labels_help_and_formats(tables):
+    config = table_column_config("per_class", tables.per_class.columns, tables.per_class)
+    labels = labels_of("per_class")
+    for column, entry in config.items():
+        assert entry["label"] == labels[column]
+        assert entry["help"].startswith(f"`{column}`: ")
+    assert config["sibling_rate"]["label"] == "Sibling %"
+    assert config["sibling_rate"]["type_config"]["format"] == "percent"
+    assert config["lch_mistakes"]["type_config"]["format"] == "%.3f"
+    assert config["severity"]["type_config"]["format"] == "%.2f"
+    assert NA_DASH in config["sibling_rate"]["help"] and "not defined" in config["sibling_rate"]["help"]
+    plain = table_column_config("per_class", tables.per_class.columns, tables.per_class, formats=False)
+    assert "format" not in plain["sibling_rate"].get("type_config", {}) or \
+        plain["sibling_rate"]["type_config"].get("format") is None
+
+
+def test_styled_rounds_like_the_charts_and_dashes_na(tables):
+    styler = styled(tables.per_class)
+    text = styler.to_string()
+    assert "66.7%" in text and "100.0%" in text  # 2/3 accuracy of tabby; one decimal, rounded
+    assert NA_DASH in text  # tiger cat has no mistakes: sibling_rate and the means over mistakes are NA
+    assert PERCENT_D3 == ".1%"
+    assert styler.data is tables.per_class  # the numbers themselves (what st.dataframe sorts by) are kept
+    big = pd.DataFrame({"accuracy": [0.5] * 30_000})
+    assert styled(big) is big  # large tables: Streamlit's own column formats
+
+
+def test_rate_columns_are_shares():
+    from explain.schema import METRIC_TABLES
+
+    known = set().union(*map(set, METRIC_TABLES.values()))
+    assert RATE_COLUMNS <= known
+    assert all(METRIC_TABLES[t][c].dtype == "Float64" for t in METRIC_TABLES for c in RATE_COLUMNS
+               if c in METRIC_TABLES[t])
+
+
+@pytest.mark.parametrize("count, noun, expected", [(1, "class", "1 class"), (2, "class", "2 classes"),
+                                                   (0, "image", "0 images"), (1, "model", "1 model"),
+                                                   (1200, "image", "1,200 images")])
+def test_plural(count, noun, expected):
+    assert plural(count, noun) == expected
+
+
+def test_run_label_keeps_title_and_short_id():
+    from core.runstore import RunInfo
+
+    info = RunInfo(run_id="20261129-161500-cats-3f2a", title="A very long title about domestic cats and their wild "
+                                                              "relatives", wnids=[TABBY], models=["m1", "m2"])
+    assert short_run_id(info.run_id) == "3f2a" and short_run_id("sample") == "sample"
+    label = run_label(info)
+    assert label.endswith(" · 3f2a") and label.startswith("A very long") and len(label) <= 30
+    assert run_label(RunInfo(run_id="sample", title="cats")) == "cats · sample"
+    assert run_label(RunInfo(run_id="sample")) == "sample"
+    details = run_details(info)
+    assert "domestic cats and their wild relatives" in details and "`20261129-161500-cats-3f2a`" in details
+    assert "1 class" in details and "2 models" in details
