@@ -225,3 +225,17 @@ def selected_cell(points, index: Sequence[str], columns: Sequence[str]) -> tuple
         if 0 <= row < len(index) and 0 <= column < len(columns):
             return str(index[row]), str(columns[column])
     return None
+
+
+def sibling_blocks(order: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(first, last, parent wnid) of each run of two or more consecutive entries of ``order`` (a
+    :func:`tree_order`) that share their tree parent: the sibling blocks a chart can outline."""
+    parents = [tree_path(w)[-2] if len(tree_path(w)) > 1 else None for w in order]
+    blocks, start = [], 0
+    for i in range(1, len(order) + 1):
+        # A block ends where the parent changes (or the list does); 'last' is inclusive.
+        if i == len(order) or parents[i] != parents[start]:
+            if i - start >= 2 and parents[start] is not None:
+                blocks.append((start, i - 1, parents[start]))
+            start = i
+    return blocks

@@ -113,7 +113,9 @@ normalised = controls[1].toggle("Row-normalised", key="matrix-normalise",
 grouped = controls[2].toggle("Group outside predictions", value=True, key="matrix-grouped",
                              help="On: one column per nearest WordNet node of the run's tree. Off: a single 'other' column.")
 outside = "ancestor" if grouped else "other"
-all_preds, usable = predictions(run), usable_files(run)
+# The usable images, as the metrics take them (Run.usable_predictions): a run without a manifest
+# (predictions imported from elsewhere) keeps every row.
+all_preds, usable = predictions(run), (usable_files(run) if run.manifest_path.exists() else None)
 run_classes = list(run.info.wnids) or true_wnids
 n_classes = len(set(run_classes) | set(true_wnids))
 shown = None
@@ -162,6 +164,10 @@ else:
                                          line=dict(width=2)),
                              selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=0)),
                              showlegend=False))
+    # Outline each block of siblings on the diagonal: the tree's structure, visible at a glance.
+    for first, last, _parent in cm.sibling_blocks(list(counts.index)):
+        fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=first - 0.5, y1=last + 0.5,
+                      line=dict(color="rgba(90, 90, 90, 0.6)", width=1))
     fig.update_xaxes(tickvals=list(range(len(col_titles))), ticktext=[html.escape(t) for t in tick_cols],
                      tickangle=-45, title_text="predicted", side="bottom")
     fig.update_yaxes(tickvals=list(range(len(row_titles))), ticktext=[html.escape(t) for t in tick_rows],

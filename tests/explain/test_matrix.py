@@ -175,3 +175,13 @@ def test_most_confused_ranks_mistakes():
 def test_empty_model():
     matrix = confusion_matrix(predictions(), "nobody", CATS, normalise=True)
     assert list(matrix.index) == tree_order(CATS) and matrix.isna().all().all()
+
+
+def test_sibling_blocks_outline_the_tree():
+    from explain.matrix import sibling_blocks
+
+    order = tree_order([GOLDEN, BEAGLE, *CATS])
+    blocks = sibling_blocks(order)
+    assert [(a, b) for a, b, _ in blocks] == [(2, 6), (7, 8)]  # domestic cats, wildcats; two dogs of different parents
+    assert [synset_of(p).name() for _, _, p in blocks] == ["domestic_cat.n.01", "wildcat.n.03"]
+    assert sibling_blocks([]) == [] and sibling_blocks([CATS[0]]) == []
