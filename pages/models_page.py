@@ -129,3 +129,32 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     show_state()  # run.json now lists the models just run
     st.success("Predictions stored. Re-running skips what is stored.")
     page_link("pages/results_page.py", run.run_id, "See the results", icon=":material/leaderboard:")
+
+
+# --------------------------------------------------------------------------- any model by its own name
+# Beyond the registry (issue 13): every pretrained timm name, torchvision weights and cached
+# hf-hub model; the table is classify.zoo.search_table's (python -m classify models --search).
+@st.cache_data(ttl=30, show_spinner="Searching timm and torchvision…")
+def zoo_search(text: str) -> tuple[pd.DataFrame, int]:
+    from classify.zoo import search_table
+
+    return search_table(text, limit=200)
+
+
+st.divider()
+st.subheader("Any timm or torchvision model")
+query = st.text_input("Search model names", key="zoo-search", placeholder="convnext",
+                      help="Names across timm, torchvision and the Hub models in this machine's Hugging Face cache. "
+                           "Any of them runs with: python -m classify --models NAME (label space and family are "
+                           "inferred; --checkpoint NAME=PATH for a local weights file).")
+if query.strip():
+    try:
+        found, total = zoo_search(query.strip())
+    except WildLensError as exc:
+        show_error(exc)
+    else:
+        st.caption(f"{total} names contain “{escape_markdown(query.strip())}”"
+                   + (f"; the first {len(found)} are shown" if total > len(found) else "")
+                   + ". Weights are looked for on this machine only; the last column fetches them online.")
+        st.dataframe(found, hide_index=True, width="stretch")
+        download_csv(found, "model-search.csv", key="dl-model-search", label="Download these names (CSV)")

@@ -83,8 +83,8 @@ def test_every_page_renders(app, name):
 def test_query_page_finds_the_seven_cat_classes(app):
     at = open_page(app, "query")
     assert at.text_input(key="query").value == "cat"
-    sense = at.radio[0]
-    assert sense.value == "cat.n.01" and "guy.n.01" in sense.options[1]
+    sense = at.checkbox(key="sense|imagenet-1k|cat|cat.n.01")  # preselected: no question asked
+    assert sense.value and any("guy.n.01 · no class in imagenet-1k" in m.value for m in at.markdown)
     classes = at.dataframe[0].value
     assert len(classes) == 7 and classes["wnid"].iloc[0] == "n02123045"
     from core.labels import classes_table, hyponym_classes
@@ -116,7 +116,7 @@ def test_query_page_lists_the_unseen_hyponyms_with_their_cog_level(app):
 
 def test_query_page_sense_without_classes_warns(app):
     at = open_page(app, "query")
-    at.radio[0].set_value("guy.n.01").run()
+    at.text_input(key="query").set_value("guy.n.01").run()
     assert any("No class of imagenet-1k lies under guy.n.01" in w.value for w in at.warning)
 
 
@@ -381,7 +381,7 @@ def test_crawl_notes_from_the_engine_are_escaped(app, monkeypatch):
 
     note = f"{TABBY} tabby: the engine said {EVIL}"
 
-    def fake_crawl(run, wnids, k, engine=None, config=None, progress=None):
+    def fake_crawl(run, wnids, k, engine=None, config=None, progress=None, search_terms=None):
         return crawl.crawler.CrawlSummary(engine, k, run.run_id, pd.DataFrame({"wnid": wnids, "accepted": 0}),
                                           notes=[note])
 
