@@ -268,7 +268,17 @@ def _hub_named(repo: str) -> Named:
 
 
 def name_of(name: str) -> Named:
-    """What ``name`` points to, without building anything; UnknownModelError if nothing."""
+    """What ``name`` points to, without building anything; UnknownModelError if nothing. A name
+    that lands on a registry id another way (``torchvision/resnet50`` -> its DEFAULT weights) is
+    the registry's entry."""
+    named = _name_of(name)
+    if named.library != "registry" and named.id in _REGISTRY:
+        entry = _REGISTRY[named.id]
+        return Named("registry", entry.id, entry.arch, entry.weights, entry.num_classes)
+    return named
+
+
+def _name_of(name: str) -> Named:
     text = name.strip()
     key = text.lower()
     if key in _ALIASES:

@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from ..weights import WeightsStatus
 
 
+# What torchvision's builders change when weights are given (get_model(arch, weights=...)):
+# Inception-v3 and GoogLeNet then turn ImageNet-normalised input back into the [-1, 1] input their
+# weights were trained on (transform_input) and carry auxiliary heads in the file. Building with
+# weights=None and loading the file ourselves must build the same network.
+WEIGHTS_BUILD_KWARGS = {"inception_v3": {"transform_input": True, "aux_logits": True, "init_weights": False},
+                        "googlenet": {"transform_input": True, "aux_logits": True, "init_weights": False}}
+
+
 @register_source
 class TorchvisionSource(ModelSource):
     name = "torchvision"
@@ -50,7 +58,7 @@ class TorchvisionSource(ModelSource):
     def build_untrained(self, entry: ModelEntry, num_classes: int):
         from torchvision.models import get_model
 
-        return get_model(entry.arch, weights=None, num_classes=num_classes)
+        return get_model(entry.arch, weights=None, num_classes=num_classes, **WEIGHTS_BUILD_KWARGS.get(entry.arch, {}))
 
     def load(self, entry: ModelEntry, path: Path | None):
         if path is None:  # require_weights allowed a download: fetched here, read below like any file

@@ -74,6 +74,7 @@ def test_names_resolve_in_every_library_without_the_registry():
     assert resolve("tv:resnet18.imagenet1k_v1") == tv
     assert resolve("efficientnet_v2_s").id == "torchvision/efficientnet_v2_s.IMAGENET1K_V1"  # torchvision only
     assert resolve("resnet50") is get_model("resnet50")  # registry first: names, notes, grouping
+    assert resolve("torchvision/resnet50") is get_model("torchvision/resnet50.IMAGENET1K_V2")  # its DEFAULT
     assert tv.input_config().size == 224 and timm_entry.input_config().size == 288  # timm: its test size
 
 
@@ -157,6 +158,14 @@ def test_a_torchvision_checkpoint_pth_read_with_weights_only(tmp_path):
 ])
 def test_family_is_inferred_from_the_architecture(name, family):
     assert resolve(name).family == family
+
+
+def test_torchvision_builds_the_network_its_weights_were_trained_as():
+    """get_model(weights=...) sets transform_input (and aux heads) for Inception-v3 / GoogLeNet."""
+    for name in ("torchvision/inception_v3", "torchvision/googlenet"):
+        entry = resolve(name)
+        assert build_untrained(entry, device="meta").transform_input, name
+        assert entry.input_config().size in (224, 299)
 
 
 def test_inference_agrees_with_the_registrys_families():
