@@ -245,6 +245,12 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def valid_run_id(run_id: str) -> bool:
+    """Letters, digits, '-', '_', '.', starting with a letter or digit: a run id is a folder name
+    that cannot climb out of the runs folder, and names starting with '.' are the store's own."""
+    return isinstance(run_id, str) and bool(_RUN_ID_RE.match(run_id))
+
+
 def new_run_id(title: str = "run") -> str:
     """'20261129-161500-cat-3f2a': sortable by time, readable, unique; only safe characters."""
     stem = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:32] or "run"
@@ -475,14 +481,96 @@ class RunStore:
         return run
 
     def list_runs(self) -> list[RunInfo]:
-        """Every readable run, newest first. Damaged folders are skipped, not fatal."""
+        """Every readable run, newest first. Damaged folders are skipped, not fatal, and so are
+        folders whose name is no run id (``.import-*`` staging, ``.deleting-*``: the store's own)."""
         if not self.runs_dir.exists():
             return []
         infos = []
         for folder in self.runs_dir.iterdir():
-            if (folder / "run.json").exists():
+            if valid_run_id(folder.name) and (folder / "run.json").exists():
                 try:
                     infos.append(Run(folder).info)
                 except StoreError:
                     continue
         return sorted(infos, key=lambda i: (i.created, i.run_id), reverse=True)
+
+    # administration ---------------------------------------------------------------
+    def rename_run(self, run_id: str, title: str) -> RunInfo:
+        """Give a run a new title (what pages and lists show); its id, folder and files stay. The
+        title is one line (runs of white space become one space), at most 200 characters, not
+        empty. run.json is rewritten atomically."""
+        run = self.open_run(run_id)
+        text = " ".join(str(title).split())[:200]
+        if not text:
+            raise StoreError(f"A run needs a title to be renamed to; type one (the run id {run_id} stays).")
+        return run.update_info(title=text)
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run: its folder under ``runs/`` and every file in it (images, manifest,
+        predictions, metrics). Nothing outside the runs folder is touched: the id cannot name
+        another folder, links inside the run are removed as links (never followed), and a run
+        folder that is itself a link loses only the link.
+
+        Refused (:class:`core.locking.FolderBusy`, one line) while a crawl, an import or an
+        inference holds one of the run's locks (``.wildlens*.lock`` files, ``core.locking``):
+        the locks are taken for the moment the folder is renamed to ``runs/.deleting-<id>-<token>``
+        (so it leaves the run list at once, in one step), then the renamed folder is removed.
+
+        The sample run may be deleted like any other: ``wildlens.sample.ensure_sample_run``
+        builds it again when it is missing, which the dashboard does once per server process
+        (``pages.common.ensure_sample_run``), so it comes back on the dashboard's next start,
+        not in the running one."""
+        import shutil
+
+        run = self.open_run(run_id)
+        runs = self.runs_dir.resolve()
+        if run.path.is_symlink():
+            run.path.unlink()
+            return
+        if run.path.resolve().parent != runs:
+            raise StoreError(f"Run {run_id} is not a folder of {self.runs_dir}; nothing was deleted.")
+        trash = self.runs_dir / f".deleting-{run_id}-{secrets.token_hex(3)}"
+        with _run_locks(run.path, run_id):
+            try:
+                os.rename(run.path, trash)
+            except OSError as exc:
+                raise StoreError(f"Cannot delete run {run_id}: {exc.strerror or exc}; check that {self.runs_dir} "
+                                 "is writable.") from None
+        errors = []
+        shutil.rmtree(trash, onerror=lambda func, path, info: errors.append(f"{path}: {info[1]}"))
+        if errors:
+            raise StoreError(f"Run {run_id} is gone from the run list, but {len(errors)} of its files could not be "
+                             f"deleted ({errors[0]}); remove {trash} by hand.")
+
+
+@contextmanager
+def _run_locks(folder: Path, run_id: str) -> Iterator[None]:
+    """Hold every WildLens lock file inside a run folder (``.wildlens*.lock``, see core.locking),
+    or raise FolderBusy at once when a crawl, import or inference holds one."""
+    from .locking import FolderBusy
+
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks to ask
+        yield
+        return
+    handles = []
+    try:
+        for parent, dirs, files in os.walk(folder):  # links are not followed
+            for name in files:
+                if not (name.startswith(".wildlens") and name.endswith(".lock")):
+                    continue
+                try:
+                    fd = os.open(Path(parent) / name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+                except OSError:
+                    continue
+                handles.append(fd)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise FolderBusy(f"Run {run_id} is in use: a crawl, import or inference is writing to it; wait "
+                                     "for it to finish (or stop it), then delete the run.") from None
+        yield
+    finally:
+        for fd in handles:
+            os.close(fd)

@@ -2,7 +2,9 @@
 
   fetch   crawl k images per class of a query into a run or a folder (resumes)
   terms   print the search terms fetch would use per class (change them with fetch --term)
-  import  copy a local folder SRC/<wnid or class name>/<images> into a run or a folder
+  import  copy a local folder SRC/<wnid or class name>/<images> into a run or a folder; a new
+          run is created only when an image is accepted; --map FOLDER=CLASS / --skip FOLDER
+          decide folders whose name is ambiguous or unknown
   check   tell whether a search engine can be reached from this machine
   summary per-class figures of a run's or a folder's manifest
 
@@ -26,7 +28,7 @@ from core.runstore import RunStore, StoreError
 from .config import DEFAULT_FORMATS, CrawlConfig, ValidationConfig
 from .crawler import (EngineUnreachable, available_engines, check_engine, crawl_run, default_search_terms,
                       unreachable_message)
-from .importer import import_folder
+from .importer import import_folder, import_new_run, resolve_class_name
 from .store import CollectError, FolderDestination, summarise
 
 EXIT_SHORT, EXIT_ERROR, EXIT_OFFLINE = 1, 2, 3
@@ -166,15 +168,45 @@ def _print_summary(summary, last_line: str) -> None:
     print(last_line, file=sys.stderr)
 
 
+def _import_mapping(args, label_space: str) -> dict:
+    """--map NAME=CLASS (a wnid, a synset name or a class name) and --skip NAME as {folder: wnid or None}."""
+    mapping = {}
+    for item in args.map or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value.strip():
+            raise OptionError(f"--map expects FOLDER=CLASS (e.g. missile=n03773504), not {item!r}")
+        mapping[name] = resolve_class_name(value, label_space)
+    for name in args.skip or []:
+        mapping[name] = None
+    return mapping
+
+
 def cmd_import(args) -> int:
-    target, label_space = _destination(args, source="import")
+    validation = _validation(args)
     progress = None if args.no_progress else TerminalProgress()
+    new_run = args.run is not None and not _run_exists(args.run)
     try:
-        summary = import_folder(args.src, target, label_space=label_space, progress=progress,
-                                validation=_validation(args), follow_links=args.follow_links)
+        if new_run:  # staged: the run exists only once an image is accepted
+            label_space = args.label_space or DEFAULT_LABEL_SPACE
+            store = RunStore()
+            try:
+                summary = import_new_run(args.src, _import_mapping(args, label_space), store, title=args.title or "",
+                                         label_space=label_space, run_id=args.run, progress=progress,
+                                         validation=validation, follow_links=args.follow_links)
+            except KeyboardInterrupt:
+                print("interrupted: nothing was imported and no run was created", file=sys.stderr)
+                return 130
+            print(f"created run {summary.run_id} in {store.runs_dir}", file=sys.stderr)
+        else:
+            target, label_space = _destination(args)
+            summary = import_folder(args.src, target, label_space=label_space, progress=progress,
+                                    validation=validation, follow_links=args.follow_links,
+                                    mapping=_import_mapping(args, label_space))
     finally:
         if progress is not None:
             progress.close()
+    for folder, why in summary.folders_skipped.items():
+        print(f"note: folder {folder!r} not imported: {why}", file=sys.stderr)
     _print_summary(summary, f"{summary.files_seen} files read, {summary.new_accepted} accepted, "
                             f"{summary.already_imported} already imported, in {summary.seconds:.1f}s -> {summary.destination}")
     return 0
@@ -248,6 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
                                            "are read (FIFOs, devices, link loops are skipped and recorded)")
     p.add_argument("--follow-links", action="store_true",
                    help="follow symbolic links that lead out of SRC (default: such links are skipped and recorded)")
+    p.add_argument("--map", action="append", metavar="FOLDER=CLASS",
+                   help="the class of a folder whose name is ambiguous or unknown: a wnid, a synset name "
+                        "(missile.n.01) or a class name; repeatable")
+    p.add_argument("--skip", action="append", metavar="FOLDER", help="leave this class folder out; repeatable")
+    p.add_argument("--title", help="the title of a new run (default 'Import of <SRC name>')")
     p.add_argument("--no-progress", action="store_true")
     _add_destination_args(p)
     _add_validation_args(p)

@@ -4,7 +4,17 @@ Layout: ``SRC/<class>/<images>`` where ``<class>`` is a wnid (``n02123045``), a 
 name (``tabby.n.01``) or an ImageNet class name (``tabby``, ``tiger cat``, ``Egyptian_cat``;
 case, spaces, '_' and '-' do not matter). A name must match a lemma of exactly one class of the
 label space; otherwise the import stops before copying anything and lists the candidates
-(e.g. 'crane' is a bird and a machine in ImageNet-1k: name the folder by its wnid).
+(e.g. 'crane' is a bird and a machine in ImageNet-1k: name the folder by its wnid, or map it).
+
+Two steps, so nothing ambiguous is guessed (the Import page and ``python -m crawl import``):
+
+- :func:`plan_folders` reads SRC and says, per class folder, how many files it holds and whether
+  its name is ``resolved`` (one class), ``ambiguous`` (several: the candidates, each with its
+  synset name and definition) or ``unknown`` (with close matches when there are any).
+- :func:`import_new_run` takes an explicit mapping ``{folder name: wnid, or None to skip}`` for
+  the folders that did not resolve (and may override those that did), imports into a staging
+  folder and creates the run only when at least one image was accepted: a refused or empty
+  import leaves no run behind. :func:`import_folder` adds to an existing run or a plain folder.
 
 Images may sit in sub-folders of a class folder. Hidden files and folders (starting with '.')
 are skipped. Every file is read (never written), validated like a crawled image, and accepted
@@ -27,6 +37,8 @@ import errno
 import functools
 import os
 import re
+import secrets
+import shutil
 import stat
 import time
 from dataclasses import dataclass, field
@@ -36,11 +48,11 @@ import pandas as pd
 
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, resolve_noun_synsets
 from core.progress import ProgressCallback, report
-from core.runstore import Run, now_iso
-from core.wordnet import is_wnid, wnid_of
+from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
+from core.wordnet import is_wnid, synset_of, wnid_of
 
 from .config import ValidationConfig
-from .store import (CollectError, Collector, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
+from .store import (CollectError, Collector, RunDestination, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
                     summarise, sweep_leftovers)
 from .validate import (NOT_REGULAR, OUTSIDE_SRC, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
                        validate_image)
@@ -49,13 +61,84 @@ _SYNSET_NAME_RE = re.compile(r"^.+\.n\.\d{2}$")
 
 
 class FolderImportError(CollectError):
-    """A folder that cannot be imported as asked; the message lists what to fix."""
+    """A folder that cannot be imported as asked; the message lists what to fix. ``summary`` is
+    the import's summary when the import ran and accepted nothing (why each file was rejected)."""
+
+    summary: "ImportSummary | None" = None
+
+
+RESOLVED, AMBIGUOUS, UNKNOWN = "resolved", "ambiguous", "unknown"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A class a folder name may stand for."""
+
+    wnid: str
+    synset: str  # WordNet synset name, e.g. 'missile.n.01'
+    name: str  # the label space's class name, e.g. 'missile'
+    definition: str
+
+    @property
+    def label(self) -> str:
+        """'missile.n.01 — a rocket carrying a warhead ...' (plain text: for select box options)."""
+        return f"{self.synset} — {self.definition}"
+
+
+@dataclass(frozen=True)
+class FolderPlan:
+    """What one class folder of SRC is: ``status`` 'resolved' (``wnid`` set), 'ambiguous'
+    (``candidates``: every class its name matches) or 'unknown' (``candidates``: close matches,
+    maybe none; ``reason`` says why). ``files``: regular files the import would read."""
+
+    folder: str
+    files: int
+    status: str
+    wnid: str | None = None
+    candidates: tuple[Candidate, ...] = ()
+    reason: str = ""
+
+
+@dataclass
+class ImportPlan:
+    """Every class folder of ``src`` (by name), and notes about entries that are not class folders."""
+
+    src: Path
+    label_space: str
+    folders: list[FolderPlan]
+    notes: list[str] = field(default_factory=list)
+
+    def by_status(self, status: str) -> list[FolderPlan]:
+        return [f for f in self.folders if f.status == status]
+
+    @property
+    def resolved(self) -> dict[str, str]:
+        """folder -> wnid of the folders whose name resolved to exactly one class."""
+        return {f.folder: f.wnid for f in self.folders if f.status == RESOLVED}
+
+    def table(self) -> pd.DataFrame:
+        """One row per folder: folder, files, status, class (name), wnid, note (candidates or reason)."""
+        space = get_label_space(self.label_space)
+        rows = []
+        for f in self.folders:
+            note = f.reason
+            if f.status == AMBIGUOUS:
+                note = "one of: " + "; ".join(f"{c.synset} ({c.wnid})" for c in f.candidates)
+            elif f.status == UNKNOWN and f.candidates:
+                note = "not a class name; close: " + ", ".join(f"{c.name} ({c.wnid})" for c in f.candidates)
+            elif f.status == UNKNOWN:
+                note = f.reason.split(": ", 1)[-1] if f.reason.startswith("folder ") and ": " in f.reason else \
+                    "not a class name of " + self.label_space
+            rows.append({"folder": f.folder, "files": f.files, "status": f.status,
+                         "class": space.display_name(f.wnid) if f.wnid else "", "wnid": f.wnid or "",
+                         "note": note})
+        return pd.DataFrame(rows, columns=["folder", "files", "status", "class", "wnid", "note"])
 
 
 @dataclass
 class ImportSummary:
     destination: str
-    folders: dict[str, str]  # class folder name -> wnid
+    folders: dict[str, str]  # class folder name -> wnid, the folders imported
     per_class: pd.DataFrame  # see crawl.store.summarise
     files_seen: int = 0
     already_imported: int = 0
@@ -64,6 +147,9 @@ class ImportSummary:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (original name, reason) of entries not read
+    folders_skipped: dict[str, str] = field(default_factory=dict)  # class folder not imported -> why
+    run_id: str | None = None  # the run created by import_new_run
+    wnids: list[str] = field(default_factory=list)  # import_new_run: the run's classes (with accepted images)
 
 
 def _normalise(name: str) -> str:
@@ -83,36 +169,68 @@ def _lemma_index(label_space: str) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in index.items()}
 
 
-def resolve_class_folder(name: str, label_space: str = DEFAULT_LABEL_SPACE) -> str:
-    """The wnid a class folder's name stands for, exactly, or FolderImportError saying why not."""
+def _candidate(wnid: str, space) -> Candidate:
+    try:
+        synset = synset_of(wnid).name()
+    except Exception:  # a label-space wnid WordNet 3.0 lacks: named by its wnid
+        synset = wnid
+    return Candidate(wnid, synset, space.display_name(wnid), space.definition(wnid))
+
+
+def _resolve(name: str, label_space: str, what: str) -> tuple[str, str | None, tuple[Candidate, ...], str]:
+    """(status, wnid, candidates, reason) of a name: a wnid, a synset name or a class name."""
     space = get_label_space(label_space)
     text = name.strip()
     if is_wnid(text):
         if text not in space:
-            raise FolderImportError(f"folder {name!r}: {text} is not a class of {label_space}"
-                               " (choose a larger label space, e.g. --label-space imagenet-21k).")
-        return text
+            return UNKNOWN, None, (), (f"{what} {name!r}: {text} is not a class of {label_space} (choose a larger "
+                                       "label space, e.g. --label-space imagenet-21k).")
+        return RESOLVED, text, (), ""
     if _SYNSET_NAME_RE.match(text):
         try:
             synsets = resolve_noun_synsets(text)
         except QueryError as exc:
-            raise FolderImportError(f"folder {name!r}: {exc}") from None
+            return UNKNOWN, None, (), f"{what} {name!r}: {exc}"
         wnid = wnid_of(synsets[0])
         if wnid not in space:
-            raise FolderImportError(f"folder {name!r}: {text} ({wnid}) is not a class of {label_space}.")
-        return wnid
+            return UNKNOWN, None, (), f"{what} {name!r}: {text} ({wnid}) is not a class of {label_space}."
+        return RESOLVED, wnid, (), ""
     index = _lemma_index(label_space)
     key = _normalise(text)
     matches = index.get(key, ())
     if len(matches) == 1:
-        return matches[0]
+        return RESOLVED, matches[0], (), ""
     if len(matches) > 1:
-        options = "; ".join(f"{w} ({space.lemmas(w)}: {space.definition(w)})" for w in matches)
-        raise FolderImportError(f"folder {name!r} is ambiguous in {label_space}: {options}. Rename the folder to the wnid.")
-    close = difflib.get_close_matches(key, list(index), n=5, cutoff=0.8)
-    hint = ("Did you mean: " + "; ".join(f"{c} -> {', '.join(index[c])}" for c in close) + "?") if close else \
-        "Name the folder by its wnid (e.g. n02123045) or an ImageNet class name ('python -m explain hyponyms ...' lists them)."
-    raise FolderImportError(f"folder {name!r} is not a class name of {label_space}. {hint}")
+        candidates = tuple(_candidate(w, space) for w in matches)
+        options = "; ".join(f"{c.wnid} {c.synset} ({_short(c.definition)})" for c in candidates)
+        return AMBIGUOUS, None, candidates, f"{what} {name!r} is ambiguous in {label_space}: {options}"
+    close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.75) if key else []
+    candidates = tuple(dict.fromkeys(_candidate(w, space) for c in close for w in index[c]))
+    hint = f" (close: {'; '.join(f'{c} -> ' + ', '.join(index[c]) for c in close)})" if close else ""
+    return UNKNOWN, None, candidates, f"{what} {name!r} is not a class name of {label_space}{hint}"
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def resolve_class_folder(name: str, label_space: str = DEFAULT_LABEL_SPACE) -> str:
+    """The wnid a class folder's name stands for, exactly, or FolderImportError saying why not."""
+    return resolve_class_name(name, label_space, what="folder")
+
+
+def resolve_class_name(text: str, label_space: str = DEFAULT_LABEL_SPACE, what: str = "class") -> str:
+    """The wnid that ``text`` (a wnid, a synset name such as 'missile.n.01', or a class name or
+    lemma of the label space) stands for, or FolderImportError naming the candidates or close names."""
+    status, wnid, _, reason = _resolve(text, label_space, what)
+    if status == RESOLVED:
+        return wnid
+    if status == AMBIGUOUS:
+        reason += ". Rename the folder to the wnid." if what == "folder" else ". Give the wnid or the synset name."
+    elif not reason.endswith("."):
+        reason += (". Name it by its wnid (e.g. n02123045) or an ImageNet class name ('python -m explain hyponyms "
+                   "...' lists them).")
+    raise FolderImportError(reason)
 
 
 def _visible(name: str) -> bool:
@@ -242,13 +360,15 @@ def _root_oddities(src: Path) -> list[str]:
     return odd
 
 
-def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tuple[dict[str, str], list[str]]:
-    """Map every class folder of ``src`` to a wnid; raise FolderImportError listing every folder
-    that cannot be mapped (nothing is imported then). Returns (folder -> wnid, notes)."""
+def plan_folders(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE, follow_links: bool = False) -> ImportPlan:
+    """Read ``src`` (SRC/<class>/<images>) without importing anything: every class folder with
+    its file count and what its name stands for (see :class:`FolderPlan`). Folder names are data:
+    any text is allowed and shown as it is. Raises FolderImportError when ``src`` is not a
+    readable folder or holds no class folder."""
     src = Path(src).expanduser()
     if not src.is_dir():
         raise FolderImportError(f"{src} is not a folder. Expected SRC/<wnid or class name>/<images>.")
-    folders, errors, notes = {}, [], []
+    notes = []
     try:
         children = sorted(p for p in src.iterdir() if _visible(p.name))
         odd = _root_oddities(src)
@@ -261,39 +381,99 @@ def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tupl
         shown = ", ".join(repr(name) for name in odd[:5]) + (", ..." if len(odd) > 5 else "")
         notes.append(f"{len(odd)} {'entry' if len(odd) == 1 else 'entries'} directly in {src} skipped: neither a "
                      f"file nor a folder ({shown})")
-    for entry in (p for p in children if p.is_dir()):
-        try:
-            folders[entry.name] = resolve_class_folder(entry.name, label_space)
-        except FolderImportError as exc:
-            errors.append(str(exc))
-    if errors:
-        # One line (CLIs and the dashboard show one): the count, then each folder's reason.
-        shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
-        raise FolderImportError(f"Cannot import {src}: {len(errors)} class folder(s) cannot be mapped to a "
-                                f"WordNet class, nothing was imported: {shown}")
+    folders = [p.name for p in children if p.is_dir()]
     if not folders:
         raise FolderImportError(f"{src} has no class folders. Expected SRC/<wnid or class name>/<images>.")
+    walker = _Walker(src.resolve(), follow_links)
+    plans = []
+    for folder in folders:
+        files = sum(1 for entry in walker.class_entries(folder) if entry.skip is None)
+        status, wnid, candidates, reason = _resolve(folder, label_space, "folder")
+        plans.append(FolderPlan(folder, files, status, wnid, candidates, reason))
+    return ImportPlan(src, label_space, plans, notes)
+
+
+def _choose(plan: ImportPlan, mapping: dict[str, str | None] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(folder -> wnid to import, folder -> why skipped) from the plan and an explicit mapping
+    {folder: wnid, or None to skip}. Folders the mapping leaves out must have resolved; every
+    one that did not is named in one FolderImportError (nothing is guessed)."""
+    mapping = dict(mapping or {})
+    space = get_label_space(plan.label_space)
+    names = {f.folder for f in plan.folders}
+    strangers = [name for name in mapping if name not in names]
+    if strangers:
+        raise FolderImportError(f"{plan.src} has no class folder named {', '.join(repr(n) for n in strangers)}; "
+                                f"its folders: {', '.join(repr(n) for n in sorted(names)[:10])}.")
+    chosen, skipped, errors = {}, {}, []
+    for f in plan.folders:
+        if f.folder in mapping:
+            wnid = mapping[f.folder]
+            if wnid is None:
+                skipped[f.folder] = "skipped as asked"
+            elif not is_wnid(str(wnid)) or wnid not in space:
+                raise FolderImportError(f"folder {f.folder!r} is mapped to {wnid!r}, which is not a class of "
+                                        f"{plan.label_space}; map it to a wnid of {plan.label_space} or skip it.")
+            else:
+                chosen[f.folder] = wnid
+        elif f.status == RESOLVED:
+            chosen[f.folder] = f.wnid
+        else:
+            errors.append(f.reason.rstrip("."))
+    if errors:
+        # One line (CLIs and the dashboard show one): the count, then each folder's reason.
+        # The fix first: a long list is cut at the end of the line, never the way out.
+        shown = " | ".join(errors[:5]) + (f" | and {len(errors) - 5} more" if len(errors) > 5 else "")
+        raise FolderImportError(f"Cannot import {plan.src}: {len(errors)} class folder(s) cannot be mapped, nothing "
+                                f"was imported (pick each one's class: --map FOLDER=WNID, or leave it out: --skip "
+                                f"FOLDER; on the Import page: in place): {shown}")
+    return chosen, skipped
+
+
+def _same_class_notes(chosen: dict[str, str]) -> list[str]:
     by_wnid: dict[str, list[str]] = {}
-    for folder, wnid in folders.items():
+    for folder, wnid in chosen.items():
         by_wnid.setdefault(wnid, []).append(folder)
-    for wnid, names in by_wnid.items():
-        if len(names) > 1:
-            notes.append(f"folders {', '.join(names)} all mean {wnid}; imported together")
-    return folders, notes
+    return [f"folders {', '.join(names)} all mean {wnid}; imported together" for wnid, names in by_wnid.items()
+            if len(names) > 1]
+
+
+def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tuple[dict[str, str], list[str]]:
+    """Map every class folder of ``src`` to a wnid; raise FolderImportError listing every folder
+    that cannot be mapped (nothing is imported then). Returns (folder -> wnid, notes)."""
+    plan = plan_folders(src, label_space)
+    chosen, _ = _choose(plan, None)
+    return chosen, plan.notes + _same_class_notes(chosen)
 
 
 def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
                   progress: ProgressCallback | None = None,
-                  validation: ValidationConfig = ValidationConfig(), follow_links: bool = False) -> ImportSummary:
-    """Import ``src`` (SRC/<class>/<images>) into a Run or a folder (DIR/<wnid>/ and
+                  validation: ValidationConfig = ValidationConfig(), follow_links: bool = False,
+                  mapping: dict[str, str | None] | None = None) -> ImportSummary:
+    """Import ``src`` (SRC/<class>/<images>) into an existing Run or a folder (DIR/<wnid>/ and
     DIR/manifest.csv). Same validation and de-duplication as a crawl; SRC is only read, its
-    regular files only; ``follow_links`` follows symbolic links that leave SRC."""
-    started = time.monotonic()
+    regular files only; ``follow_links`` follows symbolic links that leave SRC. ``mapping``
+    ({folder: wnid, or None to skip}) decides the folders whose name is ambiguous or unknown; the
+    others are resolved by name. For a new run use :func:`import_new_run` (no empty run is left)."""
     src = Path(src).expanduser().resolve()
     label_space = label_space or (run_or_dir.info.label_space if isinstance(run_or_dir, Run) else DEFAULT_LABEL_SPACE)
     dest = as_destination(run_or_dir)
     _check_apart(src, dest)
-    folders, notes = plan_import(src, label_space)
+    plan = plan_folders(src, label_space, follow_links)
+    chosen, skipped = _choose(plan, mapping)
+    if not chosen:
+        raise FolderImportError(f"Nothing to import from {src}: every class folder is skipped; map at least one to a class.")
+    summary = _import(src, dest, chosen, plan.notes, progress, validation, follow_links)
+    summary.folders_skipped = skipped
+    run = run_or_dir if isinstance(run_or_dir, Run) else getattr(dest, "run", None)
+    if run is not None:
+        _update_run_info(run, list(dict.fromkeys(chosen.values())), label_space)
+    return summary
+
+
+def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress, validation: ValidationConfig,
+            follow_links: bool) -> ImportSummary:
+    started = time.monotonic()
+    notes = list(notes) + _same_class_notes(folders)
     wnids = list(dict.fromkeys(folders.values()))
     check_writable(dest, wnids)
     check_manifest(dest)
@@ -321,9 +501,116 @@ def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
     summary.new_rows = len(new)
     summary.new_accepted = sum(1 for r in new if r["status"] == "accepted")
     summary.seconds = time.monotonic() - started
-    if isinstance(run_or_dir, Run):
-        _update_run_info(run_or_dir, wnids, label_space)
     return summary
+
+
+class _StagedRun(RunDestination):
+    """A new run's staging folder, named in messages and progress as the run it will become."""
+
+    def __init__(self, run: Run, run_id: str):
+        super().__init__(run)
+        self.final_id = run_id
+
+    def describe(self) -> str:
+        return f"new run {self.final_id}"
+
+    def rebuild_command(self) -> str:
+        return f"python -m crawl import SRC --run {self.final_id}"
+
+
+STAGING_PREFIX = ".import-"  # runs/.import-<token>: a new run being imported (list_runs skips it)
+_STALE_STAGING_S = 24 * 3600
+
+
+def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None, store: RunStore | None = None, *,
+                   title: str = "", label_space: str = DEFAULT_LABEL_SPACE, run_id: str | None = None,
+                   progress: ProgressCallback | None = None, validation: ValidationConfig = ValidationConfig(),
+                   follow_links: bool = False) -> ImportSummary:
+    """Import ``src`` into a new run whose classes come from its folders, creating the run only
+    when at least one image is accepted.
+
+    ``mapping`` ({folder: wnid, or None to skip}) decides every folder whose name did not resolve
+    to exactly one class (see :func:`plan_folders`); a folder it leaves out that is ambiguous or
+    unknown stops the import before anything is read (FolderImportError naming each). The import
+    runs into a staging folder inside the runs folder (``runs/.import-<token>``, invisible to
+    ``RunStore.list_runs``) that is renamed to ``runs/<run_id>`` at the end, in one step; when
+    nothing was accepted, or anything fails, the staging folder is removed and no run exists
+    (FolderImportError, its ``summary`` saying why each file was rejected). Staging folders a
+    killed process left behind are removed by the next import after a day.
+
+    The run records what an import knows: ``source`` 'import', the classes that got images
+    (label-space order), the label space and title; no query, sense, k or engine. The summary's
+    ``run_id`` names the new run, ``folders_skipped`` the folders left out and why."""
+    store = store or RunStore()
+    src = Path(src).expanduser().resolve()
+    plan = plan_folders(src, label_space, follow_links)
+    chosen, skipped = _choose(plan, mapping)
+    if not chosen:
+        raise FolderImportError(f"Nothing to import from {src}: every class folder is skipped; map at least one "
+                                "to a class. No run was created.")
+    run_id = run_id or new_run_id(title or src.name or "import")
+    if not valid_run_id(run_id):
+        raise FolderImportError(f"{run_id!r} is not a valid run id (letters, digits, '-', '_', '.').")
+    target = store.runs_dir / run_id
+    if target.exists():
+        raise FolderImportError(f"Run {run_id} already exists; import into it with --run {run_id} only if you mean "
+                                "to add to it, or choose another run id.")
+    _sweep_stale_staging(store)
+    staging = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+    try:
+        staging.mkdir(parents=True)
+        run = Run(staging)
+        run.save_info(RunInfo(run_id=run_id, title=title or f"Import of {src.name}", source="import",
+                              label_space=label_space))
+    except OSError as exc:  # a read-only $WILDLENS_HOME: one line, not a traceback
+        shutil.rmtree(staging, ignore_errors=True)
+        raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc}; set "
+                                "$WILDLENS_HOME to a folder you can write to, or use --out DIR.") from None
+    try:
+        dest = _StagedRun(run, run_id)
+        _check_apart(src, dest)
+        summary = _import(src, dest, chosen, plan.notes, progress, validation, follow_links)
+        summary.folders_skipped = skipped
+        usable = run.usable_images()
+        space = get_label_space(label_space)
+        got = set(usable["wnid"].dropna())
+        summary.wnids = sorted(got, key=lambda w: space.index.get(w, len(space)))
+        if not summary.wnids:
+            counts = summary.per_class.drop(columns=["wnid", "requested", "accepted", "short_by"], errors="ignore")
+            counts = counts.select_dtypes("number").sum()
+            why = ", ".join(f"{int(n)} {code}" for code, n in counts.items() if n and code != "excluded")
+            error = FolderImportError(f"Nothing imported from {src}: {summary.files_seen} file(s) read, none is a "
+                                      f"usable image{f' ({why})' if why else ''}; no run was created.")
+            error.summary = summary
+            raise error
+        for folder, wnid in chosen.items():
+            if wnid not in got:
+                summary.notes.append(f"folder {folder!r} ({wnid}): no usable image; the class is not in the run")
+        run.update_info(wnids=summary.wnids)
+        try:
+            os.rename(staging, target)
+        except OSError as exc:
+            raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc} "
+                                    "(another run of that id?); nothing was imported.") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    summary.run_id = run_id
+    summary.destination = f"run {run_id}"
+    return summary
+
+
+def _sweep_stale_staging(store: RunStore) -> None:
+    """Remove staging folders of imports killed more than a day ago (their process is gone)."""
+    if not store.runs_dir.is_dir():
+        return
+    now = time.time()
+    for path in store.runs_dir.glob(f"{STAGING_PREFIX}*"):
+        try:
+            if path.is_dir() and not path.is_symlink() and now - path.stat().st_mtime > _STALE_STAGING_S:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _check_apart(src: Path, dest) -> None:

@@ -1,5 +1,170 @@
-"""Import: a local folder of class sub-folders becomes a new run (issue 12 item 2, being built)."""
+"""Import: a local folder of class sub-folders becomes a new run (issue 12 item 2).
+
+The classes come from the folders, not from a query: each sub-folder's name is resolved as a
+wnid, a synset name or a class name of the chosen label space (crawl.importer.plan_folders).
+Ambiguous names are decided here (a list of the candidate senses with their definitions),
+unknown ones are skipped or mapped to a class, and the run is created only when an image is
+accepted (crawl.importer.import_new_run). Folder and file names are outside text: escaped
+wherever Streamlit reads Markdown, shown as they are in tables and select box options.
+"""
+import hashlib
+from pathlib import Path
+
+import pandas as pd
 import streamlit as st
 
+from core.errors import WildLensError
+from core.labels import get_label_space, label_space_names
+from crawl.importer import (AMBIGUOUS, UNKNOWN, FolderImportError, import_new_run, plan_folders,
+                            resolve_class_name)
+from pages.common import download_csv, escape_markdown, open_run_link, plural, progress_bar, show_error, store
+
+SKIP, OTHER = "\0skip", "\0other"  # select box values that no wnid can be
+
+
+def shown(name: str) -> str:
+    """A folder name for a Markdown label: escaped, line breaks visible as ⏎."""
+    return escape_markdown(name.replace("\r", "⏎").replace("\n", "⏎"))
+
+
+def key(*parts: str) -> str:
+    """A widget key per (source folder, label space, class folder): decisions reset with either."""
+    return "imp-" + hashlib.sha1("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
 st.title("Import")
-st.info("Importing a local folder is still on the Query page's 'Import a local folder' tab.")
+st.caption("Bring your own images: a folder on the machine that runs WildLens, with one sub-folder per class "
+           "named by its wnid (`n02123045`), its synset name (`tabby.n.01`) or its class name (`tabby`). "
+           "Nothing in it is changed; accepted images are copied into a new run, which is created only when at "
+           "least one image is accepted.")
+
+left, right = st.columns([3, 1])
+folder = left.text_input("Folder", key="import_folder", placeholder="/data/my_images")
+spaces = label_space_names()
+label_space = right.selectbox("Label space", spaces, index=spaces.index("imagenet-1k"), key="import_label_space",
+                              help="The classes folder names are resolved against; ImageNet-1k unless your "
+                                   "classes are only in a larger one (imagenet-21k).")
+if not folder.strip():
+    st.info("Type the path of a folder laid out as `<class>/<images>` to see what would be imported.")
+    st.stop()
+
+src = Path(folder.strip()).expanduser()
+try:
+    plan = plan_folders(src, label_space)
+except WildLensError as exc:
+    show_error(exc)
+    st.stop()
+except OSError as exc:  # the folder vanished or cannot be read while planning
+    show_error(exc, note="Check that the folder is readable by the user running WildLens.")
+    st.stop()
+
+space = get_label_space(label_space)
+n_ambiguous, n_unknown = len(plan.by_status(AMBIGUOUS)), len(plan.by_status(UNKNOWN))
+st.subheader(f"{plural(len(plan.folders), 'class folder')} in {escape_markdown(src)}")
+st.caption(f"{plural(len(plan.resolved), 'folder')} resolved, {n_ambiguous} ambiguous, {n_unknown} unknown · "
+           f"{plural(sum(f.files for f in plan.folders), 'file')} to read")
+st.dataframe(plan.table(), hide_index=True, width="stretch", column_config={
+    "folder": st.column_config.TextColumn("Folder", help="The sub-folder's name, as it is on disk."),
+    "files": st.column_config.NumberColumn("Images", help="Files the import would read (each is validated: "
+                                                          "non-images are recorded as rejected)."),
+    "status": st.column_config.TextColumn("Status", help="resolved: one class; ambiguous: several, pick one below; "
+                                                         "unknown: no class of this name, skip or map it below."),
+    "class": st.column_config.TextColumn("Class"),
+    "wnid": st.column_config.TextColumn("Class id"),
+    "note": st.column_config.TextColumn("Note"),
+})
+for note in plan.notes:  # folder names inside: outside text
+    st.caption(escape_markdown(note))
+
+mapping: dict[str, str | None] = {}
+undecided: list[str] = []
+if n_ambiguous or n_unknown:
+    st.subheader("Decide the folders that did not resolve")
+for item in plan.by_status(AMBIGUOUS):
+    candidates = {c.wnid: c for c in item.candidates}
+    choice = st.selectbox(
+        f"**{shown(item.folder)}** ({plural(item.files, 'image')}) can mean {len(candidates)} classes: which one?",
+        [*candidates, SKIP], index=None, placeholder="Choose the sense…", key=key(str(src), label_space, item.folder),
+        format_func=lambda w, c=candidates: "Skip this folder" if w == SKIP else f"{c[w].label} ({w})")
+    if choice is None:
+        undecided.append(item.folder)
+    else:
+        mapping[item.folder] = None if choice == SKIP else choice
+for item in plan.by_status(UNKNOWN):
+    close = {c.wnid: c for c in item.candidates}
+    choice = st.selectbox(
+        f"**{shown(item.folder)}** ({plural(item.files, 'image')}) is not a class of {label_space}",
+        [SKIP, *close, OTHER], key=key(str(src), label_space, item.folder),
+        format_func=lambda w, c=close: ("Skip this folder" if w == SKIP else "Map it to another class: type it…"
+                                        if w == OTHER else f"Map it to {c[w].name} — {c[w].definition} ({w})"),
+        help=escape_markdown(item.reason))
+    if choice == SKIP:
+        mapping[item.folder] = None
+    elif choice != OTHER:
+        mapping[item.folder] = choice
+    else:
+        text = st.text_input(f"Class for **{shown(item.folder)}**: a wnid, a synset name (`missile.n.01`) or a "
+                             "class name", key=key(str(src), label_space, item.folder, "text"))
+        wnid = None
+        if text.strip():
+            try:
+                wnid = resolve_class_name(text, label_space)
+            except WildLensError as exc:
+                show_error(exc)
+        if wnid is None:
+            undecided.append(item.folder)
+        else:
+            st.caption(f"→ {escape_markdown(space.display_name(wnid))} ({wnid}): "
+                       f"{escape_markdown(space.definition(wnid))}")
+            mapping[item.folder] = wnid
+
+resolved = list(plan.resolved)
+if resolved:
+    left_out = st.multiselect("Leave out resolved folders (optional)", resolved,
+                              key=key(str(src), label_space, "leave-out"))
+    mapping.update({name: None for name in left_out})
+
+st.subheader("Create the run")
+title = st.text_input("Run title", value=f"Import of {src.name or src}", key=key(str(src), "title"))
+chosen = [f for f in plan.folders if f.folder not in undecided and mapping.get(f.folder, f.wnid) is not None]
+if undecided:
+    st.caption("Decide first: " + ", ".join(f"**{shown(name)}**" for name in undecided))
+elif not chosen:
+    st.caption("Every folder is skipped: nothing to import.")
+else:
+    st.caption(f"{plural(len(chosen), 'folder')} ({plural(sum(f.files for f in chosen), 'file')}) go into a new "
+               f"run; {plural(len(plan.folders) - len(chosen), 'folder')} skipped.")
+if not st.button(f"Import {plural(len(chosen), 'folder')} into a new run", type="primary",
+                 disabled=bool(undecided) or not chosen, key="import-go"):
+    st.stop()
+
+try:
+    summary = import_new_run(src, mapping, store(), title=title, label_space=label_space, progress=progress_bar())
+except FolderImportError as exc:
+    show_error(exc)
+    if exc.summary is not None and not exc.summary.per_class.empty:
+        st.caption("What was read, per class:")
+        st.dataframe(exc.summary.per_class, hide_index=True, width="stretch")
+    st.stop()
+except WildLensError as exc:
+    show_error(exc)
+    st.stop()
+except OSError as exc:  # the folder vanished or cannot be read mid-import
+    show_error(exc, note="Check that the folder is readable by the user running WildLens. No run was created.")
+    st.stop()
+
+st.success(f"Run {summary.run_id} created: {plural(summary.new_accepted, 'image')} of "
+           f"{plural(len(summary.wnids), 'class', 'classes')} imported from {plural(summary.files_seen, 'file')}.")
+table = summary.per_class.drop(columns=["requested", "short_by"], errors="ignore")  # no k: an import asks for none
+table.insert(1, "class", [space.display_name(w) if w in space else w for w in table["wnid"]])
+st.dataframe(table, hide_index=True, width="stretch")
+download_csv(table, f"{summary.run_id}_import_summary.csv", key="dl-import-summary")
+if summary.folders_skipped:
+    st.markdown("**Not imported:**\n" + "\n".join(f"- {shown(name)}: {escape_markdown(why)}"
+                                                   for name, why in summary.folders_skipped.items()))
+if summary.skipped:
+    st.caption(f"{plural(len(summary.skipped), 'entry', 'entries')} not read (each has a manifest row with its reason):")
+    st.dataframe(pd.DataFrame(summary.skipped, columns=["entry", "reason"]), hide_index=True, width="stretch")
+for note in summary.notes:  # what was skipped and why: folder and file names, escaped
+    st.caption(escape_markdown(note))
+open_run_link(summary.run_id, "pages/images_page.py", "Open its images")

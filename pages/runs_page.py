@@ -1,31 +1,50 @@
-"""Runs: every stored run, newest first, and what each holds."""
+"""Runs: every stored run, newest first, and what each holds; open, rename or delete one."""
 import pandas as pd
 import streamlit as st
 
-from pages.common import (download_csv, escape_markdown, list_runs, open_run_link, page_link, select_run, show_error,
-                          store)
+from core.errors import WildLensError
+from pages.common import (RUN_PARAM, download_csv, escape_markdown, list_runs, manifest, open_run_link, page_link,
+                          plural, predictions, select_run, show_error, store)
+
 
 st.title("Runs")
 # The folder comes from WILDLENS_HOME: outside text, escaped (a code span cannot escape a backtick).
 st.caption(f"Stored in {escape_markdown(store().root)} (set `WILDLENS_HOME` to move it). Runs persist across restarts.")
 
+flash = st.session_state.pop("_runs_flash", None)  # what the last rename or delete did (set before its rerun)
+if flash:
+    st.success(flash, icon=":material/check_circle:")
+
 infos = list_runs()
 if not infos:
-    st.info("No runs yet: create one on the Query page.")
+    st.info("No runs yet: start a query on the Query page, or import a folder of your own images on the Import page.")
+    st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:")
+    st.page_link("pages/import_page.py", label="Import a folder", icon=":material/drive_folder_upload:")
     st.stop()
 
 # What to do next, first thing on the page the app opens on.
 current = st.session_state.get("run_id")
 with st.container(border=True):
     st.markdown("**Start here**")
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns(3)
     if current:
         with c1:
             page_link("pages/results_page.py", current, "See how the models did on the current run",
                       icon=":material/leaderboard:")
     with c2:
-        st.page_link("pages/query_page.py", label="Start a query: a word, its WordNet classes, images",
-                     icon=":material/search:")
+        st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:",
+                     help="A word, its WordNet sense, the ImageNet classes under it, images from the web.")
+    with c3:
+        st.page_link("pages/import_page.py", label="Import your own images", icon=":material/drive_folder_upload:",
+                     help="A folder with one sub-folder per class becomes a new run.")
+
+
+def usable_count(run) -> int:
+    if not run.manifest_path.exists():
+        return 0
+    df = manifest(run)  # cached per manifest version
+    return int(((df["status"] == "accepted") & ~df["excluded"].astype(bool)).sum())
+
 
 rows = []
 for info in infos:
@@ -34,10 +53,21 @@ for info in infos:
         "run": info.run_id, "title": info.title or info.query, "created": info.created,
         "sense": info.sense, "label space": info.label_space, "classes": len(info.wnids),
         "source": info.source, "models": ", ".join(info.models), "sample": info.is_sample,
-        "images": int(len(run.usable_images())) if run.manifest_path.exists() else 0,
+        "images": usable_count(run),
     })
 table = pd.DataFrame(rows)
-st.dataframe(table, hide_index=True, width="stretch")
+st.dataframe(table, hide_index=True, width="stretch", column_config={
+    "run": st.column_config.TextColumn("Run id", help="The run's folder name under runs/; it never changes."),
+    "title": st.column_config.TextColumn("Title", help="Rename it below."),
+    "created": st.column_config.TextColumn("Created (UTC)"),
+    "sense": st.column_config.TextColumn("Sense", help="The WordNet sense queried; empty for an import."),
+    "label space": st.column_config.TextColumn("Label space"),
+    "classes": st.column_config.NumberColumn("Classes"),
+    "source": st.column_config.TextColumn("Source", help="crawl:<engine>, import, predictions or sample."),
+    "models": st.column_config.TextColumn("Models run"),
+    "sample": st.column_config.CheckboxColumn("Sample", help="The sample run built at first start."),
+    "images": st.column_config.NumberColumn("Images", help="Accepted images, not excluded."),
+})
 download_csv(table, "runs.csv", key="dl-runs")
 
 with st.expander("Bring your own predictions: a CSV or Parquet file becomes a new run"):
@@ -50,7 +80,6 @@ with st.expander("Bring your own predictions: a CSV or Parquet file becomes a ne
         import tempfile
         from pathlib import Path
 
-        from core.errors import WildLensError
         from explain.export import import_predictions_as_run
 
         # The reader reads paths (and names the file's own lines in its errors): the upload goes to a
@@ -65,10 +94,68 @@ with st.expander("Bring your own predictions: a CSV or Parquet file becomes a ne
             except WildLensError as exc:
                 show_error(exc)
                 st.stop()
-        st.success(f"Run {made.run_id} created with {len(made.info.models)} model(s) and "
-                   f"{len(made.info.wnids)} classes.")
+        st.success(f"Run {made.run_id} created with {plural(len(made.info.models), 'model')} and "
+                   f"{plural(len(made.info.wnids), 'class', 'classes')}.")
         open_run_link(made.run_id, "pages/results_page.py", "See its results")
 
-choice = st.selectbox("Open a run", [i.run_id for i in infos], index=[i.run_id for i in infos].index(st.session_state["run_id"]) if st.session_state.get("run_id") in [i.run_id for i in infos] else 0)
-if st.button("Make it the current run", type="primary"):
+# --------------------------------------------------------------------------- open, rename, delete
+st.subheader("Open, rename or delete a run")
+ids = [i.run_id for i in infos]
+by_id = {i.run_id: i for i in infos}
+choice = st.selectbox("Run", ids, index=ids.index(current) if current in ids else 0,
+                      format_func=lambda r: f"{by_id[r].title or by_id[r].query or r} · {r}")
+info = by_id[choice]
+if st.button("Make it the current run", type="primary", disabled=choice == current):
     select_run(choice, "pages/results_page.py")
+
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+new_title = left.text_input("Title", value=info.title, key=f"title-{choice}", max_chars=200)
+if right.button("Save title", key="rename-save", disabled=new_title.strip() == info.title.strip()):
+    try:
+        store().rename_run(choice, new_title)
+    except WildLensError as exc:
+        show_error(exc)
+    else:
+        st.session_state["_runs_flash"] = f"Run {choice} renamed to {escape_markdown(' '.join(new_title.split()))}."
+        st.rerun()
+
+pending = st.session_state.get("_delete_pending")
+if pending != choice:
+    if st.button("Delete this run…", key="delete-ask", icon=":material/delete:"):
+        st.session_state["_delete_pending"] = choice
+        st.rerun()
+else:
+    run = store().open_run(choice)
+    n_images = usable_count(run)
+    n_predictions = len(predictions(run)) if run.predictions_dir.exists() else 0
+    name = escape_markdown(info.title or info.query or choice)
+    goes = f"its {plural(n_images, 'image')}" + (
+        f", {plural(n_predictions, 'stored prediction')} of {plural(len(info.models), 'model')}" if n_predictions
+        else "") + f" and every other file in {escape_markdown(run.path)}"
+    with st.container(border=True):
+        st.warning(f"Delete run **{name}** ({choice})? This removes {goes}. It cannot be undone."
+                   + (" The sample run is built again the next time WildLens starts." if info.is_sample else ""),
+                   icon=":material/warning:")
+        yes, no = st.columns(2)
+        confirmed = yes.button(f"Delete {choice} for good", key="delete-confirm", type="primary")
+        if no.button("Cancel", key="delete-cancel"):
+            st.session_state.pop("_delete_pending", None)
+            st.rerun()
+    if confirmed:
+        st.session_state.pop("_delete_pending", None)
+        try:
+            store().delete_run(choice)
+        except WildLensError as exc:
+            show_error(exc)
+            st.stop()
+        remaining = [i.run_id for i in list_runs()]
+        if current == choice or current not in remaining:
+            # The sidebar's picker owns 'run_id': the next current run is handed over for the rerun.
+            from wildlens.sample import SAMPLE_RUN_ID
+
+            st.session_state["_next_run_id"] = (SAMPLE_RUN_ID if SAMPLE_RUN_ID in remaining
+                                                else remaining[0] if remaining else None)
+            if not remaining:
+                st.query_params.pop(RUN_PARAM, None)
+        st.session_state["_runs_flash"] = f"Run {name} ({choice}) deleted with {plural(n_images, 'image')}."
+        st.rerun()

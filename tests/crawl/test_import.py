@@ -520,3 +520,137 @@ def test_unreadable_source_is_a_one_line_error(tmp_path):
     finally:
         src.chmod(0o755)
     assert_one_line_error(done, f"{src} cannot be read", "Permission denied")
+
+
+# --------------------------------------------------------------------------- issue 12 item 2: import is its own flow
+ESPRESSO, PALACE, MISSILE, PROJECTILE = "n07920052", "n03877845", "n03773504", "n04008634"
+
+
+@pytest.fixture
+def mixed_src(tmp_path):
+    """The issue's folders: three good names, one ambiguous ('missile'), one unknown ('astronaut')."""
+    root = tmp_path / "mixed"
+    for seed, name in enumerate(("tabby", "espresso", "missile", "palace", "astronaut")):
+        (root / name).mkdir(parents=True)
+        for i in range(2):
+            (root / name / f"{i}.jpg").write_bytes(T.jpeg(900 + 10 * seed + i))
+    return root
+
+
+def test_plan_says_what_each_folder_is(mixed_src):
+    from crawl.importer import plan_folders
+
+    (mixed_src / "tabby" / "sub").mkdir()
+    (mixed_src / "tabby" / "sub" / "2.jpg").write_bytes(T.jpeg(990))
+    plan = plan_folders(mixed_src, "imagenet-1k")
+    by = {f.folder: f for f in plan.folders}
+    assert [f.folder for f in plan.folders] == sorted(by)
+    assert (by["tabby"].status, by["tabby"].wnid, by["tabby"].files) == ("resolved", TABBY, 3)
+    assert plan.resolved == {"espresso": ESPRESSO, "palace": PALACE, "tabby": TABBY}
+    missile = by["missile"]
+    assert missile.status == "ambiguous" and missile.wnid is None and missile.files == 2
+    assert [(c.wnid, c.synset) for c in missile.candidates] == [(MISSILE, "missile.n.01"),
+                                                                 (PROJECTILE, "projectile.n.01")]
+    assert missile.candidates[0].label.startswith("missile.n.01 — a rocket carrying a warhead")
+    assert by["astronaut"].status == "unknown" and "not a class name of imagenet-1k" in by["astronaut"].reason
+    table = plan.table().set_index("folder")
+    assert table.loc["missile", "note"] == f"one of: missile.n.01 ({MISSILE}); projectile.n.01 ({PROJECTILE})"
+    assert table.loc["palace", "class"] == "palace" and table.loc["palace", "wnid"] == PALACE
+    # close matches of an unknown name are offered when there are any
+    (mixed_src / "tabbby").mkdir()
+    (mixed_src / "crane.n.04").mkdir()  # a synset name: the machine
+    by = {f.folder: f for f in plan_folders(mixed_src, "imagenet-1k").folders}
+    assert by["tabbby"].status == "unknown" and by["tabbby"].candidates[0].wnid == TABBY
+    assert by["crane.n.04"].wnid == "n03126707"
+
+
+def test_hostile_folder_names_are_data(tmp_path):
+    from crawl.importer import plan_folders
+
+    names = ["**x**[y](evil.invalid)", "$(reboot)", "naïve 猫", "-rf", "a\nb"]
+    for name in names:
+        (tmp_path / "s" / name).mkdir(parents=True)
+    plan = plan_folders(tmp_path / "s")
+    assert sorted(f.folder for f in plan.folders) == sorted(names)
+    assert all(f.status == "unknown" for f in plan.folders)
+
+
+def test_new_run_from_a_mapping_imports_the_good_folders(mixed_src):
+    from crawl.importer import import_new_run
+
+    store = RunStore()
+    summary = import_new_run(mixed_src, {"missile": MISSILE, "astronaut": None}, store, title="weapons and cats")
+    run = store.open_run(summary.run_id)
+    info = run.info
+    assert info.title == "weapons and cats" and info.source == "import" and info.label_space == "imagenet-1k"
+    assert info.wnids == summary.wnids == [TABBY, MISSILE, PALACE, ESPRESSO]  # label-space order
+    assert (info.query, info.sense, info.images_per_class) == ("", "", 0)
+    assert run.usable_images().groupby("wnid").size().to_dict() == {TABBY: 2, MISSILE: 2, PALACE: 2, ESPRESSO: 2}
+    assert summary.folders_skipped == {"astronaut": "skipped as asked"}
+    assert summary.folders == {"espresso": ESPRESSO, "missile": MISSILE, "palace": PALACE, "tabby": TABBY}
+    assert [i.run_id for i in store.list_runs()] == [summary.run_id]
+    assert not list(store.runs_dir.glob(".import-*"))  # the staging folder became the run
+
+
+def test_unmapped_ambiguous_or_unknown_folders_stop_before_any_run(mixed_src):
+    from crawl.importer import import_new_run
+
+    store = RunStore()
+    with pytest.raises(FolderImportError) as info:
+        import_new_run(mixed_src, {"missile": MISSILE}, store)
+    assert "'astronaut' is not a class name" in str(info.value) and "--skip FOLDER" in str(info.value)
+    with pytest.raises(FolderImportError, match=r"--map FOLDER=WNID.*'missile' is ambiguous .*n03773504"):
+        import_new_run(mixed_src, {"astronaut": None}, store)
+    with pytest.raises(FolderImportError, match="has no class folder named 'nope'"):
+        import_new_run(mixed_src, {"nope": None}, store)
+    with pytest.raises(FolderImportError, match="not a class of imagenet-1k"):
+        import_new_run(mixed_src, {"missile": "n02121808", "astronaut": None}, store)  # domestic cat: 21k only
+    with pytest.raises(FolderImportError, match="every class folder is skipped"):
+        import_new_run(mixed_src, {n: None for n in ("tabby", "espresso", "missile", "palace", "astronaut")}, store)
+    assert store.list_runs() == [] and not (store.runs_dir.exists() and list(store.runs_dir.iterdir()))
+
+
+def test_nothing_accepted_leaves_no_run(tmp_path):
+    from crawl.importer import import_new_run
+
+    src = tmp_path / "src" / "tabby"
+    src.mkdir(parents=True)
+    (src / "page.jpg").write_bytes(T.html_page())
+    (src / "tiny.jpg").write_bytes(T.jpeg(1, size=(10, 10)))
+    store = RunStore()
+    with pytest.raises(FolderImportError) as info:
+        import_new_run(tmp_path / "src", None, store, run_id="empty")
+    message = str(info.value)
+    assert "2 file(s) read, none is a usable image" in message and "no run was created" in message
+    assert "rejected:html" in message and info.value.summary is not None
+    assert store.list_runs() == [] and list(store.runs_dir.iterdir()) == []
+
+
+def test_a_failing_import_removes_its_staging_folder(mixed_src, monkeypatch):
+    import crawl.importer as importer
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(importer, "_import_one", boom)
+    store = RunStore()
+    with pytest.raises(RuntimeError):
+        importer.import_new_run(mixed_src, {"missile": MISSILE, "astronaut": None}, store)
+    assert list(store.runs_dir.iterdir()) == []
+
+
+def test_cli_names_the_candidates_and_map_and_skip_pick_them(mixed_src, capsys):
+    assert main(["import", str(mixed_src), "--run", "weapons", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "2 class folder(s) cannot be mapped" in err
+    assert f"'missile' is ambiguous in imagenet-1k: {MISSILE} missile.n.01" in err and PROJECTILE in err
+    assert "--map FOLDER=WNID" in err and "--skip FOLDER" in err
+    assert RunStore().list_runs() == []  # refused: no empty run behind
+    assert main(["import", str(mixed_src), "--run", "weapons", "--no-progress", "--map", "missile=projectile.n.01",
+                 "--skip", "astronaut", "--title", "My import"]) == 0
+    err = capsys.readouterr().err
+    assert "created run weapons" in err and "folder 'astronaut' not imported: skipped as asked" in err
+    info = RunStore().open_run("weapons").info
+    assert info.title == "My import" and PROJECTILE in info.wnids and info.source == "import"
+    assert main(["import", str(mixed_src), "--run", "weapons", "--map", "missile"]) == 2
+    assert "--map expects FOLDER=CLASS" in capsys.readouterr().err

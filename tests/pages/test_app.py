@@ -304,28 +304,6 @@ def test_full_flow_crawl_classify_results(app, app_home, monkeypatch):
     assert int(read_stored_metrics(run).per_model["n"].iloc[0]) == 4
 
 
-def test_local_import_flow(app, app_home, tmp_path):
-    from tests.crawl import fake_engine as T
-    from core.runstore import RunStore
-
-    src = tmp_path / "my photos"
-    (src / "tabby").mkdir(parents=True)  # a folder named by ImageNet class name ...
-    (src / TIGER_CAT).mkdir()  # ... and one named by wnid
-    for i in range(2):
-        (src / "tabby" / f"cat {i}.jpg").write_bytes(T.jpeg(400 + i, size=(160, 120)))
-        (src / TIGER_CAT / f"{i}.png").write_bytes(T.png(500 + i, size=(160, 120)))
-    (src / "tabby" / "notes.jpg").write_bytes(b"<html>not an image</html>")
-    before = {i.run_id for i in RunStore(app_home).list_runs()}
-    at = _choose_two_cats(open_page(app, "query"))
-    [t for t in at.text_input if t.label == "Folder"][0].set_value(str(src)).run()
-    [b for b in at.button if b.label == "Create run from folder"][0].click().run()
-    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
-    assert any("Imported 4 images" in s.value for s in at.success)
-    (new,) = {i.run_id for i in RunStore(app_home).list_runs()} - before
-    manifest = RunStore(app_home).open_run(new).read_manifest()
-    assert manifest["status"].value_counts().to_dict() == {"accepted": 4, "rejected": 1}
-
-
 # --------------------------------------------------------------------------- hostile outside text (issue 11 items 14, 15)
 EVIL = "**x**[link](https://evil.invalid)![i](https://evil.invalid/i.png)"
 EVIL_MODEL = '@**m**[link](https://evil.invalid)<a href="https://evil.invalid">a</a>'  # from stored predictions
@@ -345,32 +323,6 @@ def _rendered_texts(at: AppTest) -> list[str]:
     texts += [b.label for b in at.button]
     texts += [o for r in at.radio for o in r.options]
     return texts
-
-
-def test_import_of_a_folder_named_like_markdown_shows_it_escaped(app, tmp_path):
-    """The folder of the issue: its name, quoted in the import error (and in the import's notes),
-    reaches Streamlit escaped: no bold, no link, no remote image."""
-    from pages.common import escape_markdown
-    from tests.crawl import fake_engine as T
-
-    src = tmp_path.joinpath(*EVIL.split("/"))  # '/' cannot be in one name: the path spells it
-    src.mkdir(parents=True)
-    at = open_page(app, "query")
-    [t for t in at.text_input if t.label == "Folder"][0].set_value(str(src)).run()
-    [b for b in at.button if b.label == "Create run from folder"][0].click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    (error,) = at.error
-    assert escape_markdown(str(src)) in error.value and "has no class folders" in error.value, error.value
-    assert not _live(error.value), error.value
-
-    (src / "tabby").mkdir()
-    (src / "tabby" / "cat.jpg").write_bytes(T.jpeg(600, size=(160, 120)))
-    (src / "loose.jpg").write_bytes(T.jpeg(601, size=(160, 120)))  # a file outside any class folder: a note
-    [b for b in at.button if b.label == "Create run from folder"][0].click().run()
-    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
-    notes = [c.value for c in at.caption if "skipped" in c.value]
-    assert notes and escape_markdown(str(src)) in notes[0], [c.value for c in at.caption]
-    assert not any(_live(t) for t in _rendered_texts(at)), [t for t in _rendered_texts(at) if _live(t)]
 
 
 def test_crawl_notes_from_the_engine_are_escaped(app, monkeypatch):
