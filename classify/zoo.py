@@ -476,7 +476,15 @@ def search(text: str, limit: int | None = 50) -> tuple[list[SearchRow], int]:
             if member != "DEFAULT" and needle in name.lower():
                 found.append((name, "torchvision"))
     found += [(f"hf-hub:{repo}", "hf-hub") for repo in _cached_hub_repos() if needle in repo.lower()]
-    found.sort(key=lambda item: (item[0] not in registry_ids, 0))  # stable: registry first, library order kept
+
+    def order(item: tuple[str, str]) -> tuple[bool, bool]:
+        """Registry names first, then heads with an ImageNet label space, then the rest (feature
+        extractors, CLIP embeddings); library order kept within each (a stable sort)."""
+        name, library = item
+        head = int(get_pretrained_cfg(name).num_classes or 0) if library == "timm" else 1000
+        return name not in registry_ids, head not in HEAD_SIZES
+
+    found.sort(key=order)
     total = len(found)
     rows = []
     for name, library in found[:limit] if limit else found:
