@@ -65,6 +65,8 @@ def thumbnails(rows: pd.DataFrame, model: str, links: bool = True, limit: int = 
                 browse_link(model, str(p["true_wnid"]), pred, "Browse this pair")
     if len(rows) > limit:
         st.caption(f"Showing {limit} of {len(rows)}.")
+
+
 true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})")
 st.caption(relation_help())
 
@@ -182,6 +184,8 @@ else:
     # The same cells as a list (keyboard, and clicks land here): a new click replaces the list's choice.
     options = [(counts.index[i], counts.columns[j]) for i, j in cells]
     pick_key = f"matrix-cell-{chart_key}"
+    if st.session_state.get(pick_key) not in options:  # a cell the predictions no longer hold (a rerun of a model)
+        st.session_state.pop(pick_key, None)
     if clicked is not None and clicked != st.session_state.get(f"_last-{pick_key}"):
         st.session_state[f"_last-{pick_key}"] = clicked
         st.session_state[pick_key] = clicked
