@@ -263,13 +263,17 @@ def concepts_table(seen: str) -> pd.DataFrame:
     return concept_levels(seen).table.set_index("wnid")
 
 
+@st.cache_data(max_entries=512, show_spinner=False)
 def model_family(model_id: str) -> str:
-    """'CNN' or 'transformer' from the model registry; 'other' for predictions of unknown models."""
-    from classify.registry import UnknownModelError, get_model
+    """'CNN', 'transformer' or 'hybrid' from the model registry, or inferred from the architecture for
+    any timm / torchvision name (classify.zoo; built on the meta device once, then cached here);
+    'other' for predictions of models no library here knows (an uploaded predictions file)."""
+    from classify.registry import get_model
+    from core.errors import WildLensError
 
     try:
         return get_model(model_id).family
-    except (UnknownModelError, KeyError, ValueError):
+    except (WildLensError, KeyError, ValueError):
         return "other"
 
 
