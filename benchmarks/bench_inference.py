@@ -24,6 +24,20 @@ used while it was measured (from /proc/stat). Then it breaks the cost of one ima
 resize + crop with either resampler, forward pass on one core) to show the ceiling of the ratio
 on this machine.
 
+CPU precisions (``--precisions``, or ``--precisions-only`` for this section alone): for
+EfficientNet-Lite0/1/2 on 324 views (18 crops, each also mirrored) of nine packaged photographs
+(:data:`PRECISION_PHOTOS`: the sample run's five and the four above), written as PNG files in a
+class folder, the whole pipeline in fp32 (its default backend, ONNX Runtime), bf16 (PyTorch bf16
+autocast; only where the CPU has AVX-512 BF16/AMX) and int8 (ONNX Runtime, statically quantized on
+``classify.quantize``'s calibration set, which shares no image with these): images/s of the whole
+call, the forward pass alone (ms of one core per image, batch 8, CPU time, so other processes on
+a shared machine do not inflate it), each against fp32 in the same round, and top-1 agreement
+with fp32 over all views. Then the fp32 pipeline's steady state on 512 images as a share of the
+ceiling (decode + resize + ONNX Runtime forward per image, spread over the cores): the steady
+rate is (512 - 64) / (t(512) - t(64)), which leaves model load and worker start-up out.
+
+    .venv/bin/python benchmarks/bench_inference.py --precisions-only --repeats 2
+
 With a CUDA GPU (or ``--gpu-only``) it also measures ResNet-50 and ViT-B/16 with their own input
 pipelines, fp32 and bf16, each resampler, and the forward pass alone; those two use random
 weights (test doubles from ``tests/classify/doubles.py``, clearly labelled; throughput does not
@@ -60,6 +74,40 @@ SITE = Path(torch.__file__).resolve().parent.parent
 PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/astronaut.png",
           "skimage/data/rocket.jpg", "skimage/data/motorcycle_left.png", "sklearn/datasets/images/china.jpg",
           "sklearn/datasets/images/flower.jpg", "matplotlib/mpl-data/sample_data/grace_hopper.jpg"]
+
+
+# The photographs the precision section evaluates: none is in classify.quantize's calibration set
+# (tests/classify/test_precisions.py checks the files' hashes).
+PRECISION_PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/camera.png",
+                    "skimage/data/astronaut.png", "skimage/data/rocket.jpg", "skimage/data/motorcycle_left.png",
+                    "sklearn/datasets/images/china.jpg", "sklearn/datasets/images/flower.jpg",
+                    "matplotlib/mpl-data/sample_data/grace_hopper.jpg"]
+# (scale, x, y) crops: the whole photo, then 85 %, 70 % and 55 % at the centre and four corners,
+# and 60 % at the top and bottom centre; each crop is also mirrored: 36 views per photograph.
+_CORNERS = [(0.5, 0.5), (0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0)]
+VIEW_CROPS = ([(1.0, 0.5, 0.5)] + [(scale, fx, fy) for scale in (0.85, 0.7, 0.55) for fx, fy in _CORNERS]
+              + [(0.6, 0.5, 0.0), (0.6, 0.5, 1.0)])
+
+
+def make_views(root: Path, limit: int | None = None) -> list[Path]:
+    """Crops and flips of PRECISION_PHOTOS as PNG files in root/<wnid>/ (at most ``limit``)."""
+    from PIL import ImageOps
+
+    folder = root / "n02123045"
+    folder.mkdir(parents=True)
+    paths = []
+    for number, rel in enumerate(PRECISION_PHOTOS):
+        image = load_rgb(SITE / rel)
+        w, h = image.size
+        for k, (scale, fx, fy) in enumerate(VIEW_CROPS):
+            cw, ch = round(w * scale), round(h * scale)
+            left, top = round((w - cw) * fx), round((h - ch) * fy)
+            crop = image.crop((left, top, left + cw, top + ch))
+            for flip, view in enumerate((crop, ImageOps.mirror(crop))):
+                path = folder / f"{number:02d}-{k:02d}-{flip}.png"
+                view.save(path)
+                paths.append(path)
+    return paths[:limit]
 
 
 def make_folder(root: Path, n: int) -> list[Path]:
@@ -207,7 +255,15 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved warm rounds (medians are reported)")
     parser.add_argument("--sweep", action="store_true", help="also try other batch sizes, worker and thread counts")
     parser.add_argument("--gpu-only", action="store_true", help="skip the CPU comparison; only the CUDA section")
+    parser.add_argument("--precisions", action="store_true", help="also the CPU precision section (fp32/bf16/int8)")
+    parser.add_argument("--precisions-only", action="store_true", help="only the CPU precision section")
+    parser.add_argument("--models", default="efficientnet_lite0,efficientnet_lite1,efficientnet_lite2",
+                        help="models of the precision section")
     args = parser.parse_args()
+    if args.precisions_only:
+        with tempfile.TemporaryDirectory(prefix="wildlens-bench-") as tmp:
+            precision_section(Path(tmp), args.models.split(","), args.repeats)
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="wildlens-bench-") as tmp:
         paths = make_folder(Path(tmp) / "images", args.images)
@@ -215,6 +271,8 @@ def main() -> int:
         cache = Path(tmp) / "onnx-cache"  # empty: the first pipeline run exports, as on a new machine
         if not args.gpu_only:
             cpu_section(args, folder, paths, cache)
+        if args.precisions and not args.gpu_only:
+            precision_section(Path(tmp), args.models.split(","), args.repeats)
         if torch.cuda.is_available():
             gpu_section(Path(tmp), max(args.images, 512), args.repeats, cache)
         elif args.gpu_only:
@@ -277,6 +335,107 @@ def cpu_section(args, folder: Path, paths: list[Path], cache: Path) -> None:
                     samples = [measure(args.images, pipeline, folder, options) for _ in range(args.repeats)]
                     print(f"    {backend:5s} batch {batch_size:3d}, workers {workers}, threads {threads}: "
                           f"{median_rate(samples):7.1f} images/s (load {samples[-1].load:.2f})")
+
+
+def _forward_ms(entry, precision: str, cache: Path, batch: torch.Tensor, backend: str = "auto") -> float:
+    """ms of one core (CPU time of this thread) per image: normalise + forward, batch 8, as the
+    pipeline runs ``precision`` (ONNX Runtime fp32 / int8, PyTorch bf16 autocast)."""
+    from classify.device import cpu_threads
+    from classify.pipeline import InferenceOptions as Options, _load_one, _Settings, _forward
+    from classify.device import autocast_dtype, resolve_precision
+
+    device = torch.device("cpu")
+    options = Options(device="cpu", precision=precision, cache_dir=str(cache), backend=backend)
+    resolved = resolve_precision(precision, device)
+    settings = _Settings(device, autocast_dtype(precision, device), 8, 0, 1, options, resolved)
+    with cpu_threads(device), torch.inference_mode():
+        model = _load_one(entry, 0, 10_000, settings)
+        for _ in range(2):
+            _forward(model, batch, device, settings.amp)
+        times = []
+        for _ in range(7):
+            start = time.thread_time()
+            _forward(model, batch, device, settings.amp)
+            times.append(time.thread_time() - start)
+    return 1000 * min(times) / len(batch)
+
+
+def precision_section(tmp: Path, models: list[str], repeats: int) -> dict:
+    """fp32 / bf16 / int8 on the CPU for each model: whole-pipeline images/s, forward ms per image,
+    ratios against fp32 and top-1 agreement with fp32 (see the module docstring). Returns the figures."""
+    from classify.device import cpu_bf16_instructions
+    from classify.options import precision_model_id
+
+    views_root = tmp / "views"
+    paths = make_views(views_root)
+    cache = tmp / "precision-cache"
+    bf16 = cpu_bf16_instructions()
+    precisions = ["fp32"] + (["bf16"] if bf16 else []) + ["int8"]
+    cores = os.cpu_count() or 1
+    print(f"CPU precisions: {len(paths)} views of {len(PRECISION_PHOTOS)} packaged photographs, {cores} cores, "
+          f"native bf16: {', '.join(bf16) or 'none (bf16 not measured)'}, load average {os.getloadavg()[0]:.2f}")
+    figures = {}
+    for model in models:
+        entry = get_model(model)
+        config = entry.input_config()
+        batch = normalizer(config, torch.device("cpu"))(
+            torch.stack([crop_to_tensor(load_rgb(p), config.geometry) for p in paths[:8]]))
+        tops, rates = {}, {p: [] for p in precisions}
+        for precision in precisions:  # warm-up: exports, quantizes, fills the page cache
+            options = InferenceOptions(device="cpu", precision=precision, cache_dir=str(cache))
+            table, result = predict_folder(views_root, [model], options=options)
+            assert (table["status"] == "ok").all()
+            tops[precision] = table.set_index("image")["pred_wnid"].sort_index()
+            print(f"  {model} {precision}: {result.backends[precision_model_id(entry.id, precision)]}")
+        for _ in range(repeats):  # interleaved rounds: load from other processes hits all alike
+            for precision in precisions:
+                options = InferenceOptions(device="cpu", precision=precision, cache_dir=str(cache))
+                rates[precision].append(measure(len(paths), pipeline, views_root, options, model))
+        forward = {p: _forward_ms(entry, p, cache, batch) for p in precisions}
+        torch_fp32 = _forward_ms(entry, "fp32", cache, batch, backend="torch")
+        fp32_rate = statistics.median(s.rate for s in rates["fp32"])
+        figures[model] = {}
+        for precision in precisions:
+            rate = statistics.median(s.rate for s in rates[precision])
+            agree = float((tops[precision] == tops["fp32"].reindex(tops[precision].index)).mean())
+            figures[model][precision] = {"images_per_s": rate, "forward_ms": forward[precision], "agreement": agree}
+            others = "/".join(f"{100 * s.foreign:.0f}" for s in rates[precision] if s.foreign is not None)
+            print(f"  {model:18s} {precision:4s} pipeline {rate:6.1f} images/s ({rate / fp32_rate:4.2f}x fp32; "
+                  f"others used {others}% CPU), forward {forward[precision]:5.1f} ms/image on one core "
+                  f"({forward['fp32'] / forward[precision]:4.2f}x fp32), top-1 agreement with fp32 {100 * agree:5.1f}% "
+                  f"({round(agree * len(paths))}/{len(paths)})")
+            if precision == "bf16":
+                print(f"  {'':18s}      (PyTorch fp32, BN folded, channels-last: forward {torch_fp32:5.1f} ms/image; "
+                      f"bf16 autocast is {torch_fp32 / forward['bf16']:4.2f}x that, on the same backend)")
+    steady_share(tmp, cache, repeats)
+    return figures
+
+
+def steady_share(tmp: Path, cache: Path, repeats: int, n_images: int = 512) -> None:
+    """The fp32 default pipeline's steady rate on ``n_images`` (Lite0, the packaged photographs
+    repeated, as cpu_section) against the ceiling from stage_costs."""
+    small_n = n_images // 8
+    big, small = tmp / "steady-big", tmp / "steady-small"
+    paths = make_folder(big, n_images)
+    make_folder(small, small_n)
+    options = InferenceOptions(device="cpu", cache_dir=str(cache))
+    pipeline(small, options)  # warm: export cached, page cache
+    steady, whole = [], []
+    for _ in range(repeats):
+        t_small = small_n / measure(small_n, pipeline, small, options).rate
+        sample = measure(n_images, pipeline, big, options)
+        t_big = n_images / sample.rate
+        whole.append(sample.rate)
+        steady.append((n_images - small_n) / max(t_big - t_small, 1e-9))
+    costs = stage_costs(paths, cache)
+    cores = os.cpu_count() or 1
+    per_image = (costs["decode (load_rgb)"] + costs["resize + crop (torch uint8, the default)"]
+                 + costs.get("forward, ONNX Runtime", float("nan")))
+    ceiling = 1000 * cores / per_image
+    rate = statistics.median(steady)
+    print(f"  fp32 pipeline, {n_images} images: steady {rate:.1f} images/s, whole call {statistics.median(whole):.1f}; "
+          f"ceiling {ceiling:.1f} images/s ({per_image:.1f} ms of CPU per image over {cores} cores) -> steady state "
+          f"{100 * rate / ceiling:.0f}% of the ceiling (target >= 90%), whole call {100 * statistics.median(whole) / ceiling:.0f}%")
 
 
 def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name: str = "cuda") -> None:

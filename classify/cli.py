@@ -84,7 +84,10 @@ def build_predict_parser() -> argparse.ArgumentParser:
                    help="decode worker processes (default: half the cores on CPU, up to 8 with a GPU; 0 = none)")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU")
+                   help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU. On the CPU also bf16 (PyTorch "
+                        "autocast, where the CPU has AVX-512 BF16 or AMX) and int8 (CNNs: ONNX Runtime static "
+                        "quantization, calibrated on a fixed packaged set). Rows of a precision other than fp32 "
+                        "are stored as MODEL--bf16, MODEL--int8, ...")
     p.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="auto: ONNX Runtime on the CPU where installed and verified against PyTorch (exports are "
                         "cached in $WILDLENS_HOME/cache/onnx), PyTorch otherwise and on GPUs")

@@ -2,9 +2,14 @@
 
 * Device: CUDA, then Apple MPS, then CPU (:func:`select_device`); what the user may ask for is
   :data:`DEVICES` (or ``cuda:N``).
-* Precision (:data:`PRECISIONS`): on a GPU autocast, bf16 where supported, else fp16
-  (:func:`autocast_dtype`); ``fp32`` on CUDA is true fp32, TF32 off (:func:`full_fp32`); the CPU
-  always runs fp32.
+* Precision (:data:`PRECISIONS`, :func:`resolve_precision`): on a GPU autocast, bf16 where
+  supported, else fp16 (:func:`autocast_dtype`); ``fp32`` on CUDA is true fp32, TF32 off
+  (:func:`full_fp32`). The CPU runs fp32 unless asked: ``bf16`` is PyTorch's bf16 autocast, offered
+  only where the CPU computes bf16 natively (AVX-512 BF16 or AMX-BF16 on x86, BF16 on Arm; read
+  from the CPU's feature flags, :func:`cpu_bf16_instructions`) - elsewhere PyTorch would emulate it,
+  slower than fp32; ``int8`` is a statically quantized ONNX Runtime model of a CNN
+  (``classify.quantize``); ``fp16`` needs a GPU. A precision the machine lacks is a one-line
+  :class:`OptionError` that names what to use instead.
 * Backend (:data:`BACKENDS`): ONNX Runtime is for the CPU only here (:func:`check_backend`); which
   backend a model actually runs on is decided per model in :mod:`classify.pipeline`.
 * Threads, streams and decode workers per device (:func:`default_num_workers`,
@@ -16,7 +21,11 @@ machine cannot honour raises :class:`core.errors.OptionError` whose message says
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import platform
+import subprocess
+from pathlib import Path
 
 import torch
 
@@ -49,17 +58,72 @@ def select_device(preference: str = "auto") -> torch.device:
     return device
 
 
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """None for float32; the autocast dtype otherwise. Half precision is for GPUs only."""
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags: Linux's /proc/cpuinfo ('flags' on x86, 'Features' on Arm), on
+    macOS the Arm features sysctl reports (``hw.optional.arm.FEAT_BF16`` -> 'bf16'); empty where
+    neither can be read, which counts as 'no optional instructions' (the safe side)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    if platform.system() == "Darwin":
+        try:
+            out = subprocess.run(["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True,
+                                 timeout=5).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        return frozenset({"bf16"}) if out == "1" else frozenset()
+    return frozenset()
+
+
+# CPU flag -> the instructions' name, in the order a report names them (the fastest first).
+BF16_CPU_FLAGS = (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX-512 BF16"), ("bf16", "Arm BF16"))
+
+
+def cpu_bf16_instructions() -> list[str]:
+    """The native bf16 instructions this CPU has (e.g. ['AMX-BF16', 'AVX-512 BF16']); empty: none,
+    and ``--precision bf16`` is refused on the CPU (PyTorch would emulate it, slower than fp32)."""
+    flags = cpu_flags()
+    return [name for flag, name in BF16_CPU_FLAGS if flag in flags]
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """What ``precision`` means on ``device``: 'fp32', 'bf16', 'fp16' or 'int8' (the name results
+    are stored under, ``classify.options.precision_model_id``), or an OptionError saying what to
+    use instead."""
     if precision not in PRECISIONS:
         raise OptionError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}.")
     if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
-        return None
-    if device.type == "cpu":
-        raise OptionError(f"precision {precision} needs a GPU; on the CPU use fp32 (the default).")
+        return "fp32"
     if precision == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if precision == "bf16" else torch.float16
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if precision == "int8":
+        if device.type != "cpu":
+            raise OptionError(f"precision int8 runs on the CPU (ONNX Runtime); on {device.type} use bf16 or fp16, "
+                              "or --device cpu.")
+        return "int8"
+    if device.type == "cpu":
+        if precision == "fp16":
+            raise OptionError("precision fp16 needs a GPU; on the CPU use fp32 (the default), int8, or bf16 where "
+                              "the CPU has it.")
+        if not cpu_bf16_instructions():
+            raise OptionError("precision bf16 needs a GPU or a CPU with AVX-512 BF16 or AMX-BF16 (this one has "
+                              "neither); on this CPU use fp32 (the default) or int8.")
+    return precision
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """None for float32 and int8 (which is a quantized model, not autocast); the autocast dtype
+    otherwise. Refuses, in one line, a precision the device lacks (:func:`resolve_precision`)."""
+    resolved = resolve_precision(precision, device)
+    if resolved in ("fp32", "int8"):
+        return None
+    return torch.bfloat16 if resolved == "bf16" else torch.float16
 
 
 def precision_name(amp: torch.dtype | None) -> str:
@@ -67,11 +131,19 @@ def precision_name(amp: torch.dtype | None) -> str:
     return "fp32" if amp is None else str(amp).replace("torch.", "")
 
 
-def check_backend(backend: str, device: torch.device) -> None:
+def check_backend(backend: str, device: torch.device, precision: str = "fp32") -> None:
+    """``precision``: the resolved one. bf16 runs on PyTorch (ONNX Runtime's CPU provider has no
+    bf16 convolutions); int8 on ONNX Runtime (a quantized model)."""
     if backend not in BACKENDS:
         raise OptionError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}.")
     if backend == "onnxruntime" and device.type != "cpu":
         raise OptionError(f"backend onnxruntime is for the CPU here; on {device.type} use --backend auto or torch.")
+    if backend == "onnxruntime" and precision == "bf16":
+        raise OptionError("precision bf16 runs on PyTorch (ONNX Runtime has no bf16 CPU kernels); use --backend auto "
+                          "or torch, or precision int8 on ONNX Runtime.")
+    if backend == "torch" and precision == "int8":
+        raise OptionError("precision int8 runs on ONNX Runtime (a statically quantized model); use --backend auto "
+                          "or onnxruntime, or precision bf16 on PyTorch.")
 
 
 def check_counts(batch_size: int | None, num_workers: int | None) -> None:

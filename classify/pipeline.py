@@ -21,6 +21,13 @@ device, precision and thread policy are :mod:`classify.device`'s. The pipeline, 
   (``classify.onnx_backend``: about twice PyTorch's speed there, logits within 1e-3); otherwise,
   and always on a GPU, on PyTorch (:func:`_load_one`). ``InferenceOptions.backend`` chooses; the
   report says which backend each model ran on and why.
+* Reduced precisions on the CPU (``classify.device.resolve_precision``): ``bf16`` is PyTorch's
+  bf16 autocast (batch-norm folded, channels-last; oneDNN's AMX/AVX-512 BF16 kernels), never ONNX
+  Runtime, whose CPU provider has no bf16 convolutions; ``int8`` is ONNX Runtime on a statically
+  quantized copy of the fp32 export (``classify.quantize``), CNNs only. Rows of a precision other
+  than fp32 are stored under their own model id, ``<id>--bf16`` / ``<id>--int8`` / ``<id>--fp16``
+  (``classify.options.precision_model_id``, :func:`precision_entries`), so they sit beside the fp32
+  rows and are resumed separately; fp32 keeps the plain id.
 * Every batch's rows go to the sink before progress is reported, so a target that stores them at
   once (part files, ``core.parts``) loses at most one batch to a kill; (model, image) pairs the
   caller says are done are skipped.
@@ -44,14 +51,17 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+import dataclasses
+
 from core.errors import OptionError
 from core.imageio import ImageLoadError, load_rgb
 from core.progress import ProgressCallback, report
 from core.runstore import TOP_K
 
 from .device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts, cpu_streams, cpu_threads,
-                     default_num_workers, full_fp32, precision_name, select_device)
-from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier
+                     default_num_workers, full_fp32, precision_name, resolve_precision, select_device)
+from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier, onnxruntime_version
+from .options import precision_model_id, split_model_id
 from .optimize import fold_batchnorm
 from .preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
                          normalizer, read_image_file)
@@ -78,7 +88,9 @@ class InferenceOptions:
     # CPU only: forward passes in flight at once, one thread each; None = cpu_streams(workers).
     num_threads: int | None = None
     device: str = "auto"  # 'auto' (CUDA > MPS > CPU), 'cpu', 'cuda', 'cuda:1', 'mps'
-    precision: str = "auto"  # 'auto' (bf16/fp16 autocast on a GPU, fp32 on the CPU), 'fp32', 'bf16', 'fp16'
+    # 'auto' (bf16/fp16 autocast on a GPU, fp32 on the CPU), 'fp32', 'bf16' (GPU, or a CPU with
+    # AVX-512 BF16/AMX), 'fp16' (GPU), 'int8' (CPU, CNNs: ONNX Runtime static quantization)
+    precision: str = "auto"
     channels_last: bool = True
     fold_batchnorm: bool = True  # exact up to float rounding, checked per model (classify.optimize)
     max_params_per_pass: int = 300_000_000  # models held in memory together (fp32: 1.2 GB)
@@ -133,6 +145,40 @@ class InferenceReport:
                                   f"{self.resampler} resize)"
                 + (f" [{ran_on}]" if ran_on else ""))
 
+
+
+# --------------------------------------------------------------------------- precision ids
+def precision_entries(entries: Sequence[ModelEntry], precision: str) -> list[ModelEntry]:
+    """The entries as results of ``precision`` (a resolved one) are stored: same model, id
+    ``<id>--<precision>`` unless fp32 (``classify.options.precision_model_id``). Idempotent."""
+    return [e if precision_model_id(e.id, precision) == e.id else dataclasses.replace(e, id=precision_model_id(e.id, precision))
+            for e in entries]
+
+
+def base_entry(entry: ModelEntry) -> ModelEntry:
+    """The entry under its registry id (weights, checkpoints and export caches are per model, not
+    per precision)."""
+    base, _ = split_model_id(entry.id)
+    return entry if base == entry.id else dataclasses.replace(entry, id=base)
+
+
+def result_entries(models: str | Iterable[str | ModelEntry], options: InferenceOptions) -> list[ModelEntry]:
+    """The models as their rows will be stored with ``options``' precision on its device."""
+    return precision_entries(resolve_models(models), resolve_precision(options.precision, select_device(options.device)))
+
+
+def check_precision_models(entries: Sequence[ModelEntry], precision: str) -> None:
+    """int8 is for CNNs on ONNX Runtime: a transformer, or a machine without onnxruntime, is a
+    one-line OptionError before any work."""
+    if precision != "int8":
+        return
+    others = [e for e in entries if e.family != "CNN"]
+    if others:
+        named = ", ".join(f"{base_entry(e).id} ({e.family})" for e in others)
+        raise OptionError(f"precision int8 is for CNNs, not {named}: run {'it' if len(others) == 1 else 'them'} "
+                          "in fp32 or bf16.")
+    if onnxruntime_version() is None:
+        raise OptionError("precision int8 needs onnxruntime and onnx (pip install -r requirements.txt); use fp32 or bf16.")
 
 
 # --------------------------------------------------------------------------- passes
@@ -245,12 +291,15 @@ class _LoadedModel:
     checked: bool = False  # output width verified against the class list
 
 
-def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOptions) -> str | None:
+def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOptions,
+                   precision: str = "fp32") -> str | None:
     """Why this model runs on PyTorch without trying ONNX Runtime; None: try it."""
     if options.backend == "torch":
         return "asked for"
     if device.type != "cpu":
         return f"{device.type} device"
+    if precision == "bf16":
+        return "bf16 autocast; ONNX Runtime has no bf16 CPU kernels"
     source = get_source(entry)
     if not source.weights_file:
         return f"{source.description}: no weights file to key an export on"
@@ -261,6 +310,7 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
     """The model as the forward pass will call it: an ONNX Runtime session where allowed and
     verified, else the PyTorch module (batch-norm folded, channels-last, on the device)."""
     options, device = settings.options, settings.device
+    result_id, entry = entry.id, base_entry(entry)  # weights and caches are the registry model's
     config = entry.input_config()
     checkpoint = options.checkpoints.get(entry.id)
     loaded: dict[str, torch.nn.Module] = {}
@@ -271,7 +321,9 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
         return loaded["model"]
 
     normalize = normalizer(config, device)
-    reason = _onnx_excluded(entry, device, options)
+    reason = _onnx_excluded(entry, device, options, settings.precision)
+    if settings.precision == "int8":
+        return _load_int8(entry, result_id, geometry_index, normalize, checkpoint, torch_model, settings, reason)
     if reason is None:
         try:
             status = weights_status(entry, checkpoint)
@@ -284,8 +336,8 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
             cache = OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
             allow_export = options.backend == "onnxruntime" or n_images >= options.onnx_export_min_images
             classifier, _ = onnx_classifier(key, cache, 1, torch_model, allow_export)
-            return _LoadedModel(entry, classifier, geometry_index, normalize, backend=f"onnxruntime ({classifier.note})",
-                                channels_last=False)
+            return _LoadedModel(_as(entry, result_id), classifier, geometry_index, normalize,
+                                backend=f"onnxruntime ({classifier.note})", channels_last=False)
         except OnnxBackendError as exc:
             if options.backend == "onnxruntime":
                 raise OptionError(f"{entry.id} cannot run on ONNX Runtime: {exc}. Use --backend auto or torch.") from None
@@ -297,8 +349,38 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
     module = module.to(device)
     if options.channels_last:
         module = module.to(memory_format=torch.channels_last)
-    return _LoadedModel(entry, module, geometry_index, normalize, backend=f"torch ({reason})",
+    return _LoadedModel(_as(entry, result_id), module, geometry_index, normalize, backend=f"torch ({reason})",
                         channels_last=options.channels_last)
+
+
+def _as(entry: ModelEntry, result_id: str) -> ModelEntry:
+    return entry if entry.id == result_id else dataclasses.replace(entry, id=result_id)
+
+
+def _load_int8(entry: ModelEntry, result_id: str, geometry_index: int, normalize, checkpoint: str | None,
+               torch_model: Callable[[], torch.nn.Module], settings: "_Settings", excluded: str | None) -> _LoadedModel:
+    """The int8 ONNX Runtime model (``classify.quantize``): quantized once from the fp32 export and
+    cached; no fallback, since PyTorch would not be int8 (an OptionError says why)."""
+    from .quantize import int8_classifier
+
+    options = settings.options
+    config = entry.input_config()
+    try:
+        if excluded is not None:
+            raise OnnxBackendError(excluded)
+        status = weights_status(entry, checkpoint)
+        if status.path is None:
+            torch_model()
+            status = weights_status(entry, checkpoint)
+        if status.path is None:
+            raise OnnxBackendError("no weights file to key the quantized model's cache on")
+        key = ExportKey.for_model(entry.id, status.path, config.size)
+        cache = OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
+        classifier = int8_classifier(key, cache, config, 1, torch_model)
+    except OnnxBackendError as exc:
+        raise OptionError(f"{entry.id} cannot run in int8: {exc}. Use --precision fp32 or bf16.") from None
+    return _LoadedModel(_as(entry, result_id), classifier, geometry_index, normalize,
+                        backend=f"onnxruntime int8 ({classifier.note})", channels_last=False)
 
 
 def _load_pass(entries: Sequence[ModelEntry], geometries: list[Geometry], images: dict[str, int],
@@ -334,6 +416,7 @@ class _Settings:
     workers: int
     streams: int  # forward passes in flight at once (CPU; 1 on a GPU), one thread each
     options: InferenceOptions
+    precision: str = "fp32"  # resolved: 'fp32', 'bf16', 'fp16' or 'int8' (classify.device.resolve_precision)
 
 
 def _wanted(batch: CropBatch, tasks: Sequence[ImageTask], pending: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -431,22 +514,24 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
     """Classify ``tasks`` with every model, skipping (model, image) pairs in ``already_done``;
     hand each batch's rows (PREDICTION_SCHEMA) to ``sink`` before reporting progress."""
     options = options or InferenceOptions()
-    entries = resolve_models(models)
     device = select_device(options.device)
+    precision = resolve_precision(options.precision, device)
+    entries = precision_entries(resolve_models(models), precision)
     amp = autocast_dtype(options.precision, device)
-    check_backend(options.backend, device)
+    check_backend(options.backend, device, precision)
+    check_precision_models(entries, precision)
     check_resampler(options.resampler)  # a typo fails here, not inside every worker
     check_counts(options.batch_size, options.num_workers)
     workers = default_num_workers(device) if options.num_workers is None else options.num_workers
     streams = (options.num_threads or cpu_streams(workers)) if device.type == "cpu" else 1  # GPUs: one stream
     settings = _Settings(device, amp, options.batch_size or DEFAULT_BATCH.get(device.type, 16), workers, streams,
-                         options)
+                         options, precision)
     images = {t.image for t in tasks}
     pending = {e.id: images - (already_done or {}).get(e.id, set()) for e in entries}
     reports = OrderedDict((e.id, ModelReport(e.id, skipped=len(images) - len(pending[e.id]))) for e in entries)
     for e in entries:  # fail before any work, not after the first pass
         if pending[e.id]:
-            require_weights(e, options.checkpoints.get(e.id), options.allow_download)
+            require_weights(base_entry(e), options.checkpoints.get(base_entry(e).id), options.allow_download)
 
     started = time.perf_counter()
     decoded = 0
@@ -463,7 +548,7 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
             decoded += _run_pass(pass_entries, pass_tasks, pending, reports, sink, progress, label, settings, backends)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device), precision_name(amp),
-                           backends, options.resampler)
+    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device),
+                           "int8" if precision == "int8" else precision_name(amp), backends, options.resampler)
 
 

@@ -48,9 +48,9 @@ from core.progress import ProgressCallback
 from core.runstore import PREDICTION_SCHEMA, Run, StoreError, conform, probe_writable, write_table
 from core.wordnet import is_wnid
 
-from .pipeline import ImageTask, InferenceOptions, InferenceReport, run_inference
+from .pipeline import ImageTask, InferenceOptions, InferenceReport, result_entries, run_inference
 from .preprocess import file_kind, oversize_reason
-from .registry import ModelEntry, resolve_models
+from .registry import ModelEntry
 from .sources import get_source
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
@@ -144,7 +144,7 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
     """Classify a run's usable images with ``models``; resumable; stores through the run store.
     One classify run per run at a time (:func:`_writing_parts`)."""
     options = options or InferenceOptions()
-    entries = resolve_models(models)
+    entries = result_entries(models, options)  # ids as stored: '<id>--int8' for int8, etc.
     tasks = run_tasks(run)
     parts = run.prediction_parts
     busy = f"Another classify run is writing predictions to run {run.run_id}; wait for it to finish."
@@ -320,7 +320,7 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
     classify run per ``out`` at a time) and the predictions are written to it, CSV or Parquet by
     suffix; the table is also returned. The report lists the entries of DIR not read (``skipped``)."""
     options = options or InferenceOptions()
-    entries = resolve_models(models)
+    entries = result_entries(models, options)  # ids as stored: '<id>--int8' for int8, etc.
     scan = scan_folder(folder)
     tasks = scan.tasks
     out_path = check_output_path(out) if out is not None else None

@@ -1,0 +1,262 @@
+"""int8 on the CPU: ONNX Runtime static quantization of a model's checked fp32 export.
+
+``--precision int8`` runs a CNN on an int8 copy of its ONNX export (``classify.onnx_backend``):
+``onnxruntime.quantization.quantize_static`` with QDQ nodes (QuantizeLinear/DequantizeLinear
+pairs that ONNX Runtime fuses into integer kernels), weights int8 per output channel, activations
+uint8 per tensor, activation ranges from MinMax calibration. Only CNNs: a transformer's attention
+and LayerNorm lose too much in 8 bits without per-model work, so it is refused in one line.
+
+The calibration set is fixed, packaged and never the images being evaluated
+(:data:`CALIBRATION_PHOTOS`, :func:`calibration_images`): fourteen images that scikit-image and
+matplotlib install and that neither the sample run (``crawl.sample_photos``: chelsea, coffee,
+camera, china, grace_hopper) nor the benchmark (``benchmarks/bench_inference.py``: those plus
+astronaut, rocket, motorcycle_left, flower) classifies: a deep-field telescope image, microscopy
+(ihc, cell), a retina, coins, textures (brick, grass, gravel), the moon, a horse silhouette, a
+motion-blurred clock, a colour wheel, the scikit-image and a present-box logo. motorcycle_right is
+left out on purpose: it is the other half of the stereo pair motorcycle_left belongs to, almost
+the same picture. Each image gives :data:`CALIBRATION_VIEWS` deterministic views (whole, mirror,
+centre 70 %, top-left 60 %), preprocessed exactly as the model's inputs are (resize + crop by
+``classify.preprocess.crop_to_tensor`` with the default resampler, then the model's mean/std).
+``tests/classify/test_precisions.py`` checks that their content hashes are disjoint from the
+evaluated images'. What is calibrated on is images the model does not classify well (they are
+not ImageNet photos); what matters for activation ranges is natural image statistics, and the
+measured agreement with fp32 (below) says it is enough.
+
+Agreement with fp32 (top-1, ``benchmarks/bench_inference.py``, 324 views of nine packaged photos,
+a 2-core Xeon with AVX512-VNNI and AMX) is in ``benchmarks/results/``; the tests pin a floor.
+
+Quantized models are cached beside the fp32 exports (``$WILDLENS_HOME/cache/onnx/int8``), named
+by the model id and a key made of the fp32 export's key, the onnxruntime version, the calibration
+set's digest and :data:`QUANT_FORMAT`; a change to any of them makes a new one. Written
+atomically (temporary file + rename), ONNX protobuf only. Quantizing takes 5-30 s per model once.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import tempfile
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps
+
+from core.imageio import load_rgb
+
+from .onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, OnnxClassifier, _atomic_write, _first_line,
+                           make_session, onnx_classifier, onnxruntime_version)
+from .preprocess import DEFAULT_RESAMPLER, crop_to_tensor, normalizer
+from .registry import InputConfig
+
+QUANT_FORMAT = 2  # bump whenever the quantization settings change: old cache entries stop matching
+CACHE_SUBDIR = "int8"
+CALIBRATION_BATCH = 8
+# A quantized model whose top-1 agrees with its fp32 export on fewer calibration views than this
+# is not kept (a broken quantization, not a precision trade-off); measured agreement is ~0.9.
+MIN_CALIBRATION_AGREEMENT = 0.6
+
+# (package, path inside it): packaged images that nothing in WildLens evaluates (module docstring).
+CALIBRATION_PHOTOS = (
+    ("skimage", "data/hubble_deep_field.jpg"),
+    ("skimage", "data/ihc.png"),
+    ("skimage", "data/retina.jpg"),
+    ("skimage", "data/coins.png"),
+    ("skimage", "data/brick.png"),
+    ("skimage", "data/grass.png"),
+    ("skimage", "data/gravel.png"),
+    ("skimage", "data/moon.png"),
+    ("skimage", "data/horse.png"),
+    ("skimage", "data/cell.png"),
+    ("skimage", "data/clock_motion.png"),
+    ("skimage", "data/color.png"),
+    ("skimage", "data/logo.png"),
+    ("matplotlib", "mpl-data/sample_data/Minduka_Present_Blue_Pack.png"),
+)
+
+
+def _crop(image: Image.Image, scale: float, fx: float, fy: float) -> Image.Image:
+    w, h = image.size
+    cw, ch = max(1, round(w * scale)), max(1, round(h * scale))
+    left, top = round((w - cw) * fx), round((h - ch) * fy)
+    return image.crop((left, top, left + cw, top + ch))
+
+
+CALIBRATION_VIEWS: tuple[tuple[str, Callable[[Image.Image], Image.Image]], ...] = (
+    ("whole", lambda im: im),
+    ("mirror", ImageOps.mirror),
+    ("centre 70%", lambda im: _crop(im, 0.7, 0.5, 0.5)),
+    ("top-left 60%", lambda im: _crop(im, 0.6, 0.0, 0.0)),
+)
+
+
+class CalibrationError(OnnxBackendError):
+    """The calibration set cannot be read (a package that ships it is missing)."""
+
+
+def calibration_files() -> list[Path]:
+    """The calibration photographs on this machine, in :data:`CALIBRATION_PHOTOS` order."""
+    paths = []
+    for package, relpath in CALIBRATION_PHOTOS:
+        spec = importlib.util.find_spec(package)
+        path = Path(list(spec.submodule_search_locations)[0]) / relpath if spec and spec.submodule_search_locations else None
+        if path is None or not path.is_file():
+            raise CalibrationError(f"the int8 calibration image {package}/{relpath} is missing "
+                                   f"(pip install -r requirements.txt)")
+        paths.append(path)
+    return paths
+
+
+def calibration_images() -> list[tuple[str, Image.Image]]:
+    """(name, RGB image) for every view of every calibration photograph, in a fixed order."""
+    out = []
+    for (package, relpath), path in zip(CALIBRATION_PHOTOS, calibration_files()):
+        original = load_rgb(path)
+        out.extend((f"{package}/{relpath} [{name}]", view(original)) for name, view in CALIBRATION_VIEWS)
+    return out
+
+
+@lru_cache(maxsize=1)
+def calibration_digest() -> str:
+    """sha256 over the calibration files' bytes and the view names: part of the cache key."""
+    digest = hashlib.sha256()
+    for path in calibration_files():
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest.update(json.dumps([name for name, _ in CALIBRATION_VIEWS]).encode())
+    return digest.hexdigest()
+
+
+def calibration_batches(config: InputConfig) -> list[np.ndarray]:
+    """The calibration views as the model sees them: float32 NCHW batches of CALIBRATION_BATCH."""
+    normalize = normalizer(config, torch.device("cpu"))
+    crops = torch.stack([crop_to_tensor(image, config.geometry, DEFAULT_RESAMPLER) for _, image in calibration_images()])
+    x = normalize(crops).float().contiguous().numpy()
+    return [x[i:i + CALIBRATION_BATCH] for i in range(0, len(x), CALIBRATION_BATCH)]
+
+
+@dataclass(frozen=True)
+class QuantKey:
+    """Everything a quantized model depends on; its digest names the cached file."""
+
+    export_digest: str  # the fp32 export's ExportKey digest (model id, weights sha256, size, versions)
+    model_id: str
+    onnxruntime: str
+    calibration: str
+    quant_format: int = QUANT_FORMAT
+
+    @classmethod
+    def for_export(cls, key: ExportKey) -> "QuantKey":
+        return cls(key.digest, key.model_id, str(onnxruntime_version()), calibration_digest())
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+    def stem(self, export_stem: str) -> str:
+        return f"{export_stem.rsplit('-', 1)[0]}-int8-{self.digest[:20]}"
+
+
+def _reader(batches: list[np.ndarray], input_name: str):
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self._it = iter(batches)
+
+        def get_next(self):
+            batch = next(self._it, None)
+            return None if batch is None else {input_name: batch}
+
+        def rewind(self):
+            self._it = iter(batches)
+
+    return Reader()
+
+
+HEAD_OPS = ("Gemm", "MatMul", "Add", "Flatten", "Reshape", "GlobalAveragePool", "ReduceMean", "Squeeze")
+
+
+def head_nodes(graph) -> list[str]:
+    """The classifier head, left in float32: the nodes from the last spatial operation to the
+    logits (global pooling, flatten, the final Gemm/MatMul and its bias). Quantizing the logits
+    to 8 bits rounds near-tied classes together: on EfficientNet-Lite0 keeping the head in fp32
+    (0.3 % of the compute) raised top-1 agreement with fp32 from 65 % to 93 % (324 views); also
+    keeping the 1x1 head convolution, or Percentile/Entropy calibration, gained nothing more."""
+    producer = {out: node for node in graph.node for out in node.output}
+    names, frontier = [], [o.name for o in graph.output]
+    while frontier:
+        node = producer.get(frontier.pop())
+        if node is None or node.op_type not in HEAD_OPS or node.name in names:
+            continue
+        names.append(node.name)
+        frontier.extend(i for i in node.input if i in producer)
+    return names
+
+
+def quantize_bytes(fp32_model: Path, batches: list[np.ndarray]) -> bytes:
+    """quantize_static(QDQ, per-channel int8 weights, uint8 activations, MinMax; the head in fp32,
+    :func:`head_nodes`) of an fp32 ONNX file on ``batches``; the int8 model's bytes."""
+    import onnx
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory(prefix="wildlens-int8-") as tmp:
+        prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / "int8.onnx"
+        # ONNX shape inference + graph optimisation first, as ONNX Runtime recommends before quantizing.
+        quant_pre_process(str(fp32_model), str(prepared), skip_symbolic_shape=True)
+        graph = onnx.load(str(prepared), load_external_data=False).graph
+        quantize_static(str(prepared), str(out), _reader(batches, graph.input[0].name), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=head_nodes(graph),
+                        extra_options={"CalibMaxIntermediateOutputs": 2})
+        return out.read_bytes()
+
+
+def top1_agreement(a: OnnxClassifier, b: OnnxClassifier, batches: list[np.ndarray]) -> float:
+    same = total = 0
+    for batch in batches:
+        x = torch.from_numpy(batch)
+        same += int((a(x).argmax(1) == b(x).argmax(1)).sum())
+        total += len(batch)
+    return same / max(total, 1)
+
+
+def int8_classifier(key: ExportKey, cache: OnnxCache, config: InputConfig, threads: int,
+                    load_model: Callable[[], torch.nn.Module]) -> OnnxClassifier:
+    """The int8 ONNX Runtime classifier of the model ``key`` names: from the cache, or quantized
+    now from its fp32 export (exported now if need be) on the calibration set and kept if its
+    top-1 agrees with fp32 on at least MIN_CALIBRATION_AGREEMENT of the calibration views.
+    Raises :class:`OnnxBackendError` (the reason) when that cannot be done."""
+    if onnxruntime_version() is None:
+        raise OnnxBackendError("onnxruntime/onnx are not installed (pip install -r requirements.txt)")
+    qkey = QuantKey.for_export(key)
+    folder = cache.folder / CACHE_SUBDIR
+    stem = qkey.stem(key.stem)
+    model_path, meta_path = folder / f"{stem}.onnx", folder / f"{stem}.json"
+    if model_path.is_file():
+        try:
+            return OnnxClassifier(make_session(model_path, threads), model_path, "cached int8 model")
+        except Exception:  # a damaged cache file: quantize again
+            model_path.unlink(missing_ok=True)
+    fp32, _ = onnx_classifier(key, cache, threads, load_model, allow_export=True)
+    batches = calibration_batches(config)
+    try:
+        data = quantize_bytes(fp32.path, batches)
+        with tempfile.TemporaryDirectory(prefix="wildlens-int8-check-") as tmp:
+            candidate = Path(tmp) / "candidate.onnx"
+            candidate.write_bytes(data)
+            agreement = top1_agreement(OnnxClassifier(make_session(candidate, threads), candidate, ""), fp32, batches)
+    except Exception as exc:
+        raise OnnxBackendError(f"int8 quantization failed: {_first_line(exc)}") from None
+    if agreement < MIN_CALIBRATION_AGREEMENT:
+        raise OnnxBackendError(f"the int8 model agrees with fp32 on only {agreement:.0%} of the calibration views "
+                               f"(at least {MIN_CALIBRATION_AGREEMENT:.0%} needed)")
+    _atomic_write(model_path, data)
+    meta = {**asdict(qkey), "calibration_images": len(CALIBRATION_PHOTOS) * len(CALIBRATION_VIEWS),
+            "calibration_top1_agreement": agreement, "fp32_export": fp32.path.name}
+    _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+    return OnnxClassifier(make_session(model_path, threads), model_path,
+                          f"quantized now, top-1 agreement on calibration {agreement:.0%}")

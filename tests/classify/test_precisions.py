@@ -1,0 +1,187 @@
+"""CPU precisions (issue 13 item 5): bf16 where the CPU has it, int8 through ONNX Runtime static
+quantization calibrated on a fixed packaged set, each stored under its own model id.
+
+Real EfficientNet-Lite0 weights on the sample run's 30 views (crawl.sample_photos: five packaged
+photographs, six views each). One module-wide run holds fp32, bf16 and int8 rows; one quantized
+model is made per session (shared cache folder) and reused.
+"""
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+
+import classify.device as device_mod
+from classify.cli import main
+from classify.device import check_backend, cpu_bf16_instructions, resolve_precision
+from classify.options import PRECISIONS, precision_model_id, split_model_id
+from classify.pipeline import InferenceOptions, result_entries, run_inference
+from classify.registry import DEFAULT_MODEL
+from classify.targets import predict_run
+from core.errors import OptionError
+from core.runstore import RunInfo, RunStore
+
+pytest.importorskip("onnxruntime")
+
+CPU = torch.device("cpu")
+HAS_BF16 = bool(cpu_bf16_instructions())
+# bf16 agreement with fp32 on the 30 sample views: 30/30 measured here (AMX-BF16 Xeon); the issue's
+# target is >= 99 %. On the benchmark's 324 harder views (crops of nine photos, 5 % of them with a
+# top-2 margin under 1 point in fp32) it is 96-97.5 %: every disagreement there is such a near-tie.
+BF16_MIN_AGREEMENT = 0.99
+# int8 (QDQ, per-channel, MinMax on the packaged calibration set, head in fp32): 28-30/30 here over
+# calibration settings; 92 % (Lite0), 88 % (Lite1), 94 % (Lite2) on the benchmark's 324 views.
+# 0.85 leaves room for other CPUs' integer kernels while catching a broken quantization (65 %
+# with the logits quantized too, below 10 % with a wrong scale).
+INT8_MIN_AGREEMENT = 0.85
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory, shared_cache):
+    """A run with the sample views, classified by Lite0 in fp32, bf16 (where the CPU has it) and int8."""
+    from crawl.sample_photos import write_sample_images
+
+    store = RunStore(tmp_path_factory.mktemp("precision-store"))
+    run = store.create_run(RunInfo(run_id="precisions", label_space="imagenet-1k"))
+    write_sample_images(run)
+    reports = {}
+    for precision in ("fp32", "bf16", "int8"):
+        if precision == "bf16" and not HAS_BF16:
+            continue
+        options = InferenceOptions(device="cpu", precision=precision, num_workers=0, cache_dir=str(shared_cache))
+        reports[precision] = predict_run(run, DEFAULT_MODEL, options)
+    return run, reports
+
+
+def _top1(run, model):
+    table = run.read_predictions([model])
+    assert len(table) == 30 and (table["status"] == "ok").all()
+    return table.set_index("image")["pred_wnid"].sort_index()
+
+
+def _agreement(run, precision):
+    fp32, other = _top1(run, DEFAULT_MODEL), _top1(run, precision_model_id(DEFAULT_MODEL, precision))
+    return float((fp32 == other.reindex(fp32.index)).mean())
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no native bf16 (AVX-512 BF16, AMX-BF16 or Arm BF16)")
+def test_bf16_on_this_cpu_agrees_with_fp32(sample_run):
+    run, reports = sample_run
+    assert reports["bf16"].precision == "bfloat16"
+    backend = reports["bf16"].backends[precision_model_id(DEFAULT_MODEL, "bf16")]
+    assert backend.startswith("torch (bf16 autocast")
+    assert _agreement(run, "bf16") >= BF16_MIN_AGREEMENT
+
+
+def test_int8_agrees_with_fp32_and_runs_on_a_quantized_model(sample_run):
+    run, reports = sample_run
+    assert reports["int8"].precision == "int8"
+    assert reports["int8"].backends[precision_model_id(DEFAULT_MODEL, "int8")].startswith("onnxruntime int8")
+    assert _agreement(run, "int8") >= INT8_MIN_AGREEMENT
+
+
+def test_each_precision_is_its_own_model_id_in_the_run(sample_run, shared_cache):
+    run, _ = sample_run
+    ids = [DEFAULT_MODEL] + [precision_model_id(DEFAULT_MODEL, p) for p in (["bf16"] if HAS_BF16 else []) + ["int8"]]
+    assert set(run.read_predictions()["model"]) == set(ids)
+    assert run.info.models == ids  # run.json lists them, fp32 under the plain id as before
+    for model_id in ids:
+        assert split_model_id(model_id)[0] == DEFAULT_MODEL
+    # Resuming is per precision: a second int8 call finds everything stored and reuses the cached model.
+    options = InferenceOptions(device="cpu", precision="int8", num_workers=0, cache_dir=str(shared_cache))
+    again = predict_run(run, DEFAULT_MODEL, options)
+    model = precision_model_id(DEFAULT_MODEL, "int8")
+    assert again.models[model].predicted == 0 and again.models[model].skipped == 30
+
+
+def test_model_ids_round_trip():
+    assert precision_model_id("efficientnet_lite0", "fp32") == "efficientnet_lite0"
+    assert precision_model_id("efficientnet_lite0", "int8") == "efficientnet_lite0--int8"
+    assert precision_model_id("efficientnet_lite0--int8", "bf16") == "efficientnet_lite0--bf16"
+    assert split_model_id("resnet50.tv_in1k--bf16") == ("resnet50.tv_in1k", "bf16")
+    assert split_model_id("hf-hub/org/name-int8") == ("hf-hub/org/name-int8", "fp32")  # a name, not a suffix
+    assert split_model_id("resnet50.tv_in1k") == ("resnet50.tv_in1k", "fp32")
+    assert [e.id for e in result_entries(DEFAULT_MODEL, InferenceOptions(device="cpu", precision="int8"))] == [
+        "efficientnet_lite0--int8"]
+    assert "int8" in PRECISIONS
+
+
+def test_bf16_is_refused_in_one_line_on_a_cpu_without_it(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(device_mod, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    with pytest.raises(OptionError, match=r"precision bf16 needs .*AVX-512 BF16.*use fp32 \(the default\) or int8"):
+        resolve_precision("bf16", CPU)
+    assert resolve_precision("int8", CPU) == "int8" and resolve_precision("auto", CPU) == "fp32"
+    (tmp_path / "photos" / "n02123045").mkdir(parents=True)
+    assert main(["--images", str(tmp_path / "photos"), "--out", str(tmp_path / "x.csv"), "--precision", "bf16",
+                 "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: precision bf16 needs") and "\n" not in err
+
+
+def test_bf16_follows_the_cpu_flags(monkeypatch):
+    monkeypatch.setattr(device_mod, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16", "amx_bf16"}))
+    assert cpu_bf16_instructions() == ["AMX-BF16", "AVX-512 BF16"]
+    assert resolve_precision("bf16", CPU) == "bf16"
+    assert device_mod.autocast_dtype("bf16", CPU) == torch.bfloat16
+    assert device_mod.autocast_dtype("int8", CPU) is None
+
+
+def test_precisions_a_device_or_model_cannot_take_are_one_line_errors():
+    with pytest.raises(OptionError, match="fp16 needs a GPU"):
+        resolve_precision("fp16", CPU)
+    with pytest.raises(OptionError, match="int8 runs on the CPU"):
+        resolve_precision("int8", torch.device("cuda"))
+    with pytest.raises(OptionError, match="int8 runs on ONNX Runtime"):
+        check_backend("torch", CPU, "int8")
+    with pytest.raises(OptionError, match="bf16 runs on PyTorch"):
+        check_backend("onnxruntime", CPU, "bf16")
+    with pytest.raises(OptionError, match=r"int8 is for CNNs, not vit_base_patch16_224.* \(transformer\)"):
+        run_inference([], ["vit"], lambda frame: None, options=InferenceOptions(device="cpu", precision="int8"))
+
+
+def _view_hashes(images):
+    return {hashlib.sha256(np.asarray(image.convert("RGB")).tobytes()).hexdigest() for image in images}
+
+
+def test_calibration_set_is_packaged_fixed_and_disjoint_from_the_evaluated_images():
+    from crawl.sample_photos import SAMPLE_PHOTOS, VIEWS, photo_path
+    from classify.quantize import CALIBRATION_PHOTOS, calibration_digest, calibration_files, calibration_images
+    from core.imageio import load_rgb
+
+    sys_path = __import__("sys").path
+    sys_path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from bench_inference import PRECISION_PHOTOS
+    finally:
+        sys_path.pop(0)
+    calibration = {hashlib.sha256(p.read_bytes()).hexdigest() for p in calibration_files()}
+    sample = {hashlib.sha256(photo_path(p).read_bytes()).hexdigest() for p in SAMPLE_PHOTOS}
+    site = __import__("pathlib").Path(torch.__file__).resolve().parent.parent
+    bench = {hashlib.sha256((site / rel).read_bytes()).hexdigest() for rel in PRECISION_PHOTOS}
+    assert len(calibration) == len(CALIBRATION_PHOTOS)
+    assert not calibration & sample and not calibration & bench
+    # The pixels too: no calibration view is one of the sample run's views.
+    sample_views = _view_hashes(view(load_rgb(photo_path(p))) for p in SAMPLE_PHOTOS for _, view in VIEWS)
+    assert not _view_hashes(image for _, image in calibration_images()) & sample_views
+    assert calibration_digest() == calibration_digest()  # fixed: part of the quantized model's cache key
+
+
+def test_quantized_model_is_cached_and_keyed_by_the_calibration(shared_cache, sample_run, monkeypatch):
+    import classify.quantize as quantize
+    from classify.onnx_backend import ExportKey, OnnxCache
+    from classify.registry import get_model
+    from classify.weights import weights_status
+
+    entry = get_model(DEFAULT_MODEL)
+    key = ExportKey.for_model(entry.id, weights_status(entry).path, entry.input_config().size)
+    cache = OnnxCache(shared_cache)
+    first = quantize.int8_classifier(key, cache, entry.input_config(), 1, lambda: pytest.fail("no reload"))
+    assert first.note == "cached int8 model" and first.path.parent == shared_cache / quantize.CACHE_SUBDIR
+    assert not list(first.path.parent.glob("*.tmp"))
+    other = quantize.QuantKey(key.digest, key.model_id, "x", "another calibration set")
+    assert other.digest != quantize.QuantKey.for_export(key).digest
