@@ -333,7 +333,9 @@ class Run:
             raise StoreError(f"{self.info_path} is damaged ({exc}).") from None
         if int(data.get("schema_version", 0)) > SCHEMA_VERSION:
             raise StoreError(f"Run {self.run_id} was written by a newer WildLens; upgrade WildLens.")
-        return RunInfo.from_dict(data)
+        # The folder's name is the run's id: a run folder copied under another name (a backup, a
+        # colleague's run) is its own run, never a second entry with the original's id.
+        return RunInfo.from_dict({**data, "run_id": self.run_id})
 
     def save_info(self, info: RunInfo) -> None:
         data = asdict(info)

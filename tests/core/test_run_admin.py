@@ -118,3 +118,14 @@ def test_the_sample_run_can_be_deleted_and_staging_folders_are_not_runs():
     assert [i.run_id for i in store.list_runs()] == ["sample"]  # an import in progress is no run yet
     store.delete_run("sample")
     assert store.list_runs() == [] and staging.exists()
+
+
+def test_a_copied_run_folder_is_its_own_run(tmp_path):
+    import shutil
+
+    store = RunStore(tmp_path)
+    original = store.create_run(title="original")
+    shutil.copytree(original.path, store.runs_dir / "copy-of-it")
+    ids = sorted(i.run_id for i in store.list_runs())
+    assert ids == sorted([original.run_id, "copy-of-it"])
+    assert store.open_run("copy-of-it").info.run_id == "copy-of-it"
