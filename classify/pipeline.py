@@ -25,9 +25,10 @@ device, precision and thread policy are :mod:`classify.device`'s. The pipeline, 
   bf16 autocast (batch-norm folded, channels-last; oneDNN's AMX/AVX-512 BF16 kernels), never ONNX
   Runtime, whose CPU provider has no bf16 convolutions; ``int8`` is ONNX Runtime on a statically
   quantized copy of the fp32 export (``classify.quantize``), CNNs only. Rows of a precision other
-  than fp32 are stored under their own model id, ``<id>--bf16`` / ``<id>--int8`` / ``<id>--fp16``
-  (``classify.options.precision_model_id``, :func:`precision_entries`), so they sit beside the fp32
-  rows and are resumed separately; fp32 keeps the plain id.
+  than the device's default are stored under their own model id, ``<id>--bf16`` / ``<id>--int8``
+  (``classify.options.precision_model_id``, :func:`precision_entries`), so they sit beside the
+  default's rows and are resumed separately; the default (fp32 on the CPU, autocast on a GPU, as
+  before) keeps the plain id.
 * Every batch's rows go to the sink before progress is reported, so a target that stores them at
   once (part files, ``core.parts``) loses at most one batch to a kill; (model, image) pairs the
   caller says are done are skipped.
@@ -148,11 +149,15 @@ class InferenceReport:
 
 
 # --------------------------------------------------------------------------- precision ids
-def precision_entries(entries: Sequence[ModelEntry], precision: str) -> list[ModelEntry]:
+def precision_entries(entries: Sequence[ModelEntry], precision: str, default: str = "fp32") -> list[ModelEntry]:
     """The entries as results of ``precision`` (a resolved one) are stored: same model, id
-    ``<id>--<precision>`` unless fp32 (``classify.options.precision_model_id``). Idempotent."""
-    return [e if precision_model_id(e.id, precision) == e.id else dataclasses.replace(e, id=precision_model_id(e.id, precision))
-            for e in entries]
+    ``<id>--<precision>`` unless it is the device's ``default`` (``classify.options.precision_model_id``).
+    Idempotent."""
+    out = []
+    for entry in entries:
+        model_id = precision_model_id(entry.id, precision, default)
+        out.append(entry if model_id == entry.id else dataclasses.replace(entry, id=model_id))
+    return out
 
 
 def base_entry(entry: ModelEntry) -> ModelEntry:
@@ -164,7 +169,9 @@ def base_entry(entry: ModelEntry) -> ModelEntry:
 
 def result_entries(models: str | Iterable[str | ModelEntry], options: InferenceOptions) -> list[ModelEntry]:
     """The models as their rows will be stored with ``options``' precision on its device."""
-    return precision_entries(resolve_models(models), resolve_precision(options.precision, select_device(options.device)))
+    device = select_device(options.device)
+    return precision_entries(resolve_models(models), resolve_precision(options.precision, device),
+                             resolve_precision("auto", device))
 
 
 def check_precision_models(entries: Sequence[ModelEntry], precision: str) -> None:
@@ -516,7 +523,7 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
     options = options or InferenceOptions()
     device = select_device(options.device)
     precision = resolve_precision(options.precision, device)
-    entries = precision_entries(resolve_models(models), precision)
+    entries = precision_entries(resolve_models(models), precision, resolve_precision("auto", device))
     amp = autocast_dtype(options.precision, device)
     check_backend(options.backend, device, precision)
     check_precision_models(entries, precision)

@@ -103,9 +103,12 @@ def test_model_ids_round_trip():
     assert precision_model_id("efficientnet_lite0", "fp32") == "efficientnet_lite0"
     assert precision_model_id("efficientnet_lite0", "int8") == "efficientnet_lite0--int8"
     assert precision_model_id("efficientnet_lite0--int8", "bf16") == "efficientnet_lite0--bf16"
+    # On a GPU the default is autocast (plain id, as stored before); fp32 there is the one set apart.
+    assert precision_model_id("resnet50.tv_in1k", "bf16", default="bf16") == "resnet50.tv_in1k"
+    assert precision_model_id("resnet50.tv_in1k", "fp32", default="bf16") == "resnet50.tv_in1k--fp32"
     assert split_model_id("resnet50.tv_in1k--bf16") == ("resnet50.tv_in1k", "bf16")
-    assert split_model_id("hf-hub/org/name-int8") == ("hf-hub/org/name-int8", "fp32")  # a name, not a suffix
-    assert split_model_id("resnet50.tv_in1k") == ("resnet50.tv_in1k", "fp32")
+    assert split_model_id("hf-hub/org/name-int8") == ("hf-hub/org/name-int8", None)  # a name, not a suffix
+    assert split_model_id("resnet50.tv_in1k") == ("resnet50.tv_in1k", None)
     assert [e.id for e in result_entries(DEFAULT_MODEL, InferenceOptions(device="cpu", precision="int8"))] == [
         "efficientnet_lite0--int8"]
     assert "int8" in PRECISIONS
