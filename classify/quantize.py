@@ -22,8 +22,14 @@ evaluated images'. What is calibrated on is images the model does not classify w
 not ImageNet photos); what matters for activation ranges is natural image statistics, and the
 measured agreement with fp32 (below) says it is enough.
 
-Agreement with fp32 (top-1, ``benchmarks/bench_inference.py``, 324 views of nine packaged photos,
-a 2-core Xeon with AVX512-VNNI and AMX) is in ``benchmarks/results/``; the tests pin a floor.
+Top-1 agreement with fp32 (``benchmarks/bench_inference.py --precisions-only``, 324 crops and
+mirror images of nine packaged photos, a 2-core Xeon with AVX512-VNNI and AMX;
+``benchmarks/results/cpu-precisions-2026-12-01.txt``): 92 % (Lite0), 88 % (Lite1), 94 % (Lite2),
+at 1.9-2.4x the fp32 export's forward speed. What was tried on Lite0: quantizing the logits too
+gave 65 % (:func:`head_nodes`); Percentile (90 %) or Entropy (92 %) calibration, keeping the 1x1
+head convolution in fp32 (93 %) or the depthwise convolutions (74 %, slower), and even calibrating
+on the evaluated views themselves (90 %) did no better: the limit is 8-bit per-tensor activations,
+not the calibration set. The tests pin a floor.
 
 Quantized models are cached beside the fp32 exports (``$WILDLENS_HOME/cache/onnx/int8``), named
 by the model id and a key made of the fp32 export's key, the onnxruntime version, the calibration
@@ -56,8 +62,10 @@ QUANT_FORMAT = 2  # bump whenever the quantization settings change: old cache en
 CACHE_SUBDIR = "int8"
 CALIBRATION_BATCH = 8
 # A quantized model whose top-1 agrees with its fp32 export on fewer calibration views than this
-# is not kept (a broken quantization, not a precision trade-off); measured agreement is ~0.9.
-MIN_CALIBRATION_AGREEMENT = 0.6
+# is not kept (a broken quantization, not a precision trade-off). Measured: 84 % (Lite0), 66 %
+# (Lite1), 80 % (Lite2) - these views are not ImageNet photos, so many are near-ties - against
+# under 10 % for a quantization with wrong scales.
+MIN_CALIBRATION_AGREEMENT = 0.5
 
 # (package, path inside it): packaged images that nothing in WildLens evaluates (module docstring).
 CALIBRATION_PHOTOS = (
