@@ -17,9 +17,28 @@ from core.errors import WildLensError
 from core.labels import get_label_space, label_space_names
 from crawl.importer import (AMBIGUOUS, UNKNOWN, FolderImportError, import_new_run, plan_folders,
                             resolve_class_name)
-from pages.common import download_csv, escape_markdown, open_run_link, plural, progress_bar, show_error, store
+from pages.common import (NA_DASH, download_csv, escape_markdown, open_run_link, plural, progress_bar, show_error,
+                          show_table, store)
 
 SKIP, OTHER = "\0skip", "\0other"  # select box values that no wnid can be
+# Readable headers; the raw names stay in the CSV and in each header's help.
+PLAN_LABELS = {"folder": "Folder", "files": "Images", "status": "Status", "class": "Class", "wnid": "Class id",
+               "note": "Note"}
+PLAN_DOCS = {"folder": "The sub-folder's name, as it is on disk.",
+             "files": "Files the import would read (each is validated: non-images are recorded as rejected).",
+             "status": "resolved: one class; ambiguous: several, pick one below; unknown: no class of this name, "
+                       "skip or map it below.",
+             "class": f"ImageNet's name of the class the folder resolved to. {NA_DASH} : not resolved (decided "
+                      "below).",
+             "wnid": f"The class's WordNet 3.0 id. {NA_DASH} : not resolved (decided below).",
+             "note": "The candidates of an ambiguous folder, close matches of an unknown one."}
+SUMMARY_LABELS = {"wnid": "Class id", "name": "Class", "accepted": "Accepted", "excluded": "Excluded",
+                  "duplicate": "Duplicates", "ambiguous": "Also another class", "rejected": "Rejected"}
+SUMMARY_DOCS = {"wnid": "The class's WordNet 3.0 id.", "name": "ImageNet's name of the class.",
+                "accepted": "Images imported (accepted, not excluded).", "excluded": "Accepted, then excluded.",
+                "duplicate": "Files whose content was already stored (also under another class).",
+                "ambiguous": "Accepted images found under another class too.",
+                "rejected": "Files refused (not an image, too small, unreadable; see the rejected:<code> columns)."}
 
 
 def shown(name: str) -> str:
@@ -61,18 +80,12 @@ except OSError as exc:  # the folder vanished or cannot be read while planning
 space = get_label_space(label_space)
 n_ambiguous, n_unknown = len(plan.by_status(AMBIGUOUS)), len(plan.by_status(UNKNOWN))
 st.subheader(f"{plural(len(plan.folders), 'class folder')} in {escape_markdown(src)}")
-st.caption(f"{plural(len(plan.resolved), 'folder')} resolved, {n_ambiguous} ambiguous, {n_unknown} unknown · "
+st.caption(f"{plural(len(plan.resolved), 'folder')} resolved, {n_ambiguous:,} ambiguous, {n_unknown:,} unknown · "
            f"{plural(sum(f.files for f in plan.folders), 'file')} to read")
-st.dataframe(plan.table(), hide_index=True, width="stretch", column_config={
-    "folder": st.column_config.TextColumn("Folder", help="The sub-folder's name, as it is on disk."),
-    "files": st.column_config.NumberColumn("Images", help="Files the import would read (each is validated: "
-                                                          "non-images are recorded as rejected)."),
-    "status": st.column_config.TextColumn("Status", help="resolved: one class; ambiguous: several, pick one below; "
-                                                         "unknown: no class of this name, skip or map it below."),
-    "class": st.column_config.TextColumn("Class"),
-    "wnid": st.column_config.TextColumn("Class id"),
-    "note": st.column_config.TextColumn("Note"),
-})
+plan_table = plan.table()
+# An unresolved folder has no class yet: NA (an en dash on screen), not an empty cell.
+show_table(plan_table.assign(**{c: plan_table[c].mask(plan_table[c] == "") for c in ("class", "wnid")}),
+           docs=PLAN_DOCS, labels=PLAN_LABELS)
 for note in plan.notes:  # folder names inside: outside text
     st.caption(escape_markdown(note))
 
@@ -144,7 +157,9 @@ except FolderImportError as exc:
     show_error(exc)
     if exc.summary is not None and not exc.summary.per_class.empty:
         st.caption("What was read, per class:")
-        st.dataframe(exc.summary.per_class, hide_index=True, width="stretch")
+        read = exc.summary.per_class.drop(columns=["requested", "short_by"], errors="ignore")
+        read.insert(1, "name", [space.display_name(w) if w in space else w for w in read["wnid"]])
+        show_table(read, docs=SUMMARY_DOCS, labels=SUMMARY_LABELS)
     st.stop()
 except WildLensError as exc:
     show_error(exc)
@@ -156,15 +171,17 @@ except OSError as exc:  # the folder vanished or cannot be read mid-import
 st.success(f"Run {summary.run_id} created: {plural(summary.new_accepted, 'image')} of "
            f"{plural(len(summary.wnids), 'class', 'classes')} imported from {plural(summary.files_seen, 'file')}.")
 table = summary.per_class.drop(columns=["requested", "short_by"], errors="ignore")  # no k: an import asks for none
-table.insert(1, "class", [space.display_name(w) if w in space else w for w in table["wnid"]])
-st.dataframe(table, hide_index=True, width="stretch")
-download_csv(table, f"{summary.run_id}_import_summary.csv", key="dl-import-summary")
+# 'name': the column core.names.with_names gives a wnid, so the CSV has it once.
+table.insert(1, "name", [space.display_name(w) if w in space else w for w in table["wnid"]])
+show_table(table, docs=SUMMARY_DOCS, labels=SUMMARY_LABELS)
+download_csv(table, f"{summary.run_id}_import_summary.csv", key="dl-import-summary", label_space=label_space)
 if summary.folders_skipped:
     st.markdown("**Not imported:**\n" + "\n".join(f"- {shown(name)}: {escape_markdown(why)}"
                                                    for name, why in summary.folders_skipped.items()))
 if summary.skipped:
     st.caption(f"{plural(len(summary.skipped), 'entry', 'entries')} not read (each has a manifest row with its reason):")
-    st.dataframe(pd.DataFrame(summary.skipped, columns=["entry", "reason"]), hide_index=True, width="stretch")
+    show_table(pd.DataFrame(summary.skipped, columns=["entry", "reason"]),
+               docs={"entry": "A file or folder the import did not read.", "reason": "Why."})
 for note in summary.notes:  # what was skipped and why: folder and file names, escaped
     st.caption(escape_markdown(note))
 open_run_link(summary.run_id, "pages/images_page.py", "Open its images")

@@ -14,19 +14,35 @@ import streamlit as st
 from core.errors import WildLensError
 from core.labels import (classes_table, combined_classes, get_label_space, hyponym_tree, label_space_names,
                          preselected_sense, senses)
+from core.names import with_names
 from crawl import available_engines
 from crawl.crawler import clean_search_terms, default_search_terms, homonyms
-from pages.common import (concepts_table, download_csv, escape_markdown, open_run_link, progress_bar, show_error,
-                          store)
+from pages.common import (NA_DASH, concepts_table, download_csv, escape_markdown, open_run_link, plural, progress_bar,
+                          show_error, show_table, store)
 
 IMPORT_PAGE = "pages/import_page.py"
 
-
-def count(n: int, singular: str, plural: str | None = None) -> str:
-    """'1 class', '7 classes', '2 senses'."""
-    if plural is None:
-        plural = singular + ("es" if singular.endswith(("s", "x", "ch", "sh")) else "s")
-    return f"{n} {singular if n == 1 else plural}"
+# Readable headers of the class tables (core.labels.classes_table and the unseen classes); the raw
+# names stay in the CSV and in each header's help.
+CLASS_LABELS = {"wnid": "Class id", "index": "Index", "name": "Class", "lemmas": "Lemmas", "definition": "Definition",
+                "synset": "Synset", "senses": "Senses", "path": "Path", "sim_to_seen": "Sim. to seen",
+                "level": "Level", "nearest_seen": "Nearest seen class", "eligible": "Eligible", "reason": "Why not"}
+CLASS_DOCS = {"wnid": "The class's WordNet 3.0 id.", "index": "The class's output index in the label space.",
+              "name": "ImageNet's name of the class.", "lemmas": "WordNet's lemmas of the synset.",
+              "definition": "WordNet's definition.", "synset": "The WordNet synset name.",
+              "senses": "The chosen sense(s) the class lies under.",
+              "path": "WordNet hypernym path from the sense down to the class.",
+              "sim_to_seen": "The best Lin similarity to a class of the label space (ImageNet-CoG).",
+              "level": f"ImageNet-CoG's concept generalization level (1 closest, 5 farthest). {NA_DASH} : outside "
+                       "the five levels.",
+              "nearest_seen": "The class of the label space closest to it: its name (wnid).",
+              "eligible": "ImageNet-CoG counts it: it is in one of the five levels.",
+              "reason": "Why it is outside the levels, if it is."}
+CRAWL_DOCS = {"wnid": CLASS_DOCS["wnid"], "name": CLASS_DOCS["name"], "requested": "k, images asked for.",
+              "accepted": "Usable images (accepted, not excluded).", "excluded": "Accepted, then excluded by hand.",
+              "duplicate": "Images already stored (also under another class).",
+              "ambiguous": "Accepted images found under another class too.", "rejected": "Files refused.",
+              "short_by": "How many images short of k."}
 
 
 st.title("Query")
@@ -61,7 +77,7 @@ elif with_classes:
 
 
 def sense_label(sense) -> str:  # checkbox labels are Markdown: WordNet glosses hold backticks and $
-    return f"{sense.name} · {count(sense.n_classes, 'class')} · {escape_markdown(sense.definition)}"
+    return f"{sense.name} · {plural(sense.n_classes, 'class')} · {escape_markdown(sense.definition)}"
 
 
 picked = [s for s in with_classes
@@ -69,7 +85,7 @@ picked = [s for s in with_classes
 if empty:
     lines = "\n".join(f"- {s.name} · no class in {label_space} · {escape_markdown(s.definition)}" for s in empty)
     if with_classes:
-        with st.expander(f"{count(len(empty), 'more sense')} with no class in {label_space}"):
+        with st.expander(f"{plural(len(empty), 'more sense')} with no class in {label_space}"):
             st.markdown(lines)
     else:
         st.markdown(lines)
@@ -84,7 +100,7 @@ sense_record = "+".join(sense_names)  # run.json's sense: 'crane.n.04+crane.n.05
 sense_shown = " + ".join(sense_names)
 classes = combined_classes(sense_names, label_space)
 space = get_label_space(label_space)
-st.subheader(f"{count(len(classes), f'{label_space} class')} under {sense_shown}")
+st.subheader(f"{plural(len(classes), f'{label_space} class')} under {sense_shown}")
 
 # ImageNet-21k hyponyms of the sense(s) that this label space lacks: no model of it can name them
 # (ImageNet-CoG's unseen concepts); shown with how close the seen classes come.
@@ -103,6 +119,7 @@ with tab_tree:
         st.caption(f"The tree has {len(edges)} edges; too large to draw. See the Classes tab.")
     else:
         wnid_of_synset = {c.synset: c.wnid for c in classes}
+        name_of_synset = {c.synset: c.name for c in classes}
 
         def quoted(text: str) -> str:
             # A DOT string literal: WordNet names may hold quotes and backslashes.
@@ -110,8 +127,10 @@ with tab_tree:
 
         def node(name: str) -> str:
             if name in class_synsets:
-                label = quoted(name)[:-1] + "\\n" + wnid_of_synset[name] + '"'  # DOT's \n: a line break
-                return f'{quoted(name)} [label={label}, shape=box, style="filled,rounded", fillcolor="#cfe3ff"]'
+                # The class's name over its wnid (DOT's \n: a line break); the synset name on hover.
+                label = quoted(name_of_synset[name])[:-1] + "\\n" + wnid_of_synset[name] + '"'
+                return (f'{quoted(name)} [label={label}, tooltip={quoted(name)}, shape=box, style="filled,rounded", '
+                        'fillcolor="#cfe3ff"]')
             if name in sense_names:
                 return f'{quoted(name)} [shape=box, style="rounded,bold"]'
             return f"{quoted(name)} [shape=box, style=rounded]"
@@ -124,8 +143,8 @@ with tab_tree:
                    + (", from each chosen sense (bold)." if len(sense_names) > 1 else "."))
 with tab_table:
     table = classes_table(classes)
-    st.dataframe(table, hide_index=True, width="stretch")
-    download_csv(table, f"classes_{sense_record}_{label_space}.csv", key="dl-classes")
+    show_table(table, docs=CLASS_DOCS, labels=CLASS_LABELS)
+    download_csv(table, f"classes_{sense_record}_{label_space}.csv", key="dl-classes", label_space=label_space)
 
 with tab_unseen:
     if not unseen:
@@ -148,13 +167,13 @@ with tab_unseen:
                                                                          levels["nearest_seen_wnid"])])
             unseen_table.insert(at + 3, "eligible", levels["eligible"].to_numpy())
             unseen_table.insert(at + 4, "reason", levels["reason"].to_numpy())
-        st.caption(f"ImageNet-21k classes under {sense_shown} that no {label_space} model can name. sim_to_seen: "
-                   f"the best Lin similarity to a {label_space} class (ImageNet-CoG); level: CoG's concept "
-                   "generalization level (1 closest, 5 farthest; empty outside the five levels). A model's "
+        st.caption(f"ImageNet-21k classes under {sense_shown} that no {label_space} model can name. *Sim. to "
+                   f"seen*: the best Lin similarity to a {label_space} class (ImageNet-CoG); *Level*: the CoG concept "
+                   f"generalization level (1 closest, 5 farthest; {NA_DASH} outside the five levels). A model's "
                    "answer for them is judged by how close it comes to the nearest seen class.")
-        st.dataframe(unseen_table, hide_index=True, width="stretch",
-                     column_config={"sim_to_seen": st.column_config.NumberColumn(format="%.3f")})
-        download_csv(unseen_table, f"unseen_{sense_record}_{label_space}.csv", key="dl-unseen")
+        show_table(unseen_table, docs=CLASS_DOCS, labels=CLASS_LABELS)
+        download_csv(unseen_table, f"unseen_{sense_record}_{label_space}.csv", key="dl-unseen",
+                     label_space=label_space)
 
 # ---------------------------------------------------------------- collect
 st.divider()
@@ -200,10 +219,14 @@ if chosen:
     edited = st.data_editor(
         editor_rows, key=f"terms-{digest}", hide_index=True, width="stretch",
         disabled=[c for c in editor_rows.columns if c != TERMS],
-        column_config={TERMS: st.column_config.TextColumn(TERMS, help="Searched in this order; several terms are "
-                                                                        "separated by ‘;’.", width="large"),
+        column_config={"name": st.column_config.TextColumn("Class", help="ImageNet's name of the class."),
+                       "wnid": st.column_config.TextColumn("Class id", help="The class's WordNet 3.0 id."),
+                       "sense": st.column_config.TextColumn("Sense", help="The chosen sense the class lies under."),
+                       TERMS: st.column_config.TextColumn("Search terms", help="Searched in this order; several "
+                                                          "terms are separated by ‘;’.", width="large"),
                        "shares a name with": st.column_config.TextColumn(
-                           help="Other classes of the label space with one of this class's names.")})
+                           "Shares a name with", help="Other classes of the label space with one of this class's "
+                                                      "names.")})
     empty_terms = []
     for wnid, text in zip(edited["wnid"], edited[TERMS]):
         try:
@@ -238,18 +261,19 @@ if st.button("Create run and crawl", type="primary", disabled=not (chosen and te
         st.stop()
     run = new_run(f"crawl:{engine}")
     try:
-        with st.status(f"Crawling {count(len(chosen), 'class')} into {run.run_id}…", expanded=True) as status:
+        with st.status(f"Crawling {plural(len(chosen), 'class')} into {run.run_id}…", expanded=True) as status:
             summary = crawl_run(run, list(chosen), int(k), engine=engine, config=CrawlConfig(),
                                 progress=progress_bar(), search_terms=terms)
-            status.update(label=f"Crawl finished: {count(summary.new_accepted, 'image')} accepted", state="complete")
+            status.update(label=f"Crawl finished: {plural(summary.new_accepted, 'image')} accepted", state="complete")
     except EngineUnreachable as exc:
         show_error(exc, note=f"What was fetched before is kept in run {run.run_id}.", icon=":material/wifi_off:")
         st.stop()
     except WildLensError as exc:
         show_error(exc)
         st.stop()
-    st.dataframe(summary.per_class, hide_index=True, width="stretch")
-    download_csv(summary.per_class, f"{run.run_id}_crawl_summary.csv", key="dl-crawl-summary")
+    show_table(with_names(summary.per_class, label_space), docs=CRAWL_DOCS, labels={"wnid": "Class id", "name": "Class"})
+    download_csv(summary.per_class, f"{run.run_id}_crawl_summary.csv", key="dl-crawl-summary",
+                 label_space=label_space)
     for note in summary.notes:  # engine texts and search terms: outside text
         st.caption(escape_markdown(note))
     open_run_link(run.run_id)

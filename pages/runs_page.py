@@ -3,8 +3,8 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import WildLensError
-from pages.common import (RUN_PARAM, download_csv, escape_markdown, list_runs, manifest, open_run_link, page_link,
-                          plural, predictions, select_run, show_error, store)
+from pages.common import (NA_DASH, RUN_PARAM, download_csv, escape_markdown, list_runs, manifest, open_run_link,
+                          page_link, plural, predictions, select_run, show_error, show_table, store)
 
 
 st.title("Runs")
@@ -50,24 +50,26 @@ rows = []
 for info in infos:
     run = store().open_run(info.run_id)
     rows.append({
-        "run": info.run_id, "title": info.title or info.query, "created": info.created,
-        "sense": info.sense, "label space": info.label_space, "classes": len(info.wnids),
-        "source": info.source, "models": ", ".join(info.models), "sample": info.is_sample,
-        "images": usable_count(run),
+        "run": info.run_id, "title": info.title or info.query,
+        # no manifest (uploaded predictions): no image files, NA rather than a misleading 0
+        "images": usable_count(run) if run.manifest_path.exists() else None,
+        "classes": len(info.wnids), "models": ", ".join(info.models), "source": info.source,
+        "sense": info.sense or None, "label space": info.label_space, "created": info.created, "sample": info.is_sample,
     })
-table = pd.DataFrame(rows)
-st.dataframe(table, hide_index=True, width="stretch", column_config={
-    "run": st.column_config.TextColumn("Run id", help="The run's folder name under runs/; it never changes."),
-    "title": st.column_config.TextColumn("Title", help="Rename it below."),
-    "created": st.column_config.TextColumn("Created (UTC)"),
-    "sense": st.column_config.TextColumn("Sense", help="The WordNet sense queried; empty for an import."),
-    "label space": st.column_config.TextColumn("Label space"),
-    "classes": st.column_config.NumberColumn("Classes"),
-    "source": st.column_config.TextColumn("Source", help="crawl:<engine>, import, predictions or sample."),
-    "models": st.column_config.TextColumn("Models run"),
-    "sample": st.column_config.CheckboxColumn("Sample", help="The sample run built at first start."),
-    "images": st.column_config.NumberColumn("Images", help="Accepted images, not excluded."),
-})
+table = pd.DataFrame(rows).astype({"images": "Int64"})
+# On screen the time to the minute, as the sidebar shows it; the CSV keeps the stored ISO time.
+show_table(table.assign(created=table["created"].str[:16].str.replace("T", " ")),
+           labels={"run": "Run id", "created": "Created (UTC)", "label space": "Label space", "models": "Models run"},
+           docs={"run": "The run's folder name under runs/; it never changes.", "title": "Rename it below.",
+                 "created": "When the run was made (UTC).",
+                 "sense": f"The WordNet sense queried. {NA_DASH} : none (an import, uploaded predictions, the sample).",
+                 "label space": "The label space of its classes.", "classes": "Classes the run holds.",
+                 "source": "crawl:<engine>, import, upload or sample.",
+                 "models": "Models whose predictions are stored.", "sample": "The sample run built at first start.",
+                 "images": f"Accepted images, not excluded. {NA_DASH} : none stored (a run made from an uploaded "
+                           "predictions file)."},
+           column_config={"sample": st.column_config.CheckboxColumn(
+               "Sample", help="`sample`: The sample run built at first start.")})
 download_csv(table, "runs.csv", key="dl-runs")
 
 with st.expander("Bring your own predictions: a CSV or Parquet file becomes a new run"):
