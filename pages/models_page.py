@@ -2,10 +2,10 @@
 import pandas as pd
 import streamlit as st
 
-from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS
+from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS, split_model_id
 from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
-from pages.common import (download_csv, escape_markdown, manifest, page_link, plural, progress_bar, require_run,
+from pages.common import (download_csv, escape_markdown, manifest, model_family, page_link, plural, progress_bar, require_run,
                           show_error, show_table)
 
 REGISTRY_DOCS = {
@@ -51,31 +51,84 @@ st.caption("Weights are looked for in this machine's caches only (Hugging Face, 
 # run starts with all of them ticked, a run that has models keeps its own. The full registry (with
 # the fetch command of every model that lacks weights) is below it.
 usable = table[table["usable"]]
-done_here = [m for m in run.info.models if m in set(usable["id"])]
+done_here = list(dict.fromkeys(b for b in (split_model_id(m)[0] for m in run.info.models) if b in set(usable["id"])))
 PICK = f"pick-{run.run_id}"  # one selection per run: switching runs starts from that run's own models
 if PICK not in st.session_state:
     st.session_state[PICK] = done_here or usable["id"].tolist()
 
 
+# --------------------------------------------------------------------------- any model by its own name
+# Beyond the registry (issue 13): every pretrained timm name, torchvision weights and cached
+# hf-hub model; the table is classify.zoo.search_table's (python -m classify models --search).
+# Drawn above the picker so that "Add" changes the picker's options before the picker is drawn.
+@st.cache_data(ttl=30, show_spinner="Searching timm and torchvision…")
+def zoo_search(text: str) -> tuple[pd.DataFrame, int]:
+    from classify.zoo import search_table
+
+    return search_table(text, limit=200)
+
+
+EXTRA = f"extra-models-{run.run_id}"  # names outside the registry added to this run's picker
+# A stored id may carry a precision ('efficientnet_lite0--bf16'): the picker holds the model itself.
+st.session_state.setdefault(EXTRA, list(dict.fromkeys(
+    base for base in (split_model_id(m)[0] for m in run.info.models) if base not in set(table["id"]))))
+
+
+def _add_found(names: list[str]) -> None:
+    st.session_state[EXTRA] = list(dict.fromkeys(st.session_state[EXTRA] + names))
+    st.session_state[PICK] = list(dict.fromkeys(st.session_state.get(PICK, []) + names))
+
+
+with st.expander("Any timm, torchvision or Hugging Face model by its own name"):
+    query = st.text_input("Search model names", key="zoo-search", placeholder="convnext",
+                          help="Names across timm, torchvision and the Hub models in this machine's Hugging Face "
+                               "cache. Any of them runs with: python -m classify --models NAME (label space and "
+                               "family are inferred; --checkpoint NAME=PATH for a local weights file).")
+    if query.strip():
+        try:
+            found, total = zoo_search(query.strip())
+        except WildLensError as exc:
+            show_error(exc)
+        else:
+            st.caption(f"{plural(total, 'name')} contain “{escape_markdown(query.strip())}”"
+                       + (f"; the first {len(found)} are shown" if total > len(found) else "")
+                       + ". Weights are looked for on this machine only; the last column fetches them online.")
+            st.dataframe(found, hide_index=True, width="stretch")
+            download_csv(found, "model-search.csv", key="dl-model-search", label="Download these names (CSV)")
+            here = found.loc[found["weights here"].eq("yes") & found["in registry"].eq(""), "name"].tolist()
+            if here:
+                add = st.multiselect("Add to the models to run (weights on this machine)", here, key="zoo-add")
+                st.button("Add", on_click=_add_found, args=(add,), disabled=not add)
+            else:
+                st.caption("None of these has weights on this machine: fetch them with the command in the "
+                           "table (online), then search again.")
+
+
 def _select_all_usable() -> None:
-    st.session_state[PICK] = usable["id"].tolist()
+    st.session_state[PICK] = usable["id"].tolist() + [m for m in st.session_state[EXTRA] if m not in set(table["id"])]
 
 
 names = dict(zip(table["id"], table["model"]))
+extras = [m for m in st.session_state[EXTRA] if m not in names]  # added by name from the search above
+options = usable["id"].tolist() + extras
 left, right = st.columns([4, 1])
 selected = left.multiselect(
-    f"Models to run · {len(usable)} of {plural(len(table), 'model')} have weights here",
-    usable["id"].tolist(), key=PICK, format_func=lambda m: names[m],  # ids: in the registry table below
+    f"Models to run · {len(usable)} of {plural(len(table), 'registered model')} have weights here"
+    + (f", {plural(len(extras), 'more model')} added by name" if extras else ""),
+    options, key=PICK, format_func=lambda m: names.get(m, m),  # ids: in the registry table below
     help="Grouped by family below. A model without weights on this machine cannot be picked: its row in the "
-         "table says how to fetch them.")
+         "table says how to fetch them. Models outside the registry are added with the search above.")
 right.button("Select all usable", on_click=_select_all_usable, width="stretch")
-family_of = dict(zip(table["id"], table["family"]))
-st.caption(" · ".join(f"{FAMILY_TITLES[f]}: {sum(family_of[m] == f for m in selected)} picked of "
-                      f"{int((usable['family'] == f).sum())} usable" for f in FAMILIES))
+family_of = dict(zip(table["id"], table["family"])) | {m: model_family(m) for m in extras}
+st.caption(" · ".join(f"{FAMILY_TITLES[f]}: {sum(family_of.get(m) == f for m in selected)} picked of "
+                      f"{int((usable['family'] == f).sum()) + sum(family_of[m] == f for m in extras)} usable"
+                      for f in FAMILIES if (table["family"] == f).any() or any(family_of[m] == f for m in extras)))
 
 with st.expander(f"All {plural(len(table), 'registered model')}, with where their weights are"):
     for family in FAMILIES:
         part = table[table["family"] == family]
+        if part.empty:  # e.g. no hybrid in the curated registry: no empty group
+            continue
         st.subheader(f"{FAMILY_TITLES[family]} · {int(part['usable'].sum())} of {len(part)} usable here")
         show_table(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
                    docs=REGISTRY_DOCS, labels={"id": "Model id", "model": "Architecture"},
@@ -104,8 +157,14 @@ with st.expander("Options"):
     c1, c2, c3, c4 = st.columns(4)
     batch_size = c1.number_input("Batch size (0 = automatic)", 0, 512, 0)
     device = c2.selectbox("Device", DEVICES, help="auto: CUDA, then MPS, then CPU.")
+    from classify.device import cpu_bf16_instructions
+
+    bf16_here = ", ".join(cpu_bf16_instructions()) or "none"
     precision = c3.selectbox("Precision", PRECISIONS,
-                             help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU. fp32 on a GPU is true fp32.")
+                             help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU. fp32 on a GPU is true fp32. "
+                                  f"bf16 on the CPU needs native bf16 instructions (this CPU: {bf16_here}). int8: "
+                                  "CNNs only, ONNX Runtime static quantization calibrated on a fixed packaged set. "
+                                  "Results of bf16 / int8 are stored as MODEL--bf16 / MODEL--int8, beside fp32's.")
     resampler = c4.selectbox("Resize", RESAMPLERS, index=RESAMPLERS.index(DEFAULT_RESAMPLER),
                              help="torch: torchvision's uint8 kernel, 2-3x faster, within 1/255 of Pillow on under "
                                   "1% of the values. pil: Pillow, exactly the pixels of timm's eval transform.")
@@ -129,32 +188,3 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     show_state()  # run.json now lists the models just run
     st.success("Predictions stored. Re-running skips what is stored.")
     page_link("pages/results_page.py", run.run_id, "See the results", icon=":material/leaderboard:")
-
-
-# --------------------------------------------------------------------------- any model by its own name
-# Beyond the registry (issue 13): every pretrained timm name, torchvision weights and cached
-# hf-hub model; the table is classify.zoo.search_table's (python -m classify models --search).
-@st.cache_data(ttl=30, show_spinner="Searching timm and torchvision…")
-def zoo_search(text: str) -> tuple[pd.DataFrame, int]:
-    from classify.zoo import search_table
-
-    return search_table(text, limit=200)
-
-
-st.divider()
-st.subheader("Any timm or torchvision model")
-query = st.text_input("Search model names", key="zoo-search", placeholder="convnext",
-                      help="Names across timm, torchvision and the Hub models in this machine's Hugging Face cache. "
-                           "Any of them runs with: python -m classify --models NAME (label space and family are "
-                           "inferred; --checkpoint NAME=PATH for a local weights file).")
-if query.strip():
-    try:
-        found, total = zoo_search(query.strip())
-    except WildLensError as exc:
-        show_error(exc)
-    else:
-        st.caption(f"{total} names contain “{escape_markdown(query.strip())}”"
-                   + (f"; the first {len(found)} are shown" if total > len(found) else "")
-                   + ". Weights are looked for on this machine only; the last column fetches them online.")
-        st.dataframe(found, hide_index=True, width="stretch")
-        download_csv(found, "model-search.csv", key="dl-model-search", label="Download these names (CSV)")

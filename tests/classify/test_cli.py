@@ -72,7 +72,7 @@ def test_parquet_output_and_the_run_store(photo_folder, tmp_path, capsys):
     (["--images", "{folder}", "--models", "vgg16", "--out", "{tmp}/x.csv"],
      "python -c \"import timm; timm.create_model('vgg16.tv_in1k', pretrained=True)\""),
     (["--run", "no-such-run"], "No run 'no-such-run'"),
-    (["--images", "{folder}", "--out", "{tmp}/x.csv", "--precision", "bf16", "--device", "cpu"], "needs a GPU"),
+    (["--images", "{folder}", "--out", "{tmp}/x.csv", "--precision", "fp16", "--device", "cpu"], "needs a GPU"),
 ])
 def test_user_errors_are_one_line_with_exit_status_2(argv, message, photo_folder, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
