@@ -6,7 +6,14 @@ chromium and chromium-driver, driven by Selenium with explicit paths, so nothing
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -56,6 +63,142 @@ def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 4.0) -> 
         last_text = text
         time.sleep(0.4)
     raise TimeoutError(f"{driver.current_url} did not finish rendering in {timeout:.0f} s")
+
+
+# --------------------------------------------------------------------------- the real server
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(home: Path, cwd: Path, start_timeout: float = 120.0):
+    """``python -m wildlens app`` (what ``make run`` starts) on WILDLENS_HOME=home and a free port,
+    offline; yields its URL once /_stcore/health answers, and stops it afterwards. Its output goes
+    to home/server.log."""
+    port = free_port()
+    log = open(home / "server.log", "w")
+    env = {**os.environ, "WILDLENS_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "wildlens", "app", "--server.port", str(port), "--server.address",
+                             "127.0.0.1"], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_timeout
+        while time.monotonic() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise RuntimeError(f"the server did not start: {(home / 'server.log').read_text()[-2000:]}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+# --------------------------------------------------------------------------- driving Streamlit widgets
+def body_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def wait_for(driver, condition, timeout: float = 180.0, what: str = "the condition"):
+    """Poll ``condition(driver)`` until it returns something truthy (returned); a stale element
+    or a missing one while Streamlit redraws counts as not yet."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = condition(driver)
+            if value:
+                return value
+        except (NoSuchElementException, StaleElementReferenceException):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{driver.current_url}: {what} not seen in {timeout:.0f} s; the page reads:\n"
+                               + body_text(driver)[-3000:])
+        time.sleep(0.4)
+
+
+def wait_for_text(driver, text: str | re.Pattern, timeout: float = 180.0) -> str:
+    """Wait until the visible text contains ``text`` (a string or a compiled pattern), then until
+    the page has finished rendering; returns the visible text."""
+    def seen(d):
+        body = body_text(d)
+        return text.search(body) if isinstance(text, re.Pattern) else text in body
+
+    wait_for(driver, seen, timeout, what=repr(text))
+    return wait_until_rendered(driver, timeout=timeout)
+
+
+def widget(driver, kind: str, label: str):
+    """The Streamlit widget of ``kind`` (its data-testid: stSelectbox, stTextInput, ...) whose label
+    contains ``label``."""
+    from selenium.webdriver.common.by import By
+
+    found = [w for w in driver.find_elements(By.CSS_SELECTOR, f'[data-testid="{kind}"]')
+             if label in w.find_element(By.CSS_SELECTOR, '[data-testid="stWidgetLabel"]').text]
+    if not found:
+        raise LookupError(f"no {kind} labelled {label!r} on {driver.current_url}")
+    return found[0]
+
+
+def type_into(driver, label: str, text: str) -> None:
+    """Type into the text input labelled ``label`` and commit it (Enter), as a person does."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = widget(driver, "stTextInput", label).find_element(By.CSS_SELECTOR, "input")
+    box.clear()
+    box.send_keys(text + Keys.ENTER)
+
+
+def choose(driver, label: str, option: str, timeout: float = 60.0) -> str:
+    """Pick, in the select box labelled ``label``, the first option whose text contains ``option``:
+    a click on the box opens its list box, a click on the option picks it. Returns the option's text."""
+    from selenium.webdriver.common.by import By
+
+    box = widget(driver, "stSelectbox", label).find_element(By.CSS_SELECTOR, "input[role=combobox]")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+    box.click()
+
+    def matching(d):
+        return [o for o in d.find_elements(By.CSS_SELECTOR, '[role="listbox"] [role="option"]')
+                if option in o.text]
+
+    (first, *_) = wait_for(driver, matching, timeout, what=f"option {option!r} of {label!r}")
+    picked = first.text
+    first.click()
+    return picked
+
+
+def click_button(driver, text: str | re.Pattern, timeout: float = 60.0):
+    """Click the first enabled button whose visible text contains ``text`` (or matches a pattern)."""
+    from selenium.webdriver.common.by import By
+
+    def enabled(d):
+        for b in d.find_elements(By.CSS_SELECTOR, "button"):
+            label = b.text.strip()
+            hit = text.search(label) if isinstance(text, re.Pattern) else text in label
+            if hit and b.is_enabled() and b.is_displayed():
+                return b
+        return None
+
+    button = wait_for(driver, enabled, timeout, what=f"an enabled button {text!r}")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    label = button.text
+    button.click()
+    return label
 
 
 def main() -> int:

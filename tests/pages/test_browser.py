@@ -2,16 +2,10 @@
 WILDLENS_HOME (so the embedded sample run is built at first start, offline), loaded in headless
 Chromium, first through a deep link."""
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
-from tests.pages.browser import CHROMEDRIVER, CHROMIUM, browser, wait_until_rendered
+from tests.pages.browser import CHROMEDRIVER, CHROMIUM, browser, serve, wait_until_rendered
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(
@@ -20,38 +14,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("browser_home")
-    port = free_port()
-    log = open(home / "server.log", "w")
-    env = {**os.environ, "WILDLENS_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "wildlens", "app", "--server.port", str(port), "--server.address",
-                             "127.0.0.1"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"the server did not start: {(home / 'server.log').read_text()[-2000:]}")
-    yield url, home
-    proc.terminate()
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        with serve(home, ROOT) as url:
+            yield url, home
+    except RuntimeError as exc:  # not started: the log's tail says why
+        pytest.fail(str(exc))
 
 
 def test_browser_loads_the_sample_results(server, tmp_path):
