@@ -4,6 +4,8 @@
     python -m classify --run RUN_ID --models ...
     python -m classify models [--family CNN|transformer|hybrid]
     python -m classify models --search TEXT        # any timm / torchvision / hf-hub name, beyond the registry
+    python -m classify prompts (--wnids W1,W2 | --label-set SET | --run RUN_ID) [--names ...] [--knowledge ...]
+                               [--templates ...] [--style ...] [--coverage]   # what a zero-shot text tower reads
 
 --models takes registry ids and aliases and any other timm name (``arch.tag``),
 ``torchvision/ARCH.WEIGHTS`` or ``hf-hub:ORG/NAME`` (:mod:`classify.zoo`); ``--checkpoint
@@ -125,6 +127,86 @@ def build_models_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_prompts_parser() -> argparse.ArgumentParser:
+    from .labelsets import DEFAULT_LABEL_SET
+    from .prompts import KNOWLEDGE, NAMES, STYLES, TEMPLATES
+
+    p = argparse.ArgumentParser(
+        prog="python -m classify prompts",
+        description="The prompts a zero-shot model's text tower reads, built from each class's wnid: one "
+                    "'wnid<TAB>prompt' line per class and template (classify/prompts.py). --coverage instead counts, "
+                    "per label set, the classes with a WordNet definition and a hypernym path.")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--wnids", help="comma-separated wnids, e.g. n02127052,n02123159")
+    which.add_argument("--label-set", metavar="SET",
+                       help=f"run (the --run's classes; the default with --run), a label space (imagenet-1k, "
+                            f"imagenet-21k, …), sense:SYNSET (e.g. sense:cat.n.01: the sense and every WordNet noun "
+                            f"under it), file:SHA, or a FILE of wnids (one a line); default {DEFAULT_LABEL_SET}")
+    p.add_argument("--run", metavar="RUN_ID", help="the run whose classes --label-set run means")
+    p.add_argument("--names", choices=NAMES, default="wordnet",
+                   help="class names: WordNet lemmas (default) or OpenAI's curated ImageNet-1k names")
+    p.add_argument("--knowledge", choices=[k for k in KNOWLEDGE if k != "file"], default="name",
+                   help="added knowledge: none (name, default), the WordNet definition, the hypernym path, or both")
+    p.add_argument("--knowledge-file", metavar="TSV", help="knowledge from a file: lines 'wnid<TAB>text'")
+    p.add_argument("--templates", default="openai80",
+                   help=f"{' or '.join(TEMPLATES)} (default openai80) or a FILE, one template a line with {{}}")
+    p.add_argument("--style", choices=STYLES, default="plain",
+                   help="how knowledge joins the template: a plain sentence (default) or ELEVATER's exact format")
+    p.add_argument("--coverage", action="store_true",
+                   help="print, per label set (every label space if none is chosen), how many classes have a "
+                        "definition, a hypernym path, an OpenAI name (and a --knowledge-file line)")
+    return p
+
+
+def cmd_prompts(argv: list[str]) -> int:
+    from core.labels import label_space_names
+
+    from .labelsets import LabelSet, resolve_label_set
+    from .prompts import Recipe, class_prompts, coverage
+
+    parser = build_prompts_parser()
+    args = parser.parse_args(argv)
+    if args.coverage:
+        if args.wnids:
+            sets = [LabelSet("wnids", tuple(w.strip() for w in args.wnids.split(",") if w.strip()))]
+        elif args.label_set or args.run:
+            sets = [resolve_label_set(args.label_set or "run", run=args.run)]
+        else:
+            sets = [resolve_label_set(name) for name in label_space_names()]
+        columns = ["classes", "definition", "path", "openai_name"] + (["knowledge_file"] if args.knowledge_file else [])
+        print("\t".join(["label_set", *columns]))
+        for label_set in sets:
+            counts = coverage(label_set.wnids, knowledge_file=args.knowledge_file)
+            print("\t".join([label_set.name, *(str(counts[c]) for c in columns)]))
+        return 0
+    if args.wnids:
+        wnids = [w.strip() for w in args.wnids.split(",") if w.strip()]
+        if not wnids:
+            raise OptionError("--wnids is empty; give wnids separated by commas, e.g. n02127052,n02123159.")
+        name = "wnids"
+    elif args.label_set or args.run:
+        label_set = resolve_label_set(args.label_set or "run", run=args.run)
+        wnids, name = list(label_set.wnids), label_set.name
+    else:
+        parser.error("choose the classes: --wnids W1,W2, --label-set SET or --run RUN_ID")
+    recipe = Recipe(names=args.names, knowledge=args.knowledge, templates=args.templates, style=args.style,
+                    knowledge_file=args.knowledge_file)
+    prompts = class_prompts(wnids, recipe)
+    try:
+        for wnid, texts in prompts.items():
+            sys.stdout.write("".join(f"{wnid}\t{text}\n" for text in texts))
+        sys.stdout.flush()
+    except BrokenPipeError:  # '| head': the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    n_prompts = sum(len(t) for t in prompts.values())
+    print(f"{len(prompts)} classes ({name}), {n_prompts} prompts; recipe tag {recipe.tag() or '(default)'}",
+          file=sys.stderr)
+    return 0
+
+
 def _print_table(header: tuple[str, ...], rows: list[tuple]) -> None:
     """Columns padded to their widest cell; the last (a long command) is left unpadded."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
@@ -227,6 +309,8 @@ def main(argv: list[str] | None = None, after_run: Callable[[Run], object] | Non
     try:
         if argv[:1] == ["models"]:
             return cmd_models(argv[1:])
+        if argv[:1] == ["prompts"]:
+            return cmd_prompts(argv[1:])
         return cmd_predict(argv, after_run)
     except WildLensError as exc:
         # A missing-weights message ends in the fetch command and runs to ~510 characters with this

@@ -11,6 +11,19 @@ of them is the word's clear meaning (else a page asks); ``hyponym_classes("cat.n
 those of several senses together, each class tagged with the sense(s) it lies under.
 "Under" means the transitive closure over ``hyponyms()`` and ``instance_hyponyms()``, the sense
 itself included, matched by wnid (WordNet offset), never by class-name strings.
+
+Label sets (issue 14, zero-shot models) are label spaces too, so ``get_label_space`` and
+everything built on it (names, definitions, ``in_label_space``) read them like ImageNet's lists:
+
+* ``sense:<synset>`` (``sense:cat.n.01``; a wnid or an unambiguous word works and is stored as
+  the synset name): the sense's whole hyponym closure, the sense itself included, over
+  ``hyponyms()`` and ``instance_hyponyms()`` as for a query, so WordNet nouns outside every
+  ImageNet list belong to it;
+* ``file:<sha256[:12]>``: a set of wnids saved once under
+  ``$WILDLENS_HOME/cache/labelsets/<sha12>.txt`` (:func:`store_label_set`), named by the hash of
+  its sorted wnids, so any later reader on this machine resolves it.
+
+A label set's class order is sorted by wnid (ImageNet-1k's own order is that too).
 """
 from __future__ import annotations
 
@@ -18,7 +31,9 @@ import csv
 import dataclasses
 import difflib
 import functools
+import hashlib
 import importlib.util
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,18 +118,140 @@ def label_space_names() -> list[str]:
 
 
 def canonical_label_space(name: str) -> str:
-    key = name.strip().lower().replace("_", "-")
+    """The stored name of a label space or label set: 'IN1K' -> 'imagenet-1k',
+    'sense:n02121620' -> 'sense:cat.n.01', 'file:ABC…' -> 'file:abc…'."""
+    text = str(name).strip()
+    prefix = text.split(":", 1)[0].lower() if ":" in text else ""
+    if prefix == SENSE_PREFIX[:-1]:
+        return SENSE_PREFIX + _label_set_sense(text[len(SENSE_PREFIX):]).name()
+    if prefix == FILE_PREFIX[:-1]:
+        sha = text[len(FILE_PREFIX):].strip().lower()
+        if not _SHA12_RE.match(sha):
+            raise QueryError(f"{text!r} is not a stored label set: 'file:' takes the 12 hex digits WildLens printed "
+                             "when it stored the set; pass the file of wnids itself to store it.")
+        return FILE_PREFIX + sha
+    key = text.lower().replace("_", "-")
     key = _ALIASES.get(key, _ALIASES.get(key.replace("-", ""), key))
     if key not in _LABEL_SPACE_FILES:
-        raise QueryError(f"Unknown label space {name!r}. Known: {', '.join(_LABEL_SPACE_FILES)}.")
+        raise QueryError(f"Unknown label space {name!r}. Known: {', '.join(_LABEL_SPACE_FILES)}, or a label set: "
+                         "sense:SYNSET (e.g. sense:cat.n.01) or file:SHA.")
     return key
 
 
 @functools.lru_cache(maxsize=None)
 def get_label_space(name: str = DEFAULT_LABEL_SPACE) -> LabelSpace:
     key = canonical_label_space(name)
+    if key.startswith(SENSE_PREFIX) or key.startswith(FILE_PREFIX):
+        return _label_set_space(key)
     filename, description = _LABEL_SPACE_FILES[key]
     wnids = tuple(line.strip() for line in (_timm_info_dir() / filename).read_text().splitlines() if line.strip())
+    return LabelSpace(key, description, wnids, {w: i for i, w in enumerate(wnids)})
+
+
+# --------------------------------------------------------------------------- label sets
+SENSE_PREFIX = "sense:"
+FILE_PREFIX = "file:"
+LABEL_SET_CACHE = "labelsets"  # under $WILDLENS_HOME/cache
+_SHA12_RE = re.compile(r"^[0-9a-f]{12}$")
+
+
+def is_label_set(name: str) -> bool:
+    """A label-set name ('sense:…', 'file:…') rather than one of ImageNet's label spaces."""
+    return str(name).strip().lower().startswith((SENSE_PREFIX, FILE_PREFIX))
+
+
+def _label_set_sense(text: str):
+    """The one noun synset a ``sense:`` label set names (a synset name, a wnid or an unambiguous
+    word); QueryError with close matches or the candidate senses otherwise."""
+    text = text.strip()
+    if not text:
+        raise QueryError("'sense:' needs a WordNet noun sense, e.g. sense:cat.n.01 "
+                         "('python -m explain senses cat' lists them).")
+    try:
+        synsets = resolve_noun_synsets(text)
+    except QueryError as exc:
+        word = text.split(".")[0] if text.count(".") >= 2 else text
+        unknown_name = word != text and "not a WordNet synset name" in str(exc)
+        hint = _suggestions(_normalise_word(word)) if unknown_name else []
+        more = f" Did you mean: {', '.join(hint)}? 'python -m explain senses WORD' lists a word's senses." if hint else ""
+        raise QueryError(f"sense:{text}: {exc}{more}") from None
+    if len(synsets) > 1:
+        listed = "; ".join(f"{s.name()} ({s.definition()})" for s in synsets[:8])
+        raise QueryError(f"sense:{text} is ambiguous: {text!r} has {len(synsets)} noun senses; name one, e.g. "
+                         f"sense:{synsets[0].name()}. They are: {listed}" + ("; …" if len(synsets) > 8 else "") + ".")
+    return synsets[0]
+
+
+def sense_label_set_wnids(sense) -> tuple[str, ...]:
+    """The wnids of a ``sense:`` label set: the sense and every synset under it (hyponyms and
+    instance hyponyms, transitively), sorted by wnid."""
+    synset = sense if hasattr(sense, "offset") else _label_set_sense(str(sense))
+    return tuple(sorted(wnid_of(s) for s in _hyponym_closure(synset)))
+
+
+def label_set_text(wnids) -> str:
+    """The stored form of a set of wnids: sorted, unique, one a line (its hash names the set)."""
+    return "".join(f"{w}\n" for w in sorted(set(wnids)))
+
+
+def label_set_sha(wnids) -> str:
+    return hashlib.sha256(label_set_text(wnids).encode()).hexdigest()[:12]
+
+
+def label_set_path(sha: str, root: Path | str | None = None) -> Path:
+    """Where ``file:<sha>`` is kept: ``$WILDLENS_HOME/cache/labelsets/<sha>.txt`` (or under ``root``)."""
+    from .runstore import default_root
+
+    base = Path(root).expanduser() if root else default_root()
+    return base / "cache" / LABEL_SET_CACHE / f"{sha}.txt"
+
+
+def store_label_set(wnids, root: Path | str | None = None) -> str:
+    """Save a set of noun wnids once (atomic write) and return its name, 'file:<sha12>'."""
+    from .runstore import write_bytes_atomic
+
+    wnids = list(wnids)
+    if not wnids:
+        raise QueryError("A label set needs at least one wnid.")
+    for wnid in wnids:
+        if not is_wnid(wnid):
+            raise QueryError(f"{wnid!r} is not a wnid ('n' and 8 digits, e.g. n02123045).")
+        try:
+            synset_of(wnid)
+        except KeyError as exc:
+            raise QueryError(str(exc.args[0])) from None
+    sha = label_set_sha(wnids)
+    target = label_set_path(sha, root)
+    if not target.is_file() or target.read_text(encoding="utf-8") != label_set_text(wnids):
+        write_bytes_atomic(target, label_set_text(wnids).encode())
+    return FILE_PREFIX + sha
+
+
+def _read_stored_label_set(sha: str) -> tuple[str, ...]:
+    path = label_set_path(sha)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise QueryError(f"Label set file:{sha} is not stored on this machine ({path}); run the command again with "
+                         "--label-set FILE (the file of wnids) to store it.") from None
+    except OSError as exc:
+        raise QueryError(f"Label set file:{sha} cannot be read ({path}: {exc.strerror}).") from None
+    wnids = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if label_set_sha(wnids) != sha or not all(is_wnid(w) for w in wnids):
+        raise QueryError(f"The stored label set {path} does not match its name file:{sha} (edited or damaged); "
+                         "delete it and store the set again from its file of wnids.")
+    return wnids
+
+
+def _label_set_space(key: str) -> LabelSpace:
+    if key.startswith(SENSE_PREFIX):
+        synset = _label_set_sense(key[len(SENSE_PREFIX):])
+        wnids = sense_label_set_wnids(synset)
+        description = (f"{synset.name()} ({synset.definition()}) and every WordNet noun under it: "
+                       f"{len(wnids):,} classes")
+    else:
+        wnids = _read_stored_label_set(key[len(FILE_PREFIX):])
+        description = f"a stored set of {len(wnids):,} WordNet nouns ({label_set_path(key[len(FILE_PREFIX):])})"
     return LabelSpace(key, description, wnids, {w: i for i, w in enumerate(wnids)})
 
 
