@@ -466,7 +466,7 @@ class Recipe:
         if kinds:
             if "knowledge_file" in fields:
                 raise PromptError(f"Recipe tag {tag!r} has WordNet knowledge and a knowledge file; one of them.")
-            fields["knowledge"] = "def+path" if kinds == {"def", "path"} else kinds.pop()
+            fields["knowledge"] = "def+path" if kinds == {"def", "path"} else next(iter(kinds))
         if fields.get("style") == "elevater" and not kinds and "knowledge_file" not in fields:
             raise PromptError(f"Recipe tag {tag!r}: 'elevater' needs knowledge (def, path or kf-…); without it both "
                               "styles give the same prompts.")
