@@ -16,7 +16,8 @@ import streamlit as st
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
 from explain.browse import COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, compare_models, filter_images, image_table
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help
-from pages.common import class_name, download_csv, escape_markdown, predictions, require_run, usable_files
+from pages.common import (NA_DASH, class_name, download_csv, escape_markdown, plural, predictions, require_run,
+                          show_table, usable_files)
 
 PER_PAGE = 24
 GRID_COLUMNS = 4
@@ -24,6 +25,35 @@ THUMBNAIL = (320, 240)  # pixels of a grid image (4:3, the whole picture letterb
 MAX_TABLE_ROWS = 5_000  # shown on screen; the CSV has every filtered row
 URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max")
 OUTCOME_LABELS = {"all": "All", "correct": "Correct", "mistake": "Mistakes"}
+
+# Readable headers of explain.browse's tables; the raw names stay in the CSV and in each header's help.
+TABLE_LABELS = {"model": "Model", "image": "Image", "true_wnid": "True class id", "true_name": "True class",
+                "correct": "Correct", "in_top5": "In top-5", "relation": "Relation", "label_space": "Label space",
+                **{f"pred_wnid_{k}": f"Top-{k} id" for k in range(1, 6)},
+                **{f"pred_name_{k}": f"Top-{k}" for k in range(1, 6)},
+                **{f"prob_{k}": f"Top-{k} prob." for k in range(1, 6)}}
+COMPARE_LABELS = {"group": "Group", "image": "Image", "true_wnid": "True class id", "true_name": "True class",
+                  **{f"{side}_{c}": f"{side.upper()} {label}" for side in ("a", "b") for c, label in (
+                      ("pred_wnid", "top-1 id"), ("pred_name", "top-1"), ("prob", "prob."), ("correct", "correct"),
+                      ("relation", "relation"))}}
+COMPARE_DOCS = {"group": "Both wrong, Only A wrong, Only B wrong or Both right (top-1, strict); in the CSV "
+                         "both_wrong, only_a_wrong, only_b_wrong, both_right.",
+                "image": COLUMN_DOCS["image"], "true_wnid": COLUMN_DOCS["true_wnid"],
+                "true_name": COLUMN_DOCS["true_name"],
+                **{f"{side}_{c}": f"Model {side.upper()}'s " + text for side in ("a", "b") for c, text in (
+                    ("pred_wnid", "top-1 prediction (wnid)."), ("pred_name", "top-1 prediction (ImageNet's name)."),
+                    ("prob", "probability of its top-1."), ("correct", "top-1 is the true class (strict)."),
+                    ("relation", "WordNet relation of its top-1 to the true class."))}}
+
+
+def show_predictions(df: pd.DataFrame, docs: dict, labels: dict) -> None:
+    """pages.common.show_table, probabilities as percentages with one decimal (Streamlit's
+    'percent' format; a predictions file may have none: an en dash, said in the help)."""
+    probs = {c: st.column_config.NumberColumn(
+        labels[c], help=f"`{c}`: {docs.get(c, '')}\n\n{NA_DASH} : not stored (a predictions file without "
+                        "probabilities or without a top-5).", format="percent", step=0.001)
+        for c in df.columns if c.startswith("prob") or c.endswith("_prob")}
+    show_table(df, docs=docs, labels=labels, column_config=probs)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Building the per-image table…")
@@ -34,7 +64,7 @@ def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, label_spa
 
 
 def browse_table(run: Run) -> pd.DataFrame:
-    usable = usable_files(run) if run.manifest_path.exists() else None  # no manifest: uploaded, keep every row
+    usable = usable_files(run)  # None without a manifest: uploaded predictions, every row kept
     return _image_table(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
                         run.info.label_space or "imagenet-1k", predictions(run), usable)
 
@@ -104,7 +134,7 @@ def _keep_valid(key: str, options: list, default) -> None:
 # --------------------------------------------------------------------------- rendering
 def _name(wnid) -> str:
     if wnid is None or pd.isna(wnid):
-        return "—"
+        return NA_DASH
     return class_name(str(wnid), label_space)
 
 
@@ -114,7 +144,7 @@ def _coloured(text: str, relation) -> str:
 
 
 def _prob(value) -> str:
-    return "—" if value is None or pd.isna(value) else f"{float(value):.0%}"
+    return NA_DASH if value is None or pd.isna(value) else f"{float(value):.1%}"
 
 
 @st.cache_data(max_entries=1024, show_spinner=False)
@@ -257,7 +287,8 @@ elif filtered.empty:
     st.info("No image matches these filters.")
 else:
     images = filtered.drop_duplicates("image")[["image", "true_wnid"]].sort_values(["true_wnid", "image"])
-    st.caption(f"{len(filtered):,} predictions of {len(images):,} images match. Each image shows, per chosen model, "
+    st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} match. Each image shows, "
+               "per chosen model, "
                "its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best guesses.")
     if not has_files:
         st.info("This run has no image files (its predictions were uploaded): the table below lists them.",
@@ -268,11 +299,10 @@ else:
 
 # ------------------------------------------------------------------ the table
 st.subheader("Predictions per image")
-config = {c: st.column_config.Column(c, help=h) for c, h in COLUMN_DOCS.items()}
 if len(filtered) > MAX_TABLE_ROWS:
     st.caption(f"The first {MAX_TABLE_ROWS:,} of {len(filtered):,} rows; the CSV has them all.")
-st.dataframe(filtered.head(MAX_TABLE_ROWS), hide_index=True, width="stretch", column_config=config)
-download_csv(filtered, f"{run.run_id}_images.csv", key="dl-browse")
+show_predictions(filtered.head(MAX_TABLE_ROWS), COLUMN_DOCS, TABLE_LABELS)
+download_csv(filtered, f"{run.run_id}_images.csv", key="dl-browse", label_space=label_space)
 
 # ------------------------------------------------------------------ two models, image by image
 st.subheader("Compare two models")
@@ -289,7 +319,7 @@ scope = filter_images(table, true=true or None)
 comparison = compare_models(scope, model_a, model_b)
 where = f" of {escape_markdown(names[true])}" if true else ""
 cc.caption(f"A = {escape_markdown(model_a)}, B = {escape_markdown(model_b)}: top-1, strict, on the "
-           f"{comparison.n_images:,} images{where} that both predicted (the true-class filter above applies, "
+           f"{plural(comparison.n_images, 'image')}{where} that both predicted (the true-class filter above applies, "
            "the others do not).")
 counts = comparison.counts
 for col, group in zip(st.columns(len(GROUPS)), GROUPS):
@@ -304,6 +334,7 @@ else:
     if has_files:
         shown = chosen.iloc[paged(len(chosen), "cmp_page_no")]
         image_grid(shown, rows_of(shown["image"], [model_a, model_b]), [model_a, model_b])
-    st.dataframe(chosen.head(MAX_TABLE_ROWS), hide_index=True, width="stretch")
+    view = chosen.head(MAX_TABLE_ROWS)  # the group as the radio names it; the CSV keeps its raw value
+    show_predictions(view.assign(group=view["group"].map(GROUP_LABELS)), COMPARE_DOCS, COMPARE_LABELS)
 safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_a}_vs_{model_b}")
-download_csv(comparison.images, f"{run.run_id}_compare_{safe}.csv", key="dl-compare")
+download_csv(comparison.images, f"{run.run_id}_compare_{safe}.csv", key="dl-compare", label_space=label_space)

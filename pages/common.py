@@ -311,12 +311,17 @@ def levels_toggle() -> None:
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def _usable_files(run_path: str, fingerprint: str) -> frozenset:
-    return frozenset(Run(run_path).usable_images()["file"].dropna())
+def _usable_files(run_path: str, fingerprint: str) -> frozenset | None:
+    run = Run(run_path)
+    if not run.manifest_path.exists():  # fingerprint 'none': predictions imported from elsewhere
+        return None
+    return frozenset(run.usable_images()["file"].dropna())
 
 
-def usable_files(run: Run) -> frozenset:
-    """Files of the run's accepted, not excluded images (shared, read-only)."""
+def usable_files(run: Run) -> frozenset | None:
+    """Files of the run's accepted, not excluded images (shared, read-only); None for a run without
+    a manifest (predictions imported from elsewhere), where every prediction counts, as in
+    ``core.runstore.Run.usable_predictions``."""
     return _usable_files(str(run.path), manifest_fingerprint(run))
 
 
@@ -324,16 +329,51 @@ def usable_files(run: Run) -> frozenset:
 def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> dict:
     preds = _predictions(run_path, predictions_fp)
     usable = _usable_files(run_path, manifest_fp)
-    ok = preds[(preds["status"] == "ok") & preds["image"].isin(usable)]
+    ok = preds[preds["status"] == "ok"]
+    if usable is not None:  # no manifest: every status-ok prediction counts (Run.usable_predictions)
+        ok = ok[ok["image"].isin(usable)]
     wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][["model", "true_wnid", "image", "pred_wnid", "prob_1"]]
     return {key: group.reset_index(drop=True) for key, group in wrong.groupby(["model", "true_wnid"], sort=False)}
 
 
 def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
     """The stored predictions of ``model`` on usable images of ``true_wnid`` whose top-1 is wrong
-    (image, pred_wnid, prob_1). Indexed once per change of the predictions or the manifest."""
+    (image, pred_wnid, prob_1); every status-ok prediction of a run without a manifest. Indexed
+    once per change of the predictions or the manifest."""
     index = _mistakes_by_class(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
     return index.get((model, true_wnid), pd.DataFrame(columns=["model", "true_wnid", "image", "pred_wnid", "prob_1"]))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, model: str, classes: tuple,
+                   n: int) -> list:
+    from explain.matrix import most_confused
+
+    return most_confused(_predictions(run_path, predictions_fp), model, list(classes), n,
+                         usable=_usable_files(run_path, manifest_fp))
+
+
+@st.cache_data(max_entries=16, show_spinner="Counting the confusions…")
+def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, model: str, classes: tuple,
+                      outside: str, shown: tuple | None) -> pd.DataFrame:
+    from explain.matrix import confusion_matrix
+
+    return confusion_matrix(_predictions(run_path, predictions_fp), model, list(classes),
+                            usable=_usable_files(run_path, manifest_fp), outside=outside,
+                            shown=list(shown) if shown is not None else None)
+
+
+def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor",
+                     cap: int | None = None) -> tuple[pd.DataFrame, list | None]:
+    """``explain.matrix.confusion_matrix`` of ``model`` on the run's usable predictions (every
+    prediction of a run without a manifest) as counts, and the classes it shows: with ``cap``,
+    ``explain.matrix.most_confused``'s ``cap`` classes, else None (all). Cached per model, classes,
+    grouping and cap, keyed by the predictions' and the manifest's fingerprints (a new inference or
+    an exclusion recomputes it); what it returns is a copy."""
+    key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), model, tuple(classes))
+    shown = _most_confused(*key, int(cap)) if cap else None
+    counts = _confusion_counts(*key, outside, tuple(shown) if shown is not None else None)
+    return counts, shown
 
 
 def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Download CSV",

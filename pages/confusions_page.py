@@ -10,13 +10,18 @@ import streamlit as st
 
 from explain import matrix as cm
 from explain.explanations import confusion_lcs_phrase
-from explain.metrics import column_docs
 from explain.vocabulary import RELATION_COLOURS, relation_help
-from pages.common import (RUN_PARAM, class_name, download_csv, escape_markdown, metric_tables, misclassified_images,
-                          page_link, predictions, require_run, usable_files)
+from pages.common import (NA_DASH, PERCENT_D3, RUN_PARAM, class_name, confusion_matrix, download_csv, escape_markdown,
+                          metric_tables, misclassified_images, page_link, plural, predictions, require_run, show_table,
+                          styled, table_column_config, usable_files)
 
 BROWSE = "pages/browse_page.py"
 MATRIX_CAP = 40  # classes a readable matrix shows by default (the slider goes further)
+
+
+TOP3_DOCS = {"pred_wnid": "A class the model predicted (top-1) instead of the true class: its name (wnid); the CSV "
+                          "has pred_wnid and pred_name.",
+             "relation": relation_help(markdown=False)}
 
 
 def relation_style(value: str) -> str:
@@ -34,7 +39,7 @@ if tables.per_model.empty:
 
 label_space = run.info.label_space
 models = tables.per_model["model"].tolist()
-chosen_models = st.multiselect("Models", models, default=models)
+chosen_models = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, default=models)
 true_wnids = sorted(tables.per_class["true_wnid"].unique())
 names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"])}
 
@@ -52,19 +57,50 @@ def browse_link(model: str, true: str, pred: str, label: str) -> None:
               model=model, true=true, pred=pred, outcome="mistake")
 
 
+has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None  # uploaded: none
+PREDICTION_LABELS = {"image": "Image", "true_wnid": "True class id", "pred_wnid": "Predicted class id",
+                     "prob_1": "Probability"}
+PREDICTION_DOCS = {"image": "The image's row id in the uploaded predictions.",
+                   "true_wnid": "The true class.", "pred_wnid": "The model's top-1 prediction.",
+                   "prob_1": f"The model's probability of its top-1. {NA_DASH} : not in the predictions file."}
+
+
+def prediction_rows(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
+    """A run without image files (uploaded predictions): its predictions as a table, names beside
+    the wnids, each predicted class of a mistake (``links``) linked to Browse."""
+    st.caption("This run has no image files (its predictions were uploaded): its predictions instead.")
+    table = rows.head(limit)[["image", "true_wnid", "pred_wnid", "prob_1"]]
+    table = table.assign(true_name=table["true_wnid"].map(name_of), pred_name=table["pred_wnid"].map(name_of))
+    show_table(table[["image", "true_wnid", "true_name", "pred_wnid", "pred_name", "prob_1"]], docs=PREDICTION_DOCS,
+               labels=PREDICTION_LABELS, column_config={"prob_1": st.column_config.NumberColumn(
+                   "Probability", help=f"`prob_1`: {PREDICTION_DOCS['prob_1']}", format="percent", step=0.001)})
+    if links:
+        mistakes = table[table["pred_wnid"] != table["true_wnid"]].drop_duplicates(["true_wnid", "pred_wnid"])
+        for true, pred in zip(mistakes["true_wnid"].head(6), mistakes["pred_wnid"].head(6)):
+            browse_link(model, str(true), str(pred), f"{name_of(true)} → {name_of(pred)} ({pred}) in Browse")
+
+
 def thumbnails(rows: pd.DataFrame, model: str, links: bool = True, limit: int = 60) -> None:
-    """Images with their predicted name and probability, each mistake (``links``) with a link to Browse."""
+    """Images with their predicted name and probability, each mistake (``links``) with a link to Browse;
+    a table where the run has no image files."""
+    if not has_files:
+        prediction_rows(rows, model, links, limit)
+    else:
+        image_grid(rows, model, links, limit)
+    if len(rows) > limit:
+        st.caption(f"Showing {limit} of {len(rows):,}.")
+
+
+def image_grid(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
     grid = st.columns(6)
     for i, (_, p) in enumerate(rows.head(limit).iterrows()):
         pred = str(p["pred_wnid"])
-        prob = "" if pd.isna(p["prob_1"]) else f" ({float(p['prob_1']):.0%})"
+        prob = "" if pd.isna(p["prob_1"]) else f" ({float(p['prob_1']):.1%})"
         with grid[i % 6]:
             # The caption holds a class name (a stored wnid where it has none: escaped) and a probability.
             st.image(str(run.image_path(p["image"])), width="stretch", caption=f"→ {escape_markdown(name_of(pred))}{prob}")
             if links and pred != str(p["true_wnid"]):
                 browse_link(model, str(p["true_wnid"]), pred, "Browse this pair")
-    if len(rows) > limit:
-        st.caption(f"Showing {limit} of {len(rows)}.")
 
 
 true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})")
@@ -81,22 +117,29 @@ for i, model in enumerate(chosen_models):
             st.caption("No prediction for this class.")
             continue
         row = stats.iloc[0]
-        st.caption(f"{int(row['n'])} images · {int(row['n_mistakes'])} mistakes · accuracy {float(row['accuracy']):.0%}")
+        accuracy = NA_DASH if pd.isna(row["accuracy"]) else f"{float(row['accuracy']):.1%}"
+        st.caption(f"{plural(int(row['n']), 'image')} · {plural(int(row['n_mistakes']), 'mistake')} · "
+                   f"accuracy {accuracy}")
         if top.empty:
             st.caption("No mistakes.")
             continue
-        view = pd.DataFrame({"predicted": [f"{names[w]} ({w})" for w in top["pred_wnid"]],
-                             "MF": top["mf"].astype(float), "relation": top["relation"],
-                             "common ancestor": [confusion_lcs_phrase(true_wnid, lcs, names[true_wnid])
-                                                 for lcs in top["lcs_wnid"]]})
-        st.dataframe(view.style.map(relation_style, subset=["relation"]).format({"MF": "{:.0%}"}),
-                     hide_index=True, width="stretch",
-                     column_config={"relation": st.column_config.Column("relation", help=relation_help(markdown=False)),
-                                    "common ancestor": st.column_config.Column(
-                                        "common ancestor", help=column_docs("confusions")["lcs_wnid"])})
+        # Columns under their CSV names (the headers' help shows them), labelled for reading; three
+        # narrow columns fit a third of the page, so each common ancestor goes under its Explain button.
+        view = pd.DataFrame({"pred_wnid": [f"{names[w]} ({w})" for w in top["pred_wnid"]],
+                             "mf": top["mf"].astype(float), "relation": top["relation"]})
+        st.dataframe(styled(view).map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
+                     placeholder=NA_DASH, column_config=table_column_config(
+                         "confusions", view.columns, view, formats=False, docs=TOP3_DOCS,
+                         labels={"pred_wnid": "Predicted class"}))
         for _, conf in top.iterrows():
-            if st.button(f"Explain {escape_markdown(names[conf['pred_wnid']])}", key=f"explain-{model}-{conf['pred_wnid']}",
-                         icon=":material/account_tree:"):
+            clicked = st.button(f"Explain {escape_markdown(names[conf['pred_wnid']])}",
+                                key=f"explain-{model}-{conf['pred_wnid']}", icon=":material/account_tree:",
+                                help="The WordNet path between the two classes, their common ancestor and "
+                                     "their similarities.")
+            if isinstance(conf["lcs_wnid"], str):  # the lowest common subsumer and how far up it is
+                st.caption("Common ancestor: " + escape_markdown(
+                    confusion_lcs_phrase(true_wnid, conf["lcs_wnid"], names[true_wnid])))
+            if clicked:
                 st.session_state["pair"] = (model, true_wnid, conf["pred_wnid"])
                 # The URL carries the run and the pair: Explain opens on them, reloads and shares keep them.
                 st.switch_page("pages/explain_page.py", query_params={
@@ -116,17 +159,17 @@ grouped = controls[2].toggle("Group outside predictions", value=True, key="matri
                              help="On: one column per nearest WordNet node of the run's tree. Off: a single 'other' column.")
 outside = "ancestor" if grouped else "other"
 # The usable images, as the metrics take them (Run.usable_predictions): a run without a manifest
-# (predictions imported from elsewhere) keeps every row.
-all_preds, usable = predictions(run), (usable_files(run) if run.manifest_path.exists() else None)
+# (predictions imported from elsewhere) keeps every row (usable_files is None there).
+usable = usable_files(run)
 run_classes = list(run.info.wnids) or true_wnids
 n_classes = len(set(run_classes) | set(true_wnids))
-shown = None
+cap = None
 if n_classes > MATRIX_CAP:
     # A readable matrix has tens of rows: the classes with the most mistakes (either end), in tree order.
     cap = st.slider("Classes in the matrix (most confused first)", 10, min(n_classes, 150), MATRIX_CAP, step=5,
                     key="matrix-cap")
-    shown = cm.most_confused(all_preds, matrix_model, run_classes, cap, usable=usable)
-counts = cm.confusion_matrix(all_preds, matrix_model, run_classes, usable=usable, outside=outside, shown=shown)
+# Cached per model, grouping and cap (pages.common): a rerun that changes none of them costs nothing.
+counts, shown = confusion_matrix(run, matrix_model, run_classes, outside=outside, cap=cap)
 values = cm.row_normalise(counts) if normalised else counts
 
 
@@ -148,17 +191,17 @@ else:
          for c_row, v_row in zip(counts.to_numpy().tolist(), values.to_numpy().tolist())]
     fig = go.Figure(go.Heatmap(z=z, x=list(range(len(counts.columns))), y=list(range(len(counts))),
                                colorscale="Blues", hoverinfo="skip", zmin=0, zmax=1 if normalised else None,
-                               colorbar=dict(title="share" if normalised else "images",
+                               colorbar=dict(title="Share" if normalised else "Images",
                                              tickformat=".0%" if normalised else "d"),
-                               texttemplate="%{z:.0%}" if normalised else "%{z:d}",
+                               texttemplate="%{z:" + PERCENT_D3 + "}" if normalised else "%{z:d}",
                                showscale=True))
     if counts.size > 1600:
         fig.update_traces(texttemplate=None)
     # Plotly heatmaps send no selection to Streamlit: one invisible point per non-empty cell takes the click.
     cells = [(i, j) for i in range(counts.shape[0]) for j in range(counts.shape[1]) if counts.iat[i, j] > 0]
     # Plotly reads HTML in labels and hover texts: class names, model ids and labels go in escaped.
-    hover = [html.escape(f"{row_titles[i]} → {col_titles[j]}: {counts.iat[i, j]} images")
-             + ("" if not normalised else f" ({values.iat[i, j]:.0%} of the row)") for i, j in cells]
+    hover = [html.escape(f"{row_titles[i]} → {col_titles[j]}: {plural(int(counts.iat[i, j]), 'image')}")
+             + ("" if not normalised else f" ({values.iat[i, j]:.1%} of the row)") for i, j in cells]
     row_px = 24
     fig.add_trace(go.Scatter(x=[j for _, j in cells], y=[i for i, _ in cells], mode="markers",
                              customdata=[[i, j] for i, j in cells], hovertext=hover, hoverinfo="text",
@@ -171,9 +214,9 @@ else:
         fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=first - 0.5, y1=last + 0.5,
                       line=dict(color="rgba(90, 90, 90, 0.6)", width=1))
     fig.update_xaxes(tickvals=list(range(len(col_titles))), ticktext=[html.escape(t) for t in tick_cols],
-                     tickangle=-45, title_text="predicted", side="bottom")
+                     tickangle=-45, title_text="Predicted class", side="bottom")
     fig.update_yaxes(tickvals=list(range(len(row_titles))), ticktext=[html.escape(t) for t in tick_rows],
-                     autorange="reversed", title_text="true class")
+                     autorange="reversed", title_text="True class")
     fig.update_layout(height=max(360, row_px * len(counts) + 260), margin=dict(t=30, b=10),
                       title_text=html.escape(f"{matrix_model} · {'row-normalised' if normalised else 'counts'}"),
                       clickmode="event+select", dragmode=False)
@@ -192,15 +235,15 @@ else:
     cell = st.selectbox("Images of the cell", options, index=None, key=pick_key,
                         placeholder="Click a cell, or pick one here",
                         format_func=lambda c: f"{row_titles[list(counts.index).index(c[0])]} → "
-                                              f"{column_title(c[1])} · {counts.loc[c[0], c[1]]} images")
+                                              f"{column_title(c[1])} · {plural(int(counts.loc[c[0], c[1]]), 'image')}")
     download_csv(counts.reset_index(), f"{run.run_id}_confusion_matrix_{matrix_model}.csv", key="dl-matrix",
-                 label="Download the matrix (counts) as CSV")
+                 label="Download the matrix (counts) as CSV", label_space=label_space)
     if cell is not None:
         true, column = cell
-        images = cm.cell_images(all_preds, matrix_model, true, column, run_classes, usable=usable, outside=outside,
-                                shown=shown)
+        images = cm.cell_images(predictions(run), matrix_model, true, column, run_classes, usable=usable,
+                                outside=outside, shown=shown)
         st.markdown(f"**{escape_markdown(row_titles[list(counts.index).index(true)])} → "
-                    f"{escape_markdown(column_title(column))}** · {len(images)} images")
+                    f"{escape_markdown(column_title(column))}** · {plural(len(images), 'image')}")
         if true != column:
             preds_in_cell = images["pred_wnid"].value_counts()
             for pred in preds_in_cell.index[:6]:
@@ -227,13 +270,11 @@ for column, named in (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("
         order.remove(named)
         order.insert(order.index(column) + 1, named)
         table = table[order]
-config = {c: st.column_config.Column(c, help=h) for c, h in column_docs("confusions").items()}
-config.update({n: st.column_config.Column(n, help=f"The class name of {w}.") for w, n in
-               (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("lcs_wnid", "lcs_name"))})
-if len(table) <= 1500:
-    st.dataframe(table.style.map(relation_style, subset=["relation"]).format({"mf": "{:.0%}", "share_of_samples": "{:.0%}"}),
-                 hide_index=True, width="stretch", column_config=config)
-else:  # styling every cell of a large table costs seconds per render; the colours are above
+data = styled(table)
+if data is not table:  # styled (up to pages.common.STYLE_MAX_CELLS cells): relations in their colours
+    data = data.map(relation_style, subset=["relation"])
+elif len(table):  # styling every cell of a large table costs seconds per render; the colours are above
     st.caption(f"{len(table):,} rows, shown without colours.")
-    st.dataframe(table, hide_index=True, width="stretch", column_config=config)
-download_csv(confusions, f"{run.run_id}_confusions.csv", key="dl-confusions")
+st.dataframe(data, hide_index=True, width="stretch", placeholder=NA_DASH,
+             column_config=table_column_config("confusions", table.columns, table, formats=data is table))
+download_csv(confusions, f"{run.run_id}_confusions.csv", key="dl-confusions", label_space=label_space)

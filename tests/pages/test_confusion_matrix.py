@@ -173,10 +173,12 @@ def test_a_click_shows_the_images_of_the_cell_and_links_to_browse(app, sample):
     run, preds, usable = sample
     images = cell_images(preds, model, true, column, run.info.wnids, usable=usable)
     assert len(images) == expected.iat[i, j]
-    assert any(f"· {len(images)} images" in m.value for m in at.markdown)
+    from pages.common import plural
+
+    assert any(f"· {plural(len(images), 'image')}" in m.value for m in at.markdown)
     shown = [c for img in at.get("image") for c in img.captions]
     first = images.iloc[0]
-    assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.0%})" in shown
+    assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.1%})" in shown
     links = [link.proto for link in at.get("page_link") if "browse" in link.proto.page]
     wanted = {f"run=sample&model={model}&true={true}&pred={pred}&outcome=mistake" for pred in images["pred_wnid"]}
     assert wanted <= {link.query_string for link in links}
@@ -194,7 +196,9 @@ def test_picking_a_cell_in_the_list(app, sample):
     diagonal = [(w, w) for w in expected.index if expected.loc[w, w] > 0][0]
     box.set_value(diagonal).run()
     assert not at.exception
-    assert any(f"· {expected.loc[diagonal]} images" in m.value for m in at.markdown)
+    from pages.common import plural
+
+    assert any(f"· {plural(int(expected.loc[diagonal]), 'image')}" in m.value for m in at.markdown)
 
 
 def test_selected_cell_maps_points_to_cells():
@@ -231,6 +235,6 @@ def test_misclassified_thumbnails_name_the_prediction_and_link_to_browse(app, sa
         pytest.skip("no mistake on the first class")
     captions = [c for img in at.get("image") for c in img.captions]
     first = wrong.iloc[0]
-    assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.0%})" in captions
+    assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.1%})" in captions
     links = {link.proto.query_string for link in at.get("page_link") if "browse" in link.proto.page}
     assert f"run=sample&model={model}&true={true}&pred={first['pred_wnid']}&outcome=mistake" in links
