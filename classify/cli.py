@@ -59,12 +59,54 @@ def _per_model(option: str, items: list[str], example: str) -> dict[str, str]:
 
 def _model_selection(args):
     """(entries, checkpoints by entry id) for --models with --checkpoint/--label-space/--family:
-    any timm / torchvision / hf-hub name resolves (classify.zoo), label space and family inferred."""
+    any timm / torchvision / hf-hub name resolves (classify.zoo), label space and family inferred;
+    zero-shot names (clip:...) resolve with the label set and prompt recipe (_zero_shot_selection)."""
+    from .sources.openclip_source import is_clip_name
     from .zoo import resolve_models
 
-    return resolve_models(args.models, _checkpoints(args.checkpoint),
-                          _per_model("--label-space", args.label_space, "convnext_tiny.fb_in1k=imagenet-12k"),
-                          _per_model("--family", args.family, "coatnet_0_rw_224.sw_in1k=hybrid"))
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    checkpoints = _checkpoints(args.checkpoint)
+    zero_shot = [n for n in names if is_clip_name(n)]
+    clip_checkpoints = {k: v for k, v in checkpoints.items() if is_clip_name(k)}
+    entries, by_id = _zero_shot_selection(args, zero_shot, clip_checkpoints)
+    others = [n for n in names if not is_clip_name(n)]
+    if others or not zero_shot:
+        found, found_ids = resolve_models(
+            others or args.models, {k: v for k, v in checkpoints.items() if k not in clip_checkpoints},
+            _per_model("--label-space", args.label_space, "convnext_tiny.fb_in1k=imagenet-12k"),
+            _per_model("--family", args.family, "coatnet_0_rw_224.sw_in1k=hybrid"))
+        entries, by_id = found + entries, {**found_ids, **by_id}  # classifiers first, then zero-shot models
+    return entries, by_id
+
+
+ZERO_SHOT_OPTIONS = ("label_set", "names", "knowledge", "knowledge_file", "templates", "style")
+
+
+def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
+    """Zero-shot entries for --models clip:... with --label-set and the prompt options (a recipe
+    for the names that carry none in their id: clip:ViT-B-32.openai+def)."""
+    from .sources.openclip_source import is_clip_name
+    from .zeroshot import zero_shot_models
+
+    given = [o for o in ZERO_SHOT_OPTIONS if getattr(args, o, None) is not None]
+    if not names:
+        if given:
+            raise OptionError(f"--{given[0].replace('_', '-')} is for zero-shot models; add one to --models, e.g. "
+                              "clip:ViT-B-32.openai ('python -m classify models --family language-augmented').")
+        return [], {}
+    recipe = None
+    if any(o != "label_set" for o in given):
+        from .prompts import Recipe
+
+        fields = {o: getattr(args, o) for o in ("names", "knowledge", "templates", "style", "knowledge_file")
+                  if getattr(args, o) is not None}
+        recipe = Recipe(**fields)
+    stray = [k for k in (_per_model("--label-space", args.label_space, "x=imagenet-1k")
+                         | _per_model("--family", args.family, "x=CNN")) if k != "*" and is_clip_name(k)]
+    if stray:
+        raise OptionError(f"--label-space/--family name {stray[0]}: a zero-shot model's classes are its label set "
+                          "(--label-set SPEC) and its family is language-augmented.")
+    return zero_shot_models(names, args.label_set, recipe, checkpoints, run=args.run)
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
@@ -108,6 +150,17 @@ def build_predict_parser() -> argparse.ArgumentParser:
                         "swin-22k (Microsoft's Swin order); without MODEL= for every model")
     p.add_argument("--family", action="append", metavar="[MODEL=]FAMILY",
                    help=f"override the inferred family ({', '.join(FAMILIES)}); without MODEL= for every model")
+    z = p.add_argument_group("zero-shot models (--models clip:MODEL[.TAG][+RECIPE], e.g. clip:ViT-B-32.openai+def)")
+    z.add_argument("--label-set", metavar="SPEC",
+                   help="the classes a zero-shot model chooses from: run (default with --run: the run's classes), a "
+                        "label space (imagenet-1k, ...; the default with --images), sense:SYNSET (e.g. sense:cat.n.01, "
+                        "its whole hyponym closure), or a file of wnids, one a line; recorded as the rows' label_space")
+    z.add_argument("--names", help="class names in the prompts: wordnet (default) or openai (OpenAI's ImageNet-1k names)")
+    z.add_argument("--knowledge", help="knowledge after the name: name (none, the default), def (WordNet definition), "
+                                       "path (hypernyms) or def+path")
+    z.add_argument("--knowledge-file", metavar="TSV", help="knowledge from a file, lines 'wnid<TAB>text'")
+    z.add_argument("--templates", help="openai80 (default), simple7, or a file of templates with '{}' for the name")
+    z.add_argument("--style", help="with knowledge: plain (a sentence, default) or elevater (ELEVATER's format)")
     p.add_argument("--download", action="store_true",
                    help="download missing weights from timm/torchvision hubs (needs internet; HF_HUB_OFFLINE wins)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -252,7 +305,7 @@ def cmd_models(argv: list[str]) -> int:
 def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = None) -> int:
     parser = build_predict_parser()
     args = parser.parse_args(argv)  # before torch loads: --help and usage errors answer at once
-    from .pipeline import InferenceOptions
+    from .pipeline import InferenceOptions, result_entries
     from .targets import predict_folder, predict_run
 
     if args.images and not args.out:
@@ -265,15 +318,21 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=checkpoints)
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
+    from .device import select_device
+    from .zeroshot import build_settings, check_stored_label_sets
+
     try:
-        if args.run:
-            run = RunStore().open_run(args.run)
-            result = predict_run(run, models, options, progress)
-            target = f"run {run.run_id}"
-        else:
-            run = None
-            table, result = predict_folder(args.images, models, args.out, options, progress)
-            target = f"{args.out} ({len(table)} rows)"
+        # zero-shot models build their text classifier while loading: on the inference device, with a bar
+        with build_settings(progress=progress, device=select_device(args.device)):
+            if args.run:
+                run = RunStore().open_run(args.run)
+                check_stored_label_sets(run, result_entries(models, options))
+                result = predict_run(run, models, options, progress)
+                target = f"run {run.run_id}"
+            else:
+                run = None
+                table, result = predict_folder(args.images, models, args.out, options, progress)
+                target = f"{args.out} ({len(table)} rows)"
     finally:
         if progress is not None:
             progress.close()

