@@ -177,7 +177,10 @@ def _run_from_url(ids: list[str]) -> None:
     differs from what this session last wrote to the URL. A run this store lacks is flagged for
     require_run's message instead of a silent switch."""
     wanted = st.query_params.get(RUN_PARAM)
-    if not wanted or wanted == st.session_state.get("_url_run"):
+    # Same as what we last wrote: nothing new, unless the widget state is gone. st.switch_page drops
+    # every widget's state, the sidebar's 'run_id' too (Streamlit clears widget state on a page
+    # change), and without this the sidebar would fall back to the sample and overwrite ?run=.
+    if not wanted or (wanted == st.session_state.get("_url_run") and st.session_state.get("run_id")):
         return
     st.session_state["_url_run"] = wanted
     if wanted in ids:
@@ -268,11 +271,12 @@ def model_family(model_id: str) -> str:
     """'CNN', 'transformer' or 'hybrid' from the model registry, or inferred from the architecture for
     any timm / torchvision name (classify.zoo; built on the meta device once, then cached here);
     'other' for predictions of models no library here knows (an uploaded predictions file)."""
+    from classify.options import split_model_id
     from classify.registry import get_model
     from core.errors import WildLensError
 
-    try:
-        return get_model(model_id).family
+    try:  # 'efficientnet_lite0--int8': the same model in another precision (classify.options)
+        return get_model(split_model_id(model_id)[0]).family
     except (WildLensError, KeyError, ValueError):
         return "other"
 
