@@ -187,8 +187,15 @@ def with_label_set(entry: ModelEntry, label_set: str) -> ModelEntry:
 def clip_entry(name: str) -> ModelEntry:
     """The entry of any zero-shot name: a registered one (its notes and display name), else any
     (architecture, tag) open_clip knows, or an architecture alone (weights from --checkpoint)."""
+    from core.errors import OptionError
+
     parsed = parse_clip_name(name)
-    recipe = canonical_recipe(parsed.recipe, name)
+    try:
+        recipe = canonical_recipe(parsed.recipe, name)
+    except OptionError as exc:  # classify.prompts.PromptError: an UnknownModelError, as for any bad name
+        from ..registry import UnknownModelError
+
+        raise UnknownModelError(f"{parsed.display}: {exc}") from None
     return with_recipe(_base_entry(parsed.base_id.lower()), recipe)
 
 
