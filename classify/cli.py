@@ -326,11 +326,19 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         with build_settings(progress=progress, device=select_device(args.device)):
             if args.run:
                 run = RunStore().open_run(args.run)
-                check_stored_label_sets(run, result_entries(models, options))
+                check_stored_label_sets(run.prediction_parts, result_entries(models, options), f"Run {run.run_id}")
                 result = predict_run(run, models, options, progress)
                 target = f"run {run.run_id}"
             else:
                 run = None
+                from pathlib import Path
+
+                from core.parts import PredictionParts
+
+                from .targets import parts_folder_for
+
+                check_stored_label_sets(PredictionParts(parts_folder_for(Path(args.out).expanduser())),
+                                        result_entries(models, options), f"--out {args.out}")
                 table, result = predict_folder(args.images, models, args.out, options, progress)
                 target = f"{args.out} ({len(table)} rows)"
     finally:

@@ -373,9 +373,10 @@ def _touch_files(recipe) -> None:
         read_knowledge_file(recipe.knowledge_file)
 
 
-def check_stored_label_sets(run, entries: Sequence[ModelEntry]) -> None:
-    """A zero-shot model id holds one label set per run: predictions stored over another label set
-    would be taken as done (resume) and mixed with the new ones. OptionError naming both."""
+def check_stored_label_sets(parts, entries: Sequence[ModelEntry], where: str) -> None:
+    """A zero-shot model id holds one label set per run (or --out file): predictions stored over
+    another label set would be taken as done (resume) and mixed with the new ones. ``parts``: the
+    stored predictions (``core.parts.PredictionParts``); OptionError naming both label sets."""
     from core.errors import OptionError
 
     from .sources.openclip_source import SOURCE_NAME, parse_clip_name
@@ -383,9 +384,9 @@ def check_stored_label_sets(run, entries: Sequence[ModelEntry]) -> None:
     for entry in entries:
         if entry.source != SOURCE_NAME:
             continue
-        stored = run.read_predictions([entry.id])
+        stored = parts.read([entry.id])
         spaces = sorted(set(stored["label_space"].dropna().astype(str)) - {entry.label_space})
         if spaces:
-            raise OptionError(f"Run {run.run_id} holds predictions of {parse_clip_name(entry.id).display} over label set "
+            raise OptionError(f"{where} holds predictions of {parse_clip_name(entry.id).display} over label set "
                               f"{spaces[0]}, not {entry.label_space}; one model keeps one label set in a run: pass "
-                              f"--label-set {spaces[0]}, or classify into another run.")
+                              f"--label-set {spaces[0]}, or write the predictions elsewhere.")

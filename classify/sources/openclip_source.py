@@ -38,8 +38,10 @@ would not know the label set and the recipe. Everything imports open_clip lazily
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -308,8 +310,9 @@ class ClipSource(ModelSource):
         open_clip = _open_clip()
         quick_gelu = bool(_pretrained_cfg(entry).get("quick_gelu", False))
         device = device if device is not None else torch.get_default_device()
-        return open_clip.create_model(entry.arch, pretrained=None, force_quick_gelu=quick_gelu, pretrained_image=False,
-                                      pretrained_text=False, device=device)
+        with _quiet_random_init():
+            return open_clip.create_model(entry.arch, pretrained=None, force_quick_gelu=quick_gelu,
+                                          pretrained_image=False, pretrained_text=False, device=device)
 
     def build_untrained(self, entry: ModelEntry, num_classes: int):
         """The whole CLIP model (its text classifier is a buffer built from prompts, not parameters)."""
@@ -324,6 +327,24 @@ class ClipSource(ModelSource):
         model = self.create(entry, device="cpu")
         load_clip_state_dict(model, read_state_dict(path))
         return zero_shot_head(entry, model, weights_sha256=file_sha256(path))
+
+
+class _RandomInitNote(logging.Filter):
+    """Drops open_clip's 'No pretrained weights loaded ... initialized randomly' warning: the
+    weights are loaded right after (load), or none are wanted (a parameter count)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No pretrained weights loaded")
+
+
+@contextlib.contextmanager
+def _quiet_random_init():
+    root, note = logging.getLogger(), _RandomInitNote()
+    root.addFilter(note)  # open_clip logs through the root logger
+    try:
+        yield
+    finally:
+        root.removeFilter(note)
 
 
 def load_clip_state_dict(model, state_dict: dict) -> None:

@@ -301,3 +301,27 @@ def test_label_set_and_recipe_options_apply_to_names_without_a_recipe(tiny_arch,
     assert [e.id for e in entries] == [f"clip/{tiny_arch}__def", f"clip/{tiny_arch}__path"]
     assert {e.label_space for e in entries} == {CAT}
     assert checkpoints == {e.id: str(tiny_checkpoint) for e in entries}
+
+
+def test_a_folder_run_writes_the_label_set_and_keeps_it(tiny_arch, tiny_checkpoint, tmp_path, capsys):
+    import shutil
+
+    import pandas as pd
+
+    from classify.cli import main
+    from crawl.sample_photos import SAMPLE_PHOTOS, photo_path
+
+    folder = tmp_path / "images" / "n02123045"
+    folder.mkdir(parents=True)
+    shutil.copy(photo_path(SAMPLE_PHOTOS[0]), folder / "chelsea.png")
+    out = tmp_path / "preds.csv"
+    args = ["--images", str(tmp_path / "images"), "--out", str(out), "--models", f"clip:{tiny_arch}",
+            "--templates", "simple7", "--checkpoint", f"clip:{tiny_arch}={tiny_checkpoint}", "--workers", "0"]
+    assert main([*args, "--label-set", "imagenet-r"]) == 0
+    err = capsys.readouterr().err
+    assert "initialized randomly" not in err and "text classifier" in err  # the build's progress bar, no false alarm
+    table = pd.read_csv(out)
+    assert list(table["model"]) == [f"clip/{tiny_arch}__simple7"] and list(table["label_space"]) == ["imagenet-r"]
+    assert table.loc[0, "pred_wnid"] in get_label_space("imagenet-r")
+    assert main([*args, "--label-set", CAT, "--no-progress"]) == 2
+    assert "over label set imagenet-r, not sense:cat.n.01" in capsys.readouterr().err
