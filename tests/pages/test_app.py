@@ -1,7 +1,6 @@
 """The dashboard through streamlit.testing.v1.AppTest: every page, the key widgets, the full flow
 on the sample run, and CSV downloads equal to the library's tables."""
 import json
-import os
 import re
 
 import pandas as pd
@@ -28,22 +27,11 @@ PAGES = {
 
 
 @pytest.fixture(scope="module")
-def app_home(tmp_path_factory):
-    """One store for the module: the sample run is built once (real model, real predictions)."""
-    home = tmp_path_factory.mktemp("app_home")
-    old = os.environ.get("WILDLENS_HOME")
-    os.environ["WILDLENS_HOME"] = str(home)
-    try:
-        from wildlens.sample import ensure_sample_run
-        from core.runstore import RunStore
+def app_home(sample_store, tmp_path_factory):
+    """One store for the module: a copy of the process's sample store (tests/pages/conftest.py)."""
+    from tests.pages.conftest import copy_store
 
-        ensure_sample_run(RunStore(home))
-    finally:
-        if old is None:
-            os.environ.pop("WILDLENS_HOME", None)
-        else:
-            os.environ["WILDLENS_HOME"] = old
-    return home
+    return copy_store(sample_store, tmp_path_factory, "app_home")
 
 
 @pytest.fixture

@@ -2,10 +2,8 @@
 packaged models): it renders, links pre-filter it and the filters go back to the URL, its CSVs
 are the library's tables (explain.browse), the comparison's counts are the library's, and a run
 without image files (uploaded predictions) shows its tables."""
-import os
 import re
 
-import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -19,22 +17,11 @@ EVIL_MODEL = "m__bold__.x"  # a valid model id (core.parts) that Markdown would 
 
 
 @pytest.fixture(scope="module")
-def app_home(tmp_path_factory):
-    """One store for the module: the sample run is built once (real models, real predictions)."""
-    home = tmp_path_factory.mktemp("browse_home")
-    old = os.environ.get("WILDLENS_HOME")
-    os.environ["WILDLENS_HOME"] = str(home)
-    try:
-        from core.runstore import RunStore
-        from wildlens.sample import ensure_sample_run
+def app_home(sample_store, tmp_path_factory):
+    """One store for the module: a copy of the process's sample store (tests/pages/conftest.py)."""
+    from tests.pages.conftest import copy_store
 
-        ensure_sample_run(RunStore(home))
-    finally:
-        if old is None:
-            os.environ.pop("WILDLENS_HOME", None)
-        else:
-            os.environ["WILDLENS_HOME"] = old
-    return home
+    return copy_store(sample_store, tmp_path_factory, "browse_home")
 
 
 @pytest.fixture

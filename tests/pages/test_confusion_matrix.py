@@ -3,7 +3,6 @@ streamlit.testing.v1.AppTest on the sample run (real predictions). A click on th
 selection state the browser sends (Plotly points with ``customdata = [row, column]``), injected
 as the chart's widget state, since AppTest cannot click."""
 import json
-import os
 
 import pytest
 import streamlit as st
@@ -18,22 +17,11 @@ CELL_BOX = "Images of the cell"
 
 
 @pytest.fixture(scope="module")
-def app_home(tmp_path_factory):
-    """One store for the module: the sample run is built once (real model, real predictions)."""
-    home = tmp_path_factory.mktemp("app_home")
-    old = os.environ.get("WILDLENS_HOME")
-    os.environ["WILDLENS_HOME"] = str(home)
-    try:
-        from core.runstore import RunStore
-        from wildlens.sample import ensure_sample_run
+def app_home(sample_store, tmp_path_factory):
+    """One store for the module: a copy of the process's sample store (tests/pages/conftest.py)."""
+    from tests.pages.conftest import copy_store
 
-        ensure_sample_run(RunStore(home))
-    finally:
-        if old is None:
-            os.environ.pop("WILDLENS_HOME", None)
-        else:
-            os.environ["WILDLENS_HOME"] = old
-    return home
+    return copy_store(sample_store, tmp_path_factory, "app_home")
 
 
 @pytest.fixture

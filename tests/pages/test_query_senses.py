@@ -1,7 +1,6 @@
 """The Query page with an ambiguous word (issue 12 item 3): senses sorted by their classes, empty
 ones last and marked, the page asks when two senses have classes, senses combine into one run,
 and the search terms are shown and editable before a crawl."""
-import os
 
 import pandas as pd
 import pytest
@@ -16,22 +15,11 @@ CRANE_BIRD, CRANE_MACHINE = "n02012849", "n03126707"
 
 
 @pytest.fixture(scope="module")
-def app_home(tmp_path_factory):
-    """One store for the module: the sample run is built once (real model, real predictions)."""
-    home = tmp_path_factory.mktemp("app_home")
-    old = os.environ.get("WILDLENS_HOME")
-    os.environ["WILDLENS_HOME"] = str(home)
-    try:
-        from wildlens.sample import ensure_sample_run
-        from core.runstore import RunStore
+def app_home(sample_store, tmp_path_factory):
+    """One store for the module: a copy of the process's sample store (tests/pages/conftest.py)."""
+    from tests.pages.conftest import copy_store
 
-        ensure_sample_run(RunStore(home))
-    finally:
-        if old is None:
-            os.environ.pop("WILDLENS_HOME", None)
-        else:
-            os.environ["WILDLENS_HOME"] = old
-    return home
+    return copy_store(sample_store, tmp_path_factory, "app_home")
 
 
 @pytest.fixture
