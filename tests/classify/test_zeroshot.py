@@ -325,3 +325,11 @@ def test_a_folder_run_writes_the_label_set_and_keeps_it(tiny_arch, tiny_checkpoi
     assert table.loc[0, "pred_wnid"] in get_label_space("imagenet-r")
     assert main([*args, "--label-set", CAT, "--no-progress"]) == 2
     assert "over label set imagenet-r, not sense:cat.n.01" in capsys.readouterr().err
+
+
+def test_the_default_label_set_of_a_run_is_its_classes(tiny_arch):
+    run = _sample_run()
+    (entry,), _ = zero_shot_models([f"clip:{tiny_arch}"], None, None, run=run.run_id)
+    assert entry.label_space.startswith("file:") and set(class_wnids(entry)) == set(run.info.wnids)
+    (entry,), _ = zero_shot_models([f"clip:{tiny_arch}"])  # no run (--images): ImageNet-1k
+    assert entry.label_space == "imagenet-1k"
