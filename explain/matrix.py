@@ -242,3 +242,19 @@ def sibling_blocks(order: Sequence[str]) -> list[tuple[int, int, str]]:
                 blocks.append((start, i - 1, parents[start]))
             start = i
     return blocks
+
+
+def matrix_long(counts: pd.DataFrame, label_space: str = "imagenet-1k") -> pd.DataFrame:
+    """A matrix of :func:`confusion_matrix` counts as one row per non-empty cell, the exported form:
+    ``true_wnid, predicted, predicted_wnid, count, row_share`` (``predicted`` is the column's key:
+    a wnid, or an outside group such as "other: under feline.n.01", whose ``predicted_wnid`` is
+    empty). A wide CSV would have bare wnids as headers; this one gets a name beside every wnid
+    column (``explain.export.table_to_csv_bytes``)."""
+    from core.wordnet import is_wnid
+
+    long = counts.rename_axis(index="true_wnid", columns="predicted").stack().rename("count").reset_index()
+    totals = long.groupby("true_wnid")["count"].transform("sum").astype(float)
+    long["row_share"] = long["count"] / totals.where(totals > 0)  # a row with no image: NaN, not 0/0
+    long = long[long["count"] > 0].reset_index(drop=True)
+    long.insert(2, "predicted_wnid", [p if is_wnid(str(p)) else None for p in long["predicted"]])
+    return long

@@ -236,8 +236,9 @@ else:
                         placeholder="Click a cell, or pick one here",
                         format_func=lambda c: f"{row_titles[list(counts.index).index(c[0])]} → "
                                               f"{column_title(c[1])} · {plural(int(counts.loc[c[0], c[1]]), 'image')}")
-    download_csv(counts.reset_index(), f"{run.run_id}_confusion_matrix_{matrix_model}.csv", key="dl-matrix",
-                 label="Download the matrix (counts) as CSV", label_space=label_space)
+    # One row per non-empty cell, with a name beside every wnid (a wide CSV would have bare wnids as headers).
+    download_csv(cm.matrix_long(counts), f"{run.run_id}_confusion_matrix_{matrix_model}.csv", key="dl-matrix",
+                 label="Download the matrix as CSV (one row per cell)", label_space=label_space)
     if cell is not None:
         true, column = cell
         images = cm.cell_images(predictions(run), matrix_model, true, column, run_classes, usable=usable,

@@ -185,3 +185,18 @@ def test_sibling_blocks_outline_the_tree():
     assert [(a, b) for a, b, _ in blocks] == [(2, 6), (7, 8)]  # domestic cats, wildcats; two dogs of different parents
     assert [synset_of(p).name() for _, _, p in blocks] == ["domestic_cat.n.01", "wildcat.n.03"]
     assert sibling_blocks([]) == [] and sibling_blocks([CATS[0]]) == []
+
+
+def test_the_long_export_has_a_name_beside_every_wnid():
+    from explain.export import table_to_csv_bytes
+    from explain.matrix import OTHER, matrix_long
+
+    counts = pd.DataFrame([[2, 1, 0], [0, 0, 0]], index=pd.Index(["n02123045", "n02123159"], name="true_wnid"),
+                          columns=pd.Index(["n02123045", "n02124075", OTHER], name="predicted"))
+    long = matrix_long(counts)
+    assert long[["true_wnid", "predicted", "count"]].values.tolist() == [
+        ["n02123045", "n02123045", 2], ["n02123045", "n02124075", 1]]
+    assert long["row_share"].tolist() == [2 / 3, 1 / 3]
+    header = table_to_csv_bytes(long).decode().splitlines()[0].split(",")
+    assert header[:5] == ["true_wnid", "true_name", "predicted", "predicted_wnid", "predicted_name"]
+    assert "Egyptian cat" in table_to_csv_bytes(long).decode()
