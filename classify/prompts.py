@@ -10,7 +10,7 @@ A :class:`Recipe` says how:
 
 * ``names``: ``wordnet`` (default): each synset's first lemma ('lynx', 'tiger cat'); where two
   classes of the same label set share it (ImageNet-1k's two 'crane's and two 'maillot's, 3,186
-  classes of ImageNet-21k) each gets its first hypernym in brackets ('crane (wading bird)',
+  classes of ImageNet-21k) each gets its first hypernym (as for ``path``) in brackets ('crane (wading bird)',
   'crane (lifting device)'), and the synset name where that is still shared. ``openai``: the
   names OpenAI curated for CLIP (``OPENAI_IMAGENET_CLASSNAMES``, as open_clip ships them) mapped to
   wnids through the ImageNet-1k class order (``core.labels``), kept verbatim (their two 'missile's
@@ -18,7 +18,8 @@ A :class:`Recipe` says how:
   name (``coverage`` counts how many classes have an OpenAI name).
 * ``knowledge``: ``name`` (default: none, the class name alone, as CLIP), ``def`` (the synset's
   WordNet definition), ``path`` (the hypernym chain: the class, its first hypernym, that one's
-  first hypernym… up to entity.n.01, as ELEVATER's WordNet hierarchy knowledge, of which a prompt
+  first hypernym… up to entity.n.01 (of several hypernyms, the deepest, then by name: NLTK 3.10's own
+  order changes between processes), as ELEVATER's WordNet hierarchy knowledge, of which a prompt
   uses the first two hypernyms, ``PATH_HYPERNYMS``), ``def+path``, or ``file``: a user file
   (``knowledge_file``, TSV ``wnid<TAB>text``, one line per wnid) for Wiktionary or LLM-written
   knowledge. A class without knowledge of the asked kind (entity.n.01 has no hypernym, a file may
@@ -508,13 +509,32 @@ def _lemma(synset, spaces: bool = True) -> str:
     return name.replace("_", " ") if spaces else name
 
 
+@functools.lru_cache(maxsize=None)
+def _depth(name: str) -> int:
+    return get_wordnet_synset(name).max_depth()
+
+
+def get_wordnet_synset(name: str):
+    from core.wordnet import get_wordnet
+
+    return get_wordnet().synset(name)
+
+
 def _up(synset):
-    return synset.hypernyms() + synset.instance_hypernyms()
+    """Hypernyms and instance hypernyms, the most specific first (the deepest: domestic_cat.n.01 ->
+    cat.n.01 (depth 13) before domestic_animal.n.01 (7)), ties in synset-name order (missile.n.01 ->
+    rocket.n.01 before weapon.n.01, as in ELEVATER's path). A fixed order is needed: NLTK 3.10 keeps
+    a synset's pointers in a set, so its own order changes from one process to the next. 453 of
+    ImageNet-21k's classes have more than one hypernym."""
+    up = synset.hypernyms() + synset.instance_hypernyms()
+    if len(up) < 2:
+        return up
+    return sorted(up, key=lambda s: (-_depth(s.name()), s.name()))
 
 
 def hypernym_chain(wnid: str) -> list:
     """The class and its first hypernyms up to entity.n.01 ([lynx.n.02, wildcat.n.03, cat.n.01, …]):
-    WordNet's first hypernym (or instance hypernym) at each step."""
+    at each step the most specific hypernym (or instance hypernym; ``_up``)."""
     chain = [synset_of(wnid)]
     while True:
         up = _up(chain[-1])

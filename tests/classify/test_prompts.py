@@ -118,12 +118,38 @@ def test_every_imagenet_1k_class_has_a_definition_and_a_path():
         assert definitions[wnid] == reference.definition()
         chain = hypernym_chain(wnid)
         assert chain[0] == reference and chain[-1].name() == "entity.n.01"
-        for child, parent in zip(chain, chain[1:]):
-            assert parent == (child.hypernyms() + child.instance_hypernyms())[0]
+        for child, parent in zip(chain, chain[1:]):  # the deepest hypernym, ties by name
+            up = child.hypernyms() + child.instance_hypernyms()
+            assert parent == min(up, key=lambda s: (-s.max_depth(), s.name()))
         assert paths[wnid] == " ".join(s.lemma_names()[0] for s in chain[:3])
     assert paths[LYNX] == "lynx wildcat cat" and paths[TIGER_CAT] == "tiger_cat domestic_cat cat"
     assert coverage(["n00001740"])["path"] == 0  # entity.n.01: nothing above it
     assert class_prompts(["n00001740"], Recipe(knowledge="path", templates="simple7"))["n00001740"][0] == "itap of a entity."
+
+
+_DETERMINISM = """
+import hashlib, json
+from classify.prompts import class_names, hypernym_chain
+from core.labels import get_label_space
+from core.wordnet import synset_of
+wnids = [w for w in get_label_space("imagenet-21k").wnids
+         if len(synset_of(w).hypernyms() + synset_of(w).instance_hypernyms()) > 1]
+names = class_names(get_label_space("imagenet-21k").wnids)
+chains = {w: [s.name() for s in hypernym_chain(w)] for w in wnids}
+print(len(wnids), hashlib.sha256(json.dumps([names, chains], sort_keys=True).encode()).hexdigest())
+"""
+
+
+def test_paths_and_names_do_not_depend_on_the_process():
+    """NLTK 3.10 keeps a synset's hypernym pointers in a set: their order follows string hashing,
+    which changes per process. Paths and names must not."""
+    outputs = set()
+    for seed in ("1", "2", "3"):
+        done = subprocess.run([sys.executable, "-c", _DETERMINISM], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr
+        outputs.add(done.stdout)
+    assert len(outputs) == 1 and outputs.pop().startswith("453 ")
 
 
 # --------------------------------------------------------------------------- ELEVATER's exact format
