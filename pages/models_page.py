@@ -168,7 +168,28 @@ with st.expander("Options"):
     resampler = c4.selectbox("Resize", RESAMPLERS, index=RESAMPLERS.index(DEFAULT_RESAMPLER),
                              help="torch: torchvision's uint8 kernel, 2-3x faster, within 1/255 of Pillow on under "
                                   "1% of the values. pil: Pillow, exactly the pixels of timm's eval transform.")
+# Zero-shot (language-augmented) models classify into a label set chosen here, with prompts built
+# from each class's wnid by a recipe (classify.prompts); the same choices as python -m classify's
+# --label-set, --names, --knowledge, --templates and --style.
+zero_shot = [m for m in runnable if family_of.get(m) == "language-augmented"]
+if zero_shot:
+    with st.container(border=True):
+        st.markdown(f"**Zero-shot: {plural(len(zero_shot), 'model')}** · the label set and the prompts")
+        label_sets = ["run", "imagenet-1k", "imagenet-21k"] + [f"sense:{s}" for s in (run.info.sense or "").split("+") if s]
+        z1, z2, z3, z4 = st.columns(4)
+        label_set = z1.selectbox("Label set", label_sets, key="zs-label-set",
+                                 help="run: this run's classes. A label space: all its classes. sense:S: every "
+                                      "WordNet noun under the sense, ImageNet class or not.")
+        knowledge = z2.selectbox("Knowledge", ["name", "def", "path", "def+path"], key="zs-knowledge",
+                                 help="What the prompt adds to the class name: nothing, its WordNet definition, the "
+                                      "lemmas of its hypernym chain, or both (ELEVATER's knowledge, by wnid).")
+        templates = z3.selectbox("Templates", ["openai80", "simple7"], key="zs-templates",
+                                 help="OpenAI's 80 ImageNet templates, or open_clip's 7.")
+        style = z4.selectbox("Prompt style", ["plain", "elevater"], key="zs-style",
+                             help="plain: a readable sentence; elevater: ELEVATER's exact format.")
 if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=not runnable or n_images == 0):
+    import contextlib
+
     from classify.pipeline import InferenceOptions
     from classify.targets import predict_run
 
@@ -178,7 +199,18 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     try:
         with st.status(f"Classifying {plural(n_images, 'image')} with {plural(len(runnable), 'model')}…",
                        expanded=True) as status:
-            report = predict_run(run, runnable, options, progress_bar())
+            models = [m for m in runnable if m not in zero_shot]
+            settings = contextlib.nullcontext()
+            if zero_shot:
+                from classify.prompts import Recipe
+                from classify.zeroshot import build_settings, zero_shot_models
+
+                entries, _ = zero_shot_models(zero_shot, label_set, Recipe(knowledge=knowledge, templates=templates,
+                                                                           style=style), run=run)
+                models += entries
+                settings = build_settings(progress=progress_bar(), device=device)  # the text classifier's build
+            with settings:
+                report = predict_run(run, models, options, progress_bar())
             status.update(label=f"Done in {report.seconds:.1f} s on {report.device}", state="complete")
     except WildLensError as exc:  # missing weights; a device or precision this machine lacks
         show_error(exc)

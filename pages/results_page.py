@@ -18,10 +18,12 @@ RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced
 MEAN_COLUMNS = ["path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "severity",
                 "path_all", "lch_all", "wup_all", "lin_all", "hdist_at_1", "hdist_at_5",
                 "lin_vs_best", "lin_vs_best_unseen", "sim_to_seen"]
-FAMILY_ORDER = {"CNN": 0, "hybrid": 1, "transformer": 2, "other": 3}  # hybrids sit between the two
-# Plotly's D3 palette (blue, purple, orange, gray): model families, not relations (explain.vocabulary colours those).
+# Hybrids sit between CNNs and transformers; zero-shot (language-augmented) models after them.
+FAMILY_ORDER = {"CNN": 0, "hybrid": 1, "transformer": 2, "language-augmented": 3, "other": 4}
+# Plotly's D3 palette (blue, purple, orange, green, gray): model families, not relations (explain.vocabulary colours those).
 FAMILY_COLOURS = dict(zip(FAMILY_ORDER, (px.colors.qualitative.D3[0], px.colors.qualitative.D3[4],
-                                         px.colors.qualitative.D3[1], px.colors.qualitative.D3[7])))
+                                         px.colors.qualitative.D3[1], px.colors.qualitative.D3[2],
+                                         px.colors.qualitative.D3[7])))
 
 
 LABELS = labels_of("per_class") | labels_of("per_model")

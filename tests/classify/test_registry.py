@@ -27,7 +27,8 @@ def test_entries_are_well_formed():
         assert cfg.crop_mode in CROP_MODES and cfg.interpolation in INTERPOLATIONS
         assert 64 <= cfg.size <= cfg.resize_size <= 1024
         assert not is_test_double(e) and not e.id.startswith("test-double-")
-    assert {e.family for e in entries} == {"CNN", "transformer"}  # the paper's; 'hybrid' only for zoo models
+    # The paper's CNNs and transformers, and the zero-shot CLIP models; 'hybrid' only for zoo models.
+    assert {e.family for e in entries} == {"CNN", "transformer", "language-augmented"}
     assert {"CNN", "transformer"} < set(FAMILIES)
 
 

@@ -170,6 +170,8 @@ def test_torchvision_builds_the_network_its_weights_were_trained_as():
 
 def test_inference_agrees_with_the_registrys_families():
     for entry in list_models():
+        if entry.family == "language-augmented":  # how the model was trained, not its image tower's architecture
+            continue
         assert infer_family(build_untrained(entry, device="meta")) == entry.family, entry.id
 
 

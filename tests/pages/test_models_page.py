@@ -32,3 +32,36 @@ def test_the_search_lists_names_beyond_the_registry(app):  # noqa: F811
     names = found["name"].tolist()
     assert "convnext_atto.d2_in1k" in names and len(names) > 20
     assert any("names contain" in c.value for c in at.caption)
+
+
+def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):  # noqa: F811
+    """A CLIP model picked on the page runs over the chosen label set with the chosen prompt recipe
+    (classify.zeroshot.zero_shot_models), not silently over ImageNet-1k. Inference itself is
+    replaced here: no CLIP weights install offline (tests/classify/test_zeroshot.py runs it)."""
+    import classify.targets
+    import classify.weights
+    import classify.zeroshot
+    from classify.weights import WeightsStatus
+
+    real = classify.weights.weights_status
+    monkeypatch.setattr(classify.weights, "weights_status", lambda entry, checkpoint=None: (
+        WeightsStatus(entry.id, True, "hf-cache", "/fake/cache", (), "") if entry.id == "clip/ViT-B-32.openai" else real(entry)))
+    seen = {}
+
+    def fake_zero_shot_models(names, label_set=None, recipe=None, checkpoints=None, run=None):
+        seen.update(names=list(names), label_set=label_set, recipe=recipe, run=run.run_id)
+        return [], {}
+
+    def fake_predict_run(run, models, options=None, progress=None):
+        seen["models"] = list(models)
+        raise classify.weights.WeightsUnavailableError("stop here")
+
+    monkeypatch.setattr(classify.zeroshot, "zero_shot_models", fake_zero_shot_models)
+    monkeypatch.setattr(classify.targets, "predict_run", fake_predict_run)
+    at = open_page(app, "models")
+    at.multiselect(key="pick-sample").set_value(["efficientnet_lite0", "clip/ViT-B-32.openai"]).run()
+    assert at.selectbox(key="zs-label-set").options[:3] == ["run", "imagenet-1k", "imagenet-21k"]
+    at.selectbox(key="zs-knowledge").set_value("def").run()
+    [b for b in at.button if b.label.startswith("Run ")][0].click().run()
+    assert seen["names"] == ["clip/ViT-B-32.openai"] and seen["label_set"] == "run" and seen["run"] == "sample"
+    assert seen["recipe"].knowledge == "def" and seen["models"] == ["efficientnet_lite0"]
