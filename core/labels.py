@@ -325,7 +325,9 @@ def _hyponym_closure(sense) -> dict:
     while queue:
         current = queue.popleft()
         # Instance hyponyms count: e.g. a named breed or place is an instance, not a subclass.
-        for child in current.hyponyms() + current.instance_hyponyms():
+        # Sorted: NLTK keeps a synset's relations in a set, whose order changes with each process's
+        # hash seed; with several shortest paths the first one found must not depend on it.
+        for child in sorted(current.hyponyms() + current.instance_hyponyms(), key=lambda s: s.name()):
             if child not in parent:
                 parent[child] = current
                 queue.append(child)
