@@ -25,6 +25,8 @@ PAGES = [
     st.Page("pages/results_page.py", url_path="results", title="Results", icon=":material/leaderboard:"),
     st.Page("pages/confusions_page.py", url_path="confusions", title="Confusions", icon=":material/compare_arrows:"),
     st.Page("pages/browse_page.py", url_path="browse", title="Browse", icon=":material/grid_view:"),
+    st.Page("pages/probes_page.py", url_path="probes", title="Probes", icon=":material/show_chart:"),
+    st.Page("pages/knowledge_page.py", url_path="knowledge", title="Knowledge", icon=":material/menu_book:"),
     st.Page("pages/explain_page.py", url_path="explain", title="Explain", icon=":material/account_tree:"),
 ]
 page = st.navigation(PAGES)
