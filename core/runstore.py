@@ -343,12 +343,16 @@ class Run:
         write_json_atomic(self.info_path, data)
 
     def update_info(self, **changes) -> RunInfo:
-        info = self.info
-        for key, value in changes.items():
-            if not hasattr(info, key):
-                raise StoreError(f"RunInfo has no field {key!r}.")
-            setattr(info, key, value)
-        self.save_info(info)
+        # Read, change, write under the run's info lock: a rename on the Runs page and an inference
+        # recording its model at the same moment would otherwise each write back what they read,
+        # and one of the two changes would be lost.
+        with _info_lock(self.path):
+            info = self.info
+            for key, value in changes.items():
+                if not hasattr(info, key):
+                    raise StoreError(f"RunInfo has no field {key!r}.")
+                setattr(info, key, value)
+            self.save_info(info)
         return info
 
     # manifest ------------------------------------------------------------------
@@ -543,6 +547,32 @@ class RunStore:
         if errors:
             raise StoreError(f"Run {run_id} is gone from the run list, but {len(errors)} of its files could not be "
                              f"deleted ({errors[0]}); remove {trash} by hand.")
+
+
+INFO_LOCK_NAME = ".wildlens-info.lock"  # held for each read-change-write of run.json (Run.update_info)
+
+
+@contextmanager
+def _info_lock(folder: Path) -> Iterator[None]:
+    """Wait for, then hold, the run's info lock (released by the OS if the process dies)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks
+        yield
+        return
+    try:
+        handle = open(Path(folder) / INFO_LOCK_NAME, "a+")
+    except OSError:  # a vanished or read-only run folder: reading or writing run.json says what is wrong
+        handle = None
+    if handle is None:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 @contextmanager

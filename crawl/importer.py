@@ -601,15 +601,24 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
 
 
 def _sweep_stale_staging(store: RunStore) -> None:
-    """Remove staging folders of imports killed more than a day ago (their process is gone)."""
+    """Remove staging folders of imports killed more than a day ago (their process is gone).
+
+    An old time alone does not prove that: an import whose process was stopped or whose machine
+    slept for a day is still alive, and holds its staging folder's lock (crawl.store.exclusive);
+    such a folder is left alone."""
+    from core.locking import FolderBusy, exclusive_lock
+
+    from .store import LOCK_NAME
+
     if not store.runs_dir.is_dir():
         return
     now = time.time()
     for path in store.runs_dir.glob(f"{STAGING_PREFIX}*"):
         try:
             if path.is_dir() and not path.is_symlink() and now - path.stat().st_mtime > _STALE_STAGING_S:
-                shutil.rmtree(path, ignore_errors=True)
-        except OSError:
+                with exclusive_lock(path, name=LOCK_NAME):
+                    shutil.rmtree(path, ignore_errors=True)
+        except (FolderBusy, OSError):
             continue
 
 

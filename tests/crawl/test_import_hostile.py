@@ -1,0 +1,105 @@
+"""Hostile input against the import of issue 12's day and the editable search terms, through the
+library: folder names are data, special files are skipped with a reason, a live import's staging
+folder is never swept, and a search term shaped like a spreadsheet formula is stored as text and
+neutralised in every CSV."""
+import os
+import time
+
+import pytest
+
+from core.locking import exclusive_lock
+from core.runstore import RunStore
+from crawl.crawler import crawl_run
+from crawl.importer import STAGING_PREFIX, import_new_run, plan_folders
+from crawl.store import LOCK_NAME, FolderDestination
+from explain.export import table_to_csv_bytes
+from tests.crawl import fake_engine as T
+from tests.crawl.test_engine import fast_config
+
+TABBY, TIGER_CAT, CRANE_BIRD = "n02123045", "n02123159", "n02012849"
+FORMULA_FOLDER = '=HYPERLINK("http:x")'
+FORMULA_TERM = "=cmd|' /C calc'!A0"
+HOSTILE_FOLDERS = ["**bold**", "<img src=x onerror=alert(1)>", FORMULA_FOLDER, "$x$", ":red[x]"]
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch):
+    T.loopback_only(monkeypatch)
+
+
+def write_images(folder, seed: int, n: int = 1) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"p{i}.jpg").write_bytes(T.jpeg(seed + i, size=(160, 120)))
+
+
+def test_hostile_folders_fifos_links_and_corrupt_files(tmp_path):
+    src = tmp_path / "src"
+    for seed, name in enumerate(HOSTILE_FOLDERS):
+        write_images(src / name, 100 + 10 * seed)
+    write_images(src / "tabby", 200, n=2)
+    (src / "empty").mkdir()
+    (src / "tabby" / "broken.jpg").write_bytes(T.jpeg(210, size=(160, 120))[:300])
+    os.mkfifo(src / "tabby" / "pipe.jpg")
+    os.mkfifo(src / "pipe")
+    os.symlink("/etc", src / "etc")
+    plan = plan_folders(src)
+    table = plan.table().set_index("folder")
+    assert set(table.index) == {*HOSTILE_FOLDERS, "tabby", "empty", "etc"}
+    assert set(table.loc[HOSTILE_FOLDERS + ["empty", "etc"], "status"]) == {"unknown"}
+    assert int(table.loc["tabby", "files"]) == 3 and int(table.loc["etc", "files"]) == 0
+    assert any("pipe" in note for note in plan.notes)
+
+    store = RunStore()
+    mapping = {name: None for name in HOSTILE_FOLDERS + ["empty"]}
+    mapping.update({FORMULA_FOLDER: TIGER_CAT, "etc": TABBY})  # a link out of SRC is read as nothing
+    summary = import_new_run(src, mapping, store, title=FORMULA_FOLDER)
+    run = store.open_run(summary.run_id)
+    assert run.info.title == FORMULA_FOLDER and run.info.wnids == [TABBY, TIGER_CAT]
+    manifest = run.read_manifest()
+    reasons = manifest.loc[manifest["status"] == "rejected", "reason"].str.split(":").str[0].tolist()
+    assert sorted(reasons) == ["not-regular", "outside-src", "undecodable"], reasons
+    assert (manifest["status"] == "accepted").sum() == 3
+    assert not [p for p in store.runs_dir.iterdir() if p.name.startswith(".")]  # no staging folder left
+    assert os.path.islink(src / "etc") and (src / "tabby" / "broken.jpg").exists()  # SRC untouched
+    csv = table_to_csv_bytes(manifest, "imagenet-1k").decode()
+    assert "\n=" not in csv and ",=" not in csv and ',"=' not in csv
+
+
+def test_a_live_import_keeps_its_staging_folder_however_old(tmp_path):
+    """A staging folder a day old whose import still holds its lock (a stopped process, a machine
+    that slept) is not a killed import's: the next import leaves it; an unlocked one is swept."""
+    store = RunStore()
+    store.runs_dir.mkdir(parents=True)
+    live, dead = store.runs_dir / f"{STAGING_PREFIX}live", store.runs_dir / f"{STAGING_PREFIX}dead"
+    for folder in (live, dead):
+        (folder / "images").mkdir(parents=True)
+        (folder / "run.json").write_text("{}")
+    src = tmp_path / "src"
+    write_images(src / "tabby", 300)
+    with exclusive_lock(live, name=LOCK_NAME):
+        two_days_ago = time.time() - 2 * 24 * 3600
+        for folder in (live, dead):
+            os.utime(folder, (two_days_ago, two_days_ago))
+        summary = import_new_run(src, {}, store)
+    assert live.is_dir() and (live / "run.json").exists()
+    assert not dead.exists()
+    assert [i.run_id for i in store.list_runs()] == [summary.run_id]
+
+
+def test_a_search_term_like_a_formula_is_stored_as_text_and_neutralised(tmp_path):
+    store = RunStore()
+    run = store.create_run(run_id="cranes", query="crane", sense="crane.n.05")
+    with T.FakeEngine() as engine:
+        engine.results[FORMULA_TERM] = [engine.add(f"/c/{i}.jpg", T.jpeg(400 + i)) for i in range(2)]
+        summary = crawl_run(run, [CRANE_BIRD], k=1, config=fast_config(engine),
+                            search_terms={CRANE_BIRD: [FORMULA_TERM]})
+        out = tmp_path / "out"
+        crawl_run(out, [CRANE_BIRD], k=1, config=fast_config(engine), search_terms={CRANE_BIRD: FORMULA_TERM})
+    assert summary.new_accepted == 1
+    assert set(run.read_manifest()["search_term"].dropna()) == {FORMULA_TERM}  # the text as typed
+    csv = table_to_csv_bytes(run.read_manifest(), "imagenet-1k").decode()
+    assert "'" + FORMULA_TERM in csv and ",=cmd" not in csv
+    on_disk = (out / "manifest.csv").read_text()  # --out DIR's manifest is a CSV too
+    assert "'" + FORMULA_TERM in on_disk and ",=cmd" not in on_disk
+    assert set(FolderDestination(out).read_manifest()["search_term"].dropna()) == {FORMULA_TERM}  # read back as typed
