@@ -24,7 +24,8 @@ import pandas as pd
 
 from .metrics import REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError, compute_metric_tables
 from core.csvsafe import read_csv, to_csv_bytes
-from core.labels import DEFAULT_LABEL_SPACE
+from core.errors import WildLensError
+from core.labels import DEFAULT_LABEL_SPACE, get_label_space, label_space_names
 from core.names import with_names
 from core.runstore import TOP_K, write_bytes_atomic
 
@@ -249,8 +250,15 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
     if "status" not in df.columns:
         df["status"] = "ok"
     wnids = sorted(set(df["true_wnid"].dropna().astype(str)))
+    label_space = _one_label_space(df)
+    try:  # every page names classes in the run's label space: one it does not know is refused here
+        get_label_space(label_space)
+    except WildLensError:
+        raise PredictionsError(f"{path.name}: label_space {label_space!r} is not a label space WildLens knows; "
+                               f"use one of {', '.join(label_space_names())}, or leave the column out for "
+                               f"{DEFAULT_LABEL_SPACE}. No run was created.") from None
     info = RunInfo(run_id=new_run_id(title or path.stem), title=title or path.name, source="upload", wnids=wnids,
-                   label_space=_one_label_space(df),
+                   label_space=label_space,
                    notes=f"predictions uploaded from {path.name}; no images")
     run = store.create_run(info)
     try:

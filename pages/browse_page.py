@@ -75,37 +75,62 @@ def _url_state() -> dict:
     return {key: tuple(st.query_params.get_all(key)) for key in URL_KEYS}
 
 
-def _float(text, default: float) -> float:
+def _float(text) -> float | None:
+    """A confidence bound from the URL, clipped to [0, 1]; None when it is no number (or NaN)."""
     try:
-        return min(1.0, max(0.0, float(text)))
+        value = float(text)
     except (TypeError, ValueError):
-        return default
+        return None
+    return None if value != value else min(1.0, max(0.0, value))
+
+
+def _listed(items: list[str], limit: int = 5) -> str:
+    """The first few of ``items`` and how many more: a link may repeat a parameter thousands of times."""
+    shown = [item if len(item) <= 60 else item[:59] + "…" for item in items[:limit]]
+    return ", ".join(shown) + (f" and {len(items) - limit:,} more" if len(items) > limit else "")
 
 
 def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str]) -> None:
     """Set the filter widgets from a URL that came from outside (a link, a reload, a bookmark);
     values this run lacks are dropped, with a note."""
-    notes = []
+    notes, bad = [], []
     wanted = [m for m in url["model"] if m]
     chosen = [m for m in wanted if m in models]
-    notes += [f"model {m}" for m in wanted if m not in models]
+    missing = list(dict.fromkeys(m for m in wanted if m not in models))
+    if missing:
+        notes.append(("model " if len(missing) == 1 else f"{len(missing):,} models: ") + _listed(missing))
     st.session_state["browse_models"] = chosen or list(models)
     for key, options, what in (("true", trues, "true class"), ("pred", preds, "predicted class")):
         value = url[key][0] if url[key] else ""
         if value and value not in options:
-            notes.append(f"{what} {value}")
+            notes.append(f"{what} {_listed([value], 1)}")
             value = ""
         st.session_state[f"browse_{key}"] = value
     outcome = url["outcome"][0] if url["outcome"] else "all"
-    st.session_state["browse_outcome"] = outcome if outcome in OUTCOMES else "all"
+    if outcome not in OUTCOMES:
+        bad.append(f"outcome={_listed([outcome], 1)} (one of {', '.join(OUTCOMES)})")
+        outcome = "all"
+    st.session_state["browse_outcome"] = outcome
     st.session_state["browse_relations"] = [r for r in RELATIONS if r in url["relation"]]
-    low = _float(url["conf_min"][0], 0.0) if url["conf_min"] else 0.0
-    high = _float(url["conf_max"][0], 1.0) if url["conf_max"] else 1.0
+    odd = list(dict.fromkeys(r for r in url["relation"] if r and r not in RELATIONS))
+    if odd:
+        bad.append(f"relation={_listed(odd)} (one of {', '.join(RELATIONS)})")
+    bounds = []
+    for key, default in (("conf_min", 0.0), ("conf_max", 1.0)):
+        text = url[key][0] if url[key] else ""
+        value = _float(text) if text else default
+        if value is None:  # 'conf_min=abc': said, never a traceback, and the bound left open
+            bad.append(f"{key}={_listed([text], 1)} (a number from 0 to 1)")
+            value = default
+        bounds.append(value)
+    low, high = bounds
     st.session_state["browse_conf"] = (min(low, high), max(low, high))
     st.session_state["browse_page_no"] = 1
-    if notes:
-        st.warning("The link names what this run has no predictions of: " + escape_markdown(", ".join(notes))
-                   + ". Showing the rest.", icon=":material/link_off:")
+    if notes or bad:
+        # Outside text from the URL: escaped, each list cut short (one line, whatever the link holds).
+        text = ("The link names what this run has no predictions of: " + ", ".join(notes) + ". " if notes else "") \
+            + (f"Not a value these filters take: {'; '.join(bad)}. " if bad else "")
+        st.warning(escape_markdown(text) + "Showing the rest.", icon=":material/link_off:")
 
 
 def _write_url(models: list[str], all_models: list[str], true: str, pred: str, outcome: str, relations: list[str],

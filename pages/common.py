@@ -95,6 +95,19 @@ def require_run() -> Run:
     if run is None:
         st.info("No run selected. Pick one in the sidebar, or create one on the Query page.")
         st.stop()
+    # Every page names classes in the run's label space: one this WildLens does not know (a hand-edited
+    # run.json, a predictions file uploaded before uploads checked it) is a message, not a traceback.
+    from core.errors import WildLensError
+    from core.labels import get_label_space, label_space_names
+
+    try:
+        get_label_space(run.info.label_space or "imagenet-1k")
+    except WildLensError:
+        st.error(escape_markdown(f"Run {run.run_id} names a label space WildLens does not know "
+                                 f"({run.info.label_space!r}): set label_space in {run.info_path} to one of "
+                                 f"{', '.join(label_space_names())}, or pick another run in the sidebar."),
+                 icon=":material/error:")
+        st.stop()
     if run.info.is_sample:
         sample_banner()
     return run

@@ -3,6 +3,7 @@ a confusion matrix per model ordered by the WordNet tree (click a cell for its i
 misclassified images themselves. Numbers come from ``explain.metrics`` tables and
 ``explain.matrix``; this page only selects, labels and draws."""
 import html
+import re
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -237,7 +238,9 @@ else:
                         format_func=lambda c: f"{row_titles[list(counts.index).index(c[0])]} → "
                                               f"{column_title(c[1])} · {plural(int(counts.loc[c[0], c[1]]), 'image')}")
     # One row per non-empty cell, with a name beside every wnid (a wide CSV would have bare wnids as headers).
-    download_csv(cm.matrix_long(counts), f"{run.run_id}_confusion_matrix_{matrix_model}.csv", key="dl-matrix",
+    # A model id may hold '/' and ':' (clip/ViT-B-32.openai, hf-hub:…): a file name of safe characters.
+    safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "_", matrix_model)
+    download_csv(cm.matrix_long(counts), f"{run.run_id}_confusion_matrix_{safe_model}.csv", key="dl-matrix",
                  label="Download the matrix as CSV (one row per cell)", label_space=label_space)
     if cell is not None:
         true, column = cell

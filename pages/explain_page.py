@@ -41,8 +41,21 @@ if mode == "From this run's confusions":
     relation = dict(zip(preds, options["relation"]))
     pred_wnid = c3.selectbox("Confused with", preds, index=preds.index(wanted[2]) if wanted[2] in preds else 0,
                              format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.1%} · {relation[w]}")
+    # A link naming what this run has no confusion of (a deleted model, a typo, a hand-made URL): said,
+    # never another pair shown silently in its place. URL values are outside text: cut short, escaped.
+    # Only a URL that came from outside: the pair this page wrote itself is stale after a run switch.
+    lacking = [] if not all(from_url) or from_url == st.session_state.get("_explain_url") else [
+        f"{what} {value if len(value) <= 60 else value[:59] + '…'}"
+        for what, value, got in zip(("model", "true class", "predicted class"), from_url,
+                                    (model, true_wnid, pred_wnid)) if value and value != got]
+    if lacking:
+        st.warning(escape_markdown(f"The link names what this run has no confusion of: {', '.join(lacking)}. "
+                                   "Showing ") + f"**{escape_markdown(model)}**: "
+                   + escape_markdown(f"{class_name(true_wnid, label_space)} → {class_name(pred_wnid, label_space)}")
+                   + " instead.", icon=":material/link_off:")
     st.session_state["pair"] = (model, true_wnid, pred_wnid)
     st.query_params.update({"model": model, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
+    st.session_state["_explain_url"] = (model, true_wnid, pred_wnid)
 else:
     c1, c2 = st.columns(2)
     true_text = c1.text_input("True concept (wnid or synset name)", value="n02123045")
