@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import WildLensError
+from core.runstore import StoreError
 from pages.common import (NA_DASH, RUN_PARAM, download_csv, escape_markdown, list_runs, manifest, open_run_link,
                           page_link, plural, predictions, select_run, show_error, show_table, store)
 
@@ -48,15 +49,21 @@ def usable_count(run) -> int:
 
 rows = []
 for info in infos:
-    run = store().open_run(info.run_id)
+    try:
+        run = store().open_run(info.run_id)
+        # no manifest (uploaded predictions): no image files, NA rather than a misleading 0
+        images = usable_count(run) if run.manifest_path.exists() else None
+    except (StoreError, OSError):  # deleted (or being deleted) in another tab or by the CLI since listed
+        continue
     rows.append({
         "run": info.run_id, "title": info.title or info.query,
-        # no manifest (uploaded predictions): no image files, NA rather than a misleading 0
-        "images": usable_count(run) if run.manifest_path.exists() else None,
+        "images": images,
         "classes": len(info.wnids), "models": ", ".join(info.models), "source": info.source,
         "sense": info.sense or None, "label space": info.label_space, "created": info.created, "sample": info.is_sample,
     })
-table = pd.DataFrame(rows).astype({"images": "Int64"})
+COLUMNS = ["run", "title", "images", "classes", "models", "source", "sense", "label space", "created", "sample"]
+table = pd.DataFrame(rows, columns=COLUMNS).astype({"images": "Int64"})
+infos = [i for i in infos if i.run_id in set(table["run"])]  # the picker below offers the runs still here
 # On screen the time to the minute, as the sidebar shows it; the CSV keeps the stored ISO time.
 show_table(table.assign(created=table["created"].str[:16].str.replace("T", " ")),
            labels={"run": "Run id", "created": "Created (UTC)", "label space": "Label space", "models": "Models run"},
@@ -101,6 +108,8 @@ with st.expander("Bring your own predictions: a CSV or Parquet file becomes a ne
         open_run_link(made.run_id, "pages/results_page.py", "See its results")
 
 # --------------------------------------------------------------------------- open, rename, delete
+if not infos:
+    st.stop()
 st.subheader("Open, rename or delete a run")
 ids = [i.run_id for i in infos]
 by_id = {i.run_id: i for i in infos}
