@@ -543,12 +543,20 @@ class RunStore:
                 raise StoreError(f"Cannot delete run {run_id}: {exc.strerror or exc}; check that {self.runs_dir} "
                                  "is writable.") from None
         errors = []
-        shutil.rmtree(trash, onerror=lambda func, path, info: errors.append(f"{path}: {info[1]}"))
+        # A file already gone is not an error: another delete may be sweeping this folder (below).
+        shutil.rmtree(trash, onerror=lambda func, path, info: None if isinstance(info[1], FileNotFoundError)
+                      else errors.append(f"{path}: {info[1]}"))
+        # Deletes killed half-way (a server stopped while a big run was being removed) left their
+        # .deleting-* folder behind, out of every list, holding the disk: runs already deleted.
+        for left in self.runs_dir.glob(".deleting-*"):
+            if _DELETING_RE.match(left.name) and left.is_dir() and not left.is_symlink():
+                shutil.rmtree(left, ignore_errors=True)
         if errors:
             raise StoreError(f"Run {run_id} is gone from the run list, but {len(errors)} of its files could not be "
                              f"deleted ({errors[0]}); remove {trash} by hand.")
 
 
+_DELETING_RE = re.compile(r"^\.deleting-[A-Za-z0-9][A-Za-z0-9_.-]{0,79}-[0-9a-f]{6}$")  # RunStore.delete_run's
 INFO_LOCK_NAME = ".wildlens-info.lock"  # held for each read-change-write of run.json (Run.update_info)
 
 

@@ -35,3 +35,18 @@ def test_the_info_lock_does_not_block_deleting_a_run():
     store.rename_run("cats", "renamed")  # leaves the (released) lock file in the folder
     store.delete_run("cats")
     assert store.list_runs() == [] and not (store.runs_dir / "cats").exists()
+
+
+def test_a_delete_killed_half_way_is_finished_by_the_next_delete():
+    """A server stopped while a big run was being removed left runs/.deleting-<id>-<token> behind,
+    in no list and holding the disk; the next delete removes it. Other dot folders stay."""
+    store = RunStore()
+    store.create_run(RunInfo(run_id="next", title="next"))
+    left = store.runs_dir / ".deleting-old-a1b2c3"
+    (left / "images" / "n02123045").mkdir(parents=True)
+    (left / "images" / "n02123045" / "x.jpg").write_bytes(b"x")
+    staging = store.runs_dir / ".import-0123456789ab"  # an import's, not a delete's
+    staging.mkdir()
+    store.delete_run("next")
+    assert not left.exists() and staging.is_dir()
+    assert store.list_runs() == []
