@@ -51,6 +51,12 @@ def key(*parts: str) -> str:
     return "imp-" + hashlib.sha1("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
+def folder_key(*parts: str) -> str:
+    """The key of a class folder's own widget: tagged, so that no folder name ('leave-out', 'title')
+    can give the key of one of the page's widgets (a duplicate key is a crash)."""
+    return key(str(src), label_space, "folder", *parts)
+
+
 st.title("Import")
 st.caption("Bring your own images: a folder on the machine that runs WildLens, with one sub-folder per class "
            "named by its wnid (`n02123045`), its synset name (`tabby.n.01`) or its class name (`tabby`). "
@@ -97,7 +103,7 @@ for item in plan.by_status(AMBIGUOUS):
     candidates = {c.wnid: c for c in item.candidates}
     choice = st.selectbox(
         f"**{shown(item.folder)}** ({plural(item.files, 'image')}) can mean {len(candidates)} classes: which one?",
-        [*candidates, SKIP], index=None, placeholder="Choose the sense…", key=key(str(src), label_space, item.folder),
+        [*candidates, SKIP], index=None, placeholder="Choose the sense…", key=folder_key(item.folder),
         format_func=lambda w, c=candidates: "Skip this folder" if w == SKIP else f"{c[w].label} ({w})")
     if choice is None:
         undecided.append(item.folder)
@@ -107,7 +113,7 @@ for item in plan.by_status(UNKNOWN):
     close = {c.wnid: c for c in item.candidates}
     choice = st.selectbox(
         f"**{shown(item.folder)}** ({plural(item.files, 'image')}) is not a class of {label_space}",
-        [SKIP, *close, OTHER], key=key(str(src), label_space, item.folder),
+        [SKIP, *close, OTHER], key=folder_key(item.folder),
         format_func=lambda w, c=close: ("Skip this folder" if w == SKIP else "Map it to another class: type it…"
                                         if w == OTHER else f"Map it to {c[w].name} — {c[w].definition} ({w})"),
         help=escape_markdown(item.reason))
@@ -117,7 +123,7 @@ for item in plan.by_status(UNKNOWN):
         mapping[item.folder] = choice
     else:
         text = st.text_input(f"Class for **{shown(item.folder)}**: a wnid, a synset name (`missile.n.01`) or a "
-                             "class name", key=key(str(src), label_space, item.folder, "text"))
+                             "class name", key=folder_key(item.folder, "text"))
         wnid = None
         if text.strip():
             try:

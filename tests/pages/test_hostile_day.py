@@ -211,3 +211,30 @@ def test_runs_page_skips_a_run_deleted_in_another_tab_since_it_was_listed(home, 
     no_traceback(at)
     assert at.dataframe[0].value["run"].tolist() == ["kept"]
     assert [s for s in at.selectbox if s.label == "Run"][0].options == ["cats · kept"]  # the picker: 'kept' only
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "<img src=x onerror=alert(1)>", "[click](http://evil)", ".deleting-x"])
+def test_a_link_to_a_run_id_that_is_no_run_is_a_message(home, bad):
+    make_run(home, "cats")
+    at = start(run_id=bad)
+    at.switch_page("pages/browse_page.py").run()
+    no_traceback(at)
+    assert any("the link names a run" in e.value for e in at.error), [e.value for e in at.error]
+    assert_escaped(at)
+    assert [i.run_id for i in home.list_runs()] == ["cats"] and os.path.isdir("/etc")
+
+
+def test_a_class_folder_named_like_a_widget_of_the_page_is_just_a_folder(home, tmp_path):
+    """Per-folder widgets and the page's own ('leave-out') had keys from the same parts: a class
+    folder named 'leave-out' beside a resolved one crashed the page (duplicate widget key)."""
+    src = tmp_path / "src"
+    write_images(src / "leave-out", 700)
+    write_images(src / "tabby", 710)
+    at = start("pages/import_page.py")
+    at.text_input(key="import_folder").set_value(str(src)).run()
+    no_traceback(at)
+    assert any("leave\\-out" in s.label for s in at.selectbox)  # escaped: a Markdown label
+    assert [m.label for m in at.multiselect] == ["Leave out resolved folders (optional)"]
+    at.button(key="import-go").click().run()
+    no_traceback(at)
+    assert [home.open_run(i.run_id).info.wnids for i in home.list_runs()] == [[TABBY]]
