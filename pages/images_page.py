@@ -36,6 +36,50 @@ if df.empty:
     st.info("This run has no images yet. Collect some on the Query page.")
     st.stop()
 
+# ------------------------------------------------------------------ flagged by the label-issue check (issue 15)
+# python -m probe --label-issues writes probes/label_issues.parquet: per image, the class a probe on
+# frozen features suggests and its label quality (low: the stored label looks wrong). Flagged images
+# come first here; Exclude keeps the image and its manifest row, as the table's checkbox below does.
+FLAGGED_SHOWN = 12
+_issues_path = run.path / "probes" / "label_issues.parquet"
+if _issues_path.exists():
+    from core.runstore import read_table
+    from pages.common import escape_markdown, show_error
+
+    try:
+        _issues = read_table(_issues_path)
+    except Exception as exc:  # a damaged file: say which, keep the page
+        show_error(exc)
+        _issues = None
+    if _issues is not None:
+        _flagged = _issues[_issues["is_issue"].fillna(False).astype(bool)].sort_values("label_quality", kind="stable")
+        _state = df.set_index("file")["excluded"].astype(bool)
+        _flagged = _flagged[_flagged["image"].isin(_state.index)]
+        _open = _flagged[~_flagged["image"].map(_state).astype(bool)]
+        st.subheader(f"Flagged by the label-issue check · {plural(len(_open), 'image')}")
+        st.caption("A probe trained on the frozen features (python -m probe --label-issues) suggests another class "
+                   "for these images; lowest label quality first. Exclude keeps the file and its manifest row and "
+                   "leaves the image out of metrics and of the next inference run"
+                   + (f"; {plural(len(_flagged) - len(_open), 'flagged image')} already excluded." if
+                      len(_flagged) > len(_open) else "."))
+        if _open.empty:
+            st.success("No flagged image left to review.", icon=":material/check:")
+        for _start in range(0, min(len(_open), FLAGGED_SHOWN), COLUMNS):
+            _cols = st.columns(COLUMNS)
+            for _col, (_, _row) in zip(_cols, _open.iloc[_start:min(_start + COLUMNS, FLAGGED_SHOWN)].iterrows()):
+                _file, _suggested = str(_row["image"]), str(_row["suggested_wnid"])
+                _col.image(str(run.image_path(_file)), width="stretch")
+                _col.markdown(escape_markdown(f"{class_name(_row['true_wnid'], info.label_space)}") + " → **"
+                              + escape_markdown(class_name(_suggested, info.label_space)) + "**  \n"
+                              + f"quality {float(_row['label_quality']):.2f}")
+                if _col.button("Exclude", key=f"exclude-flagged-{_file}", icon=":material/block:"):
+                    run.set_excluded([_file], True, f"label issue: suggested {_suggested}")
+                    st.rerun()
+        if len(_open) > FLAGGED_SHOWN:
+            st.caption(f"The {FLAGGED_SHOWN} lowest label qualities are shown; "
+                       f"{plural(len(_open) - FLAGGED_SHOWN, 'more image')} below them.")
+        st.divider()
+
 wnids = list(dict.fromkeys(list(info.wnids) + df["wnid"].dropna().tolist()))
 counts = df.groupby("wnid")["status"].value_counts().unstack(fill_value=0)
 

@@ -1,5 +1,308 @@
-"""Probes: linear probes and few-shot curves on stored features (issue 15, being built)."""
+"""Probes: sample-efficiency curves of linear probes on frozen features, and the embedding map
+(issue 15 items 4 and 5).
+
+Numbers: the probe results are ``python -m probe``'s stored tables (``probes/results.parquet``:
+one row per model, variant, shots N and seed), drawn as they are; the mean and the min-max band
+over seeds are the only arithmetic here. The fixed-head reference is the run's per-model
+accuracy (``pages.common.metric_tables``). The map is ``explain.embedding``'s projection of
+``core.features``' stored features, joined with the model's stored predictions.
+"""
+import html
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
+from core.features import feature_dir, feature_models, read_feature_meta, read_features
+from core.runstore import Run, _files_fingerprint, manifest_fingerprint, predictions_fingerprint, read_table
+from explain.embedding import METHOD_LABELS, embedding_table, explained_variance, project, select_images
+from explain.vocabulary import RELATION_COLOURS, RELATIONS
+from pages.common import (NA_DASH, download_csv, escape_markdown, metric_tables, plural, require_run, show_error,
+                          show_table, usable_files)
+
+PROBES_DIR = "probes"
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")  # Plotly's D3: one colour per model
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # one per probe variant
+RESULT_DOCS = {
+    "model": "The model whose frozen features the probe was trained on.",
+    "variant": "The probe: how its head was initialised and trained (python -m probe).",
+    "shots": "N: training images per class (0: zero-shot, no training).",
+    "seeds": "Seeds (random draws of the N training images) averaged.",
+    "n_train": "Training images (mean over seeds).", "n_test": "Test images: those not drawn for training (mean over seeds).",
+    "top1_mean": "Top-1 accuracy on the test images, mean over seeds.",
+    "top1_std": "Standard deviation of top-1 over seeds (NA for one seed).",
+    "top1_min": "Lowest top-1 over seeds.", "top1_max": "Highest top-1 over seeds.",
+    "top5_mean": "Top-5 accuracy on the test images, mean over seeds.",
+    "fixed_head": "The model's own classifier head: strict top-1 accuracy on all the run's usable images (Results).",
+}
+RESULT_LABELS = {"shots": "N (shots per class)", "seeds": "Seeds", "n_train": "Train images", "n_test": "Test images",
+                 "top1_mean": "Top-1 (mean)", "top1_std": "Top-1 (std)", "top1_min": "Top-1 (min)",
+                 "top1_max": "Top-1 (max)", "top5_mean": "Top-5 (mean)", "fixed_head": "Fixed head top-1",
+                 "variant": "Variant", "model": "Model"}
+PERCENT_COLUMNS = {"top1_mean", "top1_std", "top1_min", "top1_max", "top5_mean", "fixed_head"}
+MAP_DOCS = {"image": "The image's file in the run.", "true_name": "ImageNet's name of the true class.",
+            "pred_name": "ImageNet's name of the model's top-1 prediction.", "prob_1": "Its probability.",
+            "correct": "Top-1 is the true class (strict).",
+            "relation": "WordNet relation of the prediction to the true class ('same' when correct)."}
+SELECTED_SHOWN = 24  # thumbnails drawn for a selection; the table lists them all
+
+
+def probe_commands(run: Run) -> str:
+    models = ",".join(run.info.models) or "efficientnet_lite0"
+    return (f"python -m classify --run {run.run_id} --models {models} --features\n"
+            f"python -m probe --run {run.run_id} --models {models}")
+
+
+def read_probe_table(run: Run, name: str) -> pd.DataFrame | None:
+    """``probes/<name>`` of the run as written by ``python -m probe``; None when it is not there."""
+    path = run.path / PROBES_DIR / name
+    if not path.exists():
+        return None
+    return read_table(path)
+
+
+def summarise(results: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, variant, N): the seeds, the mean / std / min / max of top-1 and the mean top-5."""
+    keys = ["model", "variant", "shots"]
+    groups = results.groupby(keys, sort=True, dropna=False)
+    out = groups.agg(seeds=("seed", "nunique"), n_train=("n_train", "mean"), n_test=("n_test", "mean"),
+                     top1_mean=("top1", "mean"), top1_std=("top1", "std"), top1_min=("top1", "min"),
+                     top1_max=("top1", "max"), top5_mean=("top5", "mean")).reset_index()
+    return out
+
+
+def shot_position(shots: pd.Series) -> np.ndarray:
+    """x of each N on the log2 axis; N = 0 (zero-shot) sits half a step left of N = 1."""
+    values = shots.astype("float64").to_numpy()
+    return np.where(values > 0, values, 0.5)
+
+
+def curve_figure(summary: pd.DataFrame, fixed: dict[str, float]) -> go.Figure:
+    fig = go.Figure()
+    models = list(dict.fromkeys(summary["model"]))
+    variants = list(dict.fromkeys(summary["variant"]))
+    colour = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
+    dash = {v: DASHES[i % len(DASHES)] for i, v in enumerate(variants)}
+    for (model, variant), part in summary.groupby(["model", "variant"], sort=False):
+        part = part.sort_values("shots")
+        x = shot_position(part["shots"])
+        name = html.escape(f"{model} · {variant}")
+        if (part["seeds"] > 1).any():  # the band: min to max over seeds
+            fig.add_trace(go.Scatter(x=np.concatenate([x, x[::-1]]),
+                                     y=np.concatenate([part["top1_max"], part["top1_min"][::-1]]),
+                                     fill="toself", fillcolor=colour[model], opacity=0.15, line=dict(width=0),
+                                     hoverinfo="skip", showlegend=False, legendgroup=name))
+        hover = [html.escape(f"{model} · {variant}") + f"<br>N = {int(s)} per class<br>top-1 {m:.1%} "
+                 + (f"(min {lo:.1%}, max {hi:.1%}, {int(k)} seeds)" if k > 1 else "(1 seed)")
+                 for s, m, lo, hi, k in zip(part["shots"], part["top1_mean"], part["top1_min"], part["top1_max"],
+                                            part["seeds"])]
+        fig.add_trace(go.Scatter(x=x, y=part["top1_mean"], mode="lines+markers", name=name, legendgroup=name,
+                                 line=dict(color=colour[model], dash=dash[variant], width=2.5),
+                                 hovertext=hover, hoverinfo="text"))
+    for model in models:
+        if model in fixed and not pd.isna(fixed[model]):
+            fig.add_hline(y=fixed[model], line=dict(color=colour[model], dash="dot", width=1.5),
+                          annotation_text=html.escape(f"{model} fixed head {fixed[model]:.1%}"),
+                          annotation_position="top left", annotation_font_color=colour[model])
+    shots = sorted({int(s) for s in summary["shots"].dropna()})
+    ticks = [0.5 if s == 0 else s for s in shots]
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=["0 (zero-shot)" if s == 0 else str(s) for s in shots],
+                     title_text="N: training images per class (log2 scale)")
+    fig.update_yaxes(tickformat=".0%", title_text="Top-1 accuracy on the test images", rangemode="tozero")
+    fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+                      plot_bgcolor="white", xaxis=dict(gridcolor="#eee"), yaxis=dict(gridcolor="#eee"))
+    return fig
+
+
+def probes_section(run: Run) -> None:
+    st.header("Sample efficiency", divider="gray")
+    try:
+        results = read_probe_table(run, "results.parquet")
+    except Exception as exc:  # a damaged file: say which, keep the map below
+        show_error(exc)
+        return
+    if results is None or results.empty:
+        st.info("No probe results in this run yet. Store the models' frozen features, then train the probes:",
+                icon=":material/info:")
+        st.code(probe_commands(run), language="sh")
+        return
+    tables = metric_tables(run)
+    per_model = tables.per_model
+    fixed = dict(zip(per_model["model"], per_model["accuracy"])) if not per_model.empty else {}
+    summary = summarise(results)
+    models = list(dict.fromkeys(summary["model"]))
+    chosen = st.multiselect(f"Models · {plural(len(models), 'model')} with probes", models, default=models,
+                            key="probe-models")
+    shown = summary[summary["model"].isin(chosen)]
+    if shown.empty:
+        return
+    st.plotly_chart(curve_figure(shown, fixed), width="stretch", key="probe-curve")
+    st.caption("Lines: top-1 of the probe on the images not drawn for training, mean over seeds; bands: min to max "
+               "over seeds. Dotted horizontal lines: each model's own fixed classifier head (strict top-1 on all the "
+               "run's usable images, as on Results), for comparison; the probe's test images are a subset of those.")
+    table = shown.assign(fixed_head=shown["model"].map(fixed))
+    config = {c: st.column_config.NumberColumn(RESULT_LABELS[c], help=f"`{c}`: {RESULT_DOCS[c]}", format="percent")
+              for c in PERCENT_COLUMNS}
+    show_table(table, docs=RESULT_DOCS, labels=RESULT_LABELS, column_config=config)
+    space = run.info.label_space
+    cols = st.columns(3)
+    with cols[0]:
+        download_csv(table, f"{run.run_id}_probes_summary.csv", key="dl-probe-summary",
+                     label="Download the curve table (CSV)", label_space=space)
+    with cols[1]:
+        download_csv(results, f"{run.run_id}_probes_results.csv", key="dl-probe-results",
+                     label="Download every seed (CSV)", label_space=space)
+    try:
+        per_class = read_probe_table(run, "per_class.parquet")
+    except Exception as exc:
+        show_error(exc)
+        per_class = None
+    if per_class is not None:
+        with cols[2]:
+            download_csv(per_class, f"{run.run_id}_probes_per_class.csv", key="dl-probe-per-class",
+                         label="Download per class (CSV)", label_space=space)
+
+
+# ------------------------------------------------------------------ the embedding map
+def features_fingerprint(run: Run, model: str) -> str:
+    folder = feature_dir(run, model)
+    return _files_fingerprint(run.path, sorted(folder.glob("*"))) if folder.is_dir() else "none"
+
+
+@st.cache_data(max_entries=16, show_spinner="Projecting the features…")
+def _embedding(run_path: str, model: str, method: str, features_fp: str, predictions_fp: str,
+               manifest_fp: str) -> tuple[pd.DataFrame, tuple[float, float]]:
+    run = Run(run_path)
+    index, features = read_features(run, model)
+    index, features = select_images(index, features, usable_files(run))
+    coords = project(features, method, seed=0)
+    from pages.common import predictions
+
+    table = embedding_table(index, coords, predictions(run), model,
+                            label_space=run.info.label_space or "imagenet-1k")
+    return table, explained_variance(features) if method == "pca" else (np.nan, np.nan)
+
+
+def embedding(run: Run, model: str, method: str) -> tuple[pd.DataFrame, tuple[float, float]]:
+    return _embedding(str(run.path), model, method, features_fingerprint(run, model), predictions_fingerprint(run),
+                      manifest_fingerprint(run))
+
+
+COLOUR_BY = {"true": "True class", "correct": "Correct or not", "relation": "Relation of the mistake"}
+
+
+def colour_groups(table: pd.DataFrame, by: str) -> list[tuple[str, str | None, np.ndarray]]:
+    """(legend label, colour or None for the palette, row positions) per group of points."""
+    if by == "true":
+        labels = (table["true_name"].fillna("?") + " (" + table["true_wnid"].fillna("?") + ")").to_numpy()
+        order = list(dict.fromkeys(sorted(labels)))
+        return [(label, None, np.flatnonzero(labels == label)) for label in order]
+    if by == "correct":
+        correct = table["correct"]
+        return [(label, colour, np.flatnonzero(mask.to_numpy(dtype=bool)))
+                for label, colour, mask in (("correct", RELATION_COLOURS["same"], correct.fillna(False)),
+                                            ("mistake", RELATION_COLOURS["distant"], (~correct).fillna(False)),
+                                            ("no prediction", "#bbbbbb", correct.isna()))]
+    relation = table["relation"].fillna("no prediction")
+    return [(r, RELATION_COLOURS.get(r, "#bbbbbb"), np.flatnonzero((relation == r).to_numpy(dtype=bool)))
+            for r in (*RELATIONS, "no prediction")]
+
+
+def map_figure(table: pd.DataFrame, by: str, method: str) -> go.Figure:
+    fig = go.Figure()
+    hover = np.array([
+        "<b>" + html.escape(str(image)) + "</b><br>true: " + html.escape(f"{tn} ({tw})") + "<br>predicted: "
+        + (html.escape(f"{pn} ({pw})") + (f" · {p:.0%}" if not pd.isna(p) else "") if not pd.isna(pw) else NA_DASH)
+        + ("" if pd.isna(rel) else "<br>" + html.escape(str(rel)))
+        for image, tn, tw, pn, pw, p, rel in zip(table["image"], table["true_name"], table["true_wnid"],
+                                                 table["pred_name"], table["pred_wnid"], table["prob_1"],
+                                                 table["relation"])], dtype=object)
+    trace = go.Scattergl if len(table) > 5000 else go.Scatter
+    for i, (label, colour, rows) in enumerate(colour_groups(table, by)):
+        if not len(rows):
+            continue
+        fig.add_trace(trace(x=table["x"].to_numpy()[rows], y=table["y"].to_numpy()[rows], mode="markers",
+                            name=html.escape(label), customdata=rows, hovertext=hover[rows], hoverinfo="text",
+                            marker=dict(size=9, color=colour or PALETTE[i % len(PALETTE)], opacity=0.85,
+                                        line=dict(color="white", width=0.5))))
+    axis = METHOD_LABELS[method]
+    fig.update_xaxes(title_text=f"{axis} 1", zeroline=False, gridcolor="#eee")
+    fig.update_yaxes(title_text=f"{axis} 2", zeroline=False, gridcolor="#eee")
+    fig.update_layout(height=560, margin=dict(l=10, r=10, t=30, b=10), plot_bgcolor="white", dragmode="lasso",
+                      legend=dict(title_text=COLOUR_BY[by]))
+    return fig
+
+
+def selected_rows(event) -> list[int]:
+    """Row positions of the map's table picked by a box or lasso (each point carries its row as customdata)."""
+    points = (event.selection.get("points") if event and getattr(event, "selection", None) else None) or []
+    rows = []
+    for point in points:
+        value = point.get("customdata")
+        if isinstance(value, (list, tuple)):
+            value = value[0] if value else None
+        if value is not None:
+            rows.append(int(value))
+    return list(dict.fromkeys(rows))
+
+
+def embedding_section(run: Run) -> None:
+    st.header("Embedding map", divider="gray")
+    try:
+        models = feature_models(run)
+    except Exception as exc:
+        show_error(exc)
+        return
+    if not models:
+        st.info("No stored features in this run yet. Store a model's pooled features with:", icon=":material/info:")
+        st.code(probe_commands(run).splitlines()[0], language="sh")
+        return
+    c1, c2, c3 = st.columns([2, 1, 2])
+    model = c1.selectbox(f"Model · {plural(len(models), 'model')} with stored features", models, key="map-model")
+    method = c2.radio("Projection", list(METHOD_LABELS), format_func=METHOD_LABELS.get, horizontal=True,
+                      key="map-method", help="PCA (default): exact and fast, distances mean something. t-SNE on "
+                      "request: keeps neighbourhoods, not distances (seed 0, perplexity 30 capped at (n-1)/3).")
+    by = c3.radio("Colour by", list(COLOUR_BY), format_func=COLOUR_BY.get, horizontal=True, key="map-colour")
+    try:
+        table, variance = embedding(run, model, method)
+    except Exception as exc:
+        show_error(exc)
+        return
+    if table.empty:
+        st.info(f"{escape_markdown(model)} has no stored features of a usable image.")
+        return
+    meta = read_feature_meta(run, model) or {}
+    event = st.plotly_chart(map_figure(table, by, method), width="stretch", on_select="rerun",
+                            selection_mode=("box", "lasso"), key=f"map-{model}-{method}-{by}")
+    note = (f"PCA axes explain {variance[0]:.1%} and {variance[1]:.1%} of the variance. " if method == "pca" else
+            "t-SNE: clusters' sizes and the gaps between them mean little. ")
+    st.caption(f"{plural(len(table), 'image')} · {meta.get('kind', 'features')}, {meta.get('dim', '?')} dimensions, "
+               f"L2-normalised before the projection. {note}Hover a point for its image and classes; draw a box or "
+               "a lasso to list those images below.")
+    rows = selected_rows(event)
+    if not rows:
+        return
+    picked = table.iloc[[r for r in rows if 0 <= r < len(table)]]
+    st.subheader(f"Selected: {plural(len(picked), 'image')}")
+    cols = st.columns(6)
+    for i, (_, row) in enumerate(picked.head(SELECTED_SHOWN).iterrows()):
+        verdict = "no prediction" if pd.isna(row["pred_name"]) else f"→ {row['pred_name']}"
+        # Captions name classes (our vocabulary) and the image's hash-based file name, escaped anyway.
+        cols[i % 6].image(str(run.image_path(row["image"])), width="stretch",
+                          caption=escape_markdown(f"{row['true_name']} {verdict}"))
+    show_table(picked[["image", "true_name", "pred_name", "prob_1", "correct", "relation"]], docs=MAP_DOCS,
+               labels={"image": "Image", "prob_1": "Probability", "correct": "Correct", "relation": "Relation"})
+    safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
+    download_csv(picked, f"{run.run_id}_map_{safe_model}_selection.csv", key="dl-map-selection",
+                 label="Download the selection (CSV)", label_space=run.info.label_space)
+
+
 st.title("Probes")
-st.info("Linear probes on frozen features are being built (python -m probe).")
+run = require_run()
+st.caption("Linear probes on the models' frozen features (ImageNet-CoG, ELEVATER): how top-1 grows with N training "
+           "images per class, beside each model's own head; and a map of the features, one point per image.")
+probes_section(run)
+embedding_section(run)
