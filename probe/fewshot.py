@@ -1,0 +1,208 @@
+"""Few-shot draws and the probe sweep: N images per class, several seeds, top-1/top-5 on the rest.
+
+The draw (:func:`draw`), ImageNet-CoG's few-shot protocol on a run's images:
+
+* per seed, ``numpy.random.default_rng(seed)`` permutes the images of each class, classes taken
+  in wnid order and each class's images in name order (so the draw depends on the seed and the
+  stored images only). The first ``n_c`` of a class's permutation are its training shots; every
+  other image of the class is its test set. Train and test are disjoint by construction, and
+  draws are nested: the 4 shots of a seed contain its 2 shots.
+* ``n_c = min(N, images of the class - 1)``: a class never gives away its last image, so every
+  class keeps at least one test image; a class with fewer than N + 1 images is *capped*, and the
+  output says so (``per_class.n_train``; ``results.capped_classes``). A class with a single usable
+  image cannot be probed and is left out (:mod:`probe.data` says which).
+* validation (for the hyper-parameter search, :func:`probe.linear.search_probe`): the last
+  ``v_c = clip(round(0.2 n_c), 1, n_c - 1)`` training shots of each class with at least two
+  shots (CoG's 20 %; ELEVATER's rule of at least one image per class on each side); the search
+  fits on the others, picks ``C`` on these, then refits on all ``n_c`` shots.
+* **N = 1 is not validated**: one shot per class cannot be trained on and validated on at once,
+  and borrowing a second labelled image would make it a 2-shot probe. N = 1 uses the grid's
+  centre, :data:`probe.linear.DEFAULT_C`, and its rows say ``hp_source = 'default'``. (Likewise
+  any draw where no class has two shots.)
+* N = 0 (zero-shot models with a recorded text classifier): the zero-shot classifier itself, over
+  the probe's classes, on every image (no draw, no seed): the start of the ``language-init`` curve.
+
+Top-5 is NA when the probe has five classes or fewer (it would be 1 by construction).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .linear import SearchResult, l2_normalise, search_probe
+
+SHOTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+SEEDS: tuple[int, ...] = (22, 37, 45, 77, 93)  # ImageNet-CoG's five seeds
+VAL_FRACTION = 0.2
+TOP_K = 5
+VARIANT_LINEAR = "linear"  # the plain probe: W0 = 0
+VARIANT_LANGUAGE = "language-init"  # ELEVATER's language-initialised head: W0 = the text classifier
+
+RESULTS_SCHEMA: dict[str, str] = {
+    "model": "string",
+    "variant": "string",  # 'linear' or 'language-init'
+    "shots": "Int64",  # N asked for (0: the zero-shot classifier)
+    "seed": "Int64",  # NA for N = 0
+    "n_classes": "Int64",
+    "n_train": "Int64",  # training images drawn (all classes; <= N x classes when capped)
+    "n_val": "Int64",  # of which held out to choose C
+    "n_test": "Int64",
+    "capped_classes": "Int64",  # classes with fewer than N training images (they had <= N images)
+    "C": "Float64",  # the inverse regularisation used (NA for N = 0)
+    "hp_source": "string",  # 'validated', 'default' (no validation image: N = 1) or 'zero-shot'
+    "val_top1": "Float64",  # the chosen C's validation top-1
+    "top1": "Float64",
+    "top5": "Float64",  # NA with five classes or fewer
+}
+PER_CLASS_SCHEMA: dict[str, str] = {
+    "model": "string",
+    "variant": "string",
+    "shots": "Int64",
+    "seed": "Int64",
+    "wnid": "string",
+    "n_images": "Int64",  # usable images of the class with features
+    "n_train": "Int64",  # min(N, n_images - 1): below N means capped
+    "n_val": "Int64",
+    "n_test": "Int64",
+    "top1": "Float64",
+    "top5": "Float64",
+}
+
+
+def validation_count(n_shots: int) -> int:
+    """Validation images among a class's ``n_shots`` training shots (see the module's doc)."""
+    if n_shots < 2:
+        return 0
+    return int(min(n_shots - 1, max(1, np.floor(VAL_FRACTION * n_shots + 0.5))))
+
+
+def class_permutations(labels: np.ndarray, classes: Sequence[str], seed: int) -> dict[str, np.ndarray]:
+    """Per class (in the order given: wnid order), its rows of ``labels`` in a seeded random order."""
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(labels)
+    return {c: rng.permutation(np.flatnonzero(labels == c)) for c in classes}
+
+
+@dataclass(frozen=True)
+class Draw:
+    seed: int
+    shots: int
+    train: np.ndarray  # row numbers, ascending
+    val_mask: np.ndarray  # aligned with train: True for the validation shots
+    test: np.ndarray  # row numbers, ascending: every row of the probe's classes not in train
+    per_class: pd.DataFrame  # wnid, n_images, n_train, n_val, n_test
+
+
+def draw(labels: np.ndarray, classes: Sequence[str], shots: int, seed: int,
+         permutations: dict[str, np.ndarray] | None = None) -> Draw:
+    """The ``shots``-shot draw of ``seed`` over ``classes`` (rows of ``labels`` outside them are in
+    neither set). ``permutations`` (from :func:`class_permutations` with the same seed) saves
+    recomputing them for each N."""
+    if shots < 1:
+        raise ValueError("shots must be at least 1")
+    perms = permutations if permutations is not None else class_permutations(labels, classes, seed)
+    train, val, test, rows = [], [], [], []
+    for c in classes:
+        order = perms[c]
+        n = min(shots, len(order) - 1)
+        v = validation_count(n)
+        train.append(order[:n])
+        val.append(order[n - v:n])
+        test.append(order[n:])
+        rows.append((c, len(order), n, v, len(order) - n))
+    train_rows = np.sort(np.concatenate(train)) if train else np.zeros(0, dtype=np.int64)
+    val_rows = np.concatenate(val) if val else np.zeros(0, dtype=np.int64)
+    test_rows = np.sort(np.concatenate(test)) if test else np.zeros(0, dtype=np.int64)
+    per_class = pd.DataFrame(rows, columns=["wnid", "n_images", "n_train", "n_val", "n_test"])
+    return Draw(seed, shots, train_rows, np.isin(train_rows, val_rows), test_rows, per_class)
+
+
+def topk_hits(scores: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
+    """Per row, whether the true class is among the ``k`` highest scores (ties: lower class first)."""
+    k = min(k, scores.shape[1])
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return (order == codes[:, None]).any(axis=1)
+
+
+def _scores(scores: np.ndarray, codes: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray | None]:
+    top1 = topk_hits(scores, codes, 1)
+    top5 = topk_hits(scores, codes, TOP_K) if n_classes > TOP_K else None
+    return top1, top5
+
+
+def _per_class_rows(base: dict, classes: Sequence[str], codes: np.ndarray, top1, top5, counts: pd.DataFrame) -> list[dict]:
+    rows = []
+    for i, c in enumerate(classes):
+        mask = codes == i
+        count = counts.iloc[i]
+        rows.append({**base, "wnid": c, "n_images": int(count["n_images"]), "n_train": int(count["n_train"]),
+                     "n_val": int(count["n_val"]), "n_test": int(mask.sum()),
+                     "top1": float(top1[mask].mean()) if mask.any() else np.nan,
+                     "top5": float(top5[mask].mean()) if top5 is not None and mask.any() else np.nan})
+    return rows
+
+
+def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequence[str], *,
+          shots: Sequence[int] = SHOTS, seeds: Sequence[int] = SEEDS, prior_coef: np.ndarray | None = None,
+          progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every (variant, N, seed) probe of one model: ``(results, per_class)`` tables (schemas
+    :data:`RESULTS_SCHEMA`, :data:`PER_CLASS_SCHEMA`), sorted. ``prior_coef`` [classes, dim] (the
+    text classifier times its logit scale, rows in ``classes`` order) adds the language-initialised
+    variant and its N = 0 row. ``progress(done, total, message)`` is called after each probe."""
+    classes = list(classes)
+    labels = np.asarray(labels)
+    lookup = {c: i for i, c in enumerate(classes)}
+    keep = np.flatnonzero(np.isin(labels, classes))
+    features, labels = features[keep], labels[keep]
+    codes = np.array([lookup[c] for c in labels.tolist()], dtype=np.int64)
+    k = len(classes)
+    variants = [(VARIANT_LINEAR, None)] + ([(VARIANT_LANGUAGE, prior_coef)] if prior_coef is not None else [])
+    results, per_class = [], []
+    total = len(variants) * len(shots) * len(seeds) + (prior_coef is not None)
+    done = 0
+
+    if prior_coef is not None:  # N = 0: the zero-shot classifier over the probe's classes, every image
+        scores = l2_normalise(features) @ np.asarray(prior_coef, dtype=np.float64).T
+        top1, top5 = _scores(scores, codes, k)
+        base = {"model": model, "variant": VARIANT_LANGUAGE, "shots": 0, "seed": pd.NA}
+        results.append({**base, "n_classes": k, "n_train": 0, "n_val": 0, "n_test": len(codes), "capped_classes": 0,
+                        "C": np.nan, "hp_source": "zero-shot", "val_top1": np.nan, "top1": float(top1.mean()),
+                        "top5": float(top5.mean()) if top5 is not None else np.nan})
+        counts = pd.DataFrame({"n_images": np.bincount(codes, minlength=k), "n_train": 0, "n_val": 0})
+        per_class += _per_class_rows(base, classes, codes, top1, top5, counts)
+        done += 1
+        if progress:
+            progress(done, total, f"{model} zero-shot")
+
+    for seed in seeds:
+        perms = class_permutations(labels, classes, seed)
+        for n in shots:
+            d = draw(labels, classes, n, seed, perms)
+            for variant, prior in variants:
+                fit: SearchResult = search_probe(features[d.train], labels[d.train], d.val_mask, classes,
+                                                 prior_coef=prior)
+                scores = fit.estimator.decision_function(features[d.test])
+                top1, top5 = _scores(scores, codes[d.test], k)
+                base = {"model": model, "variant": variant, "shots": n, "seed": seed}
+                results.append({**base, "n_classes": k, "n_train": len(d.train), "n_val": int(d.val_mask.sum()),
+                                "n_test": len(d.test), "capped_classes": int((d.per_class["n_train"] < n).sum()),
+                                "C": fit.C, "hp_source": fit.hp_source,
+                                "val_top1": fit.val_top1 if fit.val_top1 is not None else np.nan,
+                                "top1": float(top1.mean()), "top5": float(top5.mean()) if top5 is not None else np.nan})
+                per_class += _per_class_rows(base, classes, codes[d.test], top1, top5, d.per_class)
+                done += 1
+                if progress:
+                    progress(done, total, f"{model} {variant} N={n} seed={seed} top-1 {top1.mean():.3f}")
+    return sort_results(pd.DataFrame(results), RESULTS_SCHEMA), sort_results(pd.DataFrame(per_class), PER_CLASS_SCHEMA)
+
+
+def sort_results(df: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
+    """Columns in schema order, dtypes conformed, rows in one stable order (model, variant, shots,
+    seed[, wnid]): the same inputs always give the same table."""
+    df = df.reindex(columns=list(schema)) if len(df) else pd.DataFrame({c: pd.Series(dtype=t) for c, t in schema.items()})
+    df = df.astype(schema)
+    keys = [c for c in ("model", "variant", "shots", "seed", "wnid") if c in df.columns]
+    return df.sort_values(keys, kind="stable", na_position="first").reset_index(drop=True)
