@@ -52,7 +52,13 @@ if _issues_path.exists():
         show_error(exc)
         _issues = None
     if _issues is not None:
-        _flagged = _issues[_issues["is_issue"].fillna(False).astype(bool)].sort_values("label_quality", kind="stable")
+        # One row per (model, image): an image flagged by several models is shown once, with its lowest
+        # label quality (and that model's suggestion), naming every model that flagged it.
+        _flagged = _issues[_issues["is_issue"].fillna(False).astype(bool)].sort_values(["label_quality", "image"],
+                                                                                      kind="stable")
+        _by = (_flagged.groupby("image")["model"].agg(lambda m: ", ".join(sorted(set(m.dropna()))))
+               if "model" in _flagged.columns else pd.Series(dtype="string"))
+        _flagged = _flagged.drop_duplicates("image", keep="first")
         _state = df.set_index("file")["excluded"].astype(bool)
         _flagged = _flagged[_flagged["image"].isin(_state.index)]
         _open = _flagged[~_flagged["image"].map(_state).astype(bool)]
@@ -71,7 +77,8 @@ if _issues_path.exists():
                 _col.image(str(run.image_path(_file)), width="stretch")
                 _col.markdown(escape_markdown(f"{class_name(_row['true_wnid'], info.label_space)}") + " → **"
                               + escape_markdown(class_name(_suggested, info.label_space)) + "**  \n"
-                              + f"quality {float(_row['label_quality']):.2f}")
+                              + f"quality {float(_row['label_quality']):.2f}"
+                              + (f" · {escape_markdown(_by[_file])}" if _file in _by.index and _by[_file] else ""))
                 if _col.button("Exclude", key=f"exclude-flagged-{_file}", icon=":material/block:"):
                     run.set_excluded([_file], True, f"label issue: suggested {_suggested}")
                     st.rerun()

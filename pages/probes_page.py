@@ -30,17 +30,19 @@ RESULT_DOCS = {
     "model": "The model whose frozen features the probe was trained on.",
     "variant": "The probe: how its head was initialised and trained (python -m probe).",
     "shots": "N: training images per class (0: zero-shot, no training).",
-    "seeds": "Seeds (random draws of the N training images) averaged.",
+    "seeds": "Seeds (random draws of the N training images) averaged; 1 for N = 0, the zero-shot head, which draws nothing.",
     "n_train": "Training images (mean over seeds).", "n_test": "Test images: those not drawn for training (mean over seeds).",
     "top1_mean": "Top-1 accuracy on the test images, mean over seeds.",
     "top1_std": "Standard deviation of top-1 over seeds (NA for one seed).",
     "top1_min": "Lowest top-1 over seeds.", "top1_max": "Highest top-1 over seeds.",
     "top5_mean": "Top-5 accuracy on the test images, mean over seeds.",
+    "capped_classes": "Classes with fewer than N + 1 images: they trained on all but one of theirs, so the "
+                      "curve flattens once N passes the smallest class.",
     "fixed_head": "The model's own classifier head: strict top-1 accuracy on all the run's usable images (Results).",
 }
 RESULT_LABELS = {"shots": "N (shots per class)", "seeds": "Seeds", "n_train": "Train images", "n_test": "Test images",
                  "top1_mean": "Top-1 (mean)", "top1_std": "Top-1 (std)", "top1_min": "Top-1 (min)",
-                 "top1_max": "Top-1 (max)", "top5_mean": "Top-5 (mean)", "fixed_head": "Fixed head top-1",
+                 "top1_max": "Top-1 (max)", "top5_mean": "Top-5 (mean)", "capped_classes": "Capped classes", "fixed_head": "Fixed head top-1",
                  "variant": "Variant", "model": "Model"}
 PERCENT_COLUMNS = {"top1_mean", "top1_std", "top1_min", "top1_max", "top5_mean", "fixed_head"}
 MAP_DOCS = {"image": "The image's file in the run.", "true_name": "ImageNet's name of the true class.",
@@ -65,12 +67,22 @@ def read_probe_table(run: Run, name: str) -> pd.DataFrame | None:
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, variant, N): the seeds, the mean / std / min / max of top-1 and the mean top-5."""
+    """Per (model, variant, N): the rows (seeds; one row without a seed for N = 0), the mean / std /
+    min / max of top-1, the mean top-5 and, where probe stored it, the most classes capped below N."""
     keys = ["model", "variant", "shots"]
-    groups = results.groupby(keys, sort=True, dropna=False)
-    out = groups.agg(seeds=("seed", "nunique"), n_train=("n_train", "mean"), n_test=("n_test", "mean"),
-                     top1_mean=("top1", "mean"), top1_std=("top1", "std"), top1_min=("top1", "min"),
-                     top1_max=("top1", "max"), top5_mean=("top5", "mean")).reset_index()
+    numbers = [c for c in ("n_train", "n_test", "top1", "top5", "capped_classes") if c in results.columns]
+    data = results[keys].copy()
+    for column in numbers:
+        data[column] = pd.to_numeric(results[column], errors="coerce").astype("float64")
+    data["shots"] = pd.to_numeric(results["shots"], errors="coerce").astype("float64")
+    groups = data.groupby(keys, sort=True, dropna=False)
+    spec = dict(seeds=("top1", "size"), n_train=("n_train", "mean"), n_test=("n_test", "mean"),
+                top1_mean=("top1", "mean"), top1_std=("top1", "std"), top1_min=("top1", "min"),
+                top1_max=("top1", "max"), top5_mean=("top5", "mean"))
+    if "capped_classes" in data.columns:
+        spec["capped_classes"] = ("capped_classes", "max")
+    out = groups.agg(**{k: v for k, v in spec.items() if v[0] in data.columns}).reset_index()
+    out["shots"] = out["shots"].astype("Int64")
     return out
 
 
@@ -95,7 +107,7 @@ def curve_figure(summary: pd.DataFrame, fixed: dict[str, float]) -> go.Figure:
                                      y=np.concatenate([part["top1_max"], part["top1_min"][::-1]]),
                                      fill="toself", fillcolor=colour[model], opacity=0.15, line=dict(width=0),
                                      hoverinfo="skip", showlegend=False, legendgroup=name))
-        hover = [html.escape(f"{model} · {variant}") + f"<br>N = {int(s)} per class<br>top-1 {m:.1%} "
+        hover = [html.escape(f"{model} · {variant}") + ("<br>N = 0: zero-shot" if s == 0 else f"<br>N = {int(s)} per class") + f"<br>top-1 {m:.1%} "
                  + (f"(min {lo:.1%}, max {hi:.1%}, {int(k)} seeds)" if k > 1 else "(1 seed)")
                  for s, m, lo, hi, k in zip(part["shots"], part["top1_mean"], part["top1_min"], part["top1_max"],
                                             part["seeds"])]

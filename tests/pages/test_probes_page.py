@@ -37,7 +37,10 @@ def _results() -> pd.DataFrame:
                                  "n_train": 5 * shots, "n_test": 30 - 5 * shots,
                                  "top1": base + lift + 0.1 * np.log2(shots) + 0.02 * (i - 1),
                                  "top5": min(1.0, base + 0.4 + 0.01 * i)})
-    return pd.DataFrame(rows)
+    # the zero-shot head of a language-augmented model: N = 0, no seed (python -m probe's layout)
+    rows.append({"model": MODEL, "variant": "language-init", "shots": 0, "seed": pd.NA, "n_train": 0, "n_test": 30,
+                 "top1": 0.2, "top5": np.nan})
+    return pd.DataFrame(rows).astype({"seed": "Int64"})
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +60,10 @@ def probe_home(sample_store, tmp_path_factory):
     write_feature_part(run, MODEL, images, features)
     (run.path / "probes").mkdir()
     write_table(_results(), run.path / "probes" / "results.parquet")
-    flagged = images.iloc[[0, 7, 13]].reset_index(drop=True)
-    issues = flagged.assign(suggested_wnid=["n02123159", "n02123045", "n02123045"],
-                            label_quality=[0.4, 0.1, 0.9], is_issue=[True, True, False])
+    flagged = images.iloc[[0, 7, 13, 7]].reset_index(drop=True)  # probe's layout: one row per (model, image)
+    issues = flagged.assign(model=[MODEL, MODEL, MODEL, "efficientnet_lite1"],
+                            suggested_wnid=["n02123159", "n02123045", "n02123045", "n02123394"],
+                            label_quality=[0.4, 0.1, 0.9, 0.3], is_issue=[True, True, False, True])
     write_table(issues, run.path / "probes" / "label_issues.parquet")
     return home
 
@@ -114,7 +118,8 @@ def test_the_curve_draws_the_stored_means_bands_and_fixed_heads(probe_home, monk
     assert set(lines) == {f"{m} · {v}" for m in (MODEL, "efficientnet_lite1") for v in ("linear", "language-init")}
     for (model, variant), group in expected.groupby(level=[0, 1]):
         line = lines[f"{model} · {variant}"]
-        assert _values(line["x"]).tolist() == [1, 2, 4]
+        zero = (model, variant) == (MODEL, "language-init")  # N = 0 sits half a step left of N = 1
+        assert _values(line["x"]).tolist() == ([0.5] if zero else []) + [1, 2, 4]
         np.testing.assert_allclose(_values(line["y"]), group["mean"].to_numpy(), rtol=1e-12)
     bands = [t for t in spec["data"] if t.get("fill") == "toself"]
     assert len(bands) == 4  # one min-max band per line (three seeds each)
@@ -122,6 +127,7 @@ def test_the_curve_draws_the_stored_means_bands_and_fixed_heads(probe_home, monk
     band = [b for b in bands if b["legendgroup"] == f"{MODEL} · linear"][0]
     np.testing.assert_allclose(_values(band["y"]), np.concatenate([hi, lo[::-1]]), rtol=1e-12)
     assert spec["layout"]["xaxis"]["type"] == "log"
+    assert spec["layout"]["xaxis"]["ticktext"] == ["0 (zero-shot)", "1", "2", "4"]
     # the fixed head: each model's accuracy from the run's metrics, a horizontal line
     per_model = load_metrics(RunStore(probe_home).open_run("sample")).per_model.set_index("model")
     hlines = {round(s["y0"], 12) for s in spec["layout"]["shapes"] if s["y0"] == s["y1"]}
@@ -131,7 +137,7 @@ def test_the_curve_draws_the_stored_means_bands_and_fixed_heads(probe_home, monk
     assert f"{MODEL} fixed head {per_model.loc[MODEL, 'accuracy']:.1%}" in notes
     table = at.dataframe[0].value
     table = table.data if hasattr(table, "data") else table
-    assert len(table) == 12 and set(table["seeds"]) == {3}
+    assert len(table) == 13 and set(table["seeds"]) == {1, 3}
     row = table[(table["model"] == MODEL) & (table["variant"] == "linear") & (table["shots"] == 4)].iloc[0]
     assert row["top1_mean"] == pytest.approx(expected.loc[(MODEL, "linear", 4), "mean"])
     assert row["fixed_head"] == pytest.approx(per_model.loc[MODEL, "accuracy"])
@@ -220,11 +226,15 @@ def test_images_page_shows_flagged_images_first_and_excludes(probe_home, monkeyp
     at = _open(probe_home, monkeypatch, "pages/images_page.py")
     assert at.subheader[0].value == "Flagged by the label-issue check · 2 images"
     buttons = [b for b in at.button if b.key and b.key.startswith("exclude-flagged-")]
-    flagged = issues[issues["is_issue"]].sort_values("label_quality")["image"].tolist()
-    assert [b.key.removeprefix("exclude-flagged-") for b in buttons] == flagged  # lowest quality first
-    assert any("Persian cat" in m.value or "tabby" in m.value for m in at.markdown)
-    first = flagged[0]
-    suggested = issues.set_index("image").loc[first, "suggested_wnid"]
+    flagged = issues[issues["is_issue"]].sort_values("label_quality").drop_duplicates("image")
+    assert [b.key.removeprefix("exclude-flagged-") for b in buttons] == flagged["image"].tolist()  # lowest first
+    first, suggested = flagged["image"].iloc[0], flagged["suggested_wnid"].iloc[0]
+    from pages.common import class_name, escape_markdown
+
+    notes = [m.value for m in at.markdown if "quality" in m.value]
+    assert notes[0].startswith(escape_markdown(class_name(flagged["true_wnid"].iloc[0])) + " → **"
+                               + escape_markdown(class_name(suggested)) + "**")
+    assert "quality 0.10" in notes[0] and escape_markdown(f"{MODEL}, efficientnet_lite1") in notes[0]
     try:
         buttons[0].click().run()
         assert not at.exception, [e.value for e in at.exception]
