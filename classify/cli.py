@@ -163,6 +163,10 @@ def build_predict_parser() -> argparse.ArgumentParser:
     z.add_argument("--style", help="with knowledge: plain (a sentence, default) or elevater (ELEVATER's format)")
     p.add_argument("--download", action="store_true",
                    help="download missing weights from timm/torchvision hubs (needs internet; HF_HUB_OFFLINE wins)")
+    p.add_argument("--features", action="store_true",
+                   help="with --run: also store each image's frozen features in the run (features/<model>/: a "
+                        "classifier's pooled pre-logit features, a zero-shot model's image embedding), from the same "
+                        "forward pass as the predictions; runs on PyTorch; resumes like predictions")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -312,11 +316,18 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         parser.error("--images needs --out FILE (.csv or .parquet)")
     if args.run and args.out:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
+    if args.features and not args.run:
+        parser.error("--features is for --run RUN_ID: features are stored in the run (import the folder first: "
+                     "python -m crawl import DIR --run RUN_ID)")
     models, checkpoints = _model_selection(args)
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
                                precision=args.precision, allow_download=args.download, backend=args.backend,
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=checkpoints)
+    if args.features:  # PyTorch backend; ONNX-only choices refused (classify.features)
+        from .features import feature_options
+
+        options = feature_options(options)
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
     from .device import select_device
     from .zeroshot import build_settings, check_stored_label_sets
@@ -345,6 +356,10 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         if progress is not None:
             progress.close()
     print(f"{result.summary()} -> {target}")
+    if args.features:
+        from .features import features_summary
+
+        print(features_summary(run, list(result.models)))
     failed = sum(m.failed for m in result.models.values())
     if failed:
         print(f"{failed} (model, image) pairs failed: images not read, not decoded or refused; their rows say why "

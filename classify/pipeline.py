@@ -111,6 +111,10 @@ class InferenceOptions:
     # 'torch': torchvision's uint8 resize (resize + crop 2-3x faster than Pillow's, within 1/255 on <1% of values);
     # 'pil': Pillow, equal to timm's eval transform to the bit (classify.preprocess).
     resampler: str = DEFAULT_RESAMPLER
+    # Also hand each image's frozen features to the sink (classify.features: the pooled pre-logit
+    # features of a classifier, the image embedding of a zero-shot model) in a 'features' column
+    # beside its prediction row. PyTorch only: a model never runs on ONNX Runtime with this set.
+    features: bool = False
 
 
 @dataclass
@@ -296,6 +300,7 @@ class _LoadedModel:
     backend: str = "torch"  # what runs the forward pass, and why (for the report)
     channels_last: bool = True  # feed channels-last inputs (PyTorch); ONNX Runtime wants NCHW
     checked: bool = False  # output width verified against the class list
+    tap: object | None = None  # InferenceOptions.features: classify.features.FeatureTap on the module
 
 
 def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOptions,
@@ -303,6 +308,8 @@ def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOp
     """Why this model runs on PyTorch without trying ONNX Runtime; None: try it."""
     if options.backend == "torch":
         return "asked for"
+    if options.features:
+        return "features are read from the PyTorch module"
     if device.type != "cpu":
         return f"{device.type} device"
     if precision == "bf16":
@@ -356,8 +363,13 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
     module = module.to(device)
     if options.channels_last:
         module = module.to(memory_format=torch.channels_last)
+    tap = None
+    if options.features:  # hooks on the final module (after folding): the layer before the head
+        from .features import FeatureTap
+
+        tap = FeatureTap(module, entry.id)
     return _LoadedModel(_as(entry, result_id), module, geometry_index, normalize, backend=f"torch ({reason})",
-                        channels_last=options.channels_last)
+                        channels_last=options.channels_last, tap=tap)
 
 
 def _as(entry: ModelEntry, result_id: str) -> ModelEntry:
@@ -443,7 +455,10 @@ def _batch_rows(batch: CropBatch, tasks: Sequence[ImageTask], loaded: Sequence[_
             crops = batch.crops[model.geometry_index]
             crops = crops if len(rows) == len(batch.indices) else crops[rows]
             probs = _forward(model, crops, settings.device, settings.amp)
-            frames.append(prediction_rows(model.entry, [tasks[batch.indices[k]] for k in rows], probs))
+            frame = prediction_rows(model.entry, [tasks[batch.indices[k]] for k in rows], probs)
+            if model.tap is not None:  # this thread's forward pass just captured them (classify.features)
+                frame = model.tap.attach(frame)
+            frames.append(frame)
         bad = [(tasks[i], reason) for i, reason in batch.failed if tasks[i].image in want]
         if bad:
             frames.append(failure_rows(model.entry, [t for t, _ in bad], [r for _, r in bad]))

@@ -151,7 +151,12 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
     unwritable = (f"Run {run.run_id}: the folder {{path}} cannot be created or written ({{reason}}); give yourself "
                   f"write access to {run.path} or classify a copy of the run.")
     with _writing_parts(parts, busy, unwritable):
-        sink = PredictionSink(parts)
+        if options.features:  # classify.features: features stored beside the predictions, same pass
+            from .features import FeatureSink
+
+            sink = FeatureSink(run, parts)
+        else:
+            sink = PredictionSink(parts)
         result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress)
         sink.finish(entries, options.compact)
         if run.info_path.exists():

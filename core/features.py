@@ -55,6 +55,8 @@ _PART_STEM = r"part-\d{20}-[0-9a-f]{6}"
 _PART_RE = re.compile(rf"^{_PART_STEM}\.parquet$")
 _NPY_RE = re.compile(rf"^{_PART_STEM}\.npy$")
 _TEMP_RE = re.compile(rf"^\.(?:{_PART_STEM}\.(?:npy|parquet)|{re.escape(META_NAME)})\.[0-9a-f]{{12}}\.tmp$")
+WRITE_PROBE_PREFIX = ".write-probe."  # a writer's probe file in features/: '.write-probe.<12 hex>.tmp'
+_PROBE_RE = re.compile(rf"^{re.escape(WRITE_PROBE_PREFIX)}[0-9a-f]{{12}}\.tmp$")
 
 RunLike = Union["object", Path, str]  # a core.runstore.Run (anything with .path) or a folder
 
@@ -256,12 +258,16 @@ def compact_features(run: RunLike, model: str) -> None:
 
 
 def sweep_features(run: RunLike) -> int:
-    """Remove what a killed writer left under ``features/``: temporary files and ``.npy`` files
-    without their ``.parquet``; the number removed. Call it holding the run's lock."""
+    """Remove what a killed writer left under ``features/``: temporary files, write probes and
+    ``.npy`` files without their ``.parquet``; the number removed. Call it holding the run's lock."""
     root = features_root(run)
     if not root.is_dir():
         return 0
     removed = 0
+    for probe in list(root.iterdir()):
+        if _PROBE_RE.match(probe.name) and probe.is_file() and not probe.is_symlink():
+            probe.unlink(missing_ok=True)
+            removed += 1
     for folder in root.iterdir():
         if not folder.is_dir() or folder.is_symlink():
             continue
