@@ -25,7 +25,7 @@ import pandas as pd
 from .metrics import REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError, compute_metric_tables
 from core.csvsafe import read_csv, to_csv_bytes
 from core.errors import WildLensError
-from core.labels import DEFAULT_LABEL_SPACE, get_label_space, label_space_names
+from core.labels import DEFAULT_LABEL_SPACE, get_label_space
 from core.names import with_names
 from core.runstore import TOP_K, write_bytes_atomic
 
@@ -253,10 +253,10 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
     label_space = _one_label_space(df)
     try:  # every page names classes in the run's label space: one it does not know is refused here
         get_label_space(label_space)
-    except WildLensError:
-        raise PredictionsError(f"{path.name}: label_space {label_space!r} is not a label space WildLens knows; "
-                               f"use one of {', '.join(label_space_names())}, or leave the column out for "
-                               f"{DEFAULT_LABEL_SPACE}. No run was created.") from None
+    except WildLensError as exc:
+        raise PredictionsError(f"{path.name}: label_space {label_space!r} is not a label space WildLens knows "
+                               f"({str(exc).rstrip('.')}); fix the column, or leave it out for {DEFAULT_LABEL_SPACE}. "
+                               "No run was created.") from None
     info = RunInfo(run_id=new_run_id(title or path.stem), title=title or path.name, source="upload", wnids=wnids,
                    label_space=label_space,
                    notes=f"predictions uploaded from {path.name}; no images")

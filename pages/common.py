@@ -97,16 +97,15 @@ def require_run() -> Run:
         st.stop()
     # Every page names classes in the run's label space: one this WildLens does not know (a hand-edited
     # run.json, a predictions file uploaded before uploads checked it) is a message, not a traceback.
-    from core.errors import WildLensError
-    from core.labels import get_label_space, label_space_names
+    from core.errors import WildLensError, one_line
+    from core.labels import get_label_space
 
     try:
         get_label_space(run.info.label_space or "imagenet-1k")
-    except WildLensError:
-        st.error(escape_markdown(f"Run {run.run_id} names a label space WildLens does not know "
-                                 f"({run.info.label_space!r}): set label_space in {run.info_path} to one of "
-                                 f"{', '.join(label_space_names())}, or pick another run in the sidebar."),
-                 icon=":material/error:")
+    except WildLensError as exc:  # the library's line says what it takes (a file: set not stored here, ...)
+        st.error(escape_markdown(f"Run {run.run_id} names a label space WildLens does not know here: "
+                                 f"{one_line(exc).rstrip('.')}. Set label_space in {run.info_path} to one it "
+                                 "knows, or pick another run in the sidebar."), icon=":material/error:")
         st.stop()
     if run.info.is_sample:
         sample_banner()
