@@ -89,6 +89,8 @@ def _run(args) -> int:
         print(f"wrote {probes_dir(run) / LABEL_ISSUES}")
         return 0
 
+    import pandas as pd  # here, not at the top: --help needs no pandas
+
     results, _ = run_probes(run, models, shots, seeds, notes=note)
     summary = (results.groupby(["model", "variant", "shots"], sort=True)
                .agg(seeds=("top1", "size"), n_train=("n_train", "first"), capped=("capped_classes", "first"),
@@ -96,7 +98,7 @@ def _run(args) -> int:
                     hp=("hp_source", "first")).reset_index())
     for row in summary.itertuples(index=False):
         std = "" if row.seeds < 2 else f" ±{row.top1_std:.4f}"
-        top5 = "NA" if row.top5 != row.top5 or row.top5 is None else f"{row.top5:.4f}"
+        top5 = "NA" if pd.isna(row.top5) else f"{row.top5:.4f}"
         print(f"{row.model}\t{row.variant}\tN={row.shots}\tseeds={row.seeds}\tn_train={row.n_train}"
               f"\tcapped_classes={row.capped}\ttop1={row.top1:.4f}{std}\ttop5={top5}\tC:{row.hp}")
     print(f"wrote {probes_dir(run) / RESULTS}")

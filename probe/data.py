@@ -65,7 +65,7 @@ def load_probe_data(run: Run, model: str) -> ProbeData:
     index, array = read_features(run, model)
     usable = run.usable_images()
     usable = usable[usable["file"].notna()][["file", "wnid"]]
-    wanted = set(run.info().wnids or usable["wnid"].dropna().unique())
+    wanted = set(run.info.wnids or usable["wnid"].dropna().unique())
     usable = usable[usable["wnid"].isin(wanted)]
     merged = index.reset_index(names="row").merge(usable, left_on="image", right_on="file", how="inner")
     merged = merged.sort_values("image", kind="stable")

