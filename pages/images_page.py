@@ -41,13 +41,16 @@ if df.empty:
 # frozen features suggests and its label quality (low: the stored label looks wrong). Flagged images
 # come first here; Exclude keeps the image and its manifest row, as the table's checkbox below does.
 FLAGGED_SHOWN = 12
-_issues_path = run.path / "probes" / "label_issues.parquet"
+from probe.artefact import LABEL_ISSUES, probes_dir
+
+_issues_path = probes_dir(run) / LABEL_ISSUES
 if _issues_path.exists():
     from core.runstore import read_table
     from pages.common import escape_markdown, show_error
+    from probe.issues import ISSUES_SCHEMA
 
     try:
-        _issues = read_table(_issues_path)
+        _issues = read_table(_issues_path, ISSUES_SCHEMA, table="label issues")
     except Exception as exc:  # a damaged file: say which, keep the page
         show_error(exc)
         _issues = None
@@ -62,6 +65,10 @@ if _issues_path.exists():
         _state = df.set_index("file")["excluded"].astype(bool)
         _flagged = _flagged[_flagged["image"].isin(_state.index)]
         _open = _flagged[~_flagged["image"].map(_state).astype(bool)]
+    if _issues is not None and _flagged.empty:
+        st.caption(f"The label-issue check (python -m probe --label-issues) flagged none of this run's "
+                   f"{plural(int(_issues['image'].nunique()), 'image')}.")
+    elif _issues is not None:
         st.subheader(f"Flagged by the label-issue check · {plural(len(_open), 'image')}")
         st.caption("A probe trained on the frozen features (python -m probe --label-issues) suggests another class "
                    "for these images; lowest label quality first. Exclude keeps the file and its manifest row and "

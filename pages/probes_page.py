@@ -22,7 +22,6 @@ from explain.vocabulary import RELATION_COLOURS, RELATIONS
 from pages.common import (NA_DASH, download_csv, escape_markdown, metric_tables, plural, require_run, show_error,
                           show_table, usable_files)
 
-PROBES_DIR = "probes"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")  # Plotly's D3: one colour per model
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # one per probe variant
@@ -59,11 +58,17 @@ def probe_commands(run: Run) -> str:
 
 
 def read_probe_table(run: Run, name: str) -> pd.DataFrame | None:
-    """``probes/<name>`` of the run as written by ``python -m probe``; None when it is not there."""
-    path = run.path / PROBES_DIR / name
+    """``probes/<name>`` of the run as ``python -m probe`` wrote it (its schema: probe.artefact and
+    probe.fewshot); None when it is not there."""
+    from probe.artefact import PER_CLASS, RESULTS, probes_dir, read_results
+    from probe.fewshot import PER_CLASS_SCHEMA
+
+    if name == RESULTS:
+        return read_results(run)
+    path = probes_dir(run) / name
     if not path.exists():
         return None
-    return read_table(path)
+    return read_table(path, PER_CLASS_SCHEMA if name == PER_CLASS else None)
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
@@ -114,17 +119,25 @@ def curve_figure(summary: pd.DataFrame, fixed: dict[str, float]) -> go.Figure:
         fig.add_trace(go.Scatter(x=x, y=part["top1_mean"], mode="lines+markers", name=name, legendgroup=name,
                                  line=dict(color=colour[model], dash=dash[variant], width=2.5),
                                  hovertext=hover, hoverinfo="text"))
+    # One dotted line per fixed-head accuracy: models that share it (as printed) share the line, in grey,
+    # instead of drawing their labels on top of each other; labels alternate sides.
+    heads: dict[str, list[str]] = {}
     for model in models:
         if model in fixed and not pd.isna(fixed[model]):
-            fig.add_hline(y=fixed[model], line=dict(color=colour[model], dash="dot", width=1.5),
-                          annotation_text=html.escape(f"{model} fixed head {fixed[model]:.1%}"),
-                          annotation_position="top left", annotation_font_color=colour[model])
+            heads.setdefault(f"{fixed[model]:.1%}", []).append(model)
+    for i, (text, group) in enumerate(sorted(heads.items(), key=lambda kv: fixed[kv[1][0]])):
+        line_colour = colour[group[0]] if len(group) == 1 else "#555555"
+        fig.add_hline(y=fixed[group[0]], line=dict(color=line_colour, dash="dot", width=1.5),
+                      annotation_text=html.escape(f"{', '.join(group)}: fixed head {text}"),
+                      annotation_position="top left" if i % 2 == 0 else "bottom right",
+                      annotation_font_color=line_colour)
     shots = sorted({int(s) for s in summary["shots"].dropna()})
     ticks = [0.5 if s == 0 else s for s in shots]
     fig.update_xaxes(type="log", tickvals=ticks, ticktext=["0 (zero-shot)" if s == 0 else str(s) for s in shots],
                      title_text="N: training images per class (log2 scale)")
     fig.update_yaxes(tickformat=".0%", title_text="Top-1 accuracy on the test images", rangemode="tozero")
     fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+                      hovermode="x unified",  # lines that coincide (a tie) hide each other: the hover lists them all
                       plot_bgcolor="white", xaxis=dict(gridcolor="#eee"), yaxis=dict(gridcolor="#eee"))
     return fig
 

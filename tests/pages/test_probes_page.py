@@ -133,8 +133,11 @@ def test_the_curve_draws_the_stored_means_bands_and_fixed_heads(probe_home, monk
     hlines = {round(s["y0"], 12) for s in spec["layout"]["shapes"] if s["y0"] == s["y1"]}
     for model in (MODEL, "efficientnet_lite1"):
         assert round(float(per_model.loc[model, "accuracy"]), 12) in hlines
-    notes = " ".join(a["text"] for a in spec["layout"]["annotations"])
-    assert f"{MODEL} fixed head {per_model.loc[MODEL, 'accuracy']:.1%}" in notes
+    notes = [a["text"] for a in spec["layout"]["annotations"]]
+    for model in (MODEL, "efficientnet_lite1"):  # labelled with the model (models of equal accuracy share a line)
+        head = f": fixed head {per_model.loc[model, 'accuracy']:.1%}"
+        assert any(model in n and n.endswith(head) for n in notes), notes
+    assert len(notes) == len({f"{per_model.loc[m, 'accuracy']:.1%}" for m in (MODEL, "efficientnet_lite1")})
     table = at.dataframe[0].value
     table = table.data if hasattr(table, "data") else table
     assert len(table) == 13 and set(table["seeds"]) == {1, 3}
@@ -247,3 +250,20 @@ def test_images_page_shows_flagged_images_first_and_excludes(probe_home, monkeyp
         assert len(at.get("image")) >= 6  # the class grid below is still there
     finally:
         run.set_excluded([first], excluded=False)
+
+
+def test_images_page_says_when_the_check_flagged_nothing(empty_home, monkeypatch):
+    from core.runstore import RunStore, write_table
+
+    run = RunStore(empty_home).open_run("sample")
+    images = run.usable_images()[["file", "wnid"]].rename(columns={"file": "image", "wnid": "true_wnid"})
+    issues = images.assign(model=MODEL, suggested_wnid=images["true_wnid"], label_quality=0.99, is_issue=False)
+    (run.path / "probes").mkdir(exist_ok=True)
+    write_table(issues, run.path / "probes" / "label_issues.parquet")
+    try:
+        at = _open(empty_home, monkeypatch, "pages/images_page.py")
+        assert not [s for s in at.subheader if "Flagged" in s.value]
+        assert any("flagged none of this run's 30 images" in c.value for c in at.caption)
+        assert not [b for b in at.button if b.key and b.key.startswith("exclude-flagged-")]
+    finally:
+        (run.path / "probes" / "label_issues.parquet").unlink()
