@@ -284,6 +284,28 @@ class RunInfo:
         return cls(**kwargs)
 
 
+def _checked_info(data) -> tuple[dict, str]:
+    """(run.json's fields with null read as the default, the first field of the wrong type or '')."""
+    if not isinstance(data, dict):
+        return {}, f"not a JSON object but {type(data).__name__}"
+    out = dict(data)
+    for f in fields(RunInfo):
+        if f.name not in out or f.name in ("extra", "run_id"):  # the id is the folder's name
+            continue
+        value, kind = out[f.name], str(f.type)
+        if value is None:  # null: the field's default
+            out.pop(f.name)
+        elif kind == "str" and not isinstance(value, str):
+            return out, f"'{f.name}' should be text, not {type(value).__name__}"
+        elif kind == "list[str]" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return out, f"'{f.name}' should be a list of texts"
+        elif kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            return out, f"'{f.name}' should be a whole number, not {type(value).__name__}"
+        elif kind == "bool" and not isinstance(value, bool):
+            return out, f"'{f.name}' should be true or false, not {type(value).__name__}"
+    return out, ""
+
+
 class Run:
     """One run folder. Paths and table I/O; no business logic."""
 
@@ -329,9 +351,14 @@ class Run:
             data = json.loads(self.info_path.read_text())
         except FileNotFoundError:
             raise StoreError(f"{self.path} is not a WildLens run (no run.json).") from None
-        except json.JSONDecodeError as exc:
+        except (ValueError, OSError) as exc:  # not JSON, not UTF-8 (JSONDecodeError is a ValueError), unreadable
             raise StoreError(f"{self.info_path} is damaged ({exc}).") from None
-        if int(data.get("schema_version", 0)) > SCHEMA_VERSION:
+        # Fields of the wrong type (a hand edit, a damaged copy) are refused here, in one line, instead
+        # of breaking whatever reads them later: a title that is a list failed every page's sidebar.
+        data, problem = _checked_info(data)
+        if problem:
+            raise StoreError(f"{self.info_path} is damaged ({problem}); fix that field or restore the file.")
+        if data.get("schema_version", 0) > SCHEMA_VERSION:
             raise StoreError(f"Run {self.run_id} was written by a newer WildLens; upgrade WildLens.")
         # The folder's name is the run's id: a run folder copied under another name (a backup, a
         # colleague's run) is its own run, never a second entry with the original's id.

@@ -50,3 +50,43 @@ def test_a_delete_killed_half_way_is_finished_by_the_next_delete():
     store.delete_run("next")
     assert not left.exists() and staging.is_dir()
     assert store.list_runs() == []
+
+
+# --------------------------------------------------------------------------- a damaged run.json
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+from core.runstore import StoreError  # noqa: E402
+
+
+@pytest.mark.parametrize("damage", [
+    {"title": ["x"]}, {"wnids": "n02123045"}, {"models": [1]}, {"created": 5}, {"is_sample": "yes"},
+    {"images_per_class": "20"}, {"schema_version": "1"}, "[]", b"\xff\xfe{",
+])
+def test_a_run_json_of_the_wrong_shape_is_a_damaged_run_not_a_crash(damage):
+    """A hand-edited or damaged run.json (a title that is a list, binary garbage) made list_runs
+    or every page's sidebar raise; now that run is skipped by list_runs and opening it says which
+    field is wrong. Other runs are listed as before; nothing is changed on disk."""
+    store = RunStore()
+    store.create_run(RunInfo(run_id="good", title="good"))
+    bad = store.create_run(RunInfo(run_id="bad", title="bad"))
+    if isinstance(damage, dict):
+        bad.info_path.write_text(json.dumps({**json.loads(bad.info_path.read_text()), **damage}))
+    elif isinstance(damage, bytes):
+        bad.info_path.write_bytes(damage)
+    else:
+        bad.info_path.write_text(damage)
+    before = bad.info_path.read_bytes()
+    assert [i.run_id for i in store.list_runs()] == ["good"]
+    with pytest.raises(StoreError, match="is damaged"):
+        bad.info
+    assert bad.info_path.read_bytes() == before
+
+
+def test_null_fields_read_as_their_defaults():
+    store = RunStore()
+    run = store.create_run(RunInfo(run_id="old", title="old"))
+    run.info_path.write_text(json.dumps({**json.loads(run.info_path.read_text()), "query": None, "models": None}))
+    info = run.info
+    assert (info.query, info.models, info.title) == ("", [], "old")
