@@ -238,3 +238,33 @@ def test_a_class_folder_named_like_a_widget_of_the_page_is_just_a_folder(home, t
     at.button(key="import-go").click().run()
     no_traceback(at)
     assert [home.open_run(i.run_id).info.wnids for i in home.list_runs()] == [[TABBY]]
+
+
+def test_a_damaged_run_json_leaves_the_other_runs_usable(home):
+    import json
+
+    make_run(home, "good")
+    bad = make_run(home, "bad")
+    bad.info_path.write_text(json.dumps({**json.loads(bad.info_path.read_text()), "title": ["x"], "created": None}))
+    at = start()
+    no_traceback(at)
+    assert at.dataframe[0].value["run"].tolist() == ["good"]
+    at.switch_page("pages/browse_page.py").run()
+    no_traceback(at)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "file", "missing", "link-loop"])
+def test_an_import_source_that_is_no_folder_is_one_line(home, tmp_path, kind):
+    src = tmp_path / "src"
+    if kind == "fifo":
+        os.mkfifo(src)
+    elif kind == "file":
+        src.write_bytes(T.jpeg(1))
+    elif kind == "link-loop":
+        os.symlink(src, src)
+    at = start("pages/import_page.py")
+    at.text_input(key="import_folder").set_value(str(src)).run()
+    no_traceback(at)
+    (error,) = at.error
+    assert "is not a folder" in error.value, error.value
+    assert home.list_runs() == []
