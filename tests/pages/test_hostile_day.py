@@ -268,3 +268,13 @@ def test_an_import_source_that_is_no_folder_is_one_line(home, tmp_path, kind):
     (error,) = at.error
     assert "is not a folder" in error.value, error.value
     assert home.list_runs() == []
+
+
+@pytest.mark.parametrize("query", ["**bold**", "<img src=x onerror=alert(1)>", "$x$", ":red[x]", "[click](http://evil)",
+                                   "=cmd|' /C calc'!A0", "x" * 5000])
+def test_a_hostile_query_is_one_escaped_line(home, query):
+    at = start("pages/query_page.py")
+    at.text_input(key="query").set_value(query).run()
+    no_traceback(at)
+    assert len(at.error) == 1, [e.value for e in at.error]
+    assert_escaped(at)
