@@ -22,6 +22,8 @@ PAGES = {
     "results": "pages/results_page.py",
     "confusions": "pages/confusions_page.py",
     "browse": "pages/browse_page.py",
+    "probes": "pages/probes_page.py",
+    "knowledge": "pages/knowledge_page.py",
     "explain": "pages/explain_page.py",
 }
 
@@ -64,11 +66,12 @@ def test_every_page_renders(app, name):
     assert not at.error, [e.value for e in at.error]
     titles = {"runs": "Runs", "query": "Query", "images": "Images", "models": "Models", "results": "Results",
               "confusions": "Confusions", "explain": "Explain a confusion", "import": "Import",
-              "browse": "Browse"}
+              "browse": "Browse", "probes": "Probes", "knowledge": "Knowledge"}
     assert [t.value for t in at.title] == [titles[name]]
     if name not in ("runs", "query", "import"):  # those three make runs; the others read the current one
         assert any("Sample run" in i.value for i in at.info), "the sample banner must be shown"
-    if name != "import":  # the Import page shows a table once a folder is named (tests/pages/test_import_page.py)
+    # Import shows a table once a folder is named, Probes once probe results exist (their own test files).
+    if name not in ("import", "probes"):
         assert at.get("download_button"), "every page's tables can be downloaded as CSV"
 
 
