@@ -77,7 +77,7 @@ def test_the_product_keeps_the_import_rule():
 
 def test_every_stage_and_core_is_checked():
     checked = {owner(p, ROOT) for package in PRODUCT if (ROOT / package).is_dir() for p in (ROOT / package).rglob("*.py")}
-    assert {"core", "crawl", "classify", "explain", "pages", "wildlens"} <= checked
+    assert {"core", "crawl", "classify", "explain", "probe", "pages", "wildlens"} <= checked
 
 
 @pytest.mark.parametrize("package, file, code, expected", [

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from core.features import feature_dir
-from core.runstore import RunStore, read_table, write_json_atomic
+from core.runstore import read_table, write_json_atomic
 from probe.cli import main
 from tests.conftest import ROOT
 from tests.probe.synthetic import blobs, make_run

@@ -2,7 +2,6 @@
 among synthetic clusters and among the packaged photographs' real EfficientNet-Lite0 features."""
 import shutil
 
-import numpy as np
 import pytest
 
 from core.runstore import RunInfo, RunStore, read_table
