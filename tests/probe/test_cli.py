@@ -111,3 +111,13 @@ def test_unknown_run_and_the_module_entry_point(run):
     proc = subprocess.run([sys.executable, "-m", "probe", "--run", "nope", "--models", "x"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: No run 'nope'")
+
+
+def test_a_class_with_one_usable_image_is_left_out_and_named(capsys):
+    x, labels = blobs([8, 8, 1], n_classes=3, dim=8, seed=13)
+    run, files = make_run(x, labels, run_id="tiny")
+    assert main(["--run", "tiny", "--models", "synthnet", "--shots", "2", "--seeds", "22"]) == 0
+    out = capsys.readouterr().out
+    assert f"note: synthnet: left out, fewer than 2 usable images with features: {labels[-1]} (1)" in out
+    results, per_class = _tables(run)[:2]
+    assert results["n_classes"].tolist() == [2] and labels[-1] not in set(per_class["wnid"])
