@@ -527,6 +527,20 @@ class RunStore:
                     continue
         return sorted(infos, key=lambda i: (i.created, i.run_id), reverse=True)
 
+    def damaged_runs(self) -> list[tuple[str, str]]:
+        """(run id, the one-line reason) of each run folder ``list_runs`` skips because its run.json
+        cannot be read (a page says so, instead of the run silently missing from every list)."""
+        if not self.runs_dir.exists():
+            return []
+        damaged = []
+        for folder in sorted(self.runs_dir.iterdir()):
+            if valid_run_id(folder.name) and (folder / "run.json").exists():
+                try:
+                    Run(folder).info
+                except StoreError as exc:
+                    damaged.append((folder.name, str(exc)))
+        return damaged
+
     # administration ---------------------------------------------------------------
     def rename_run(self, run_id: str, title: str) -> RunInfo:
         """Give a run a new title (what pages and lists show); its id, folder and files stay. The

@@ -17,6 +17,8 @@ if flash:
     st.success(flash, icon=":material/check_circle:")
 
 infos = list_runs()
+for run_id, why in store().damaged_runs():  # skipped by every list: said here, with what to fix
+    st.warning(escape_markdown(f"Run folder {run_id} is not listed: {why}"), icon=":material/warning:")
 if not infos:
     st.info("No runs yet: start a query on the Query page, or import a folder of your own images on the Import page.")
     st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:")

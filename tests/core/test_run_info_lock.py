@@ -90,3 +90,12 @@ def test_null_fields_read_as_their_defaults():
     run.info_path.write_text(json.dumps({**json.loads(run.info_path.read_text()), "query": None, "models": None}))
     info = run.info
     assert (info.query, info.models, info.title) == ("", [], "old")
+
+
+def test_damaged_runs_names_each_skipped_run_and_why():
+    store = RunStore()
+    store.create_run(RunInfo(run_id="good", title="good"))
+    bad = store.create_run(RunInfo(run_id="bad", title="bad"))
+    bad.info_path.write_text('{"title": 3}')
+    assert store.damaged_runs() == [("bad", f"{bad.info_path} is damaged ('title' should be text, not int); fix that "
+                                            "field or restore the file.")]

@@ -249,6 +249,8 @@ def test_a_damaged_run_json_leaves_the_other_runs_usable(home):
     at = start()
     no_traceback(at)
     assert at.dataframe[0].value["run"].tolist() == ["good"]
+    (warning,) = at.warning  # said, with the field to fix, not silently missing
+    assert "Run folder bad is not listed" in warning.value and "should be text" in warning.value, warning.value
     at.switch_page("pages/browse_page.py").run()
     no_traceback(at)
 
