@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import threading
-import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -44,7 +43,8 @@ import torch
 
 from core.errors import OptionError, WildLensError
 from core.features import (WRITE_PROBE_PREFIX, compact_features, feature_dir, featured_images, features_root,
-                           read_feature_meta, sweep_features, write_feature_part)
+                           read_feature_meta, sweep_features, write_feature_part,
+                           write_text_classifier)
 from core.parts import PredictionParts
 from core.progress import ProgressCallback
 from core.runstore import Run, probe_writable
@@ -55,6 +55,9 @@ from .targets import OutputError, PredictionSink, predict_run
 
 FEATURES_COLUMN = "features"  # per prediction row: the float32 vector (in memory only, never stored in a table)
 KIND_COLUMN = "feature_kind"  # 'pre-logit' or 'image-embedding' (core.features.FEATURE_KINDS)
+# On a zero-shot model's first batch only: its text classifier {classifier, wnids, logit_scale}, which
+# the sink keeps beside the features (core.features.write_text_classifier) for probe/'s language-init head.
+TEXT_COLUMN = "text_classifier"
 _CHECK_TOLERANCE = 1e-3
 
 
@@ -106,8 +109,13 @@ class FeatureTap:
         self.model_id = model_id
         self._local = threading.local()
         self.checked = False
+        self.text = None
         if isinstance(module, ZeroShotHead):
             self.kind = "image-embedding"
+            wnids = tuple(getattr(module, "wnids", ()))
+            if wnids:  # built by classify.zeroshot.zero_shot_head, which knows the columns' classes
+                self.text = {"classifier": module.classifier.detach().float().cpu().numpy(), "wnids": wnids,
+                             "logit_scale": float(module.logit_scale)}
             self._check = False  # the head's arithmetic is ours (classify.zeroshot): nothing to verify
             self._hooks = [module.image_encoder.register_forward_hook(self._embedding)]
         else:
@@ -154,7 +162,11 @@ class FeatureTap:
         array = self.take()
         if len(array) != len(frame):
             raise FeatureError(f"{self.model_id}: {len(array)} feature vectors for {len(frame)} rows.")
-        return frame.assign(**{FEATURES_COLUMN: list(array), KIND_COLUMN: self.kind})
+        frame = frame.assign(**{FEATURES_COLUMN: list(array), KIND_COLUMN: self.kind})
+        if self.text is not None:  # once: on the first batch's first row
+            frame[TEXT_COLUMN] = [self.text] + [None] * (len(frame) - 1)
+            self.text = None
+        return frame
 
     def remove(self) -> None:
         for hook in self._hooks:
@@ -188,7 +200,11 @@ class FeatureSink(PredictionSink):
                                    kind=str(rows[KIND_COLUMN].iloc[0]), normalised=False,
                                    classify_version=self.version)
                 self.stored[str(model)] = self.stored.get(str(model), 0) + len(rows)
-            frame = frame.drop(columns=[c for c in (FEATURES_COLUMN, KIND_COLUMN) if c in frame.columns])
+                if TEXT_COLUMN in rows.columns:
+                    for text in rows[TEXT_COLUMN].dropna():
+                        write_text_classifier(self.run, str(model), text["classifier"], text["wnids"],
+                                              text["logit_scale"])
+            frame = frame.drop(columns=[c for c in (FEATURES_COLUMN, KIND_COLUMN, TEXT_COLUMN) if c in frame.columns])
         super().__call__(frame)
 
     def already_done(self, entries: Sequence[ModelEntry]) -> dict[str, set[str]]:
@@ -268,7 +284,8 @@ def feature_throughput(images: Sequence[tuple[str, str]] | Sequence[ImageTask], 
                 write_feature_part(folder, str(model_id), rows[["image", "true_wnid"]], array,
                                    kind=str(rows[KIND_COLUMN].iloc[0]))
                 stored.append(array.shape[1])
-            PredictionParts(folder / "predictions").append(frame.drop(columns=[FEATURES_COLUMN, KIND_COLUMN]))
+            PredictionParts(folder / "predictions").append(
+                frame.drop(columns=[c for c in (FEATURES_COLUMN, KIND_COLUMN, TEXT_COLUMN) if c in frame.columns]))
 
         report = run_inference(tasks, [model], sink, None, with_features)
         dims.extend(stored)

@@ -313,7 +313,9 @@ def zero_shot_head(entry: ModelEntry, model, weights_sha256: str) -> ZeroShotHea
     finally:
         model = model.cpu()
     bias = getattr(model, "logit_bias", None)
-    return ZeroShotHead(model.visual, classifier, model.logit_scale.exp(), bias).eval()
+    head = ZeroShotHead(model.visual, classifier, model.logit_scale.exp(), bias).eval()
+    head.wnids = tuple(wnids)  # the classifier's column order: stored with features for probe/'s language-init head
+    return head
 
 
 # --------------------------------------------------------------------------- choosing zero-shot models

@@ -31,17 +31,18 @@ Functions: :func:`write_feature_part`, :func:`read_features`, :func:`feature_mod
 from __future__ import annotations
 
 import datetime as _dt
+import io
 import json
 import re
 import secrets
 from pathlib import Path
-from typing import Union
+from typing import Sequence, Union
 
 import numpy as np
 import pandas as pd
 
-from .runstore import (_RUN_ID_RE, SCHEMA_VERSION, StoreError, atomic_path, now_iso, read_table, write_json_atomic,
-                       write_table)
+from .runstore import (_RUN_ID_RE, SCHEMA_VERSION, StoreError, atomic_path, now_iso, read_table, write_bytes_atomic,
+                       write_json_atomic, write_table)
 
 FEATURES_DIR = "features"
 META_NAME = "meta.json"
@@ -123,6 +124,30 @@ def _ensure_meta(run: RunLike, model: str, dim: int, kind: str, normalised: bool
             "created": now_iso(), "classify_version": str(classify_version), "schema_version": SCHEMA_VERSION}
     write_json_atomic(feature_dir(run, model) / META_NAME, meta)
     return meta
+
+
+TEXT_CLASSIFIER_NAME = "text_classifier.npy"  # a zero-shot model's text classifier, beside its features
+
+
+def write_text_classifier(run: RunLike, model: str, classifier: np.ndarray, wnids: Sequence[str],
+                          logit_scale: float) -> None:
+    """Keep a zero-shot model's text classifier ([dim, classes], columns in ``wnids`` order) beside
+    its image embeddings, and record it in meta.json as ``text_classifier: {path, wnids,
+    logit_scale}``: probe/'s language-initialised head and its N = 0 point read it from there (a
+    stage reads stored artefacts only, never classify's cache). Call after the model's first part."""
+    array = np.ascontiguousarray(np.asarray(classifier, dtype=np.float32))
+    if array.ndim != 2 or array.shape[1] != len(wnids):
+        raise FeatureStoreError(f"{model}: a text classifier of shape {array.shape} for {len(wnids)} classes.")
+    meta = read_feature_meta(run, model)
+    if meta is None or int(meta["dim"]) != array.shape[0]:
+        raise FeatureStoreError(f"{model}: the text classifier has {array.shape[0]} dimensions, the stored features "
+                                f"{None if meta is None else meta['dim']}; {_fix(run, model)}.")
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    write_bytes_atomic(feature_dir(run, model) / TEXT_CLASSIFIER_NAME, buffer.getvalue())
+    meta["text_classifier"] = {"path": TEXT_CLASSIFIER_NAME, "wnids": [str(w) for w in wnids],
+                               "logit_scale": float(logit_scale)}
+    write_json_atomic(feature_dir(run, model) / META_NAME, meta)
 
 
 # --------------------------------------------------------------------------- write

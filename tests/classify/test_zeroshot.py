@@ -333,3 +333,40 @@ def test_the_default_label_set_of_a_run_is_its_classes(tiny_arch):
     assert entry.label_space.startswith("file:") and set(class_wnids(entry)) == set(run.info.wnids)
     (entry,), _ = zero_shot_models([f"clip:{tiny_arch}"])  # no run (--images): ImageNet-1k
     assert entry.label_space == "imagenet-1k"
+
+
+def test_features_of_a_zero_shot_model_carry_its_text_classifier_to_the_probes(tiny_arch, tiny_checkpoint, capsys):
+    """--features on a zero-shot model stores its image embeddings and, beside them, the text
+    classifier it used (core.features.write_text_classifier): probe/ reads only stored artefacts,
+    and with it runs ELEVATER's language-initialised head and the zero-shot point N = 0."""
+    import numpy as np
+
+    from classify.cli import main
+    from core.features import read_feature_meta, read_features
+
+    run = _sample_run()
+    code = main(["--run", run.run_id, "--models", f"clip:{tiny_arch}", "--checkpoint",
+                 f"clip:{tiny_arch}={tiny_checkpoint}", "--label-set", "run", "--templates", "simple7", "--features",
+                 "--no-progress", "--workers", "0", "--device", "cpu"])
+    assert code == 0, capsys.readouterr().err
+    [model] = set(run.read_predictions()["model"])
+    meta = read_feature_meta(run, model)
+    index, array = read_features(run, model)
+    record = meta["text_classifier"]
+    assert meta["kind"] == "image-embedding" and array.shape == (30, TINY_CONFIG["embed_dim"])
+    assert sorted(record["wnids"]) == sorted(run.info.wnids) and record["logit_scale"] > 0
+    text = np.load(run.path / "features" / model.replace("/", "_") / record["path"], allow_pickle=False)
+    assert text.shape == (TINY_CONFIG["embed_dim"], len(record["wnids"]))
+
+    done = subprocess.run([sys.executable, "-m", "probe", "--run", run.run_id, "--models", model, "--shots", "1,2",
+                           "--seeds", "22"], cwd=ROOT, capture_output=True, text=True, env={**os.environ}, timeout=600)
+    assert done.returncode == 0, done.stderr
+    from probe.artefact import read_results
+
+    results = read_results(run)
+    assert {"linear", "language-init"} <= set(results["variant"])
+    zero = results[(results["variant"] == "language-init") & (results["shots"] == 0)]
+    assert len(zero) == 1
+    # N = 0 is the zero-shot classifier itself: its top-1 equals the stored predictions' accuracy.
+    stored = run.read_predictions()
+    assert zero["top1"].iloc[0] == pytest.approx((stored["pred_wnid"] == stored["true_wnid"]).mean())
