@@ -1,0 +1,458 @@
+"""Zero-shot models on the CPU: text-classifier build speed and memory, image throughput (issue 14).
+
+    .venv/bin/python benchmarks/bench_zeroshot.py [--quick] [--full] [--save]
+
+No CLIP weights install offline, so every CLIP figure here is of a **randomly initialised**
+open_clip ViT-B-32 of the real architecture (``pretrained=None``): it does the same arithmetic as
+the trained model, so its speed and memory are the real model's, but its outputs are noise and
+nothing here is an accuracy result. The output says so on every such line.
+
+1. Prompt generation alone: ``classify.prompts.class_prompts`` for every ImageNet-1k class with
+   ``openai80`` (80,000 prompts) and every ImageNet-21k class with ``simple7`` (152,901), seconds,
+   each in a fresh process after WordNet is loaded (its load is shown apart).
+2. Text-classifier build, ``classify.zeroshot.build_text_classifier`` (its defaults: 256 classes'
+   prompts held at once, 256 prompts through the text tower at once, PyTorch's default threads),
+   ViT-B-32, for ImageNet-1k x ``openai80`` and ImageNet-21k x ``simple7``. The whole sets take
+   hours on a small CPU (80,000 and 152,901 prompts), so by default a fixed sample of classes,
+   evenly spaced through the label space, is built and the full time extrapolated from its
+   prompts per second (the build is linear in prompts: chunks of the same size, one after the
+   other); ``--full`` builds the whole sets. Each case runs in a fresh child process (spawned), so
+   its memory is its own: peak RSS of the build is the kernel's high-water mark (``VmHWM`` of
+   /proc/self/status, reset through /proc/self/clear_refs just before the build, so it excludes
+   imports, model creation and WordNet's load), shown beside the RSS before the build; where
+   the reset is not allowed it falls back to ``resource.getrusage`` ``ru_maxrss`` of the child
+   (whole process) and says so. Heap only, not GPU memory (CPU build).
+3. Bounded memory over a whole label set: the same chunked builder over all 21,843 ImageNet-21k
+   classes x ``simple7`` with the tiny randomly initialised open_clip test double of
+   ``tests/classify/test_zeroshot.py`` (its text tower is cheap, so the whole set runs in seconds):
+   RSS after each chunk (first, quartiles, last) and the high-water mark; with ``--contrast`` also
+   the same set built as one chunk (``chunk_classes`` = all). The double's prompts go through its
+   text tower 1,024 at a time (the library's default is 256), only to make the run shorter.
+4. Image throughput on the CPU, the library path of ``python -m classify --images``
+   (``classify.targets.predict_folder``), on the packaged sample photographs
+   (``crawl.sample_photos``: five photos x six views = 30 PNG files, copied ``--copies`` times):
+   EfficientNet-Lite0 with its real packaged weights (the default pipeline: ONNX Runtime, exported
+   once in a warm-up call) beside a zero-shot ViT-B-32 (random init, saved as a safetensors file and
+   given as ``checkpoints``, as ``--checkpoint clip:ViT-B-32=FILE`` does; PyTorch) over the sample
+   run's five classes (a label-set file, as ``--label-set run`` stores them) with ``simple7``; its
+   text classifier is built in the warm-up call and read from the cache afterwards, as on a second
+   run. Rounds are interleaved (other processes' load hits both alike); images/s of the whole call
+   (it includes loading the model and starting decode workers) and, with ``--copies`` >= 2, the
+   steady rate (N - 30) / (t(N) - t(30)) that leaves the fixed cost out; medians; ratio zero-shot /
+   Lite0.
+
+Defaults: ``--in1k-classes 8`` (x 80 = 640 prompts), ``--in21k-classes 96`` (x 7 = 672), the test
+double over all 21,843 classes, ``--copies 4`` (120 images), ``--repeats 2``: 4.3 minutes on a
+2-core CPU at a load average of 2-5 from other processes.
+``--quick`` (meant for ``make bench``): 1 and 12 classes (80 and 84 prompts), the test double over
+2,560 classes (ten chunks), ``--copies 2``, one round: 83 s on that CPU at a load average of 1.3-2.3,
+148 s at 5. The functions also run on the test double alone (``build_case('tiny', ...)``,
+``image_section(tmp, 1, 1, arch='tiny')``: seconds), for a smoke test. ``make bench`` runs every script without arguments, so it gets the defaults
+until its recipe passes ``--quick``. ``--save`` appends the output, with a header, to
+``benchmarks/results/zeroshot-<date>.txt``. Every figure comes with the load average: on a shared
+machine they are noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import io
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RANDOM = "random init, real architecture: speed and memory only, not accuracy"
+CLIP_ARCH = "ViT-B-32"
+TINY_BATCH = 1024  # prompts through the test double's text tower at once (its activations are tiny)
+LINES: list[str] = []
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+    LINES.append(text)
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.2f}"
+
+
+# --------------------------------------------------------------------------- memory
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def rss_mib() -> float | None:
+    kib = _status_kib("VmRSS")
+    return None if kib is None else kib / 1024
+
+
+def reset_high_water() -> bool:
+    """Reset the kernel's RSS high-water mark of this process (Linux >= 4.0); False where not allowed."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def high_water_mib(reset_ok: bool) -> tuple[float, str]:
+    kib = _status_kib("VmHWM") if reset_ok else None
+    if kib is not None:
+        return kib / 1024, "VmHWM since reset"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "ru_maxrss, whole child"
+
+
+# --------------------------------------------------------------------------- models
+def register_tiny() -> str:
+    """The tests' tiny open_clip architecture (a test double), added to open_clip's configs."""
+    from open_clip.factory import _MODEL_CONFIGS
+
+    from tests.classify.test_zeroshot import TINY, TINY_CONFIG
+
+    _MODEL_CONFIGS.setdefault(TINY, json.loads(json.dumps(TINY_CONFIG)))
+    return TINY
+
+
+def create_clip(arch: str):
+    """(model, tokenizer): open_clip ``arch`` with random weights (``pretrained=None``), eval mode."""
+    import open_clip
+    import torch
+
+    from classify.sources import get_source
+    from classify.sources.openclip_source import clip_entry
+
+    if arch == "tiny":
+        arch = register_tiny()
+    entry = clip_entry(f"clip:{arch}")
+    torch.manual_seed(0)
+    model = get_source(entry).create(entry, device="cpu").eval()
+    return model, open_clip.get_tokenizer(entry.arch)
+
+
+def sample_wnids(label_space: str, n: int | None) -> tuple[str, ...]:
+    """``n`` classes evenly spaced through the label space (all of them when n is None)."""
+    from core.labels import get_label_space
+
+    wnids = get_label_space(label_space).wnids
+    if n is None or n >= len(wnids):
+        return tuple(wnids)
+    step = len(wnids) / n
+    return tuple(wnids[int(i * step)] for i in range(n))
+
+
+# --------------------------------------------------------------------------- 1. prompt generation
+def prompt_generation(space: str, templates: str) -> dict:
+    """Seconds of class_prompts for every class of ``space`` with ``templates`` (the default recipe
+    otherwise), after WordNet is loaded (a call on two classes of another label space, timed apart).
+    Meant for a fresh process (:func:`in_child`), so no cache of an earlier case helps."""
+    from classify.prompts import Recipe, class_prompts
+
+    start = time.perf_counter()
+    class_prompts(sample_wnids("imagenet-r", 2), Recipe(templates="simple7"))  # loads WordNet
+    wordnet = time.perf_counter() - start
+    wnids = sample_wnids(space, None)
+    start = time.perf_counter()
+    prompts = class_prompts(wnids, Recipe(templates=templates))
+    return {"wordnet_load_s": wordnet, "classes": len(wnids), "prompts": sum(map(len, prompts.values())),
+            "seconds": time.perf_counter() - start}
+
+
+# --------------------------------------------------------------------------- 2./3. text-classifier build
+def build_case(arch: str, label_space: str, templates: str, n_classes: int | None,
+               chunk_classes: int | None = None, trace: bool = False, batch_prompts: int | None = None) -> dict:
+    """Build the text classifier of ``arch`` (random init; 'tiny' = the tests' double) over
+    ``n_classes`` of ``label_space`` (None: all) with ``templates``: prompts, seconds, prompts/s,
+    RSS before the build and its high-water mark during it; with ``trace``, RSS after each chunk.
+    Meant for a fresh process (:func:`in_child`): the high-water mark is the process's."""
+    import torch
+
+    from classify.prompts import Recipe
+    from classify.zeroshot import CHUNK_CLASSES, build_text_classifier
+
+    model, tokenizer = create_clip(arch)
+    wnids = sample_wnids(label_space, n_classes)
+    recipe = Recipe(templates=templates)
+    n_prompts = len(wnids) * len(recipe.template_list)
+    chunk = chunk_classes or CHUNK_CLASSES
+    with torch.inference_mode():  # warm-up: first-call allocations and oneDNN kernels, not timed
+        model.encode_text(tokenizer(["a photo of a cat."] * 4))
+    from classify.prompts import class_prompts
+
+    class_prompts(sample_wnids("imagenet-r", 2), recipe)  # loads WordNet (~250 MB), not counted as the build's
+    import gc
+
+    gc.collect()
+    before = rss_mib()
+    reset_ok = reset_high_water()
+    rss_trace: list[tuple[int, float]] = []
+
+    def progress(event) -> None:
+        if trace and event.done:
+            rss_trace.append((event.done, rss_mib() or float("nan")))
+
+    start = time.perf_counter()
+    out = build_text_classifier(model, tokenizer, wnids, recipe, chunk_classes=chunk, progress=progress,
+                                **({"batch_prompts": batch_prompts} if batch_prompts else {}))
+    seconds = time.perf_counter() - start
+    peak, how = high_water_mib(reset_ok)
+    return {"arch": arch, "label_space": label_space, "templates": templates, "classes": len(wnids),
+            "prompts": n_prompts, "seconds": seconds, "prompts_per_s": n_prompts / seconds,
+            "rss_before_mib": before, "peak_mib": peak, "peak_how": how, "chunk_classes": chunk,
+            "result_mib": out.nbytes / 2**20, "threads": torch.get_num_threads(), "trace": rss_trace}
+
+
+def in_child(fn, *args, **kwargs):
+    """fn(*args, **kwargs) in a freshly spawned process: its memory figures are its own."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1, maxtasksperchild=1) as pool:
+        return pool.apply(fn, args, kwargs)
+
+
+def text_section(args) -> None:
+    from classify.prompts import templates_of
+
+    say(f"Prompt generation (classify.prompts.class_prompts, default recipe but templates), each in a fresh "
+        f"process after WordNet is loaded; {load()}")
+    for space, templates in (("imagenet-1k", "openai80"), ("imagenet-21k", "simple7")):
+        g = in_child(prompt_generation, space, templates)
+        say(f"  {space} x {templates}: {g['classes']:6d} classes, {g['prompts']:7d} prompts in {g['seconds']:5.1f} s "
+            f"({g['prompts'] / g['seconds']:8.0f} prompts/s; WordNet load before it {g['wordnet_load_s']:.1f} s)  "
+            f"[{load()}]")
+
+    say()
+    say(f"Text-classifier build, classify.zeroshot.build_text_classifier, open_clip {CLIP_ARCH} ({RANDOM}), "
+        f"CPU, each case in a fresh process; {load()}")
+    cases = [("imagenet-1k", "openai80", None if args.full else args.in1k_classes),
+             ("imagenet-21k", "simple7", None if args.full else args.in21k_classes)]
+    for space, templates, n in cases:
+        total_classes = len(sample_wnids(space, None))
+        total = total_classes * len(templates_of(templates))
+        r = in_child(build_case, CLIP_ARCH, space, templates, n)
+        whole = r["classes"] == total_classes
+        what = "the whole set" if whole else f"a sample of {r['classes']} class(es) evenly spaced through the set"
+        say(f"  {space} x {templates}: {what}, {r['prompts']} prompts in {r['seconds']:.1f} s = "
+            f"{r['prompts_per_s']:.1f} prompts/s ({r['threads']} threads)  [{load()}]")
+        if not whole:
+            hours = total / r["prompts_per_s"] / 3600
+            say(f"    extrapolated to all {total_classes} classes ({total} prompts): {hours:.1f} h at that rate "
+                f"(linear in prompts; --full measures it)")
+        say(f"    RSS before the build {r['rss_before_mib']:.0f} MiB (model, PyTorch, WordNet); build peak "
+            f"{r['peak_mib']:.0f} MiB ({r['peak_how']}), +{r['peak_mib'] - r['rss_before_mib']:.0f} MiB; "
+            f"result {r['result_mib']:.1f} MiB")
+        if not whole:
+            full_result = r["result_mib"] / r["classes"] * total_classes
+            say(f"    the whole set's result matrix adds {full_result:.1f} MiB; chunks hold {r['chunk_classes']} "
+                "classes' prompts at once whatever the set (next section), so its peak stays near this one's")
+
+    say()
+    what = "all ImageNet-21k classes" if args.tiny_classes is None else f"{args.tiny_classes} ImageNet-21k classes"
+    say(f"Bounded memory: {what} x simple7 with the tiny open_clip TEST DOUBLE of tests/classify/test_zeroshot.py "
+        f"(random init, embed dim 16: memory behaviour only), prompts {TINY_BATCH} at a time; {load()}")
+    r = in_child(build_case, "tiny", "imagenet-21k", "simple7", args.tiny_classes, None, True, TINY_BATCH)
+    trace = r["trace"]
+    picks = sorted({0, len(trace) // 4, len(trace) // 2, 3 * len(trace) // 4, len(trace) - 1})
+    steps = ", ".join(f"{trace[i][0]}: {trace[i][1]:.0f}" for i in picks)
+    say(f"  chunked ({r['chunk_classes']} classes at once): {r['prompts']} prompts in {r['seconds']:.1f} s; "
+        f"RSS before {r['rss_before_mib']:.0f} MiB, after classes {steps} MiB; peak {r['peak_mib']:.0f} MiB "
+        f"({r['peak_how']}), +{r['peak_mib'] - r['rss_before_mib']:.0f} MiB  [{load()}]")
+    rss = [m for _, m in trace]
+    say(f"  RSS from the first chunk to the last: {rss[0]:.0f} -> {rss[-1]:.0f} MiB "
+        f"({rss[-1] - rss[0]:+.0f} MiB over {len(trace)} chunks; the result is {r['result_mib']:.1f} MiB, "
+        f"allocated whole at the first chunk)")
+    if args.contrast:
+        one = in_child(build_case, "tiny", "imagenet-21k", "simple7", args.tiny_classes, 10**6, False, TINY_BATCH)
+        say(f"  as one chunk (all prompts at once): {one['seconds']:.1f} s, peak {one['peak_mib']:.0f} MiB, "
+            f"+{one['peak_mib'] - one['rss_before_mib']:.0f} MiB  [{load()}]")
+
+
+# --------------------------------------------------------------------------- 4. image throughput
+def write_sample_views(root: Path, copies: int) -> list[Path]:
+    """The sample photographs' six views each as PNG files in root/<wnid>/, ``copies`` times."""
+    from crawl.sample_photos import SAMPLE_PHOTOS, VIEWS, photo_path
+    from core.imageio import load_rgb
+
+    paths = []
+    for number, photo in enumerate(SAMPLE_PHOTOS):
+        folder = root / photo.wnid
+        folder.mkdir(parents=True, exist_ok=True)
+        original = load_rgb(photo_path(photo))
+        for k, (_, view) in enumerate(VIEWS):
+            data = io.BytesIO()
+            view(original).save(data, format="PNG")
+            for copy in range(copies):
+                path = folder / f"{number}-{k}-{copy}.png"
+                path.write_bytes(data.getvalue())
+                paths.append(path)
+    return paths
+
+
+def save_random_clip(path: Path, arch: str = CLIP_ARCH) -> Path:
+    """A randomly initialised open_clip ``arch`` as a safetensors file (a --checkpoint)."""
+    from safetensors.torch import save_file
+
+    model, _ = create_clip(arch)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path))
+    return path
+
+
+def zero_shot_selection(tmp: Path, checkpoint: Path, arch: str = CLIP_ARCH):
+    """(entries, checkpoints by id) for clip:ARCH over the sample run's classes with simple7."""
+    from classify.prompts import Recipe
+    from classify.zeroshot import zero_shot_models
+    from crawl.sample_photos import SAMPLE_PHOTOS
+
+    label_file = tmp / "sample-classes.txt"
+    label_file.write_text("".join(f"{w}\n" for w in sorted({p.wnid for p in SAMPLE_PHOTOS})))
+    return zero_shot_models([f"clip:{arch}"], str(label_file), Recipe(templates="simple7"),
+                            {f"clip:{arch}": str(checkpoint)})
+
+
+def classify_folder(folder: Path, models, options) -> tuple[int, dict]:
+    from classify.targets import predict_folder
+
+    table, result = predict_folder(folder, models, options=options)
+    assert (table["status"] == "ok").all(), table[table["status"] != "ok"]
+    return len(table), result.backends
+
+
+def timed(folder: Path, models, options) -> tuple[float, int]:
+    start = time.perf_counter()
+    n, _ = classify_folder(folder, models, options)
+    return time.perf_counter() - start, n
+
+
+def image_section(tmp: Path, copies: int, repeats: int, arch: str = CLIP_ARCH) -> dict:
+    """Lite0 (real weights) and zero-shot ``arch`` (random init) through predict_folder on the
+    sample views: images/s (whole call, and steady with copies >= 2) and the ratio; returns them."""
+    from classify.pipeline import InferenceOptions
+    from classify.registry import DEFAULT_MODEL
+    from classify.zeroshot import build_settings
+
+    if arch == "tiny":  # the tests' double: a smoke run in seconds
+        arch = register_tiny()
+    small, big = tmp / "views-1", tmp / f"views-{copies}"
+    n_small = len(write_sample_views(small, 1))
+    n_big = len(write_sample_views(big, copies)) if copies > 1 else n_small
+    checkpoint = save_random_clip(tmp / f"{arch}-random.safetensors", arch)
+    entries, by_id = zero_shot_selection(tmp, checkpoint, arch)
+    # onnx_export_min_images=1: the warm-up call exports Lite0 (a user's second run reads the cached export)
+    options = {"lite0": ([DEFAULT_MODEL], InferenceOptions(device="cpu", cache_dir=str(tmp / "onnx"),
+                                                            onnx_export_min_images=1)),
+               "zero-shot": (entries, InferenceOptions(device="cpu", cache_dir=str(tmp / "onnx"), checkpoints=by_id))}
+    label = {"lite0": f"{DEFAULT_MODEL} (packaged weights)",
+             "zero-shot": f"clip:{arch}+simple7, 5 classes ({RANDOM if arch == CLIP_ARCH else 'test double'})"}
+    say(f"Image throughput on the CPU, classify.targets.predict_folder, sample photographs ({n_small} views"
+        f"{f', and {n_big} = {copies} copies' if copies > 1 else ''}), {os.cpu_count()} cores; {load()}")
+    figures: dict = {}
+    with build_settings(cache_dir=tmp / "zeroshot"):
+        for key, (models, opts) in options.items():  # warm-up: ONNX export / text classifier build, page cache
+            start = time.perf_counter()
+            _, backends = classify_folder(small, models, opts)
+            say(f"  warm-up {label[key]}: {time.perf_counter() - start:.1f} s for {n_small} images "
+                f"[{'; '.join(f'{m}: {b}' for m, b in backends.items())}]")
+        whole = {k: [] for k in options}
+        steady = {k: [] for k in options}
+        for i in range(repeats):
+            for key, (models, opts) in options.items():
+                t_big, n = timed(big, models, opts)
+                whole[key].append(n / t_big)
+                line = f"  round {i + 1} {key:9s}: {n / t_big:6.1f} images/s whole call ({n} in {t_big:.1f} s)"
+                if copies > 1:
+                    t_small, _ = timed(small, models, opts)
+                    steady[key].append((n_big - n_small) / max(t_big - t_small, 1e-9))
+                    line += f", steady {steady[key][-1]:6.1f} images/s ({n_small} in {t_small:.1f} s)"
+                say(f"{line}  [{load()}]")
+    for kind, rates in (("whole call", whole), ("steady", steady)):
+        if not rates["lite0"]:
+            continue
+        medians = {k: statistics.median(v) for k, v in rates.items()}
+        figures[kind] = medians
+        say(f"  {kind:10s} (median of {repeats}): Lite0 {medians['lite0']:.1f} images/s, "
+            f"zero-shot {arch} {medians['zero-shot']:.1f} images/s -> zero-shot/Lite0 "
+            f"{medians['zero-shot'] / medians['lite0']:.2f}x")
+    return figures
+
+
+# --------------------------------------------------------------------------- main
+def header(argv: list[str]) -> str:
+    import open_clip
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return (f"# benchmarks/bench_zeroshot.py {' '.join(argv)}\n"
+            f"# {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores ({cpu}), "
+            f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} at the start; torch {torch.__version__}, "
+            f"open_clip {open_clip.__version__}. CLIP models: {RANDOM}.\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small samples, one round (under 2 minutes)")
+    parser.add_argument("--full", action="store_true", help="build the whole IN-1k and IN-21k classifiers (hours)")
+    parser.add_argument("--in1k-classes", type=int, default=8, help="ImageNet-1k classes built (x 80 templates)")
+    parser.add_argument("--in21k-classes", type=int, default=96, help="ImageNet-21k classes built (x 7 templates)")
+    parser.add_argument("--tiny-classes", type=int, default=None,
+                        help="ImageNet-21k classes of the test double's bounded-memory run (default: all 21,843)")
+    parser.add_argument("--contrast", action="store_true",
+                        help="also build the test double's set as one chunk (all prompts held at once)")
+    parser.add_argument("--copies", type=int, default=4, help="copies of the 30 sample views (images = 30 x copies)")
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved image-throughput rounds")
+    parser.add_argument("--skip-text", action="store_true", help="only the image throughput")
+    parser.add_argument("--skip-images", action="store_true", help="only the prompts and text classifier")
+    parser.add_argument("--save", action="store_true",
+                        help="append the output to benchmarks/results/zeroshot-<date>.txt")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.in1k_classes, args.in21k_classes, args.copies, args.repeats = 1, 12, 2, 1
+        args.tiny_classes = args.tiny_classes or 2560
+    top = header(argv)
+    print(top, end="")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="wildlens-bench-zs-") as tmp:
+        previous = os.environ.get("WILDLENS_HOME")
+        os.environ["WILDLENS_HOME"] = str(Path(tmp) / "home")  # label-set files and caches stay in here
+        try:
+            if not args.skip_text:
+                text_section(args)
+                say()
+            if not args.skip_images:
+                image_section(Path(tmp), args.copies, args.repeats)
+        finally:
+            if previous is None:
+                os.environ.pop("WILDLENS_HOME", None)
+            else:
+                os.environ["WILDLENS_HOME"] = previous
+    say(f"({time.perf_counter() - start:.0f} s in all; {load()})")
+    if args.save:
+        out = ROOT / "benchmarks" / "results" / f"zeroshot-{_dt.date.today():%Y-%m-%d}.txt"
+        separator = "\n" if out.exists() and out.stat().st_size else ""
+        with out.open("a", encoding="utf-8") as f:
+            f.write(separator + top + "\n".join(LINES) + "\n")
+        print(f"appended to {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
