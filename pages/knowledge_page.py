@@ -9,6 +9,7 @@ model and recipe and compares two recipes per class. The coverage and the prompt
 import html
 
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -30,7 +31,7 @@ SHARES = ("accuracy_a", "accuracy_b", "sibling_rate_a", "sibling_rate_b")
 STANDARD_RECIPES = ("", "def", "path", "def__path", "def__elevater")
 PROMPT_LABEL_SET_MAX = 2000  # above this many classes names are made unique within the run's classes only
 # Plotly's D3 blue and orange: the two bars of a recipe (accuracy, sibling %), as on Results.
-BAR_COLOURS = {"accuracy": "#1f77b4", "sibling_rate": "#ff7f0e"}
+BAR_COLOURS = {"accuracy": px.colors.qualitative.D3[0], "sibling_rate": px.colors.qualitative.D3[1]}  # metrics, not relations
 
 
 def _signed_colour(value) -> str:

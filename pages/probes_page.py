@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -22,8 +23,7 @@ from explain.vocabulary import RELATION_COLOURS, RELATIONS
 from pages.common import (NA_DASH, download_csv, escape_markdown, metric_tables, plural, require_run, show_error,
                           show_table, usable_files)
 
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf")  # Plotly's D3: one colour per model
+PALETTE = tuple(px.colors.qualitative.D3)  # Plotly's D3: one colour per model (models, not relations)
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # one per probe variant
 RESULT_DOCS = {
     "model": "The model whose frozen features the probe was trained on.",
