@@ -33,3 +33,28 @@ def copy_store(sample_store, tmp_path_factory, name: str):
     home = tmp_path_factory.mktemp(name)
     shutil.copytree(sample_store, home, dirs_exist_ok=True, symlinks=True)  # copy2: file times kept
     return home
+
+
+APP_TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
+
+
+@pytest.fixture(scope="module")
+def app_home(sample_store, tmp_path_factory):
+    """One store for the module: a copy of the process's sample store."""
+    return copy_store(sample_store, tmp_path_factory, "app_home")
+
+
+@pytest.fixture
+def app(app_home, monkeypatch):
+    """The dashboard (app.py) through AppTest on the module's store, caches cleared, first run done."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

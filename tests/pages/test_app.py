@@ -28,24 +28,6 @@ PAGES = {
 }
 
 
-@pytest.fixture(scope="module")
-def app_home(sample_store, tmp_path_factory):
-    """One store for the module: a copy of the process's sample store (tests/pages/conftest.py)."""
-    from tests.pages.conftest import copy_store
-
-    return copy_store(sample_store, tmp_path_factory, "app_home")
-
-
-@pytest.fixture
-def app(app_home, monkeypatch):
-    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def open_page(at: AppTest, name: str) -> AppTest:
     at.switch_page(PAGES[name]).run()
     assert not at.exception, [e.value for e in at.exception]

@@ -16,24 +16,6 @@ TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shar
 EVIL_MODEL = "m__bold__.x"  # a valid model id (core.parts) that Markdown would read as bold
 
 
-@pytest.fixture(scope="module")
-def app_home(sample_store, tmp_path_factory):
-    """One store for the module: a copy of the process's sample store (tests/pages/conftest.py)."""
-    from tests.pages.conftest import copy_store
-
-    return copy_store(sample_store, tmp_path_factory, "browse_home")
-
-
-@pytest.fixture
-def app(app_home, monkeypatch):
-    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def open_page(at: AppTest, **params) -> AppTest:
     for key, value in params.items():
         at.query_params[key] = value

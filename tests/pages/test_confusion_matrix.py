@@ -5,7 +5,6 @@ as the chart's widget state, since AppTest cannot click."""
 import json
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
@@ -14,24 +13,6 @@ APP = str(ROOT / "app.py")
 TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
 PAGE = "pages/confusions_page.py"
 CELL_BOX = "Images of the cell"
-
-
-@pytest.fixture(scope="module")
-def app_home(sample_store, tmp_path_factory):
-    """One store for the module: a copy of the process's sample store (tests/pages/conftest.py)."""
-    from tests.pages.conftest import copy_store
-
-    return copy_store(sample_store, tmp_path_factory, "app_home")
-
-
-@pytest.fixture
-def app(app_home, monkeypatch):
-    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def open_page(at: AppTest) -> AppTest:

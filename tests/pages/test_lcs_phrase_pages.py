@@ -2,10 +2,10 @@
 far up it is (explain.vocabulary.lcs_phrase), and say the related/distant threshold on hover."""
 from explain import vocabulary
 from explain.explanations import confusion_lcs_phrase
-from tests.pages.test_app import app, app_home, open_page  # noqa: F401  (fixtures)
+from tests.pages.test_app import open_page
 
 
-def test_confusions_and_explain_state_the_common_ancestor(app):  # noqa: F811
+def test_confusions_and_explain_state_the_common_ancestor(app):
     at = open_page(app, "confusions")
     assert not at.exception
     phrases = [c.value.removeprefix("Common ancestor: ") for c in at.caption if c.value.startswith("Common ancestor: ")]

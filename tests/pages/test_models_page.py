@@ -3,10 +3,10 @@ the search of any timm / torchvision name (classify.zoo)."""
 import shutil
 
 from core.runstore import RunStore
-from tests.pages.test_app import app, app_home, open_page  # noqa: F401  (fixtures)
+from tests.pages.test_app import open_page
 
 
-def test_a_precision_suffix_picks_the_model_itself(app_home, app):  # noqa: F811
+def test_a_precision_suffix_picks_the_model_itself(app_home, app):
     store = RunStore(app_home)
     sample = store.open_run("sample")
     target = store.runs_dir / "bf16-run"
@@ -24,7 +24,7 @@ def test_a_precision_suffix_picks_the_model_itself(app_home, app):  # noqa: F811
     assert "bf16 on the CPU needs native bf16" in [s for s in at.selectbox if s.label == "Precision"][0].help
 
 
-def test_the_search_lists_names_beyond_the_registry(app):  # noqa: F811
+def test_the_search_lists_names_beyond_the_registry(app):
     at = open_page(app, "models")
     at.text_input(key="zoo-search").input("convnext").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -34,7 +34,7 @@ def test_the_search_lists_names_beyond_the_registry(app):  # noqa: F811
     assert any("names contain" in c.value for c in at.caption)
 
 
-def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):  # noqa: F811
+def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):
     """A CLIP model picked on the page runs over the chosen label set with the chosen prompt recipe
     (classify.zeroshot.zero_shot_models), not silently over ImageNet-1k. Inference itself is
     replaced here: no CLIP weights install offline (tests/classify/test_zeroshot.py runs it)."""
