@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import OptionError
-from core.labels import get_label_space
+from core.labels import checked_wnids, get_label_space
 from core.wordnet import is_wnid, synset_of
 
 # OpenAI's prompt templates and curated ImageNet-1k class names, copied as text from open_clip
@@ -493,15 +493,7 @@ def split_recipe(model_id: str) -> tuple[str, Recipe]:
 
 # --------------------------------------------------------------------------- names and knowledge
 def _check(wnids) -> list[str]:
-    out = list(dict.fromkeys(wnids))
-    for wnid in out:
-        if not is_wnid(wnid):
-            raise PromptError(f"{wnid!r} is not a wnid ('n' and 8 digits, e.g. n02127052).")
-        try:
-            synset_of(wnid)
-        except KeyError as exc:
-            raise PromptError(str(exc.args[0])) from None
-    return out
+    return checked_wnids(wnids, PromptError)
 
 
 def _lemma(synset, spaces: bool = True) -> str:

@@ -206,6 +206,19 @@ def label_set_path(sha: str, root: Path | str | None = None) -> Path:
     return base / "cache" / LABEL_SET_CACHE / f"{sha}.txt"
 
 
+def checked_wnids(wnids, error: type[Exception] = QueryError) -> list[str]:
+    """``wnids`` without repeats, each a WordNet 3.0 noun wnid, else ``error`` with a one-line fix."""
+    out = list(dict.fromkeys(wnids))
+    for wnid in out:
+        if not is_wnid(wnid):
+            raise error(f"{wnid!r} is not a wnid ('n' and 8 digits, e.g. n02123045).")
+        try:
+            synset_of(wnid)
+        except KeyError as exc:
+            raise error(str(exc.args[0])) from None
+    return out
+
+
 def store_label_set(wnids, root: Path | str | None = None) -> str:
     """Save a set of noun wnids once (atomic write) and return its name, 'file:<sha12>'."""
     from .runstore import write_bytes_atomic
@@ -213,13 +226,7 @@ def store_label_set(wnids, root: Path | str | None = None) -> str:
     wnids = list(wnids)
     if not wnids:
         raise QueryError("A label set needs at least one wnid.")
-    for wnid in wnids:
-        if not is_wnid(wnid):
-            raise QueryError(f"{wnid!r} is not a wnid ('n' and 8 digits, e.g. n02123045).")
-        try:
-            synset_of(wnid)
-        except KeyError as exc:
-            raise QueryError(str(exc.args[0])) from None
+    checked_wnids(wnids)
     sha = label_set_sha(wnids)
     target = label_set_path(sha, root)
     if not target.is_file() or target.read_text(encoding="utf-8") != label_set_text(wnids):

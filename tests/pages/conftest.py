@@ -58,3 +58,19 @@ def app(app_home, monkeypatch):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def capture_downloads(monkeypatch) -> dict:
+    """{file name: bytes} of every download button a page draws from now on (the pages defer the
+    bytes to the click: the spy asks for them at once)."""
+    import streamlit as st
+
+    captured = {}
+    real = st.download_button
+
+    def spy(label, data=None, file_name=None, *args, **kwargs):
+        captured[file_name] = data() if callable(data) else data
+        return real(label, data, file_name, *args, **kwargs)
+
+    monkeypatch.setattr(st, "download_button", spy)
+    return captured

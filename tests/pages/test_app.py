@@ -9,6 +9,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
+from tests.pages.conftest import capture_downloads
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
@@ -144,24 +145,12 @@ def test_models_page_reports_a_precision_this_machine_lacks(app):
     assert any("needs a GPU" in e.value for e in at.error), [e.value for e in at.error]
 
 
-def _capture_downloads(monkeypatch) -> dict:
-    captured = {}
-    real = st.download_button
-
-    def spy(label, data=None, file_name=None, *args, **kwargs):
-        captured[file_name] = data() if callable(data) else data  # the pages defer the bytes to the click
-        return real(label, data, file_name, *args, **kwargs)
-
-    monkeypatch.setattr(st, "download_button", spy)
-    return captured
-
-
 def test_results_tables_and_csv_equal_the_library(app, app_home, monkeypatch):
     from explain.export import table_to_csv_bytes
     from explain.metrics import compute_metric_tables
     from core.runstore import RunStore
 
-    downloads = _capture_downloads(monkeypatch)
+    downloads = capture_downloads(monkeypatch)
     at = open_page(app, "results")
     expected = compute_metric_tables(RunStore(app_home).open_run("sample").usable_predictions())
     assert downloads["sample_per_model.csv"] == table_to_csv_bytes(expected.per_model)
@@ -180,7 +169,7 @@ def test_confusions_and_explain_flow(app, app_home, monkeypatch):
     from explain.metrics import compute_metric_tables
     from core.runstore import RunStore
 
-    downloads = _capture_downloads(monkeypatch)
+    downloads = capture_downloads(monkeypatch)
     at = open_page(app, "confusions")
     expected = compute_metric_tables(RunStore(app_home).open_run("sample").usable_predictions())
     assert downloads["sample_confusions.csv"] == table_to_csv_bytes(expected.confusions)
@@ -365,7 +354,7 @@ def test_hostile_run_text_is_escaped_and_downloads_are_spreadsheet_safe(app, hos
     from explain.metrics import compute_metric_tables
     from pages.common import escape_markdown
 
-    downloads = _capture_downloads(monkeypatch)
+    downloads = capture_downloads(monkeypatch)
     app.session_state["_next_run_id"] = hostile_run.run_id
     for page in ("runs", "images", "models", "results", "confusions", "explain"):
         at = open_page(app, page)

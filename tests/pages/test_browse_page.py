@@ -5,10 +5,10 @@ without image files (uploaded predictions) shows its tables."""
 import re
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
+from tests.pages.conftest import capture_downloads
 
 APP = str(ROOT / "app.py")
 PAGE = "pages/browse_page.py"
@@ -31,18 +31,6 @@ def library(app_home):
     from explain.browse import run_image_table
 
     return run_image_table(RunStore(app_home).open_run("sample"))
-
-
-def _capture_downloads(monkeypatch) -> dict:
-    captured = {}
-    real = st.download_button
-
-    def spy(label, data=None, file_name=None, *args, **kwargs):
-        captured[file_name] = data() if callable(data) else data  # the page defers the bytes to the click
-        return real(label, data, file_name, *args, **kwargs)
-
-    monkeypatch.setattr(st, "download_button", spy)
-    return captured
 
 
 def _widget(at, kind: str, key: str):
@@ -103,7 +91,7 @@ def test_the_csv_is_the_library_table(app, library, monkeypatch):
     from explain.browse import filter_images
     from explain.export import table_to_csv_bytes
 
-    downloads = _capture_downloads(monkeypatch)
+    downloads = capture_downloads(monkeypatch)
     at = open_page(app)
     assert downloads["sample_images.csv"] == table_to_csv_bytes(library)
     models = list(dict.fromkeys(library["model"]))
@@ -121,7 +109,7 @@ def test_compare_counts_are_the_library_counts(app, library, monkeypatch):
     from explain.browse import GROUPS, compare_models
     from explain.export import table_to_csv_bytes
 
-    downloads = _capture_downloads(monkeypatch)
+    downloads = capture_downloads(monkeypatch)
     at = open_page(app)
     models = list(dict.fromkeys(library["model"]))
     for a, b in ((models[0], models[1]), (models[-1], models[0])):
@@ -153,7 +141,7 @@ def test_a_run_without_image_files_shows_its_tables(app, app_home, library, tmp_
     file = tmp_path / "theirs.csv"
     preds.drop(columns=["status", "reason"]).to_csv(file, index=False)
     run, _ = import_predictions_as_run(file, RunStore(app_home), title="theirs")
-    downloads = _capture_downloads(monkeypatch)
+    downloads = capture_downloads(monkeypatch)
     app.session_state["_next_run_id"] = run.run_id
     at = open_page(app)
     assert at.session_state["run_id"] == run.run_id
