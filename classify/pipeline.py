@@ -340,14 +340,7 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
         return _load_int8(entry, result_id, geometry_index, normalize, checkpoint, torch_model, settings, reason)
     if reason is None:
         try:
-            status = weights_status(entry, checkpoint)
-            if status.path is None:  # weights still to be downloaded: loading the model fetches them
-                torch_model()
-                status = weights_status(entry, checkpoint)
-            if status.path is None:
-                raise OnnxBackendError("no weights file to key the export cache on")
-            key = ExportKey.for_model(entry.id, status.path, config.size)
-            cache = OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
+            key, cache = _export_key(entry, checkpoint, torch_model, options, "the export cache")
             allow_export = options.backend == "onnxruntime" or n_images >= options.onnx_export_min_images
             classifier, _ = onnx_classifier(key, cache, 1, torch_model, allow_export)
             return _LoadedModel(_as(entry, result_id), classifier, geometry_index, normalize,
@@ -372,6 +365,19 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
                         channels_last=options.channels_last, tap=tap)
 
 
+def _export_key(entry: ModelEntry, checkpoint: str | None, torch_model: Callable[[], torch.nn.Module],
+                options: InferenceOptions, cache_name: str) -> tuple[ExportKey, OnnxCache]:
+    """The key of a model's ONNX exports (its weights file) and the cache they live in."""
+    status = weights_status(entry, checkpoint)
+    if status.path is None:  # weights still to be downloaded: loading the model fetches them
+        torch_model()
+        status = weights_status(entry, checkpoint)
+    if status.path is None:
+        raise OnnxBackendError(f"no weights file to key {cache_name} on")
+    key = ExportKey.for_model(entry.id, status.path, entry.input_config().size)
+    return key, OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
+
+
 def _as(entry: ModelEntry, result_id: str) -> ModelEntry:
     return entry if entry.id == result_id else dataclasses.replace(entry, id=result_id)
 
@@ -387,14 +393,7 @@ def _load_int8(entry: ModelEntry, result_id: str, geometry_index: int, normalize
     try:
         if excluded is not None:
             raise OnnxBackendError(excluded)
-        status = weights_status(entry, checkpoint)
-        if status.path is None:
-            torch_model()
-            status = weights_status(entry, checkpoint)
-        if status.path is None:
-            raise OnnxBackendError("no weights file to key the quantized model's cache on")
-        key = ExportKey.for_model(entry.id, status.path, config.size)
-        cache = OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
+        key, cache = _export_key(entry, checkpoint, torch_model, options, "the quantized model's cache")
         classifier = int8_classifier(key, cache, config, 1, torch_model)
     except OnnxBackendError as exc:
         raise OptionError(f"{entry.id} cannot run in int8: {exc}. Use --precision fp32 or bf16.") from None

@@ -56,18 +56,10 @@ class HubSource(ModelSource):
         return parse_hub_config(config)
 
     def input_config(self, entry: ModelEntry) -> InputConfig:
-        from timm.data import resolve_data_config
-
-        from ..registry import InputConfig
+        from .timm_source import input_config_of
 
         _, pretrained, _ = self._config(entry)
-        data = resolve_data_config(pretrained_cfg=pretrained, use_test_size=True)
-        _, height, width = data["input_size"]
-        if height != width:
-            raise ValueError(f"hf-hub:{entry.weights}: non-square input {height}x{width} is not supported.")
-        return InputConfig(size=int(height), crop_pct=float(data["crop_pct"]), interpolation=str(data["interpolation"]),
-                           mean=tuple(float(v) for v in data["mean"]), std=tuple(float(v) for v in data["std"]),
-                           crop_mode=str(data.get("crop_mode", "center")))
+        return input_config_of(pretrained, f"hf-hub:{entry.weights}")
 
     def fetch_command(self, entry: ModelEntry) -> str:
         from ..zoo import hub_fetch_command

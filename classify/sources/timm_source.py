@@ -25,19 +25,27 @@ if TYPE_CHECKING:
 
 def timm_input_config(pretrained_name: str) -> InputConfig:
     """The evaluation input of timm's pretrained config ``pretrained_name`` ('arch.tag' or 'arch')."""
-    from timm.data import resolve_data_config
     from timm.models import get_pretrained_cfg
 
-    from ..registry import InputConfig, UnknownModelError
+    from ..registry import UnknownModelError
 
     cfg = get_pretrained_cfg(pretrained_name)
     if cfg is None:
         raise UnknownModelError(f"The installed timm has no pretrained config {pretrained_name!r}.")
+    return input_config_of(cfg.to_dict(), pretrained_name)
+
+
+def input_config_of(pretrained_cfg: dict, name: str) -> InputConfig:
+    """Our InputConfig from a timm pretrained config (a dict): timm's own evaluation transform."""
+    from timm.data import resolve_data_config
+
+    from ..registry import InputConfig
+
     # use_test_size: evaluate at the test resolution where timm records one (e.g. tv2 weights).
-    data = resolve_data_config(pretrained_cfg=cfg.to_dict(), use_test_size=True)
+    data = resolve_data_config(pretrained_cfg=pretrained_cfg, use_test_size=True)
     _, height, width = data["input_size"]
     if height != width:
-        raise ValueError(f"{pretrained_name}: non-square input {height}x{width} is not supported.")
+        raise ValueError(f"{name}: non-square input {height}x{width} is not supported.")
     return InputConfig(size=int(height), crop_pct=float(data["crop_pct"]), interpolation=str(data["interpolation"]),
                        mean=tuple(float(v) for v in data["mean"]), std=tuple(float(v) for v in data["std"]),
                        crop_mode=str(data.get("crop_mode", "center")))
