@@ -69,3 +69,15 @@ def make_test_double(arch: str, label_space: str = "imagenet-1k", family: str = 
                        family=family, source=TEST_DOUBLE_SOURCE, arch=arch, weights="random-init",
                        label_space=space, num_params=0, input_override=input_config)
     return replace(entry, num_params=count_parameters(entry, len(get_label_space(space))))
+
+
+def write_photo_folder(folder):
+    """A class folder per wnid with one real photograph each (tabby: chelsea, espresso: coffee,
+    both shipped by scikit-image), named by wnid as `python -m classify --images` reads them."""
+    import torch
+
+    site = Path(torch.__file__).resolve().parent.parent
+    for wnid, path in {"n02123045": "skimage/data/chelsea.png", "n07920052": "skimage/data/coffee.png"}.items():
+        (folder / wnid).mkdir(parents=True)
+        (folder / wnid / Path(path).name).write_bytes((site / path).read_bytes())
+    return folder

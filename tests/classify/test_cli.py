@@ -5,13 +5,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from classify.cli import main
 from wildlens.sample import SAMPLE_RUN_ID, ensure_sample_run
 from core.runstore import PREDICTION_SCHEMA, RunInfo, RunStore, read_table
 
-SITE = Path(torch.__file__).resolve().parent.parent
 ROOT = Path(__file__).resolve().parents[2]
 METRICS_COLUMNS = ["model", "image", "true_wnid", "pred_wnid", *[f"pred_wnid_{k}" for k in range(2, 6)],
                    *[f"prob_{k}" for k in range(1, 6)]]
@@ -20,10 +18,9 @@ DOMESTIC_CATS = {"n02123045", "n02123159", "n02123394", "n02123597", "n02124075"
 
 @pytest.fixture()
 def photo_folder(tmp_path):
-    folder = tmp_path / "photos"
-    for wnid, path in {"n02123045": "skimage/data/chelsea.png", "n07920052": "skimage/data/coffee.png"}.items():
-        (folder / wnid).mkdir(parents=True)
-        (folder / wnid / Path(path).name).write_bytes((SITE / path).read_bytes())
+    from tests.classify.doubles import write_photo_folder
+
+    folder = write_photo_folder(tmp_path / "photos")
     (folder / "n07920052" / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     return folder
 

@@ -20,7 +20,6 @@ from classify.zoo import (FamilyError, LabelSpaceError, infer_family, label_spac
                           search)
 from core.labels import get_label_space
 
-SITE = Path(torch.__file__).resolve().parent.parent
 TIMM_NAME = "test_resnet.r160_in1k"  # timm's tiny test architecture: not in the registry
 
 
@@ -34,11 +33,9 @@ def _empty_caches(tmp_path, monkeypatch):
 
 @pytest.fixture()
 def photo_folder(tmp_path):
-    folder = tmp_path / "photos"
-    for wnid, path in {"n02123045": "skimage/data/chelsea.png", "n07920052": "skimage/data/coffee.png"}.items():
-        (folder / wnid).mkdir(parents=True)
-        (folder / wnid / Path(path).name).write_bytes((SITE / path).read_bytes())
-    return folder
+    from tests.classify.doubles import write_photo_folder
+
+    return write_photo_folder(tmp_path / "photos")
 
 
 def save_timm_double(path: Path, arch: str, num_classes: int) -> Path:

@@ -74,3 +74,23 @@ def capture_downloads(monkeypatch) -> dict:
 
     monkeypatch.setattr(st, "download_button", spy)
     return captured
+
+
+def send_chart_selection(at, chart, selection: dict):
+    """Rerun ``at`` as the browser does after a selection on a Plotly chart drawn with on_select:
+    the chart's widget state carries ``{"selection": selection}`` (AppTest cannot click a chart)."""
+    import json
+
+    tree = at._tree
+    sent = tree.get_widget_states
+
+    def with_selection():
+        states = sent()
+        widget = states.widgets.add()
+        widget.id, widget.string_value = chart.proto.id, json.dumps({"selection": selection})
+        return states
+
+    tree.get_widget_states = with_selection
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
+from tests.pages.conftest import send_chart_selection
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
@@ -49,22 +50,9 @@ def cell_box(at: AppTest):
 def click(at: AppTest, chart, spec, k: int) -> AppTest:
     """Rerun as the browser does after a click on the k-th cell point of the matrix chart."""
     points = spec["data"][1]
-    state = {"selection": {"points": [{"curve_number": 1, "point_number": k, "point_index": k, "x": points["x"][k],
-                                       "y": points["y"][k], "customdata": points["customdata"][k]}],
-                           "point_indices": [k], "box": [], "lasso": []}}
-    tree = at._tree
-    sent = tree.get_widget_states
-
-    def with_click():
-        states = sent()
-        widget = states.widgets.add()
-        widget.id, widget.string_value = chart.proto.id, json.dumps(state)
-        return states
-
-    tree.get_widget_states = with_click
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return send_chart_selection(at, chart, {
+        "points": [{"curve_number": 1, "point_number": k, "point_index": k, "x": points["x"][k], "y": points["y"][k],
+                    "customdata": points["customdata"][k]}], "point_indices": [k], "box": [], "lasso": []})
 
 
 def test_the_matrix_renders_in_tree_order_with_names(app, sample):

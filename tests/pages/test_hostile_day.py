@@ -11,6 +11,7 @@ import pytest
 
 from core.runstore import RunInfo, RunStore
 from tests.crawl import fake_engine as T
+from tests.pages.conftest import capture_downloads
 from tests.pages.test_import_page import home, start, write_images  # noqa: F401  (home is a fixture)
 
 TABBY, TIGER_CAT, PERSIAN = "n02123045", "n02123159", "n02123394"
@@ -93,8 +94,6 @@ def test_import_of_hostile_class_folders_shows_them_escaped_and_imports_the_good
 
 # --------------------------------------------------------------------------- Runs: rename
 def test_a_run_renamed_to_a_markdown_link_shows_as_text_and_its_csv_is_neutralised(home, monkeypatch):
-    import streamlit as st
-
     make_run(home, "cats")
     at = start(run_id="cats")
     at.text_input(key="title-cats").set_value("[click](http://evil)").run()
@@ -105,14 +104,7 @@ def test_a_run_renamed_to_a_markdown_link_shows_as_text_and_its_csv_is_neutralis
     assert_escaped(at)
     assert any("\\[click\\]" in c.value for c in at.sidebar.caption)  # the sidebar's whole title, escaped
 
-    captured = {}
-    real = st.download_button
-
-    def spy(label, data=None, file_name=None, *args, **kwargs):
-        captured[file_name] = data() if callable(data) else data
-        return real(label, data, file_name, *args, **kwargs)
-
-    monkeypatch.setattr(st, "download_button", spy)
+    captured = capture_downloads(monkeypatch)
     at.text_input(key="title-cats").set_value("=cmd|' /C calc'!A0").run()
     at.button(key="rename-save").click().run()
     no_traceback(at)

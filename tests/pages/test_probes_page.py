@@ -14,6 +14,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
+from tests.pages.conftest import send_chart_selection
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 600
@@ -150,22 +151,9 @@ def test_the_curve_draws_the_stored_means_bands_and_fixed_heads(probe_home, monk
 
 def _select(at: AppTest, chart, rows: list[int]) -> AppTest:
     """Rerun as the browser does after a box selection of the points with these table rows."""
-    state = {"selection": {"points": [{"curve_number": 0, "point_number": i, "point_index": i, "customdata": r}
-                                      for i, r in enumerate(rows)],
-                           "point_indices": list(range(len(rows))), "box": [{"x": [0, 1], "y": [0, 1]}], "lasso": []}}
-    tree = at._tree
-    sent = tree.get_widget_states
-
-    def with_selection():
-        states = sent()
-        widget = states.widgets.add()
-        widget.id, widget.string_value = chart.proto.id, json.dumps(state)
-        return states
-
-    tree.get_widget_states = with_selection
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return send_chart_selection(at, chart, {
+        "points": [{"curve_number": 0, "point_number": i, "point_index": i, "customdata": r} for i, r in enumerate(rows)],
+        "point_indices": list(range(len(rows))), "box": [{"x": [0, 1], "y": [0, 1]}], "lasso": []})
 
 
 def test_the_map_has_a_point_per_image_and_a_selection_lists_them(probe_home, monkeypatch):
