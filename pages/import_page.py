@@ -73,9 +73,25 @@ if not folder.strip():
     st.info("Type the path of a folder laid out as `<class>/<images>` to see what would be imported.")
     st.stop()
 
+@st.cache_data(max_entries=8, show_spinner="Reading the folder…")
+def _plan(src: str, label_space: str, signature: tuple):
+    return plan_folders(src, label_space)
+
+
+def folder_signature(src: Path) -> tuple:
+    """The modification times of SRC and its class folders: adding, removing or renaming an image
+    or a folder changes one, and the plan is read again; every other click (a pick in a select box,
+    typing a title) reuses it instead of counting every file once more (0.8 s per 30,000 files)."""
+    try:
+        return tuple((entry.name, entry.stat().st_mtime_ns) for entry in [src, *sorted(src.iterdir())]
+                     if entry.is_dir())
+    except OSError:  # not a folder, or unreadable: plan_folders says what is wrong
+        return ()
+
+
 src = Path(folder.strip()).expanduser()
 try:
-    plan = plan_folders(src, label_space)
+    plan = _plan(str(src), label_space, folder_signature(src))
 except WildLensError as exc:
     show_error(exc)
     st.stop()

@@ -280,3 +280,23 @@ def test_delete_is_refused_while_a_crawl_writes_to_the_run(home):
     assert not at.exception, [e.value for e in at.exception]
     assert any("Run busy is in use" in e.value for e in at.error)
     assert run_ids(home) == ["busy"]
+
+
+def test_the_folder_is_read_again_only_when_it_changes(home, tmp_path, monkeypatch):
+    """Picking a sense or typing a title reuses the plan; an image added to a class folder is seen."""
+    import crawl.importer
+
+    calls = []
+    real = crawl.importer.plan_folders
+    monkeypatch.setattr(crawl.importer, "plan_folders", lambda *a, **k: calls.append(a) or real(*a, **k))
+    src = tmp_path / "photos"
+    write_images(src / "tabby", 300)
+    write_images(src / "palace", 310)
+    at = start("pages/import_page.py")
+    at.text_input(key="import_folder").set_value(str(src)).run()
+    at.run()
+    at.run()
+    assert len(calls) == 1
+    write_images(src / "tabby", 320, n=3)  # one more image (photo 2.jpg) in a class folder
+    at.run()
+    assert len(calls) == 2 and int(at.dataframe[0].value.set_index("folder").loc["tabby", "files"]) == 3
