@@ -38,3 +38,15 @@ def split_model_id(model_id: str) -> tuple[str, str | None]:
 BACKENDS = ("auto", "torch", "onnxruntime")
 RESAMPLERS = ("torch", "pil")  # the choices the command line and the Models page offer
 DEFAULT_RESAMPLER = "torch"
+
+# 'local': this process. 'ray': Ray Data actors (classify.ray_engine), on a local Ray instance or
+# the cluster --ray-address / RAY_ADDRESS names; ray is optional (pip install 'wildlens[ray]').
+ENGINES = ("local", "ray")
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        from core.errors import OptionError
+
+        raise OptionError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}.")
+    return engine

@@ -62,7 +62,7 @@ from core.runstore import TOP_K
 from .device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts, cpu_streams, cpu_threads,
                      default_num_workers, full_fp32, precision_name, resolve_precision, select_device)
 from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier, onnxruntime_version
-from .options import precision_model_id, split_model_id
+from .options import check_engine, precision_model_id, split_model_id
 from .optimize import fold_batchnorm
 from .preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
                          normalizer, read_image_file)
@@ -115,6 +115,12 @@ class InferenceOptions:
     # features of a classifier, the image embedding of a zero-shot model) in a 'features' column
     # beside its prediction row. PyTorch only: a model never runs on ONNX Runtime with this set.
     features: bool = False
+    # 'local' (this process: a DataLoader and forward threads) or 'ray' (Ray Data actors on a local
+    # Ray instance or a cluster, classify.ray_engine); the rows, parts and resume are the same.
+    engine: str = "local"
+    ray_address: str | None = None  # None: RAY_ADDRESS, else a local instance started for the run
+    ray_actors: int | None = None  # actors (each holds the models once); None: 1 per GPU, else 1
+    ray_gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0 (CPU actors)
 
 
 @dataclass
@@ -137,6 +143,7 @@ class InferenceReport:
     # Entries of an images folder that were not read, (path relative to the folder, reason);
     # set by classify.targets.predict_folder (see scan_folder).
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    engine: str = "local"  # InferenceOptions.engine; 'ray (2 actors, local instance)' and the like
 
     @property
     def images_per_second(self) -> float:
@@ -147,7 +154,8 @@ class InferenceReport:
                  for m in self.models.values()]
         ran_on = "; ".join(f"{model} on {backend}" for model, backend in self.backends.items())
         return ("; ".join(parts) + f" ({self.images} images in {self.seconds:.1f} s on {self.device}, {self.precision}, "
-                                  f"{self.resampler} resize)"
+                                  f"{self.resampler} resize"
+                                  + (f", {self.engine} engine" if self.engine != "local" else "") + ")"
                 + (f" [{ran_on}]" if ran_on else ""))
 
 
@@ -529,12 +537,23 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
     return done
 
 
-def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
-                  sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
-                  options: InferenceOptions | None = None, progress: ProgressCallback | None = None) -> InferenceReport:
-    """Classify ``tasks`` with every model, skipping (model, image) pairs in ``already_done``;
-    hand each batch's rows (PREDICTION_SCHEMA) to ``sink`` before reporting progress."""
-    options = options or InferenceOptions()
+@dataclass
+class _Plan:
+    """What both engines share before the first image: the models as stored, the settings, what
+    each model still needs, the reports and the passes (``_plan``)."""
+
+    entries: list[ModelEntry]
+    settings: _Settings
+    pending: dict[str, set[str]]
+    reports: "OrderedDict[str, ModelReport]"
+    passes: list[list[ModelEntry]]
+
+
+def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], already_done: dict[str, set[str]] | None,
+          options: InferenceOptions) -> _Plan:
+    """Check the options and the weights (before any work) and plan the passes; used by
+    :func:`run_inference` and by the Ray engine (``classify.ray_engine``), so both refuse the same
+    things with the same words and skip the same (model, image) pairs."""
     device = select_device(options.device)
     precision = resolve_precision(options.precision, device)
     entries = precision_entries(resolve_models(models), precision, resolve_precision("auto", device))
@@ -553,11 +572,28 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
     for e in entries:  # fail before any work, not after the first pass
         if pending[e.id]:
             require_weights(base_entry(e), options.checkpoints.get(base_entry(e).id), options.allow_download)
+    return _Plan(entries, settings, pending, reports, plan_passes(entries, options.max_params_per_pass))
+
+
+def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
+                  sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
+                  options: InferenceOptions | None = None, progress: ProgressCallback | None = None) -> InferenceReport:
+    """Classify ``tasks`` with every model, skipping (model, image) pairs in ``already_done``;
+    hand each batch's rows (PREDICTION_SCHEMA) to ``sink`` before reporting progress.
+    ``options.engine == 'ray'`` hands the same work to Ray Data (``classify.ray_engine``)."""
+    options = options or InferenceOptions()
+    check_engine(options.engine)
+    if options.engine == "ray":
+        from .ray_engine import run_inference_ray
+
+        return run_inference_ray(tasks, models, sink, already_done, options, progress)
+    plan = _plan(tasks, models, already_done, options)
+    settings, pending, reports, passes = plan.settings, plan.pending, plan.reports, plan.passes
+    device, precision, amp = settings.device, settings.precision, settings.amp
 
     started = time.perf_counter()
     decoded = 0
     backends: dict[str, str] = {}
-    passes = plan_passes(entries, options.max_params_per_pass)
     with cpu_threads(device):
         for number, pass_entries in enumerate(passes, 1):
             pass_tasks = [t for t in tasks if any(t.image in pending[e.id] for e in pass_entries)]
@@ -570,6 +606,5 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return InferenceReport(dict(reports), decoded, time.perf_counter() - started, str(device),
-                           "int8" if precision == "int8" else precision_name(amp), backends, options.resampler)
-
-
+                           "int8" if precision == "int8" else precision_name(amp), backends, options.resampler,
+                           engine="local")
