@@ -110,7 +110,7 @@ def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
-    from .options import BACKENDS, DEFAULT_RESAMPLER, PRECISIONS, RESAMPLERS
+    from .options import BACKENDS, DEFAULT_RESAMPLER, ENGINES, PRECISIONS, RESAMPLERS
 
     p = argparse.ArgumentParser(
         prog="python -m classify",
@@ -135,6 +135,17 @@ def build_predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="auto: ONNX Runtime on the CPU where installed and verified against PyTorch (exports are "
                         "cached in $WILDLENS_HOME/cache/onnx), PyTorch otherwise and on GPUs")
+    r = p.add_argument_group("engine (Ray Data for a cluster; classify.ray_engine)")
+    r.add_argument("--engine", default="local", choices=ENGINES,
+                   help="local (default): this process. ray: Ray Data actors, each holding the models once, on the "
+                        "cluster --ray-address or RAY_ADDRESS names, else a local Ray instance; same rows, same resume. "
+                        "Needs ray: pip install -e '.[ray]'")
+    r.add_argument("--ray-address", metavar="ADDRESS", help="with --engine ray: the cluster to join (e.g. "
+                   "ray://head:10001 or auto); default RAY_ADDRESS, else a local instance")
+    r.add_argument("--ray-actors", type=int, metavar="N",
+                   help="with --engine ray: actors (default one per GPU of the cluster, else 1)")
+    r.add_argument("--ray-gpus-per-actor", type=float, metavar="G",
+                   help="with --engine ray: GPUs per actor (default 1 when the cluster has GPUs; 0: CPU actors)")
     p.add_argument("--jpeg-draft", action="store_true",
                    help="decode large JPEGs at a reduced scale (2-4x faster decoding; slightly different pixels, "
                         "so predictions can differ a little from a full decode)")
@@ -316,6 +327,9 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         parser.error("--images needs --out FILE (.csv or .parquet)")
     if args.run and args.out:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
+    ray_given = [o for o in ("ray_address", "ray_actors", "ray_gpus_per_actor") if getattr(args, o) is not None]
+    if ray_given and args.engine != "ray":
+        parser.error(f"--{ray_given[0].replace('_', '-')} is for --engine ray")
     if args.features and not args.run:
         parser.error("--features is for --run RUN_ID: features are stored in the run (import the folder first: "
                      "python -m crawl import DIR --run RUN_ID)")
@@ -323,7 +337,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
                                precision=args.precision, allow_download=args.download, backend=args.backend,
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
-                               checkpoints=checkpoints)
+                               checkpoints=checkpoints, engine=args.engine, ray_address=args.ray_address,
+                               ray_actors=args.ray_actors, ray_gpus_per_actor=args.ray_gpus_per_actor)
     if args.features:  # PyTorch backend; ONNX-only choices refused (classify.features)
         from .features import feature_options
 

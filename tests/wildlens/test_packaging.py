@@ -25,7 +25,8 @@ def _name(spec: str) -> str:
 
 def test_pyproject_pins_exactly_what_requirements_txt_pins():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = project["dependencies"] + project["optional-dependencies"]["test"]
+    extras = project["optional-dependencies"]
+    declared = project["dependencies"] + extras["test"] + extras["ray"]  # requirements.txt: all, for the tests
     assert sorted(declared, key=_name) == sorted(_requirements(), key=_name)
     assert all("==" in spec for spec in declared), "every dependency is pinned"
     assert project["scripts"]["wildlens"] == "wildlens.cli:main"

@@ -1,0 +1,449 @@
+"""The Ray engine: the same inference as :func:`classify.pipeline.run_inference`, on Ray Data actors.
+
+``InferenceOptions(engine="ray")`` (``python -m classify --engine ray``) sends a run's images to
+a Ray cluster, or to a Ray instance started on this machine when none is named, and stores the
+rows exactly as the local engine does. How:
+
+* The driver (this process) plans as the local engine does (``pipeline._plan``: the same checks,
+  the same (model, image) pairs skipped, the same passes), then, per pass, builds a Ray Dataset of
+  the images still to do: one row per image with its path, true wnid, known error and the models
+  that still need it (``ray.data.from_items``).
+* ``map_batches`` runs :class:`PredictActor`, a callable class, on an actor pool
+  (``ActorPoolStrategy(size=actors)``; ``num_gpus`` per actor on GPU nodes, CPU actors otherwise).
+  Each actor loads the pass's models once (``pipeline._load_pass``: the same backend choice, batch-
+  norm folding, feature taps), decodes each batch with the local engine's code
+  (``pipeline.DecodedCrops``: the same guards, failures as rows), in a thread pool of the actor's
+  CPUs, and computes the rows with ``pipeline._batch_rows``. Decoding happens inside the actor,
+  not in a separate Ray stage: on a CPU node a decode stage competes with the actors for the same
+  cores (with two actors on two cores it would never be scheduled), and it would ship every crop
+  through the object store (150 kB per image and geometry) only to be read once.
+* A batch's rows leave the actor as one Arrow IPC stream (:func:`encode_frame`): the prediction
+  columns as they are (float64 probabilities bit for bit), features as float32 lists, a zero-shot
+  model's text classifier as its own columns. No pickle in our payload, and no dependence on how
+  Ray converts a column of arrays of different lengths.
+* The driver is the one writer: it reads the batches as they finish (``iter_batches``), drops any
+  (model, image) row it has already stored (a batch retried after a worker died comes back whole),
+  hands the rest to the same sink as the local engine (part files, atomic, ``core.parts``) and
+  reports progress. Killed driver: the part files say what is done and a re-run skips it, as with
+  the local engine. Killed worker: Ray restarts the actor and retries its batches (Ray Data's
+  default ``max_restarts=-1``, ``max_task_retries=-1``); the driver's filter keeps each row once.
+
+Where Ray runs (:func:`ray_session`): an initialised Ray in this process is used as it is;
+``InferenceOptions.ray_address`` (``--ray-address``), else ``RAY_ADDRESS``, joins a cluster; else a
+local instance is started for this process (no dashboard) and kept for its later runs. Every worker
+needs WildLens and its packages installed (``pip install -e '.[ray]'`` on each node, the same
+version) and must read the images at the same absolute paths as the driver: today that means a
+filesystem every node mounts at the same place (NFS, a shared volume), with ``WILDLENS_HOME`` on
+it. Before any work, :func:`check_workers` runs a probe on every alive node that imports WildLens,
+reads sample images and checks the models' weights, and refuses in one line naming the node and
+what it lacks.
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.errors import OptionError, WildLensError
+from core.progress import ProgressCallback, report
+
+from .pipeline import (CollateCrops, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
+                       _load_pass, _pass_label, _plan, _Settings, base_entry)
+from .registry import ModelEntry
+
+RAY_REQUIREMENT = "ray[data]==2.60.0"
+INSTALL_HINT = f"pip install '{RAY_REQUIREMENT}' (or pip install -e '.[ray]')"
+SAMPLE_IMAGES = 8  # images each node must read before the run starts (check_workers)
+# Rows per Ray block: about one batch, so a retried block redoes one batch's work, and batches are
+# spread over the actors as they free up.
+FEATURES = "features"
+KIND = "feature_kind"
+TEXT = "text_classifier"
+_TEXT_FIELDS = ("text_values", "text_rows", "text_wnids", "text_logit_scale")
+
+
+class RayEngineError(WildLensError, RuntimeError):
+    """The Ray engine cannot run here (Ray missing, a node that cannot read the images or lacks
+    the weights); the message says what to do."""
+
+
+# --------------------------------------------------------------------------- Ray itself
+def ray_available() -> bool:
+    """Whether ``import ray.data`` can work here (the Models page offers the engine then)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+def ray_version() -> str | None:
+    if not ray_available():
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ray")
+    except PackageNotFoundError:
+        return None
+
+
+def _import_ray():
+    try:
+        import ray
+        import ray.data  # noqa: F401  (the engine is Ray Data's map_batches)
+    except ImportError:
+        raise RayEngineError(f"--engine ray needs Ray Data, which is not installed: {INSTALL_HINT}; or use "
+                             "--engine local.") from None
+    return ray
+
+
+def _project_root() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+@contextmanager
+def ray_session(address: str | None = None) -> Iterator[str]:
+    """Ray ready for a run; yields where it runs ('local instance' or the address). An instance
+    already initialised in this process is used as it is; ``address`` (else ``RAY_ADDRESS``)
+    joins a cluster; else a local instance starts, kept for this process's later runs (starting
+    one costs ~4 s here) and stopped with it. Ray's own progress bars are off (the engine reports
+    through ``core.progress``)."""
+    ray = _import_ray()
+    import logging
+
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # its per-dataset INFO lines and the bar notice
+    if ray.is_initialized():
+        yield "the Ray instance of this process"
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    # A local instance's workers import WildLens from this checkout, like the driver.
+    path = os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+            where = f"the Ray cluster at {address}"
+        else:
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level="WARNING",
+                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+            where = "a local Ray instance"
+    except ConnectionError as exc:
+        raise RayEngineError(f"Cannot join the Ray cluster at {address} ({exc}); check --ray-address / RAY_ADDRESS "
+                             "('ray status' on the head node prints it), or drop it for a local instance.") from None
+    yield where
+
+
+# --------------------------------------------------------------------------- the node check
+def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | None]], allow_download: bool) -> dict:
+    """Run on a node: can it import WildLens, read ``paths`` and load each model's weights?"""
+    import socket
+
+    out = {"node": socket.gethostname(), "unreadable": None, "weights": []}
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                handle.read(1)
+        except OSError as exc:
+            out["unreadable"] = f"{path} ({exc.strerror or exc})"
+            break
+    from .weights import require_weights
+
+    for entry, checkpoint in models:
+        try:
+            require_weights(entry, checkpoint, allow_download)
+        except WildLensError as exc:
+            out["weights"].append(str(exc))
+    return out
+
+
+def check_workers(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,
+                  allow_download: bool = False) -> int:
+    """Before any work, on every alive node of the Ray instance: read ``paths`` (images the
+    driver read), and find the weights of ``models``; returns the number of nodes checked.
+    Raises :class:`RayEngineError` naming the node and what it lacks."""
+    ray = _import_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(num_cpus=0, max_retries=0)(_probe_node)
+    pairs = [(base_entry(e), (checkpoints or {}).get(base_entry(e).id)) for e in models]
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    futures = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+               .remote(list(paths), pairs, allow_download) for n in nodes]
+    for node, future in zip(nodes, futures):
+        name = node.get("NodeManagerAddress") or node["NodeID"][:12]
+        try:
+            answer = ray.get(future, timeout=300)
+        except Exception as exc:  # noqa: BLE001  (ray wraps a worker's import error in its own types)
+            text = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise RayEngineError(f"Ray node {name} cannot run WildLens ({text}); install it there the same way "
+                                 f"as here (pip install -e '.[ray]' in the same checkout).") from None
+        if answer["unreadable"]:
+            raise RayEngineError(f"Ray node {name} cannot read {answer['unreadable']}: with --engine ray every node must "
+                                 "read the images at the same path as this machine; put the run store on a "
+                                 "filesystem every node mounts at the same place (NFS), with WILDLENS_HOME there.")
+        if answer["weights"]:
+            raise RayEngineError(f"Ray node {name}: {answer['weights'][0]}")
+    return len(nodes)
+
+
+def sample_paths(tasks: Sequence[ImageTask], n: int = SAMPLE_IMAGES) -> list[str]:
+    """Up to ``n`` image paths the driver can read, spread over the list (first, last, between)."""
+    usable = [t.path for t in tasks if not t.error and t.path]
+    if not usable:
+        return []
+    picks = sorted({round(i * (len(usable) - 1) / max(1, n - 1)) for i in range(n)})
+    out = []
+    for i in picks:
+        try:
+            with open(usable[i], "rb") as handle:
+                handle.read(1)
+            out.append(usable[i])
+        except OSError:  # unreadable here too: a failed row, as with the local engine, not a node problem
+            continue
+    return out
+
+
+# --------------------------------------------------------------------------- rows across processes
+def encode_frame(frame: pd.DataFrame) -> bytes:
+    """A batch's rows -> one Arrow IPC stream (no pickle): the prediction columns as they are,
+    ``features`` as float32 lists, a text classifier as flat values, row count, wnids, scale."""
+    import pyarrow as pa
+
+    plain = frame.drop(columns=[c for c in (FEATURES, TEXT) if c in frame.columns])
+    table = pa.Table.from_pandas(plain, preserve_index=False)
+    if FEATURES in frame.columns:
+        vectors = [None if v is None else np.asarray(v, dtype=np.float32) for v in frame[FEATURES]]
+        table = table.append_column(FEATURES, pa.array(vectors, type=pa.list_(pa.float32())))
+    if TEXT in frame.columns:
+        texts = list(frame[TEXT])
+        values, rows, wnids, scales = [], [], [], []
+        for text in texts:
+            if text is None or (isinstance(text, float) and np.isnan(text)):
+                values.append(None), rows.append(None), wnids.append(None), scales.append(None)
+            else:
+                matrix = np.asarray(text["classifier"], dtype=np.float32)
+                values.append(matrix.reshape(-1)), rows.append(matrix.shape[0])
+                wnids.append(list(text["wnids"])), scales.append(float(text["logit_scale"]))
+        for name, data, kind in zip(_TEXT_FIELDS, (values, rows, wnids, scales),
+                                    (pa.list_(pa.float32()), pa.int64(), pa.list_(pa.string()), pa.float64())):
+            table = table.append_column(name, pa.array(data, type=kind))
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def decode_frame(data: bytes) -> pd.DataFrame:
+    """:func:`encode_frame`'s inverse: features back as float32 arrays, the text classifier as
+    the dict ``classify.features.FeatureSink`` stores."""
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    extra = [c for c in (FEATURES, *_TEXT_FIELDS) if c in table.column_names]
+    frame = table.drop_columns(extra).to_pandas()
+    if FEATURES in table.column_names:
+        frame[FEATURES] = [None if v is None else np.asarray(v, dtype=np.float32)
+                           for v in table.column(FEATURES).to_numpy(zero_copy_only=False)]
+    if "text_values" in table.column_names:
+        values, rows, wnids, scales = (table.column(n).to_pylist() for n in _TEXT_FIELDS)
+        texts = []
+        for v, r, w, s in zip(values, rows, wnids, scales):
+            texts.append(None if v is None else {"classifier": np.asarray(v, dtype=np.float32).reshape(r, -1),
+                                                 "wnids": tuple(w), "logit_scale": s})
+        frame[TEXT] = texts
+    return frame
+
+
+# --------------------------------------------------------------------------- the actor
+class PredictActor:
+    """One Ray Data actor: the pass's models loaded once, then ``__call__`` per batch of images
+    (decode in a thread pool, forward, rows as one Arrow IPC stream)."""
+
+    def __init__(self, entries: Sequence[ModelEntry], geometries: Sequence, images: dict[str, int],
+                 options: InferenceOptions, batch_size: int, threads: int):
+        import torch
+
+        from .device import autocast_dtype, resolve_precision, select_device
+
+        device = select_device(options.device)
+        threads = max(1, threads)
+        if device.type == "cpu":
+            torch.set_num_threads(threads)
+        self.settings = _Settings(device, autocast_dtype(options.precision, device), batch_size, 0, 1, options,
+                                  resolve_precision(options.precision, device))
+        self.geometries = list(geometries)
+        self.loaded = _load_pass(list(entries), self.geometries, images, self.settings)
+        self.backends = json.dumps({m.entry.id: m.backend for m in self.loaded})
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="wildlens-decode")
+        self.collate = CollateCrops(len(self.geometries))
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import torch
+
+        tasks = [ImageTask(str(image), str(path), str(true) or None, str(error) or None)
+                 for image, path, true, error in zip(batch["image"], batch["path"], batch["true_wnid"], batch["error"])]
+        crops = DecodedCrops(tasks, self.geometries, self.settings.options.jpeg_draft, self.settings.options.resampler)
+        crop_batch = self.collate(list(self.pool.map(crops.__getitem__, range(len(tasks)))))
+        wanted: dict[str, set[str]] = {m.entry.id: set() for m in self.loaded}
+        for task, models in zip(tasks, batch["models"]):
+            for model in str(models).split("\n"):
+                wanted.setdefault(model, set()).add(task.image)
+        with torch.inference_mode():
+            frames = _batch_rows(crop_batch, tasks, self.loaded, wanted, self.settings)
+        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return {"frame": np.array([encode_frame(frame)], dtype=object), "images": np.array([len(tasks)]),
+                "backends": np.array([self.backends], dtype=object)}
+
+
+def _pass_rows(tasks: Sequence[ImageTask], entries: Sequence[ModelEntry], pending: dict[str, set[str]]) -> list[dict]:
+    rows = []
+    for task in tasks:
+        models = [e.id for e in entries if task.image in pending[e.id]]
+        if models:
+            rows.append({"image": task.image, "path": task.path, "true_wnid": task.true_wnid or "",
+                         "error": task.error or "", "models": "\n".join(models)})
+    return rows
+
+
+def _user_error(exc: BaseException) -> WildLensError | None:
+    """The WildLensError inside what Ray raised (it wraps a worker's exception), if any."""
+    seen = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, WildLensError):
+            return current
+        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
+    return None
+
+
+@dataclass
+class RayPlan:
+    actors: int
+    gpus_per_actor: float
+    cpus_per_actor: float
+    batch_size: int
+
+
+def plan_actors(options: InferenceOptions, cluster: dict[str, float]) -> RayPlan:
+    """Actors, GPUs and CPUs per actor, batch size from the options and the cluster's resources:
+    on a cluster with GPUs one actor per GPU; else one CPU actor, and the CPUs shared among them."""
+    from .device import DEFAULT_BATCH
+
+    gpus_here = float(cluster.get("GPU", 0))
+    gpus = options.ray_gpus_per_actor if options.ray_gpus_per_actor is not None else (1.0 if gpus_here else 0.0)
+    if gpus < 0:
+        raise OptionError(f"ray_gpus_per_actor {gpus}: give 0 (CPU actors) or a positive number.")
+    actors = options.ray_actors or (max(1, int(gpus_here // gpus)) if gpus else 1)
+    if actors < 1:
+        raise OptionError(f"--ray-actors {actors}: give at least 1.")
+    if gpus and gpus * actors > gpus_here:
+        raise OptionError(f"{actors} actors x {gpus:g} GPUs need {gpus * actors:g} GPUs; the Ray cluster has "
+                          f"{gpus_here:g}: lower --ray-actors or use CPU actors (ray_gpus_per_actor=0).")
+    cpus = max(1.0, float(cluster.get("CPU", 1)) // actors) if not gpus else 1.0
+    batch = options.batch_size or DEFAULT_BATCH.get("cuda" if gpus else "cpu", 16)
+    return RayPlan(actors, gpus, cpus, batch)
+
+
+def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
+                      sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
+                      options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
+                      ) -> InferenceReport:
+    """:func:`classify.pipeline.run_inference` on Ray Data (the module docstring says how)."""
+    options = options or InferenceOptions(engine="ray")
+    _import_ray()  # the install hint before anything else
+    plan = _plan(tasks, models, already_done, options)
+    pending, reports = plan.pending, plan.reports
+    started = time.perf_counter()
+    decoded = 0
+    backends: dict[str, str] = {}
+    if not any(pending.values()):
+        return InferenceReport(dict(reports), 0, time.perf_counter() - started, "ray", plan.settings.precision,
+                               backends, options.resampler, engine="ray")
+    import ray
+    import ray.data
+
+    with ray_session(options.ray_address) as where:
+        todo = [e for e in plan.entries if pending[e.id]]
+        check_workers(sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)]), todo,
+                      options.checkpoints, options.allow_download)
+        layout = plan_actors(options, ray.cluster_resources())
+        for number, pass_entries in enumerate(plan.passes, 1):
+            rows = _pass_rows(tasks, pass_entries, pending)
+            if not rows:
+                continue
+            label = _pass_label(pass_entries)
+            report(progress, "inference", 0, len(rows), task=label,
+                   message=f"loading model{'s' if len(pass_entries) > 1 else ''} on {layout.actors} Ray "
+                           f"actor{'s' if layout.actors > 1 else ''} (pass {number}/{len(plan.passes)})")
+            geometries = sorted({e.input_config().geometry for e in pass_entries})
+            images = {e.id: len(pending[e.id]) for e in pass_entries}
+            blocks = max(1, min(len(rows) // layout.batch_size + 1, 10_000))
+            dataset = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
+                PredictActor, batch_format="numpy", batch_size=layout.batch_size,
+                fn_constructor_kwargs={"entries": list(pass_entries), "geometries": geometries, "images": images,
+                                       "options": options, "batch_size": layout.batch_size,
+                                       "threads": int(layout.cpus_per_actor)},
+                compute=ray.data.ActorPoolStrategy(size=layout.actors),
+                num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor)
+            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends)
+    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, "ray", plan.settings.precision,
+                           backends, options.resampler,
+                           engine=f"ray ({layout.actors} actor{'s' if layout.actors > 1 else ''}"
+                                  f"{f' x {layout.gpus_per_actor:g} GPU' if layout.gpus_per_actor else ''}, {where})")
+
+
+def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pending: dict[str, set[str]],
+                reports: dict, sink, progress, label: str, backends: dict[str, str]) -> int:
+    """The driver's loop: each finished batch's new rows to the sink, then progress. Returns the
+    images whose every model of the pass is done."""
+    waiting = {row["image"]: len(row["models"].split("\n")) for row in rows}
+    done = 0
+    try:
+        for out in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+            for blob, ran_on in zip(out["frame"], out["backends"]):
+                backends.update(json.loads(ran_on))
+                frame = decode_frame(blob)
+                if frame.empty:
+                    continue
+                # A batch retried after a worker died comes back whole: keep each row once.
+                keep = np.fromiter((image in pending.get(model, ()) for model, image in zip(frame["model"], frame["image"])),
+                                   dtype=bool, count=len(frame))
+                frame = frame[keep].reset_index(drop=True)
+                if frame.empty:
+                    continue
+                sink(frame)
+                for model, image, status in zip(frame["model"], frame["image"], frame["status"]):
+                    pending[model].discard(image)
+                    if status == "ok":
+                        reports[model].predicted += 1
+                    else:
+                        reports[model].failed += 1
+                    waiting[image] -= 1
+                    if waiting[image] == 0:
+                        done += 1
+                failed_now = sum(r.failed for r in reports.values())
+                report(progress, "inference", done, len(rows), task=label,
+                       message=f"{failed_now} unreadable" if failed_now else "classifying on Ray")
+    except WildLensError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (a worker's WildLensError arrives wrapped by Ray)
+        user = _user_error(exc)
+        if user is not None:
+            raise user from None
+        raise
+    return done

@@ -1,0 +1,229 @@
+"""The Ray engine (classify.ray_engine): same rows as the local engine, one writer, faults survived.
+
+The tests that need Ray share one local instance per test process (2 CPUs, 256 MiB object store,
+no dashboard), and run the real EfficientNet-Lite weights on the 30 views of the packaged
+photographs (written as JPEG files): a few seconds of inference each, most of the time is Ray's
+start and the actors' model load.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from classify.pipeline import InferenceOptions
+from classify.ray_engine import (RayEngineError, check_workers, decode_frame, encode_frame, plan_actors, ray_available,
+                                 sample_paths)
+from classify.targets import predict_folder
+from core.errors import OptionError
+from tests.conftest import ROOT
+
+MODELS = "efficientnet_lite0,efficientnet_lite1"
+PROBS = [f"prob_{i}" for i in range(1, 6)]
+needs_ray = pytest.mark.skipif(not ray_available(), reason="ray is not installed (pip install -r requirements.txt)")
+
+
+# --------------------------------------------------------------------------- no Ray needed
+def test_rows_cross_processes_as_arrow_without_pickle_and_bit_for_bit():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"model": ["a", "a", "b"], "image": ["x", "y", "x"], "true_wnid": ["n1", None, "n1"],
+                          "prob_1": rng.random(3), "status": ["ok", "failed", "ok"],
+                          "reason": [None, "cannot decode", None]})
+    frame["features"] = [rng.random(4, dtype=np.float32), None, rng.random(7, dtype=np.float32)]
+    classifier = rng.random((3, 7), dtype=np.float32)
+    frame["text_classifier"] = [None, None, {"classifier": classifier, "wnids": ("n1", "n2", "n3"), "logit_scale": 100.0}]
+    back = decode_frame(encode_frame(frame))
+    pd.testing.assert_frame_equal(back[["model", "image", "true_wnid", "prob_1", "status", "reason"]],
+                                  frame[["model", "image", "true_wnid", "prob_1", "status", "reason"]])
+    assert back["features"][1] is None
+    assert back["features"][0].dtype == np.float32 and np.array_equal(back["features"][2], frame["features"][2])
+    text = back["text_classifier"][2]
+    assert back["text_classifier"][0] is None and text["wnids"] == ("n1", "n2", "n3") and text["logit_scale"] == 100.0
+    assert np.array_equal(text["classifier"], classifier)
+    assert b"pickle" not in encode_frame(frame)
+
+
+@pytest.mark.parametrize("options, cluster, expected", [
+    (InferenceOptions(), {"CPU": 16}, (1, 0.0, 16.0)),
+    (InferenceOptions(ray_actors=2), {"CPU": 2}, (2, 0.0, 1.0)),
+    (InferenceOptions(), {"CPU": 64, "GPU": 4}, (4, 1.0, 1.0)),
+    (InferenceOptions(ray_gpus_per_actor=0.5), {"CPU": 64, "GPU": 2}, (4, 0.5, 1.0)),
+    (InferenceOptions(ray_gpus_per_actor=0), {"CPU": 8, "GPU": 2}, (1, 0.0, 8.0)),
+])
+def test_actors_follow_the_clusters_gpus_else_share_its_cpus(options, cluster, expected):
+    plan = plan_actors(options, cluster)
+    assert (plan.actors, plan.gpus_per_actor, plan.cpus_per_actor) == expected
+    assert plan.batch_size == (64 if plan.gpus_per_actor else 8)
+
+
+def test_more_gpu_actors_than_gpus_is_refused_in_one_line():
+    with pytest.raises(OptionError, match="need 3 GPUs; the Ray cluster has 2"):
+        plan_actors(InferenceOptions(ray_actors=3), {"CPU": 8, "GPU": 2})
+
+
+def test_without_ray_the_engine_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(RayEngineError, match=r"pip install 'ray\[data\]==2.60.0'.*--engine local"):
+        predict_folder(_views(tmp_path), "efficientnet_lite0", options=InferenceOptions(engine="ray"))
+    with pytest.raises(OptionError, match="engine 'spark': choose one of local, ray"):
+        predict_folder(_views(tmp_path), "efficientnet_lite0", options=InferenceOptions(engine="spark"))
+
+
+def test_the_command_line_takes_the_engine_and_refuses_ray_options_without_it(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "classify", "--images", str(tmp_path), "--out", str(tmp_path / "o.csv"),
+                           "--ray-actors", "2"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 2 and "--ray-actors is for --engine ray" in done.stderr
+
+
+# --------------------------------------------------------------------------- a local Ray instance
+def _views(folder: Path) -> Path:
+    """The packaged photographs' 30 views as JPEG files, DIR/<wnid>/<view>.jpg."""
+    from core.imageio import load_rgb
+    from crawl.sample_photos import SAMPLE_PHOTOS, VIEWS, photo_path
+
+    out = folder / "views"
+    if not out.exists():
+        for photo in SAMPLE_PHOTOS:
+            image = load_rgb(photo_path(photo).read_bytes())
+            (out / photo.wnid).mkdir(parents=True)
+            for name, view in VIEWS:
+                view(image).save(out / photo.wnid / f"{name.replace(' ', '_').replace('%', '')}.jpg", quality=90)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    if not ray_available():
+        pytest.skip("ray is not installed (pip install -r requirements.txt)")
+    import ray
+
+    ray.init(num_cpus=2, object_store_memory=256 * 1024 ** 2, include_dashboard=False, log_to_driver=False,
+             logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def views(tmp_path_factory):
+    return _views(tmp_path_factory.mktemp("ray-views"))
+
+
+@pytest.fixture(scope="module")
+def local_table(views):
+    table, _ = predict_folder(views, MODELS, options=InferenceOptions(batch_size=4))
+    return _sorted(table)
+
+
+def _sorted(table: pd.DataFrame) -> pd.DataFrame:
+    return table.sort_values(["model", "image"]).reset_index(drop=True)
+
+
+def _assert_same_predictions(table: pd.DataFrame, reference: pd.DataFrame) -> None:
+    table = _sorted(table)
+    assert not table.duplicated(["model", "image"]).any(), "each (model, image) once"
+    assert table[["model", "image"]].equals(reference[["model", "image"]])
+    wnids = [c for c in reference.columns if c.startswith("pred_wnid")]
+    assert table[wnids].equals(reference[wnids]), "same top-5 wnids for every image and model"
+    assert np.abs(table[PROBS].to_numpy() - reference[PROBS].to_numpy()).max() <= 1e-5
+
+
+@needs_ray
+def test_ray_gives_the_local_engines_rows(ray_instance, views, local_table, tmp_path):
+    out = tmp_path / "ray.parquet"
+    table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", ray_actors=2, batch_size=4))
+    _assert_same_predictions(table, local_table)
+    assert report.engine.startswith("ray (2 actors") and "ray (2 actors" in report.summary()
+    assert {m: (r.predicted, r.failed) for m, r in report.models.items()} == {
+        "efficientnet_lite0": (30, 0), "efficientnet_lite1": (30, 0)}
+    _assert_same_predictions(pd.read_parquet(out), local_table)  # the file written through the same parts
+    again, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray"))
+    assert all(r.skipped == 30 and r.predicted == 0 for r in report.models.values()), "a re-run resumes: nothing to do"
+
+
+def _ray_workers(ray) -> list[int]:
+    """PIDs of this instance's Ray Data actors (children of its raylet named MapWorker)."""
+    node = ray._private.worker._global_node
+    raylet = node.all_processes["raylet"][0].process.pid
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == raylet and "MapWorker" in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@needs_ray
+def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_instance, views, local_table, tmp_path):
+    killed = []
+
+    def kill_a_worker_after_the_first_batch(event):
+        if event.done and not killed:
+            pids = _ray_workers(ray_instance)
+            assert pids, "the actor is running"
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    out = tmp_path / "killed.parquet"
+    table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", batch_size=2),
+                                   kill_a_worker_after_the_first_batch)
+    assert killed, "a worker was killed mid-run"
+    assert all(r.predicted + r.skipped == 30 and r.failed == 0 for r in report.models.values())
+    _assert_same_predictions(table, local_table)
+    parts = pd.concat([pd.read_parquet(p) for p in (tmp_path / ".killed.parquet.parts").rglob("*.parquet")])
+    assert len(parts) == 60 and not parts.duplicated(["model", "image"]).any()
+
+
+@needs_ray
+def test_a_killed_driver_resumes_like_the_local_engine(ray_instance, views, local_table, tmp_path):
+    out = tmp_path / "driver.parquet"
+    parts = tmp_path / ".driver.parquet.parts"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ""}
+    driver = subprocess.Popen([sys.executable, "-m", "classify", "--images", str(views), "--out", str(out),
+                               "--models", MODELS, "--engine", "ray", "--batch-size", "2", "--no-progress"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and len(list(parts.rglob("part-*.parquet"))) < 2:
+            assert driver.poll() is None, "the driver ended before it was killed"
+            time.sleep(0.2)
+    finally:
+        # The driver and its local Ray instance, as a closed terminal or a killed job would end them.
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    stored = pd.concat([pd.read_parquet(p) for p in parts.rglob("part-*.parquet")])
+    assert 0 < len(stored) < 60, "killed mid-run"
+    table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", batch_size=4))
+    assert sum(r.skipped for r in report.models.values()) == len(stored), "what was stored is not computed again"
+    _assert_same_predictions(table, local_table)
+
+
+@needs_ray
+def test_a_node_that_cannot_read_the_images_stops_the_run_before_any_work(ray_instance, views, tmp_path):
+    readable = sample_paths([_task(p) for p in sorted(views.rglob("*.jpg"))])
+    assert len(readable) == 8
+    assert check_workers(readable) == 1
+    missing = str(tmp_path / "elsewhere" / "a.jpg")  # as a path only the driver's machine has
+    with pytest.raises(RayEngineError, match=r"Ray node .* cannot read .*elsewhere/a.jpg .*same path.*NFS"):
+        check_workers(readable + [missing])
+
+
+def _task(path: Path):
+    from classify.pipeline import ImageTask
+
+    return ImageTask(path.name, str(path), path.parent.name)
