@@ -50,3 +50,7 @@ def check_engine(engine: str) -> str:
 
         raise OptionError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}.")
     return engine
+
+# JPEG decoding on the device (classify.gpu_decode): 'auto' = on a CUDA device where torchvision's
+# nvJPEG decode works (probed once), with the CPU path for other formats and as the fallback; 'off'.
+GPU_DECODE = ("auto", "off")
