@@ -44,6 +44,14 @@ weights (test doubles from ``tests/classify/doubles.py``, clearly labelled; thro
 depend on weight values). See ``gpu_section``.
 
     .venv/bin/python benchmarks/bench_inference.py --gpu-only --images 2048 --repeats 2
+
+The GPU section starts with JPEG decoding on the device (``classify.gpu_decode``): ResNet-50 bf16
+from JPEG files (the packaged photographs as JPEGs, repeated), the whole pipeline with the CPU decode
+workers (``gpu_decode='off'``) against nvJPEG decode, resize and crop on the GPU (``'auto'``),
+images/s of each, the ratio, which decode path each run reported, and how far the device's crops are
+from the CPU path's (target: >= 10,000 images/s end to end on an H200). Alone:
+
+    .venv/bin/python benchmarks/bench_inference.py --gpu-decode-only --images 4096 --repeats 2
 """
 from __future__ import annotations
 
@@ -183,11 +191,14 @@ def per_image_loop(paths: list[Path], autograd: bool = True) -> None:
             _ = [wnids[i] for i in top.indices[0].tolist()], top.values[0].tolist()
 
 
-def pipeline(folder: Path, options: InferenceOptions, model=DEFAULT_MODEL, backends: dict | None = None) -> None:
+def pipeline(folder: Path, options: InferenceOptions, model=DEFAULT_MODEL, backends: dict | None = None,
+             decode: list | None = None) -> None:
     table, result = predict_folder(folder, [model], options=options)
     assert (table["status"] == "ok").all(), table[table["status"] != "ok"]
     if backends is not None:
         backends.update(result.backends)
+    if decode is not None:
+        decode.append(result.decode)  # which path decoded the images (InferenceReport.decode)
 
 
 # --------------------------------------------------------------------------- where the time goes
@@ -255,6 +266,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved warm rounds (medians are reported)")
     parser.add_argument("--sweep", action="store_true", help="also try other batch sizes, worker and thread counts")
     parser.add_argument("--gpu-only", action="store_true", help="skip the CPU comparison; only the CUDA section")
+    parser.add_argument("--gpu-decode-only", action="store_true",
+                        help="only the CUDA comparison of CPU and GPU JPEG decoding (ResNet-50 bf16)")
     parser.add_argument("--precisions", action="store_true", help="also the CPU precision section (fp32/bf16/int8)")
     parser.add_argument("--precisions-only", action="store_true", help="only the CPU precision section")
     parser.add_argument("--steady-only", action="store_true", help="only the fp32 steady state against the ceiling")
@@ -264,6 +277,13 @@ def main() -> int:
     if args.steady_only:
         with tempfile.TemporaryDirectory(prefix="wildlens-bench-") as tmp:
             steady_share(Path(tmp), Path(tmp) / "cache", args.repeats)
+        return 0
+    if args.gpu_decode_only:
+        if not torch.cuda.is_available():
+            print("no CUDA GPU here: nothing measured")
+            return 0
+        with tempfile.TemporaryDirectory(prefix="wildlens-bench-") as tmp:
+            gpu_decode_section(Path(tmp), max(args.images, 4096), args.repeats, Path(tmp) / "cache")
         return 0
     if args.precisions_only:
         with tempfile.TemporaryDirectory(prefix="wildlens-bench-") as tmp:
@@ -459,6 +479,8 @@ def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name
     the large run's, and the steady rate (n - n/8) / (t(n) - t(n/8)) leaves the fixed cost out."""
     from classify.device import default_num_workers
 
+    gpu_decode_section(tmp, max(n_images, 4096), repeats, cache, device_name)  # the bound before: decoding
+    # Below, the CPU decode workers as measured on 2026-11-29 (gpu_decode='off'), to compare with those figures.
     small_n = max(8, n_images // 8)
     big, small = tmp / "gpu-images", tmp / "gpu-images-small"
     make_folder(big, n_images)
@@ -487,7 +509,7 @@ def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name
         for precision in ("fp32", "auto"):
             for resampler in ("torch", "pil"):
                 options = InferenceOptions(device=device_name, precision=precision, batch_size=128, resampler=resampler,
-                                           cache_dir=str(cache))
+                                           cache_dir=str(cache), gpu_decode="off")
                 print(f"  {real.arch:22s} {precision:4s} {resampler:5s} resize: {rates(options, double)}")
             print(f"  {real.arch:22s} {precision:4s} forward only: {forward_rate(double, precision, 256, device):8.1f} "
                   "images/s (uint8 batches of 256 already on the device)")
@@ -495,8 +517,103 @@ def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name
     resnet = get_model("resnet50")
     double = make_test_double(resnet.arch, resnet.label_space, resnet.family, resnet.input_config())
     for n_workers in sorted({4, 8, max(1, cores - 2), cores}):  # is decoding the bound, and where does it stop?
-        options = InferenceOptions(device=device_name, batch_size=128, num_workers=n_workers, cache_dir=str(cache))
+        options = InferenceOptions(device=device_name, batch_size=128, num_workers=n_workers, cache_dir=str(cache),
+                                   gpu_decode="off")
         print(f"  {resnet.arch:22s} auto torch resize, {n_workers:2d} decode workers: {rates(options, double)}")
+
+
+def make_jpeg_folder(root: Path, n: int) -> list[Path]:
+    """n JPEG files in root/<wnid>/: the packaged photographs (PHOTOS) as JPEGs (the JPEGs as they
+    are, the PNGs encoded at quality 90), repeated; 427-600 px, like web images."""
+    folder = root / "n02123045"
+    folder.mkdir(parents=True)
+    sources = []
+    for rel in PHOTOS:
+        source = SITE / rel
+        if source.suffix.lower() != ".jpg":
+            target = root / f"{source.stem}.jpeg"
+            load_rgb(source).save(target, format="JPEG", quality=90)
+            source = target
+        sources.append(source)
+    paths = []
+    for i in range(n):
+        target = folder / f"{i:05d}.jpg"
+        shutil.copyfile(sources[i % len(sources)], target)
+        paths.append(target)
+    return paths
+
+
+def crop_difference(paths: list[Path], device: torch.device) -> str:
+    """How far the device path's crops (nvJPEG decode, float resize on the GPU) are from the CPU
+    path's (Pillow decode, torchvision's uint8 resize), for ResNet-50's and EfficientNet-Lite0's
+    geometries, and the decoded images alone."""
+    import numpy as np
+
+    from classify.gpu_decode import DeviceDecoder, device_jpeg
+
+    geometries = [get_model("resnet50").input_config().geometry, get_model(DEFAULT_MODEL).input_config().geometry]
+    unique = list(dict.fromkeys(p.read_bytes() for p in paths))
+    raws = [device_jpeg(data) for data in unique]
+    decoder = DeviceDecoder(geometries, device)
+    images = decoder.decode_images(raws)
+    crops = decoder(raws)
+    worst_image = worst = differing = total = 0
+    for data, image, (device_crops, reason) in zip(unique, images, crops):
+        assert reason is None and image is not None, reason
+        reference = torch.from_numpy(np.array(load_rgb(data))).permute(2, 0, 1)
+        worst_image = max(worst_image, int((image.cpu().int() - reference.int()).abs().max()))
+        pil = load_rgb(data)
+        for crop, geometry in zip(device_crops, geometries):
+            diff = (crop.cpu().int() - crop_to_tensor(pil, geometry, "torch").int()).abs()
+            worst, differing, total = max(worst, int(diff.max())), differing + int((diff > 0).sum()), total + diff.numel()
+    return (f"{len(unique)} JPEGs: decoded images at most {worst_image}/255 from Pillow's; crops at most {worst}/255 "
+            f"from the CPU path's, {100 * differing / max(total, 1):.2f}% of values differ "
+            f"(device path on CPU-equal arithmetic: 2/255 on 0.25%)")
+
+
+def gpu_decode_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name: str = "cuda") -> dict:
+    """ResNet-50 bf16 from JPEG files: the whole pipeline with the CPU decode workers
+    (gpu_decode='off') against JPEG decoding on the GPU ('auto'), steady and whole-call images/s
+    as in gpu_section, the ratio, and the decode path each run reported (InferenceReport.decode).
+    Random-init weights (throughput only). Returns the figures."""
+    from classify.device import default_num_workers
+
+    small_n = max(8, n_images // 8)
+    big, small = tmp / "gpu-jpegs", tmp / "gpu-jpegs-small"
+    paths = make_jpeg_folder(big, n_images)
+    make_jpeg_folder(small, small_n)
+    device = torch.device(device_name)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else device_name
+    resnet = get_model("resnet50")
+    double = make_test_double(resnet.arch, resnet.label_space, resnet.family, resnet.input_config())
+    print(f"JPEG decode, CPU workers vs the GPU: {gpu}, torch {torch.__version__}, {os.cpu_count()} CPU cores, "
+          f"{default_num_workers(device)} decode workers, {n_images} JPEG files, {resnet.arch} bf16 "
+          "(random-init weights: throughput only)")
+    figures = {}
+    for label, gpu_decode, batch_size in (("CPU decode", "off", 128), ("GPU decode", "auto", 128),
+                                          ("GPU decode", "auto", 256)):
+        options = InferenceOptions(device=device_name, precision="bf16", batch_size=batch_size, gpu_decode=gpu_decode,
+                                   cache_dir=str(cache))
+        decode: list[str] = []
+        pipeline(small, options, double, None, decode)  # warm-up: cuDNN autotuning, page cache, the probe
+        whole, steady = [], []
+        for _ in range(repeats):
+            t_small = small_n / measure(small_n, pipeline, small, options, double).rate
+            t_big = n_images / measure(n_images, pipeline, big, options, double, None, decode).rate
+            whole.append(n_images / t_big)
+            steady.append((n_images - small_n) / max(t_big - t_small, 1e-9))
+        key = f"{label}, batch {batch_size}"
+        figures[key] = {"steady": statistics.median(steady), "whole": statistics.median(whole), "decode": decode[-1]}
+        print(f"  {key:22s}: {figures[key]['steady']:8.1f} images/s steady, {figures[key]['whole']:8.1f} whole call "
+              f"(median of {repeats})  [decode: {decode[-1]}]")
+    cpu = figures["CPU decode, batch 128"]
+    for key, value in figures.items():
+        if key.startswith("GPU"):
+            print(f"  {key}: {value['steady'] / cpu['steady']:.2f}x the CPU decode's steady rate, "
+                  f"{value['whole'] / cpu['whole']:.2f}x its whole call (target >= 10,000 images/s steady)")
+    print(f"  forward only: {forward_rate(double, 'bf16', 256, device):8.1f} images/s (uint8 batches of 256 on the device)")
+    print(f"  crops: {crop_difference(paths, device)}")
+    return figures
 
 
 def forward_rate(entry, precision: str, batch: int, device: torch.device) -> float:
