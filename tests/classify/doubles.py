@@ -81,3 +81,21 @@ def write_photo_folder(folder):
         (folder / wnid).mkdir(parents=True)
         (folder / wnid / Path(path).name).write_bytes((site / path).read_bytes())
     return folder
+
+
+# A tiny open_clip architecture for zero-shot plumbing tests (random weights, saved by the tests as
+# a safetensors checkpoint): added to open_clip's model configs by the tests, never by the library.
+TINY_CLIP = "test-double-tiny-clip"
+TINY_CLIP_CONFIG = {"embed_dim": 16,
+                    "vision_cfg": {"image_size": 64, "layers": 1, "width": 32, "patch_size": 32, "head_width": 16},
+                    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}
+
+
+def register_tiny_clip() -> str:
+    """Add :data:`TINY_CLIP` to open_clip's model configs (a Ray worker's setup hook too)."""
+    import json
+
+    from open_clip.factory import _MODEL_CONFIGS
+
+    _MODEL_CONFIGS.setdefault(TINY_CLIP, json.loads(json.dumps(TINY_CLIP_CONFIG)))
+    return TINY_CLIP

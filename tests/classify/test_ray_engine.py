@@ -100,13 +100,18 @@ def _views(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ray_instance():
+def ray_instance(tmp_path_factory):
     if not ray_available():
         pytest.skip("ray is not installed (pip install -r requirements.txt)")
     import ray
 
+    # The workers' WILDLENS_HOME (their caches) is a temporary folder too; the tiny CLIP test double
+    # is registered in each worker as in this process (tests.classify.doubles).
+    home = tmp_path_factory.mktemp("ray-workers-home")
     ray.init(num_cpus=2, object_store_memory=256 * 1024 ** 2, include_dashboard=False, log_to_driver=False,
-             logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+             logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "WILDLENS_HOME": str(home)},
+                          "worker_process_setup_hook": "tests.classify.doubles.register_tiny_clip"})
     yield ray
     ray.shutdown()
 
@@ -227,3 +232,59 @@ def _task(path: Path):
     from classify.pipeline import ImageTask
 
     return ImageTask(path.name, str(path), path.parent.name)
+
+
+@needs_ray
+def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
+    from classify.features import extract_features
+    from core.features import read_features
+    from core.runstore import RunInfo, RunStore
+    from crawl.sample_photos import write_sample_images
+
+    runs = []
+    for engine in ("local", "ray"):
+        run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="features", label_space="imagenet-1k"))
+        write_sample_images(run)
+        extract_features(run, "efficientnet_lite0", InferenceOptions(engine=engine, batch_size=8))
+        runs.append(run)
+    (local_index, local_vectors), (ray_index, ray_vectors) = (read_features(run, "efficientnet_lite0") for run in runs)
+    order = [list(local_index["image"]).index(image) for image in ray_index["image"]]
+    assert sorted(ray_index["image"]) == sorted(local_index["image"]) and len(order) == 30
+    assert ray_vectors.shape == (30, 1280) and np.abs(ray_vectors - local_vectors[order]).max() <= 1e-5
+    _assert_same_predictions(runs[1].read_predictions(), _sorted(runs[0].read_predictions()))
+
+
+@needs_ray
+def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_instance, tmp_path, monkeypatch):
+    """A zero-shot model (the tiny random open_clip test double, given as a safetensors checkpoint:
+    plumbing only) with --features on both engines: the same rows, embeddings and text classifier."""
+    import torch
+    from safetensors.torch import save_file
+
+    from classify.features import extract_features
+    from classify.sources import get_source
+    from classify.sources.openclip_source import clip_entry
+    from classify.zeroshot import zero_shot_models
+    from core.features import read_feature_meta, read_features
+    from core.runstore import RunInfo, RunStore
+    from crawl.sample_photos import write_sample_images
+    from tests.classify.doubles import register_tiny_clip
+
+    arch = register_tiny_clip()
+    torch.manual_seed(0)
+    model = get_source(clip_entry(f"clip:{arch}")).create(clip_entry(f"clip:{arch}"), device="cpu")
+    checkpoint = tmp_path / "tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(checkpoint))
+    entries, checkpoints = zero_shot_models([f"clip:{arch}+simple7"], "sense:cat.n.01", None,
+                                            {f"clip:{arch}": str(checkpoint)})
+    stored = []
+    for engine in ("local", "ray"):
+        run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="zs", label_space="imagenet-1k"))
+        write_sample_images(run)
+        extract_features(run, entries, InferenceOptions(engine=engine, batch_size=8, checkpoints=checkpoints))
+        stored.append((run, read_features(run, entries[0].id), read_feature_meta(run, entries[0].id)))
+    (local, (li, lv), lmeta), (ray, (ri, rv), rmeta) = stored
+    _assert_same_predictions(ray.read_predictions(), _sorted(local.read_predictions()))
+    order = [list(li["image"]).index(image) for image in ri["image"]]
+    assert rv.shape == (30, 16) and np.abs(rv - lv[order]).max() <= 1e-5
+    assert rmeta["kind"] == "image-embedding" and rmeta["text_classifier"]["wnids"] == lmeta["text_classifier"]["wnids"]

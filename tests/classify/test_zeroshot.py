@@ -25,14 +25,12 @@ from classify.zeroshot import (STAGE, ZeroShotHead, _prompt_chunks, build_settin
                                zero_shot_models)
 from core.labels import get_label_space
 from core.runstore import RunInfo, RunStore, valid_run_id
+from tests.classify.doubles import TINY_CLIP, TINY_CLIP_CONFIG, register_tiny_clip
 from tests.conftest import ROOT
 
 open_clip = pytest.importorskip("open_clip")
 
-TINY = "test-double-tiny-clip"  # an open_clip architecture of this test module only
-TINY_CONFIG = {"embed_dim": 16,
-               "vision_cfg": {"image_size": 64, "layers": 1, "width": 32, "patch_size": 32, "head_width": 16},
-               "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}
+TINY, TINY_CONFIG = TINY_CLIP, TINY_CLIP_CONFIG  # an open_clip architecture of the tests only
 CAT = "sense:cat.n.01"
 SIMPLE = Recipe(templates="simple7")
 
@@ -41,8 +39,7 @@ SIMPLE = Recipe(templates="simple7")
 def tiny_arch():
     from open_clip.factory import _MODEL_CONFIGS
 
-    _MODEL_CONFIGS[TINY] = json.loads(json.dumps(TINY_CONFIG))
-    yield TINY
+    yield register_tiny_clip()
     _MODEL_CONFIGS.pop(TINY, None)
 
 
