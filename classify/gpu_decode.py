@@ -57,6 +57,7 @@ CPU path runs, with the reason in the report.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import warnings
 from dataclasses import dataclass
@@ -107,6 +108,22 @@ class RawJpeg:
 
     def tobytes(self) -> bytes:
         return self.data.numpy().tobytes()
+
+
+def one_buffer(raws: Sequence[RawJpeg]) -> list[RawJpeg]:
+    """The files as views of one uint8 tensor. A batch's collate does this in the worker: a
+    DataLoader sends each tensor storage through its own shared-memory file descriptor, so 128
+    separate files per batch, times the batches in flight of every worker, could run into the
+    open-file limit (1024 on many systems); views of one storage travel as one."""
+    if len(raws) < 2:
+        return list(raws)
+    buffer = torch.cat([raw.data for raw in raws])
+    out, start = [], 0
+    for raw in raws:
+        end = start + raw.data.numel()
+        out.append(dataclasses.replace(raw, data=buffer[start:end]))
+        start = end
+    return out
 
 
 def device_jpeg(data: bytes) -> RawJpeg | None:
@@ -194,12 +211,12 @@ def _two_pass_resize(images: torch.Tensor, size: int | list[int], interpolation:
     else:
         new_h, new_w = size
     x = images.float()
-    if new_w != width:
-        x = torch.nn.functional.interpolate(x, size=(height, new_w), mode=interpolation, align_corners=False,
-                                            antialias=True).add_(0.5).floor_().clamp_(0, 255)
-    if new_h != height:
-        x = torch.nn.functional.interpolate(x, size=(new_h, new_w), mode=interpolation, align_corners=False,
-                                            antialias=True).add_(0.5).floor_().clamp_(0, 255)
+    for size_hw, needed in (((height, new_w), new_w != width), ((new_h, new_w), new_h != height)):
+        if needed:
+            x = torch.nn.functional.interpolate(x, size=size_hw, mode=interpolation, align_corners=False,
+                                                antialias=True).add_(0.5).floor_()
+            if interpolation == "bicubic":  # bilinear weights are positive: no overshoot to clip
+                x = x.clamp_(0, 255)
     return x.to(torch.uint8)
 
 

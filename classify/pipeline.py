@@ -300,6 +300,7 @@ class CollateCrops:
 
     def __call__(self, samples) -> CropBatch:
         raw = [(i, item) for i, item, _ in samples if isinstance(item, gpu_decode.RawJpeg)]
+        raw = list(zip([i for i, _ in raw], gpu_decode.one_buffer([r for _, r in raw])))  # one storage to send
         good = [(i, crops) for i, crops, _ in samples if crops is not None and not isinstance(crops, gpu_decode.RawJpeg)]
         failed = [(i, reason) for i, crops, reason in samples if crops is None]
         stacked = tuple(torch.stack([crops[g] for _, crops in good]) for g in range(self.n_geometries)) if good else ()

@@ -132,6 +132,8 @@ def test_mixed_batch_keeps_order_uses_the_fallbacks_and_the_cpu_reasons(tmp_path
     # CMYK, truncated (no EOI), PNG and text stay on the CPU workers; a JPEG without image data
     # goes to the device, which refuses it: the CPU path then tries and says why.
     assert names == {"a.jpg", "b.jpg", "d.jpg", "broken.jpg", "no-scan.jpg"}
+    # the files of a batch are views of one buffer: one shared-memory handle from a worker, not one per file
+    assert len({raw.data.untyped_storage().data_ptr() for _, raw in raw_batch.raw}) == 1
     decoder = DeviceDecoder(GEOMETRIES, "cpu")
     merged = decode_on_device(raw_batch, decoder)
     assert merged.indices == cpu.indices == sorted(merged.indices)
