@@ -46,7 +46,7 @@ depend on weight values). See ``gpu_section``.
     .venv/bin/python benchmarks/bench_inference.py --gpu-only --images 2048 --repeats 2
 
 The GPU section starts with JPEG decoding on the device (``classify.gpu_decode``): ResNet-50 bf16
-from JPEG files (the packaged photographs as JPEGs, repeated), the whole pipeline with the CPU decode
+from JPEG files (128 crops of the packaged photographs, each of its own size, repeated), the whole pipeline with the CPU decode
 workers (``gpu_decode='off'``) against nvJPEG decode, resize and crop on the GPU (``'auto'``),
 images/s of each, the ratio, which decode path each run reported, and how far the device's crops are
 from the CPU path's (target: >= 10,000 images/s end to end on an H200). Alone:
@@ -522,18 +522,21 @@ def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name
         print(f"  {resnet.arch:22s} auto torch resize, {n_workers:2d} decode workers: {rates(options, double)}")
 
 
-def make_jpeg_folder(root: Path, n: int) -> list[Path]:
-    """n JPEG files in root/<wnid>/: the packaged photographs (PHOTOS) as JPEGs (the JPEGs as they
-    are, the PNGs encoded at quality 90), repeated; 427-600 px, like web images."""
+def make_jpeg_folder(root: Path, n: int, distinct: int = 128) -> list[Path]:
+    """n JPEG files in root/<wnid>/: ``distinct`` different ones, each a crop of a packaged
+    photograph (PHOTOS) of its own size (180-740 px a side, like web images), encoded at
+    quality 90, repeated in turn. Every size differs, so a batch of up to ``distinct`` files is
+    resized image by image on the device, as a folder of web images would be (same-size images
+    are resized as one stack)."""
     folder = root / "n02123045"
     folder.mkdir(parents=True)
     sources = []
-    for rel in PHOTOS:
-        source = SITE / rel
-        if source.suffix.lower() != ".jpg":
-            target = root / f"{source.stem}.jpeg"
-            load_rgb(source).save(target, format="JPEG", quality=90)
-            source = target
+    for k in range(distinct):
+        image = load_rgb(SITE / PHOTOS[k % len(PHOTOS)])
+        w, h = image.size
+        crop = image.crop((k // 2, k // 3, k // 2 + w - k, k // 3 + h - k))  # k px narrower and lower
+        source = root / f"source-{k:03d}.jpg"
+        crop.save(source, format="JPEG", quality=90)
         sources.append(source)
     paths = []
     for i in range(n):
