@@ -183,41 +183,66 @@ def orient(image: torch.Tensor, orientation: int) -> torch.Tensor:
 
 def resize_crop(images: torch.Tensor, geometry: Geometry, float_resize: bool) -> torch.Tensor:
     """A stack (N, 3, H, W) of same-size uint8 images -> uint8 crops (N, 3, size, size), as
-    ``classify.preprocess.crop_to_tensor`` with the 'torch' resampler. ``float_resize``: resize in
-    float32 and round, as torchvision does on a GPU (there is no uint8 antialiased kernel there)."""
-    mode = DEVICE_INTERPOLATIONS[geometry.interpolation]
-    size = [geometry.resize_size, geometry.resize_size] if geometry.crop_mode == "squash" else geometry.resize_size
+    ``classify.preprocess.crop_to_tensor`` with the 'torch' resampler. ``float_resize``: in float32,
+    as on a GPU (there is no uint8 antialiased kernel there): :func:`float_crop` then :func:`finish`."""
     if float_resize:
-        resized = _two_pass_resize(images, size, geometry.interpolation)
-    else:
-        resized = TF2.resize(images, size, interpolation=mode, antialias=True)
+        return finish(float_crop(images, geometry), geometry.interpolation)
+    size = [geometry.resize_size, geometry.resize_size] if geometry.crop_mode == "squash" else geometry.resize_size
+    resized = TF2.resize(images, size, interpolation=DEVICE_INTERPOLATIONS[geometry.interpolation], antialias=True)
     return TF2.center_crop(resized, [geometry.size, geometry.size])
 
 
-def _two_pass_resize(images: torch.Tensor, size: int | list[int], interpolation: str) -> torch.Tensor:
-    """The uint8 resize of ``TF2.resize`` on the CPU (and Pillow's), in float32: horizontal pass,
-    round and clip to 0-255, vertical pass, round and clip. One float32 resize of both axes at
-    once (what ``TF2.resize`` does with a CUDA uint8 tensor) skips the rounding and the clipping
-    between the passes, where a bicubic overshoot at a sharp edge is cut: it was up to 10/255 off
-    the CPU crops, on 15% of values of the test photos; these two passes leave the fixed-point
-    rounding of the weights: at most 2/255 on 0.25% of values (tests/classify/test_gpu_decode.py).
-    Rounding is half up (``floor(x + 0.5)``), as the fixed-point kernel's; ``round`` (half to even)
-    put 12% of the values of an exact 2:1 bilinear resize 1-2/255 off."""
+def _resized_size(height: int, width: int, geometry: Geometry) -> tuple[int, int]:
+    """(height, width) after the resize, as torchvision computes it (the shorter side, or both)."""
+    if geometry.crop_mode == "squash":
+        return geometry.resize_size, geometry.resize_size
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = geometry.resize_size, int(geometry.resize_size * long / short)
+    return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
+def _centre(length: int, size: int) -> int:
+    return int(round((length - size) / 2.0))  # TF2.center_crop's offset (Python's round, half to even)
+
+
+def float_crop(images: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    """The uint8 resize of ``TF2.resize`` on the CPU (and Pillow's), in float32, and the centre
+    crop: horizontal pass, round and clip to 0-255, vertical pass; the crop, still float32 and not
+    yet rounded (:func:`finish` rounds a whole batch at once: one launch instead of one per image).
+    One float32 resize of both axes at once (what ``TF2.resize`` does with a CUDA uint8 tensor)
+    skips the rounding and the clipping between the passes, where a bicubic overshoot at a sharp
+    edge is cut: it was up to 10/255 off the CPU crops, on 15% of values of the test photos; these
+    two passes leave the fixed-point rounding of the weights: at most 2/255 on 0.25% of values
+    (tests/classify/test_gpu_decode.py). Rounding is half up (``floor(x + 0.5)``), as the fixed-point
+    kernel's; ``round`` (half to even) put 12% of the values of an exact 2:1 bilinear resize 1-2/255
+    off. The columns outside the crop are dropped between the passes (each column's vertical pass
+    is its own, so the crop is the same), which saves the vertical pass 30-40% of its work."""
     height, width = images.shape[-2:]
-    if isinstance(size, int):  # the shorter side, as torchvision computes the other one
-        short, long = (width, height) if width <= height else (height, width)
-        new_short, new_long = size, int(size * long / short)
-        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
-    else:
-        new_h, new_w = size
+    new_h, new_w = _resized_size(height, width, geometry)
+    size, mode = geometry.size, geometry.interpolation
     x = images.float()
-    for size_hw, needed in (((height, new_w), new_w != width), ((new_h, new_w), new_h != height)):
-        if needed:
-            x = torch.nn.functional.interpolate(x, size=size_hw, mode=interpolation, align_corners=False,
-                                                antialias=True).add_(0.5).floor_()
-            if interpolation == "bicubic":  # bilinear weights are positive: no overshoot to clip
-                x = x.clamp_(0, 255)
-    return x.to(torch.uint8)
+    if new_w != width:
+        x = torch.nn.functional.interpolate(x, size=(height, new_w), mode=mode, align_corners=False,
+                                            antialias=True).add_(0.5).floor_()
+        if mode == "bicubic":  # bilinear weights are positive: no overshoot to clip
+            x = x.clamp_(0, 255)
+    inside = new_w >= size and new_h >= size  # else center_crop pads: crop the whole resize below
+    if inside:
+        x = x[..., _centre(new_w, size):_centre(new_w, size) + size]
+    if new_h != height:
+        x = torch.nn.functional.interpolate(x, size=(new_h, x.shape[-1]), mode=mode, align_corners=False,
+                                            antialias=True)
+    if inside:
+        return x[..., _centre(new_h, size):_centre(new_h, size) + size, :]
+    return TF2.center_crop(finish(x, mode).float(), [size, size])
+
+
+def finish(crops: torch.Tensor, interpolation: str) -> torch.Tensor:
+    """Float crops of :func:`float_crop` -> uint8: rounded half up (and clipped after bicubic)."""
+    crops = crops.add(0.5).floor_()
+    if interpolation == "bicubic":
+        crops = crops.clamp_(0, 255)
+    return crops.to(torch.uint8)
 
 
 @dataclass
@@ -282,19 +307,29 @@ class DeviceDecoder:
 
     # ------------------------------------------------------------------ cropping
     def _device_crops(self, images: list[torch.Tensor | None]) -> list[tuple[torch.Tensor, ...] | None]:
-        """Crops per geometry for each decoded image; same-size images are resized as one stack."""
+        """Crops per geometry for each decoded image. Same-size images are resized as one stack;
+        with ``float_resize`` the last rounding runs once over the whole batch (:func:`finish`):
+        the per-image work is what the sizes force, a few launches each."""
         groups: dict[tuple[int, int], list[int]] = {}
         for k, image in enumerate(images):
             if image is not None:
                 groups.setdefault(tuple(image.shape[1:]), []).append(k)
-        crops: list[list[torch.Tensor] | None] = [None if image is None else [] for image in images]
-        for members in groups.values():
-            stack = torch.stack([images[k] for k in members]) if len(members) > 1 else images[members[0]][None]
-            for geometry in self.geometries:
-                cropped = resize_crop(stack, geometry, self.float_resize)
-                for j, k in enumerate(members):
-                    crops[k].append(cropped[j])
-        return [None if c is None else tuple(c) for c in crops]
+        if not groups:
+            return [None] * len(images)
+        stacks = [torch.stack([images[k] for k in members]) if len(members) > 1 else images[members[0]][None]
+                  for members in groups.values()]
+        order = [k for members in groups.values() for k in members]
+        position = {k: j for j, k in enumerate(order)}
+        batches = []
+        for geometry in self.geometries:
+            if self.float_resize:
+                parts = [float_crop(stack, geometry) for stack in stacks]
+                batches.append(finish(torch.cat(parts) if len(parts) > 1 else parts[0], geometry.interpolation))
+            else:
+                parts = [resize_crop(stack, geometry, False) for stack in stacks]
+                batches.append(torch.cat(parts) if len(parts) > 1 else parts[0])
+        return [None if image is None else tuple(batch[position[k]] for batch in batches)
+                for k, image in enumerate(images)]
 
     def _cpu_crops(self, raw: RawJpeg) -> tuple[tuple[torch.Tensor, ...] | None, str | None]:
         """The CPU path for one file (as ``pipeline.DecodedCrops``: same guards, same reasons)."""

@@ -87,6 +87,17 @@ def test_device_crops_match_the_cpu_path():
     assert differing / total < 0.004
 
 
+def test_float_crops_without_a_resize_or_with_padding_follow_the_cpu_path():
+    """The GPU arithmetic where a pass is skipped (the shorter side already at resize_size) or the
+    crop is larger than the resize (centre_crop pads): the same shapes, within 2/255."""
+    data = _jpeg(load_rgb(CHELSEA))  # 451 x 300
+    geometries = [Geometry(224, 300, "bicubic"), Geometry(320, 300, "bilinear"), Geometry(320, 300, "bicubic"),
+                  Geometry(256, 240, "bicubic", "squash"), Geometry(300, 300, "bilinear", "squash")]
+    crops, reason = DeviceDecoder(geometries, "cpu", float_resize=True)([device_jpeg(data)])[0]
+    for crop, reference in zip(crops, _cpu_crops(data, geometries)):
+        assert crop.shape == reference.shape and (crop.int() - reference.int()).abs().max() <= 2
+
+
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_exif_orientation_is_applied_as_load_rgb_applies_it(orientation):
     image = load_rgb(CHELSEA).resize((60, 40))
