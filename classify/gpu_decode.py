@@ -36,11 +36,13 @@ rotate on the CPU and silently not on CUDA.
 Resize: the shorter side to ``Geometry.resize_size`` ('center') or both sides ('squash'), then the
 centre crop, with ``torchvision.transforms.v2`` as ``crop_to_tensor``'s 'torch' resampler, bilinear
 or bicubic with antialias. Images of the same size are resized together (one kernel launch for a
-stack; the result per image is the same). On the CPU, torchvision's uint8 kernel runs and the crops
+stack; the result per image is the same), and on a GPU the last rounding runs once per batch, so
+the launches per image are what the sizes force (a conversion, two passes, two roundings). On the CPU, torchvision's uint8 kernel runs and the crops
 equal ``crop_to_tensor``'s to the bit (torchvision's libjpeg decode equals Pillow's on the test
 images). A GPU has no uint8 antialiased kernel, so there the resize runs in float32 as two 1-D
 passes, each rounded half up and clipped to 0-255 as the uint8 kernel (and Pillow) do between and
-after the passes (:func:`_two_pass_resize`); what is left is the uint8 kernel's fixed-point weights:
+after the passes (:func:`float_crop`, :func:`finish`; the columns outside the crop are dropped
+between the passes, which changes nothing since each column's vertical pass is its own); what is left is the uint8 kernel's fixed-point weights:
 on the packaged photos at most 2/255 on 0.25% of the values (0.6% of one crop at most), measured on
 the CPU with ``float_resize`` (the tests pin it). torchvision's own float path for a CUDA uint8
 tensor (one 2-D float resize, then round) was up to 10/255 off, on 15% of the values: a bicubic
@@ -65,7 +67,10 @@ from typing import Sequence
 
 import torch
 from PIL import Image
-from torchvision.io import ImageReadMode, decode_jpeg
+try:
+    from torchvision.io import ImageReadMode, decode_jpeg
+except ImportError:  # a torchvision without its image decoders (deprecated in 0.29 for TorchCodec)
+    ImageReadMode = decode_jpeg = None
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as TF2
 
@@ -268,6 +273,8 @@ class DeviceDecoder:
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, data: list[torch.Tensor]) -> list[torch.Tensor]:
+        if decode_jpeg is None:
+            raise RuntimeError("this torchvision has no torchvision.io.decode_jpeg")
         with warnings.catch_warnings():  # torchvision 0.29 warns on every call: deprecated for TorchCodec
             warnings.simplefilter("ignore")
             return decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device, apply_exif_orientation=False)

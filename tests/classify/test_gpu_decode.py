@@ -227,6 +227,9 @@ def test_the_choice_is_automatic_and_says_why(monkeypatch):
     monkeypatch.setattr(gpu_decode, "decode_jpeg", no_nvjpeg)
     choice = resolve_decode("auto", torch.device("cuda:1"))
     assert not choice.on and "failed its probe" in choice.reason and "not compiled with nvJPEG" in choice.reason
+    monkeypatch.setattr(gpu_decode, "_PROBED", {})
+    monkeypatch.setattr(gpu_decode, "decode_jpeg", None)  # a torchvision without its image decoders
+    assert "has no torchvision.io.decode_jpeg" in resolve_decode("auto", torch.device("cuda")).reason
     # the report of a CUDA run that kept the CPU path says why
     log = pipeline._DecodeLog(choice, torch.device("cuda:1"))
     assert log.describe() == f"{DECODE_CPU} ({choice.reason})"
