@@ -167,34 +167,53 @@ def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | N
     return out
 
 
-def check_workers(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,
-                  allow_download: bool = False) -> int:
-    """Before any work, on every alive node of the Ray instance: read ``paths`` (images the
-    driver read), and find the weights of ``models``; returns the number of nodes checked.
-    Raises :class:`RayEngineError` naming the node and what it lacks."""
+def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,
+                 allow_download: bool = False) -> list[tuple[str, object]]:
+    """Start :func:`_probe_node` on every alive node: (node name, its future). The run starts its
+    actors meanwhile (a probe's fresh worker imports torch: ~4 s here) and waits for the answers
+    (:func:`finish_probes`) before it stores the first row."""
     ray = _import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     probe = ray.remote(num_cpus=0, max_retries=0)(_probe_node)
     pairs = [(base_entry(e), (checkpoints or {}).get(base_entry(e).id)) for e in models]
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    futures = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-               .remote(list(paths), pairs, allow_download) for n in nodes]
-    for node, future in zip(nodes, futures):
-        name = node.get("NodeManagerAddress") or node["NodeID"][:12]
+    return [(n.get("NodeManagerAddress") or n["NodeID"][:12],
+             probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+             .remote(list(paths), pairs, allow_download)) for n in nodes]
+
+
+def finish_probes(probes: list[tuple[str, object]]) -> int:
+    """The probes' answers; raises :class:`RayEngineError` naming the first node that cannot
+    run WildLens, read the images or find the weights. Returns the number of nodes checked."""
+    ray = _import_ray()
+    for name, future in probes:
         try:
             answer = ray.get(future, timeout=300)
         except Exception as exc:  # noqa: BLE001  (ray wraps a worker's import error in its own types)
-            text = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            raise RayEngineError(f"Ray node {name} cannot run WildLens ({text}); install it there the same way "
-                                 f"as here (pip install -e '.[ray]' in the same checkout).") from None
+            raise RayEngineError(f"Ray node {name} cannot run WildLens ({_last_line(exc)}); install it there the same "
+                                 "way as here (pip install -e '.[ray]' in the same checkout).") from None
         if answer["unreadable"]:
             raise RayEngineError(f"Ray node {name} cannot read {answer['unreadable']}: with --engine ray every node must "
                                  "read the images at the same path as this machine; put the run store on a "
                                  "filesystem every node mounts at the same place (NFS), with WILDLENS_HOME there.")
         if answer["weights"]:
             raise RayEngineError(f"Ray node {name}: {answer['weights'][0]}")
-    return len(nodes)
+    return len(probes)
+
+
+def check_workers(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,
+                  allow_download: bool = False) -> int:
+    """On every alive node of the Ray instance: read ``paths`` (images the driver read) and find
+    the weights of ``models``; returns the number of nodes checked, or raises
+    :class:`RayEngineError` naming the node and what it lacks."""
+    return finish_probes(start_probes(paths, models, checkpoints, allow_download))
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of what Ray says of a worker's failure: the original exception's type and words."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def sample_paths(tasks: Sequence[ImageTask], n: int = SAMPLE_IMAGES) -> list[str]:
@@ -379,8 +398,8 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
 
     with ray_session(options.ray_address) as where:
         todo = [e for e in plan.entries if pending[e.id]]
-        check_workers(sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)]), todo,
-                      options.checkpoints, options.allow_download)
+        probes = start_probes(sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)]), todo,
+                              options.checkpoints, options.allow_download)
         layout = plan_actors(options, ray.cluster_resources())
         for number, pass_entries in enumerate(plan.passes, 1):
             rows = _pass_rows(tasks, pass_entries, pending)
@@ -400,7 +419,9 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
                                        "threads": int(layout.cpus_per_actor)},
                 compute=ray.data.ActorPoolStrategy(size=layout.actors),
                 num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor)
-            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends)
+            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends,
+                                   lambda: finish_probes(probes))
+            probes = []  # answered
     return InferenceReport(dict(reports), decoded, time.perf_counter() - started, "ray", plan.settings.precision,
                            backends, options.resampler,
                            engine=f"ray ({layout.actors} actor{'s' if layout.actors > 1 else ''}"
@@ -408,13 +429,18 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
 
 
 def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pending: dict[str, set[str]],
-                reports: dict, sink, progress, label: str, backends: dict[str, str]) -> int:
+                reports: dict, sink, progress, label: str, backends: dict[str, str],
+                before_first_row: Callable[[], object] = lambda: None) -> int:
     """The driver's loop: each finished batch's new rows to the sink, then progress. Returns the
-    images whose every model of the pass is done."""
+    images whose every model of the pass is done. ``before_first_row`` (the node probes' answers)
+    runs before anything is stored."""
     waiting = {row["image"]: len(row["models"].split("\n")) for row in rows}
     done = 0
     try:
-        for out in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+        # Execution starts at the first batch asked for, so the probes run while the actors start.
+        for number, out in enumerate(dataset.iter_batches(batch_size=None, batch_format="numpy")):
+            if number == 0:
+                before_first_row()
             for blob, ran_on in zip(out["frame"], out["backends"]):
                 backends.update(json.loads(ran_on))
                 frame = decode_frame(blob)
@@ -442,8 +468,14 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
     except WildLensError:
         raise
     except Exception as exc:  # noqa: BLE001  (a worker's WildLensError arrives wrapped by Ray)
+        before_first_row()  # a node that lacks the weights says so, rather than the actor it broke
         user = _user_error(exc)
         if user is not None:
             raise user from None
+        from ray.exceptions import RayActorError
+
+        if isinstance(exc, RayActorError):  # an actor that could not start: its exception is only text
+            raise RayEngineError(f"A Ray actor could not start ({_last_line(exc)}); "
+                                 "fix that on the node, or run with --engine local.") from None
         raise
     return done

@@ -288,3 +288,18 @@ def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_instance, tm
     order = [list(li["image"]).index(image) for image in ri["image"]]
     assert rv.shape == (30, 16) and np.abs(rv - lv[order]).max() <= 1e-5
     assert rmeta["kind"] == "image-embedding" and rmeta["text_classifier"]["wnids"] == lmeta["text_classifier"]["wnids"]
+
+
+def test_the_node_probe_names_what_a_node_lacks(tmp_path):
+    """What each node runs before the work (no Ray needed to call it): an image it cannot read, a
+    model whose weights are not there, with the command that fetches them."""
+    from classify.ray_engine import _probe_node
+    from classify.registry import resolve_models
+
+    image = tmp_path / "a.jpg"
+    image.write_bytes(b"\xff\xd8\xff")
+    answer = _probe_node([str(image), str(tmp_path / "gone.jpg")], [(resolve_models("resnet50")[0], None),
+                                                                    (resolve_models("efficientnet_lite0")[0], None)],
+                         False)
+    assert answer["unreadable"] == f"{tmp_path / 'gone.jpg'} (No such file or directory)"
+    assert len(answer["weights"]) == 1 and "resnet50" in answer["weights"][0] and "timm.create_model" in answer["weights"][0]
