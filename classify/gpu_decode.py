@@ -292,24 +292,26 @@ class DeviceDecoder:
 
     def decode_images(self, raws: Sequence[RawJpeg]) -> list[torch.Tensor | None]:
         """Per file the oriented (3, H, W) uint8 image on the device, or None where the device
-        decoder refused it. Batched per chunk; a chunk that raises is decoded one by one."""
-        out: list[torch.Tensor | None] = [None] * len(raws)
-        for chunk in self._chunks(raws):
-            try:
-                images = self._decode([raws[k].data for k in chunk])
-            except Exception:  # noqa: BLE001 - nothing partial comes back: find the bad ones
-                images = []
-                for k in chunk:
-                    try:
-                        images.append(self._decode([raws[k].data])[0])
-                    except Exception:  # noqa: BLE001 - the CPU path decides, and says why
-                        images.append(None)
-            for k, image in zip(chunk, images):
-                raw = raws[k]
-                if image is not None and (image.ndim != 3 or image.shape[0] != 3
-                                          or tuple(image.shape[1:]) != (raw.height, raw.width)):
-                    image = None  # not what the header promised: let the CPU path decode it
-                out[k] = None if image is None else orient(image, raw.orientation)
+        decoder refused it. Batched per chunk of at most ``max_pixels``; a chunk that raises is
+        decoded one by one."""
+        return [image for chunk in self._chunks(raws) for image in self._decode_chunk([raws[k] for k in chunk])]
+
+    def _decode_chunk(self, raws: Sequence[RawJpeg]) -> list[torch.Tensor | None]:
+        try:
+            images = self._decode([raw.data for raw in raws])
+        except Exception:  # noqa: BLE001 - nothing partial comes back: find the bad ones
+            images = []
+            for raw in raws:
+                try:
+                    images.append(self._decode([raw.data])[0])
+                except Exception:  # noqa: BLE001 - the CPU path decides, and says why
+                    images.append(None)
+        out: list[torch.Tensor | None] = []
+        for raw, image in zip(raws, images):
+            if image is not None and (image.ndim != 3 or image.shape[0] != 3
+                                      or tuple(image.shape[1:]) != (raw.height, raw.width)):
+                image = None  # not what the header promised: let the CPU path decode it
+            out.append(None if image is None else orient(image, raw.orientation))
         return out
 
     # ------------------------------------------------------------------ cropping
@@ -355,7 +357,10 @@ class DeviceDecoder:
         """Per file, in order: (crops per geometry on the device, None) or (None, reason)."""
         if not raws:
             return []
-        device_crops = self._device_crops(self.decode_images(raws))
+        # Chunk by chunk, so the decoded images held at once stay within max_pixels (a batch of
+        # 128 photos of 64 MP would otherwise hold 24 GB); web images fit a batch in one chunk.
+        device_crops = [crops for chunk in self._chunks(raws)
+                        for crops in self._device_crops(self._decode_chunk([raws[k] for k in chunk]))]
         out = []
         for raw, crops in zip(raws, device_crops):
             if crops is not None:

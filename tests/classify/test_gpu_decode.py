@@ -65,6 +65,9 @@ def test_batched_decode_equals_one_by_one_and_chunks_by_pixels():
     for a, b, c, data in zip(batched, one_by_one, chunked.decode_images(raws), _small_jpegs()):
         assert torch.equal(a, b) and torch.equal(a, c)
         assert torch.equal(a, torch.from_numpy(np.array(load_rgb(data))).permute(2, 0, 1))  # Pillow's pixels
+    # crops are made chunk by chunk (the decoded images held at once stay within max_pixels): the same crops
+    for (a, _), (b, _) in zip(chunked(raws), DeviceDecoder(GEOMETRIES, "cpu")(raws)):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
 def test_device_crops_match_the_cpu_path():
