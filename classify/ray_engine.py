@@ -57,7 +57,7 @@ import pandas as pd
 from core.errors import OptionError, WildLensError
 from core.progress import ProgressCallback, report
 
-from .pipeline import (CollateCrops, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
+from .pipeline import (CollateCrops, CropBatch, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
                        _load_pass, _pass_label, _plan, _Settings, base_entry)
 from .registry import ModelEntry
 
@@ -297,8 +297,9 @@ class PredictActor:
 
         device = select_device(options.device)
         threads = max(1, threads)
+        self.streams = threads if device.type == "cpu" else 1
         if device.type == "cpu":
-            torch.set_num_threads(threads)
+            torch.set_num_threads(1)  # one thread per slice (__call__); ONNX Runtime sessions have one too
         self.settings = _Settings(device, autocast_dtype(options.precision, device), batch_size, 0, 1, options,
                                   resolve_precision(options.precision, device))
         self.geometries = list(geometries)
@@ -318,11 +319,28 @@ class PredictActor:
         for task, models in zip(tasks, batch["models"]):
             for model in str(models).split("\n"):
                 wanted.setdefault(model, set()).add(task.image)
-        with torch.inference_mode():
-            frames = _batch_rows(crop_batch, tasks, self.loaded, wanted, self.settings)
+        def rows(part: CropBatch) -> list[pd.DataFrame]:
+            with torch.inference_mode():  # thread-local: set in the thread that computes
+                return _batch_rows(part, tasks, self.loaded, wanted, self.settings)
+
+        # On a CPU actor the batch is cut into one slice per CPU, each computed in its own thread
+        # with one intra-op thread, as the local engine's forward streams do (classify.device.cpu_streams).
+        parts = _split(crop_batch, self.streams)
+        frames = [f for part in self.pool.map(rows, parts) for f in part] if len(parts) > 1 else rows(crop_batch)
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         return {"frame": np.array([encode_frame(frame)], dtype=object), "images": np.array([len(tasks)]),
                 "backends": np.array([self.backends], dtype=object)}
+
+
+def _split(batch: CropBatch, parts: int) -> list[CropBatch]:
+    """``batch`` in up to ``parts`` slices of consecutive images (failures ride with the first)."""
+    n = len(batch.indices)
+    parts = max(1, min(parts, n))
+    if parts == 1:
+        return [batch]
+    bounds = [round(k * n / parts) for k in range(parts + 1)]
+    return [CropBatch(batch.indices[a:b], tuple(c[a:b] for c in batch.crops), batch.failed if k == 0 else [])
+            for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
 
 def _pass_rows(tasks: Sequence[ImageTask], entries: Sequence[ModelEntry], pending: dict[str, set[str]]) -> list[dict]:
