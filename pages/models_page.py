@@ -1,4 +1,14 @@
-"""Models: the registry grouped CNN / transformer, which weights are usable here, and inference."""
+"""Models: the registry grouped CNN / transformer, which weights are usable here, and inference.
+
+Inference runs on the local engine (this process) or, when Ray is installed, on Ray Data actors
+(classify.ray_engine): a Ray instance started in the dashboard's process, or a cluster. Without
+Ray the engine choice is still shown, disabled, with the command that installs it: someone who
+read about ``--engine ray`` finds where it would be and what it takes, instead of an option that
+silently is not there.
+"""
+import os
+import sys
+
 import pandas as pd
 import streamlit as st
 
@@ -153,6 +163,57 @@ def show_state() -> None:
 
 
 show_state()
+
+ENGINES = {"local": "Local (this machine)", "ray": "Ray (actors on a Ray instance or cluster)"}
+RAY_FOR = ("Ray is for a cluster or many GPUs; on one small machine the local engine is faster. Every worker needs "
+           "WildLens installed (`pip install -e '.[ray]'`, same version) and the images at the same path as here "
+           "(a shared filesystem, with WILDLENS_HOME on it).")
+RAY_HELP = ("Local: this process classifies. Ray: Ray Data actors, each holding the models once, classify shares "
+            "of the images and this process stores the rows (the same rows and resume as local). " + RAY_FOR)
+
+
+def _ray_in_this_process() -> bool:
+    """Whether this server process already holds a Ray connection (from an earlier run): the
+    engine then uses it whatever address is typed. Looked up without importing Ray."""
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
+
+
+def engine_options() -> tuple[str, str | None, int | None]:
+    """The engine row of the options: (engine, Ray address or None, Ray actors or None)."""
+    from classify import ray_engine
+
+    if not ray_engine.ray_available():
+        st.radio("Engine", list(ENGINES), format_func=ENGINES.get, horizontal=True, disabled=True,
+                 key="engine-choice-off", help=RAY_HELP)
+        st.caption("Ray is not installed here: `pip install -e '.[ray]'`, then restart the dashboard, to run on "
+                   "Ray actors (python -m classify --engine ray on the command line).")
+        return "local", None, None
+    engine = st.radio("Engine", list(ENGINES), format_func=ENGINES.get, horizontal=True, key="engine-choice",
+                      help=RAY_HELP)
+    if engine != "ray":
+        return "local", None, None
+    r1, r2 = st.columns([3, 1])
+    address = r1.text_input("Ray cluster address", key="ray-address", placeholder="blank: RAY_ADDRESS, else local",
+                            help="e.g. ray://head:10001 or auto. Blank: the RAY_ADDRESS variable when it is set, "
+                                 "else a Ray instance started in the dashboard's process.").strip()
+    actors = r2.number_input("Ray actors (0 = automatic)", 0, 1024, 0, key="ray-actors",
+                             help="Each actor holds the models once. Automatic: one per GPU of the cluster, else 1.")
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if _ray_in_this_process():
+        where = ("Runs on the Ray instance this dashboard already holds (from an earlier run)"
+                 + (": the address above is not used until the dashboard restarts." if address else "."))
+    elif address:
+        where = f"Joins the Ray cluster at {escape_markdown(address)}."
+    elif env:
+        where = f"Joins the Ray cluster at {escape_markdown(env)} (RAY_ADDRESS)."
+    else:
+        where = ("Starts a local Ray instance in the dashboard's process (a few seconds, once), kept for later "
+                 "runs. RAY_ADDRESS is not set.")
+    st.caption(RAY_FOR + " " + where)
+    return "ray", address or None, int(actors) or None
+
+
 with st.expander("Options"):
     c1, c2, c3, c4 = st.columns(4)
     batch_size = c1.number_input("Batch size (0 = automatic)", 0, 512, 0)
@@ -168,6 +229,7 @@ with st.expander("Options"):
     resampler = c4.selectbox("Resize", RESAMPLERS, index=RESAMPLERS.index(DEFAULT_RESAMPLER),
                              help="torch: torchvision's uint8 kernel, 2-3x faster, within 1/255 of Pillow on under "
                                   "1% of the values. pil: Pillow, exactly the pixels of timm's eval transform.")
+    engine, ray_address, ray_actors = engine_options()
 # Zero-shot (language-augmented) models classify into a label set chosen here, with prompts built
 # from each class's wnid by a recipe (classify.prompts); the same choices as python -m classify's
 # --label-set, --names, --knowledge, --templates and --style.
@@ -195,10 +257,13 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
 
     # Worker processes are for the command line; inside the server one process decodes.
     options = InferenceOptions(batch_size=batch_size or None, device=device, num_workers=0, precision=precision,
-                               resampler=resampler)
+                               resampler=resampler, engine=engine, ray_address=ray_address, ray_actors=ray_actors)
     try:
-        with st.status(f"Classifying {plural(n_images, 'image')} with {plural(len(runnable), 'model')}…",
-                       expanded=True) as status:
+        with st.status(f"Classifying {plural(n_images, 'image')} with {plural(len(runnable), 'model')}"
+                       + (" on Ray" if engine == "ray" else "") + "…", expanded=True) as status:
+            if engine == "ray":
+                st.caption("Ray: joining or starting the instance, checking every node, then loading the models "
+                           "on the actors; progress follows per batch stored.")
             models = [m for m in runnable if m not in zero_shot]
             settings = contextlib.nullcontext()
             if zero_shot:
@@ -211,7 +276,10 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
                 settings = build_settings(progress=progress_bar(), device=device)  # the text classifier's build
             with settings:
                 report = predict_run(run, models, options, progress_bar())
-            status.update(label=f"Done in {report.seconds:.1f} s on {report.device}", state="complete")
+            # report.engine names the Ray instance or the cluster's address (outside text): escaped.
+            on = f" on {report.device}" if report.engine == "local" else ""  # Ray's device is its actors'
+            status.update(label=f"Done in {report.seconds:.1f} s{on} · engine: {escape_markdown(report.engine)}",
+                          state="complete")
     except WildLensError as exc:  # missing weights; a device or precision this machine lacks
         show_error(exc)
         st.stop()
