@@ -110,7 +110,7 @@ def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
-    from .options import BACKENDS, DEFAULT_RESAMPLER, ENGINES, PRECISIONS, RESAMPLERS
+    from .options import BACKENDS, DEFAULT_RESAMPLER, ENGINES, GPU_DECODE, PRECISIONS, RESAMPLERS
 
     p = argparse.ArgumentParser(
         prog="python -m classify",
@@ -146,6 +146,9 @@ def build_predict_parser() -> argparse.ArgumentParser:
                    help="with --engine ray: actors (default one per GPU of the cluster, else 1)")
     r.add_argument("--ray-gpus-per-actor", type=float, metavar="G",
                    help="with --engine ray: GPUs per actor (default 1 when the cluster has GPUs; 0: CPU actors)")
+    p.add_argument("--gpu-decode", default="auto", choices=GPU_DECODE,
+                   help="auto (default): on a CUDA device, decode, resize and crop JPEGs on the GPU (nvJPEG; other "
+                        "formats and any JPEG it refuses on the CPU; the summary says which path ran); off: CPU workers")
     p.add_argument("--jpeg-draft", action="store_true",
                    help="decode large JPEGs at a reduced scale (2-4x faster decoding; slightly different pixels, "
                         "so predictions can differ a little from a full decode)")
@@ -338,7 +341,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                                precision=args.precision, allow_download=args.download, backend=args.backend,
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=checkpoints, engine=args.engine, ray_address=args.ray_address,
-                               ray_actors=args.ray_actors, ray_gpus_per_actor=args.ray_gpus_per_actor)
+                               ray_actors=args.ray_actors, ray_gpus_per_actor=args.ray_gpus_per_actor,
+                               gpu_decode=args.gpu_decode)
     if args.features:  # PyTorch backend; ONNX-only choices refused (classify.features)
         from .features import feature_options
 

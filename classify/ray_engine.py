@@ -57,7 +57,8 @@ import pandas as pd
 from core.errors import OptionError, WildLensError
 from core.progress import ProgressCallback, report
 
-from .pipeline import (CollateCrops, CropBatch, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
+from . import gpu_decode
+from .pipeline import (CollateCrops, CropBatch, DecodedCrops, decode_on_device, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
                        _load_pass, _pass_label, _plan, _Settings, base_entry)
 from .registry import ModelEntry
 
@@ -303,6 +304,12 @@ class PredictActor:
         self.settings = _Settings(device, autocast_dtype(options.precision, device), batch_size, 0, 1, options,
                                   resolve_precision(options.precision, device))
         self.geometries = list(geometries)
+        # JPEGs decode on a GPU actor's device as in the local engine (classify.gpu_decode), else in threads here.
+        choice = gpu_decode.resolve_decode(options.gpu_decode, device)
+        why_not = gpu_decode.device_geometries_reason(self.geometries, options.resampler) if choice.on else None
+        self.decoder = (gpu_decode.DeviceDecoder(self.geometries, device, options.resampler)
+                        if choice.on and why_not is None else None)
+        self.decode_reason = choice.reason if self.decoder else (why_not or "")
         self.loaded = _load_pass(list(entries), self.geometries, images, self.settings)
         self.backends = json.dumps({m.entry.id: m.backend for m in self.loaded})
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="wildlens-decode")
@@ -313,8 +320,16 @@ class PredictActor:
 
         tasks = [ImageTask(str(image), str(path), str(true) or None, str(error) or None)
                  for image, path, true, error in zip(batch["image"], batch["path"], batch["true_wnid"], batch["error"])]
-        crops = DecodedCrops(tasks, self.geometries, self.settings.options.jpeg_draft, self.settings.options.resampler)
+        crops = DecodedCrops(tasks, self.geometries, self.settings.options.jpeg_draft, self.settings.options.resampler,
+                             device_jpeg=self.decoder is not None)
         crop_batch = self.collate(list(self.pool.map(crops.__getitem__, range(len(tasks)))))
+        counts = {"device": 0, "cpu": len(crop_batch.indices) + len(crop_batch.raw)}
+        if self.decoder is not None:
+            before = self.decoder.counts.on_device
+            with torch.inference_mode():
+                crop_batch = decode_on_device(crop_batch, self.decoder)
+            counts = {"device": self.decoder.counts.on_device - before}
+            counts["cpu"] = len(crop_batch.indices) - counts["device"]
         wanted: dict[str, set[str]] = {m.entry.id: set() for m in self.loaded}
         for task, models in zip(tasks, batch["models"]):
             for model in str(models).split("\n"):
@@ -328,8 +343,19 @@ class PredictActor:
         parts = _split(crop_batch, self.streams)
         frames = [f for part in self.pool.map(rows, parts) for f in part] if len(parts) > 1 else rows(crop_batch)
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        decode = json.dumps({**counts, "reason": self.decode_reason})
         return {"frame": np.array([encode_frame(frame)], dtype=object), "images": np.array([len(tasks)]),
-                "backends": np.array([self.backends], dtype=object)}
+                "backends": np.array([self.backends], dtype=object), "decode": np.array([decode], dtype=object)}
+
+
+def _decode_text(decoded_by: dict) -> str:
+    """``InferenceReport.decode`` of a Ray run: what decoded the images on the actors."""
+    from .pipeline import DECODE_CPU
+
+    reasons = "; ".join(sorted(decoded_by["reasons"]))
+    if decoded_by["device"]:
+        return f"{reasons} for {decoded_by['device']} JPEGs, the actors' CPU threads for {decoded_by['cpu']} other images"
+    return f"{DECODE_CPU} ({reasons})" if reasons else DECODE_CPU
 
 
 def _split(batch: CropBatch, parts: int) -> list[CropBatch]:
@@ -408,6 +434,7 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
     started = time.perf_counter()
     decoded = 0
     backends: dict[str, str] = {}
+    decoded_by = {"device": 0, "cpu": 0, "reasons": set()}  # images decoded on actors' devices / in their threads
     if not any(pending.values()):
         return InferenceReport(dict(reports), 0, time.perf_counter() - started, "ray", plan.settings.precision,
                                backends, options.resampler, engine="ray")
@@ -438,29 +465,35 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
                 compute=ray.data.ActorPoolStrategy(size=layout.actors),
                 num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor)
             decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends,
-                                   lambda: finish_probes(probes))
+                                   lambda: finish_probes(probes), decoded_by)
             probes = []  # answered
     return InferenceReport(dict(reports), decoded, time.perf_counter() - started, "ray", plan.settings.precision,
-                           backends, options.resampler,
+                           backends, options.resampler, decode=_decode_text(decoded_by),
                            engine=f"ray ({layout.actors} actor{'s' if layout.actors > 1 else ''}"
                                   f"{f' x {layout.gpus_per_actor:g} GPU' if layout.gpus_per_actor else ''}, {where})")
 
 
 def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pending: dict[str, set[str]],
                 reports: dict, sink, progress, label: str, backends: dict[str, str],
-                before_first_row: Callable[[], object] = lambda: None) -> int:
+                before_first_row: Callable[[], object] = lambda: None, decoded_by: dict | None = None) -> int:
     """The driver's loop: each finished batch's new rows to the sink, then progress. Returns the
     images whose every model of the pass is done. ``before_first_row`` (the node probes' answers)
     runs before anything is stored."""
     waiting = {row["image"]: len(row["models"].split("\n")) for row in rows}
+    decoded_by = decoded_by if decoded_by is not None else {"device": 0, "cpu": 0, "reasons": set()}
     done = 0
     try:
         # Execution starts at the first batch asked for, so the probes run while the actors start.
         for number, out in enumerate(dataset.iter_batches(batch_size=None, batch_format="numpy")):
             if number == 0:
                 before_first_row()
-            for blob, ran_on in zip(out["frame"], out["backends"]):
+            for blob, ran_on, decode in zip(out["frame"], out["backends"], out["decode"]):
                 backends.update(json.loads(ran_on))
+                decode = json.loads(decode)
+                decoded_by["device"] += decode["device"]
+                decoded_by["cpu"] += decode["cpu"]
+                if decode["reason"]:
+                    decoded_by["reasons"].add(decode["reason"])
                 frame = decode_frame(blob)
                 if frame.empty:
                     continue

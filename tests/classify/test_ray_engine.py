@@ -303,3 +303,44 @@ def test_the_node_probe_names_what_a_node_lacks(tmp_path):
                          False)
     assert answer["unreadable"] == f"{tmp_path / 'gone.jpg'} (No such file or directory)"
     assert len(answer["weights"]) == 1 and "resnet50" in answer["weights"][0] and "timm.create_model" in answer["weights"][0]
+
+
+def test_a_gpu_actor_decodes_jpegs_on_its_device(tmp_path, monkeypatch):
+    """The actor itself, called in this process: with the device path on (forced onto the CPU, as
+    classify.gpu_decode's tests do), JPEGs decode through it and PNGs in the actor's threads, the
+    rows equal the CPU path's, and the batch says which path decoded how many."""
+    import json
+
+    from classify import gpu_decode
+    from classify.gpu_decode import DecodeChoice
+    from classify.ray_engine import PredictActor, _decode_text
+    from classify.registry import resolve_models
+
+    views = _views(tmp_path)
+    jpegs = sorted(views.rglob("*.jpg"))[:5]
+    png = tmp_path / "n02123045" / "a.png"
+    png.parent.mkdir()
+    from PIL import Image
+
+    Image.open(jpegs[0]).save(png)
+    paths = jpegs + [png]
+    batch = {"image": np.array([p.name for p in paths]), "path": np.array([str(p) for p in paths]),
+             "true_wnid": np.array([p.parent.name for p in paths]), "error": np.array([""] * len(paths)),
+             "models": np.array(["efficientnet_lite0"] * len(paths))}
+    entries = resolve_models("efficientnet_lite0")
+    geometries = [entries[0].input_config().geometry]
+    options = InferenceOptions(device="cpu", backend="torch")
+
+    def rows(actor):
+        out = actor(batch)
+        return decode_frame(out["frame"][0]).set_index("image").sort_index(), json.loads(out["decode"][0])
+
+    cpu, cpu_decode = rows(PredictActor(entries, geometries, {"efficientnet_lite0": 6}, options, 6, 2))
+    assert cpu_decode == {"cpu": 6, "device": 0, "reason": ""}
+    monkeypatch.setattr(gpu_decode, "resolve_decode", lambda option, device: DecodeChoice(True, "decode_jpeg on cpu"))
+    device, device_decode = rows(PredictActor(entries, geometries, {"efficientnet_lite0": 6}, options, 6, 1))
+    assert device_decode == {"device": 5, "cpu": 1, "reason": "decode_jpeg on cpu"}
+    assert (device["pred_wnid"] == cpu["pred_wnid"]).all() and (device["status"] == "ok").all()
+    assert (device["prob_1"] - cpu["prob_1"]).abs().max() < 2e-3  # the GPU's float resize (gpu_decode's tests)
+    assert _decode_text({"device": 5, "cpu": 1, "reasons": {"decode_jpeg on cpu"}}) == (
+        "decode_jpeg on cpu for 5 JPEGs, the actors' CPU threads for 1 other images")
