@@ -44,6 +44,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -124,7 +125,9 @@ def ray_session(address: str | None = None) -> Iterator[str]:
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.print_on_execution_start = False
-    logging.getLogger("ray.data").setLevel(logging.ERROR)  # its per-dataset INFO lines and the bar notice
+    # Its per-dataset INFO lines, the bar notice, and its ERROR report of a worker's exception, which
+    # the engine turns into the one line of the WildLensError inside (_user_error) or raises whole.
+    logging.getLogger("ray.data").setLevel(logging.CRITICAL)
     if ray.is_initialized():
         yield "the Ray instance of this process"
         return
@@ -380,7 +383,10 @@ def _pass_rows(tasks: Sequence[ImageTask], entries: Sequence[ModelEntry], pendin
 
 
 def _user_error(exc: BaseException) -> WildLensError | None:
-    """The WildLensError inside what Ray raised (it wraps a worker's exception), if any."""
+    """The WildLensError inside what Ray raised, if any. Ray keeps a worker's exception as an
+    object only sometimes (a task's); Ray Data hands the driver a ``UserCodeException`` whose text
+    holds the original's traceback, so a WildLensError is found by its class name in that text and
+    raised again with its one line."""
     seen = set()
     stack = [exc]
     while stack:
@@ -388,10 +394,28 @@ def _user_error(exc: BaseException) -> WildLensError | None:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, WildLensError):
+        if isinstance(current, WildLensError) and not type(current).__module__.startswith("ray."):
             return current
         stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
-    return None
+    classes = {cls.__name__: cls for cls in _subclasses(WildLensError)}
+    found = None
+    for match in re.finditer(r"(?m)^(?:\x1b\[[0-9;]*m)?(?:[\w.]+\.)?(\w+): (.+)$", str(exc)):
+        if match.group(1) in classes:
+            found = match
+    if found is None:
+        return None
+    cls, message = classes[found.group(1)], found.group(2).strip()
+    try:
+        return cls(message)
+    except Exception:  # noqa: BLE001  (a class with another signature: the words still reach the user)
+        return RayEngineError(message)
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
 
 
 @dataclass

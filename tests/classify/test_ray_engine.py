@@ -344,3 +344,27 @@ def test_a_gpu_actor_decodes_jpegs_on_its_device(tmp_path, monkeypatch):
     assert (device["prob_1"] - cpu["prob_1"]).abs().max() < 2e-3  # the GPU's float resize (gpu_decode's tests)
     assert _decode_text({"device": 5, "cpu": 1, "reasons": {"decode_jpeg on cpu"}}) == (
         "decode_jpeg on cpu for 5 JPEGs, the actors' CPU threads for 1 other images")
+
+
+def test_a_workers_user_error_reaches_the_driver_as_its_one_line():
+    """Ray Data hands the driver a UserCodeException whose text holds the worker's traceback (the
+    text below is what Ray 2.60 printed for an OptionError raised in an actor); the engine raises
+    the WildLensError named there again, with its words. Unknown errors stay as they are."""
+    from classify.ray_engine import _user_error
+    from classify.weights import WeightsError
+
+    text = ("ray::MapWorker(MapBatches(PredictActor)).submit() (pid=9872, ip=192.0.2.2)\n"
+            '  File "/work/main/classify/pipeline.py", line 401, in _forward\n'
+            "    raise WeightsError(\n"
+            "classify.weights.WeightsError: m outputs (10,) scores, but its label space imagenet-1k has 1000 classes.\n"
+            "\nThe above exception was the direct cause of the following exception:\n\n"
+            "\x1b[36mray::MapWorker(MapBatches(PredictActor)).submit()\x1b[39m\n"
+            "ray.exceptions.UserCodeException: UDF failed to process a data block.")
+    found = _user_error(RuntimeError(text))
+    assert type(found) is WeightsError and str(found) == "m outputs (10,) scores, but its label space imagenet-1k has 1000 classes."
+    assert _user_error(RuntimeError("ValueError: something else")) is None
+    inner = OptionError("fix this")
+    try:
+        raise RuntimeError("wrapped") from inner
+    except RuntimeError as exc:
+        assert _user_error(exc) is inner
