@@ -134,6 +134,8 @@ def ray_session(address: str | None = None) -> Iterator[str]:
     address = address or os.environ.get("RAY_ADDRESS") or None
     # A local instance's workers import WildLens from this checkout, like the driver.
     path = os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)
+    if address:
+        _check_reachable(address)
     try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level="WARNING")
@@ -146,6 +148,25 @@ def ray_session(address: str | None = None) -> Iterator[str]:
         raise RayEngineError(f"Cannot join the Ray cluster at {address} ({exc}); check --ray-address / RAY_ADDRESS "
                              "('ray status' on the head node prints it), or drop it for a local instance.") from None
     yield where
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A cluster address ('HOST:PORT' or 'ray://HOST:PORT') that takes no connection is one line
+    at once: ``ray.init`` would retry it for minutes. 'auto' and 'local' are Ray's to resolve."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RayEngineError(f"--ray-address {address}: write HOST:PORT (the head node's GCS port, 6379 by default), "
+                             "ray://HOST:10001 for a Ray client, or auto.")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise RayEngineError(f"Cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with 'ray start "
+                             "--head' on the head node, check --ray-address / RAY_ADDRESS, or drop it for a local "
+                             "instance.") from None
 
 
 # --------------------------------------------------------------------------- the node check

@@ -368,3 +368,19 @@ def test_a_workers_user_error_reaches_the_driver_as_its_one_line():
         raise RuntimeError("wrapped") from inner
     except RuntimeError as exc:
         assert _user_error(exc) is inner
+
+
+@pytest.mark.parametrize("address, words", [
+    ("127.0.0.1:1", "Cannot reach the Ray cluster at 127.0.0.1:1 (Connection refused); start it with 'ray start --head'"),
+    ("ray://127.0.0.1:1", "Cannot reach the Ray cluster at ray://127.0.0.1:1"),
+    ("head-node", "--ray-address head-node: write HOST:PORT"),
+])
+def test_an_unreachable_cluster_is_one_line_at_once(address, words, tmp_path):
+    """ray.init retries an address that takes no connection for minutes; the engine checks first."""
+    if not ray_available():
+        pytest.skip("ray is not installed")
+    started = time.monotonic()
+    with pytest.raises(RayEngineError) as caught:
+        predict_folder(_views(tmp_path), "efficientnet_lite0", options=InferenceOptions(engine="ray", ray_address=address))
+    assert str(caught.value).startswith(words) and "\n" not in str(caught.value)
+    assert time.monotonic() - started < 30
