@@ -110,12 +110,16 @@ def _project_root() -> str:
     return str(Path(__file__).resolve().parent.parent)
 
 
+_STARTED = {"where": None, "address": None}  # the Ray this module initialised in this process, if any
+
+
 @contextmanager
 def ray_session(address: str | None = None) -> Iterator[str]:
-    """Ray ready for a run; yields where it runs ('local instance' or the address). An instance
-    already initialised in this process is used as it is; ``address`` (else ``RAY_ADDRESS``)
-    joins a cluster; else a local instance starts, kept for this process's later runs (starting
-    one costs ~4 s here) and stopped with it. Ray's own progress bars are off (the engine reports
+    """Ray ready for a run; yields where it runs ('local instance' or the address). ``address``
+    (else ``RAY_ADDRESS``) joins a cluster, checked for a connection first; else a local instance
+    starts, kept for this process's later runs (starting one costs ~4 s here) and stopped with it.
+    A Ray initialised by whoever embeds WildLens (a notebook, a test) is used as it is; one this
+    module started is replaced when another address is asked for (the dashboard's address box). Ray's own progress bars are off (the engine reports
     through ``core.progress``)."""
     ray = _import_ray()
     import logging
@@ -128,25 +132,30 @@ def ray_session(address: str | None = None) -> Iterator[str]:
     # Its per-dataset INFO lines, the bar notice, and its ERROR report of a worker's exception, which
     # the engine turns into the one line of the WildLensError inside (_user_error) or raises whole.
     logging.getLogger("ray.data").setLevel(logging.CRITICAL)
+    asked = address or os.environ.get("RAY_ADDRESS") or None
+    if asked:
+        _check_reachable(asked)  # before anything else: ray.init would retry for minutes
     if ray.is_initialized():
-        yield "the Ray instance of this process"
-        return
-    address = address or os.environ.get("RAY_ADDRESS") or None
+        if _STARTED["where"] is None or asked == _STARTED["address"]:
+            # Initialised by whoever embeds us (a test, a notebook), or by us for the same address.
+            yield _STARTED["where"] or "the Ray instance of this process"
+            return
+        ray.shutdown()  # ours, for another address: the analyst picked another cluster
+        _STARTED.update(where=None, address=None)
     # A local instance's workers import WildLens from this checkout, like the driver.
     path = os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)
-    if address:
-        _check_reachable(address)
     try:
-        if address:
-            ray.init(address=address, log_to_driver=False, logging_level="WARNING")
-            where = f"the Ray cluster at {address}"
+        if asked:
+            ray.init(address=asked, log_to_driver=False, logging_level="WARNING")
+            where = f"the Ray cluster at {asked}"
         else:
             ray.init(include_dashboard=False, log_to_driver=False, logging_level="WARNING",
                      runtime_env={"env_vars": {"PYTHONPATH": path}})
             where = "a local Ray instance"
     except ConnectionError as exc:
-        raise RayEngineError(f"Cannot join the Ray cluster at {address} ({exc}); check --ray-address / RAY_ADDRESS "
+        raise RayEngineError(f"Cannot join the Ray cluster at {asked} ({exc}); check --ray-address / RAY_ADDRESS "
                              "('ray status' on the head node prints it), or drop it for a local instance.") from None
+    _STARTED.update(where=where, address=asked)
     yield where
 
 
