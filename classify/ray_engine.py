@@ -456,22 +456,30 @@ class RayPlan:
     batch_size: int
 
 
-def plan_actors(options: InferenceOptions, cluster: dict[str, float]) -> RayPlan:
-    """Actors, GPUs and CPUs per actor, batch size from the options and the cluster's resources:
-    on a cluster with GPUs one actor per GPU; else one CPU actor, and the CPUs shared among them."""
+def plan_actors(options: InferenceOptions, nodes: Sequence[dict[str, float]]) -> RayPlan:
+    """Actors, GPUs and CPUs per actor, batch size from the options and the alive nodes' resources
+    (one dict per node, as ``ray.nodes()`` gives them): on a cluster with GPUs one actor per GPU,
+    each with the CPUs its node has per GPU (its decode threads); else one CPU actor, the CPUs
+    shared among the actors, never more than the largest node has (an actor is on one node)."""
     from .device import DEFAULT_BATCH
 
-    gpus_here = float(cluster.get("GPU", 0))
+    gpus_here = sum(float(n.get("GPU", 0)) for n in nodes)
     gpus = options.ray_gpus_per_actor if options.ray_gpus_per_actor is not None else (1.0 if gpus_here else 0.0)
     if gpus < 0:
-        raise OptionError(f"ray_gpus_per_actor {gpus}: give 0 (CPU actors) or a positive number.")
+        raise OptionError(f"--ray-gpus-per-actor {gpus:g}: give 0 (CPU actors) or a positive number.")
     actors = options.ray_actors or (max(1, int(gpus_here // gpus)) if gpus else 1)
     if actors < 1:
         raise OptionError(f"--ray-actors {actors}: give at least 1.")
     if gpus and gpus * actors > gpus_here:
         raise OptionError(f"{actors} actors x {gpus:g} GPUs need {gpus * actors:g} GPUs; the Ray cluster has "
-                          f"{gpus_here:g}: lower --ray-actors or use CPU actors (ray_gpus_per_actor=0).")
-    cpus = max(1.0, float(cluster.get("CPU", 1)) // actors) if not gpus else 1.0
+                          f"{gpus_here:g}: lower --ray-actors or use CPU actors (--ray-gpus-per-actor 0).")
+    if gpus:
+        per_gpu = [float(n.get("CPU", 0)) / float(n["GPU"]) for n in nodes if float(n.get("GPU", 0)) > 0]
+        cpus = max(1.0, float(int(min(per_gpu) * gpus))) if per_gpu else 1.0
+    else:
+        total = sum(float(n.get("CPU", 0)) for n in nodes)
+        largest = max((float(n.get("CPU", 0)) for n in nodes), default=1.0)
+        cpus = max(1.0, min(float(int(total // actors)), largest))
     batch = options.batch_size or DEFAULT_BATCH.get("cuda" if gpus else "cpu", 16)
     return RayPlan(actors, gpus, cpus, batch)
 
@@ -499,7 +507,7 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
         todo = [e for e in plan.entries if pending[e.id]]
         probes = start_probes(sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)]), todo,
                               options.checkpoints, options.allow_download)
-        layout = plan_actors(options, ray.cluster_resources())
+        layout = plan_actors(options, [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         for number, pass_entries in enumerate(plan.passes, 1):
             rows = _pass_rows(tasks, pass_entries, pending)
             if not rows:

@@ -50,22 +50,27 @@ def test_rows_cross_processes_as_arrow_without_pickle_and_bit_for_bit():
     assert b"pickle" not in encode_frame(frame)
 
 
-@pytest.mark.parametrize("options, cluster, expected", [
-    (InferenceOptions(), {"CPU": 16}, (1, 0.0, 16.0)),
-    (InferenceOptions(ray_actors=2), {"CPU": 2}, (2, 0.0, 1.0)),
-    (InferenceOptions(), {"CPU": 64, "GPU": 4}, (4, 1.0, 1.0)),
-    (InferenceOptions(ray_gpus_per_actor=0.5), {"CPU": 64, "GPU": 2}, (4, 0.5, 1.0)),
-    (InferenceOptions(ray_gpus_per_actor=0), {"CPU": 8, "GPU": 2}, (1, 0.0, 8.0)),
+@pytest.mark.parametrize("options, nodes, expected", [
+    (InferenceOptions(), [{"CPU": 16}], (1, 0.0, 16.0)),
+    (InferenceOptions(ray_actors=2), [{"CPU": 2}], (2, 0.0, 1.0)),
+    (InferenceOptions(), [{"CPU": 64, "GPU": 4}], (4, 1.0, 16.0)),
+    (InferenceOptions(ray_gpus_per_actor=0.5), [{"CPU": 16, "GPU": 2}], (4, 0.5, 4.0)),
+    (InferenceOptions(ray_gpus_per_actor=0), [{"CPU": 8, "GPU": 2}], (1, 0.0, 8.0)),
+    # CPU actors on three 8-CPU nodes: an actor is on one node, so never more than 8 CPUs each
+    (InferenceOptions(), [{"CPU": 8}] * 3, (1, 0.0, 8.0)),
+    (InferenceOptions(ray_actors=6), [{"CPU": 8}] * 3, (6, 0.0, 4.0)),
+    # a head node without GPUs and two 16-CPU nodes with 2 GPUs each
+    (InferenceOptions(), [{"CPU": 4}, {"CPU": 16, "GPU": 2}, {"CPU": 16, "GPU": 2}], (4, 1.0, 8.0)),
 ])
-def test_actors_follow_the_clusters_gpus_else_share_its_cpus(options, cluster, expected):
-    plan = plan_actors(options, cluster)
+def test_actors_follow_the_clusters_gpus_else_share_its_cpus(options, nodes, expected):
+    plan = plan_actors(options, nodes)
     assert (plan.actors, plan.gpus_per_actor, plan.cpus_per_actor) == expected
     assert plan.batch_size == (64 if plan.gpus_per_actor else 8)
 
 
 def test_more_gpu_actors_than_gpus_is_refused_in_one_line():
     with pytest.raises(OptionError, match="need 3 GPUs; the Ray cluster has 2"):
-        plan_actors(InferenceOptions(ray_actors=3), {"CPU": 8, "GPU": 2})
+        plan_actors(InferenceOptions(ray_actors=3), [{"CPU": 8, "GPU": 2}])
 
 
 def test_without_ray_the_engine_says_how_to_install_it(monkeypatch, tmp_path):
