@@ -7,7 +7,6 @@ read about ``--engine ray`` finds where it would be and what it takes, instead o
 silently is not there.
 """
 import os
-import sys
 
 import pandas as pd
 import streamlit as st
@@ -15,8 +14,8 @@ import streamlit as st
 from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS, split_model_id
 from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
-from pages.common import (download_csv, escape_markdown, manifest, model_family, page_link, plural, progress_bar, require_run,
-                          show_error, show_table)
+from pages.common import (download_csv, escape_markdown, hold_ray_for_the_server, manifest, model_family, page_link, plural,
+                          progress_bar, require_run, show_error, show_table)
 
 REGISTRY_DOCS = {
     "usable": "Weights found on this machine (caches and installed packages only; nothing is downloaded).",
@@ -172,13 +171,6 @@ RAY_HELP = ("Local: this process classifies. Ray: Ray Data actors, each holding 
             "of the images and this process stores the rows (the same rows and resume as local). " + RAY_FOR)
 
 
-def _ray_in_this_process() -> bool:
-    """Whether this server process already holds a Ray connection (from an earlier run): the
-    engine then uses it whatever address is typed. Looked up without importing Ray."""
-    ray = sys.modules.get("ray")
-    return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
-
-
 def engine_options() -> tuple[str, str | None, int | None]:
     """The engine row of the options: (engine, Ray address or None, Ray actors or None)."""
     from classify import ray_engine
@@ -200,16 +192,13 @@ def engine_options() -> tuple[str, str | None, int | None]:
     actors = r2.number_input("Ray actors (0 = automatic)", 0, 1024, 0, key="ray-actors",
                              help="Each actor holds the models once. Automatic: one per GPU of the cluster, else 1.")
     env = os.environ.get("RAY_ADDRESS", "").strip()
-    if _ray_in_this_process():
-        where = ("Runs on the Ray instance this dashboard already holds (from an earlier run)"
-                 + (": the address above is not used until the dashboard restarts." if address else "."))
-    elif address:
-        where = f"Joins the Ray cluster at {escape_markdown(address)}."
+    if address:
+        where = f"Joins the Ray cluster at {escape_markdown(address)} (checked for a connection first)."
     elif env:
         where = f"Joins the Ray cluster at {escape_markdown(env)} (RAY_ADDRESS)."
     else:
-        where = ("Starts a local Ray instance in the dashboard's process (a few seconds, once), kept for later "
-                 "runs. RAY_ADDRESS is not set.")
+        where = ("RAY_ADDRESS is not set: a local Ray instance in the dashboard's process, started by the first Ray "
+                 "run (a few seconds) and kept for later ones.")
     st.caption(RAY_FOR + " " + where)
     return "ray", address or None, int(actors) or None
 
@@ -264,6 +253,15 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
             if engine == "ray":
                 st.caption("Ray: joining or starting the instance, checking every node, then loading the models "
                            "on the actors; progress follows per batch stored.")
+                wait_line = st.empty()
+                joining = ray_address or os.environ.get("RAY_ADDRESS")
+
+                def waiting(seconds: float) -> None:
+                    wait_line.caption(f"Waiting for Ray{f' at {escape_markdown(joining)}' if joining else ''}: "
+                                      f"{seconds:.0f} s")
+
+                hold_ray_for_the_server(ray_address, waiting)  # not from this script thread: pages.common says why
+                wait_line.empty()
             models = [m for m in runnable if m not in zero_shot]
             settings = contextlib.nullcontext()
             if zero_shot:
