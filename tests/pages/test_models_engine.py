@@ -18,12 +18,15 @@ def _run_button(at):
 
 def _fake_predict_run(monkeypatch, *, engine="ray (2 actors, the Ray cluster at ray://head:10001)", error=None):
     """predict_run replaced: records the options, sends the Ray engine's progress events, then
-    returns a report naming ``engine`` (or raises ``error``)."""
+    returns a report naming ``engine`` (or raises ``error``). The page's start of Ray in a lasting
+    thread (pages.common.hold_ray_for_the_server) is recorded, not done."""
     import classify.targets
+    import pages.common
     from classify.pipeline import InferenceReport, ModelReport
     from core.progress import report
 
-    seen = {}
+    seen = {"held": []}
+    monkeypatch.setattr(pages.common, "hold_ray_for_the_server", lambda address, waiting=None: seen["held"].append(address))
 
     def fake(run, models, options=None, progress=None):
         seen.update(run=run.run_id, models=list(models), options=options)
@@ -61,7 +64,7 @@ def test_the_engine_choice_is_offered_when_ray_is_installed(app, monkeypatch):
     assert at.text_input(key="ray-address").value == "" and at.number_input(key="ray-actors").value == 0
     [where] = [c.value for c in at.caption if "Ray is for a cluster" in c.value]
     assert "local engine is faster" in where and "shared filesystem" in where
-    assert "Starts a local Ray instance" in where and "RAY_ADDRESS is not set" in where
+    assert "RAY_ADDRESS is not set: a local Ray instance in the dashboard's process" in where
     # Blank address with RAY_ADDRESS set: the caption says that cluster (its address escaped).
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
     at.run()
@@ -69,7 +72,7 @@ def test_the_engine_choice_is_offered_when_ray_is_installed(app, monkeypatch):
     assert f"Joins the Ray cluster at {escape_markdown('ray://head:10001')} (RAY_ADDRESS)" in where
     at.text_input(key="ray-address").input("[x](http://evil.example):10001").run()
     [where] = [c.value for c in at.caption if "Ray is for a cluster" in c.value]
-    assert f"Joins the Ray cluster at {escape_markdown('[x](http://evil.example):10001')}." in where
+    assert f"Joins the Ray cluster at {escape_markdown('[x](http://evil.example):10001')} (checked" in where
 
 
 def test_without_ray_the_choice_is_disabled_with_the_install_command(app, monkeypatch):
@@ -84,7 +87,7 @@ def test_without_ray_the_choice_is_disabled_with_the_install_command(app, monkey
     assert any("pip install -e '.[ray]'" in c.value and "not installed" in c.value for c in at.caption)
     seen = _fake_predict_run(monkeypatch, engine="local")
     _run_button(_pick_lite0(at)).click().run()
-    assert seen["options"].engine == "local"
+    assert seen["options"].engine == "local" and seen["held"] == []
 
 
 def test_choosing_ray_hands_engine_address_and_actors_to_the_library(app, monkeypatch):
@@ -100,6 +103,7 @@ def test_choosing_ray_hands_engine_address_and_actors_to_the_library(app, monkey
     assert not at.exception, [e.value for e in at.exception]
     options = seen["options"]
     assert (options.engine, options.ray_address, options.ray_actors) == ("ray", "ray://head:10001", 2)
+    assert seen["held"] == ["ray://head:10001"]  # Ray started or joined outside the script thread first
     assert seen["models"] == ["efficientnet_lite0"] and seen["run"] == "sample"
     # The engine's progress events drew the page's bar (the last one: 30/30); the label names the engine.
     [bar] = at.get("progress")
@@ -132,3 +136,46 @@ def test_a_ray_error_is_one_escaped_line(app, monkeypatch, kind):
     assert not at.exception, [e.value for e in at.exception]
     assert [e.value for e in at.error] == [escape_markdown(first)]
     assert not at.success
+
+
+def test_ray_is_started_from_a_thread_that_outlives_the_script_run(monkeypatch):
+    """Ray's local processes die with the *thread* that started them (PR_SET_PDEATHSIG), and
+    Streamlit runs each rerun in a new thread: pages.common.hold_ray_for_the_server enters
+    ray_session in the server's one Ray thread, which stays after the rerun that asked, shows
+    the wait, and hands the engine's errors to the caller."""
+    import threading
+    from contextlib import contextmanager
+
+    import classify.ray_engine
+    import pages.common
+
+    entered, answer = [], threading.Event()
+
+    @contextmanager
+    def fake_session(address=None):
+        if address == "refused:1":
+            raise classify.ray_engine.RayEngineError("Cannot reach the Ray cluster at refused:1")
+        if address == "slow:1":
+            answer.wait(30)
+        entered.append((address, threading.current_thread()))
+        yield f"at {address}"
+
+    monkeypatch.setattr(classify.ray_engine, "ray_session", fake_session)
+    monkeypatch.setattr(pages.common, "_RAY_THREAD", None)
+    script = threading.Thread(target=pages.common.hold_ray_for_the_server, args=(None,))
+    script.start()
+    script.join(30)
+    [(address, holder)] = entered
+    assert address is None and holder is not script and holder.name.startswith("wildlens-ray")
+    assert not script.is_alive() and holder.is_alive()  # the rerun ended; the Ray thread stays
+    with pytest.raises(classify.ray_engine.RayEngineError, match="refused:1"):
+        pages.common.hold_ray_for_the_server("refused:1")
+    waits = []
+
+    def waiting(seconds):
+        waits.append(seconds)
+        if len(waits) == 2:
+            answer.set()
+
+    assert pages.common.hold_ray_for_the_server("slow:1", waiting) == "at slow:1"
+    assert len(waits) == 2 and [(a, t) for a, t in entered] == [(None, holder), ("slow:1", holder)]
