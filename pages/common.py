@@ -567,6 +567,7 @@ def ensure_sample_run() -> None:
         slot.warning(f"The sample run could not be built: {escape_markdown(exc)}")
 
 
+_RAY_LOCK = threading.Lock()
 _RAY_THREAD = None  # one thread for the server's life: every Ray start, join or switch happens in it
 _RAY_SESSIONS: list = []  # the ray_session contexts entered there, never exited (kept: not collected)
 
@@ -611,9 +612,6 @@ def hold_ray_for_the_server(address: str | None, waiting=None) -> str:
         except Pending:
             if waiting is not None:
                 waiting(time.monotonic() - started)
-
-
-_RAY_LOCK = threading.Lock()
 
 
 def progress_bar():
