@@ -198,7 +198,13 @@ def base_entry(entry: ModelEntry) -> ModelEntry:
 
 
 def result_entries(models: str | Iterable[str | ModelEntry], options: InferenceOptions) -> list[ModelEntry]:
-    """The models as their rows will be stored with ``options``' precision on its device."""
+    """The models as their rows will be stored with ``options``' precision on its device (with
+    ``engine='ray'``, the actors' device and precision, ``classify.ray_engine.actor_precision``)."""
+    if options.engine == "ray":
+        from .ray_engine import actor_precision
+
+        _, precision, default = actor_precision(options)
+        return precision_entries(resolve_models(models), precision, default)
     device = select_device(options.device)
     return precision_entries(resolve_models(models), resolve_precision(options.precision, device),
                              resolve_precision("auto", device))
@@ -670,14 +676,20 @@ class _Plan:
 
 
 def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], already_done: dict[str, set[str]] | None,
-          options: InferenceOptions) -> _Plan:
+          options: InferenceOptions, where: "tuple[torch.device, str, str] | None" = None) -> _Plan:
     """Check the options and the weights (before any work) and plan the passes; used by
     :func:`run_inference` and by the Ray engine (``classify.ray_engine``), so both refuse the same
-    things with the same words and skip the same (model, image) pairs."""
-    device = select_device(options.device)
-    precision = resolve_precision(options.precision, device)
-    entries = precision_entries(resolve_models(models), precision, resolve_precision("auto", device))
-    amp = autocast_dtype(options.precision, device)
+    things with the same words and skip the same (model, image) pairs. ``where``: (device,
+    precision, the device's default precision) as the Ray engine's actors resolve them on their
+    own hardware; None: this process's device."""
+    if where is None:
+        device = select_device(options.device)
+        precision, default = resolve_precision(options.precision, device), resolve_precision("auto", device)
+        amp = autocast_dtype(options.precision, device)
+    else:
+        device, precision, default = where
+        amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    entries = precision_entries(resolve_models(models), precision, default)
     check_backend(options.backend, device, precision)
     check_precision_models(entries, precision)
     check_resampler(options.resampler)  # a typo fails here, not inside every worker

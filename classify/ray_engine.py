@@ -40,17 +40,20 @@ what it lacks.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import io
 import json
+import math
 import os
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,13 +64,19 @@ from core.progress import ProgressCallback, report
 from . import gpu_decode
 from .pipeline import (CollateCrops, CropBatch, DecodedCrops, decode_on_device, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
                        _load_pass, _pass_label, _plan, _Settings, base_entry)
+from .device import precision_name
 from .registry import ModelEntry
+
+if TYPE_CHECKING:
+    import torch
 
 RAY_REQUIREMENT = "ray[data]==2.60.0"
 INSTALL_HINT = f"pip install '{RAY_REQUIREMENT}' (or pip install -e '.[ray]')"
 SAMPLE_IMAGES = 8  # images each node must read before the run starts (check_workers)
-# Rows per Ray block: about one batch, so a retried block redoes one batch's work, and batches are
-# spread over the actors as they free up.
+MAX_RETRIES = 3  # restarts of a dead actor, and retries of its batches
+MAX_BLOCKS = 10_000  # Ray blocks per pass: each holds a whole number of batches
+PROBE_SECONDS = 300  # the node probes' overall deadline
+ACTOR_THREADS = "the actors' CPU threads"  # InferenceReport.decode when no image was decoded on a device
 FEATURES = "features"
 KIND = "feature_kind"
 TEXT = "text_classifier"
@@ -111,6 +120,7 @@ def _project_root() -> str:
 
 
 _STARTED = {"where": None, "address": None}  # the Ray this module initialised in this process, if any
+_SESSION_LOCK = threading.Lock()  # one thread at a time starts, joins or replaces it
 
 
 @contextmanager
@@ -119,8 +129,9 @@ def ray_session(address: str | None = None) -> Iterator[str]:
     (else ``RAY_ADDRESS``) joins a cluster, checked for a connection first; else a local instance
     starts, kept for this process's later runs (starting one costs ~4 s here) and stopped with it.
     A Ray initialised by whoever embeds WildLens (a notebook, a test) is used as it is; one this
-    module started is replaced when another address is asked for (the dashboard's address box). Ray's own progress bars are off (the engine reports
-    through ``core.progress``)."""
+    module started is replaced when another address is asked for (the dashboard's address box).
+    Started off the main thread, Ray is started in a thread that lives on (:func:`_init_lasting`).
+    Ray's own progress bars are off (the engine reports through ``core.progress``)."""
     ray = _import_ray()
     import logging
 
@@ -135,28 +146,59 @@ def ray_session(address: str | None = None) -> Iterator[str]:
     asked = address or os.environ.get("RAY_ADDRESS") or None
     if asked:
         _check_reachable(asked)  # before anything else: ray.init would retry for minutes
+    with _SESSION_LOCK:
+        where = _ready(ray, asked)
+    yield where
+
+
+def _ready(ray, asked: str | None) -> str:
+    """Under the session lock: Ray initialised for ``asked`` (see :func:`ray_session`)."""
     if ray.is_initialized():
         if _STARTED["where"] is None or asked == _STARTED["address"]:
             # Initialised by whoever embeds us (a test, a notebook), or by us for the same address.
-            yield _STARTED["where"] or "the Ray instance of this process"
-            return
+            return _STARTED["where"] or "the Ray instance of this process"
         ray.shutdown()  # ours, for another address: the analyst picked another cluster
         _STARTED.update(where=None, address=None)
-    # A local instance's workers import WildLens from this checkout, like the driver.
-    path = os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)
+    # The workers import WildLens from this checkout's path (a local instance; on a cluster, where each
+    # node has the checkout at the same path, or WildLens installed) and keep their caches in this
+    # WILDLENS_HOME (on a cluster, a shared folder).
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)}
+    if os.environ.get("WILDLENS_HOME"):
+        env["WILDLENS_HOME"] = os.environ["WILDLENS_HOME"]
     try:
         if asked:
-            ray.init(address=asked, log_to_driver=False, logging_level="WARNING")
+            _init_lasting(ray, address=asked, log_to_driver=False, logging_level="WARNING",
+                          runtime_env={"env_vars": env})
             where = f"the Ray cluster at {asked}"
         else:
-            ray.init(include_dashboard=False, log_to_driver=False, logging_level="WARNING",
-                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+            # 'local': a new instance, even where 'ray start' left a cluster on this machine for 'auto' to find
+            _init_lasting(ray, address="local", include_dashboard=False, log_to_driver=False, logging_level="WARNING",
+                          runtime_env={"env_vars": env})
             where = "a local Ray instance"
     except ConnectionError as exc:
         raise RayEngineError(f"Cannot join the Ray cluster at {asked} ({exc}); check --ray-address / RAY_ADDRESS "
                              "('ray status' on the head node prints it), or drop it for a local instance.") from None
     _STARTED.update(where=where, address=asked)
-    yield where
+    return where
+
+
+_RAY_THREAD: ThreadPoolExecutor | None = None  # ray.init off the main thread runs here (see _init_lasting)
+
+
+def _init_lasting(ray, **kwargs) -> None:
+    """``ray.init(**kwargs)``, from the main thread as it is, else from one thread that lives as
+    long as the process. Ray starts a local instance's GCS and raylet with PR_SET_PDEATHSIG, which
+    Linux sends when the *thread* that started them ends: a server that runs each request in a
+    new thread (Streamlit's reruns) lost its instance when that request ended, and Ray's core
+    worker ended the whole process 60 s later ("Failed to connect to GCS within 60 seconds"; seen
+    with the dashboard, found by its browser check)."""
+    global _RAY_THREAD
+    if threading.current_thread() is threading.main_thread():
+        ray.init(**kwargs)
+        return
+    if _RAY_THREAD is None:  # an idle pool worker waits for work and does not end: the thread stays
+        _RAY_THREAD = ThreadPoolExecutor(1, thread_name_prefix="wildlens-ray")
+    _RAY_THREAD.submit(lambda: ray.init(**kwargs)).result()
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
@@ -176,6 +218,60 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         raise RayEngineError(f"Cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with 'ray start "
                              "--head' on the head node, check --ray-address / RAY_ADDRESS, or drop it for a local "
                              "instance.") from None
+
+
+# --------------------------------------------------------------------------- the actors' device
+def _resolve_here(device_type: str, precision: str) -> dict:
+    """Run with an actor's resources: its device, ``precision`` and the default precision as this
+    hardware resolves them (a GPU's bf16 support, a CPU's bf16 instructions), or the refusal."""
+    from .device import resolve_precision, select_device
+
+    try:
+        device = select_device(device_type)
+        return {"precision": resolve_precision(precision, device), "default": resolve_precision("auto", device)}
+    except WildLensError as exc:
+        return {"error": str(exc)}
+
+
+_RESOLVED: dict[tuple, tuple] = {}  # (Ray session, device, precision, GPUs per actor) -> (device, precision, default)
+
+
+def actor_device_type(options: InferenceOptions, nodes: Sequence[dict[str, float]]) -> str:
+    """'cuda' for GPU actors, 'cpu' for CPU actors; ``--device`` with the Ray engine is auto, cpu
+    or cuda (Ray gives each actor its GPUs, so cuda:N means nothing there)."""
+    if options.device not in ("auto", "cpu", "cuda"):
+        raise OptionError(f"--device {options.device} with --engine ray: use auto, cpu or cuda (Ray gives each actor "
+                          "its GPUs; --ray-gpus-per-actor sets how many).")
+    gpus = sum(float(n.get("GPU", 0)) for n in nodes)
+    if options.device == "cuda" and (not gpus or options.ray_gpus_per_actor == 0):
+        raise OptionError("--device cuda with --engine ray, but " + ("the Ray cluster has no GPU" if not gpus else
+                          "--ray-gpus-per-actor is 0") + "; use --device auto or cpu.")
+    return "cuda" if plan_actors(options, nodes).gpus_per_actor else "cpu"
+
+
+def actor_precision(options: InferenceOptions) -> tuple["torch.device", str, str]:
+    """(device, precision, default precision) of the actors, resolved on their own hardware by a
+    task with an actor's resources (a driver without a GPU cannot tell what 'auto' is on an H200),
+    once per Ray session and options; a precision that hardware lacks is its one-line refusal."""
+    import torch
+
+    ray = _import_ray()
+    with ray_session(options.ray_address) as where:
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        if options.device == "cpu" and options.ray_gpus_per_actor:
+            raise OptionError("--device cpu with --ray-gpus-per-actor: drop one of them.")
+        if options.device == "cpu":
+            options = dataclasses.replace(options, ray_gpus_per_actor=0)
+        kind = actor_device_type(options, nodes)
+        layout = plan_actors(options, nodes)
+        key = (where, ray.get_runtime_context().get_job_id(), kind, options.precision, layout.gpus_per_actor)
+        if key not in _RESOLVED:
+            task = ray.remote(num_cpus=0, num_gpus=layout.gpus_per_actor or 0, max_retries=0)(_resolve_here)
+            answer = ray.get(task.remote(kind, options.precision), timeout=600)
+            if "error" in answer:
+                raise OptionError(f"On the Ray actors' {kind.upper()}s: {answer['error']}")
+            _RESOLVED[key] = (torch.device(kind), answer["precision"], answer["default"])
+        return _RESOLVED[key]
 
 
 # --------------------------------------------------------------------------- the node check
@@ -202,9 +298,10 @@ def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | N
 
 
 def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,
-                 allow_download: bool = False) -> list[tuple[str, object]]:
-    """Start :func:`_probe_node` on every alive node: (node name, its future). The run starts its
-    actors meanwhile (a probe's fresh worker imports torch: ~4 s here) and waits for the answers
+                 allow_download: bool = False, layout: "RayPlan | None" = None) -> list[tuple[str, object]]:
+    """Start :func:`_probe_node` on every alive node that can host an actor of ``layout`` (every
+    alive node without one): (node name, its future). The run starts its actors meanwhile (a
+    probe's fresh worker imports torch: ~4 s here) and waits for the answers
     (:func:`finish_probes`) before it stores the first row."""
     ray = _import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -212,6 +309,9 @@ def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkp
     probe = ray.remote(num_cpus=0, max_retries=0)(_probe_node)
     pairs = [(base_entry(e), (checkpoints or {}).get(base_entry(e).id)) for e in models]
     nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if layout is not None:  # a head node with no CPUs for actors does not need the images
+        nodes = [n for n in nodes if float(n.get("Resources", {}).get("CPU", 0)) >= layout.cpus_per_actor
+                 and float(n.get("Resources", {}).get("GPU", 0)) >= layout.gpus_per_actor]
     return [(n.get("NodeManagerAddress") or n["NodeID"][:12],
              probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
              .remote(list(paths), pairs, allow_download)) for n in nodes]
@@ -220,10 +320,16 @@ def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkp
 def finish_probes(probes: list[tuple[str, object]]) -> int:
     """The probes' answers; raises :class:`RayEngineError` naming the first node that cannot
     run WildLens, read the images or find the weights. Returns the number of nodes checked."""
+    if not probes:
+        return 0
     ray = _import_ray()
+    ready, _ = ray.wait([future for _, future in probes], num_returns=len(probes), timeout=PROBE_SECONDS)
     for name, future in probes:
+        if future not in ready:
+            raise RayEngineError(f"Ray node {name} did not answer the image and weights check within {PROBE_SECONDS} s "
+                                 "(busy, or its workers cannot start); check 'ray status', or run with --engine local.")
         try:
-            answer = ray.get(future, timeout=300)
+            answer = ray.get(future)
         except Exception as exc:  # noqa: BLE001  (ray wraps a worker's import error in its own types)
             raise RayEngineError(f"Ray node {name} cannot run WildLens ({_last_line(exc)}); install it there the same "
                                  "way as here (pip install -e '.[ray]' in the same checkout).") from None
@@ -381,14 +487,25 @@ class PredictActor:
                 "backends": np.array([self.backends], dtype=object), "decode": np.array([decode], dtype=object)}
 
 
+def _retries() -> dict[str, int]:
+    return {"max_restarts": MAX_RETRIES, "max_task_retries": MAX_RETRIES}
+
+
+def _blocks(rows: int, batch: int) -> int:
+    """Ray blocks for ``rows`` rows: each a whole number of batches (a block of one batch where
+    there are at most MAX_BLOCKS batches), so a retried block redoes whole batches and no batch is
+    cut in two by a block boundary."""
+    batches = max(1, math.ceil(rows / batch))
+    per_block = math.ceil(batches / MAX_BLOCKS)
+    return max(1, math.ceil(batches / per_block))
+
+
 def _decode_text(decoded_by: dict) -> str:
     """``InferenceReport.decode`` of a Ray run: what decoded the images on the actors."""
-    from .pipeline import DECODE_CPU
-
     reasons = "; ".join(sorted(decoded_by["reasons"]))
     if decoded_by["device"]:
         return f"{reasons} for {decoded_by['device']} JPEGs, the actors' CPU threads for {decoded_by['cpu']} other images"
-    return f"{DECODE_CPU} ({reasons})" if reasons else DECODE_CPU
+    return f"{ACTOR_THREADS} ({reasons})" if reasons else ACTOR_THREADS
 
 
 def _split(batch: CropBatch, parts: int) -> list[CropBatch]:
@@ -476,10 +593,10 @@ def plan_actors(options: InferenceOptions, nodes: Sequence[dict[str, float]]) ->
     if gpus:
         per_gpu = [float(n.get("CPU", 0)) / float(n["GPU"]) for n in nodes if float(n.get("GPU", 0)) > 0]
         cpus = max(1.0, float(int(min(per_gpu) * gpus))) if per_gpu else 1.0
-    else:
-        total = sum(float(n.get("CPU", 0)) for n in nodes)
-        largest = max((float(n.get("CPU", 0)) for n in nodes), default=1.0)
-        cpus = max(1.0, min(float(int(total // actors)), largest))
+    else:  # the most CPUs per actor with which all the actors fit on the nodes (an actor is on one node)
+        sizes = [int(float(n.get("CPU", 0))) for n in nodes]
+        fits = [c for c in range(1, max(sizes, default=1) + 1) if sum(size // c for size in sizes) >= actors]
+        cpus = float(max(fits, default=1))
     batch = options.batch_size or DEFAULT_BATCH.get("cuda" if gpus else "cpu", 16)
     return RayPlan(actors, gpus, cpus, batch)
 
@@ -491,23 +608,24 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
     """:func:`classify.pipeline.run_inference` on Ray Data (the module docstring says how)."""
     options = options or InferenceOptions(engine="ray")
     _import_ray()  # the install hint before anything else
-    plan = _plan(tasks, models, already_done, options)
-    pending, reports = plan.pending, plan.reports
-    started = time.perf_counter()
-    decoded = 0
-    backends: dict[str, str] = {}
-    decoded_by = {"device": 0, "cpu": 0, "reasons": set()}  # images decoded on actors' devices / in their threads
-    if not any(pending.values()):
-        return InferenceReport(dict(reports), 0, time.perf_counter() - started, "ray", plan.settings.precision,
-                               backends, options.resampler, engine="ray")
     import ray
     import ray.data
 
     with ray_session(options.ray_address) as where:
+        device, precision, default = actor_precision(options)
+        # The actors compute on their device ('cuda': the GPUs Ray gives each; 'cpu'), not the driver's.
+        options = dataclasses.replace(options, device=device.type,
+                                      ray_gpus_per_actor=0 if device.type == "cpu" else options.ray_gpus_per_actor)
+        plan = _plan(tasks, models, already_done, options, where=(device, precision, default))
+        pending, reports = plan.pending, plan.reports
+        started = time.perf_counter()
+        decoded = 0
+        backends: dict[str, str] = {}
+        decoded_by = {"device": 0, "cpu": 0, "reasons": set()}  # images decoded on actors' devices / in their threads
+        layout = plan_actors(options, [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         todo = [e for e in plan.entries if pending[e.id]]
         probes = start_probes(sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)]), todo,
-                              options.checkpoints, options.allow_download)
-        layout = plan_actors(options, [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
+                              options.checkpoints, options.allow_download, layout) if todo else []
         for number, pass_entries in enumerate(plan.passes, 1):
             rows = _pass_rows(tasks, pass_entries, pending)
             if not rows:
@@ -518,19 +636,23 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
                            f"actor{'s' if layout.actors > 1 else ''} (pass {number}/{len(plan.passes)})")
             geometries = sorted({e.input_config().geometry for e in pass_entries})
             images = {e.id: len(pending[e.id]) for e in pass_entries}
-            blocks = max(1, min(len(rows) // layout.batch_size + 1, 10_000))
+            blocks = _blocks(len(rows), layout.batch_size)
             dataset = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
                 PredictActor, batch_format="numpy", batch_size=layout.batch_size,
                 fn_constructor_kwargs={"entries": list(pass_entries), "geometries": geometries, "images": images,
                                        "options": options, "batch_size": layout.batch_size,
                                        "threads": int(layout.cpus_per_actor)},
                 compute=ray.data.ActorPoolStrategy(size=layout.actors),
-                num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor)
+                num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor,
+                # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a
+                # few tries instead of looping (Ray Data's default is forever); rows stored stay stored.
+                ray_remote_args_fn=_retries)
             decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends,
                                    lambda: finish_probes(probes), decoded_by)
             probes = []  # answered
-    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, "ray", plan.settings.precision,
-                           backends, options.resampler, decode=_decode_text(decoded_by),
+    precision_text = "int8" if precision == "int8" else precision_name(plan.settings.amp)
+    return InferenceReport(dict(reports), decoded, time.perf_counter() - started, f"{device.type} (Ray actors)",
+                           precision_text, backends, options.resampler, decode=_decode_text(decoded_by),
                            engine=f"ray ({layout.actors} actor{'s' if layout.actors > 1 else ''}"
                                   f"{f' x {layout.gpus_per_actor:g} GPU' if layout.gpus_per_actor else ''}, {where})")
 
@@ -544,18 +666,16 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
     waiting = {row["image"]: len(row["models"].split("\n")) for row in rows}
     decoded_by = decoded_by if decoded_by is not None else {"device": 0, "cpu": 0, "reasons": set()}
     done = 0
+    answered = False
+    batches = iter(dataset.iter_batches(batch_size=None, batch_format="numpy"))
     try:
         # Execution starts at the first batch asked for, so the probes run while the actors start.
-        for number, out in enumerate(dataset.iter_batches(batch_size=None, batch_format="numpy")):
-            if number == 0:
+        for out in batches:
+            if not answered:
                 before_first_row()
+                answered = True
             for blob, ran_on, decode in zip(out["frame"], out["backends"], out["decode"]):
                 backends.update(json.loads(ran_on))
-                decode = json.loads(decode)
-                decoded_by["device"] += decode["device"]
-                decoded_by["cpu"] += decode["cpu"]
-                if decode["reason"]:
-                    decoded_by["reasons"].add(decode["reason"])
                 frame = decode_frame(blob)
                 if frame.empty:
                     continue
@@ -565,6 +685,11 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
                 frame = frame[keep].reset_index(drop=True)
                 if frame.empty:
                     continue
+                decode = json.loads(decode)  # counted once: a retried batch's rows were dropped above
+                decoded_by["device"] += decode["device"]
+                decoded_by["cpu"] += decode["cpu"]
+                if decode["reason"]:
+                    decoded_by["reasons"].add(decode["reason"])
                 sink(frame)
                 for model, image, status in zip(frame["model"], frame["image"], frame["status"]):
                     pending[model].discard(image)
@@ -581,7 +706,8 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
     except WildLensError:
         raise
     except Exception as exc:  # noqa: BLE001  (a worker's WildLensError arrives wrapped by Ray)
-        before_first_row()  # a node that lacks the weights says so, rather than the actor it broke
+        if not answered:  # a node that lacks the weights says so, rather than the actor it broke
+            before_first_row()
         user = _user_error(exc)
         if user is not None:
             raise user from None
@@ -591,4 +717,8 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
             raise RayEngineError(f"A Ray actor could not start ({_last_line(exc)}); "
                                  "fix that on the node, or run with --engine local.") from None
         raise
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:  # stops the actors now, not when the traceback is collected
+            close()
     return done

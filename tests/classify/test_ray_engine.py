@@ -59,6 +59,8 @@ def test_rows_cross_processes_as_arrow_without_pickle_and_bit_for_bit():
     # CPU actors on three 8-CPU nodes: an actor is on one node, so never more than 8 CPUs each
     (InferenceOptions(), [{"CPU": 8}] * 3, (1, 0.0, 8.0)),
     (InferenceOptions(ray_actors=6), [{"CPU": 8}] * 3, (6, 0.0, 4.0)),
+    (InferenceOptions(ray_actors=4), [{"CPU": 8}] * 3, (4, 0.0, 4.0)),  # 6 CPUs each would leave one unplaced
+    (InferenceOptions(ray_actors=3), [{"CPU": 0}, {"CPU": 8}, {"CPU": 4}], (3, 0.0, 4.0)),
     # a head node without GPUs and two 16-CPU nodes with 2 GPUs each
     (InferenceOptions(), [{"CPU": 4}, {"CPU": 16, "GPU": 2}, {"CPU": 16, "GPU": 2}], (4, 1.0, 8.0)),
 ])
@@ -113,6 +115,8 @@ def ray_instance(tmp_path_factory):
     # The workers' WILDLENS_HOME (their caches) is a temporary folder too; the tiny CLIP test double
     # is registered in each worker as in this process (tests.classify.doubles).
     home = tmp_path_factory.mktemp("ray-workers-home")
+    if ray.is_initialized():  # an earlier --engine ray call in this test process started its own
+        ray.shutdown()
     ray.init(num_cpus=2, object_store_memory=256 * 1024 ** 2, include_dashboard=False, log_to_driver=False,
              logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "WILDLENS_HOME": str(home)},
@@ -186,12 +190,12 @@ def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_instan
             pids = _ray_workers(ray_instance)
             assert pids, "the actor is running"
             os.kill(pids[0], signal.SIGKILL)
-            killed.append(pids[0])
+            killed.append((pids[0], event.done))
 
     out = tmp_path / "killed.parquet"
     table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", batch_size=2),
                                    kill_a_worker_after_the_first_batch)
-    assert killed, "a worker was killed mid-run"
+    assert killed and killed[0][1] < 30, "a worker was killed mid-run, with images still to do"
     assert all(r.predicted + r.skipped == 30 and r.failed == 0 for r in report.models.values())
     _assert_same_predictions(table, local_table)
     parts = pd.concat([pd.read_parquet(p) for p in (tmp_path / ".killed.parquet.parts").rglob("*.parquet")])
@@ -202,9 +206,10 @@ def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_instan
 def test_a_killed_driver_resumes_like_the_local_engine(ray_instance, views, local_table, tmp_path):
     out = tmp_path / "driver.parquet"
     parts = tmp_path / ".driver.parquet.parts"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ""}
+    # The driver joins this test's Ray instance (its job's actors die with it), with one image a batch.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ray_instance.get_runtime_context().gcs_address}
     driver = subprocess.Popen([sys.executable, "-m", "classify", "--images", str(views), "--out", str(out),
-                               "--models", MODELS, "--engine", "ray", "--batch-size", "2", "--no-progress"],
+                               "--models", MODELS, "--engine", "ray", "--batch-size", "1", "--no-progress"],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:
@@ -216,7 +221,9 @@ def test_a_killed_driver_resumes_like_the_local_engine(ray_instance, views, loca
         # The driver and its local Ray instance, as a closed terminal or a killed job would end them.
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
-    stored = pd.concat([pd.read_parquet(p) for p in parts.rglob("part-*.parquet")])
+    files = list(parts.rglob("part-*.parquet"))
+    assert len(files) >= 2, "the driver stored rows before it was killed"
+    stored = pd.concat([pd.read_parquet(p) for p in files])
     assert 0 < len(stored) < 60, "killed mid-run"
     table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", batch_size=4))
     assert sum(r.skipped for r in report.models.values()) == len(stored), "what was stored is not computed again"
@@ -310,7 +317,17 @@ def test_the_node_probe_names_what_a_node_lacks(tmp_path):
     assert len(answer["weights"]) == 1 and "resnet50" in answer["weights"][0] and "timm.create_model" in answer["weights"][0]
 
 
-def test_a_gpu_actor_decodes_jpegs_on_its_device(tmp_path, monkeypatch):
+@pytest.fixture()
+def torch_threads():
+    """Torch's thread count as it was: an actor built in this process sets it to 1."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield torch
+    torch.set_num_threads(before)
+
+
+def test_a_gpu_actor_decodes_jpegs_on_its_device(tmp_path, monkeypatch, torch_threads):
     """The actor itself, called in this process: with the device path on (forced onto the CPU, as
     classify.gpu_decode's tests do), JPEGs decode through it and PNGs in the actor's threads, the
     rows equal the CPU path's, and the batch says which path decoded how many."""
@@ -321,6 +338,7 @@ def test_a_gpu_actor_decodes_jpegs_on_its_device(tmp_path, monkeypatch):
     from classify.ray_engine import PredictActor, _decode_text
     from classify.registry import resolve_models
 
+    torch = torch_threads
     views = _views(tmp_path)
     jpegs = sorted(views.rglob("*.jpg"))[:5]
     png = tmp_path / "n02123045" / "a.png"
@@ -342,6 +360,7 @@ def test_a_gpu_actor_decodes_jpegs_on_its_device(tmp_path, monkeypatch):
 
     cpu, cpu_decode = rows(PredictActor(entries, geometries, {"efficientnet_lite0": 6}, options, 6, 2))
     assert cpu_decode == {"cpu": 6, "device": 0, "reason": ""}
+    assert torch.get_num_threads() == 1  # the actor's one thread per slice; restored by the fixture
     monkeypatch.setattr(gpu_decode, "resolve_decode", lambda option, device: DecodeChoice(True, "decode_jpeg on cpu"))
     device, device_decode = rows(PredictActor(entries, geometries, {"efficientnet_lite0": 6}, options, 6, 1))
     assert device_decode == {"device": 5, "cpu": 1, "reason": "decode_jpeg on cpu"}
@@ -389,3 +408,22 @@ def test_an_unreachable_cluster_is_one_line_at_once(address, words, tmp_path):
         predict_folder(_views(tmp_path), "efficientnet_lite0", options=InferenceOptions(engine="ray", ray_address=address))
     assert str(caught.value).startswith(words) and "\n" not in str(caught.value)
     assert time.monotonic() - started < 30
+
+
+@needs_ray
+def test_a_local_instance_started_from_a_thread_that_ends_lives_on(tmp_path):
+    """A server runs each request in a new thread (Streamlit's reruns); Ray's local instance dies
+    with the thread that started it (PR_SET_PDEATHSIG), so the engine starts it in a lasting one.
+    In a fresh process: start it from a thread that ends, then use it."""
+    script = (
+        "import threading, time, ray\n"
+        "from classify.ray_engine import ray_session\n"
+        "def start():\n"
+        "    with ray_session(None) as where: print(where)\n"
+        "t = threading.Thread(target=start); t.start(); t.join()\n"
+        "time.sleep(3)\n"
+        "print(ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=60))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", "WILDLENS_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["a", "local", "Ray", "instance", "42"]
