@@ -449,7 +449,13 @@ class PredictActor:
         self.decoder = (gpu_decode.DeviceDecoder(self.geometries, device, options.resampler)
                         if choice.on and why_not is None else None)
         self.decode_reason = choice.reason if self.decoder else (why_not or "")
-        self.loaded = _load_pass(list(entries), self.geometries, images, self.settings)
+        from .zeroshot import build_settings
+
+        # A zero-shot model's text classifier is built on the actor's device (the local engine's command
+        # line does the same), or read from the cache in the workers' WILDLENS_HOME; on a cluster the
+        # actors starting at once may each build it once, so a shared WILDLENS_HOME pays it once after.
+        with build_settings(device=device):
+            self.loaded = _load_pass(list(entries), self.geometries, images, self.settings)
         self.backends = json.dumps({m.entry.id: m.backend for m in self.loaded})
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="wildlens-decode")
         self.collate = CollateCrops(len(self.geometries))
