@@ -567,44 +567,28 @@ def ensure_sample_run() -> None:
         slot.warning(f"The sample run could not be built: {escape_markdown(exc)}")
 
 
-_RAY_LOCK = threading.Lock()
-_RAY_THREAD = None  # one thread for the server's life: every Ray start, join or switch happens in it
-_RAY_SESSIONS: list = []  # the ray_session contexts entered there, never exited (kept: not collected)
-
-
 def hold_ray_for_the_server(address: str | None, waiting=None) -> str:
-    """Enter ``classify.ray_engine.ray_session(address)`` in the server's one Ray thread, which
-    lives as long as the server; returns where Ray runs. The engine's own ray_session in the
-    script thread then finds Ray initialised for that address and uses it.
-
-    Why not from the script thread: Ray starts a local instance's processes (GCS, raylet) with
-    PR_SET_PDEATHSIG, and Linux sends that signal when the *thread* that started them ends, not
-    the process. Streamlit runs every rerun in a new thread, so an instance started by a run
-    was SIGKILLed when that run's script ended, and 60 s later Ray's core worker ended the whole
-    dashboard ("Failed to connect to GCS within 60 seconds ... The program will terminate"): seen
-    twice with the real server. The same thread also makes the switch between a local instance
-    and a cluster (ray_session replaces the Ray it started) there. Until ray_session does this
-    itself, the dashboard does it here.
-
-    ``waiting(seconds)`` is called each second until Ray is ready (a local instance takes a few
-    seconds to start): a page shows the wait through it, and its Streamlit call lets the reader's
-    Stop end the run. Raises the engine's RayEngineError (an address that takes no connection)."""
-    global _RAY_THREAD
+    """Ray started (a local instance) or joined for ``address`` before a run, with the wait shown;
+    returns where Ray runs. ``classify.ray_engine.ray_session`` starts it in a thread that lives as
+    long as the server (Ray's local processes die with the *thread* that started them, and
+    Streamlit runs every rerun in a new thread: an instance started by a run died when the run
+    ended, and the whole dashboard 60 s later), so it stays for the next runs, and the engine's
+    own ray_session then finds it ready. ``waiting(seconds)`` is called each second until Ray is
+    ready (a local instance takes a few seconds to start): a page shows the wait through it, and its
+    Streamlit call lets the reader's Stop end the run. Raises the engine's RayEngineError (an
+    address that takes no connection)."""
     import time
     from concurrent.futures import ThreadPoolExecutor, TimeoutError as Pending
 
     from classify.ray_engine import ray_session
 
     def enter() -> str:
-        session = ray_session(address)
-        where = session.__enter__()
-        _RAY_SESSIONS[:] = [session]  # the last one; an earlier one's Ray was kept or replaced by this one
-        return where
+        with ray_session(address) as where:
+            return where
 
-    with _RAY_LOCK:
-        if _RAY_THREAD is None:  # an idle pool worker waits for work and does not end: the thread stays
-            _RAY_THREAD = ThreadPoolExecutor(1, thread_name_prefix="wildlens-ray")
-        future = _RAY_THREAD.submit(enter)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="wildlens-ray-wait")
+    future = pool.submit(enter)
+    pool.shutdown(wait=False)
     started = time.monotonic()
     while True:
         try:
