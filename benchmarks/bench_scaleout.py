@@ -9,9 +9,10 @@ CPU) and with ``engine='ray'`` on a local Ray instance started once before the r
 reported apart: a cluster is started once, not per run). Every call includes loading the model,
 and for Ray starting the actors: what an analyst waits for. Rounds are interleaved so the load of
 other processes hits every side alike; each figure has the load average and the share of the CPU
-other processes used (``bench_inference.measure``). The ratio to the local engine of the same round
-is the overhead (below 1 on one machine: Ray adds actor start, a scheduler, and the rows' trip
-through the object store, and gains nothing without more machines). The top-5 of every image is
+other processes used (``bench_inference.measure``). The steady rate counts from the first stored
+batch to the last (progress events), which leaves model load and actor start out. The ratio to
+the local engine of the same round is the overhead (below 1 on one machine: Ray adds actor start,
+a scheduler, and the rows' trip through the object store, and gains nothing without more machines). The top-5 of every image is
 compared with the local engine's.
 """
 from __future__ import annotations
@@ -35,7 +36,6 @@ from classify.ray_engine import ray_available, ray_session, ray_version  # noqa:
 from classify.registry import DEFAULT_MODEL  # noqa: E402
 from classify.targets import predict_folder  # noqa: E402
 
-SMALL = 64  # the short call whose time, taken from the long one's, leaves the fixed costs out
 
 
 def main() -> int:
@@ -63,30 +63,28 @@ def main() -> int:
         with ray_session(None) as where:
             print(f"{where}: started in {time.perf_counter() - started:.1f} s ({ray.cluster_resources().get('CPU', 0):g} "
                   "CPUs), once, before the rounds")
-        small = folder.parent / "small"
-        make_folder(small, SMALL)
         tables, samples, steady = {}, {name: [] for name in sides}, {name: [] for name in sides}
-        # Round 0 exports the model to ONNX once (cached); it is not counted.
+        # Round 0 exports the model to ONNX once (cached; the actors read the same cache); not counted.
         predict_folder(folder, args.model, options=InferenceOptions())
         for round_number in range(args.repeats):
             for name, options in sides.items():
-                def run(options=options, name=name):
-                    tables[name], _ = predict_folder(folder, args.model, options=options)
+                seen: list[tuple[float, int]] = []
 
-                def run_small(options=options):
-                    predict_folder(small, args.model, options=options)
-                started = time.perf_counter()
-                run_small()
-                t_small = time.perf_counter() - started
+                def run(options=options, name=name, seen=seen):
+                    def progress(event):
+                        if event.stage == "inference" and event.done:
+                            seen.append((time.perf_counter(), event.done))
+                    tables[name], _ = predict_folder(folder, args.model, options=options, progress=progress)
                 sample = measure(args.images, run)
                 samples[name].append(sample)
-                steady[name].append((args.images - SMALL) / max(1e-9, args.images / sample.rate - t_small))
-                print(f"round {round_number + 1}  {name:14s} {sample.describe()}; {SMALL} images in {t_small:.1f} s")
+                (t0, n0), (t1, n1) = seen[0], seen[-1]
+                steady[name].append((n1 - n0) / max(1e-9, t1 - t0))
+                print(f"round {round_number + 1}  {name:14s} {sample.describe()}; first rows stored after "
+                      f"{t0 - (t1 - args.images / sample.rate):.1f} s")
         local = statistics.median(s.rate for s in samples["local engine"])
         local_steady = statistics.median(steady["local engine"])
         print(f"\nmedian images/s: the whole call of {args.images} (model load and actor start included), and the "
-              f"steady rate ({args.images} - {SMALL}) / (t({args.images}) - t({SMALL})), each with its ratio to the "
-              "local engine:")
+              "steady rate from the first stored batch to the last, each with its ratio to the local engine:")
         for name in sides:
             rate, flow = statistics.median(s.rate for s in samples[name]), statistics.median(steady[name])
             print(f"  {name:14s} whole {rate:6.1f} images/s {rate / local:5.2f}x   steady {flow:6.1f} images/s "

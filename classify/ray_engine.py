@@ -49,6 +49,7 @@ import os
 import re
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,6 +144,9 @@ def ray_session(address: str | None = None) -> Iterator[str]:
     # Its per-dataset INFO lines, the bar notice, and its ERROR report of a worker's exception, which
     # the engine turns into the one line of the WildLensError inside (_user_error) or raises whole.
     logging.getLogger("ray.data").setLevel(logging.CRITICAL)
+    # Offline by default: Ray uploads usage statistics unless told not to (its processes started here
+    # read this); RAY_USAGE_STATS_ENABLED=1 set by the user wins.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     asked = address or os.environ.get("RAY_ADDRESS") or None
     if asked:
         _check_reachable(asked)  # before anything else: ray.init would retry for minutes
@@ -643,16 +647,20 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
             geometries = sorted({e.input_config().geometry for e in pass_entries})
             images = {e.id: len(pending[e.id]) for e in pass_entries}
             blocks = _blocks(len(rows), layout.batch_size)
-            dataset = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
-                PredictActor, batch_format="numpy", batch_size=layout.batch_size,
-                fn_constructor_kwargs={"entries": list(pass_entries), "geometries": geometries, "images": images,
-                                       "options": options, "batch_size": layout.batch_size,
-                                       "threads": int(layout.cpus_per_actor)},
-                compute=ray.data.ActorPoolStrategy(size=layout.actors),
-                num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor,
-                # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a
-                # few tries instead of looping (Ray Data's default is forever); rows stored stay stored.
-                ray_remote_args_fn=_retries)
+            with warnings.catch_warnings():
+                # Ray 2.60 (pinned) names no other way to bound an actor pool's restarts and retries
+                # than these remote arguments, which it marks deprecated for 2.64.
+                warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+                dataset = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
+                    PredictActor, batch_format="numpy", batch_size=layout.batch_size,
+                    fn_constructor_kwargs={"entries": list(pass_entries), "geometries": geometries, "images": images,
+                                           "options": options, "batch_size": layout.batch_size,
+                                           "threads": int(layout.cpus_per_actor)},
+                    compute=ray.data.ActorPoolStrategy(size=layout.actors),
+                    num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor,
+                    # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a
+                    # few tries instead of looping (Ray Data's default is forever); rows stored stay stored.
+                    ray_remote_args_fn=_retries)
             decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends,
                                    lambda: finish_probes(probes), decoded_by)
             probes = []  # answered

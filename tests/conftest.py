@@ -11,6 +11,7 @@ sys.path.insert(0, str(ROOT))
 # Offline by default: hubs must never be contacted by a test.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray's instances in the tests upload nothing
 
 
 @pytest.fixture(autouse=True)

@@ -427,3 +427,18 @@ def test_a_local_instance_started_from_a_thread_that_ends_lives_on(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["a", "local", "Ray", "instance", "42"]
+
+
+@needs_ray
+def test_ray_sessions_upload_no_usage_statistics(monkeypatch):
+    """Ray uploads usage statistics by default; WildLens is offline by default, so ray_session
+    turns that off before it starts or joins Ray, unless the user said otherwise."""
+    import classify.ray_engine as engine
+
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    monkeypatch.setattr(engine, "_ready", lambda ray, asked: "stub")
+    with engine.ray_session(None):
+        assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "1")
+    with engine.ray_session(None):
+        assert os.environ["RAY_USAGE_STATS_ENABLED"] == "1"
