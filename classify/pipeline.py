@@ -561,6 +561,17 @@ def _batch_rows(batch: CropBatch, tasks: Sequence[ImageTask], loaded: Sequence[_
     return frames
 
 
+def mark_stored(frame: pd.DataFrame, pending: dict[str, set[str]], reports: dict[str, ModelReport]) -> None:
+    """After the sink stored ``frame``: its (model, image) pairs are no longer pending, and each
+    is counted predicted or failed (both engines)."""
+    for model_id, image, status in zip(frame["model"], frame["image"], frame["status"]):
+        pending[model_id].discard(image)
+        if status == "ok":
+            reports[model_id].predicted += 1
+        else:
+            reports[model_id].failed += 1
+
+
 def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending: dict[str, set[str]],
               reports: dict[str, ModelReport], sink, progress, label: str, settings: _Settings,
               backends: dict[str, str], decode: "gpu_decode.DecodeChoice | None" = None,
@@ -602,12 +613,7 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
         if frames:
             sink(pd.concat(frames, ignore_index=True))
         for frame in frames:  # counted as done only once the sink has stored them
-            for model_id, image, status in zip(frame["model"], frame["image"], frame["status"]):
-                pending[model_id].discard(image)
-                if status == "ok":
-                    reports[model_id].predicted += 1
-                else:
-                    reports[model_id].failed += 1
+            mark_stored(frame, pending, reports)
         done += len(batch.indices) + len(batch.failed)
         failed_now = sum(r.failed for r in reports.values())
         report(progress, "inference", done, len(tasks), task=label,

@@ -63,9 +63,9 @@ from core.errors import OptionError, WildLensError
 from core.progress import ProgressCallback, report
 
 from . import gpu_decode
-from .pipeline import (CollateCrops, CropBatch, DecodedCrops, decode_on_device, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
-                       _load_pass, _pass_label, _plan, _Settings, base_entry)
 from .device import precision_name
+from .pipeline import (CollateCrops, CropBatch, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
+                       _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored)
 from .registry import ModelEntry
 
 if TYPE_CHECKING:
@@ -705,12 +705,8 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
                 if decode["reason"]:
                     decoded_by["reasons"].add(decode["reason"])
                 sink(frame)
-                for model, image, status in zip(frame["model"], frame["image"], frame["status"]):
-                    pending[model].discard(image)
-                    if status == "ok":
-                        reports[model].predicted += 1
-                    else:
-                        reports[model].failed += 1
+                mark_stored(frame, pending, reports)
+                for image in frame["image"]:
                     waiting[image] -= 1
                     if waiting[image] == 0:
                         done += 1
