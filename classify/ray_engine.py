@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import io
+import queue
 import json
 import math
 import os
@@ -50,7 +51,7 @@ import re
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +187,32 @@ def _ready(ray, asked: str | None) -> str:
     return where
 
 
-_RAY_THREAD: ThreadPoolExecutor | None = None  # ray.init off the main thread runs here (see _init_lasting)
+class _LastingThread:
+    """One daemon thread that runs the calls given to it, for the life of the process. Not a
+    ThreadPoolExecutor worker: those are joined when the interpreter exits, before the atexit
+    handlers, so Ray's GCS and raylet died with it before Ray's own exit handler could stop them,
+    and its dashboard and runtime-env agents (which ignore SIGTERM) stayed behind after every
+    stop of the dashboard (tests/classify/test_ray_engine.py: a server stopped with SIGTERM)."""
+
+    def __init__(self):
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="wildlens-ray", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, done = self.calls.get()
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+                done.set_exception(exc)
+
+    def call(self, fn, timeout: float | None = None):
+        done: Future = Future()
+        self.calls.put((fn, done))
+        return done.result(timeout=timeout)
+
+
+_RAY_THREAD: _LastingThread | None = None  # ray.init off the main thread runs here (see _init_lasting)
 
 
 def _init_lasting(ray, **kwargs) -> None:
@@ -200,9 +226,9 @@ def _init_lasting(ray, **kwargs) -> None:
     if threading.current_thread() is threading.main_thread():
         ray.init(**kwargs)
         return
-    if _RAY_THREAD is None:  # an idle pool worker waits for work and does not end: the thread stays
-        _RAY_THREAD = ThreadPoolExecutor(1, thread_name_prefix="wildlens-ray")
-    _RAY_THREAD.submit(lambda: ray.init(**kwargs)).result()
+    if _RAY_THREAD is None:
+        _RAY_THREAD = _LastingThread()
+    _RAY_THREAD.call(lambda: ray.init(**kwargs))
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

@@ -442,3 +442,51 @@ def test_ray_sessions_upload_no_usage_statistics(monkeypatch):
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "1")
     with engine.ray_session(None):
         assert os.environ["RAY_USAGE_STATS_ENABLED"] == "1"
+
+
+@needs_ray
+def test_a_server_stopped_with_sigterm_leaves_no_ray_process(tmp_path):
+    """The dashboard's case: the local instance started from a thread that ends, then the server
+    stopped with SIGTERM (its handler exits, as Streamlit's does). Ray's own exit left its
+    dashboard and runtime-env agents behind (they ignore SIGTERM), and a shutdown from the main
+    thread hung once the starting thread was gone; the engine stops what it started."""
+    script = (
+        "import signal, sys, threading, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+        "from classify.ray_engine import ray_session\n"
+        "def start():\n"
+        "    with ray_session(None): pass\n"
+        "t = threading.Thread(target=start); t.start(); t.join()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(300)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", "WILDLENS_HOME": str(tmp_path)}
+    server = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        time.sleep(3)  # the agents are up
+        assert len(_group(server.pid)) > 1, "Ray's processes run in the server's process group"
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while _group(server.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _group(server.pid) == [], "no Ray process left behind"
+    finally:
+        if server.poll() is None or _group(server.pid):
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def _group(pgid: int) -> list[str]:
+    """Command names of the live processes in process group ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append((entry / "comm").read_text().strip())
+    return found
