@@ -353,7 +353,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
 
     try:
         # zero-shot models build their text classifier while loading: on the inference device, with a bar
-        with build_settings(progress=progress, device=select_device(args.device)):
+        # (with --engine ray the actors build it on theirs: the driver's device is not asked for)
+        with build_settings(progress=progress, device=None if args.engine == "ray" else select_device(args.device)):
             if args.run:
                 run = RunStore().open_run(args.run)
                 check_stored_label_sets(run.prediction_parts, result_entries(models, options), f"Run {run.run_id}")

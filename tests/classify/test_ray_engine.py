@@ -490,3 +490,18 @@ def _group(pgid: int) -> list[str]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             found.append((entry / "comm").read_text().strip())
     return found
+
+
+@needs_ray
+@pytest.mark.parametrize("device, words", [
+    ("cuda", "--device cuda with --engine ray, but the Ray cluster has no GPU; use --device auto or cpu."),
+    ("cuda:1", "--device cuda:1 with --engine ray: use auto, cpu or cuda"),
+])
+def test_the_device_is_the_actors_not_the_drivers(ray_instance, views, device, words, tmp_path):
+    """With the Ray engine --device speaks of the actors (the driver may have no GPU while the
+    cluster has many): the command line does not ask the driver's PyTorch for it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ray_instance.get_runtime_context().gcs_address}
+    done = subprocess.run([sys.executable, "-m", "classify", "--images", str(views), "--out", str(tmp_path / "o.csv"),
+                           "--engine", "ray", "--device", device, "--no-progress"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2 and f"error: {words}" in done.stderr, done.stderr[-1500:]
