@@ -25,16 +25,21 @@ rows exactly as the local engine does. How:
   (model, image) row it has already stored (a batch retried after a worker died comes back whole),
   hands the rest to the same sink as the local engine (part files, atomic, ``core.parts``) and
   reports progress. Killed driver: the part files say what is done and a re-run skips it, as with
-  the local engine. Killed worker: Ray restarts the actor and retries its batches (Ray Data's
-  default ``max_restarts=-1``, ``max_task_retries=-1``); the driver's filter keeps each row once.
+  the local engine. Killed worker: Ray restarts the actor and retries its batches (at most
+  ``MAX_RETRIES`` times; Ray Data's default is forever); the driver's filter keeps each row once.
+* The actors' device and precision are theirs (:func:`actor_precision`: resolved by a task with an
+  actor's resources, on the actors' hardware), so ids and autocast follow the actors, not the driver.
 
-Where Ray runs (:func:`ray_session`): an initialised Ray in this process is used as it is;
-``InferenceOptions.ray_address`` (``--ray-address``), else ``RAY_ADDRESS``, joins a cluster; else a
-local instance is started for this process (no dashboard) and kept for its later runs. Every worker
-needs WildLens and its packages installed (``pip install -e '.[ray]'`` on each node, the same
-version) and must read the images at the same absolute paths as the driver: today that means a
-filesystem every node mounts at the same place (NFS, a shared volume), with ``WILDLENS_HOME`` on
-it. Before any work, :func:`check_workers` runs a probe on every alive node that imports WildLens,
+Where Ray runs (:func:`ray_session`): ``InferenceOptions.ray_address`` (``--ray-address``), else
+``RAY_ADDRESS``, joins a cluster (checked for a connection first); else a local instance is
+started for this process (``address='local'``, no dashboard) and kept for its later runs; a Ray
+initialised by whoever embeds WildLens is used as it is. Off the main thread Ray is started in a
+thread of its own that lives as long as the process (:func:`_init_lasting`). Every worker needs
+WildLens and its packages installed (``pip install -e '.[ray]'`` on each node, the same version)
+and must read the images at the same absolute paths as the driver: today that means a filesystem
+every node mounts at the same place (NFS, a shared volume), with ``WILDLENS_HOME`` on it. Before
+the first row is stored, a probe on every alive node that can host an actor
+(:func:`start_probes`, :func:`finish_probes`, running while the actors start) imports WildLens,
 reads sample images and checks the models' weights, and refuses in one line naming the node and
 what it lacks.
 """
@@ -43,10 +48,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import io
-import queue
 import json
 import math
 import os
+import queue
 import re
 import threading
 import time
