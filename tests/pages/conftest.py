@@ -94,3 +94,18 @@ def send_chart_selection(at, chart, selection: dict):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, request):
+    """A real dashboard server (tests/pages/browser.py ``serve``) on a fresh WILDLENS_HOME for a
+    browser test module: (url, home); a server that does not start fails the test with its log's tail."""
+    from tests.conftest import ROOT
+    from tests.pages.browser import serve
+
+    home = tmp_path_factory.mktemp(f"{request.module.__name__.rsplit('.', 1)[-1]}_home")
+    try:
+        with serve(home, ROOT) as url:
+            yield url, home
+    except RuntimeError as exc:  # not started: the log's tail says why
+        pytest.fail(str(exc))

@@ -5,23 +5,12 @@ import os
 
 import pytest
 
-from tests.pages.browser import CHROMEDRIVER, CHROMIUM, browser, serve, wait_until_rendered
-from tests.conftest import ROOT
+from tests.pages.browser import CHROMEDRIVER, CHROMIUM, browser, wait_until_rendered
 
 pytestmark = pytest.mark.skipif(
     not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
     reason="Debian's chromium and chromium-driver are not installed (make browser-deps, as root)",
 )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("browser_home")
-    try:
-        with serve(home, ROOT) as url:
-            yield url, home
-    except RuntimeError as exc:  # not started: the log's tail says why
-        pytest.fail(str(exc))
 
 
 def test_browser_loads_the_sample_results(server, tmp_path):

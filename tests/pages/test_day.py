@@ -24,8 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.pages.browser import (CHROMEDRIVER, CHROMIUM, browser, choose, click_button, serve, type_into,
+from tests.pages.browser import (CHROMEDRIVER, CHROMIUM, browser, choose, click_button, type_into,
                                  wait_for, wait_for_text, wait_until_rendered)
 
 pytestmark = pytest.mark.skipif(
@@ -69,16 +68,6 @@ def write_import_folder(root: Path) -> Path:
             view.thumbnail((320, 320))
             view.save(root / folder / f"{folder} {name}.jpg", format="JPEG", quality=90)
     return root
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("day_home")
-    try:
-        with serve(home, ROOT) as url:
-            yield url, home
-    except RuntimeError as exc:  # not started: the log's tail says why
-        pytest.fail(str(exc))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.pages.browser import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, wait_until_rendered
-from tests.pages.test_browser import pytestmark, server  # noqa: F401  (the same real server, skipped alike)
+from tests.pages.test_browser import pytestmark  # noqa: F401  (skipped alike; the server fixture is tests/pages/conftest.py's)
 
 PAGES = ("runs", "query", "import", "images", "models", "results", "confusions", "browse", "explain")
 
