@@ -420,15 +420,13 @@ def encode_frame(frame: pd.DataFrame) -> bytes:
         vectors = [None if v is None else np.asarray(v, dtype=np.float32) for v in frame[FEATURES]]
         table = table.append_column(FEATURES, pa.array(vectors, type=pa.list_(pa.float32())))
     if TEXT in frame.columns:
-        texts = list(frame[TEXT])
-        values, rows, wnids, scales = [], [], [], []
-        for text in texts:
-            if text is None or (isinstance(text, float) and np.isnan(text)):
-                values.append(None), rows.append(None), wnids.append(None), scales.append(None)
-            else:
-                matrix = np.asarray(text["classifier"], dtype=np.float32)
-                values.append(matrix.reshape(-1)), rows.append(matrix.shape[0])
-                wnids.append(list(text["wnids"])), scales.append(float(text["logit_scale"]))
+        def fields(text) -> tuple:  # one row's (values, rows, wnids, logit scale), or Nones
+            if not isinstance(text, dict):
+                return None, None, None, None
+            matrix = np.asarray(text["classifier"], dtype=np.float32)
+            return matrix.reshape(-1), matrix.shape[0], list(text["wnids"]), float(text["logit_scale"])
+
+        values, rows, wnids, scales = list(zip(*(fields(text) for text in frame[TEXT]))) or [()] * 4
         for name, data, kind in zip(_TEXT_FIELDS, (values, rows, wnids, scales),
                                     (pa.list_(pa.float32()), pa.int64(), pa.list_(pa.string()), pa.float64())):
             table = table.append_column(name, pa.array(data, type=kind))
