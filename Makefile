@@ -37,8 +37,15 @@ browser-deps:
 	  || echo "warning: could not install chromium; the browser test will be skipped"; \
 	else echo "note: chromium/chromedriver missing and not root; the browser test will be skipped"; fi
 
-# Rebuild the vendored WordNet 3.0 corpus (needs Debian's wordnet-base and wordnet-sense-index).
+# Rebuild the vendored WordNet 3.0 corpus as Princeton released it (scripts/build_wordnet.py):
+# Princeton's lexicographer files from Debian's source package (needs deb-src lines in
+# /etc/apt/sources.list.d), compiled with Debian's wordnet-grind (installed when root).
 wordnet:
+	@command -v grind >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -q --no-install-recommends wordnet-grind >/dev/null; } \
+	  || { echo "error: grind is missing: apt-get install wordnet-grind" >&2; exit 2; }
+	@mkdir -p build/wordnet-src
+	@ls build/wordnet-src/wordnet_3.0.orig.tar.gz >/dev/null 2>&1 || (cd build/wordnet-src && apt-get source --download-only -q wordnet) \
+	  || { echo "error: could not fetch WordNet's source package: add deb-src lines to /etc/apt/sources.list.d and run apt-get update" >&2; exit 2; }
 	$(BIN)/python scripts/build_wordnet.py
 
 clean-venv:

@@ -6,11 +6,16 @@ they call explain/, crawl/ and classify/ and render what those return.
 """
 import streamlit as st
 
+from pages.access import note_serving_mode, require_password
 from pages.common import ensure_sample_run, init_state, levels_toggle, run_selector
 
 st.set_page_config(page_title="WildLens", layout="wide", page_icon=(  # inline SVG: a data: URL, no request leaves the machine
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><circle cx="10" cy="10" r="6.5" fill="none" '
     'stroke="#2563eb" stroke-width="2.6"/><path d="M15 15l6 6" stroke="#2563eb" stroke-width="2.8" stroke-linecap="round"/></svg>'))
+# Before anything else runs: no page, no sidebar and no sample build for a session without the
+# password (WILDLENS_PASSWORD, when set; pages/access.py).
+note_serving_mode()
+require_password()
 init_state()
 ensure_sample_run()
 

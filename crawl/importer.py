@@ -49,6 +49,7 @@ import pandas as pd
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, resolve_noun_synsets
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
+from core.serving import check_import_source
 from core.wordnet import is_wnid, synset_of, wnid_of
 
 from .config import ValidationConfig
@@ -366,6 +367,9 @@ def plan_folders(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE, follow
     any text is allowed and shown as it is. Raises FolderImportError when ``src`` is not a
     readable folder or holds no class folder."""
     src = Path(src).expanduser()
+    # WILDLENS_IMPORT_ROOT (and no import at all on a shared dashboard without it): every import
+    # entry point plans first, so this one check covers them all (core/serving.py).
+    check_import_source(src, follow_links)
     if not src.is_dir():
         raise FolderImportError(f"{src} is not a folder. Expected SRC/<wnid or class name>/<images>.")
     notes = []

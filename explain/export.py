@@ -235,8 +235,13 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
 
     from .artefact import refresh_metrics
 
+    from core.serving import check_upload_bytes, check_upload_table
+
     path = Path(predictions)
+    # Caps first (core/serving.py): a file of 9,600 model ids took 160 s and made 9,600 folders.
+    check_upload_bytes(path.name, path.stat().st_size if path.is_file() else 0)
     df, line_of_row = read_predictions_file(path)
+    check_upload_table(path.name, len(df), df["model"].nunique() if "model" in df.columns else 0)
     try:
         tables = compute_metric_tables(df)
     except PredictionsError as exc:

@@ -15,6 +15,7 @@ import streamlit as st
 
 from core.errors import WildLensError
 from core.labels import get_label_space, label_space_names
+from core.serving import check_import_allowed, check_import_source
 from crawl.importer import (AMBIGUOUS, UNKNOWN, FolderImportError, import_new_run, plan_folders,
                             resolve_class_name)
 from pages.common import (NA_DASH, download_csv, escape_markdown, open_run_link, plural, progress_bar, show_error,
@@ -63,6 +64,17 @@ st.caption("Bring your own images: a folder on the machine that runs WildLens, w
            "Nothing in it is changed; accepted images are copied into a new run, which is created only when at "
            "least one image is accepted.")
 
+# WILDLENS_IMPORT_ROOT: only folders under it (and none on a shared dashboard without it). The
+# library refuses the rest too (crawl.importer.plan_folders); here the page says so before reading.
+try:
+    import_root = check_import_allowed()
+except WildLensError as exc:
+    show_error(exc)
+    st.stop()
+if import_root is not None:
+    st.caption(f"Only folders under {escape_markdown(import_root)} (WILDLENS_IMPORT_ROOT); a relative path is "
+               "taken from there.")
+
 left, right = st.columns([3, 1])
 folder = left.text_input("Folder", key="import_folder", placeholder="/data/my_images")
 spaces = label_space_names()
@@ -90,6 +102,13 @@ def folder_signature(src: Path) -> tuple:
 
 
 src = Path(folder.strip()).expanduser()
+if import_root is not None and not src.is_absolute():
+    src = import_root / src
+try:
+    check_import_source(src)
+except WildLensError as exc:
+    show_error(exc)
+    st.stop()
 try:
     plan = _plan(str(src), label_space, folder_signature(src))
 except WildLensError as exc:

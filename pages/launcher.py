@@ -1,6 +1,12 @@
 """Start the dashboard: what ``make run`` and ``wildlens app`` (``python -m wildlens app``) do.
 
-    python -m wildlens app [streamlit run options, e.g. --server.port 8502]
+    python -m wildlens app [--share] [streamlit run options, e.g. --server.port 8502]
+
+It listens on 127.0.0.1 only. ``--share`` (or Streamlit's ``--server.address HOST`` with any
+other address) serves beyond this machine: it prints what that exposes and turns on the limits
+of core/serving.py (Import only under WILDLENS_IMPORT_ROOT, no typed Ray address); the password
+gate (pages/access.py) asks for WILDLENS_PASSWORD whenever it is set. Streamlit's own upload
+limit follows WildLens's (``WILDLENS_UPLOAD_MAX_MB``).
 
 It lives in ``pages/`` because it is Streamlit code, and only ``app.py`` and ``pages/`` import
 Streamlit (tests/core/test_architecture.py); it is not a page (``app.py`` lists those).
@@ -52,8 +58,45 @@ def config_flags(path: Path | None) -> list[str]:
     return flags
 
 
+def _option(args: list[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` among Streamlit's options (the last wins)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def streamlit_options(argv: list[str]) -> tuple[list[str], str | None]:
+    """The options for ``streamlit run`` and, when the dashboard is served beyond loopback, the
+    notice saying what that exposes (None on loopback). Without ``--share`` and without an
+    address the server listens on 127.0.0.1; with ``--share`` alone on every interface."""
+    import math
+
+    from core.serving import LOOPBACK, exposure_notice, is_loopback, upload_limits
+
+    share = "--share" in argv
+    args = [arg for arg in argv if arg != "--share"]
+    given = _option(args, "--server.address")
+    extra = []
+    if given is None:
+        extra += ["--server.address", "0.0.0.0" if share else LOOPBACK]
+    address = given if given is not None else extra[1]
+    if _option(args, "--server.maxUploadSize") is None:  # Streamlit refuses bigger files before we see them
+        extra += ["--server.maxUploadSize", str(max(1, math.ceil(upload_limits().max_mb)))]
+    notice = None
+    if share or not is_loopback(address):
+        notice = exposure_notice(address, _option(args, "--server.port") or "8501")
+    return extra + args, notice  # the user's options last: they win where they repeat one
+
+
 def serve(argv: list[str] | None = None) -> int:
     from streamlit.web import cli
+
+    from core.errors import WildLensError
+    from core.serving import mark_sharing
 
     try:
         from streamlit.runtime.pages_manager import PagesManager
@@ -66,6 +109,14 @@ def serve(argv: list[str] | None = None) -> int:
         print(f"error: the dashboard's entry script {script} is missing; reinstall WildLens ('pip install .').",
               file=sys.stderr)
         return 2
-    args = ["run", str(script), *config_flags(installed_config_file()), *(sys.argv[1:] if argv is None else argv)]
+    try:
+        options, notice = streamlit_options(list(sys.argv[1:] if argv is None else argv))
+    except WildLensError as exc:  # a bad WILDLENS_UPLOAD_MAX_* or WILDLENS_IMPORT_ROOT
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if notice:
+        mark_sharing()  # this process's library calls (Import, Ray) follow core/serving.py's rules
+        print(notice, file=sys.stderr, flush=True)
+    args = ["run", str(script), *config_flags(installed_config_file()), *options]
     cli.main(args=args, prog_name="streamlit")  # click: serves until stopped, then exits
     return 0

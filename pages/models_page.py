@@ -14,6 +14,7 @@ import streamlit as st
 from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS, split_model_id
 from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
+from core.serving import sharing
 from pages.common import (download_csv, escape_markdown, hold_ray_for_the_server, manifest, model_family, page_link, plural,
                           progress_bar, require_run, show_error, show_table)
 
@@ -191,6 +192,10 @@ def engine_options() -> tuple[str, str | None, int | None]:
                                  "else a Ray instance started in the dashboard's process.").strip()
     actors = r2.number_input("Ray actors (0 = automatic)", 0, 1024, 0, key="ray-actors",
                              help="Each actor holds the models once. Automatic: one per GPU of the cluster, else 1.")
+    if address and sharing():  # joining a cluster lets it run code in this process (core/serving.py)
+        st.warning("A shared dashboard joins only the cluster its operator set (RAY_ADDRESS); the address typed "
+                   "here is not used.")
+        address = ""
     env = os.environ.get("RAY_ADDRESS", "").strip()
     if address:
         where = f"Joins the Ray cluster at {escape_markdown(address)} (checked for a connection first)."

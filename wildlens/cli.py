@@ -20,7 +20,8 @@ commands:
   crawl      collect images from the web or import a local folder (wildlens crawl --help)
   classify   run models over a run's images or a folder (wildlens classify --help)
   explain    WordNet queries and metric tables (wildlens explain --help)
-  app        start the dashboard (options go to 'streamlit run', e.g. --server.port 8502)
+  app        start the dashboard on 127.0.0.1 (--share: beyond this machine; other options go to
+             'streamlit run', e.g. --server.port 8502)
 """
 
 
