@@ -115,7 +115,8 @@ def _confined(run: RunLike, path: Path) -> Path:
     root = Path(os.path.realpath(base)) / FEATURES_DIR
     real = Path(os.path.realpath(path))
     if real != root and root not in real.parents:
-        raise _NotConfined(f"{path} resolves to {real}, outside the run's features folder {root}")
+        where = f"{path} is" if real == Path(os.path.abspath(path)) else f"{path} resolves to {real}, which is"
+        raise _NotConfined(f"{where} outside the run's features folder {root}")
     return real
 
 
