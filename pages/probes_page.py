@@ -31,7 +31,7 @@ RESULT_DOCS = {
     "variant": "The probe: how its head was initialised and trained (python -m probe).",
     "shots": "N: training images per class (0: zero-shot, no training).",
     "seeds": "Seeds (random draws of the N training images) averaged; 1 for N = 0, the zero-shot head, which draws nothing.",
-    "n_train": "Training images (mean over seeds).", "n_test": "Test images: those not drawn for training (mean over seeds).",
+    "n_train": "Training images (mean over seeds).", "n_test": "Test images: those not drawn for training, nor near duplicates of a training image (mean over seeds).",
     "top1_mean": "Top-1 accuracy on the test images, mean over seeds.",
     "top1_std": "Standard deviation of top-1 over seeds (NA for one seed).",
     "top1_min": "Lowest top-1 over seeds.", "top1_max": "Highest top-1 over seeds.",
