@@ -23,9 +23,14 @@ Layout, under a run folder (or any folder given as a path)::
 * Never pickle: arrays are saved and loaded with ``allow_pickle=False``; an object array is a
   damaged part. A part whose files disagree (rows, dim, dtype, ``row`` values) raises
   :class:`FeatureStoreError` with one line naming the part and the fix.
+* Confined reads: every file read here (``meta.json``, the parts, a file ``meta.json`` names such
+  as the text classifier) must resolve inside the run's ``features/`` folder (a link out of it, a
+  path in ``meta.json`` such as ``/etc/…`` or ``../../…``, a ``features/<model>`` that links
+  elsewhere: refused) and be a regular file, checked on the opened file (a FIFO or a device is
+  refused at once instead of blocking or filling memory): :class:`FeatureStoreError`, one line.
 
 Functions: :func:`write_feature_part`, :func:`read_features`, :func:`feature_models`,
-:func:`featured_images`, :func:`read_feature_meta`, :func:`compact_features`,
+:func:`featured_images`, :func:`read_feature_meta`, :func:`load_meta_array`, :func:`compact_features`,
 :func:`sweep_features`, :func:`features_root`, :func:`feature_dir`.
 """
 from __future__ import annotations
@@ -33,16 +38,18 @@ from __future__ import annotations
 import datetime as _dt
 import io
 import json
+import os
 import re
 import secrets
+import stat
 from pathlib import Path
 from typing import Sequence, Union
 
 import numpy as np
 import pandas as pd
 
-from .runstore import (_RUN_ID_RE, SCHEMA_VERSION, StoreError, atomic_path, now_iso, read_table, write_bytes_atomic,
-                       write_json_atomic, write_table)
+from .runstore import (_RUN_ID_RE, SCHEMA_VERSION, StoreError, atomic_path, now_iso, read_parquet_bytes,
+                       write_bytes_atomic, write_json_atomic, write_table)
 
 FEATURES_DIR = "features"
 META_NAME = "meta.json"
@@ -58,6 +65,9 @@ _NPY_RE = re.compile(rf"^{_PART_STEM}\.npy$")
 _TEMP_RE = re.compile(rf"^\.(?:{_PART_STEM}\.(?:npy|parquet)|{re.escape(META_NAME)})\.[0-9a-f]{{12}}\.tmp$")
 WRITE_PROBE_PREFIX = ".write-probe."  # a writer's probe file in features/: '.write-probe.<12 hex>.tmp'
 _PROBE_RE = re.compile(rf"^{re.escape(WRITE_PROBE_PREFIX)}[0-9a-f]{{12}}\.tmp$")
+MAX_META_BYTES = 64 * 1024 * 1024  # a meta.json (a text classifier's 21k wnids are ~250 kB)
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+               | getattr(os, "O_NOFOLLOW", 0))
 
 RunLike = Union["object", Path, str]  # a core.runstore.Run (anything with .path) or a folder
 
@@ -93,14 +103,59 @@ def _fix(run: RunLike, model: str) -> str:
             f"python -m classify --run RUN_ID --models {model} --features again")
 
 
+class _NotConfined(FeatureStoreError):
+    """A file of a features folder that resolves outside it, or is not a regular file."""
+
+
+def _confined(run: RunLike, path: Path) -> Path:
+    """``path`` with every link resolved; refuses one outside the run's ``features/`` folder (the
+    run folder is resolved, ``features`` itself is not: a features folder that is a link out of
+    the run is refused too)."""
+    base = Path(run.path) if hasattr(run, "path") else Path(run)
+    root = Path(os.path.realpath(base)) / FEATURES_DIR
+    real = Path(os.path.realpath(path))
+    if real != root and root not in real.parents:
+        where = f"{path} is" if real == Path(os.path.abspath(path)) else f"{path} resolves to {real}, which is"
+        raise _NotConfined(f"{where} outside the run's features folder {root}")
+    return real
+
+
+def _open_regular(run: RunLike, path: Path):
+    """A binary handle on ``path``: confined (:func:`_confined`) and a regular file, checked on the
+    opened file (O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; O_NOFOLLOW: a
+    link swapped in after the check is refused). FileNotFoundError passes through."""
+    real = _confined(run, path)
+    try:
+        fd = os.open(real, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _NotConfined(f"{path} cannot be opened ({exc.strerror or exc})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise _NotConfined(f"{path} is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _read_regular(run: RunLike, path: Path, limit: int | None = None) -> bytes:
+    with _open_regular(run, path) as handle:
+        data = handle.read() if limit is None else handle.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise _NotConfined(f"{path} is over {limit} bytes")
+    return data
+
+
 # --------------------------------------------------------------------------- meta
 def read_feature_meta(run: RunLike, model: str) -> dict | None:
     """The model's ``meta.json`` as a dict, or None when no features were stored."""
     path = feature_dir(run, model) / META_NAME
     try:
-        meta = json.loads(path.read_text())
+        meta = json.loads(_read_regular(run, path, MAX_META_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return None
+    except _NotConfined as exc:
+        raise FeatureStoreError(f"{exc}; {_fix(run, model)}.") from None
     except (OSError, ValueError) as exc:
         raise FeatureStoreError(f"{path} is damaged ({exc}); {_fix(run, model)}.") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("dim"), int) or meta.get("kind") not in FEATURE_KINDS:
@@ -108,6 +163,27 @@ def read_feature_meta(run: RunLike, model: str) -> dict | None:
     if int(meta.get("schema_version", 0)) > SCHEMA_VERSION:
         raise FeatureStoreError(f"{path} was written by a newer WildLens; upgrade WildLens.")
     return meta
+
+
+def load_meta_array(run: RunLike, model: str, path_value: object, field: str) -> np.ndarray:
+    """An array that the model's ``meta.json`` names in ``field`` (e.g. ``text_classifier.path``):
+    ``path_value`` relative to ``features/<model>/`` (or absolute) must resolve inside the run's
+    ``features/`` folder and be a regular ``.npy`` file; loaded without pickle. Anything else is
+    one line naming ``meta.json`` and the fix."""
+    meta_path = feature_dir(run, model) / META_NAME
+    if not isinstance(path_value, str) or not path_value or "\x00" in path_value:
+        raise FeatureStoreError(f"{meta_path}: {field} is not a file name ({path_value!r}); {_fix(run, model)}.")
+    path = feature_dir(run, model) / path_value  # an absolute path_value replaces the folder
+    try:
+        with _open_regular(run, path) as handle:
+            return np.load(handle, allow_pickle=False)
+    except _NotConfined as exc:
+        raise FeatureStoreError(f"{meta_path}: {field} {path_value!r}: {exc}; {_fix(run, model)}.") from None
+    except FileNotFoundError:
+        raise FeatureStoreError(f"{meta_path}: {field} {path_value!r}: {path} does not exist; {_fix(run, model)}.") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise FeatureStoreError(f"{meta_path}: {field} {path_value!r}: {path} cannot be read "
+                                f"({str(exc).splitlines()[0][:160]}); {_fix(run, model)}.") from None
 
 
 def _ensure_meta(run: RunLike, model: str, dim: int, kind: str, normalised: bool, classify_version: str) -> dict:
@@ -187,12 +263,12 @@ def write_feature_part(run: RunLike, model: str, index_df: pd.DataFrame, array: 
 def _read_part(run: RunLike, model: str, parquet: Path, dim: int) -> tuple[pd.DataFrame, np.ndarray]:
     npy = parquet.with_suffix(".npy")
     fix = _fix(run, model)
+    index = _read_index(run, model, parquet)
     try:
-        index = read_table(parquet, FEATURE_INDEX_SCHEMA, table="feature index")
-    except (StoreError, FileNotFoundError) as exc:
-        raise FeatureStoreError(f"feature part {parquet} is damaged ({str(exc).splitlines()[0][:160]}); {fix}.") from None
-    try:
-        array = np.load(npy, allow_pickle=False)
+        with _open_regular(run, npy) as handle:
+            array = np.load(handle, allow_pickle=False)
+    except _NotConfined as exc:
+        raise FeatureStoreError(f"feature part {exc}; {fix}.") from None
     except FileNotFoundError:
         raise FeatureStoreError(f"feature part {parquet} has no {npy.name}; {fix}.") from None
     except (ValueError, OSError, EOFError) as exc:
@@ -205,6 +281,17 @@ def _read_part(run: RunLike, model: str, parquet: Path, dim: int) -> tuple[pd.Da
         raise FeatureStoreError(f"feature part {parquet} has missing, repeated or out-of-range rows for "
                                 f"{npy.name} ({array.shape[0]} vectors); {fix}.")
     return index, array
+
+
+def _read_index(run: RunLike, model: str, parquet: Path) -> pd.DataFrame:
+    try:
+        data = _read_regular(run, parquet)
+        return read_parquet_bytes(data, FEATURE_INDEX_SCHEMA, table="feature index", source=parquet)
+    except _NotConfined as exc:
+        raise FeatureStoreError(f"feature part {exc}; {_fix(run, model)}.") from None
+    except (StoreError, OSError) as exc:
+        raise FeatureStoreError(f"feature part {parquet} is damaged ({str(exc).splitlines()[0][:160]}); "
+                                f"{_fix(run, model)}.") from None
 
 
 def read_features(run: RunLike, model: str) -> tuple[pd.DataFrame, np.ndarray]:
@@ -240,25 +327,21 @@ def featured_images(run: RunLike, model: str) -> set[str]:
     the indexes only."""
     images: set[str] = set()
     for parquet in _parts(feature_dir(run, model)):
-        try:
-            index = read_table(parquet, FEATURE_INDEX_SCHEMA, table="feature index")
-        except StoreError as exc:
-            raise FeatureStoreError(f"feature part {parquet} is damaged ({str(exc).splitlines()[0][:160]}); "
-                                    f"{_fix(run, model)}.") from None
-        images.update(index["image"].dropna())
+        images.update(_read_index(run, model, parquet)["image"].dropna())
     return images
 
 
 def feature_models(run: RunLike) -> list[str]:
-    """Model ids with stored features (a ``meta.json``), sorted."""
+    """Model ids with stored features (a readable ``meta.json``: a regular file inside the run's
+    features folder), sorted."""
     root = features_root(run)
     if not root.is_dir():
         return []
     models = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
         try:
-            meta = json.loads((folder / META_NAME).read_text())
-        except (OSError, ValueError):
+            meta = json.loads(_read_regular(run, folder / META_NAME, MAX_META_BYTES).decode("utf-8"))
+        except (OSError, ValueError, FeatureStoreError):
             continue
         if isinstance(meta, dict) and isinstance(meta.get("model"), str):
             models.append(meta["model"])

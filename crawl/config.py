@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from core.errors import OptionError
+from core.phash import NEAR_DUPLICATE_DISTANCE
 
 VERSION = "0.1"
 PROJECT_URL = "https://github.com/wildlens/wildlens"
@@ -28,14 +29,9 @@ FORMAT_EXTENSIONS = {
 }
 DEFAULT_FORMATS = tuple(FORMAT_EXTENSIONS)
 
-# Perceptual-hash Hamming distance (of 64 bits) at or below which two images are near
-# duplicates. Measured on the 31 photographs that scikit-image, scikit-learn and matplotlib
-# ship: resizing to 1/2 or 1/4 and re-encoding as JPEG (quality 90/75/50) moved a photo's
-# pHash by 0-6 bits; two different photographs were 20 bits apart or more (1st percentile 20,
-# median 32), except a stereo pair of the same motorcycle (4: a near duplicate indeed).
-# 8 leaves a margin on both sides. A synthetic chessboard moved 15 bits (aliasing): such
-# graphics may escape near-duplicate detection, which only costs a redundant image.
-DEFAULT_PHASH_THRESHOLD = 8
+# Near duplicates: pHash Hamming distance <= 8 of 64 bits (core.phash: the measurement; the probe
+# keeps such images on one side of its splits).
+DEFAULT_PHASH_THRESHOLD = NEAR_DUPLICATE_DISTANCE
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ accuracy (``pages.common.metric_tables``). The map is ``explain.embedding``'s pr
 """
 import html
 import re
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,7 @@ RESULT_DOCS = {
     "variant": "The probe: how its head was initialised and trained (python -m probe).",
     "shots": "N: training images per class (0: zero-shot, no training).",
     "seeds": "Seeds (random draws of the N training images) averaged; 1 for N = 0, the zero-shot head, which draws nothing.",
-    "n_train": "Training images (mean over seeds).", "n_test": "Test images: those not drawn for training (mean over seeds).",
+    "n_train": "Training images (mean over seeds).", "n_test": "Test images: those not drawn for training, nor near duplicates of a training image (mean over seeds).",
     "top1_mean": "Top-1 accuracy on the test images, mean over seeds.",
     "top1_std": "Standard deviation of top-1 over seeds (NA for one seed).",
     "top1_min": "Lowest top-1 over seeds.", "top1_max": "Highest top-1 over seeds.",
@@ -97,7 +98,8 @@ def shot_position(shots: pd.Series) -> np.ndarray:
     return np.where(values > 0, values, 0.5)
 
 
-def curve_figure(summary: pd.DataFrame, fixed: dict[str, float]) -> go.Figure:
+def curve_figure(summary: pd.DataFrame, fixed: dict[str, float], note: str = "") -> go.Figure:
+    """The curves; ``note`` (probe.artefact.curve_notes: where N stops) is written above the plot."""
     fig = go.Figure()
     models = list(dict.fromkeys(summary["model"]))
     variants = list(dict.fromkeys(summary["variant"]))
@@ -136,7 +138,12 @@ def curve_figure(summary: pd.DataFrame, fixed: dict[str, float]) -> go.Figure:
     fig.update_xaxes(type="log", tickvals=ticks, ticktext=["0 (zero-shot)" if s == 0 else str(s) for s in shots],
                      title_text="N: training images per class (log2 scale)")
     fig.update_yaxes(tickformat=".0%", title_text="Top-1 accuracy on the test images", rangemode="tozero")
-    fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+    lines = textwrap.wrap(html.escape(note), 120)
+    if lines:
+        fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=1.02, xanchor="left",
+                           yanchor="bottom", showarrow=False, align="left", font=dict(color="#555555"))
+    fig.update_layout(height=460 + 16 * len(lines), margin=dict(l=10, r=10, t=30 + 16 * len(lines), b=10),
+                      legend=dict(orientation="h", y=-0.25),
                       hovermode="x unified",  # lines that coincide (a tie) hide each other: the hover lists them all
                       plot_bgcolor="white", xaxis=dict(gridcolor="#eee"), yaxis=dict(gridcolor="#eee"))
     return fig
@@ -164,7 +171,12 @@ def probes_section(run: Run) -> None:
     shown = summary[summary["model"].isin(chosen)]
     if shown.empty:
         return
-    st.plotly_chart(curve_figure(shown, fixed), width="stretch", key="probe-curve")
+    from probe.artefact import curve_notes
+
+    cap, duplicates = curve_notes(results[results["model"].isin(chosen)])  # probe's words, from its stored columns
+    if duplicates:
+        st.warning(escape_markdown(duplicates), icon=":material/warning:")
+    st.plotly_chart(curve_figure(shown, fixed, cap), width="stretch", key="probe-curve")
     st.caption("Lines: top-1 of the probe on the images not drawn for training, mean over seeds; bands: min to max "
                "over seeds. Dotted horizontal lines: each model's own fixed classifier head (strict top-1 on all the "
                "run's usable images, as on Results), for comparison; the probe's test images are a subset of those.")

@@ -4,6 +4,7 @@
   penalty towards a prior head), ``C`` chosen by ``GridSearchCV`` on a validation split.
 - :mod:`probe.fewshot`: N-shot draws per seed (train/test disjoint, per-class caps) and the sweep.
 - :mod:`probe.data`: what a probe reads from a run (usable images' features, the text classifier).
+- :mod:`probe.duplicates`: near-duplicate groups (pHash), kept on one side of every split.
 - :mod:`probe.issues`: cleanlab's label issues on out-of-fold probe probabilities.
 - :mod:`probe.artefact`: ``probes/`` under a run; :func:`run_probes`, :func:`run_label_issues`.
 

@@ -22,8 +22,11 @@ import pandas as pd
 from core.locking import exclusive_lock
 from core.runstore import Run, read_table, write_table
 
+from core.phash import NEAR_DUPLICATE_DISTANCE
+
 from .data import ProbeData, load_probe_data
-from .fewshot import PER_CLASS_SCHEMA, RESULTS_SCHEMA, SEEDS, SHOTS, sort_results, sweep
+from .duplicates import group_summary
+from .fewshot import PER_CLASS_SCHEMA, RESULTS_SCHEMA, SEEDS, SHOTS, capped_shots, shot_limit, sort_results, sweep
 from .issues import ISSUES_SCHEMA, label_issues
 
 PROBES_DIR = "probes"
@@ -63,14 +66,23 @@ def run_probes(run: Run, models: Sequence[str], shots: Sequence[int] = SHOTS, se
                notes: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Probe each model's stored features over the run's classes; write and return
     ``(results, per_class)`` for these models. ``notes`` receives one line per thing the tables
-    do not show (dropped classes, images without features, no language-initialised variant)."""
+    do not show (dropped classes, images without features, no language-initialised variant, N
+    capped at what the classes hold); a line that starts with ``warning: `` is one the results
+    should be read with (near duplicates among the images)."""
     datas = [load_probe_data(run, m) for m in models]  # every input checked before any work
     results, per_class = [], []
     with single_threaded():
         for data in datas:
             _notes(data, notes)
+            if notes is not None:
+                limit = shot_limit(data.labels, data.classes, data.groups)
+                above = [int(n) for n in shots if int(n) > limit]
+                if above:
+                    notes(f"{data.model}: N capped at {limit} (asked {', '.join(map(str, above))}): no class holds "
+                          f"more than {limit + 1} distinct images and each keeps one for testing; running N = "
+                          f"{', '.join(map(str, capped_shots(shots, limit)))}")
             r, p = sweep(data.model, data.features, data.labels, data.classes, shots=shots, seeds=seeds,
-                         prior_coef=data.prior_coef, progress=progress)
+                         prior_coef=data.prior_coef, groups=data.groups, progress=progress)
             results.append(r)
             per_class.append(p)
     results_df = sort_results(pd.concat(results, ignore_index=True), RESULTS_SCHEMA)
@@ -99,12 +111,49 @@ def _notes(data: ProbeData, notes: Callable[[str], None] | None, language: bool 
     if notes is None:
         return
     if data.dropped:
-        listed = ", ".join(f"{c} ({n})" for c, n in data.dropped.items())
+        listed = ", ".join(f"{c} ({n}{' near duplicates of one picture' if c in data.all_duplicates else ''})"
+                           for c, n in data.dropped.items())
         notes(f"{data.model}: left out, fewer than 2 usable images with features: {listed}")
+    if data.groups is not None:
+        groups, images = group_summary(data.groups)
+        if groups:
+            notes(f"warning: {duplicates_line(data.model, groups, images, len(data.groups))}")
     if data.without_features:
         notes(f"{data.model}: {data.without_features} usable images have no stored features (not probed)")
     if language and data.language_note:
         notes(data.language_note)
+
+
+def duplicates_line(model: str, groups: int, images: int | None = None, probed: int | None = None) -> str:
+    held = f" hold {images} of the {probed} probed images" if images is not None and probed is not None else ""
+    return (f"{model}: {groups} groups of near-duplicate images (pHash distance <= {NEAR_DUPLICATE_DISTANCE})"
+            f"{held}; each group stays on one side of every split (a training shot's near duplicates are not "
+            "tested), and the run holds fewer distinct pictures than images: exclude the copies (Images page) "
+            "to probe each picture once")
+
+
+def curve_notes(results: pd.DataFrame) -> tuple[str, str]:
+    """What the Probes page says with the curves, from the stored results: ``(cap, duplicates)``,
+    one line each, '' when there is nothing to say. ``cap``: the models whose largest N is the
+    largest their classes allow (``shots_limit``), so the curve stops there; ``duplicates``: the
+    models whose probed images hold near-duplicate groups (``near_dup_groups``). Results written
+    before these columns existed say nothing."""
+    caps: dict[int, list[str]] = {}
+    dups: list[str] = []
+    if results is None or results.empty:
+        return "", ""
+    for model, part in results.groupby("model", sort=True):
+        limit = pd.to_numeric(part.get("shots_limit"), errors="coerce").max() if "shots_limit" in part else None
+        largest = pd.to_numeric(part["shots"], errors="coerce").max()
+        if limit is not None and not pd.isna(limit) and limit >= 1 and largest == limit:
+            caps.setdefault(int(limit), []).append(str(model))
+        groups = pd.to_numeric(part.get("near_dup_groups"), errors="coerce").max() if "near_dup_groups" in part else None
+        if groups is not None and not pd.isna(groups) and groups > 0:
+            dups.append(duplicates_line(str(model), int(groups)))
+    cap = "; ".join(f"N stops at {limit} ({', '.join(names)}): no class holds more than {limit + 1} distinct images "
+                    f"and each keeps one for testing, so a larger N would repeat the N = {limit} probe"
+                    for limit, names in sorted(caps.items()))
+    return (cap + "." if cap else ""), ("; ".join(dups) + "." if dups else "")
 
 
 def read_results(run: Run) -> pd.DataFrame | None:

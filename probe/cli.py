@@ -14,7 +14,11 @@ from core.errors import OptionError, WildLensError, one_line
 from .fewshot import SEEDS, SHOTS
 
 
-def _int_list(option: str, text: str, minimum: int) -> list[int]:
+SEED_MAX = 2 ** 32 - 1  # numpy.random.default_rng takes more, but the tables' Int64 column and the legacy
+# seeding (RandomState, scikit-learn's random_state) stop at 2**32 - 1: one range everywhere
+
+
+def _int_list(option: str, text: str, minimum: int, maximum: int | None = None) -> list[int]:
     values = []
     for item in (text or "").split(","):
         item = item.strip()
@@ -24,6 +28,10 @@ def _int_list(option: str, text: str, minimum: int) -> list[int]:
             value = int(item)
         except ValueError:
             raise OptionError(f"{option}: {item!r} is not a whole number (give e.g. {option} 1,2,4,8).") from None
+        if maximum is not None and not minimum <= value <= maximum:
+            shown = item if len(item) <= 30 else item[:27] + "..."
+            raise OptionError(f"{option}: {shown} is outside {minimum} to {maximum}; give whole numbers in that range "
+                              f"(e.g. {option} 22,37,45).")
         if value < minimum:
             raise OptionError(f"{option}: {value} is below {minimum}.")
         values.append(value)
@@ -43,9 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model ids with stored features (python -m classify --run RUN_ID --models M --features)")
     p.add_argument("--shots", default=",".join(map(str, SHOTS)), metavar="N1,N2",
                    help=f"images per class to train on (default {','.join(map(str, SHOTS))}; capped at each class's "
-                        "images minus one, stated in per_class.parquet)")
+                        "distinct images minus one, stated in per_class.parquet; N above what every class holds "
+                        "runs once, as the largest N they allow)")
     p.add_argument("--seeds", default=",".join(map(str, SEEDS)), metavar="S1,S2",
-                   help=f"random seeds of the draws (default ImageNet-CoG's {','.join(map(str, SEEDS))})")
+                   help=f"random seeds of the draws, whole numbers from 0 to {2 ** 32 - 1} (default ImageNet-CoG's "
+                        f"{','.join(map(str, SEEDS))})")
     p.add_argument("--label-issues", action="store_true",
                    help="instead of the few-shot sweep: cleanlab's find_label_issues on out-of-fold probe "
                         "probabilities, written to probes/label_issues.parquet")
@@ -71,13 +81,13 @@ def _run(args) -> int:
         raise OptionError("--models needs at least one model id (e.g. --models efficientnet_lite0).")
     models = list(dict.fromkeys(models))
     shots = _int_list("--shots", args.shots, 1)
-    seeds = _int_list("--seeds", args.seeds, 0)
+    seeds = _int_list("--seeds", args.seeds, 0, SEED_MAX)
     run = RunStore().open_run(args.run)
 
     from .artefact import LABEL_ISSUES, PER_CLASS, RESULTS, probes_dir, run_label_issues, run_probes
 
     def note(line: str) -> None:
-        print(f"note: {line}")
+        print(line if line.startswith("warning: ") else f"note: {line}")
 
     if args.label_issues:
         table = run_label_issues(run, models, notes=note)

@@ -11,6 +11,16 @@ The draw (:func:`draw`), ImageNet-CoG's few-shot protocol on a run's images:
   class keeps at least one test image; a class with fewer than N + 1 images is *capped*, and the
   output says so (``per_class.n_train``; ``results.capped_classes``). A class with a single usable
   image cannot be probed and is left out (:mod:`probe.data` says which).
+* **Near duplicates** (``groups``, :mod:`probe.duplicates`: pHash distance <= 8): a class's shots
+  are the first images of its permutation that belong to *distinct* groups, and the test set is
+  every image whose group has no training shot, so a group is never on both sides (a shot's near
+  duplicates are tested nowhere; ``n_train + n_test`` is then below the images). Images count by
+  group above: ``n_c = min(N, distinct images of the class - 1)``. Without groups (every image its
+  own) the draw is the plain one, image for image.
+* **N is capped at what the classes hold** (:func:`shot_limit`: the most distinct images of any
+  class, minus the one it keeps for testing): every N above it would be the same probe as N =
+  the limit again, so :func:`sweep` runs the limit in their place, once (:func:`capped_shots`),
+  and ``results.shots_limit`` records it (the Probes page says so on the chart).
 * validation (for the hyper-parameter search, :func:`probe.linear.search_probe`): the last
   ``v_c = clip(round(0.2 n_c), 1, n_c - 1)`` training shots of each class with at least two
   shots (CoG's 20 %; ELEVATER's rule of at least one image per class on each side); the search
@@ -51,6 +61,8 @@ RESULTS_SCHEMA: dict[str, str] = {
     "n_val": "Int64",  # of which held out to choose C
     "n_test": "Int64",
     "capped_classes": "Int64",  # classes with fewer than N training images (they had <= N images)
+    "shots_limit": "Int64",  # the largest N the classes allow (most distinct images of a class - 1)
+    "near_dup_groups": "Int64",  # groups of 2+ near-duplicate images among the probed ones (kept on one side)
     "C": "Float64",  # the inverse regularisation used (NA for N = 0)
     "hp_source": "string",  # 'validated', 'default' (no validation image: N = 1) or 'zero-shot'
     "val_top1": "Float64",  # the chosen C's validation top-1
@@ -86,37 +98,67 @@ def class_permutations(labels: np.ndarray, classes: Sequence[str], seed: int) ->
     return {c: rng.permutation(np.flatnonzero(labels == c)) for c in classes}
 
 
+def _distinct(order: np.ndarray, groups: np.ndarray | None) -> np.ndarray:
+    """The rows of ``order`` whose group is not met earlier in it (all of them without groups)."""
+    if groups is None:
+        return order
+    _, first = np.unique(groups[order], return_index=True)
+    return order[np.sort(first)]
+
+
+def shot_limit(labels: np.ndarray, classes: Sequence[str], groups: np.ndarray | None = None) -> int:
+    """The largest N any class can give: its distinct images (near-duplicate groups counted once)
+    minus the one it keeps for testing, over the classes; N above it changes no draw."""
+    labels = np.asarray(labels)
+    counts = [len(_distinct(np.flatnonzero(labels == c), groups)) for c in classes]
+    return max(0, max(counts, default=0) - 1)
+
+
+def capped_shots(shots: Sequence[int], limit: int) -> list[int]:
+    """``shots`` with every N above ``limit`` replaced by ``limit`` (once), ascending."""
+    return sorted({min(int(n), int(limit)) for n in shots if min(int(n), int(limit)) >= 1})
+
+
 @dataclass(frozen=True)
 class Draw:
     seed: int
     shots: int
     train: np.ndarray  # row numbers, ascending
     val_mask: np.ndarray  # aligned with train: True for the validation shots
-    test: np.ndarray  # row numbers, ascending: every row of the probe's classes not in train
+    test: np.ndarray  # row numbers, ascending: every row of the probe's classes whose group is not in train
     per_class: pd.DataFrame  # wnid, n_images, n_train, n_val, n_test
 
 
 def draw(labels: np.ndarray, classes: Sequence[str], shots: int, seed: int,
-         permutations: dict[str, np.ndarray] | None = None) -> Draw:
+         permutations: dict[str, np.ndarray] | None = None, groups: np.ndarray | None = None) -> Draw:
     """The ``shots``-shot draw of ``seed`` over ``classes`` (rows of ``labels`` outside them are in
     neither set). ``permutations`` (from :func:`class_permutations` with the same seed) saves
-    recomputing them for each N."""
+    recomputing them for each N. ``groups`` (one id per row of ``labels``, e.g.
+    :func:`probe.duplicates.near_duplicate_groups`) keeps each group on one side."""
     if shots < 1:
         raise ValueError("shots must be at least 1")
+    labels = np.asarray(labels)
+    groups = None if groups is None else np.asarray(groups)
     perms = permutations if permutations is not None else class_permutations(labels, classes, seed)
-    train, val, test, rows = [], [], [], []
+    train, val, counts = [], [], []
     for c in classes:
         order = perms[c]
-        n = min(shots, len(order) - 1)
+        distinct = _distinct(order, groups)
+        n = min(shots, len(distinct) - 1)
         v = validation_count(n)
-        train.append(order[:n])
-        val.append(order[n - v:n])
-        test.append(order[n:])
-        rows.append((c, len(order), n, v, len(order) - n))
+        train.append(distinct[:n])
+        val.append(distinct[n - v:n])
+        counts.append((c, len(order), n, v))
     train_rows = np.sort(np.concatenate(train)) if train else np.zeros(0, dtype=np.int64)
     val_rows = np.concatenate(val) if val else np.zeros(0, dtype=np.int64)
-    test_rows = np.sort(np.concatenate(test)) if test else np.zeros(0, dtype=np.int64)
-    per_class = pd.DataFrame(rows, columns=["wnid", "n_images", "n_train", "n_val", "n_test"])
+    tested = np.isin(labels, list(classes))
+    tested[train_rows] = False
+    if groups is not None:  # a training shot's near duplicates (in any class) are tested nowhere
+        tested &= ~np.isin(groups, groups[train_rows])
+    test_rows = np.flatnonzero(tested)
+    n_test = pd.Series(labels[test_rows]).value_counts()
+    per_class = pd.DataFrame([(c, k, n, v, int(n_test.get(c, 0))) for c, k, n, v in counts],
+                             columns=["wnid", "n_images", "n_train", "n_val", "n_test"])
     return Draw(seed, shots, train_rows, np.isin(train_rows, val_rows), test_rows, per_class)
 
 
@@ -147,16 +189,24 @@ def _per_class_rows(base: dict, classes: Sequence[str], codes: np.ndarray, top1,
 
 def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequence[str], *,
           shots: Sequence[int] = SHOTS, seeds: Sequence[int] = SEEDS, prior_coef: np.ndarray | None = None,
-          progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+          groups: np.ndarray | None = None, progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every (variant, N, seed) probe of one model: ``(results, per_class)`` tables (schemas
     :data:`RESULTS_SCHEMA`, :data:`PER_CLASS_SCHEMA`), sorted. ``prior_coef`` [classes, dim] (the
     text classifier times its logit scale, rows in ``classes`` order) adds the language-initialised
-    variant and its N = 0 row. ``progress(done, total, message)`` is called after each probe."""
+    variant and its N = 0 row. ``groups`` (one near-duplicate group id per row) keeps each group on
+    one side of every draw. N above :func:`shot_limit` is run once, as the limit
+    (:func:`capped_shots`). ``progress(done, total, message)`` is called after each probe."""
+    from .duplicates import group_summary
+
     classes = list(classes)
     labels = np.asarray(labels)
     lookup = {c: i for i, c in enumerate(classes)}
     keep = np.flatnonzero(np.isin(labels, classes))
     features, labels = features[keep], labels[keep]
+    groups = None if groups is None else np.asarray(groups)[keep]
+    limit = shot_limit(labels, classes, groups)
+    shots = capped_shots(shots, limit)
+    dup_groups = group_summary(groups)[0] if groups is not None else 0
     codes = np.array([lookup[c] for c in labels.tolist()], dtype=np.int64)
     k = len(classes)
     variants = [(VARIANT_LINEAR, None)] + ([(VARIANT_LANGUAGE, prior_coef)] if prior_coef is not None else [])
@@ -169,7 +219,7 @@ def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequenc
         top1, top5 = _scores(scores, codes, k)
         base = {"model": model, "variant": VARIANT_LANGUAGE, "shots": 0, "seed": pd.NA}
         results.append({**base, "n_classes": k, "n_train": 0, "n_val": 0, "n_test": len(codes), "capped_classes": 0,
-                        "C": np.nan, "hp_source": "zero-shot", "val_top1": np.nan, "top1": float(top1.mean()),
+                        "shots_limit": limit, "near_dup_groups": dup_groups, "C": np.nan, "hp_source": "zero-shot", "val_top1": np.nan, "top1": float(top1.mean()),
                         "top5": float(top5.mean()) if top5 is not None else np.nan})
         counts = pd.DataFrame({"n_images": np.bincount(codes, minlength=k), "n_train": 0, "n_val": 0})
         per_class += _per_class_rows(base, classes, codes, top1, top5, counts)
@@ -180,7 +230,7 @@ def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequenc
     for seed in seeds:
         perms = class_permutations(labels, classes, seed)
         for n in shots:
-            d = draw(labels, classes, n, seed, perms)
+            d = draw(labels, classes, n, seed, perms, groups)
             for variant, prior in variants:
                 fit: SearchResult = search_probe(features[d.train], labels[d.train], d.val_mask, classes,
                                                  prior_coef=prior)
@@ -189,7 +239,7 @@ def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequenc
                 base = {"model": model, "variant": variant, "shots": n, "seed": seed}
                 results.append({**base, "n_classes": k, "n_train": len(d.train), "n_val": int(d.val_mask.sum()),
                                 "n_test": len(d.test), "capped_classes": int((d.per_class["n_train"] < n).sum()),
-                                "C": fit.C, "hp_source": fit.hp_source,
+                                "shots_limit": limit, "near_dup_groups": dup_groups, "C": fit.C, "hp_source": fit.hp_source,
                                 "val_top1": fit.val_top1 if fit.val_top1 is not None else np.nan,
                                 "top1": float(top1.mean()), "top5": float(top5.mean()) if top5 is not None else np.nan})
                 per_class += _per_class_rows(base, classes, codes[d.test], top1, top5, d.per_class)

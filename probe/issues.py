@@ -2,6 +2,9 @@
 probabilities.
 
 1. Folds: ``StratifiedKFold`` with ``min(5, smallest class)`` folds, shuffled with the seed (22).
+   When the images hold near-duplicate groups (:mod:`probe.duplicates`), ``StratifiedGroupKFold``
+   instead (``min(5, smallest class's distinct images)`` folds): a group is never both fitted and
+   scored, or an image's twin would vouch for its label.
 2. ``C``: scikit-learn's ``GridSearchCV`` over :data:`probe.linear.C_GRID` on those folds, scored
    by held-out **log-loss**, not top-1: cleanlab reads the probabilities themselves (its per-class
    thresholds are mean self-confidences), and an over-confident probe (the largest C fits near
@@ -47,20 +50,34 @@ def _neg_log_loss(estimator, X, y) -> float:
     return _validation_scores(estimator, X, y)["neg_log_loss"]
 
 
-def out_of_fold_probabilities(data: ProbeData, *, folds: int = FOLDS, seed: int = SEEDS[0]) -> tuple[np.ndarray, float]:
-    """``(probabilities [rows, classes], C)``: each row predicted by a probe fitted without it."""
-    from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_predict
+def issue_folds(data: ProbeData, *, folds: int = FOLDS, seed: int = SEEDS[0]):
+    """``(cv, groups)`` for the out-of-fold probabilities: stratified folds, by near-duplicate
+    group when the images hold any (``groups`` is then passed to the splitter; None otherwise)."""
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
-    smallest = int(pd.Series(data.labels).value_counts().min())
-    cv = StratifiedKFold(n_splits=max(2, min(folds, smallest)), shuffle=True, random_state=seed)
+    groups = data.groups
+    if groups is None or len(np.unique(groups)) == len(groups):
+        smallest = int(pd.Series(data.labels).value_counts().min())
+        return StratifiedKFold(n_splits=max(2, min(folds, smallest)), shuffle=True, random_state=seed), None
+    smallest = int(pd.Series(groups).groupby(data.labels).nunique().min())
+    return StratifiedGroupKFold(n_splits=max(2, min(folds, smallest)), shuffle=True, random_state=seed), groups
+
+
+def out_of_fold_probabilities(data: ProbeData, *, folds: int = FOLDS, seed: int = SEEDS[0]) -> tuple[np.ndarray, float]:
+    """``(probabilities [rows, classes], C)``: each row predicted by a probe fitted without it
+    (nor its near duplicates)."""
+    from sklearn.model_selection import GridSearchCV, cross_val_predict
+
+    cv, groups = issue_folds(data, folds=folds, seed=seed)
     # class codes, not wnids: cross_val_predict label-encodes y for predict_proba (columns = codes)
     lookup = {c: i for i, c in enumerate(data.classes)}
     codes = np.array([lookup[c] for c in data.labels.tolist()], dtype=np.int64)
     probe = SoftmaxProbe(classes=np.arange(len(data.classes)))
     search = GridSearchCV(probe, {"C": list(C_GRID)}, scoring=_neg_log_loss, cv=cv, refit=False, n_jobs=1,
-                          error_score="raise").fit(data.features, codes)
+                          error_score="raise").fit(data.features, codes, groups=groups)
     C = float(search.best_params_["C"])
-    proba = cross_val_predict(probe.set_params(C=C), data.features, codes, cv=cv, method="predict_proba", n_jobs=1)
+    proba = cross_val_predict(probe.set_params(C=C), data.features, codes, groups=groups, cv=cv,
+                              method="predict_proba", n_jobs=1)
     return proba, C
 
 

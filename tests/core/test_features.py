@@ -108,3 +108,78 @@ def test_never_pickle(run):
         F.read_features(run, "m")
     with pytest.raises(F.FeatureStoreError, match="2-D numeric"):
         F.write_feature_part(run, "m", _index(["b"]), np.array([[object(), 1]], dtype=object))
+
+
+# ---------------------------------------------------------------- issue 22 item 18: confined reads
+def _finishes(fn, timeout: float = 10.0):
+    """Run ``fn`` in a thread: its result or exception; AssertionError when it is still blocked."""
+    import threading
+
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except Exception as exc:  # handed back to the test
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "blocked (reading a FIFO?)"
+    return box
+
+
+def _unblock(fifo) -> None:
+    """A reader still blocked on ``fifo`` (the defect) gets end-of-file."""
+    import os
+
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("what", ["meta.json", "part.npy"])
+def test_a_fifo_in_a_features_folder_is_refused_not_waited_on(run, what):
+    import os
+
+    F.write_feature_part(run, "m", _index(["a"]), np.ones((1, 2)))
+    folder = run.path / "features" / "m"
+    target = folder / "meta.json" if what == "meta.json" else next(folder.glob("part-*.npy"))
+    target.unlink()
+    os.mkfifo(target)
+    try:
+        box = _finishes(lambda: F.read_features(run, "m"))
+        assert isinstance(box.get("error"), F.FeatureStoreError), box
+        message = str(box["error"])
+        assert "not a regular file" in message and str(target) in message and "\n" not in message
+        assert _finishes(lambda: F.feature_models(run)).get("value") == ([] if what == "meta.json" else ["m"])
+    finally:
+        _unblock(target)
+
+
+def test_a_meta_json_or_part_linked_out_of_the_run_is_refused(run, tmp_path):
+    F.write_feature_part(run, "m", _index(["a"]), np.ones((1, 2)))
+    folder = run.path / "features" / "m"
+    outside = tmp_path / "outside.json"
+    outside.write_text((folder / "meta.json").read_text())
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").symlink_to(outside)
+    with pytest.raises(F.FeatureStoreError, match="outside the run's features folder") as exc:
+        F.read_feature_meta(run, "m")
+    assert str(folder / "meta.json") in str(exc.value)
+    assert F.feature_models(run) == []  # not listed either
+    (folder / "meta.json").unlink()
+    outside.rename(folder / "meta.json")
+    npy = next(folder.glob("part-*.npy"))
+    moved = tmp_path / "outside.npy"
+    npy.rename(moved)
+    npy.symlink_to(moved)
+    with pytest.raises(F.FeatureStoreError, match="outside the run's features folder"):
+        F.read_features(run, "m")
+    # a features folder that is itself a link out of the run
+    other = F.write_feature_part(tmp_path / "elsewhere", "m2", _index(["a"]), np.ones((1, 2))).parent
+    (run.path / "features" / "m2").symlink_to(other)
+    with pytest.raises(F.FeatureStoreError, match="outside the run's features folder"):
+        F.read_features(run, "m2")

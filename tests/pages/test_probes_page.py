@@ -5,6 +5,7 @@ stored numbers (mean over seeds, min-max band) beside each model's fixed-head ac
 run's metrics, the empty state names the commands, the map has one point per usable image and a
 box selection lists those images, and a flagged image's Exclude button excludes it (kept in the
 manifest)."""
+import html
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from pages.common import escape_markdown
 from tests.conftest import ROOT
 from tests.pages.conftest import send_chart_selection
 
@@ -255,3 +257,34 @@ def test_images_page_says_when_the_check_flagged_nothing(empty_home, monkeypatch
         assert not [b for b in at.button if b.key and b.key.startswith("exclude-flagged-")]
     finally:
         (run.path / "probes" / "label_issues.parquet").unlink()
+
+
+def test_the_chart_says_where_n_stops_and_warns_of_near_duplicates(probe_home, monkeypatch):
+    """Issue 22 item 14: N = 8…128 were plotted when every class held 7 images, and near
+    duplicates went unmentioned. The stored results say the cap (shots_limit) and the groups
+    (near_dup_groups); the chart says where N stops, the page warns, both in probe's words."""
+    from core.runstore import RunStore, write_table
+    from probe.artefact import curve_notes
+
+    run = RunStore(probe_home).open_run("sample")
+    target = run.path / "probes" / "results.parquet"
+    original = target.read_bytes()
+    results = _results()
+    results["shots_limit"] = np.where(results["model"] == MODEL, 4, 29)  # MODEL's classes stop at N = 4
+    results["near_dup_groups"] = np.where(results["model"] == MODEL, 3, 0)
+    write_table(results, target)
+    try:
+        cap, duplicates = curve_notes(results)
+        assert cap.startswith(f"N stops at 4 ({MODEL}): no class holds more than 5 distinct images")
+        assert duplicates.startswith(f"{MODEL}: 3 groups of near-duplicate images (pHash distance <= 8)")
+        at = _open(probe_home, monkeypatch, "pages/probes_page.py")
+        _, spec = _chart(at, "probe-curve")
+        notes = [a["text"].replace("<br>", " ") for a in spec["layout"]["annotations"]]
+        assert html.escape(cap) in notes  # on the chart, wrapped
+        assert [w.value for w in at.warning] == [escape_markdown(duplicates)]
+        # the other model alone: its N stops where asked, no duplicates: nothing said
+        at.multiselect(key="probe-models").set_value(["efficientnet_lite1"]).run()
+        _, spec = _chart(at, "probe-curve")
+        assert not [a for a in spec["layout"]["annotations"] if "N stops" in a["text"]] and not at.warning
+    finally:
+        target.write_bytes(original)

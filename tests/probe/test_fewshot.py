@@ -98,3 +98,56 @@ def test_a_prior_adds_the_language_initialised_curve_from_n_0():
     assert zero["hp_source"].iloc[0] == "zero-shot" and zero["n_test"].iloc[0] == len(labels)
     assert zero["n_train"].iloc[0] == 0 and zero["top1"].iloc[0] > 0.9
     assert len(per_class[per_class["shots"] == 0]) == 4
+
+
+# ---------------------------------------------------------------- issue 22 item 14: near duplicates, the cap
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_near_duplicate_group_is_never_on_both_sides_of_a_draw(seed):
+    """Groups of 1-4 near duplicates, one group spanning two classes: a group's images are all
+    trained on, or none of them is tested (the shots' near duplicates are left out), and shots
+    within a class are distinct groups; without groups the draw is unchanged."""
+    rng = np.random.default_rng(seed)
+    _, labels = blobs([12, 15, 9], n_classes=3, dim=4)
+    groups = np.arange(len(labels))
+    for start in range(0, len(labels) - 4, 5):  # runs of 1-4 rows share a group
+        size = int(rng.integers(1, 5))
+        groups[start:start + size] = start
+    groups[np.flatnonzero(labels == labels[-1])[0]] = groups[0]  # a group in two classes
+    classes = sorted(set(labels))
+    previous = None
+    for n in SHOTS:
+        d = draw(labels, classes, n, seed, groups=groups)
+        plain = draw(labels, classes, n, seed)
+        train, test = set(d.train.tolist()), set(d.test.tolist())
+        assert not set(groups[d.train].tolist()) & set(groups[d.test].tolist())
+        assert not train & test
+        for row in d.per_class.itertuples():
+            mask = labels == row.wnid
+            distinct = len(set(groups[mask].tolist()))
+            in_train = d.train[mask[d.train]]
+            assert row.n_train == len(in_train) == min(n, distinct - 1)
+            assert len(set(groups[in_train].tolist())) == len(in_train)  # distinct groups
+            assert row.n_test == mask[d.test].sum()
+        if previous is not None:
+            assert previous <= train  # still nested
+        previous = train
+        assert len(plain.train) >= len(d.train)
+    assert np.array_equal(draw(labels, classes, 4, seed, groups=np.arange(len(labels))).test,
+                          draw(labels, classes, 4, seed).test)
+
+
+def test_shot_limit_and_capped_shots():
+    from probe.fewshot import capped_shots, shot_limit
+
+    labels = np.array(["a"] * 7 + ["b"] * 5)
+    assert shot_limit(labels, ["a", "b"]) == 6
+    assert shot_limit(labels, ["a", "b"], groups=np.r_[0, 0, 0, 1, 2, 3, 4, np.arange(5, 10)]) == 4
+    assert capped_shots(SHOTS, 6) == [1, 2, 4, 6]
+    assert capped_shots((1, 2), 6) == [1, 2] and capped_shots((128,), 6) == [6]
+
+
+def test_the_sweep_stops_at_what_the_classes_hold():
+    x, labels = blobs(7, n_classes=3, dim=8, seed=4)
+    results, per_class = sweep("m", x, labels, sorted(set(labels)), shots=SHOTS, seeds=(22,))
+    assert results["shots"].tolist() == [1, 2, 4, 6] and (results["shots_limit"] == 6).all()
+    assert (results["near_dup_groups"] == 0).all()

@@ -75,3 +75,26 @@ def test_a_planted_mislabelled_photo_is_flagged(photos, monkeypatch, capsys):
     assert worst["label_quality"] < 0.1 and bool(worst["is_issue"])
     assert table["is_issue"].sum() == 1  # and nothing else
     assert f"{planted}\t{ESPRESSO} -> {TABBY}" in out
+
+
+def test_label_issue_folds_keep_near_duplicates_together():
+    """Near duplicates in two folds vouch for each other's label (issue 22 item 14): with groups
+    the folds are StratifiedGroupKFold's, and no group is both fitted and scored."""
+    import numpy as np
+
+    from probe.issues import issue_folds
+    from tests.probe.synthetic import twin_phashes
+
+    x, labels = blobs(12, n_classes=3, dim=8, seed=8)
+    group = np.arange(len(labels)) // 2  # pairs of twins within each class
+    run, files = make_run(x, labels, run_id="twinissues", phashes=twin_phashes(group))
+    data = load_probe_data(run, "synthnet")
+    cv, groups = issue_folds(data)
+    assert groups is not None and len(set(groups.tolist())) == 18
+    for fit, scored in cv.split(data.features, data.labels, groups):
+        assert not set(groups[fit].tolist()) & set(groups[scored].tolist())
+    table = label_issues(data)
+    assert len(table) == 36 and list(table.columns) == list(ISSUES_SCHEMA)
+    # without near duplicates: the plain stratified folds, as before
+    plain = load_probe_data(make_run(x, labels, run_id="plainissues")[0], "synthnet")
+    assert issue_folds(plain)[1] is None and type(issue_folds(plain)[0]).__name__ == "StratifiedKFold"
