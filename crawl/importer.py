@@ -24,11 +24,16 @@ the file system; the original relative path is kept in the manifest as data
 
 Only regular files inside SRC are read, and never more than the size limit of any of them:
 a link to /dev/zero would fill memory, a FIFO would block forever, a class folder linking to
-/ would walk the whole disk. A symbolic link is followed when it stays inside SRC (symlinks
-resolved), or anywhere with ``follow_links`` (``--follow-links``); each folder is read once,
-so link loops end. Every entry that is not read gets a manifest row (status 'rejected') and a
-line in the summary, with its reason: ``not-regular`` (FIFO, device, socket), ``outside-src``,
-``symlink-loop``, ``unreadable`` (permission, broken link), ``too-large``.
+/ would walk the whole disk. Symbolic links follow core.folderscan's rule (the same for
+``classify --images``): an entry is read once, under the class folder that holds it by its real
+path, so a link into another class folder is skipped (its images are read there: before,
+``SRC/n02123045/up -> ..`` stored every other class's photos as tabby, ``--skip`` folders
+included); a link to SRC or above it is a loop; a link that leaves SRC is followed only with
+``follow_links`` (``--follow-links``), and what it leads to is the class of the folder holding the
+link (except what lies in another class folder); each folder is read once, so link loops end.
+Every entry that is not read gets a manifest row (status 'rejected') and a line in the summary,
+with its reason: ``not-regular`` (FIFO, device, socket), ``outside-src``, ``symlink-loop``,
+``other-class``, ``unreadable`` (permission, broken link), ``too-large``.
 """
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from core.folderscan import Skip, TreeScan
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, resolve_noun_synsets
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
@@ -54,7 +60,7 @@ from core.wordnet import is_wnid, synset_of, wnid_of
 from .config import ValidationConfig
 from .store import (CollectError, Collector, RunDestination, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
                     summarise, sweep_leftovers)
-from .validate import (NOT_REGULAR, OUTSIDE_SRC, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
+from .validate import (NOT_REGULAR, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
                        validate_image)
 
 _SYNSET_NAME_RE = re.compile(r"^.+\.n\.\d{2}$")
@@ -259,99 +265,35 @@ def _not_regular(mode: int) -> Rejected:
     return Rejected(NOT_REGULAR, f"{_kind(mode)}, not a regular file")
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _reason(skip: Skip) -> Rejected:
+    """A core.folderscan Skip in the words of an import's manifest ('<code>: <detail>')."""
+    why, target = skip.why, skip.target
+    detail = {
+        "loop": "a symbolic link that leads back to itself",
+        "above": f"a symbolic link to {target}, the source folder or a folder above it (a link loop: not followed)",
+        "seen": f"leads to {skip.other}, a folder already read (a link loop or a second link to it)",
+        "class": f"a symbolic link into class folder {skip.other!r} ({target}): its images are read there, under "
+                 "that folder's class",
+        "no-class": f"a symbolic link to {target}, inside the source folder but in no class folder",
+        "outside": f"a symbolic link to {target}, outside the source folder (--follow-links follows it)",
+        "broken": f"a broken symbolic link ({skip.error})",
+        "special": f"{_kind(skip.mode)}, not a regular file",
+        "folder-error": f"folder: {skip.error}",
+    }.get(why, skip.error)
+    return Rejected(skip.code, detail)
 
 
 class _Walker:
-    """The entries of SRC's class folders, in order (a folder's files, then its sub-folders, by
-    name, like os.walk), following links only where allowed and reading each folder once."""
+    """The entries of SRC's class folders by core.folderscan's rule (shared with classify
+    --images): a folder's files, then its sub-folders, by name; each entry read once, under the
+    class folder that holds it by its real path."""
 
     def __init__(self, src: Path, follow_links: bool = False):
-        self.src = src  # resolved
-        self.follow_links = follow_links
-        self.seen: dict[tuple[int, int], str] = {}  # (device, inode) of folders read -> their name
+        self.scan = TreeScan(src, follow_links)
 
     def class_entries(self, folder: str) -> list[Entry]:
-        entries: list[Entry] = []
-        start = self._follow(self.src / folder, folder, entries)
-        if start is None:
-            return entries
-        stack = [start]
-        while stack:
-            path, original = stack.pop()
-            folders = self._read_folder(path, original, entries)
-            stack.extend(reversed(folders))
-        return entries
-
-    def _follow(self, path: Path, original: str, entries: list[Entry]) -> tuple[Path, str] | None:
-        """A folder to read (a link resolved), or None with the reason appended to ``entries``."""
-        target = path
-        if path.is_symlink():
-            target = self._link_target(path, original, entries)
-            if target is None:
-                return None
-        try:
-            mode = os.stat(target).st_mode
-        except OSError as exc:
-            entries.append(Entry(original, skip=Rejected(UNREADABLE, exc.strerror or type(exc).__name__)))
-            return None
-        if not stat.S_ISDIR(mode):
-            entries.append(Entry(original, skip=_not_regular(mode)))
-            return None
-        return target, original
-
-    def _link_target(self, link: Path, original: str, entries: list[Entry]) -> Path | None:
-        try:
-            target = Path(os.path.realpath(link, strict=True))
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                entries.append(Entry(original, skip=Rejected(SYMLINK_LOOP, "a symbolic link that leads back to itself")))
-            else:
-                entries.append(Entry(original, skip=Rejected(UNREADABLE, f"a broken symbolic link ({exc.strerror})")))
-            return None
-        if not self.follow_links and not _inside(target, self.src):
-            entries.append(Entry(original, skip=Rejected(
-                OUTSIDE_SRC, f"a symbolic link to {target}, outside the source folder (--follow-links follows it)")))
-            return None
-        return target
-
-    def _read_folder(self, path: Path, original: str, entries: list[Entry]) -> list[tuple[Path, str]]:
-        """Append the folder's files (and skipped entries) to ``entries``; return its sub-folders."""
-        try:
-            info = os.stat(path)
-            key = (info.st_dev, info.st_ino)
-            if key in self.seen:
-                entries.append(Entry(original, skip=Rejected(
-                    SYMLINK_LOOP, f"leads to {self.seen[key]}, a folder already read (a link loop or a second link to it)")))
-                return []
-            self.seen[key] = original
-            with os.scandir(path) as scan:
-                names = sorted((e for e in scan if _visible(e.name)), key=lambda e: e.name)
-        except OSError as exc:
-            entries.append(Entry(original, skip=Rejected(UNREADABLE, f"folder: {exc.strerror or type(exc).__name__}")))
-            return []
-        folders = []
-        for item in names:
-            name = f"{original}/{item.name}"
-            try:
-                if item.is_symlink():
-                    target = self._link_target(Path(item.path), name, entries)
-                    if target is None:
-                        continue
-                    mode = os.stat(target).st_mode
-                else:
-                    target, mode = Path(item.path), item.stat(follow_symlinks=False).st_mode
-            except OSError as exc:
-                entries.append(Entry(name, skip=Rejected(UNREADABLE, exc.strerror or type(exc).__name__)))
-                continue
-            if stat.S_ISDIR(mode):
-                folders.append((target, name))
-            elif stat.S_ISREG(mode):
-                entries.append(Entry(name, target))
-            else:
-                entries.append(Entry(name, skip=_not_regular(mode)))
-        return folders
+        return [Entry(item.original, item.path) if item.skip is None else Entry(item.original, skip=_reason(item.skip))
+                for item in self.scan.entries(folder)]
 
 
 def _root_oddities(src: Path) -> list[str]:
@@ -496,7 +438,7 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
     if summary.skipped:
         counts = pd.Series([reason.split(":", 1)[0] for _, reason in summary.skipped]).value_counts()
         summary.notes.append(f"skipped {len(summary.skipped)} {'entry' if len(summary.skipped) == 1 else 'entries'} "
-                             f"that are not regular files inside {src} ("
+                             f"that are not regular files of their own class folder in {src} ("
                              + ", ".join(f"{n} {code}" for code, n in counts.items())
                              + "); each has a manifest row with its reason")
     summary.per_class = summarise(collector.manifest(), wnids)

@@ -26,11 +26,14 @@ BOMB = "decompression-bomb"
 TOO_SMALL = "too-small"
 FORMAT = "format"
 TOO_LARGE = "too-large"
-# Entries of an imported folder that are not read (set by crawl.importer)
-UNREADABLE = "unreadable"  # permission denied, a broken link, an I/O error
-NOT_REGULAR = "not-regular"  # a FIFO, a device, a socket: reading could block or never end
-OUTSIDE_SRC = "outside-src"  # a symbolic link that leaves the source folder (followed with --follow-links)
-SYMLINK_LOOP = "symlink-loop"  # a link loop, or a second way into a folder already read
+# Entries of an imported folder that are not read (set by crawl.importer; the rule that decides
+# them is core.folderscan's, shared with classify --images): unreadable (permission denied, a
+# broken link, an I/O error), not-regular (a FIFO, a device, a socket: reading could block or
+# never end), outside-src (a symbolic link that leaves the source folder, followed with
+# --follow-links), symlink-loop (a link loop, a link to SRC or above it, a second way into a
+# folder already read), other-class (a link into another class folder, whose images are read
+# there, or into no class folder)
+from core.folderscan import NOT_REGULAR, OTHER_CLASS, OUTSIDE_SRC, SYMLINK_LOOP, UNREADABLE  # noqa: E402,F401
 # Network codes (set by crawl.http)
 HTTP_ERROR = "http-error"
 TIMEOUT = "timeout"
