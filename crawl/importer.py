@@ -10,7 +10,8 @@ Two steps, so nothing ambiguous is guessed (the Import page and ``python -m craw
 
 - :func:`plan_folders` reads SRC and says, per class folder, how many files it holds and whether
   its name is ``resolved`` (one class), ``ambiguous`` (several: the candidates, each with its
-  synset name and definition) or ``unknown`` (with close matches when there are any).
+  synset name and definition) or ``unknown`` (with suggestions when there are any: the classes
+  nearest to the name in WordNet, ``core.labels.neighbour_classes``, then close spellings).
 - :func:`import_new_run` takes an explicit mapping ``{folder name: wnid, or None to skip}`` for
   the folders that did not resolve (and may override those that did), imports into a staging
   folder and creates the run only when at least one image was accepted: a refused or empty
@@ -52,7 +53,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.folderscan import Skip, TreeScan
-from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, resolve_noun_synsets
+from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighbour_classes, resolve_noun_synsets
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
 from core.wordnet import is_wnid, synset_of, wnid_of
@@ -97,8 +98,8 @@ class Candidate:
 @dataclass(frozen=True)
 class FolderPlan:
     """What one class folder of SRC is: ``status`` 'resolved' (``wnid`` set), 'ambiguous'
-    (``candidates``: every class its name matches) or 'unknown' (``candidates``: close matches,
-    maybe none; ``reason`` says why). ``files``: regular files the import would read."""
+    (``candidates``: every class its name matches) or 'unknown' (``candidates``: the nearest
+    classes in WordNet, then close spellings, maybe none; ``reason`` says why). ``files``: regular files the import would read."""
 
     folder: str
     files: int
@@ -134,7 +135,7 @@ class ImportPlan:
             if f.status == AMBIGUOUS:
                 note = "one of: " + "; ".join(f"{c.synset} ({c.wnid})" for c in f.candidates)
             elif f.status == UNKNOWN and f.candidates:
-                note = "not a class name; close: " + ", ".join(f"{c.name} ({c.wnid})" for c in f.candidates)
+                note = "not a class name; nearest: " + ", ".join(f"{c.name} ({c.wnid})" for c in f.candidates)
             elif f.status == UNKNOWN:
                 note = f.reason.split(": ", 1)[-1] if f.reason.startswith("folder ") and ": " in f.reason else \
                     "not a class name of " + self.label_space
@@ -213,9 +214,18 @@ def _resolve(name: str, label_space: str, what: str) -> tuple[str, str | None, t
         candidates = tuple(_candidate(w, space) for w in matches)
         options = "; ".join(f"{c.wnid} {c.synset} ({_short(c.definition)})" for c in candidates)
         return AMBIGUOUS, None, candidates, f"{what} {name!r} is ambiguous in {label_space}: {options}"
+    # WordNet's neighbours first (a folder 'motorcycle': moped, go-kart, ...), then spelling
+    # neighbours ('tabbby': tabby); spelling alone offered unicycle and tricycle for motorcycle.
+    near = neighbour_classes(text, label_space) if key else []
     close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.75) if key else []
-    candidates = tuple(dict.fromkeys(_candidate(w, space) for c in close for w in index[c]))
-    hint = f" (close: {'; '.join(f'{c} -> ' + ', '.join(index[c]) for c in close)})" if close else ""
+    candidates = tuple(dict.fromkeys([_candidate(w, space) for w in near]
+                                     + [_candidate(w, space) for c in close for w in index[c]]))
+    hints = []
+    if near:
+        hints.append("nearest in WordNet: " + "; ".join(f"{space.display_name(w)} -> {w}" for w in near[:3]))
+    if close:
+        hints.append("close spelling: " + "; ".join(f"{c} -> " + ", ".join(index[c]) for c in close))
+    hint = f" ({'; '.join(hints)})" if hints else ""
     return UNKNOWN, None, candidates, f"{what} {name!r} is not a class name of {label_space}{hint}"
 
 
@@ -363,10 +373,12 @@ def _choose(plan: ImportPlan, mapping: dict[str, str | None] | None) -> tuple[di
         elif f.status == RESOLVED:
             chosen[f.folder] = f.wnid
         else:
-            errors.append(f.reason.rstrip("."))
+            errors.append((f.status != AMBIGUOUS, f.reason.rstrip(".")))
     if errors:
         # One line (CLIs and the dashboard show one): the count, then each folder's reason.
-        # The fix first: a long list is cut at the end of the line, never the way out.
+        # The fix first: a long list is cut at the end of the line, never the way out. Ambiguous
+        # folders first: their candidates are the choice to make (an unknown one may be skipped).
+        errors = [reason for _, reason in sorted(errors, key=lambda e: e[0])]
         shown = " | ".join(errors[:5]) + (f" | and {len(errors) - 5} more" if len(errors) > 5 else "")
         raise FolderImportError(f"Cannot import {plan.src}: {len(errors)} class folder(s) cannot be mapped, nothing "
                                 f"was imported (pick each one's class: --map FOLDER=WNID, or leave it out: --skip "

@@ -657,3 +657,26 @@ def test_cli_names_the_candidates_and_map_and_skip_pick_them(mixed_src, capsys):
     assert info.title == "My import" and PROJECTILE in info.wnids and info.source == "import"
     assert main(["import", str(mixed_src), "--run", "weapons", "--map", "missile"]) == 2
     assert "--map expects FOLDER=CLASS" in capsys.readouterr().err
+
+
+def test_an_unknown_folder_that_is_a_wordnet_noun_gets_its_wordnet_neighbours_first(tmp_path, capsys):
+    """Issue 22 item 21: 'motorcycle' was offered unicycle and tricycle (spelling neighbours);
+    WordNet's classes next to it come first (moped, under motorcycle > minibike), spelling after."""
+    from crawl.importer import plan_folders
+
+    MOPED, GO_KART = "n03785016", "n03444034"
+    src = tmp_path / "src"
+    for folder in ("motorcycle", "tabbby"):
+        (src / folder).mkdir(parents=True)
+        (src / folder / "a.jpg").write_bytes(T.jpeg(995))
+    by = {f.folder: f for f in plan_folders(src, "imagenet-1k").folders}
+    moto = by["motorcycle"]
+    assert moto.status == "unknown" and [c.wnid for c in moto.candidates][:2] == [MOPED, "n02704792"]
+    assert GO_KART in [c.wnid for c in moto.candidates]
+    assert {"unicycle", "tricycle"}.isdisjoint(c.name for c in moto.candidates[:5])
+    assert f"nearest in WordNet: moped -> {MOPED}" in moto.reason
+    assert by["tabbby"].candidates[0].wnid == TABBY  # not a WordNet noun: spelling neighbours only
+    table = plan_folders(src, "imagenet-1k").table().set_index("folder")
+    assert table.loc["motorcycle", "note"].startswith(f"not a class name; nearest: moped ({MOPED})")
+    assert main(["import", str(src), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert f"moped -> {MOPED}" in capsys.readouterr().err
