@@ -114,7 +114,7 @@ def test_the_manifest_is_rewritten_a_logarithmic_number_of_times(tmp_path, monke
     assert len(written) <= 60
 
 
-def _consistent(out: Path, expected_files: int) -> pd.DataFrame:
+def _consistent(out: Path) -> pd.DataFrame:
     manifest = FolderDestination(out).read_manifest()
     assert not manifest.duplicated(["wnid", "original_name"]).any(), "one row per imported file"
     accepted = manifest[manifest["status"] == "accepted"]
@@ -124,10 +124,12 @@ def _consistent(out: Path, expected_files: int) -> pd.DataFrame:
     return manifest
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.35, 0.8, 1.4])
+@pytest.mark.parametrize("delay", [0.0, 0.15, 0.4, 0.8])
 def test_an_import_killed_at_any_point_resumes_without_loss_or_duplicates(tmp_path, delay):
+    """kill -9 at several points of a command-line import (journal writes, file stores, manifest
+    saves), then the same import again: every file has exactly one row, every stored file its row."""
     src = tmp_path / "src"
-    _images(src / TABBY, range(3000, 3500))
+    _images(src / TABBY, range(3000, 4500))
     (src / TABBY / "dup.jpg").write_bytes(T.jpeg(3000))
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "crawl", "import", str(src), "--out", str(out), "--no-progress"],
@@ -137,11 +139,11 @@ def test_an_import_killed_at_any_point_resumes_without_loss_or_duplicates(tmp_pa
         time.sleep(0.005)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    assert proc.wait(10) == -signal.SIGKILL, "the import ended before the kill: make it bigger"
     summary = import_folder(src, out)
-    manifest = _consistent(out, 501)
-    assert len(manifest) == 501 and (manifest["status"] == "accepted").sum() == 500
-    assert summary.already_imported + summary.new_rows == 501
+    manifest = _consistent(out)
+    assert len(manifest) == 1501 and (manifest["status"] == "duplicate").sum() >= 1
+    assert summary.already_imported + summary.new_rows == 1501
 
 
 def test_a_file_that_cannot_be_stored_stops_the_import_with_one_line_and_loses_nothing(tmp_path, monkeypatch):
@@ -167,8 +169,8 @@ def test_a_file_that_cannot_be_stored_stops_the_import_with_one_line_and_loses_n
     with pytest.raises(CollectError, match=r"^Cannot store images in .*No space left on device.*run the same "
                                            r"command again to resume\.$"):
         import_folder(src, out)
-    stored = _consistent(out, 60)
+    stored = _consistent(out)
     assert 20 <= (stored["status"] == "accepted").sum() <= 25
     monkeypatch.setattr(crawl.store, "write_bytes_atomic", real)
     import_folder(src, out)
-    assert (_consistent(out, 60)["status"] == "accepted").sum() == 60
+    assert (_consistent(out)["status"] == "accepted").sum() == 60
