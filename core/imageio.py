@@ -80,7 +80,9 @@ def load_error(exc: BaseException) -> ImageLoadError:
         return ImageLoadError("cannot decode: out of memory while decoding")
     if isinstance(exc, (OSError, SyntaxError, ValueError)):
         return ImageLoadError(f"cannot decode: {_flat(exc)}")
-    return ImageLoadError(f"cannot decode: {type(exc).__name__}: {_flat(exc)}")  # IndexError, struct.error, ...
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return ImageLoadError(f"cannot decode: {name}: {_flat(exc)}")  # IndexError, struct.error (not a bare 'error'), ...
 
 
 def _flat(exc: BaseException, limit: int = 200) -> str:
