@@ -12,8 +12,14 @@ the per-file time stays flat: the 'ratio' column is each size's per-file time ov
 size's, in the same run (issue 22 item 20: it was quadratic, 5k / 10k / 20k / 40k files took
 10 / 34 / 117 / 420 s).
 
+The near-duplicate search (``--nearest-sizes``) is what stays O(n) per image: each accepted image
+is compared with every accepted pHash (one vectorised XOR + popcount). This times one search,
+``Collector._nearest``, over N stored pHashes, and extrapolates its whole cost for an import of N
+files (the sum of one search per image over 0..N hashes, about per-hash time x N^2 / 2).
+
     .venv/bin/python benchmarks/bench_crawl.py [--k 120] [--latency 0.05] [--threads 1 8]
     .venv/bin/python benchmarks/bench_crawl.py --import-sizes 5000 10000 20000 40000
+    .venv/bin/python benchmarks/bench_crawl.py --nearest-sizes 40000 1000000
 """
 from __future__ import annotations
 
@@ -76,6 +82,31 @@ def bench_import(sizes: list[int]) -> None:
                   f"(per-file time / N={sizes[0]}'s)", flush=True)
 
 
+def bench_nearest(sizes: list[int], queries: int = 200) -> None:
+    """One near-duplicate search over N accepted pHashes (the collector's own), timed."""
+    import numpy as np
+
+    from crawl.config import ValidationConfig
+    from crawl.store import Collector, FolderDestination
+
+    print(f"bench_crawl nearest: one pHash search (Collector._nearest) over N accepted pHashes, {queries} searches")
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        collector = Collector(FolderDestination(Path(tmp) / "out"), ValidationConfig())
+        for n in sizes:
+            collector._phash_array = rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
+            collector._phash_rows = np.arange(n, dtype=np.int64)
+            collector._phash_count = n
+            probes = [f"{int(h):016x}" for h in rng.integers(0, 2**63, size=queries, dtype=np.int64)]
+            started = time.perf_counter()
+            for phash in probes:
+                collector._nearest(phash)
+            per_search = (time.perf_counter() - started) / queries
+            total = per_search * n / 2  # one search per image over 0..n hashes: n searches of n/2 on average
+            print(f"  N={n:8d}: {per_search * 1000:8.3f} ms/search  {per_search / n * 1e9:5.2f} ns/hash  "
+                  f"-> ~{total / 60:6.1f} min of searching in an import of N files", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=120, help="images to accept (default 120)")
@@ -83,7 +114,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--import-sizes", type=int, nargs="+", metavar="N",
                         help="measure import scaling at these sizes instead of crawl throughput")
+    parser.add_argument("--nearest-sizes", type=int, nargs="+", metavar="N",
+                        help="time one near-duplicate search over N stored pHashes instead")
     args = parser.parse_args()
+    if args.nearest_sizes:
+        bench_nearest(args.nearest_sizes)
+        return
     if args.import_sizes:
         bench_import(args.import_sizes)
         return
