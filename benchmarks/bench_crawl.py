@@ -6,7 +6,20 @@ host) so that parallel downloads matter; result pages are not delayed. Images ar
 SHA-256 and an fsync'ed atomic write. The loopback server runs in this same process and
 competes for the GIL and the CPU: real-world figures depend on the network, not on this.
 
+Import scaling (``--import-sizes``): ``import_new_run`` of SRC folders of N distinct small JPEGs
+(64x64, four class folders) into a new run of a scratch run store, for growing N. Linear means
+the per-file time stays flat: the 'ratio' column is each size's per-file time over the smallest
+size's, in the same run (issue 22 item 20: it was quadratic, 5k / 10k / 20k / 40k files took
+10 / 34 / 117 / 420 s).
+
+The near-duplicate search (``--nearest-sizes``) is what stays O(n) per image: each accepted image
+is compared with every accepted pHash (one vectorised XOR + popcount). This times one search,
+``Collector._nearest``, over N stored pHashes, and extrapolates its whole cost for an import of N
+files (the sum of one search per image over 0..N hashes, about per-hash time x N^2 / 2).
+
     .venv/bin/python benchmarks/bench_crawl.py [--k 120] [--latency 0.05] [--threads 1 8]
+    .venv/bin/python benchmarks/bench_crawl.py --import-sizes 5000 10000 20000 40000
+    .venv/bin/python benchmarks/bench_crawl.py --nearest-sizes 40000 1000000
 """
 from __future__ import annotations
 
@@ -36,12 +49,80 @@ def run_once(k: int, latency: float, threads: int, images: list[bytes]) -> tuple
         return seconds, summary.new_accepted
 
 
+CLASSES = ("n02123045", "n02123159", "n02123394", "n02124075")
+
+
+def import_once(n: int, workdir: Path) -> float:
+    """Seconds to import n distinct 64x64 JPEGs (in four class folders) into a new run."""
+    from core.runstore import RunStore
+    from crawl.importer import import_new_run
+
+    src = workdir / f"src-{n}"
+    for i in range(n):
+        folder = src / CLASSES[i % len(CLASSES)]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:07d}.jpg").write_bytes(T.jpeg(1_000_000 + i, size=(64, 64)))
+    store = RunStore(workdir / f"home-{n}")
+    started = time.perf_counter()
+    summary = import_new_run(src, store=store, run_id=f"bench-{n}")
+    seconds = time.perf_counter() - started
+    assert summary.files_seen == n, summary.files_seen
+    return seconds
+
+
+def bench_import(sizes: list[int]) -> None:
+    print(f"bench_crawl import: N distinct 64x64 JPEGs in 4 class folders -> a new run, {os.cpu_count()} CPU(s)")
+    base = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            seconds = import_once(n, Path(tmp))
+            per_file = seconds / n * 1000
+            base = base or per_file
+            print(f"  N={n:7d}: {seconds:7.1f} s  {per_file:6.2f} ms/file  ratio {per_file / base:5.2f} "
+                  f"(per-file time / N={sizes[0]}'s)", flush=True)
+
+
+def bench_nearest(sizes: list[int], queries: int = 200) -> None:
+    """One near-duplicate search over N accepted pHashes (the collector's own), timed."""
+    import numpy as np
+
+    from crawl.config import ValidationConfig
+    from crawl.store import Collector, FolderDestination
+
+    print(f"bench_crawl nearest: one pHash search (Collector._nearest) over N accepted pHashes, {queries} searches")
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        collector = Collector(FolderDestination(Path(tmp) / "out"), ValidationConfig())
+        for n in sizes:
+            collector._phash_array = rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
+            collector._phash_rows = np.arange(n, dtype=np.int64)
+            collector._phash_count = n
+            probes = [f"{int(h):016x}" for h in rng.integers(0, 2**63, size=queries, dtype=np.int64)]
+            started = time.perf_counter()
+            for phash in probes:
+                collector._nearest(phash)
+            per_search = (time.perf_counter() - started) / queries
+            total = per_search * n / 2  # one search per image over 0..n hashes: n searches of n/2 on average
+            print(f"  N={n:8d}: {per_search * 1000:8.3f} ms/search  {per_search / n * 1e9:5.2f} ns/hash  "
+                  f"-> ~{total / 60:6.1f} min of searching in an import of N files", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=120, help="images to accept (default 120)")
     parser.add_argument("--latency", type=float, default=0.05, help="artificial delay per image answer, s (default 0.05)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--import-sizes", type=int, nargs="+", metavar="N",
+                        help="measure import scaling at these sizes instead of crawl throughput")
+    parser.add_argument("--nearest-sizes", type=int, nargs="+", metavar="N",
+                        help="time one near-duplicate search over N stored pHashes instead")
     args = parser.parse_args()
+    if args.nearest_sizes:
+        bench_nearest(args.nearest_sizes)
+        return
+    if args.import_sizes:
+        bench_import(args.import_sizes)
+        return
     images = [T.jpeg(10_000 + i, size=(640, 480), quality=85) for i in range(args.k + 20)]
     mean_kb = sum(map(len, images)) / len(images) / 1024
     print(f"bench_crawl: k={args.k} distinct 640x480 JPEGs (~{mean_kb:.0f} KB), loopback server in-process, "

@@ -279,8 +279,8 @@ class DecodedCrops(Dataset):
             crops = tuple(crop_to_tensor(image, g, self.resampler) for g in self.geometries)
         except ImageLoadError as exc:
             return index, None, str(exc)
-        except (OSError, ValueError) as exc:  # Pillow can still fail while resampling odd files
-            return index, None, f"cannot preprocess: {exc}"
+        except Exception as exc:  # noqa: BLE001 - one odd file is its own failed row, never a crashed run
+            return index, None, f"cannot preprocess: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         return index, crops, None
 
 

@@ -49,7 +49,7 @@ from torchvision.transforms import functional as TF
 from torchvision.transforms.v2 import functional as TF2
 
 from core.errors import OptionError
-from core.imageio import ImageLoadError, load_rgb, to_rgb
+from core.imageio import ImageLoadError, load_error, load_rgb, to_rgb
 
 from .options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from .registry import Geometry, InputConfig
@@ -214,9 +214,5 @@ def load_rgb_draft(source, min_side: int) -> Image.Image:
                     img.draft(img.mode, (min_side, min_side))
                 img.load()  # full decode of the (reduced) image: a truncated file fails here
                 return to_rgb(img).copy()
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ImageLoadError(f"decompression bomb refused: {exc}") from None
-    except Image.UnidentifiedImageError:
-        raise ImageLoadError("not an image (unidentified format)") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise ImageLoadError(f"cannot decode: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any failure is this image's, with load_rgb's words
+        raise load_error(exc) from None

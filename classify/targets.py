@@ -21,9 +21,11 @@ on the same run or ``--out`` fails at once with :class:`~core.locking.FolderBusy
 the temporary files a killed run left there (``PredictionParts.sweep_temporary``, and beside
 ``--out`` its own atomic-write temporaries), all while holding the lock.
 
-:func:`scan_folder` reads DIR without trusting it: regular files only (``stat`` after resolving
-links), never a link out of DIR, every folder at most once (links that loop), and each entry it
-does not read is reported: as a task marked failed with its reason where the name is an image's
+:func:`scan_folder` reads DIR without trusting it, by ``core.folderscan``'s rule (the one crawl
+import follows): regular files only (``stat`` after resolving links), never a link out of DIR,
+each image once, under the class folder that holds it by its real path (a link into another
+class folder, or to DIR or above it, is not followed), every folder at most once (links that
+loop), and each entry it does not read is reported: as a task marked failed with its reason where the name is an image's
 (a FIFO, a link to ``/dev/zero``, a file over ``classify.preprocess.MAX_IMAGE_BYTES``), else in
 :attr:`FolderScan.skipped` (folders linked from outside DIR or unreadable, other files).
 """
@@ -42,6 +44,7 @@ from typing import Iterable, Iterator, Sequence
 import pandas as pd
 
 from core.errors import WildLensError
+from core.folderscan import Skip, TreeScan
 from core.locking import exclusive_lock
 from core.parts import PredictionParts, atomic_temp_re
 from core.progress import ProgressCallback
@@ -202,6 +205,25 @@ def _inspect(path: Path, link: bool, root: Path) -> tuple[Path | None, os.stat_r
     return real, info, None
 
 
+def _skip_reason(skip: Skip) -> str:
+    """A core.folderscan Skip in the words of a classify run's failed rows and skipped entries."""
+    target = skip.target
+    return {
+        "loop": "symbolic link loop: not followed",
+        "above": f"symbolic link to {target}, the images folder or a folder above it (already scanned: a link loop): "
+                 "not followed",
+        "seen": f"folder already scanned as {skip.other} (a link loop or a second link): not entered again",
+        "class": f"symbolic link into class folder {skip.other} ({target}): its images are classified there, under "
+                 "that class; not followed",
+        "no-class": f"symbolic link to {target}, inside the images folder but in no class folder: not followed",
+        "outside": f"symbolic link to {'a folder' if stat.S_ISDIR(skip.mode) else 'a file'} outside the images folder "
+                   f"({target}): not followed",
+        "broken": "broken symbolic link: not followed",
+        "special": f"not a regular file ({file_kind(skip.mode)}): not read",
+        "folder-error": f"folder cannot be read ({skip.error}): its images are not classified",
+    }.get(skip.why, f"cannot be inspected ({skip.error})")
+
+
 def _listing(folder: Path) -> list[os.DirEntry]:
     with os.scandir(folder) as entries:
         return sorted(entries, key=lambda e: e.name)
@@ -209,10 +231,10 @@ def _listing(folder: Path) -> list[os.DirEntry]:
 
 def scan_folder(folder: str | Path) -> FolderScan:
     """DIR/<wnid>/<images> -> tasks (image id '<wnid>/<relative path>') and the entries not read,
-    each with its reason. Reads only regular files inside DIR: links are resolved and ``stat``-ed
-    first, links out of DIR are not followed, each folder is entered once (a link back to a folder
-    already scanned is a loop), unreadable folders are reported; hidden entries are ignored, as
-    before. Raises FolderError with advice when DIR is not such a folder."""
+    each with its reason. Reads only regular files inside DIR, by ``core.folderscan``'s rule: links
+    are resolved and ``stat``-ed first, links out of DIR, into another class folder or to DIR or
+    above it are not followed, each folder is entered once (a link back to a folder already
+    scanned is a loop), unreadable folders are reported; hidden entries are ignored, as before. Raises FolderError with advice when DIR is not such a folder."""
     given = Path(folder).expanduser()
     if not given.exists():
         raise FolderError(f"Folder {given} does not exist.")
@@ -244,37 +266,18 @@ def scan_folder(folder: str | Path) -> FolderScan:
         raise FolderError(f"Sub-folders of {given} must be named by WordNet id (e.g. n02123045 for tabby); "
                           f"these are not: {shown}. 'python -m explain hyponyms cat.n.01' lists wnids.")
     tasks: list[ImageTask] = []
-    seen: dict[tuple[int, int], str] = {(root.stat().st_dev, root.stat().st_ino): "the images folder itself"}
-
-    def walk(rel: str, real: Path, info: os.stat_result, wnid: str) -> None:
-        key = (info.st_dev, info.st_ino)
-        if key in seen:
-            skipped.append((rel, f"folder already scanned as {seen[key]} (a link loop or a second link): "
-                                 "not entered again"))
-            return
-        seen[key] = rel
-        try:
-            entries = _listing(real)
-        except OSError as exc:
-            skipped.append((rel, f"folder cannot be read ({exc.strerror or exc}): its images are not classified"))
-            return
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            child = f"{rel}/{entry.name}"
-            target, child_info, reason = _inspect(real / entry.name, entry.is_symlink(), root)
-            looks_like_image = Path(entry.name).suffix.lower() in IMAGE_SUFFIXES
-            if target is not None and stat.S_ISDIR(child_info.st_mode):
-                walk(child, target, child_info, wnid)
-            elif target is not None and looks_like_image:
-                tasks.append(ImageTask(child, str(target), wnid, error=oversize_reason(child_info.st_size)))
-            elif looks_like_image:  # named like an image but not read: a failed row says why
-                tasks.append(ImageTask(child, "", wnid, error=reason))
+    tree = TreeScan(root)  # core.folderscan: each image once, under the class folder holding it by its real path
+    for name, _, _ in classes:
+        for item in tree.entries(name):
+            looks_like_image = Path(item.original).suffix.lower() in IMAGE_SUFFIXES
+            if item.skip is None and looks_like_image:
+                tasks.append(ImageTask(item.original, str(item.path), name, error=oversize_reason(item.size)))
+            elif item.skip is None:
+                skipped.append((item.original, f"not an image file name (suffix {Path(item.original).suffix or 'none'})"))
+            elif looks_like_image and item.original != name:  # named like an image but not read: a failed row says why
+                tasks.append(ImageTask(item.original, "", name, error=_skip_reason(item.skip)))
             else:
-                skipped.append((child, reason or f"not an image file name (suffix {Path(entry.name).suffix or 'none'})"))
-
-    for name, real, info in classes:
-        walk(name, real, info, name)
+                skipped.append((item.original, _skip_reason(item.skip)))
     if not tasks:
         also = f" {len(skipped)} entries were skipped, e.g. {skipped[0][0]}: {skipped[0][1]}." if skipped else ""
         raise FolderError(f"No images under {given}/<wnid>/ (looked for {', '.join(sorted(IMAGE_SUFFIXES))}).{also}")

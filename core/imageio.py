@@ -60,23 +60,54 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB") if mode != "RGB" else img
 
 
-def load_rgb(source) -> Image.Image:
-    """Decode a path or bytes fully and return RGB. Raises ImageLoadError with a reason."""
+def load_error(exc: BaseException) -> ImageLoadError:
+    """The rejection of an image whose loading raised ``exc``, with its reason on one line.
+
+    Any exception counts, not only the ones a decoder is documented to raise: a hostile or damaged
+    file reaches code paths that fail in their own way (an ``IndexError`` from ``is_animated`` on a
+    GIF whose second frame is cut short, a ``struct.error`` or ``TypeError`` from
+    ``exif_transpose`` on a corrupt EXIF block), and each of those used to abort a whole import
+    or classify run instead of rejecting one image (issue 22 item 7)."""
+    if isinstance(exc, ImageLoadError):
+        return exc
+    if isinstance(exc, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
+        return ImageLoadError(f"decompression bomb refused: {_flat(exc)}")
+    if isinstance(exc, FileNotFoundError):
+        return ImageLoadError("file not found")
+    if isinstance(exc, Image.UnidentifiedImageError):
+        return ImageLoadError("not an image (unidentified format)")
+    if isinstance(exc, MemoryError):
+        return ImageLoadError("cannot decode: out of memory while decoding")
+    if isinstance(exc, (OSError, SyntaxError, ValueError)):
+        return ImageLoadError(f"cannot decode: {_flat(exc)}")
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return ImageLoadError(f"cannot decode: {name}: {_flat(exc)}")  # IndexError, struct.error (not a bare 'error'), ...
+
+
+def _flat(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def open_rgb(source) -> tuple[Image.Image, str, str]:
+    """(RGB picture, the file's format, its own mode) from one full decode of a path or bytes.
+    Raises ImageLoadError with a reason for any failure (:func:`load_error`)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             data = source if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
             with Image.open(io.BytesIO(data)) as img:
+                fmt, mode = img.format or "", img.mode  # as stored: before a GIF's frames change it
                 img.load()  # full decode: a truncated file fails here, not later in a worker
-                return to_rgb(img).copy()
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ImageLoadError(f"decompression bomb refused: {exc}") from None
-    except FileNotFoundError:
-        raise ImageLoadError("file not found") from None
-    except Image.UnidentifiedImageError:
-        raise ImageLoadError("not an image (unidentified format)") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise ImageLoadError(f"cannot decode: {exc}") from None
+                return to_rgb(img).copy(), fmt, mode
+    except Exception as exc:  # noqa: BLE001 - every failure is this image's rejection, with its reason
+        raise load_error(exc) from None
+
+
+def load_rgb(source) -> Image.Image:
+    """Decode a path or bytes fully and return RGB. Raises ImageLoadError with a reason."""
+    return open_rgb(source)[0]
 
 
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated download is an error, never a grey half-image

@@ -286,6 +286,59 @@ def _suggestions(word: str, limit: int = 5) -> list[str]:
     return [s.replace("_", " ") for s in difflib.get_close_matches(word, pool, n=limit, cutoff=0.75)]
 
 
+NEIGHBOUR_LEVELS = 3  # hypernym levels climbed looking for classes next to a word
+_NEIGHBOUR_VISITS = 20_000  # synsets looked at per sense at most (a shallow word's ancestors hold all WordNet)
+
+
+def neighbour_classes(word: str, label_space: str = DEFAULT_LABEL_SPACE, limit: int = 5) -> list[str]:
+    """The classes of ``label_space`` next to ``word`` in WordNet, nearest first: for a word that
+    is a WordNet noun but not a class (a folder named 'motorcycle' for ImageNet-1k), the classes
+    under its senses (moped, under motorcycle > minibike), then under its hypernym (go-kart,
+    golfcart, under motor vehicle), then under the hypernym's hypernym, up to
+    :data:`NEIGHBOUR_LEVELS` levels. Ranked by (level climbed, steps down from there, sense rank in
+    WordNet, name); a sense stops climbing once it has found ``limit`` classes, or any class at a
+    level above itself (astronaut: ballplayer, scuba diver, groom, under person). [] for a word
+    WordNet does not know as a noun (spelling neighbours are then the only help). Import offers
+    these before its spelling neighbours (they suggested unicycle and tricycle for motorcycle)."""
+    wn = get_wordnet()
+    space = get_label_space(label_space)
+    text = _normalise_word(word)
+    if not text:
+        return []
+    try:
+        synsets = wn.synsets(text, pos="n")
+    except Exception:  # noqa: BLE001 - a name NLTK's morphology cannot take: no neighbours
+        return []
+    ranked: dict[str, tuple] = {}
+    for sense_rank, synset in enumerate(synsets):
+        found: set[str] = set()
+        frontier, visits = [synset], 0
+        for level in range(NEIGHBOUR_LEVELS + 1):
+            for top in sorted(frontier, key=lambda s: s.name()):
+                depth_of = {top: 0}
+                queue = deque([top])
+                while queue and visits < _NEIGHBOUR_VISITS:
+                    node = queue.popleft()
+                    visits += 1
+                    wnid = wnid_of(node)
+                    if wnid in space:
+                        key = (level, depth_of[node], sense_rank, space.display_name(wnid))
+                        found.add(wnid)
+                        if wnid not in ranked or key < ranked[wnid]:
+                            ranked[wnid] = key
+                    for child in sorted(node.hyponyms() + node.instance_hyponyms(), key=lambda s: s.name()):
+                        if child not in depth_of:
+                            depth_of[child] = depth_of[node] + 1
+                            queue.append(child)
+            if len(found) >= limit or (level and found):
+                break  # enough, or the nearest level above the sense that has any: farther ones are far-fetched
+            frontier = sorted({h for s in frontier for h in s.hypernyms() + s.instance_hypernyms()},
+                              key=lambda s: s.name())
+            if not frontier:
+                break
+    return sorted(ranked, key=ranked.__getitem__)[:limit]
+
+
 def resolve_noun_synsets(query: str) -> list:
     """The noun synsets a query names: a word ('cat', 'Cats', 'tiger cat'), a synset name
     ('cat.n.01') or a wnid ('n02121620'). Raises QueryError with advice otherwise."""

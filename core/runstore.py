@@ -28,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import threading
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -154,8 +155,28 @@ def atomic_path(target: Path) -> Iterator[Path]:
 
 
 def write_bytes_atomic(target: Path, data: bytes) -> None:
-    with atomic_path(target) as tmp:
-        tmp.write_bytes(data)
+    """``atomic_path``'s write (same temporary name, fsync, rename) in one open: an import stores
+    every accepted image through it, and the three opens and a stat it used to cost were a good
+    part of an image's time."""
+    target = Path(target)
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileNotFoundError:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(target: Path, obj) -> None:
@@ -390,19 +411,34 @@ class Run:
         df["excluded"] = df["excluded"].fillna(False)
         return df
 
+    def manifest_lock(self):
+        """Hold the run's manifest lock (waiting for it) for one read-change-write of the manifest.
+
+        Every writer of ``manifest.parquet`` holds it: :meth:`write_manifest`, :meth:`set_excluded`
+        (the Images page, a label issue) and crawl's collector, whose saves re-read the exclusions
+        made since under it. Without it an import or crawl that kept the manifest in memory wrote
+        back what it had read, undoing every exclusion made meanwhile (issue 22 item 2). Re-entrant
+        within a thread; the OS releases it when the process dies."""
+        return waiting_lock(self.path, MANIFEST_LOCK_NAME)
+
     def write_manifest(self, df: pd.DataFrame) -> None:
+        """Replace the whole manifest (atomically, under :meth:`manifest_lock`). A change to some
+        rows reads and writes within one ``with run.manifest_lock():`` (see :meth:`set_excluded`)."""
         bad = set(df["status"].dropna()) - set(MANIFEST_STATUSES) if "status" in df else set()
         if bad:
             raise StoreError(f"manifest: unknown status {sorted(bad)}; allowed {MANIFEST_STATUSES}.")
-        write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")
+        with self.manifest_lock():
+            write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")
 
     def set_excluded(self, files: list[str], excluded: bool = True, reason: str = "") -> int:
-        """Mark images as excluded (or back). Rows and files are never deleted."""
-        df = self.read_manifest()
-        mask = df["file"].isin(files)
-        df.loc[mask, "excluded"] = excluded
-        df.loc[mask, "excluded_reason"] = reason if excluded else pd.NA
-        self.write_manifest(df)
+        """Mark images as excluded (or back). Rows and files are never deleted. Read, changed and
+        written under the manifest lock, so a concurrent import or crawl keeps the change."""
+        with self.manifest_lock():
+            df = self.read_manifest()
+            mask = df["file"].isin(files)
+            df.loc[mask, "excluded"] = excluded
+            df.loc[mask, "excluded_reason"] = reason if excluded else pd.NA
+            self.write_manifest(df)
         return int(mask.sum())
 
     def usable_images(self) -> pd.DataFrame:
@@ -599,6 +635,48 @@ class RunStore:
 
 _DELETING_RE = re.compile(r"^\.deleting-[A-Za-z0-9][A-Za-z0-9_.-]{0,79}-[0-9a-f]{6}$")  # RunStore.delete_run's
 INFO_LOCK_NAME = ".wildlens-info.lock"  # held for each read-change-write of run.json (Run.update_info)
+MANIFEST_LOCK_NAME = ".wildlens-manifest.lock"  # held by every writer of the manifest (Run.manifest_lock)
+_held_locks = threading.local()  # per thread: lock file path -> depth (waiting_lock is re-entrant)
+
+
+@contextmanager
+def waiting_lock(folder: Path, name: str) -> Iterator[None]:
+    """Wait for, then hold, ``folder/name`` (an advisory ``flock``, released by the OS if the
+    process dies). Re-entrant within a thread: a holder may call code that takes it again. Two
+    threads of one process exclude each other like two processes (each opens its own handle).
+    A folder that is missing or read-only is not locked: the read or write that follows says what
+    is wrong."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks
+        yield
+        return
+    path = str(Path(folder) / name)
+    depth = getattr(_held_locks, "depth", None)
+    if depth is None:
+        depth = _held_locks.depth = {}
+    if depth.get(path):
+        depth[path] += 1
+        try:
+            yield
+        finally:
+            depth[path] -= 1
+        return
+    try:
+        handle = open(path, "a+")
+    except OSError:
+        handle = None
+    if handle is None:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        depth[path] = 1
+        try:
+            yield
+        finally:
+            depth[path] = 0
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 @contextmanager

@@ -279,7 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("src", type=Path, help="folder with one sub-folder of images per class; only its regular files "
                                            "are read (FIFOs, devices, link loops are skipped and recorded)")
     p.add_argument("--follow-links", action="store_true",
-                   help="follow symbolic links that lead out of SRC (default: such links are skipped and recorded)")
+                   help="follow symbolic links that lead out of SRC (default: such links are skipped and recorded); "
+                        "what they lead to counts for the class folder holding the link. Without or with it, an "
+                        "image is read once, under the class folder holding it by its real path: links into "
+                        "another class folder, or to SRC or above, are skipped and recorded")
     p.add_argument("--map", action="append", metavar="FOLDER=CLASS",
                    help="the class of a folder whose name is ambiguous or unknown: a wnid, a synset name "
                         "(missile.n.01) or a class name; repeatable")

@@ -71,7 +71,7 @@ class CrawlConfig:
     context: str | None = None  # word appended to lemmas for context, e.g. 'cat' -> 'Persian cat'
     filters: dict | None = None  # icrawler's engine filters, e.g. {'type': 'photo'} for Bing
     offline_after: int = 5  # this many DNS/network failures in a row -> check whether the engine is still reachable
-    save_every: int = 10  # write the manifest after this many new rows (and after each class)
+    save_every: int = 10  # write the manifest after at least this many new rows and a quarter of the manifest (and after each class)
     probe_timeout: float = 5.0  # the reachability check's whole budget
     user_agent: str = USER_AGENT
     # Fetch image URLs that resolve to loopback, private, link-local or multicast addresses too. Off:

@@ -164,8 +164,21 @@ def search_terms(wnid: str, label_space: str = DEFAULT_LABEL_SPACE, context: str
 def default_search_terms(wnids, label_space: str = DEFAULT_LABEL_SPACE, context: str | None = None,
                          max_terms: int = CrawlConfig().max_terms) -> dict[str, list[str]]:
     """wnid -> the search terms ``crawl_run`` tries for it, in order, unless told otherwise: what a
-    page shows for editing before a crawl (``python -m crawl terms`` prints them)."""
-    return {wnid: search_terms(wnid, label_space, context, max_terms) for wnid in dict.fromkeys(wnids)}
+    page shows for editing before a crawl (``python -m crawl terms`` prints them). A wnid that is
+    neither a class of the label space nor a WordNet 3.0 noun is CrawlError (one line; it was a
+    KeyError traceback)."""
+    wnids = list(dict.fromkeys(wnids))
+    check_wnids(wnids, label_space)
+    return {wnid: search_terms(wnid, label_space, context, max_terms) for wnid in wnids}
+
+
+def check_wnids(wnids, label_space: str = DEFAULT_LABEL_SPACE) -> None:
+    """CrawlError naming every wnid that can be neither crawled nor searched for: not a class of the
+    label space and no WordNet 3.0 noun (an ImageNet-21k-only hyponym is fine: its lemmas are its terms)."""
+    space = get_label_space(label_space)
+    missing = [w for w in wnids if w not in space and not _is_noun_wnid(w)]
+    if missing:
+        raise CrawlError(f"Not WordNet 3.0 noun ids: {', '.join(missing)}; give wnids such as n02123045.")
 
 
 MAX_TERM_CHARS = 200
@@ -244,13 +257,11 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
         raise OptionError(f"k must be at least 1, not {k}.")
     dest = as_destination(run)
     label_space = label_space or (run.info.label_space if isinstance(run, Run) else DEFAULT_LABEL_SPACE)
-    space = get_label_space(label_space)
     # A class outside the label space (an ImageNet-21k-only hyponym such as leopard cat for an
     # IN-1k run) is crawled like any other: its search terms are its WordNet lemmas. Only a wnid
     # that is no WordNet 3.0 noun is refused.
-    missing = [w for w in wnids if w not in space and not _is_noun_wnid(w)]
-    if missing:
-        raise CrawlError(f"Not WordNet 3.0 noun ids: {', '.join(missing)}; give wnids such as n02123045.")
+    check_wnids(wnids, label_space)
+    space = get_label_space(label_space)
     plan = _term_plan(wnids, label_space, config, search_terms)
     api_key = _api_key(engine_name, config)
     base_url = engine_base_url(engine_name, config)

@@ -10,7 +10,8 @@ Two steps, so nothing ambiguous is guessed (the Import page and ``python -m craw
 
 - :func:`plan_folders` reads SRC and says, per class folder, how many files it holds and whether
   its name is ``resolved`` (one class), ``ambiguous`` (several: the candidates, each with its
-  synset name and definition) or ``unknown`` (with close matches when there are any).
+  synset name and definition) or ``unknown`` (with suggestions when there are any: the classes
+  nearest to the name in WordNet, ``core.labels.neighbour_classes``, then close spellings).
 - :func:`import_new_run` takes an explicit mapping ``{folder name: wnid, or None to skip}`` for
   the folders that did not resolve (and may override those that did), imports into a staging
   folder and creates the run only when at least one image was accepted: a refused or empty
@@ -24,11 +25,16 @@ the file system; the original relative path is kept in the manifest as data
 
 Only regular files inside SRC are read, and never more than the size limit of any of them:
 a link to /dev/zero would fill memory, a FIFO would block forever, a class folder linking to
-/ would walk the whole disk. A symbolic link is followed when it stays inside SRC (symlinks
-resolved), or anywhere with ``follow_links`` (``--follow-links``); each folder is read once,
-so link loops end. Every entry that is not read gets a manifest row (status 'rejected') and a
-line in the summary, with its reason: ``not-regular`` (FIFO, device, socket), ``outside-src``,
-``symlink-loop``, ``unreadable`` (permission, broken link), ``too-large``.
+/ would walk the whole disk. Symbolic links follow core.folderscan's rule (the same for
+``classify --images``): an entry is read once, under the class folder that holds it by its real
+path, so a link into another class folder is skipped (its images are read there: before,
+``SRC/n02123045/up -> ..`` stored every other class's photos as tabby, ``--skip`` folders
+included); a link to SRC or above it is a loop; a link that leaves SRC is followed only with
+``follow_links`` (``--follow-links``), and what it leads to is the class of the folder holding the
+link (except what lies in another class folder); each folder is read once, so link loops end.
+Every entry that is not read gets a manifest row (status 'rejected') and a line in the summary,
+with its reason: ``not-regular`` (FIFO, device, socket), ``outside-src``, ``symlink-loop``,
+``other-class``, ``unreadable`` (permission, broken link), ``too-large``.
 """
 from __future__ import annotations
 
@@ -46,7 +52,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, resolve_noun_synsets
+from core.folderscan import Skip, TreeScan
+from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighbour_classes, resolve_noun_synsets
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
 from core.serving import check_import_source
@@ -55,10 +62,13 @@ from core.wordnet import is_wnid, synset_of, wnid_of
 from .config import ValidationConfig
 from .store import (CollectError, Collector, RunDestination, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
                     summarise, sweep_leftovers)
-from .validate import (NOT_REGULAR, OUTSIDE_SRC, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
+from .validate import (NOT_REGULAR, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
                        validate_image)
 
 _SYNSET_NAME_RE = re.compile(r"^.+\.n\.\d{2}$")
+# Threads that store accepted files (crawl.store.Collector): their fsyncs overlap, and the file
+# system commits them together; on a loaded disk 4 in flight cost a third of one at a time.
+IMPORT_WRITERS = 4
 
 
 class FolderImportError(CollectError):
@@ -89,8 +99,8 @@ class Candidate:
 @dataclass(frozen=True)
 class FolderPlan:
     """What one class folder of SRC is: ``status`` 'resolved' (``wnid`` set), 'ambiguous'
-    (``candidates``: every class its name matches) or 'unknown' (``candidates``: close matches,
-    maybe none; ``reason`` says why). ``files``: regular files the import would read."""
+    (``candidates``: every class its name matches) or 'unknown' (``candidates``: the nearest
+    classes in WordNet, then close spellings, maybe none; ``reason`` says why). ``files``: regular files the import would read."""
 
     folder: str
     files: int
@@ -126,7 +136,7 @@ class ImportPlan:
             if f.status == AMBIGUOUS:
                 note = "one of: " + "; ".join(f"{c.synset} ({c.wnid})" for c in f.candidates)
             elif f.status == UNKNOWN and f.candidates:
-                note = "not a class name; close: " + ", ".join(f"{c.name} ({c.wnid})" for c in f.candidates)
+                note = "not a class name; nearest: " + ", ".join(f"{c.name} ({c.wnid})" for c in f.candidates)
             elif f.status == UNKNOWN:
                 note = f.reason.split(": ", 1)[-1] if f.reason.startswith("folder ") and ": " in f.reason else \
                     "not a class name of " + self.label_space
@@ -205,9 +215,18 @@ def _resolve(name: str, label_space: str, what: str) -> tuple[str, str | None, t
         candidates = tuple(_candidate(w, space) for w in matches)
         options = "; ".join(f"{c.wnid} {c.synset} ({_short(c.definition)})" for c in candidates)
         return AMBIGUOUS, None, candidates, f"{what} {name!r} is ambiguous in {label_space}: {options}"
+    # WordNet's neighbours first (a folder 'motorcycle': moped, go-kart, ...), then spelling
+    # neighbours ('tabbby': tabby); spelling alone offered unicycle and tricycle for motorcycle.
+    near = neighbour_classes(text, label_space) if key else []
     close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.75) if key else []
-    candidates = tuple(dict.fromkeys(_candidate(w, space) for c in close for w in index[c]))
-    hint = f" (close: {'; '.join(f'{c} -> ' + ', '.join(index[c]) for c in close)})" if close else ""
+    candidates = tuple(dict.fromkeys([_candidate(w, space) for w in near]
+                                     + [_candidate(w, space) for c in close for w in index[c]]))
+    hints = []
+    if near:
+        hints.append("nearest in WordNet: " + "; ".join(f"{space.display_name(w)} -> {w}" for w in near[:3]))
+    if close:
+        hints.append("close spelling: " + "; ".join(f"{c} -> " + ", ".join(index[c]) for c in close))
+    hint = f" ({'; '.join(hints)})" if hints else ""
     return UNKNOWN, None, candidates, f"{what} {name!r} is not a class name of {label_space}{hint}"
 
 
@@ -257,99 +276,35 @@ def _not_regular(mode: int) -> Rejected:
     return Rejected(NOT_REGULAR, f"{_kind(mode)}, not a regular file")
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _reason(skip: Skip) -> Rejected:
+    """A core.folderscan Skip in the words of an import's manifest ('<code>: <detail>')."""
+    why, target = skip.why, skip.target
+    detail = {
+        "loop": "a symbolic link that leads back to itself",
+        "above": f"a symbolic link to {target}, the source folder or a folder above it (a link loop: not followed)",
+        "seen": f"leads to {skip.other}, a folder already read (a link loop or a second link to it)",
+        "class": f"a symbolic link into class folder {skip.other!r} ({target}): its images are read there, under "
+                 "that folder's class",
+        "no-class": f"a symbolic link to {target}, inside the source folder but in no class folder",
+        "outside": f"a symbolic link to {target}, outside the source folder (--follow-links follows it)",
+        "broken": f"a broken symbolic link ({skip.error})",
+        "special": f"{_kind(skip.mode)}, not a regular file",
+        "folder-error": f"folder: {skip.error}",
+    }.get(why, skip.error)
+    return Rejected(skip.code, detail)
 
 
 class _Walker:
-    """The entries of SRC's class folders, in order (a folder's files, then its sub-folders, by
-    name, like os.walk), following links only where allowed and reading each folder once."""
+    """The entries of SRC's class folders by core.folderscan's rule (shared with classify
+    --images): a folder's files, then its sub-folders, by name; each entry read once, under the
+    class folder that holds it by its real path."""
 
     def __init__(self, src: Path, follow_links: bool = False):
-        self.src = src  # resolved
-        self.follow_links = follow_links
-        self.seen: dict[tuple[int, int], str] = {}  # (device, inode) of folders read -> their name
+        self.scan = TreeScan(src, follow_links)
 
     def class_entries(self, folder: str) -> list[Entry]:
-        entries: list[Entry] = []
-        start = self._follow(self.src / folder, folder, entries)
-        if start is None:
-            return entries
-        stack = [start]
-        while stack:
-            path, original = stack.pop()
-            folders = self._read_folder(path, original, entries)
-            stack.extend(reversed(folders))
-        return entries
-
-    def _follow(self, path: Path, original: str, entries: list[Entry]) -> tuple[Path, str] | None:
-        """A folder to read (a link resolved), or None with the reason appended to ``entries``."""
-        target = path
-        if path.is_symlink():
-            target = self._link_target(path, original, entries)
-            if target is None:
-                return None
-        try:
-            mode = os.stat(target).st_mode
-        except OSError as exc:
-            entries.append(Entry(original, skip=Rejected(UNREADABLE, exc.strerror or type(exc).__name__)))
-            return None
-        if not stat.S_ISDIR(mode):
-            entries.append(Entry(original, skip=_not_regular(mode)))
-            return None
-        return target, original
-
-    def _link_target(self, link: Path, original: str, entries: list[Entry]) -> Path | None:
-        try:
-            target = Path(os.path.realpath(link, strict=True))
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                entries.append(Entry(original, skip=Rejected(SYMLINK_LOOP, "a symbolic link that leads back to itself")))
-            else:
-                entries.append(Entry(original, skip=Rejected(UNREADABLE, f"a broken symbolic link ({exc.strerror})")))
-            return None
-        if not self.follow_links and not _inside(target, self.src):
-            entries.append(Entry(original, skip=Rejected(
-                OUTSIDE_SRC, f"a symbolic link to {target}, outside the source folder (--follow-links follows it)")))
-            return None
-        return target
-
-    def _read_folder(self, path: Path, original: str, entries: list[Entry]) -> list[tuple[Path, str]]:
-        """Append the folder's files (and skipped entries) to ``entries``; return its sub-folders."""
-        try:
-            info = os.stat(path)
-            key = (info.st_dev, info.st_ino)
-            if key in self.seen:
-                entries.append(Entry(original, skip=Rejected(
-                    SYMLINK_LOOP, f"leads to {self.seen[key]}, a folder already read (a link loop or a second link to it)")))
-                return []
-            self.seen[key] = original
-            with os.scandir(path) as scan:
-                names = sorted((e for e in scan if _visible(e.name)), key=lambda e: e.name)
-        except OSError as exc:
-            entries.append(Entry(original, skip=Rejected(UNREADABLE, f"folder: {exc.strerror or type(exc).__name__}")))
-            return []
-        folders = []
-        for item in names:
-            name = f"{original}/{item.name}"
-            try:
-                if item.is_symlink():
-                    target = self._link_target(Path(item.path), name, entries)
-                    if target is None:
-                        continue
-                    mode = os.stat(target).st_mode
-                else:
-                    target, mode = Path(item.path), item.stat(follow_symlinks=False).st_mode
-            except OSError as exc:
-                entries.append(Entry(name, skip=Rejected(UNREADABLE, exc.strerror or type(exc).__name__)))
-                continue
-            if stat.S_ISDIR(mode):
-                folders.append((target, name))
-            elif stat.S_ISREG(mode):
-                entries.append(Entry(name, target))
-            else:
-                entries.append(Entry(name, skip=_not_regular(mode)))
-        return folders
+        return [Entry(item.original, item.path) if item.skip is None else Entry(item.original, skip=_reason(item.skip))
+                for item in self.scan.entries(folder)]
 
 
 def _root_oddities(src: Path) -> list[str]:
@@ -422,10 +377,12 @@ def _choose(plan: ImportPlan, mapping: dict[str, str | None] | None) -> tuple[di
         elif f.status == RESOLVED:
             chosen[f.folder] = f.wnid
         else:
-            errors.append(f.reason.rstrip("."))
+            errors.append((f.status != AMBIGUOUS, f.reason.rstrip(".")))
     if errors:
         # One line (CLIs and the dashboard show one): the count, then each folder's reason.
-        # The fix first: a long list is cut at the end of the line, never the way out.
+        # The fix first: a long list is cut at the end of the line, never the way out. Ambiguous
+        # folders first: their candidates are the choice to make (an unknown one may be skipped).
+        errors = [reason for _, reason in sorted(errors, key=lambda e: e[0])]
         shown = " | ".join(errors[:5]) + (f" | and {len(errors) - 5} more" if len(errors) > 5 else "")
         raise FolderImportError(f"Cannot import {plan.src}: {len(errors)} class folder(s) cannot be mapped, nothing "
                                 f"was imported (pick each one's class: --map FOLDER=WNID, or leave it out: --skip "
@@ -486,7 +443,7 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
     summary = ImportSummary(dest.describe(), folders, pd.DataFrame(), notes=notes,
                             files_seen=sum(1 for _, entry in work if entry.skip is None))
     with exclusive(dest):
-        collector = Collector(dest, validation)
+        collector = Collector(dest, validation, writers=IMPORT_WRITERS)
         summary.notes += leftover_notes(*sweep_leftovers(dest, collector.manifest(), wnids), "import")
         try:
             for done, (wnid, entry) in enumerate(work, start=1):
@@ -497,7 +454,7 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
     if summary.skipped:
         counts = pd.Series([reason.split(":", 1)[0] for _, reason in summary.skipped]).value_counts()
         summary.notes.append(f"skipped {len(summary.skipped)} {'entry' if len(summary.skipped) == 1 else 'entries'} "
-                             f"that are not regular files inside {src} ("
+                             f"that are not regular files of their own class folder in {src} ("
                              + ", ".join(f"{n} {code}" for code, n in counts.items())
                              + "); each has a manifest row with its reason")
     summary.per_class = summarise(collector.manifest(), wnids)

@@ -4,10 +4,15 @@ A *destination* is either a run of the run store (``images/`` + ``manifest.parqu
 plain folder (``DIR/<wnid>/`` + ``DIR/manifest.csv``, for ``python -m crawl import --out``).
 Both hold the same manifest (``core.runstore.MANIFEST_SCHEMA``).
 
-The ``Collector`` is the single writer of a destination during a crawl or an import: it keeps
+The ``Collector`` is the single collector of a destination during a crawl or an import: it keeps
 the manifest in memory, decides accepted / duplicate for each validated image under a lock
 (download threads call it concurrently), stores accepted files by content hash atomically,
-and writes the manifest atomically every few rows. Between two manifest writes every row is
+and writes the manifest atomically now and then: after ``save_every`` new rows and a quarter of
+the manifest, so an import of n files rewrites it O(log n) times (every 10 rows made an import
+quadratic: 40,000 files took 420 s). It is not the manifest's only writer: an analyst's
+exclusions (``core.runstore.Run.set_excluded``) land while it runs, so each save re-reads the
+manifest under the manifest lock (``Destination.manifest_lock``, which ``set_excluded`` holds too)
+and keeps the exclusions it finds there. Between two manifest writes every row is
 also appended to a journal (``.wildlens-manifest.journal`` beside the manifest) *before* its
 file is stored, so a killed process loses no row and leaves no stored file without a row: the
 next collection replays the journal into the manifest and drops a replayed row whose file never
@@ -33,6 +38,7 @@ import re
 import tempfile
 import threading
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +49,9 @@ import pandas as pd
 
 from core.errors import WildLensError
 from core.locking import FolderBusy, exclusive_lock
-from core.runstore import MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso, write_bytes_atomic, write_table
+from core.parts import atomic_temp_re
+from core.runstore import (MANIFEST_LOCK_NAME, MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso,
+                           waiting_lock, write_bytes_atomic, write_table)
 
 from .config import FORMAT_EXTENSIONS, ValidationConfig
 from .validate import (EXACT_DUPLICATE, NEAR_DUPLICATE, TRANSIENT_CODES, ImageFacts, Rejected, phash_int,
@@ -92,6 +100,10 @@ class Destination:
     def write_manifest(self, df: pd.DataFrame) -> None:
         raise NotImplementedError
 
+    def manifest_lock(self):
+        """The lock every writer of the manifest holds (waits for) while it reads and writes it."""
+        return waiting_lock(self.root, MANIFEST_LOCK_NAME)
+
     def describe(self) -> str:
         return str(self.root)
 
@@ -114,6 +126,9 @@ class RunDestination(Destination):
 
     def write_manifest(self, df: pd.DataFrame) -> None:
         self.run.write_manifest(df)
+
+    def manifest_lock(self):
+        return self.run.manifest_lock()  # the one the Images page's exclusions take
 
     def describe(self) -> str:
         return f"run {self.run.run_id}"
@@ -152,7 +167,8 @@ class FolderDestination(Destination):
         return df
 
     def write_manifest(self, df: pd.DataFrame) -> None:
-        write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")  # atomic CSV
+        with self.manifest_lock():
+            write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")  # atomic CSV
 
 
 def _flat(text: str, limit: int = 200) -> str:
@@ -233,12 +249,19 @@ def check_manifest(dest: Destination) -> None:
 
 def sweep_leftovers(dest: Destination, manifest: pd.DataFrame, wnids) -> tuple[int, int]:
     """Tidy the class folders after a killed process: remove the temporary files of unfinished
-    atomic writes (only names ``core.runstore.atomic_path`` gives) and count stored-looking files
+    atomic writes (only names ``core.runstore.atomic_path`` gives, of stored images and of the
+    manifest itself) and count stored-looking files
     that no manifest row names. Those are left where they are: with the journal a kill leaves
     none, so they come from elsewhere (a manifest restored from an older copy, a hand-made copy)
     and are nobody's to delete. Returns (temporaries removed, unrecorded files)."""
     referenced = set(manifest["file"].dropna())
     removed = unrecorded = 0
+    with dest.manifest_lock():  # a manifest write in flight (an exclusion) keeps its temporary file
+        temporary = atomic_temp_re(re.escape(dest.manifest_path.name))
+        for path in dest.manifest_path.parent.iterdir():
+            if temporary.match(path.name) and path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)  # a manifest write killed before its rename
+                removed += 1
     for wnid in wnids:
         folder = dest.images_dir / wnid
         if not folder.is_dir():
@@ -290,6 +313,12 @@ def _jsonable(value):
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What changes whenever a file is replaced (every manifest write is an atomic rename: a new inode)."""
+    info = os.stat(path)
+    return info.st_ino, info.st_mtime_ns, info.st_size
+
+
 def _split_wnids(value) -> set[str]:
     return {w for w in str(value).split(",") if w} if isinstance(value, str) and value else set()
 
@@ -297,10 +326,22 @@ def _split_wnids(value) -> set[str]:
 class Collector:
     """Thread-safe manifest + duplicate index of one destination (see the module docstring)."""
 
-    def __init__(self, dest: Destination, validation: ValidationConfig, *, save_every: int = 10):
+    def __init__(self, dest: Destination, validation: ValidationConfig, *, save_every: int = 10, writers: int = 0):
+        """``writers``: threads that store accepted files (0: the calling thread stores each one
+        inside :meth:`record`). An import uses a few: the fsync of each stored file is most of an
+        imported image's time, and several in flight are committed together by the file system.
+        Every accepted row is journaled before its file is handed to a writer, and every save waits
+        for the files of the rows it writes, so a kill still leaves no row without its file in the
+        manifest (the replay drops a journaled row whose file never arrived)."""
         self.dest = dest
         self.validation = validation
         self.save_every = max(1, save_every)
+        self.writers = max(0, writers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: list[tuple[int, Future]] = []  # (row index, its file's write) not yet waited for
+        self._failed: set[int] = set()  # rows whose file could not be stored
+        self._store_error: OSError | None = None
+        self._written: tuple | None = None  # _stamp of the manifest this collector wrote last
         self._lock = threading.RLock()
         had_manifest = dest.manifest_path.exists()
         if not had_manifest:
@@ -310,9 +351,11 @@ class Collector:
         self.replayed = self._replay_journal()
         self.initial_rows = len(self.rows)
         self._by_sha: dict[str, int] = {}  # accepted rows
-        self._phash_rows: list[int] = []
-        self._phash_values: list[int] = []
-        self._phash_array: np.ndarray | None = None
+        # pHashes of accepted rows, grown by doubling (rebuilding an array per row was quadratic)
+        self._phash_rows = np.zeros(64, dtype=np.int64)
+        self._phash_array = np.zeros(64, dtype=np.uint64)
+        self._phash_count = 0
+        self._journal_fd: int | None = None
         self._by_url: dict[str, list[int]] = {}
         self._seen: set[tuple] = set()  # (wnid, url) and (wnid, original_name, sha256)
         self._claimed: set[tuple] = set()  # URLs taken by a download thread in this session
@@ -326,10 +369,20 @@ class Collector:
 
     # journal -------------------------------------------------------------------
     def _journal(self, index: int, row: dict) -> None:
-        """Append row ``index`` (new or changed) to the journal before anything else is done with it."""
-        line = json.dumps({"i": index, "row": row}, default=_jsonable, ensure_ascii=False) + "\n"
-        with open(self.dest.journal_path, "a", encoding="utf-8") as handle:
-            handle.write(line)
+        """Append row ``index`` (new or changed) to the journal before anything else is done with it:
+        one ``write`` on a handle opened in append mode (kept open until the next save), so the line
+        is the kernel's once this returns, whatever kills the process next."""
+        line = (json.dumps({"i": index, "row": row}, default=_jsonable, ensure_ascii=False) + "\n").encode("utf-8")
+        if self._journal_fd is None:
+            self._journal_fd = os.open(self.dest.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self._journal_fd, view):]
+
+    def _close_journal(self) -> None:
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+            self._journal_fd = None
 
     def _replay_journal(self) -> int:
         """Apply the rows journaled since the last manifest write (a killed process); returns how
@@ -365,6 +418,8 @@ class Collector:
             applied += 1
         missing = {i for i in appended if self.rows[i]["status"] == "accepted"
                    and not (self.dest.images_dir / str(self.rows[i]["file"])).is_file()}
+        lost = {self.rows[i]["file"] for i in missing}  # a copy journaled while its kept file was being stored
+        missing |= {i for i in appended if self.rows[i]["status"] == "duplicate" and self.rows[i]["duplicate_of"] in lost}
         if missing:
             self.rows = [row for i, row in enumerate(self.rows) if i not in missing]
         return applied
@@ -380,23 +435,24 @@ class Collector:
         if row.get("status") == "accepted" and row.get("sha256"):
             self._by_sha.setdefault(row["sha256"], index)
             if row.get("phash"):
-                self._phash_rows.append(index)
-                self._phash_values.append(phash_int(row["phash"]))
-                self._phash_array = None
+                if self._phash_count == len(self._phash_array):
+                    self._phash_array = np.concatenate([self._phash_array, np.zeros_like(self._phash_array)])
+                    self._phash_rows = np.concatenate([self._phash_rows, np.zeros_like(self._phash_rows)])
+                self._phash_array[self._phash_count] = phash_int(row["phash"])
+                self._phash_rows[self._phash_count] = index
+                self._phash_count += 1
             if not row.get("excluded"):
                 self.usable[wnid] += 1
 
     def _nearest(self, phash: str) -> tuple[int, int] | None:
         """(row index, distance) of the closest accepted image within the threshold, or None."""
-        if self.validation.phash_threshold < 0 or not self._phash_values:
+        if self.validation.phash_threshold < 0 or not self._phash_count:
             return None
-        if self._phash_array is None:
-            self._phash_array = np.array(self._phash_values, dtype=np.uint64)
-        distances = np.bitwise_count(self._phash_array ^ np.uint64(phash_int(phash)))
+        distances = np.bitwise_count(self._phash_array[:self._phash_count] ^ np.uint64(phash_int(phash)))
         best = int(np.argmin(distances))
         if int(distances[best]) > self.validation.phash_threshold:
             return None
-        return self._phash_rows[best], int(distances[best])
+        return int(self._phash_rows[best]), int(distances[best])
 
     # queries used by download threads ----------------------------------------------
     def claim_url(self, wnid: str, url: str) -> str | dict:
@@ -462,8 +518,40 @@ class Collector:
             row["file"] = facts.stored_name(wnid)
             row.update(status="accepted", reason=None)
             self._journal(len(self.rows), row)  # first the row, then the file: a kill leaves no file without a row
-            write_bytes_atomic(self.dest.images_dir / row["file"], data)  # temp + fsync + rename
+            self._store(len(self.rows), self.dest.images_dir / row["file"], data)  # temp + fsync + rename
             return Outcome("accepted", self._append(row, journaled=True))
+
+    # storing files ----------------------------------------------------------------------
+    def _store(self, index: int, path: Path, data: bytes) -> None:
+        if self._store_error is not None:  # a file could not be stored: stop at once, one line
+            raise self._store_failure()
+        if not self.writers:
+            write_bytes_atomic(path, data)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.writers, thread_name_prefix="wildlens-store")
+        self._pending.append((index, self._pool.submit(write_bytes_atomic, path, data)))
+        while len(self._pending) > 4 * self.writers:  # a bounded number of files held in memory
+            self._wait_one()
+
+    def _wait_one(self) -> None:
+        index, future = self._pending.pop(0)
+        try:
+            future.result()
+        except OSError as exc:
+            self._failed.add(index)
+            self._store_error = self._store_error or exc
+
+    def _drain(self) -> None:
+        """Wait for every file handed to a writer."""
+        while self._pending:
+            self._wait_one()
+
+    def _store_failure(self) -> CollectError:
+        exc = self._store_error
+        return CollectError(f"Cannot store images in {self.dest.describe()}: {exc.strerror or exc} "
+                            f"({exc.filename or self.dest.images_dir}); every image stored so far is recorded: "
+                            "make room (or fix the folder's permissions), then run the same command again to resume.")
 
     def reuse(self, wnid: str, other: dict, provenance: dict, *, target: int | None = None) -> Outcome | None:
         """Record a URL that another class already fetched, without fetching it again: a copy
@@ -509,18 +597,64 @@ class Collector:
         self.rows.append(row)
         self._index(len(self.rows) - 1, row)
         self._unsaved += 1
-        if self._unsaved >= self.save_every:
+        # A quarter of the manifest at least: each save costs O(rows), so saving every few rows made
+        # an import quadratic; the journal holds the rows in between, so a kill loses none of them.
+        if self._unsaved >= max(self.save_every, len(self.rows) // 4):
             self.save()
         return row
 
     def save(self) -> None:
         """Write the whole manifest atomically, then empty the journal (callers may hold the lock
-        or not). Killed in between, the journal is replayed onto rows it already holds: no change."""
-        with self._lock:
-            df = pd.DataFrame(self.rows, columns=list(MANIFEST_SCHEMA)) if self.rows else empty_table(MANIFEST_SCHEMA)
+        or not). Killed in between, the journal is replayed onto rows it already holds: no change.
+        Done under the destination's manifest lock, after taking in the exclusions an analyst made
+        since the last save (:meth:`_take_exclusions`): this collector never changes them."""
+        with self._lock, self.dest.manifest_lock():
+            self._drain()  # the files of the rows written here are stored
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None  # no idle threads left behind (a dashboard imports many times)
+            self._take_exclusions()
+            rows = self.rows
+            if self._failed:  # rows whose file could not be stored, and the copies pointing to one: left out,
+                # so the next run imports them again (the journal, numbered like self.rows, is emptied below)
+                lost = {self.rows[i]["file"] for i in self._failed}
+                rows = [row for i, row in enumerate(self.rows) if i not in self._failed and row["duplicate_of"] not in lost]
+            df = pd.DataFrame(rows, columns=list(MANIFEST_SCHEMA)) if rows else empty_table(MANIFEST_SCHEMA)
             self.dest.write_manifest(df)
+            self._written = _stamp(self.dest.manifest_path)
+            self._close_journal()
             self.dest.journal_path.unlink(missing_ok=True)
             self._unsaved = 0
+            if self._store_error is not None:
+                self.closed = True
+                raise self._store_failure()
+
+    def _take_exclusions(self) -> None:
+        """Copy 'excluded' and 'excluded_reason' from the manifest on disk onto the rows held here
+        (the same row: same position, class, file and hash; rows are only ever appended), and
+        count the change in the usable images of its class. A manifest that cannot be read is
+        left to the write that follows (which restores it from the rows held here)."""
+        try:
+            if _stamp(self.dest.manifest_path) == self._written:
+                return  # the manifest is the one this collector wrote last: nobody changed it since
+            disk = self.dest.read_manifest()
+        except (CollectError, OSError):  # missing, or not readable: the write that follows restores it
+            return
+        n = min(len(disk), len(self.rows))
+        if not n:
+            return
+        excluded = disk["excluded"].fillna(False).astype(bool).to_numpy()[:n]
+        reasons = disk["excluded_reason"].astype(object).to_numpy()[:n]
+        ids = {col: disk[col].astype(object).to_numpy()[:n] for col in ("wnid", "file", "sha256")}
+        for i in range(n):
+            row, now, why = self.rows[i], bool(excluded[i]), _plain(reasons[i])
+            if bool(row["excluded"]) == now and row["excluded_reason"] == why:
+                continue
+            if any(row[col] != _plain(ids[col][i]) for col in ids):
+                continue  # not this row (the manifest was replaced meanwhile): nothing to take
+            if row["status"] == "accepted" and bool(row["excluded"]) != now:
+                self.usable[row["wnid"]] += -1 if now else 1
+            row["excluded"], row["excluded_reason"] = now, why
 
     @property
     def new_rows(self) -> list[dict]:

@@ -10,14 +10,12 @@ per-class figures count.
 from __future__ import annotations
 
 import hashlib
-import io
-import warnings
 from dataclasses import dataclass
 
 from PIL import Image
 
 from .config import FORMAT_EXTENSIONS, ValidationConfig
-from core.imageio import ImageLoadError, load_rgb
+from core.imageio import ImageLoadError, load_error, open_rgb
 
 # Reason codes (the part before ':' in a manifest 'reason').
 EMPTY = "empty"
@@ -28,11 +26,14 @@ BOMB = "decompression-bomb"
 TOO_SMALL = "too-small"
 FORMAT = "format"
 TOO_LARGE = "too-large"
-# Entries of an imported folder that are not read (set by crawl.importer)
-UNREADABLE = "unreadable"  # permission denied, a broken link, an I/O error
-NOT_REGULAR = "not-regular"  # a FIFO, a device, a socket: reading could block or never end
-OUTSIDE_SRC = "outside-src"  # a symbolic link that leaves the source folder (followed with --follow-links)
-SYMLINK_LOOP = "symlink-loop"  # a link loop, or a second way into a folder already read
+# Entries of an imported folder that are not read (set by crawl.importer; the rule that decides
+# them is core.folderscan's, shared with classify --images): unreadable (permission denied, a
+# broken link, an I/O error), not-regular (a FIFO, a device, a socket: reading could block or
+# never end), outside-src (a symbolic link that leaves the source folder, followed with
+# --follow-links), symlink-loop (a link loop, a link to SRC or above it, a second way into a
+# folder already read), other-class (a link into another class folder, whose images are read
+# there, or into no class folder)
+from core.folderscan import NOT_REGULAR, OTHER_CLASS, OUTSIDE_SRC, SYMLINK_LOOP, UNREADABLE  # noqa: E402,F401
 # Network codes (set by crawl.http)
 HTTP_ERROR = "http-error"
 TIMEOUT = "timeout"
@@ -120,7 +121,18 @@ def sha256_hex(data: bytes) -> str:
 
 def validate_image(data: bytes, config: ValidationConfig = ValidationConfig()) -> ImageFacts:
     """Accept ``data`` as an image or raise Rejected. Never alters the bytes: unusual modes,
-    animation and EXIF orientation are handled at load time by core.imageio."""
+    animation and EXIF orientation are handled at load time by core.imageio. Raises nothing but
+    Rejected: whatever else goes wrong with one file (a decoder's own exception, an odd header
+    that breaks the perceptual hash) is that file's rejection, ``undecodable: <why>``."""
+    try:
+        return _validate(data, config)
+    except Rejected:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one hostile file is one rejection, never a crashed import
+        raise Rejected(UNDECODABLE, str(load_error(exc))) from None
+
+
+def _validate(data: bytes, config: ValidationConfig) -> ImageFacts:
     if not data:
         raise Rejected(EMPTY, "0 bytes")
     if len(data) > config.max_bytes:
@@ -131,7 +143,7 @@ def validate_image(data: bytes, config: ValidationConfig = ValidationConfig()) -
     if announced == "TEXT":
         raise Rejected(NOT_IMAGE, "text or markup (XML, SVG, JSON), not a raster image")
     try:
-        rgb = load_rgb(bytes(data))  # full decode: truncation fails here
+        rgb, fmt, mode = open_rgb(bytes(data))  # one full decode: truncation fails here
     except ImageLoadError as exc:
         message = str(exc)
         if message.startswith("decompression bomb"):
@@ -139,10 +151,6 @@ def validate_image(data: bytes, config: ValidationConfig = ValidationConfig()) -
         if message.startswith("not an image"):
             raise Rejected(NOT_IMAGE, f"unknown signature {data[:8].hex()}") from None
         raise Rejected(UNDECODABLE, message) from None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # already passed the bomb check in load_rgb
-        with Image.open(io.BytesIO(data)) as img:
-            fmt, mode = img.format or "", img.mode
     if fmt not in FORMAT_EXTENSIONS or fmt not in config.formats:
         raise Rejected(FORMAT, f"{fmt or 'unknown'} is not allowed (allowed: {', '.join(config.formats)})")
     width, height = rgb.size

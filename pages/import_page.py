@@ -32,7 +32,8 @@ PLAN_DOCS = {"folder": "The sub-folder's name, as it is on disk.",
              "class": f"ImageNet's name of the class the folder resolved to. {NA_DASH} : not resolved (decided "
                       "below).",
              "wnid": f"The class's WordNet 3.0 id. {NA_DASH} : not resolved (decided below).",
-             "note": "The candidates of an ambiguous folder, close matches of an unknown one."}
+             "note": "The candidates of an ambiguous folder; for an unknown one, the classes nearest to its name in "
+                     "WordNet, then close spellings."}
 SUMMARY_LABELS = {"wnid": "Class id", "name": "Class", "accepted": "Accepted", "excluded": "Excluded",
                   "duplicate": "Duplicates", "ambiguous": "Also another class", "rejected": "Rejected"}
 SUMMARY_DOCS = {"wnid": "The class's WordNet 3.0 id.", "name": "ImageNet's name of the class.",

@@ -295,6 +295,35 @@ def truncated(data: bytes, keep: float = 0.5) -> bytes:
     return data[: int(len(data) * keep)]
 
 
+def gif_with_cut_second_frame(seed: int) -> bytes:
+    """An animated GIF cut short inside its second frame, where Pillow's ``is_animated`` raises
+    IndexError (not OSError): what made ``crawl import`` and ``classify --images`` crash (issue 22
+    item 7). The cut is found, not guessed, and checked."""
+    data = animated_gif(seed, frames=3)
+    for cut in range(len(data) // 4, len(data)):
+        try:
+            with Image.open(io.BytesIO(data[:cut])) as img:
+                img.is_animated
+        except IndexError:
+            return data[:cut]
+        except Exception:  # noqa: BLE001 - other cuts fail otherwise: look further
+            continue
+    raise AssertionError("no cut of the GIF makes Pillow raise IndexError any more")
+
+
+def jpeg_with_corrupt_exif(seed: int) -> bytes:
+    """A JPEG whose EXIF block says 'rotate' and stores ResolutionUnit as a BYTE where a SHORT is
+    due: ``ImageOps.exif_transpose`` raises ``struct.error`` re-encoding it."""
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: rotate, so exif_transpose rewrites the block
+    exif[0x0128] = 2  # ResolutionUnit, a SHORT
+    raw = bytearray(exif.tobytes())
+    at = raw.find(bytes.fromhex("01280003"))  # big-endian entry: tag 0x0128, type 3 (SHORT)
+    assert at > 0, raw.hex()
+    raw[at + 2:at + 4] = (1).to_bytes(2, "big")  # type 1 (BYTE)
+    return encode(pattern(seed, (160, 100)), "JPEG", quality=90, exif=bytes(raw))
+
+
 def html_page() -> bytes:
     return b"<!DOCTYPE html>\n<html><head><title>Access denied</title></head><body>Please log in</body></html>"
 

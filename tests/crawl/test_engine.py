@@ -88,13 +88,15 @@ def zoo():
         add("/a/good2.jpg", good2)
         add("/a/hop", status=301, headers={"Location": "/a/good3.webp"})
         add("/a/good3.webp", T.encode(T.pattern(115), "WEBP"))
+        add("/a/cut-frame.gif", T.gif_with_cut_second_frame(116))  # IndexError in Pillow (issue 22 item 7)
+        add("/a/bad-exif.jpg", T.jpeg_with_corrupt_exif(117))  # struct.error in exif_transpose
         engine.results["tabby"] = [
             "/a/good0.jpg", "/a/html.jpg", "/a/good1.png", "/a/same-as-good0.jpg", "/a/near-good1.jpg",
             "/a/corrupt.jpg", "/a/404.jpg", "/a/500.jpg", "/a/slow.jpg", "/a/huge.jpg", "/a/loop", "/a/to-file",
             "file:///etc/passwd", "ftp://127.0.0.1/x.jpg", "/a/tiny.jpg", "/a/cmyk.jpg", "/a/palette.png",
             "/a/16bit.png", "/a/anim.gif", "/a/exif.jpg", "/a/empty.jpg", "/a/bomb.png", "/a/good2.jpg",
             "/a/good0.jpg",  # listed twice: fetched once, one row
-            "/a/hop",
+            "/a/hop", "/a/cut-frame.gif", "/a/bad-exif.jpg",
         ]
         add("/b/good10.jpg", T.jpeg(120))
         add("/b/copy-of-good1.png", good1)
@@ -129,7 +131,8 @@ def test_every_answer_gets_the_right_verdict(zoo, zoo_crawl):
         "/a/cmyk.jpg": ("accepted", ""), "/a/palette.png": ("accepted", ""), "/a/16bit.png": ("accepted", ""),
         "/a/anim.gif": ("accepted", ""), "/a/exif.jpg": ("accepted", ""), "/a/empty.jpg": ("rejected", "empty"),
         "/a/bomb.png": ("rejected", "decompression-bomb"), "/a/good2.jpg": ("accepted", ""),
-        "/a/hop": ("accepted", ""),
+        "/a/hop": ("accepted", ""), "/a/cut-frame.gif": ("rejected", "undecodable"),
+        "/a/bad-exif.jpg": ("rejected", "undecodable"),
     }
     assert tabby.loc[zoo.absolute("/a/404.jpg"), "reason"] == "http-error: HTTP 404"
     assert zoo.hits["/a/good0.jpg"] == 1 and zoo.hits["/a/good2.jpg"] == 1  # never fetched twice
@@ -176,7 +179,7 @@ def test_cross_class_duplicates_are_flagged_on_both_rows(zoo, zoo_crawl):
 def test_summary_counts_by_reason(zoo_crawl):
     _, summary, _ = zoo_crawl
     table = summary.per_class.set_index("wnid")
-    assert table.loc[TABBY, ["requested", "accepted", "duplicate", "rejected", "short_by"]].tolist() == [50, 9, 2, 13, 41]
+    assert table.loc[TABBY, ["requested", "accepted", "duplicate", "rejected", "short_by"]].tolist() == [50, 9, 2, 15, 41]
     assert table.loc[TABBY, "rejected:bad-url"] == 3 and table.loc[TABBY, "rejected:http-error"] == 2
     assert table.loc[TIGER_CAT, ["accepted", "duplicate", "ambiguous"]].tolist() == [2, 2, 0]
     assert table.loc[TABBY, "ambiguous"] == 2

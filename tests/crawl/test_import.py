@@ -441,7 +441,7 @@ def test_import_reads_regular_files_inside_src_only(hostile_src, tmp_path, capsy
         assert reason[folder].startswith("outside-src: a symbolic link to "), folder
         assert manifest.loc[folder, "wnid"] == wnid
     assert len(manifest) == 11  # nothing from /, /dev or the folder out of SRC
-    assert "skipped 8 entries that are not regular files inside" in err
+    assert "skipped 8 entries that are not regular files of their own class folder in" in err
     assert "1 entry directly in" in err and "stray-fifo" in err
     table = FolderDestination(out).read_manifest()
     assert set(table["file"].dropna()) == {p.relative_to(out).as_posix() for p in out.glob("n*/*")}
@@ -464,9 +464,12 @@ def test_follow_links_follows_links_out_of_src_but_reads_regular_files_only(tmp_
     (src / "tiger cat").symlink_to(elsewhere, target_is_directory=True)
     summary = import_folder(src, tmp_path / "out", follow_links=True)
     manifest = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
-    assert manifest.loc["Tabby/secret.jpg", "status"] == "accepted"
+    # read once, under the class folder that holds it by its real path (issue 22 item 4: it was
+    # read twice, first as a tabby)
+    assert manifest.loc["tiger cat/secret.jpg", "status"] == "accepted"
+    assert manifest.loc["Tabby/secret.jpg", "reason"].startswith("other-class: a symbolic link into class folder "
+                                                                 "'tiger cat'")
     assert manifest.loc["Tabby/zero.jpg", "reason"] == "not-regular: a character device, not a regular file"
-    assert manifest.loc["tiger cat/secret.jpg", "status"] == "duplicate"  # the same file reached twice
     assert manifest.loc["tiger cat/fifo.jpg", "reason"].startswith("not-regular")
     assert summary.new_accepted == 1
 
@@ -654,3 +657,26 @@ def test_cli_names_the_candidates_and_map_and_skip_pick_them(mixed_src, capsys):
     assert info.title == "My import" and PROJECTILE in info.wnids and info.source == "import"
     assert main(["import", str(mixed_src), "--run", "weapons", "--map", "missile"]) == 2
     assert "--map expects FOLDER=CLASS" in capsys.readouterr().err
+
+
+def test_an_unknown_folder_that_is_a_wordnet_noun_gets_its_wordnet_neighbours_first(tmp_path, capsys):
+    """Issue 22 item 21: 'motorcycle' was offered unicycle and tricycle (spelling neighbours);
+    WordNet's classes next to it come first (moped, under motorcycle > minibike), spelling after."""
+    from crawl.importer import plan_folders
+
+    MOPED, GO_KART = "n03785016", "n03444034"
+    src = tmp_path / "src"
+    for folder in ("motorcycle", "tabbby"):
+        (src / folder).mkdir(parents=True)
+        (src / folder / "a.jpg").write_bytes(T.jpeg(995))
+    by = {f.folder: f for f in plan_folders(src, "imagenet-1k").folders}
+    moto = by["motorcycle"]
+    assert moto.status == "unknown" and [c.wnid for c in moto.candidates][:2] == [MOPED, "n02704792"]
+    assert GO_KART in [c.wnid for c in moto.candidates]
+    assert {"unicycle", "tricycle"}.isdisjoint(c.name for c in moto.candidates[:5])
+    assert f"nearest in WordNet: moped -> {MOPED}" in moto.reason
+    assert by["tabbby"].candidates[0].wnid == TABBY  # not a WordNet noun: spelling neighbours only
+    table = plan_folders(src, "imagenet-1k").table().set_index("folder")
+    assert table.loc["motorcycle", "note"].startswith(f"not a class name; nearest: moped ({MOPED})")
+    assert main(["import", str(src), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert f"moped -> {MOPED}" in capsys.readouterr().err

@@ -103,3 +103,57 @@ def test_a_search_term_like_a_formula_is_stored_as_text_and_neutralised(tmp_path
     on_disk = (out / "manifest.csv").read_text()  # --out DIR's manifest is a CSV too
     assert "'" + FORMULA_TERM in on_disk and ",=cmd" not in on_disk
     assert set(FolderDestination(out).read_manifest()["search_term"].dropna()) == {FORMULA_TERM}  # read back as typed
+
+
+def _linked_src(tmp_path):
+    """Issue 22 item 4's tree: a tabby folder holding links to SRC, to the coffee folder, to one
+    coffee photo and to a hidden folder; a folder the import is told to skip."""
+    src = tmp_path / "src"
+    for folder, seed in (("n02123045", 800), ("n07920052", 801), ("astronaut", 802), (".stash", 803)):
+        (src / folder).mkdir(parents=True)
+        (src / folder / f"{folder.strip('.')}.jpg").write_bytes(T.jpeg(seed))
+    (src / "n02123045" / "up").symlink_to("..", target_is_directory=True)
+    (src / "n02123045" / "more").symlink_to("../n07920052", target_is_directory=True)
+    (src / "n02123045" / "cup.jpg").symlink_to("../n07920052/n07920052.jpg")
+    (src / "n02123045" / "stash").symlink_to("../.stash", target_is_directory=True)
+    return src
+
+
+def test_links_never_store_an_image_under_another_class_or_bypass_skip(tmp_path, capsys):
+    """Before: 'up -> ..' stored the coffee photo and the skipped astronaut as tabby, and the real
+    n07920052 folder was refused as 'symlink-loop'."""
+    from crawl.cli import main
+    from crawl.importer import plan_folders
+    from core.runstore import RunStore
+
+    src = _linked_src(tmp_path)
+    counts = {f.folder: f.files for f in plan_folders(src).folders}
+    assert counts == {"n02123045": 1, "n07920052": 1, "astronaut": 1}
+    assert main(["import", str(src), "--run", "r", "--skip", "astronaut", "--no-progress"]) == 0
+    manifest = RunStore().open_run("r").read_manifest().set_index("original_name")
+    accepted = manifest[manifest["status"] == "accepted"]
+    assert sorted(zip(accepted.index, accepted["wnid"])) == [("n02123045/n02123045.jpg", "n02123045"),
+                                                             ("n07920052/n07920052.jpg", "n07920052")]
+    reasons = manifest["reason"].dropna().to_dict()
+    assert reasons["n02123045/up"].startswith("symlink-loop: a symbolic link to ") and "above it" in reasons["n02123045/up"]
+    assert reasons["n02123045/more"].startswith("other-class: a symbolic link into class folder 'n07920052'")
+    assert reasons["n02123045/cup.jpg"].startswith("other-class: a symbolic link into class folder 'n07920052'")
+    assert reasons["n02123045/stash"].startswith("other-class: ") and "in no class folder" in reasons["n02123045/stash"]
+    assert not any(name.startswith("n07920052") for name in reasons), reasons  # the real folder is read
+    assert not any("astronaut" in name for name in manifest.index)
+
+
+def test_a_class_folder_that_is_a_link_to_another_is_read_once_under_the_real_one(tmp_path):
+    from crawl.importer import import_folder
+
+    src = tmp_path / "src"
+    (src / "n02123045").mkdir(parents=True)
+    (src / "n02123045" / "a.jpg").write_bytes(T.jpeg(810))
+    (src / "tabby").symlink_to("n02123045", target_is_directory=True)  # the same class, by name
+    (src / "tiger cat").symlink_to("n02123045", target_is_directory=True)  # another class: never
+    summary = import_folder(src, tmp_path / "out", mapping=None)
+    manifest = summary.per_class.set_index("wnid")
+    assert manifest["accepted"].to_dict() == {"n02123045": 1, "n02123159": 0}
+    rows = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
+    assert rows.loc["tiger cat", "reason"].startswith("other-class: a symbolic link into class folder 'n02123045'")
+    assert rows.loc["tabby", "reason"].startswith("other-class: ")

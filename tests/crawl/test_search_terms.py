@@ -102,3 +102,12 @@ def test_command_line_terms_and_term_option(tmp_path, capsys, searched):
     assert set(FolderDestination(tmp_path / "out").read_manifest()["search_term"]) == {"Grus grus"}
     assert main(["fetch", "--wnids", CRANE_BIRD, "--term", "crane", "--out", str(tmp_path / "o2")]) == 2
     assert "--term expects WNID=TEXT" in capsys.readouterr().err
+
+
+def test_terms_for_a_wnid_that_is_no_noun_is_one_line(capsys):
+    """Issue 22 item 9: 'crawl terms --wnids n99999999' was a KeyError traceback."""
+    assert main(["terms", "--wnids", "n02123045,n99999999"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: Not WordNet 3.0 noun ids: n99999999; give wnids such as n02123045.\n")
+    assert main(["terms", "--wnids", "n02126317"]) == 0  # leopard cat: not IN-1k, still a noun with lemmas
+    assert capsys.readouterr().out.startswith("n02126317\tleopard cat")
