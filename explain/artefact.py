@@ -45,8 +45,9 @@ from .metrics import DEFAULT_CONFUSION_TOP_K, MetricTables, compute_metric_table
 from .schema import METRIC_SCHEMAS
 
 # Bump when a metric's value changes meaning for the same predictions (stored tables are then stale).
-METRICS_CODE_VERSION = 5  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
-# 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5
+METRICS_CODE_VERSION = 6  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
+# 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5;
+# 6: issue 22 item 10 (exact repeats count once, a group with a top-1-only row has no top-5 accuracy)
 FINGERPRINT_FILE = "fingerprint.json"
 # What `python -m explain metrics` and the dashboard use; the artefact stores these tables only.
 PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K}

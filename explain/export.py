@@ -211,7 +211,7 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
             if bad.any():
                 row = int(bad.to_numpy().nonzero()[0][0])
                 raise PredictionsError(f"{line_of_row(row)}, column {column!r}: {df[column].iloc[row]!r} is not a "
-                                       "probability (a number).")
+                                       "probability (a number between 0 and 1).")
             df[column] = values
     return df, line_of_row
 
@@ -230,8 +230,11 @@ def metrics_from_file(predictions: Path | str, out_dir: Path | str, *,
 
 def _one_label_space(df: pd.DataFrame) -> str:
     """The predictions' label space when they name exactly one (names in exports), else ImageNet-1k."""
-    spaces = df["label_space"].dropna().unique().tolist() if "label_space" in df.columns else []
-    return str(spaces[0]) if len(spaces) == 1 else DEFAULT_LABEL_SPACE
+    from core.labels import canonical_label_space
+
+    values = df["label_space"].dropna().unique().tolist() if "label_space" in df.columns else []
+    spaces = {canonical_label_space(str(v)) for v in values}  # checked by compute_metric_tables: no error here
+    return spaces.pop() if len(spaces) == 1 else DEFAULT_LABEL_SPACE
 
 
 def import_predictions_as_run(predictions: Path | str, store, title: str = "") -> tuple[object, MetricTables]:
@@ -248,10 +251,10 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
 
     path = Path(predictions)
     df, line_of_row = read_predictions_file(path)
-    try:
+    try:  # the validation of `python -m explain metrics FILE` (label spaces included: metrics.check_label_space)
         tables = compute_metric_tables(df)
     except PredictionsError as exc:
-        raise PredictionsError(f"{path.name}: {exc.describe(line_of_row)}") from None
+        raise PredictionsError(f"{path.name}: {exc.describe(line_of_row).rstrip('.')}. No run was created.") from None
     df = df.copy()
     if "image" not in df.columns:
         df["image"] = pd.NA
@@ -261,13 +264,7 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
     if "status" not in df.columns:
         df["status"] = "ok"
     wnids = sorted(set(df["true_wnid"].dropna().astype(str)))
-    label_space = _one_label_space(df)
-    try:  # every page names classes in the run's label space: one it does not know is refused here
-        get_label_space(label_space)
-    except WildLensError as exc:
-        raise PredictionsError(f"{path.name}: label_space {label_space!r} is not a label space WildLens knows "
-                               f"({str(exc).rstrip('.')}); fix the column, or leave it out for {DEFAULT_LABEL_SPACE}. "
-                               "No run was created.") from None
+    label_space = _one_label_space(df)  # a label space compute_metric_tables has checked: every page names classes in it
     info = RunInfo(run_id=new_run_id(title or path.stem), title=title or path.name, source="upload", wnids=wnids,
                    label_space=label_space,
                    notes=f"predictions uploaded from {path.name}; no images")

@@ -34,18 +34,21 @@ MODEL = Column("string", "The model's registry id.")
 _UNSEEN = ("NA for a class outside its model's label space (in_label_space false: the model cannot name it, "
            "so 0 would be meaningless); per model: over the predictions of its in-space classes only "
            "(the unseen ones are counted in n_unseen).")
-_TOP5_NA = "NA when the table lacks pred_wnid_2 ... pred_wnid_5 or a counted row of the group misses one of them."
+_TOP5_NA = ("NA when the table has no top-5 (pred_wnid_2 ... pred_wnid_5 absent or empty in every row) or a counted "
+            "row of the group has pred_wnid alone (a row's top-5 is complete with 5 classes, or with as many as its "
+            "label space has when that is fewer than 5).")
 
 # Per model and per (model, true class): the same statistics over different groups.
 _STATISTICS: dict[str, Column] = {
-    "n": _int("Predictions counted: rows with status 'ok' (every row when the table has no status column)."),
+    "n": _int("Predictions counted: rows with status 'ok' (every row when the table has no status column); a row "
+              "repeating an earlier one of the same model and image exactly counts once."),
     "n_mistakes": _int("Counted predictions whose top-1 class is not the true class (strict)."),
     "accuracy": _float("Strict top-1 accuracy: share of n with pred_wnid == true_wnid. " + _UNSEEN),
     "accuracy_hier": _float("Hierarchically correct: share of n whose prediction is the true class or any hyponym "
                             "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy. "
                             + _UNSEEN),
     "accuracy_top5": _float("Share of n whose true class is among pred_wnid, pred_wnid_2 ... pred_wnid_5. "
-                            "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5, or they are empty in every row. " + _UNSEEN),
+                            + _TOP5_NA + " " + _UNSEEN),
     "sibling_count": _int("Mistakes whose prediction shares an immediate hypernym with the true class (every "
                           "hypernym and instance hypernym counts, not only the first)."),
     "sibling_rate": _float("sibling_count / n_mistakes (the paper's sibling percentage, as a fraction). "

@@ -63,7 +63,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from core.errors import WildLensError
-from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, synset_of
+from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, is_wnid, synset_of
 from .vocabulary import RELATED_MAX_SEVERITY, RELATIONS
 
 # Bump when any value below changes meaning: cached matrices with another version are ignored.
@@ -157,7 +157,7 @@ class Taxonomy:
         """Node id of a wnid's synset; raises KeyError/ValueError (from ``synset_of``) if it is
         not a WordNet 3.0 noun synset."""
         with _lock:
-            node = self._node_of_offset.get(offset_of_wnid(wnid)) if wnid[1:].isdigit() else None
+            node = self._node_of_offset.get(offset_of_wnid(wnid)) if is_wnid(wnid) else None
             return node if node is not None else self.node_of_synset(synset_of(wnid))
 
     def node_of_synset(self, synset) -> int:
