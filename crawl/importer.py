@@ -57,7 +57,7 @@ from .store import (CollectError, Collector, RunDestination, as_destination, che
 from .validate import (NOT_REGULAR, OUTSIDE_SRC, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
                        validate_image)
 
-_SYNSET_NAME_RE = re.compile(r"^.+\.n\.\d{2}$")
+_SYNSET_NAME_RE = re.compile(r"^.+\.n\.[0-9]{2}$")  # ASCII digits (\d takes others)
 
 
 class FolderImportError(CollectError):

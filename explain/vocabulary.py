@@ -151,7 +151,7 @@ def lcs_phrase(lcs: str, steps: int, true_name: str) -> str:
     its first lemma is named, pluralised simply (:func:`plural`). ``steps`` is the number of
     hypernym steps from the true class up to it (what the drawn path climbs); 0 when the true class
     is itself the common ancestor (a hyponym prediction). ``true_name`` is the true class as shown."""
-    lemma = lcs.rsplit(".", 2)[0] if re.fullmatch(r".+\.n\.\d+", lcs) else lcs
+    lemma = lcs.rsplit(".", 2)[0] if re.fullmatch(r".+\.n\.[0-9]+", lcs) else lcs
     group = f"both {plural(lemma)}"
     if steps == 0:
         return f"{group}: {true_name} is itself the common ancestor"
