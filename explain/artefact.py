@@ -52,7 +52,8 @@ from .schema import METRIC_SCHEMAS
 # Bump when a metric's value changes meaning for the same predictions (stored tables are then stale).
 METRICS_CODE_VERSION = 6  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
 # 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5;
-# 6: issue 22 item 10 (exact repeats count once, a group with a top-1-only row has no top-5 accuracy)
+# 6: issue 22 (item 10: exact repeats count once, a group with a top-1-only row has no top-5 accuracy;
+# item 12: per-model rows over the in-space classes only; item 13: accuracy_hier for unseen classes)
 FINGERPRINT_FILE = "fingerprint.json"
 # What `python -m explain metrics` and the dashboard use; the artefact stores these tables only.
 PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K}

@@ -32,8 +32,13 @@ def _float(doc: str) -> Column:
 MODEL = Column("string", "The model's registry id.")
 
 _UNSEEN = ("NA for a class outside its model's label space (in_label_space false: the model cannot name it, "
-           "so 0 would be meaningless); per model: over the predictions of its in-space classes only "
-           "(the unseen ones are counted in n_unseen).")
+           "so 0 would be meaningless).")
+# Every statistic of a per-model row is over one population (issue 22 item 12: accuracy over the
+# in-space classes beside images and mistakes over all classes read "18 images, 13 mistakes,
+# accuracy 83.3 %"); appended to each statistic's doc in PER_MODEL.
+_PER_MODEL_POPULATION = ("Per model: over the model's in-space predictions (those of its classes inside its label "
+                         "space, or every prediction when the label space is unknown); the predictions of classes "
+                         "outside it are counted apart, in n_unseen and the *_unseen columns.")
 _TOP5_NA = ("NA when the table has no top-5 (pred_wnid_2 ... pred_wnid_5 absent or empty in every row) or a counted "
             "row of the group has pred_wnid alone (a row's top-5 is complete with 5 classes, or with as many as its "
             "label space has when that is fewer than 5).")
@@ -45,8 +50,12 @@ _STATISTICS: dict[str, Column] = {
     "n_mistakes": _int("Counted predictions whose top-1 class is not the true class (strict)."),
     "accuracy": _float("Strict top-1 accuracy: share of n with pred_wnid == true_wnid. " + _UNSEEN),
     "accuracy_hier": _float("Hierarchically correct: share of n whose prediction is the true class or any hyponym "
-                            "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy. "
-                            + _UNSEEN),
+                            "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy. Defined "
+                            "for every class, also one outside the label space: a hyponym prediction is right "
+                            "whatever the truth (coffee, which ImageNet-1k lacks, predicted as espresso)."),
+    "n_mistakes_hier": _int("Mistakes in the hierarchical sense: counted predictions that are neither the true class "
+                            "nor a hyponym of it (n_mistakes minus hyponym_count; n * (1 - accuracy_hier)). Defined "
+                            "for every class, also one outside the label space."),
     "accuracy_top5": _float("Share of n whose true class is among pred_wnid, pred_wnid_2 ... pred_wnid_5. "
                             + _TOP5_NA + " " + _UNSEEN),
     "sibling_count": _int("Mistakes whose prediction shares an immediate hypernym with the true class (every "
@@ -78,18 +87,20 @@ _STATISTICS: dict[str, Column] = {
                           f"{RELATED_MAX_SEVERITY}. hypernym + hyponym + sibling + cousin + related + "
                           "distant counts add up to n_mistakes, except for the rare WordNet pair that is both a "
                           "sibling and an ancestor/descendant, which counts in both."),
-    "n_failed": _int("Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else."),
+    "n_failed": _int("Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else. "
+                     "Per model: every such row of the model, whatever their class (a failed row has no prediction, "
+                     "so it belongs to neither population)."),
     # Making Better Mistakes (Bertinetto et al. 2020), over the top-k; d(g, p) = severity (0 when p is g or
-    # a hyponym of g). Per model these are over the in-space classes' predictions only, like accuracy.
+    # a hyponym of g).
     "accuracy_balanced": _float("Mean per-class recall (CLIP_benchmark's mean_per_class_recall): per model, the "
                                 "unweighted mean of per_class accuracy over its in-space classes with n > 0; per "
                                 "class it equals accuracy. " + _UNSEEN),
     "hdist_at_1": _float("Mean over samples of d(truth, top-1 prediction), d = severity (hypernym steps from the "
                          "truth up to the nearest common ancestor; 0 for a correct prediction or a hyponym). "
-                         "Per model: in-space classes only; per class: defined for an unseen class too."),
+                         "Per class: defined for an unseen class too."),
     "hdist_at_5": _float("Mean over samples of (1/5) sum_{j=1..5} d(truth, pred_j), pred_1..5 = pred_wnid, "
-                         "pred_wnid_2 ... pred_wnid_5 (MBM's hierarchical distance@5). Per model: in-space classes "
-                         "only. " + _TOP5_NA),
+                         "pred_wnid_2 ... pred_wnid_5 (MBM's hierarchical distance@5; 1/k over the k classes of a "
+                         "label space of k < 5). " + _TOP5_NA),
     "hprec_at_5": _float("Hierarchical precision@5 (MBM's code, run_xent.py): sum over samples i and j = 1..5 of "
                          "(1 - d(g_i, pred_ij) / D), divided by the same sum for the best possible top-5 of g_i (the "
                          "5 classes of the label space with the smallest d from g_i, g_i itself first); D = the "
@@ -104,9 +115,12 @@ _SIM_TO_SEEN = ("sim(S, truth) = max over the classes s of the model's label spa
 _NEAREST = ("a nearest seen class of the truth (any class of S attaining sim(S, truth); Lin ties are common) "
             "or a hyponym of one")
 PER_MODEL: dict[str, Column] = {
-    "model": MODEL, **_STATISTICS,
-    "n_unseen": _int("Counted predictions of classes outside the model's label space (in_label_space false); "
-                     "they are in n but not in the accuracy columns, accuracy_balanced, hdist_* and hprec_at_5."),
+    "model": MODEL,
+    **{name: column if name == "n_failed" else Column(column.dtype, f"{column.doc} {_PER_MODEL_POPULATION}")
+       for name, column in _STATISTICS.items()},
+    "n_unseen": _int("Counted predictions of classes outside the model's label space (in_label_space false): "
+                     "in no other column of the per-model row but the *_unseen ones (n + n_unseen = every "
+                     "counted prediction of the model)."),
     "lin_vs_best_unseen": _float("Mean over those n_unseen predictions (where Lin is defined) of "
                                  "Lin(truth, prediction) / sim(S, truth), " + _SIM_TO_SEEN + ": 1 = as close as "
                                  "the label space allows. NA without unseen classes."),
@@ -161,6 +175,7 @@ METRIC_TABLES: dict[str, dict[str, Column]] = {"per_model": PER_MODEL, "per_clas
 LABELS: dict[str, str] = {
     "model": "Model", "true_wnid": "True class id", "in_label_space": "In label space",
     "n": "Images", "n_mistakes": "Mistakes", "accuracy": "Accuracy", "accuracy_hier": "Hier. accuracy",
+    "n_mistakes_hier": "Hier. mistakes",
     "accuracy_top5": "Top-5 accuracy", "accuracy_balanced": "Balanced accuracy",
     "sibling_count": "Siblings", "sibling_rate": "Sibling %",
     "path_mistakes": "Path (mistakes)", "lch_mistakes": "LCH (mistakes)", "wup_mistakes": "WUP (mistakes)",
