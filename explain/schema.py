@@ -74,14 +74,14 @@ _STATISTICS: dict[str, Column] = {
     "wup_all": _float("Mean WUP similarity over all n predictions (a correct one scores 1)."),
     "lin_all": _float("Mean Lin similarity over all n predictions where defined (a correct one scores 1)."),
     "severity": _float("Mean mistake severity (Bertinetto et al. 2020) over the mistakes: hypernym steps from the "
-                       "true class up to its nearest common ancestor with the prediction (0 for a hyponym). "
+                       "true class up to their lowest common subsumer (lcs_wnid; 0 for a hyponym). "
                        "NA without mistakes."),
     "hypernym_count": _int("Mistakes whose prediction is an ancestor (hypernym at any distance) of the true class."),
     "hyponym_count": _int("Mistakes whose prediction is a descendant (hyponym) of the true class."),
     "cousin_count": _int("Mistakes whose prediction shares a grandparent but no parent with the true class "
                          "(and is neither its ancestor nor descendant)."),
     "related_count": _int("Mistakes with none of the relations above whose severity is at most "
-                          f"{RELATED_MAX_SEVERITY} (their nearest common ancestor is at most {RELATED_MAX_SEVERITY} "
+                          f"{RELATED_MAX_SEVERITY} (their lowest common subsumer is at most {RELATED_MAX_SEVERITY} "
                           "hypernym steps above the true class: the same family, e.g. tabby -> jaguar, both felines)."),
     "distant_count": _int("Mistakes with none of the relations above: severity above "
                           f"{RELATED_MAX_SEVERITY}. hypernym + hyponym + sibling + cousin + related + "
@@ -96,7 +96,7 @@ _STATISTICS: dict[str, Column] = {
                                 "unweighted mean of per_class accuracy over its in-space classes with n > 0; per "
                                 "class it equals accuracy. " + _UNSEEN),
     "hdist_at_1": _float("Mean over samples of d(truth, top-1 prediction), d = severity (hypernym steps from the "
-                         "truth up to the nearest common ancestor; 0 for a correct prediction or a hyponym). "
+                         "truth up to their lowest common subsumer; 0 for a correct prediction or a hyponym). "
                          "Per class: defined for an unseen class too."),
     "hdist_at_5": _float("Mean over samples of (1/5) sum_{j=1..5} d(truth, pred_j), pred_1..5 = pred_wnid, "
                          "pred_wnid_2 ... pred_wnid_5 (MBM's hierarchical distance@5; 1/k over the k classes of a "
@@ -160,9 +160,10 @@ CONFUSIONS: dict[str, Column] = {
     "lch": _float("NLTK lch_similarity(g, f)."),
     "wup": _float("NLTK wup_similarity(g, f)."),
     "lin": _float("Lin similarity (ImageNet-CoG IC); NA where undefined."),
-    "severity": _int("Hypernym steps from g up to its nearest common ancestor with f."),
-    "lcs_wnid": Column("string", "The top of the shortest path between g and f (their lowest common subsumer on "
-                                 "that path)."),
+    "severity": _int("Hypernym steps from g up to lcs_wnid (its height above g: Bertinetto et al.'s LCA height)."),
+    "lcs_wnid": Column("string", "Their lowest common subsumer, the one common ancestor every view names: NLTK's "
+                                 "g.lowest_common_hypernyms(f) (the common hypernyms of the largest max_depth), the "
+                                 "first by synset name (explain.similarity.lowest_common_subsumer)."),
 }
 
 METRIC_TABLES: dict[str, dict[str, Column]] = {"per_model": PER_MODEL, "per_class": PER_CLASS,
