@@ -540,6 +540,31 @@ def _best_top_k(cache_dir) -> tuple[np.ndarray, float, tuple[str, ...]]:
     return TOP_K - nearest / big, big, matrices.wnids
 
 
+MBM_BATCH_SIZE = 256  # Making Better Mistakes' default --batch-size (scripts/start_training.py)
+
+
+def mbm_hprec_factor(true_wnids, *, batch_size: int = MBM_BATCH_SIZE, cache_dir=None) -> float:
+    """What ``hprec_at_5`` is multiplied by to give Making Better Mistakes' printed hierarchical
+    precision@5 on the same images: ``batch_size * mean_i best(g_i) / sum_c best(c)``, over the images'
+    true classes g_i (one entry per image) and the 1000 classes c of ImageNet-1k.
+
+    Why: MBM's run_xent.py divides each batch's sum of 1 - d/D over its top-5s by
+    ``np.sum(best_hier_similarities[:, :5])``, the best top-5 of every class of the label space, and
+    averages over the batches; ``hprec_at_5`` divides by the best top-5 of each image's own truth.
+    Exact when the images are a multiple of ``batch_size`` (MBM's loader drops the rest); ``B / 1000``
+    (0.256 for 256) when they cover the 1000 classes equally."""
+    best, _, wnids = _best_top_k(cache_dir)
+    index = {w: i for i, w in enumerate(wnids)}
+    truths = [str(w) for w in true_wnids]
+    outside = sorted({w for w in truths if w not in index})
+    if outside:
+        raise ValueError(f"{len(outside)} true class(es) outside {HPREC_LABEL_SPACE} (e.g. {outside[0]}): "
+                         "hprec_at_5 is not defined for them")
+    if not truths or batch_size < 1:
+        raise ValueError("mbm_hprec_factor needs at least one true class and a batch size >= 1")
+    return float(batch_size * best[[index[w] for w in truths]].mean() / best.sum())
+
+
 def _top_k_sums(rows: _Rows, cache_dir) -> _TopK:
     n_rows = len(rows.ok)
     nan = np.full(n_rows, np.nan)
