@@ -16,7 +16,8 @@ import pytest
 from core.locking import FolderBusy
 from core.runstore import PREDICTION_SCHEMA, RunInfo, RunStore, conform
 from explain import artefact
-from explain.artefact import RunDeleted, ensure_metrics, write_metrics
+from core.errors import WildLensError
+from explain.artefact import ensure_metrics, write_metrics
 from tests.conftest import ROOT
 
 CATS = ["n02123045", "n02123159", "n02123394", "n02124075"]
@@ -48,8 +49,12 @@ def test_a_delete_while_the_tables_are_computed_leaves_nothing(monkeypatch):
         return tables
 
     monkeypatch.setattr(artefact, "compute_metric_tables", deleted_meanwhile)
-    with pytest.raises(RunDeleted, match="Run r was deleted while its metrics were computed; nothing was written"):
+    # WildLensError, not artefact.RunDeleted, so that on the unfixed code this fails by its assertion
+    # (nothing raised, runs/r/metrics/ made again), not by an import.
+    with pytest.raises(WildLensError, match="Run r was deleted while its metrics were computed; nothing was written") \
+            as caught:
         ensure_metrics(run)
+    assert type(caught.value).__name__ == "RunDeleted"
     _gone(store)
 
 
