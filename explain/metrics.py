@@ -249,7 +249,9 @@ def _check_probabilities(df: pd.DataFrame) -> None:
         bad = given & ~is_empty_float & ~((values >= 0.0) & (values <= 1.0))
         if bad.any():
             row = _bad_row(bad)
-            raise PredictionsError(f"{raw.iloc[row]!r} is not a probability (a number between 0 and 1); fix it or "
+            value = raw.iloc[row]
+            value = value.item() if isinstance(value, np.generic) else value  # 7.5, not np.float64(7.5)
+            raise PredictionsError(f"{value!r} is not a probability (a number between 0 and 1); fix it or "
                                    "leave the cell empty.", column=column, row=row)
 
 

@@ -120,6 +120,15 @@ def test_probabilities_are_checked_in_a_dataframe_too():
         compute_metric_tables(df, cache_dir=False)
 
 
+def test_the_refused_probability_is_written_as_the_user_wrote_it(tmp_path):
+    df = _frame(32)
+    df.loc[5, "prob_1"] = 7.5  # a float column: read back as numpy's float64
+    _refused(df, tmp_path, "row 6 (line 7)", "column 'prob_1'", "7.5 is not a probability")
+    with pytest.raises(PredictionsError) as caught:
+        compute_metric_tables(df, cache_dir=False)
+    assert "np.float64" not in str(caught.value) and "7.5 is not a probability" in str(caught.value)
+
+
 # ---------------------------------------------------------------- ASCII digits only
 @pytest.mark.parametrize("column", ["true_wnid", "pred_wnid", "pred_wnid_4"])
 def test_a_wnid_with_non_ascii_digits_is_refused(tmp_path, column):
