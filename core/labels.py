@@ -339,6 +339,11 @@ def neighbour_classes(word: str, label_space: str = DEFAULT_LABEL_SPACE, limit: 
     return sorted(ranked, key=ranked.__getitem__)[:limit]
 
 
+def _is_ascii_number(text: str) -> bool:
+    """ASCII digits only ('cat.n.٠١' is no synset name: str.isdigit() would say it is)."""
+    return text.isascii() and text.isdigit()
+
+
 def resolve_noun_synsets(query: str) -> list:
     """The noun synsets a query names: a word ('cat', 'Cats', 'tiger cat'), a synset name
     ('cat.n.01') or a wnid ('n02121620'). Raises QueryError with advice otherwise."""
@@ -351,7 +356,7 @@ def resolve_noun_synsets(query: str) -> list:
             return [synset_of(text)]
         except KeyError as exc:
             raise QueryError(str(exc.args[0])) from None
-    if text.count(".") >= 2 and text.rsplit(".", 2)[-2] in "nvasr" and text.rsplit(".", 1)[-1].isdigit():
+    if text.count(".") >= 2 and text.rsplit(".", 2)[-2] in "nvasr" and _is_ascii_number(text.rsplit(".", 1)[-1]):
         from nltk.corpus.reader.wordnet import WordNetError
 
         try:

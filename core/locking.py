@@ -6,6 +6,7 @@ locks belong to the open file and vanish with the process.
 """
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -13,10 +14,55 @@ from typing import Iterator
 from .runstore import StoreError
 
 LOCK_NAME = ".wildlens.lock"
+# Held (shared) by whoever writes derived files into an existing run (explain's metrics/), taken
+# exclusively by RunStore.delete_run for the moment it renames the folder away.
+PRESENCE_LOCK_NAME = ".wildlens-presence.lock"
 
 
 class FolderBusy(StoreError):
     """Another process holds the folder's lock; the message says who and what to do."""
+
+
+class RunGone(StoreError):
+    """The run folder was deleted (or replaced) before a writer could lock it; nothing was written."""
+
+
+@contextmanager
+def run_presence_lock(folder: Path, gone_message: str) -> Iterator[None]:
+    """Hold the run folder ``folder`` in place for the ``with`` block: a shared lock on its
+    :data:`PRESENCE_LOCK_NAME` file, which ``RunStore.delete_run`` takes exclusively (without
+    waiting) around its rename. Raises :class:`RunGone` (``gone_message``) when the run is no
+    longer there: its folder is missing, or the lock file there is not the one locked (the folder
+    was renamed away, and maybe a new run of the same id made, while this waited for the lock).
+
+    Why: a writer that creates its files' folders (``mkdir(parents=True)``) after a delete made
+    ``runs/<id>/metrics/`` again, a folder without run.json that no list showed and that blocked
+    the id ("Run r already exists"). Under this lock the folder is never created: the lock file is
+    opened in the folder as it is, and a delete either happened before (RunGone) or waits for the
+    block to end (it is refused, FolderBusy, like a delete during an import)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; check presence only
+        if not Path(folder).is_dir():
+            raise RunGone(gone_message) from None
+        yield
+        return
+    path = Path(folder) / PRESENCE_LOCK_NAME
+    try:  # O_CREAT without the folder: a missing folder is an error, never made again
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except FileNotFoundError:
+        raise RunGone(gone_message) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a delete holds it exclusively only while it renames
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
+        except FileNotFoundError:
+            same = False
+        if not same:
+            raise RunGone(gone_message)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 @contextmanager

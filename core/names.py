@@ -23,7 +23,7 @@ import pandas as pd
 
 from .labels import DEFAULT_LABEL_SPACE, get_label_space
 
-_WNID_COLUMN = re.compile(r"^(?:(?P<prefix>.+)_)?wnid(?P<suffix>_\d+)?$")
+_WNID_COLUMN = re.compile(r"^(?:(?P<prefix>.+)_)?wnid(?P<suffix>_[0-9]+)?$")
 
 
 def name_column(column: str) -> str | None:

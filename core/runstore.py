@@ -594,8 +594,8 @@ class RunStore:
         another folder, links inside the run are removed as links (never followed), and a run
         folder that is itself a link loses only the link.
 
-        Refused (:class:`core.locking.FolderBusy`, one line) while a crawl, an import or an
-        inference holds one of the run's locks (``.wildlens*.lock`` files, ``core.locking``):
+        Refused (:class:`core.locking.FolderBusy`, one line) while a crawl, an import, an
+        inference or a metrics refresh (``core.locking.run_presence_lock``) holds one of the run's locks (``.wildlens*.lock`` files, ``core.locking``):
         the locks are taken for the moment the folder is renamed to ``runs/.deleting-<id>-<token>``
         (so it leaves the run list at once, in one step), then the renamed folder is removed.
 
@@ -713,8 +713,17 @@ def _run_locks(folder: Path, run_id: str) -> Iterator[None]:
     except ImportError:  # Windows: no advisory locks to ask
         yield
         return
+    from .locking import PRESENCE_LOCK_NAME
+
     handles = []
     try:
+        # The presence lock is made if missing, so a writer that opens it at the same moment opens
+        # the same file (core.locking.run_presence_lock): one of the two then waits for the other.
+        try:
+            os.close(os.open(Path(folder) / PRESENCE_LOCK_NAME, os.O_RDONLY | os.O_CREAT
+                             | getattr(os, "O_NOFOLLOW", 0), 0o666))
+        except OSError:
+            pass  # a read-only run: nobody can write into it either
         for parent, dirs, files in os.walk(folder):  # links are not followed
             for name in files:
                 if not (name.startswith(".wildlens") and name.endswith(".lock")):
@@ -727,7 +736,7 @@ def _run_locks(folder: Path, run_id: str) -> Iterator[None]:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    raise FolderBusy(f"Run {run_id} is in use: a crawl, import or inference is writing to it; wait "
+                    raise FolderBusy(f"Run {run_id} is in use: a crawl, import, inference or metrics refresh is writing to it; wait "
                                      "for it to finish (or stop it), then delete the run.") from None
         yield
     finally:

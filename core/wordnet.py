@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 import warnings
 from dataclasses import dataclass
@@ -141,8 +142,13 @@ def wnid_of(synset) -> str:
     return f"n{synset.offset():08d}"
 
 
+_WNID_RE = re.compile(r"n[0-9]{8}")  # ASCII digits only: str.isdigit() and \d take '٠٢١٢٣٠٤٥' too
+
+
 def is_wnid(text: str) -> bool:
-    return len(text) == 9 and text[0] == "n" and text[1:].isdigit()
+    """'n' and 8 ASCII digits. Other digits are refused: int('٠٢١٢٣٠٤٥') is 2123045, so such a
+    string named tabby's synset while being another string, a second class beside n02123045."""
+    return isinstance(text, str) and _WNID_RE.fullmatch(text) is not None
 
 
 def synset_of(wnid: str):

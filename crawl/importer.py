@@ -65,7 +65,7 @@ from .store import (CollectError, Collector, RunDestination, as_destination, che
 from .validate import (NOT_REGULAR, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
                        validate_image)
 
-_SYNSET_NAME_RE = re.compile(r"^.+\.n\.\d{2}$")
+_SYNSET_NAME_RE = re.compile(r"^.+\.n\.[0-9]{2}$")  # ASCII digits (\d takes others)
 # Threads that store accepted files (crawl.store.Collector): their fsyncs overlap, and the file
 # system commits them together; on a loaded disk 4 in flight cost a third of one at a time.
 IMPORT_WRITERS = 4

@@ -26,6 +26,11 @@ Staleness: the tables are used only while ``fingerprint.json`` matches the run a
 invalidates old artefacts by itself). Anything else (no artefact, a damaged or hand-edited table
 whose sha256 differs, a JSON that does not parse) also means "recompute", never an error.
 
+Deletes: the tables are written holding ``core.locking.run_presence_lock``: a delete while they
+are written is refused (the run is in use), a delete while they were computed wins and the refresh
+raises :class:`RunDeleted` without writing (it made ``runs/<id>/metrics/`` again before, a folder
+that blocked the id).
+
 Atomicity: a refresh first removes ``fingerprint.json``, then writes each table atomically, then
 writes ``fingerprint.json`` last with the sha256 of the bytes it wrote. A kill at any point leaves
 either no fingerprint (recomputed next time) or tables that hash to what the fingerprint claims;
@@ -45,8 +50,10 @@ from .metrics import DEFAULT_CONFUSION_TOP_K, MetricTables, compute_metric_table
 from .schema import METRIC_SCHEMAS
 
 # Bump when a metric's value changes meaning for the same predictions (stored tables are then stale).
-METRICS_CODE_VERSION = 5  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
-# 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5
+METRICS_CODE_VERSION = 6  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
+# 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5;
+# 6: issue 22 (item 10: exact repeats count once, a group with a top-1-only row has no top-5 accuracy;
+# item 12: per-model rows over the in-space classes only; item 13: accuracy_hier for unseen classes)
 FINGERPRINT_FILE = "fingerprint.json"
 # What `python -m explain metrics` and the dashboard use; the artefact stores these tables only.
 PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K}
@@ -147,11 +154,32 @@ def read_stored_metrics(run: Run, expected: dict | None = None) -> MetricTables 
     return MetricTables(**frames)
 
 
+class RunDeleted(StoreError):
+    """The run was deleted while its tables were computed: nothing was written (the run stays deleted)."""
+
+
 def write_metrics(run: Run, tables: MetricTables, fingerprint: dict) -> Path:
     """Store ``tables`` as the artefact claiming ``fingerprint`` (see the module docstring for the
-    write order). Raises StoreError when the run folder cannot be written."""
+    write order), holding the run in place (``core.locking.run_presence_lock``: a delete meanwhile
+    is refused, one before is :class:`RunDeleted` and nothing is written; the run folder is never
+    made again). Raises StoreError when the run folder cannot be written."""
+    from core.locking import RunGone, run_presence_lock
+
+    try:
+        with run_presence_lock(run.path, f"Run {run.run_id} was deleted while its metrics were computed; nothing "
+                                         "was written."):
+            return _write_metrics(run, tables, fingerprint)
+    except RunGone as exc:
+        raise RunDeleted(str(exc)) from None
+    except OSError as exc:  # the lock file cannot be made: a read-only run folder
+        raise StoreError(f"cannot write the metrics of run {run.run_id} to {run.metrics_dir}: "
+                         f"{exc.strerror or exc}; check the folder's permissions and free space.") from None
+
+
+def _write_metrics(run: Run, tables: MetricTables, fingerprint: dict) -> Path:
     target = fingerprint_path(run)
     try:
+        run.metrics_dir.mkdir(exist_ok=True)  # not parents=True: the run folder is there (locked), never made
         target.unlink(missing_ok=True)  # first: no claim while the tables change
         entries = {}
         for name, df in tables.as_dict().items():
@@ -182,6 +210,8 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
         return MetricsResult(tables, recomputed=True, stored=False, reason=reason)
     try:
         write_metrics(run, tables, expected)
+    except RunDeleted:
+        raise  # not "tables not stored": there is no run any more to show them for
     except StoreError as exc:
         return MetricsResult(tables, recomputed=True, stored=False, reason=reason, store_error=str(exc))
     return MetricsResult(tables, recomputed=True, stored=True, reason=reason)

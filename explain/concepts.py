@@ -61,6 +61,7 @@ PERSON = "person.n.01"
 MIN_IMAGES = 782  # IN-1k's smallest class; CoG keeps concepts with at least this many images
 LEVELS = 5
 LEVEL_SIZE = 1000
+MAX_IMAGE_COUNTS_BYTES = 64 << 20  # an image-count CSV of all 21,843 concepts is about 400 kB
 REASONS = ("seen", "ancestor_of_seen", "person", "few_images", "has_eligible_descendant")
 
 CONCEPT_COLUMNS: dict[str, tuple[str, str]] = {
@@ -105,11 +106,16 @@ class ConceptLevels:
 
 def read_image_counts(path: str | Path) -> dict[str, int]:
     """A CSV with a wnid column and a count column (``count``, ``images`` or ``n_images``)."""
+    from core.userfile import UserFileError, open_user_file
+
     path = Path(path)
     try:
-        df = pd.read_csv(path, dtype={"wnid": "string"})
-    except FileNotFoundError:
-        raise ConceptsError(f"--image-counts {path}: no such file.") from None
+        # A regular file of bounded size (a FIFO blocked here for ever, /dev/zero ran out of memory).
+        source = open_user_file(path, what=f"--image-counts {path}", max_bytes=MAX_IMAGE_COUNTS_BYTES)
+    except UserFileError as exc:
+        raise ConceptsError(str(exc)) from None
+    try:
+        df = pd.read_csv(source, dtype={"wnid": "string"})
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise ConceptsError(f"--image-counts {path} is not a readable CSV ({str(exc).splitlines()[0][:200]}).") from None
     column = next((c for c in ("count", "images", "n_images") if c in df.columns), None)

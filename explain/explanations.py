@@ -1,9 +1,13 @@
 """Why a model confused two classes, in WordNet's words: the path between them.
 
-``explain_pair(true_wnid, pred_wnid)`` returns the shortest WordNet path from the true class up to
-the lowest common subsumer on that path and down to the prediction, with lemma names and
-definitions, the relation kind and the similarity values. Its length equals NLTK's
-``shortest_path_distance``. The result is plain data (``to_dict()`` is JSON-ready) for a
+``explain_pair(true_wnid, pred_wnid)`` returns the WordNet path from the true class up to their
+lowest common subsumer (``explain.similarity``'s one rule: NLTK's ``lowest_common_hypernyms``, the
+first by name; the Confusions table's ``lcs_wnid`` and the matrix's outside columns name the same
+node) and down to the prediction, each half a shortest climb, with lemma names and definitions, the
+relation kind and the similarity values. ``path_length`` is NLTK's ``shortest_path_distance`` (the
+number path and LCH similarity use); the drawn path has ``len(edges)`` edges, the same for most
+pairs and more where the shortest path climbs past the lowest common subsumer (tench -> Chihuahua:
+14 over animal.n.01, drawn 15 through vertebrate.n.01, where the two meet). The result is plain data (``to_dict()`` is JSON-ready) for a
 networkx/plotly graph: ``nodes`` in path order, ``edges[i]`` joining ``nodes[i]`` and
 ``nodes[i + 1]``, each edge stated as "child IS-A parent".
 """
@@ -48,9 +52,9 @@ class PairExplanation:
     pred_wnid: str
     relation: str  # same, hypernym, hyponym, sibling, cousin, related, distant (see explain.similarity)
     is_sibling: bool
-    path_length: int  # edges on the path == NLTK shortest_path_distance(true, pred)
-    lcs_wnid: str  # top of the path
-    subsumer_wnid: str  # Wu-Palmer's subsumer (may differ from lcs_wnid: WUP ranks by depth)
+    path_length: int  # NLTK shortest_path_distance(true, pred); the drawn path has len(edges) >= it
+    lcs_wnid: str  # top of the path: the lowest common subsumer (explain.similarity.lowest_common_subsumer)
+    subsumer_wnid: str  # Wu-Palmer's subsumer inside NLTK's wup_similarity (by min_depth; may differ from lcs_wnid)
     path: float
     lch: float
     wup: float
@@ -61,8 +65,7 @@ class PairExplanation:
 
     @property
     def lcs_steps(self) -> int:
-        """Hypernym steps from the true class up to ``lcs_wnid`` on the path (>= severity, which
-        takes the nearest common ancestor over every route; equal for nearly all pairs)."""
+        """Hypernym steps from the true class up to ``lcs_wnid`` on the path: the severity."""
         return sum(edge.direction == "up" for edge in self.edges)
 
     def lcs_phrase(self, true_name: str | None = None) -> str:
@@ -91,7 +94,8 @@ class PairExplanation:
         text = self.nodes[0].name
         for node, edge in zip(self.nodes[1:], self.edges):
             text += (" > " if edge.direction == "up" else " < ") + node.name
-        return f"{text} ({self.relation}, {self.path_length} step{'s' if self.path_length != 1 else ''})"
+        steps = len(self.edges)
+        return f"{text} ({self.relation}, {steps} step{'s' if steps != 1 else ''})"
 
 
 def confusion_lcs_phrase(true_wnid: str, lcs_wnid: str, true_name: str) -> str:
@@ -128,7 +132,7 @@ def explain_pair(true_wnid: str, pred_wnid: str) -> PairExplanation:
     up = _climb(taxonomy, true_node, lcs_node)
     down = list(reversed(_climb(taxonomy, pred_node, lcs_node)))[1:]  # lcs excluded: it ends `up`
     chain = up + down
-    assert len(chain) - 1 == values["path_distance"], "the path must be a shortest path"
+    assert len(chain) - 1 >= values["path_distance"], "no path is shorter than NLTK's shortest one"
 
     def roles(node: int) -> tuple[str, ...]:
         found = tuple(r for r, n in (("true", true_node), ("pred", pred_node), ("lcs", lcs_node)) if n == node)

@@ -32,6 +32,8 @@ from core.runstore import TOP_K, write_bytes_atomic
 METRIC_CSV_NAMES = {"per_model": "per_model.csv", "per_class": "per_class.csv", "confusions": "confusions.csv"}
 _STRING_COLUMNS = (*REQUIRED_COLUMNS, *TOP_K_COLUMNS, "image", "label_space", "status", "reason")
 _PROB_COLUMNS = tuple(f"prob_{k}" for k in range(1, TOP_K + 1))
+# The largest predictions file read (core.userfile): about 15 million CSV rows of a top-5 classifier.
+MAX_PREDICTIONS_BYTES = 2 << 30
 
 
 def table_to_csv_bytes(df: pd.DataFrame, label_space: str | None = DEFAULT_LABEL_SPACE, *,
@@ -57,8 +59,9 @@ def write_metric_tables(tables: MetricTables, out_dir: Path | str,
     return written
 
 
-def _check_csv_fields(path: Path, sep: str):
-    """Every row of a CSV must have as many fields as its header: pandas would otherwise take the
+def _check_csv_fields(data: bytes, name: str, sep: str):
+    """Every row of a CSV (``data``, the file ``name``'s bytes) must have as many fields as its
+    header: pandas would otherwise take the
     first field of rows one field longer than the header as an index and shift every column left
     (a model column holding wnids), or fill the fields missing from a short row with NA. Raises
     PredictionsError naming the first line whose count differs. Blank lines are skipped, as pandas
@@ -68,12 +71,10 @@ def _check_csv_fields(path: Path, sep: str):
     A file without a double quote is counted as bytes (a field is what lies between separators:
     0.6 s per million rows); a file with one is read as CSV, where a quoted separator or line
     break belongs to its value (1.4 s per million rows)."""
-    data = path.read_bytes()
     if b'"' in data:
-        starts = _csv_record_starts(path, sep)
+        starts = _csv_record_starts(data, name, sep)
     else:
-        starts = _plain_line_starts(path, data, sep)
-    del data
+        starts = _plain_line_starts(data, name, sep)
 
     def line_of_row(row: int) -> str:
         return f"row {row + 1} (line {starts[row]})" if 0 <= row < len(starts) else f"row {row + 1}"
@@ -81,7 +82,7 @@ def _check_csv_fields(path: Path, sep: str):
     return line_of_row
 
 
-def _plain_line_starts(path: Path, data: bytes, sep: str) -> np.ndarray:
+def _plain_line_starts(data: bytes, name: str, sep: str) -> np.ndarray:
     from operator import methodcaller
 
     lines = data.split(b"\n")
@@ -96,19 +97,20 @@ def _plain_line_starts(path: Path, data: bytes, sep: str) -> np.ndarray:
         elif i > header_at:
             header, record = (lines[j].decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r").split(sep)
                               for j in (header_at, i))
-            raise PredictionsError(f"{path.name}: {_field_count_problem(i + 1, record, header, sep)}")
+            raise PredictionsError(f"{name}: {_field_count_problem(i + 1, record, header, sep)}")
     is_row = np.ones(len(lines), dtype=bool)
     is_row[:header_at + 1] = False
     is_row[blank] = False
     return np.flatnonzero(is_row) + 1
 
 
-def _csv_record_starts(path: Path, sep: str) -> list[int]:
+def _csv_record_starts(data: bytes, name: str, sep: str) -> list[int]:
     import csv
+    import io
     from array import array
 
     starts = array("q")
-    with open(path, encoding="utf-8-sig", newline="") as fh:
+    with io.StringIO(data.decode("utf-8-sig"), newline="") as fh:
         reader = csv.reader(fh, delimiter=sep, skipinitialspace=True)
         header, previous_end = None, 0
         try:
@@ -119,11 +121,11 @@ def _csv_record_starts(path: Path, sep: str) -> list[int]:
                 if header is None:
                     header = record
                 elif len(record) != len(header):
-                    raise PredictionsError(f"{path.name}: {_field_count_problem(first, record, header, sep)}")
+                    raise PredictionsError(f"{name}: {_field_count_problem(first, record, header, sep)}")
                 else:
                     starts.append(first)
         except csv.Error as exc:
-            raise PredictionsError(f"{path} cannot be read: {exc} (line {reader.line_num}).") from None
+            raise PredictionsError(f"{name} cannot be read: {exc} (line {reader.line_num}).") from None
     return starts
 
 
@@ -142,18 +144,20 @@ def _field_count_problem(line: int, record: list[str], header: list[str], sep: s
     return problem + f"; quote a value that contains a {mark} (\"a{sep}b\"), or add the missing column name to the header."
 
 
-def _check_parquet_types(path: Path) -> None:
+def _check_parquet_types(data: bytes, name: str) -> None:
     """A column the metrics read must hold one value per row: a Parquet list, struct or map column
     is named with its Parquet type (pandas would give arrays that cannot be counted)."""
+    import io
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pq.read_schema(path)
+    schema = pq.read_schema(io.BytesIO(data))
     for column in (*REQUIRED_COLUMNS, *TOP_K_COLUMNS, "status", *_PROB_COLUMNS):
         if column in schema.names and pa.types.is_nested(schema.field(column).type):
             one = ("one number per row" if column in _PROB_COLUMNS else "one model id per row" if column == "model"
                    else "'ok' or 'failed' per row" if column == "status" else "one wnid per row (e.g. n02123045)")
-            raise PredictionsError(f"{path.name}: column {column!r} is {schema.field(column).type} in this Parquet "
+            raise PredictionsError(f"{name}: column {column!r} is {schema.field(column).type} in this Parquet "
                                    f"file, not a single value per row; write {one}.")
 
 
@@ -162,25 +166,32 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     function naming a row the way a person finds it in that file (a CSV row by its physical line).
     Raises PredictionsError with a one-line reason for an unreadable, empty or ill-typed file, and
     for a CSV row whose field count differs from the header's (never read shifted)."""
+    import io
+
+    from core.userfile import UserFileError, read_user_bytes
+
     path = Path(path)
-    if not path.exists():
-        raise PredictionsError(f"{path} does not exist.")
-    if path.is_dir():
-        raise PredictionsError(f"{path} is a folder; give the predictions file (.csv or .parquet).")
     suffix = path.suffix.lower()
+    if suffix not in (".csv", ".tsv", ".txt", ".parquet", ".pq"):
+        raise PredictionsError(f"{path.name}: unknown file type {suffix or '(none)'}; use .csv, .tsv or .parquet.")
+    try:
+        # Read once, as a regular file of bounded size (a FIFO blocked here for ever, /dev/zero read
+        # until MemoryError); everything below parses these bytes.
+        data = read_user_bytes(path, max_bytes=MAX_PREDICTIONS_BYTES)
+    except UserFileError as exc:
+        raise PredictionsError(str(exc)) from None
     try:
         if suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else ","
-            line_of_row = _check_csv_fields(path, sep)
+            line_of_row = _check_csv_fields(data, path.name, sep)
             # index_col=False: the first column is data, never an index (the field counts are checked above).
-            df = read_csv(path, sep=sep, dtype={c: "string" for c in _STRING_COLUMNS}, index_col=False,
+            df = read_csv(io.BytesIO(data), sep=sep, dtype={c: "string" for c in _STRING_COLUMNS}, index_col=False,
                           keep_default_na=False, na_values=[""], skipinitialspace=True)
-        elif suffix in (".parquet", ".pq"):
-            df = pd.read_parquet(path)
-            _check_parquet_types(path)
-            line_of_row = lambda row: f"row {row + 1}"  # noqa: E731
         else:
-            raise PredictionsError(f"{path.name}: unknown file type {suffix or '(none)'}; use .csv, .tsv or .parquet.")
+            df = pd.read_parquet(io.BytesIO(data))
+            _check_parquet_types(data, path.name)
+            line_of_row = lambda row: f"row {row + 1}"  # noqa: E731
+        del data
     except PredictionsError:
         raise
     except pd.errors.EmptyDataError:
@@ -200,7 +211,7 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
             if bad.any():
                 row = int(bad.to_numpy().nonzero()[0][0])
                 raise PredictionsError(f"{line_of_row(row)}, column {column!r}: {df[column].iloc[row]!r} is not a "
-                                       "probability (a number).")
+                                       "probability (a number between 0 and 1).")
             df[column] = values
     return df, line_of_row
 
@@ -219,8 +230,11 @@ def metrics_from_file(predictions: Path | str, out_dir: Path | str, *,
 
 def _one_label_space(df: pd.DataFrame) -> str:
     """The predictions' label space when they name exactly one (names in exports), else ImageNet-1k."""
-    spaces = df["label_space"].dropna().unique().tolist() if "label_space" in df.columns else []
-    return str(spaces[0]) if len(spaces) == 1 else DEFAULT_LABEL_SPACE
+    from core.labels import canonical_label_space
+
+    values = df["label_space"].dropna().unique().tolist() if "label_space" in df.columns else []
+    spaces = {canonical_label_space(str(v)) for v in values}  # checked by compute_metric_tables: no error here
+    return spaces.pop() if len(spaces) == 1 else DEFAULT_LABEL_SPACE
 
 
 def import_predictions_as_run(predictions: Path | str, store, title: str = "") -> tuple[object, MetricTables]:
@@ -242,10 +256,10 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
     check_upload_bytes(path.name, path.stat().st_size if path.is_file() else 0)
     df, line_of_row = read_predictions_file(path)
     check_upload_table(path.name, len(df), df["model"].nunique() if "model" in df.columns else 0)
-    try:
+    try:  # the validation of `python -m explain metrics FILE` (label spaces included: metrics.check_label_space)
         tables = compute_metric_tables(df)
     except PredictionsError as exc:
-        raise PredictionsError(f"{path.name}: {exc.describe(line_of_row)}") from None
+        raise PredictionsError(f"{path.name}: {exc.describe(line_of_row).rstrip('.')}. No run was created.") from None
     df = df.copy()
     if "image" not in df.columns:
         df["image"] = pd.NA
@@ -255,13 +269,7 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
     if "status" not in df.columns:
         df["status"] = "ok"
     wnids = sorted(set(df["true_wnid"].dropna().astype(str)))
-    label_space = _one_label_space(df)
-    try:  # every page names classes in the run's label space: one it does not know is refused here
-        get_label_space(label_space)
-    except WildLensError as exc:
-        raise PredictionsError(f"{path.name}: label_space {label_space!r} is not a label space WildLens knows "
-                               f"({str(exc).rstrip('.')}); fix the column, or leave it out for {DEFAULT_LABEL_SPACE}. "
-                               "No run was created.") from None
+    label_space = _one_label_space(df)  # a label space compute_metric_tables has checked: every page names classes in it
     info = RunInfo(run_id=new_run_id(title or path.stem), title=title or path.name, source="upload", wnids=wnids,
                    label_space=label_space,
                    notes=f"predictions uploaded from {path.name}; no images")

@@ -12,14 +12,22 @@ What a matrix is (one model):
 - the **classes** are the run's classes plus any true class found in the predictions (an imported
   table may hold one the run does not list): each is a row, and a column, even with no image;
 - a prediction outside those classes goes to an **outside column** after them: with
-  ``outside="ancestor"`` one column per nearest tree node ("other: under feline.n.01", see below),
-  with ``outside="other"`` a single "other" column; a wnid WordNet does not know is always "other";
+  ``outside="ancestor"`` one column per common ancestor, "other: under feline.n.01" holding the
+  predictions whose lowest common subsumer with the row's class is feline.n.01 (the one rule of
+  ``explain.similarity.lowest_common_subsumer``: the Confusions table's ``lcs_wnid`` and the Explain
+  page's path name the same node; wall clock -> Petri dish is "under instrumentality.n.03" in all
+  three); with ``outside="other"`` a single "other" column; a wnid WordNet does not know is always
+  "other";
 - **row-normalised** (:func:`row_normalise`): each cell divided by its row's total, so a row sums to 1;
   a row without images is NA (NaN), never 0/0 nor 0: "no evidence" differs from "never confused".
 
 The tree: WordNet's noun hierarchy is a DAG (domestic_cat.n.01 is both a cat.n.01 and a
 domestic_animal.n.01), so each synset is given one **tree parent**: among its hypernyms and instance
-hypernyms, the one with the largest ``max_depth`` (ties: the smaller synset name). The deepest parent
+hypernyms, the one with the largest ``max_depth`` (ties: the smaller synset name), the order by which
+the lowest common subsumer is picked too. The tree only orders rows and columns; the outside columns
+are named by the lowest common subsumer, which may sit off a class's tree path (Petri dish's tree
+parent is crockery's dish, its common ancestor with a wall clock instrumentality.n.03): such a
+column comes after those whose node is on the tree. The deepest parent
 follows the taxonomic chain (cat.n.01, canine.n.02) instead of the shallow role categories
 (domestic_animal.n.01) that a shortest path would take, which would put house cats beside dogs and
 away from lynx. The run's tree is the union of its classes' tree paths up to entity.n.01, walked
@@ -97,28 +105,34 @@ def outside_label(anchor_wnid: str) -> str:
     return OUTSIDE_PREFIX + (_synset_name(anchor_wnid) or anchor_wnid)
 
 
-def column_of(pred_wnids: Iterable[str], classes: Sequence[str], *, outside: str = "ancestor",
-              shown: Sequence[str] | None = None) -> dict[str, str]:
-    """pred wnid -> its column: itself if it is one of ``classes`` (and of ``shown``, when a view
-    shows only some: the others' predictions go to :data:`OTHER_RUN`); else :data:`OTHER`, or with
-    ``outside="ancestor"`` the nearest node of the classes' tree on its own tree path (itself
-    included: a 21k model predicting domestic_cat.n.01 lands "under domestic_cat.n.01")."""
+def column_of(pairs: Iterable[tuple[str, str]], classes: Sequence[str], *, outside: str = "ancestor",
+              shown: Sequence[str] | None = None) -> dict[tuple[str, str], str]:
+    """(true wnid, pred wnid) -> the prediction's column in the true class's row: the prediction
+    itself if it is one of ``classes`` (and of ``shown``, when a view shows only some: the others'
+    predictions go to :data:`OTHER_RUN`); else :data:`OTHER`, or with ``outside="ancestor"`` the
+    outside column of the pair's lowest common subsumer (``explain.similarity``: a 21k model
+    predicting domestic_cat.n.01 for a tabby lands "under domestic_cat.n.01", an espresso for a
+    tabby "under whole.n.02"; a wnid WordNet does not know: :data:`OTHER`)."""
     if outside not in OUTSIDE_MODES:
         raise ValueError(f"outside must be one of {OUTSIDE_MODES}, not {outside!r}")
     classes = set(classes)
     visible = classes if shown is None else set(shown)
-    tree = set().union(*(tree_path(c) for c in classes)) if classes else set()
-    out = {}
-    for wnid in set(pred_wnids):
-        if wnid in visible:
-            out[wnid] = wnid
-        elif wnid in classes:
-            out[wnid] = OTHER_RUN
-        elif outside == "other":
-            out[wnid] = OTHER
+    out, ancestral = {}, []
+    for true, pred in set(pairs):
+        if pred in visible:
+            out[true, pred] = pred
+        elif pred in classes:
+            out[true, pred] = OTHER_RUN
+        elif outside == "other" or _synset_name(pred) is None or _synset_name(true) is None:
+            out[true, pred] = OTHER
         else:
-            anchor = next((node for node in reversed(tree_path(wnid)) if node in tree), None)
-            out[wnid] = outside_label(anchor) if anchor else OTHER
+            ancestral.append((true, pred))
+    if ancestral:
+        from .similarity import similarities, wnid_of_offset
+
+        values = similarities([t for t, _ in ancestral], [p for _, p in ancestral])
+        for pair, lcs in zip(ancestral, values.lcs.tolist()):
+            out[pair] = outside_label(wnid_of_offset(lcs))
     return out
 
 
@@ -148,17 +162,21 @@ def _assigned(predictions: pd.DataFrame, model: str, classes: Sequence[str], usa
     rows = usable_rows(predictions, model, usable)
     classes = tree_order(set(classes) | set(rows["true_wnid"].unique()))
     visible = classes if shown is None else tree_order(set(shown) & set(classes))
-    columns = column_of(rows["pred_wnid"].unique(), classes, outside=outside,
-                        shown=None if shown is None else visible)
-    rows = rows.assign(column=rows["pred_wnid"].map(columns))
+    # The column depends on the (true, pred) pair: each unique pair is looked up once.
+    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([rows["true_wnid"], rows["pred_wnid"]]))
+    pairs = list(pairs)
+    columns = column_of(pairs, classes, outside=outside, shown=None if shown is None else visible)
+    rows = rows.assign(column=np.array([columns[pair] for pair in pairs] or [OTHER], dtype=object)[codes]
+                       if len(rows) else pd.Series([], dtype=object))
     return rows[rows["true_wnid"].isin(visible)], classes, visible
 
 
 def _extra_order(labels: Iterable[str], classes: list[str]) -> list[str]:
-    """Outside columns in the order of their anchors in the tree's walk, then OTHER_RUN, then OTHER."""
+    """Outside columns in the order of their nodes in the tree's walk, then those whose node is off
+    the tree (by name), then OTHER_RUN, then OTHER."""
     anchors = {outside_label(node): i for i, node in enumerate(_preorder(classes))}
-    rank = {OTHER_RUN: len(anchors), OTHER: len(anchors) + 1}
-    return sorted(labels, key=lambda label: (anchors.get(label, rank.get(label, len(anchors) + 2)), label))
+    rank = {OTHER_RUN: len(anchors) + 1, OTHER: len(anchors) + 2}
+    return sorted(labels, key=lambda label: (anchors.get(label, rank.get(label, len(anchors))), label))
 
 
 def confusion_matrix(predictions: pd.DataFrame, model: str, classes: Sequence[str], *,

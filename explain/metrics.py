@@ -22,7 +22,6 @@ are also in ``compute_metric_tables.__doc__``):
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ import pandas as pd
 
 from core.errors import WildLensError
 from core.runstore import PREDICTION_STATUSES, TOP_K
-from core.wordnet import WORDNET_VERSION, synset_of
+from core.wordnet import WORDNET_VERSION, is_wnid, synset_of
 from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
                      PER_CLASS_SCHEMA, PER_MODEL_COLUMNS, PER_MODEL_SCHEMA, docs_of)
 from .similarity import COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATED, PairSimilarities, similarities_of_codes, wnid_of_offset
@@ -41,24 +40,29 @@ from .vocabulary import RELATIONS
 REQUIRED_COLUMNS = ("model", "true_wnid", "pred_wnid")
 TOP_K_COLUMNS = tuple(f"pred_wnid_{k}" for k in range(2, TOP_K + 1))
 DEFAULT_CONFUSION_TOP_K = 3
-_WNID_RE = re.compile(r"^n\d{8}$")
 
 
 class PredictionsError(WildLensError, ValueError):
     """A predictions table that cannot be measured; names the column and (0-based) row."""
 
-    def __init__(self, detail: str, *, column: str | None = None, row: int | None = None):
-        self.detail, self.column, self.row = detail, column, row
+    def __init__(self, detail: str, *, column: str | None = None, row: int | None = None,
+                 other_row: int | None = None):
+        self.detail, self.column, self.row, self.other_row = detail, column, row, other_row
         super().__init__(self.describe())
 
     def describe(self, line_of_row=None) -> str:
-        """The message; ``line_of_row(row) -> str`` lets a caller name file lines instead of rows."""
+        """The message; ``line_of_row(row) -> str`` lets a caller name file lines instead of rows.
+        ``other_row``: an earlier row the problem involves (a conflicting repeat), named at the end."""
+        name = line_of_row or (lambda row: f"row {row + 1}")
         where = []
         if self.row is not None:
-            where.append(line_of_row(self.row) if line_of_row else f"row {self.row + 1}")
+            where.append(name(self.row))
         if self.column is not None:
             where.append(f"column {self.column!r}")
-        return (", ".join(where) + ": " if where else "") + self.detail
+        text = (", ".join(where) + ": " if where else "") + self.detail
+        if self.other_row is not None:
+            text = text.rstrip(".") + f" (the earlier row: {name(self.other_row)})."
+        return text
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class _Rows:
     ok: np.ndarray  # per row: counted
     top_k_hit: np.ndarray | None  # per row: true class among the top-5; None without the columns
     top: np.ndarray | None  # (TOP_K, rows): codes of pred_wnid, pred_wnid_2 ... (-1 missing); None without them
+    top_complete: np.ndarray | None  # per row: a counted row with a complete top-5 (_check_top_k); None without
     spaces: list[str]  # canonical label-space names
     space: np.ndarray  # per row: code into spaces, -1 without the column or for an unknown name
 
@@ -138,7 +143,7 @@ def _check_wnids(column: str, codes: np.ndarray, uniques, *, must_exist: bool) -
     Formats are checked first: a typo is reported without loading WordNet."""
     unknown = [(code, value) for code, value in enumerate(uniques) if value not in _known_noun_wnids]
     for code, value in unknown:
-        if not isinstance(value, str) or not _WNID_RE.match(value):
+        if not is_wnid(value):  # 'n' and 8 ASCII digits: r'^n\d{8}$' took n٠٢١٢٣٠٤٥ (and a trailing newline)
             raise PredictionsError(f"{value!r} is not a wnid (expected 'n' and 8 digits, e.g. n02123045).",
                                    column=column, row=_bad_row(codes == code))
     if not must_exist:
@@ -173,6 +178,9 @@ def _recode(codes: np.ndarray, uniques: np.ndarray, wnids: np.ndarray) -> np.nda
 
 
 def _read_rows(df: pd.DataFrame) -> _Rows:
+    """Validate a predictions table and encode it (see :func:`compute_metric_tables` for what is
+    refused and what counts); checks run in the order a person fixes a file: columns and status,
+    wnid formats, WordNet, probabilities, label spaces, the top-5, repeated rows."""
     if not isinstance(df, pd.DataFrame):
         raise PredictionsError(f"expected a pandas DataFrame of predictions, got {type(df).__name__}.")
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
@@ -190,12 +198,16 @@ def _read_rows(df: pd.DataFrame) -> _Rows:
 
     true_codes, true_uniques = _factorize(df["true_wnid"], has_true)
     pred_codes, pred_uniques = _factorize(df["pred_wnid"], ok)
-    # Top-5 columns that are present but empty in every row (a run store table conforms every
-    # predictions table to the full schema, e.g. uploaded top-1 predictions) are no top-5: NA, not
-    # a top-5 accuracy equal to the top-1 one.
-    has_top = all(c in df.columns for c in TOP_K_COLUMNS) and not all(df[c].isna().all() for c in TOP_K_COLUMNS)
+    # Top-5 columns that are absent, or present but empty in every row (a run store table conforms
+    # every predictions table to the full schema, e.g. uploaded top-1 predictions), are no top-5:
+    # NA, not a top-5 accuracy equal to the top-1 one. Any one of them filled somewhere makes the
+    # table a top-5 table, its absent columns empty ones (then checked like any empty cell).
+    top_present = [c for c in TOP_K_COLUMNS if c in df.columns]
+    has_top = any(df[c].notna().any() for c in top_present)
     # The top-k columns' wnids are looked up too: hdist@5 and hprec@5 need their WordNet values.
-    top_factors = [_factorize(df[column], ok) for column in TOP_K_COLUMNS] if has_top else []
+    empty_column = (np.full(len(df), -1, dtype=np.int64), np.zeros(0, dtype=object))
+    top_factors = [_factorize(df[column], ok) if column in df.columns else empty_column
+                   for column in TOP_K_COLUMNS] if has_top else []
     checked = [("true_wnid", true_codes, true_uniques), ("pred_wnid", pred_codes, pred_uniques),
                *((column, codes, uniques) for column, (codes, uniques) in zip(TOP_K_COLUMNS, top_factors))]
     for must_exist in (False, True):  # all formats first, then the (slower) WordNet lookups
@@ -207,33 +219,176 @@ def _read_rows(df: pd.DataFrame) -> _Rows:
 
     model_codes, model_uniques = _factorize_values(df["model"])  # first-appearance order
     models = [str(m) for m in model_uniques]
+    _check_probabilities(df)
+    spaces, space, sizes = _label_spaces(df)
 
-    top_k_hit = top = None
-    if has_top:
-        top = np.stack([pred] + [_recode(codes, uniques, wnids) for codes, uniques in top_factors])
-        top_k_hit = (top == true).any(axis=0) & ok & (true >= 0)  # compared as codes: any column dtype
-    spaces, space = _label_spaces(df)
-    return _Rows(models, wnids, np.where(has_model, model_codes, -1), true, pred, ok, top_k_hit, top, spaces, space)
+    top = np.stack([pred] + [_recode(codes, uniques, wnids) for codes, uniques in top_factors]) if has_top else None
+    top_complete = _check_top_k(top, ok, space, spaces, sizes) if has_top else None
+    _check_in_space(top if has_top else pred[None, :], ok, wnids, space, spaces, sizes)
+    repeat = _repeated_rows(df)
+    ok = ok & ~repeat  # an identical repeat of an earlier row counts nowhere: the earlier one is the prediction
+    model = np.where(has_model & ~repeat, model_codes, -1)
+    top_k_hit = (top == true).any(axis=0) & ok & (true >= 0) if has_top else None  # as codes: any column dtype
+    return _Rows(models, wnids, model, true, pred, ok, top_k_hit, top, top_complete, spaces, space)
 
 
-def _label_spaces(df: pd.DataFrame) -> tuple[list[str], np.ndarray]:
-    """The rows' label spaces as codes into canonical names; -1 (unknown) without the column, for an
-    empty value or a name that is not a known label space (then no class counts as outside it)."""
-    from core.labels import canonical_label_space
+_PROB_COLUMNS = tuple(f"prob_{k}" for k in range(1, TOP_K + 1))
 
+
+def _check_probabilities(df: pd.DataFrame) -> None:
+    """prob_1 ... prob_5, where given, are numbers in [0, 1] (empty is allowed: they are optional)."""
+    for column in _PROB_COLUMNS:
+        if column not in df.columns:
+            continue
+        raw = df[column]
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        given = raw.notna().to_numpy()
+        # A NaN in a float column is pandas' empty cell; any other non-number, inf or value outside
+        # [0, 1] is no probability (7.5, -3 and inf were taken as they were).
+        is_empty_float = np.isnan(values) & pd.api.types.is_float_dtype(raw.dtype)
+        bad = given & ~is_empty_float & ~((values >= 0.0) & (values <= 1.0))
+        if bad.any():
+            row = _bad_row(bad)
+            value = raw.iloc[row]
+            value = value.item() if isinstance(value, np.generic) else value  # 7.5, not np.float64(7.5)
+            raise PredictionsError(f"{value!r} is not a probability (a number between 0 and 1); fix it or "
+                                   "leave the cell empty.", column=column, row=row)
+
+
+def _label_spaces(df: pd.DataFrame) -> tuple[list[str], np.ndarray, list[int]]:
+    """The rows' label spaces as codes into canonical names (-1: an empty cell or no column, then no
+    class counts as outside it), and each name's class count. A value that names no label space or
+    label set WildLens can read is refused (:func:`check_label_space`)."""
     if "label_space" not in df.columns:
-        return [], np.full(len(df), -1, dtype=np.int64)
+        return [], np.full(len(df), -1, dtype=np.int64), []
     codes, uniques = _factorize_values(df["label_space"])
-    names, remap = [], np.full(len(uniques) + 1, -1, dtype=np.int64)
+    names, sizes, remap = [], [], np.full(len(uniques) + 1, -1, dtype=np.int64)
     for i, value in enumerate(uniques):
         try:
-            name = canonical_label_space(str(value))
-        except WildLensError:
-            continue
+            name, size = check_label_space(value)
+        except PredictionsError as exc:
+            raise PredictionsError(exc.detail, column="label_space", row=_bad_row(codes == i)) from None
         if name not in names:
             names.append(name)
+            sizes.append(size)
         remap[i] = names.index(name)
-    return names, remap[codes]
+    return names, remap[codes], sizes
+
+
+def check_label_space(value) -> tuple[str, int]:
+    """(canonical name, class count) of a predictions file's ``label_space`` value, or
+    PredictionsError saying why it names no label space or label set WildLens can read here: the one
+    check of both ``python -m explain metrics FILE`` and the dashboard's upload
+    (:func:`explain.export.import_predictions_as_run`), since both compute their tables here."""
+    from core.labels import get_label_space
+
+    try:
+        space = get_label_space(str(value))
+    except WildLensError as exc:
+        raise PredictionsError(f"{str(value)!r} is not a label space WildLens knows ({str(exc).rstrip('.')}); fix "
+                               "the column, or leave the cell empty (then every class counts as in the space).") \
+            from None
+    return space.name, len(space)
+
+
+def _check_top_k(top: np.ndarray, ok: np.ndarray, space: np.ndarray, spaces: list[str],
+                 sizes: list[int]) -> np.ndarray:
+    """Refuse a counted row whose top-5 names a class twice, leaves a gap (an empty column before a
+    filled one) or is cut short; returns per row whether it holds a complete top-5. Complete: all 5
+    columns, or, when the row's label space has fewer than 5 classes, exactly that many (a label
+    set of 3 classes can only rank 3). A row with pred_wnid alone has no top-5 (legal: its group's
+    top-5 columns are NA)."""
+    filled = (top >= 0) & ok
+    twice_at = np.full(top.shape[1], TOP_K)  # per row: the first column repeating an earlier one
+    for j in range(1, TOP_K):  # the same class twice: the truth twice made top-5 accuracy 1.0
+        for i in range(j):
+            twice_at[filled[j] & (top[j] == top[i]) & (twice_at == TOP_K)] = j
+    if (twice_at < TOP_K).any():
+        row = _bad_row(twice_at < TOP_K)
+        j = int(twice_at[row])
+        first = next(c for c in range(j) if top[c, row] == top[j, row])
+        raise PredictionsError(f"the same class twice in one top-5 (also in {_TOP_NAMES[first]}); a top-5 names 5 "
+                               "different classes.", column=_TOP_NAMES[j], row=row)
+    later = np.logical_or.accumulate(filled[::-1], axis=0)[::-1]  # later[j]: a column >= j is filled
+    for j in range(1, TOP_K - 1):
+        gap = ~filled[j] & later[j + 1] & ok
+        if gap.any():
+            row = _bad_row(gap)
+            after = next(c for c in range(j + 1, TOP_K) if filled[c, row])
+            raise PredictionsError(f"empty, but {_TOP_NAMES[after]} is not: a top-5 fills pred_wnid, pred_wnid_2 "
+                                   "... pred_wnid_5 in order.", column=_TOP_NAMES[j], row=row)
+    k = filled.sum(axis=0)
+    size = np.asarray(sizes + [TOP_K], dtype=np.int64)[space]  # -1 (no label space) picks the TOP_K at the end
+    wanted = np.minimum(size, TOP_K)
+    short = ok & (k > 1) & (k < wanted)
+    if short.any():
+        row = _bad_row(short)
+        named = (f"{spaces[space[row]]} has {size[row]:,}" if space[row] >= 0 else
+                 "name it in the label_space column")
+        raise PredictionsError(f"empty: a top-5 lists 5 classes (fewer only when the row's label space has fewer "
+                               f"than 5 classes; {named}).", column=_TOP_NAMES[k[row]], row=row)
+    return ok & (k == wanted)
+
+
+def _check_in_space(top: np.ndarray, ok: np.ndarray, wnids: np.ndarray, space: np.ndarray, spaces: list[str],
+                    sizes: list[int]) -> None:
+    """Every predicted class of a counted row is a class of the row's label space (when it names
+    one): a model cannot predict outside it, so such a row names the wrong label space."""
+    from core.labels import get_label_space
+
+    for code, name in enumerate(spaces):
+        here = ok & (space == code)
+        if not here.any():
+            continue
+        index = get_label_space(name).index
+        member = np.array([w in index for w in wnids.tolist()] + [True], dtype=bool)  # [-1]: an empty cell
+        outside = ~member[top] & here
+        if outside.any():
+            row, j = (int(v[0]) for v in np.nonzero(outside.T))  # the first row, then its first column
+            raise PredictionsError(f"{wnids[top[j, row]]} is not a class of this row's label space {name} "
+                                   f"({sizes[code]:,} classes): a model predicts only classes of its label space; "
+                                   "fix the label_space column, or leave it empty.", column=_TOP_NAMES[j], row=row)
+
+
+_TOP_NAMES = ("pred_wnid", *TOP_K_COLUMNS)
+_IDENTITY_COLUMNS = ("model", "image")
+
+
+def _repeated_rows(df: pd.DataFrame) -> np.ndarray:
+    """Per row: an identical repeat of an earlier row with the same (model, image) (counted once:
+    a file concatenated with itself holds the same prediction twice); a repeat that differs in
+    any column of the predictions schema is refused, naming both rows: which one is the model's
+    prediction cannot be known. Rows without an image (or without an ``image`` column) are
+    predictions of their own."""
+    from core.runstore import PREDICTION_SCHEMA
+
+    repeat = np.zeros(len(df), dtype=bool)
+    if "image" not in df.columns:
+        return repeat
+    image_codes, _ = _factorize_values(df["image"])
+    model_codes, _ = _factorize_values(df["model"])
+    keyed = (image_codes >= 0) & (model_codes >= 0)
+    key = model_codes.astype(np.int64) * (int(image_codes.max(initial=0)) + 1) + image_codes
+    key = np.where(keyed, key, -1 - np.arange(len(df)))  # rows without model or image: keys of their own
+    positions = np.flatnonzero(pd.Series(key).duplicated(keep=False).to_numpy())
+    if not len(positions):
+        return repeat
+    columns = [c for c in PREDICTION_SCHEMA if c in df.columns]
+    # Compared as text: the same value reads the same whatever the column's dtype; NA is '<NA>'.
+    content = df.iloc[positions][columns].astype("string").fillna("<NA>").reset_index(drop=True)
+    same = content.duplicated(keep="first").to_numpy()
+    repeat[positions[same]] = True
+    distinct = positions[~same]
+    clash = pd.Series(key[distinct]).duplicated(keep="first").to_numpy()
+    if clash.any():
+        row = int(distinct[clash][0])
+        earlier = int(distinct[(key[distinct] == key[row])][0])
+        here, there = (content.iloc[int(np.searchsorted(positions, r))] for r in (row, earlier))
+        column = next(c for c in columns if here[c] != there[c])
+        raise PredictionsError(f"model {str(df['model'].iloc[row])!r} and image {str(df['image'].iloc[row])!r} "
+                               f"again, with another {column} ({there[column]!r} before, {here[column]!r} here); keep "
+                               "one row per model and image.", column=column, row=row, other_row=earlier)
+    return repeat
 
 
 # --------------------------------------------------------------------------- tables
@@ -286,6 +441,7 @@ def _group_stats(groups: np.ndarray, n_groups: int, count: np.ndarray, values: P
         "n_mistakes": total(miss),
         "correct": total(count * ~mistake),
         "correct_hier": total(count * (~mistake | values.is_hyponym)),
+        "mistakes_hier": total(count * (mistake & ~values.is_hyponym)),
         "sibling_count": total(miss * values.is_sibling),
         "severity_sum": total(miss * values.severity),
         "severity_sum_all": total(count * values.severity),
@@ -311,6 +467,7 @@ def _stat_columns(stats: dict[str, np.ndarray], top_k_hits: np.ndarray | None, f
         "n_mistakes": n_mistakes.round().astype(np.int64),
         "accuracy": _ratio(stats["correct"], n),
         "accuracy_hier": _ratio(stats["correct_hier"], n),
+        "n_mistakes_hier": stats["mistakes_hier"].round().astype(np.int64),
         "accuracy_top5": _ratio(top_k_hits, n) if top_k_hits is not None else np.full(len(n), np.nan),
         "sibling_count": stats["sibling_count"].round().astype(np.int64),
         "sibling_rate": _ratio(stats["sibling_count"], n_mistakes),
@@ -329,7 +486,9 @@ def _stat_columns(stats: dict[str, np.ndarray], top_k_hits: np.ndarray | None, f
 
 
 # --------------------------------------------------------------------------- issue 16: label spaces, top-k
-_ACCURACY_COLUMNS = ("accuracy", "accuracy_hier", "accuracy_top5")  # NA for a class outside the label space
+# NA for a class outside the label space: the model cannot name it. Not accuracy_hier: a hyponym
+# prediction is hierarchically right whatever the truth (coffee predicted as espresso, issue 22 item 13).
+_ACCURACY_COLUMNS = ("accuracy", "accuracy_top5")
 HPREC_LABEL_SPACE = "imagenet-1k"  # hprec@5 needs every pair of the label space: its dense matrices
 
 
@@ -383,31 +542,72 @@ def _best_top_k(cache_dir) -> tuple[np.ndarray, float, tuple[str, ...]]:
     return TOP_K - nearest / big, big, matrices.wnids
 
 
+MBM_BATCH_SIZE = 256  # Making Better Mistakes' default --batch-size (scripts/start_training.py)
+
+
+def mbm_hprec_factor(true_wnids, *, batch_size: int = MBM_BATCH_SIZE, cache_dir=None) -> float:
+    """What ``hprec_at_5`` is multiplied by to give Making Better Mistakes' printed hierarchical
+    precision@5 on the same images: ``batch_size * mean_i best(g_i) / sum_c best(c)``, over the images'
+    true classes g_i (one entry per image) and the 1000 classes c of ImageNet-1k.
+
+    Why: MBM's run_xent.py divides each batch's sum of 1 - d/D over its top-5s by
+    ``np.sum(best_hier_similarities[:, :5])``, the best top-5 of every class of the label space, and
+    averages over the batches; ``hprec_at_5`` divides by the best top-5 of each image's own truth.
+    Exact when the images are a multiple of ``batch_size`` (MBM's loader drops the rest); ``B / 1000``
+    (0.256 for 256) when they cover the 1000 classes equally."""
+    best, _, wnids = _best_top_k(cache_dir)
+    index = {w: i for i, w in enumerate(wnids)}
+    truths = [str(w) for w in true_wnids]
+    outside = sorted({w for w in truths if w not in index})
+    if outside:
+        raise ValueError(f"{len(outside)} true class(es) outside {HPREC_LABEL_SPACE} (e.g. {outside[0]}): "
+                         "hprec_at_5 is not defined for them")
+    if not truths or batch_size < 1:
+        raise ValueError("mbm_hprec_factor needs at least one true class and a batch size >= 1")
+    return float(batch_size * best[[index[w] for w in truths]].mean() / best.sum())
+
+
 def _top_k_sums(rows: _Rows, cache_dir) -> _TopK:
     n_rows = len(rows.ok)
     nan = np.full(n_rows, np.nan)
     if rows.top is None:
         return _TopK(nan, nan, nan)
-    complete = rows.ok & (rows.true >= 0) & (rows.top >= 0).all(axis=0)
+    complete = rows.top_complete & (rows.true >= 0)
     idx = np.flatnonzero(complete)
     n = max(len(rows.wnids), 1)
-    severity = _severity_lookup(rows.wnids, rows.true[idx] * n + rows.top[:, idx], cache_dir).astype(np.float64)
+    top = rows.top[:, idx]
+    filled = top >= 0  # all 5, or as many as a label space of fewer than 5 classes has
+    k = filled.sum(axis=0)
+    keys = rows.true[idx] * n + np.where(filled, top, rows.true[idx])  # an empty slot: looked up as d = 0, not summed
+    severity = _severity_lookup(rows.wnids, keys, cache_dir).astype(np.float64) * filled
     total = severity.sum(axis=0)
     hdist = nan.copy()
-    hdist[idx] = total / TOP_K
+    hdist[idx] = total / k
     num, den = nan.copy(), nan.copy()
     if HPREC_LABEL_SPACE in rows.spaces:
         from core.labels import get_label_space
 
         index = get_label_space(HPREC_LABEL_SPACE).index
         position = np.array([index.get(w, -1) for w in rows.wnids.tolist()], dtype=np.int64)
-        eligible = (rows.space[idx] == rows.spaces.index(HPREC_LABEL_SPACE)) & (position[rows.true[idx]] >= 0)
+        eligible = ((rows.space[idx] == rows.spaces.index(HPREC_LABEL_SPACE)) & (position[rows.true[idx]] >= 0)
+                    & (k == TOP_K))
         if eligible.any():
             best, big, _ = _best_top_k(cache_dir)
             where = idx[eligible]
             num[where] = TOP_K - total[eligible] / big
             den[where] = best[position[rows.true[where]]]
     return _TopK(hdist, num, den)
+
+
+def _top_hits(group_of_row: np.ndarray, counted: np.ndarray, rows: _Rows, n_groups: int) -> np.ndarray | None:
+    """Per group: counted rows whose truth is among their top-5; NaN for a group with a counted row
+    without a complete top-5 (a top-1 only row's "top-5 hit" would be its top-1 hit); None without
+    top-5 columns."""
+    if rows.top_k_hit is None:
+        return None
+    hits = np.bincount(group_of_row[counted & rows.top_k_hit], minlength=n_groups).astype(np.float64)
+    incomplete = np.bincount(group_of_row[counted & ~rows.top_complete], minlength=n_groups) > 0
+    return np.where(incomplete, np.nan, hits)
 
 
 def _complete_ratio(groups: np.ndarray, num: np.ndarray, den: np.ndarray, n_groups: int) -> np.ndarray:
@@ -458,6 +658,19 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     ``confusion_top_k``: confusions kept per (model, true class), most frequent first; None or 0
     keeps all. ``cache_dir``: where similarity matrices are cached (default: the run store's
     cache folder; False: memory only). Raises :class:`PredictionsError` for malformed input.
+
+    Refused, one line naming the row and column (``explain metrics FILE`` and the dashboard's upload
+    both come here, so they refuse the same rows with the same words): a missing required column,
+    an unknown status, an empty model / true_wnid / pred_wnid in a counted row, a wnid that is not
+    'n' and 8 ASCII digits or no WordNet 3.0 noun, a probability that is not a number in [0, 1]
+    (7.5, -3, inf), a ``label_space`` that names no label space or readable label set ('foo',
+    'sense:../../etc/passwd', a 'file:' set not stored here; an empty cell is allowed), a predicted
+    class outside the row's label space, a top-5 naming a class twice, with a gap (an empty
+    pred_wnid_3 before a filled pred_wnid_4) or cut short (fewer than 5 classes, legal only when
+    the row's label space has fewer than 5 classes: then exactly that many), and two rows of the
+    same model and image that differ. Two rows of the same model and image that are identical in
+    every column of the predictions schema count once (a file concatenated with itself); rows
+    without an image are predictions of their own.
     """
     rows = _read_rows(predictions)
     n_models, n_wnids = len(rows.models), max(len(rows.wnids), 1)  # max: keeps the codes' arithmetic valid
@@ -482,8 +695,7 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     group_of_triple = np.searchsorted(group_keys, model_of * n_wnids + true_of)
     class_stats = _group_stats(group_of_triple, len(group_keys), count, values, mistake)
     group_of_row = np.searchsorted(group_keys, row_group_key)
-    class_top = (np.bincount(group_of_row[has_group & rows.top_k_hit], minlength=len(group_keys)).astype(np.float64)
-                 if rows.top_k_hit is not None else None)
+    class_top = _top_hits(group_of_row, has_group & rows.ok, rows, len(group_keys))
     class_failed = np.bincount(group_of_row[has_group & ~rows.ok], minlength=len(group_keys))
     class_columns = _stat_columns(class_stats, class_top, class_failed)
 
@@ -523,8 +735,9 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
                "true_wnid": _strings(rows.wnids, group_keys % n_wnids), **class_columns, "in_label_space": in_space}
     per_class = _typed_frame({c: columns[c] for c in PER_CLASS_SCHEMA}, PER_CLASS_SCHEMA)
 
-    # Per model: the same sums, over the model's triples; accuracies over its seen classes only.
-    model_stats = _group_stats(model_of, n_models, count, values, mistake)
+    # Per model: the same sums over the model's in-space classes only, every column alike (one
+    # population per row: accuracy over the in-space classes beside images and mistakes over all
+    # read "18 images, 13 mistakes, accuracy 83.3 %"); the unseen classes are the *_unseen columns.
     seen_triple = ~unseen[group_of_triple]
     seen_stats = _group_stats(model_of[seen_triple], n_models, count[seen_triple], values.take(seen_triple),
                               mistake[seen_triple])
@@ -532,13 +745,9 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     seen_row = np.zeros(len(rows.ok), dtype=bool)
     seen_row[has_group] = ~unseen[group_of_row[has_group]]
     seen_row |= has_model & ~has_group  # rows without a true class count nowhere but n_failed
-    model_top = (np.bincount(rows.model[has_model & rows.top_k_hit & seen_row], minlength=n_models).astype(np.float64)
-                 if rows.top_k_hit is not None else None)
+    model_top = _top_hits(rows.model, has_model & rows.ok & seen_row, rows, n_models)
     model_failed = np.bincount(rows.model[has_model & ~rows.ok], minlength=n_models)
-    model_columns = _stat_columns(model_stats, model_top, model_failed)
-    seen_columns = _stat_columns(seen_stats, model_top, model_failed)
-    for column in _ACCURACY_COLUMNS:
-        model_columns[column] = seen_columns[column]
+    model_columns = _stat_columns(seen_stats, model_top, model_failed)
     model_of_group = group_keys // n_wnids
     balanced = ~unseen & (class_stats["n"] > 0)
     model_columns["accuracy_balanced"] = _ratio(

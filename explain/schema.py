@@ -32,20 +32,32 @@ def _float(doc: str) -> Column:
 MODEL = Column("string", "The model's registry id.")
 
 _UNSEEN = ("NA for a class outside its model's label space (in_label_space false: the model cannot name it, "
-           "so 0 would be meaningless); per model: over the predictions of its in-space classes only "
-           "(the unseen ones are counted in n_unseen).")
-_TOP5_NA = "NA when the table lacks pred_wnid_2 ... pred_wnid_5 or a counted row of the group misses one of them."
+           "so 0 would be meaningless).")
+# Every statistic of a per-model row is over one population (issue 22 item 12: accuracy over the
+# in-space classes beside images and mistakes over all classes read "18 images, 13 mistakes,
+# accuracy 83.3 %"); appended to each statistic's doc in PER_MODEL.
+_PER_MODEL_POPULATION = ("Per model: over the model's in-space predictions (those of its classes inside its label "
+                         "space, or every prediction when the label space is unknown); the predictions of classes "
+                         "outside it are counted apart, in n_unseen and the *_unseen columns.")
+_TOP5_NA = ("NA when the table has no top-5 (pred_wnid_2 ... pred_wnid_5 absent or empty in every row) or a counted "
+            "row of the group has pred_wnid alone (a row's top-5 is complete with 5 classes, or with as many as its "
+            "label space has when that is fewer than 5).")
 
 # Per model and per (model, true class): the same statistics over different groups.
 _STATISTICS: dict[str, Column] = {
-    "n": _int("Predictions counted: rows with status 'ok' (every row when the table has no status column)."),
+    "n": _int("Predictions counted: rows with status 'ok' (every row when the table has no status column); a row "
+              "repeating an earlier one of the same model and image exactly counts once."),
     "n_mistakes": _int("Counted predictions whose top-1 class is not the true class (strict)."),
     "accuracy": _float("Strict top-1 accuracy: share of n with pred_wnid == true_wnid. " + _UNSEEN),
     "accuracy_hier": _float("Hierarchically correct: share of n whose prediction is the true class or any hyponym "
-                            "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy. "
-                            + _UNSEEN),
+                            "of it (what the 2023 paper's notebooks counted as correct). Always >= accuracy. Defined "
+                            "for every class, also one outside the label space: a hyponym prediction is right "
+                            "whatever the truth (coffee, which ImageNet-1k lacks, predicted as espresso)."),
+    "n_mistakes_hier": _int("Mistakes in the hierarchical sense: counted predictions that are neither the true class "
+                            "nor a hyponym of it (n_mistakes minus hyponym_count; n * (1 - accuracy_hier)). Defined "
+                            "for every class, also one outside the label space."),
     "accuracy_top5": _float("Share of n whose true class is among pred_wnid, pred_wnid_2 ... pred_wnid_5. "
-                            "NA when the table lacks any of pred_wnid_2 ... pred_wnid_5, or they are empty in every row. " + _UNSEEN),
+                            + _TOP5_NA + " " + _UNSEEN),
     "sibling_count": _int("Mistakes whose prediction shares an immediate hypernym with the true class (every "
                           "hypernym and instance hypernym counts, not only the first)."),
     "sibling_rate": _float("sibling_count / n_mistakes (the paper's sibling percentage, as a fraction). "
@@ -62,35 +74,46 @@ _STATISTICS: dict[str, Column] = {
     "wup_all": _float("Mean WUP similarity over all n predictions (a correct one scores 1)."),
     "lin_all": _float("Mean Lin similarity over all n predictions where defined (a correct one scores 1)."),
     "severity": _float("Mean mistake severity (Bertinetto et al. 2020) over the mistakes: hypernym steps from the "
-                       "true class up to its nearest common ancestor with the prediction (0 for a hyponym). "
+                       "true class up to their lowest common subsumer (lcs_wnid; 0 for a hyponym). "
                        "NA without mistakes."),
     "hypernym_count": _int("Mistakes whose prediction is an ancestor (hypernym at any distance) of the true class."),
     "hyponym_count": _int("Mistakes whose prediction is a descendant (hyponym) of the true class."),
     "cousin_count": _int("Mistakes whose prediction shares a grandparent but no parent with the true class "
                          "(and is neither its ancestor nor descendant)."),
     "related_count": _int("Mistakes with none of the relations above whose severity is at most "
-                          f"{RELATED_MAX_SEVERITY} (their nearest common ancestor is at most {RELATED_MAX_SEVERITY} "
+                          f"{RELATED_MAX_SEVERITY} (their lowest common subsumer is at most {RELATED_MAX_SEVERITY} "
                           "hypernym steps above the true class: the same family, e.g. tabby -> jaguar, both felines)."),
     "distant_count": _int("Mistakes with none of the relations above: severity above "
                           f"{RELATED_MAX_SEVERITY}. hypernym + hyponym + sibling + cousin + related + "
                           "distant counts add up to n_mistakes, except for the rare WordNet pair that is both a "
                           "sibling and an ancestor/descendant, which counts in both."),
-    "n_failed": _int("Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else."),
+    "n_failed": _int("Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else. "
+                     "Per model: every such row of the model, whatever their class (a failed row has no prediction, "
+                     "so it belongs to neither population)."),
     # Making Better Mistakes (Bertinetto et al. 2020), over the top-k; d(g, p) = severity (0 when p is g or
-    # a hyponym of g). Per model these are over the in-space classes' predictions only, like accuracy.
+    # a hyponym of g).
     "accuracy_balanced": _float("Mean per-class recall (CLIP_benchmark's mean_per_class_recall): per model, the "
                                 "unweighted mean of per_class accuracy over its in-space classes with n > 0; per "
                                 "class it equals accuracy. " + _UNSEEN),
     "hdist_at_1": _float("Mean over samples of d(truth, top-1 prediction), d = severity (hypernym steps from the "
-                         "truth up to the nearest common ancestor; 0 for a correct prediction or a hyponym). "
-                         "Per model: in-space classes only; per class: defined for an unseen class too."),
+                         "truth up to their lowest common subsumer; 0 for a correct prediction or a hyponym). "
+                         "Per class: defined for an unseen class too."),
     "hdist_at_5": _float("Mean over samples of (1/5) sum_{j=1..5} d(truth, pred_j), pred_1..5 = pred_wnid, "
-                         "pred_wnid_2 ... pred_wnid_5 (MBM's hierarchical distance@5). Per model: in-space classes "
-                         "only. " + _TOP5_NA),
-    "hprec_at_5": _float("Hierarchical precision@5 (MBM's code, run_xent.py): sum over samples i and j = 1..5 of "
-                         "(1 - d(g_i, pred_ij) / D), divided by the same sum for the best possible top-5 of g_i (the "
-                         "5 classes of the label space with the smallest d from g_i, g_i itself first); D = the "
-                         "largest d between two classes of the label space. Only for imagenet-1k rows (d and D "
+                         "pred_wnid_2 ... pred_wnid_5 (MBM's hierarchical distance@5; 1/k over the k classes of a "
+                         "label space of k < 5). " + _TOP5_NA),
+    "hprec_at_5": _float("Hierarchical precision@5, per image: sum_i sum_{j=1..5} (1 - d(g_i, pred_ij) / D) / "
+                         "sum_i best(g_i), over the group's samples i (truth g_i, top-5 pred_i1..pred_i5 = pred_wnid, "
+                         "pred_wnid_2 ... pred_wnid_5); d = severity (hypernym steps from the truth up to the lowest "
+                         "common subsumer), D = the largest d between two classes of the label space, best(c) = sum "
+                         "over the 5 classes nearest c (smallest d from c, c itself first) of 1 - d(c, .) / D: 1 = "
+                         "every top-5 as good as the label space allows. Making Better Mistakes' code (run_xent.py) "
+                         "divides differently: per batch of B images, sum over the batch of the same numerator / "
+                         "sum_c best(c) over all C classes of the label space (not the batch's truths), averaged "
+                         "over the batches (drop_last). On the same images (a multiple of B) MBM's number = "
+                         "hprec_at_5 * B * mean_i best(g_i) / sum_c best(c) (explain.metrics.mbm_hprec_factor); "
+                         "hprec_at_5 * B / C when the images cover every class equally (ImageNet's validation set): "
+                         "256/1000 of it with MBM's default batch of 256 on ImageNet-1k. MBM's d comes from its own "
+                         "tree's distance file, this one from WordNet 3.0. Only for imagenet-1k rows (d and D "
                          "from its dense 1000 x 1000 matrices): NA for other label spaces (the best top-5 and D "
                          "need all pairs of the space: 21k^2 = 477M for ImageNet-21k), for classes outside the "
                          "label space, and " + _TOP5_NA[0].lower() + _TOP5_NA[1:]),
@@ -101,9 +124,12 @@ _SIM_TO_SEEN = ("sim(S, truth) = max over the classes s of the model's label spa
 _NEAREST = ("a nearest seen class of the truth (any class of S attaining sim(S, truth); Lin ties are common) "
             "or a hyponym of one")
 PER_MODEL: dict[str, Column] = {
-    "model": MODEL, **_STATISTICS,
-    "n_unseen": _int("Counted predictions of classes outside the model's label space (in_label_space false); "
-                     "they are in n but not in the accuracy columns, accuracy_balanced, hdist_* and hprec_at_5."),
+    "model": MODEL,
+    **{name: column if name == "n_failed" else Column(column.dtype, f"{column.doc} {_PER_MODEL_POPULATION}")
+       for name, column in _STATISTICS.items()},
+    "n_unseen": _int("Counted predictions of classes outside the model's label space (in_label_space false): "
+                     "in no other column of the per-model row but the *_unseen ones (n + n_unseen = every "
+                     "counted prediction of the model)."),
     "lin_vs_best_unseen": _float("Mean over those n_unseen predictions (where Lin is defined) of "
                                  "Lin(truth, prediction) / sim(S, truth), " + _SIM_TO_SEEN + ": 1 = as close as "
                                  "the label space allows. NA without unseen classes."),
@@ -143,9 +169,10 @@ CONFUSIONS: dict[str, Column] = {
     "lch": _float("NLTK lch_similarity(g, f)."),
     "wup": _float("NLTK wup_similarity(g, f)."),
     "lin": _float("Lin similarity (ImageNet-CoG IC); NA where undefined."),
-    "severity": _int("Hypernym steps from g up to its nearest common ancestor with f."),
-    "lcs_wnid": Column("string", "The top of the shortest path between g and f (their lowest common subsumer on "
-                                 "that path)."),
+    "severity": _int("Hypernym steps from g up to lcs_wnid (its height above g: Bertinetto et al.'s LCA height)."),
+    "lcs_wnid": Column("string", "Their lowest common subsumer, the one common ancestor every view names: NLTK's "
+                                 "g.lowest_common_hypernyms(f) (the common hypernyms of the largest max_depth), the "
+                                 "first by synset name (explain.similarity.lowest_common_subsumer)."),
 }
 
 METRIC_TABLES: dict[str, dict[str, Column]] = {"per_model": PER_MODEL, "per_class": PER_CLASS,
@@ -158,6 +185,7 @@ METRIC_TABLES: dict[str, dict[str, Column]] = {"per_model": PER_MODEL, "per_clas
 LABELS: dict[str, str] = {
     "model": "Model", "true_wnid": "True class id", "in_label_space": "In label space",
     "n": "Images", "n_mistakes": "Mistakes", "accuracy": "Accuracy", "accuracy_hier": "Hier. accuracy",
+    "n_mistakes_hier": "Hier. mistakes",
     "accuracy_top5": "Top-5 accuracy", "accuracy_balanced": "Balanced accuracy",
     "sibling_count": "Siblings", "sibling_rate": "Sibling %",
     "path_mistakes": "Path (mistakes)", "lch_mistakes": "LCH (mistakes)", "wup_mistakes": "WUP (mistakes)",

@@ -17,13 +17,26 @@ hypernyms followed, as NLTK's ``_shortest_hypernym_paths`` does):
   by *min_depth* (``use_min_depth=True``), else the first of them sorted by synset name;
   depth = max_depth(subsumer) + 1; wup = 2 depth / (spd(g, s) + spd(p, s) + 2 depth).
 - ``lin``   ImageNet-CoG's Lin similarity (see :class:`InformationContent`):
-  2 IC(lcs) / (IC(g) + IC(p)), lcs = the common ancestor with the largest IC.
-- ``severity``: Bertinetto et al.'s mistake severity, "height of the lowest common ancestor".
-  WordNet is a DAG whose classes sit at different depths, so height is defined here as the number
-  of hypernym steps from the *true* class up to the nearest common ancestor:
-  min over common ancestors a of d(g, a). In the paper's tree, where every leaf has the same
-  depth, this is exactly the LCA's height; measured from g it does not depend on how deep the
-  prediction sits, and it is 0 exactly when p is g or one of its hyponyms.
+  2 IC(a) / (IC(g) + IC(p)), a = the common ancestor of the largest IC (Lin's definition: a number,
+  not the named ``lcs`` below).
+- ``lcs``: **the lowest common subsumer**, the one common ancestor of the pair that every view names
+  (the Confusions table's ``lcs_wnid``, the Explain page's path, the matrix's "other: under ..."
+  columns, "both felines, 3 steps up"): NLTK's ``g.lowest_common_hypernyms(p)``, i.e. among the
+  common hypernyms (each synset counts as its own, instance hypernyms followed) those of the largest
+  ``max_depth``, and of several the first by synset name (NLTK returns them sorted by name). Why
+  this rule: it is NLTK's, it is the *lowest* ancestor the two share (the top of a shortest path is
+  not: tench and Chihuahua meet at vertebrate.n.01, but their shortest path climbs over
+  animal.n.01 through domestic_animal.n.01), and with ``max_depth`` a class is the lowest common
+  subsumer of itself and any of its hyponyms (with ``min_depth`` an ancestor reached by a longer
+  chain can beat it). Ties are rare (24 of the 999,000 ordered ImageNet-1k pairs). One function
+  computes it, for every pair: :func:`_compute_block` (scalar form :func:`lowest_common_subsumer`).
+- ``severity``: Bertinetto et al.'s mistake severity, "height of the lowest common ancestor": the
+  number of hypernym steps from the *true* class up to ``lcs`` (the shortest upward route). In the
+  paper's tree, where every leaf has the same depth, this is exactly the LCA's height; measured
+  from g it does not depend on how deep the prediction sits, and it is 0 exactly when p is g or one
+  of its hyponyms. (Before issue 22 it was the distance to the *nearest* common ancestor, which in
+  a DAG can be another node than the one named: Tibetan mastiff -> jay met 5 steps up, at
+  animal.n.01 through domestic_animal.n.01, where the two are vertebrates 8 steps up.)
 - ``relation``: one of :data:`RELATIONS`, the first that applies in this order (why: ancestry
   is the more specific statement, and a class is never "its own sibling"):
   ``same`` (p == g) > ``hypernym`` (p is an ancestor of g) > ``hyponym`` (p is a descendant
@@ -34,10 +47,8 @@ hypernyms followed, as NLTK's ``_shortest_hypernym_paths`` does):
   apart from ``relation`` so the sibling percentage follows the SPEC even in the rare DAG case
   where a prediction is both a parent and a sibling of the truth.
 - ``is_hypernym`` / ``is_hyponym``: p is a proper ancestor / descendant of g.
-- ``lcs``: the apex of a shortest path (the common ancestor a minimising d(g, a) + d(p, a); ties
-  broken like WUP's subsumer: largest min_depth, then smallest synset name) as a WordNet offset;
-  the explanation's path goes g -> ... -> lcs -> ... -> p through it.
-- ``subsumer``: the WUP subsumer's offset.
+- ``subsumer``: the WUP subsumer's offset: NLTK's own choice inside ``wup_similarity`` (by
+  ``min_depth``, g itself when it is among them), kept only so WUP equals NLTK's; it names nothing.
 
 How it is fast: each synset's ancestor -> distance map is computed once (a dynamic programme over
 the hypernym DAG, equal to NLTK's breadth-first search), and a batch of pairs is evaluated with
@@ -63,11 +74,12 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from core.errors import WildLensError
-from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, synset_of
+from core.wordnet import NOUN_MAX_DEPTH, get_wordnet, is_wnid, synset_of
 from .vocabulary import RELATED_MAX_SEVERITY, RELATIONS
 
 # Bump when any value below changes meaning: cached matrices with another version are ignored.
-SIMILARITY_CODE_VERSION = 2  # 2: the 'related' relation (codes shifted: distant is 6)
+SIMILARITY_CODE_VERSION = 3  # 2: the 'related' relation (codes shifted: distant is 6); 3: lcs and severity
+# follow NLTK's lowest common hypernym (issue 22 item 15)
 
 # Names, colours and sentences live in explain.vocabulary; a relation's code is its index there.
 SAME, HYPERNYM, HYPONYM, SIBLING, COUSIN, RELATED, DISTANT = map(
@@ -157,7 +169,7 @@ class Taxonomy:
         """Node id of a wnid's synset; raises KeyError/ValueError (from ``synset_of``) if it is
         not a WordNet 3.0 noun synset."""
         with _lock:
-            node = self._node_of_offset.get(offset_of_wnid(wnid)) if wnid[1:].isdigit() else None
+            node = self._node_of_offset.get(offset_of_wnid(wnid)) if is_wnid(wnid) else None
             return node if node is not None else self.node_of_synset(synset_of(wnid))
 
     def node_of_synset(self, synset) -> int:
@@ -394,6 +406,11 @@ class _AncestorTable:
         self.by_preference = np.lexsort((-name_rank, self.min_depth))  # local ids, ascending preference
         self.preference = np.empty(len(self.nodes), dtype=np.int64)
         self.preference[self.by_preference] = np.arange(len(self.nodes))
+        # The lowest common subsumer's order (NLTK's lowest_common_hypernyms): larger max_depth first,
+        # then smaller name.
+        self.by_lcs_preference = np.lexsort((-name_rank, self.max_depth))
+        self.lcs_preference = np.empty(len(self.nodes), dtype=np.int64)
+        self.lcs_preference[self.by_lcs_preference] = np.arange(len(self.nodes))
 
         owner = np.repeat(np.arange(len(synsets), dtype=np.int64), self.lengths)
         self.n_nodes = np.int64(len(self.nodes))
@@ -448,18 +465,17 @@ def _compute_block(table: _AncestorTable, t: np.ndarray, p: np.ndarray) -> PairS
     common, d_pred, _ = table.lookup(p[owner], a)
     pref_a = np.where(common, table.preference[a], -1)
 
-    # Shortest path and its apex (the lcs of the explanation): min d_true + d_pred, ties to the
-    # most preferred ancestor. Encoded as one integer so a single segment minimum finds both.
-    k = np.int64(len(table.nodes) + 1)
-    huge = np.int64(_MAX_DISTANCE * 4) * k
-    apex_key = np.minimum.reduceat(np.where(common, (d_true + d_pred) * k + (k - 1 - pref_a), huge), seg)
-    path_distance = apex_key // k
+    # Shortest path: min over common ancestors of d_true + d_pred (NLTK's shortest_path_distance).
+    huge = np.int64(_MAX_DISTANCE * 4)
+    path_distance = np.minimum.reduceat(np.where(common, d_true + d_pred, huge), seg)
     if path_distance.max(initial=0) >= _MAX_DISTANCE:  # no common ancestor: impossible for WN 3.0 nouns
         raise SimilarityError("A pair of synsets shares no ancestor; WordNet 3.0 nouns always share entity.n.01.")
-    apex = table.by_preference[k - 1 - apex_key % k]
 
-    # Severity: steps from the true class up to its nearest common ancestor.
-    severity = np.minimum.reduceat(np.where(common, d_true, _MAX_DISTANCE * 4), seg)
+    # The lowest common subsumer, the one common ancestor every view names (see lowest_common_subsumer):
+    # NLTK's lowest_common_hypernyms, the common ancestors of the largest max_depth, the smallest name
+    # first. Severity is its height: the hypernym steps from the true class up to it.
+    lcs = table.by_lcs_preference[np.maximum.reduceat(np.where(common, table.lcs_preference[a], -1), seg)]
+    _, severity, _ = table.lookup(t, lcs)
 
     # Wu-Palmer, exactly as NLTK: subsumers = common hypernyms with the largest min_depth, sorted
     # by name; the true class wins if it is one of them (it is then an ancestor of p).
@@ -502,7 +518,7 @@ def _compute_block(table: _AncestorTable, t: np.ndarray, p: np.ndarray) -> PairS
         path_distance=path_distance.astype(np.int16), path=PATH_BY_DISTANCE[path_distance],
         lch=LCH_BY_DISTANCE[path_distance], wup=wup, lin=lin, severity=severity.astype(np.int16),
         relation=relation, is_sibling=is_sibling, is_hypernym=is_hypernym, is_hyponym=is_hyponym,
-        lcs=table.offset[apex].astype(np.int32), subsumer=table.offset[subsumer].astype(np.int32))
+        lcs=table.offset[lcs].astype(np.int32), subsumer=table.offset[subsumer].astype(np.int32))
 
 
 def compute_pairs(true_nodes: np.ndarray, pred_nodes: np.ndarray, *, taxonomy: Taxonomy | None = None,
@@ -780,6 +796,13 @@ def _on_demand(wnids: Sequence[str], true_codes: np.ndarray, pred_codes: np.ndar
                                                     information=information_content(cache_dir=cache_dir)))
         found, pos = _pair_cache.get(keys)
         return _pair_cache.values.take(pos)
+
+
+def lowest_common_subsumer(true_wnid: str, pred_wnid: str) -> str:
+    """The pair's one common ancestor, as a wnid (the rule is in the module docstring, ``lcs``):
+    what the Confusions table, the Explain page and the matrix name. Raises KeyError/ValueError for a
+    wnid that is not a WordNet 3.0 noun synset."""
+    return pair_similarity(true_wnid, pred_wnid)["lcs"]
 
 
 def steps_up(true_wnid: str, ancestor_wnid: str) -> int:

@@ -262,8 +262,16 @@ def metric_tables(run: Run):
     run's stored artefact (``metrics/``, :mod:`explain.artefact`). When the predictions or the
     manifest changed since it was written (inference here, an exclusion on the Images page), the
     changed fingerprint misses this cache, and the artefact, found stale, is recomputed and
-    rewritten once."""
-    return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+    rewritten once. Predictions the metrics refuse (a copied or hand-edited run: a probability of 7.5,
+    a class outside its label space) and a run deleted meanwhile are the error's one line, and the
+    page stops there."""
+    from core.errors import WildLensError
+
+    try:
+        return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+    except WildLensError as exc:
+        show_error(exc, note="The run's metrics cannot be shown until that is fixed.")
+        st.stop()
 
 
 # cache_resource, not cache_data: class_name looks a level up for every class shown (200 heatmap

@@ -95,11 +95,12 @@ def test_metrics_read_predictions_recorded_with_a_label_set():
 
     lamp = "n04380533"
     name = store_label_set([TABBY, TIGER_CAT, LYNX])
-    for space in ("sense:cat.n.01", name):
-        rows = []
-        for true, preds in ((TABBY, [TABBY, TIGER_CAT, LYNX, TABBY, TABBY]),
-                            (TIGER_CAT, [LYNX, TIGER_CAT, TABBY, TABBY, TABBY]),
-                            (lamp, [TABBY, TIGER_CAT, LYNX, TABBY, TABBY])):
+    persian, siamese = "n02123394", "n02123597"
+    for space, rest in (("sense:cat.n.01", [persian, siamese]), (name, [None, None])):
+        rows = []  # a top-5 names 5 different classes; a label set of 3 classes ranks only 3
+        for true, preds in ((TABBY, [TABBY, TIGER_CAT, LYNX, *rest]),
+                            (TIGER_CAT, [LYNX, TIGER_CAT, TABBY, *rest]),
+                            (lamp, [TABBY, TIGER_CAT, LYNX, *rest])):
             rows.append({"model": "clip", "true_wnid": true, "pred_wnid": preds[0],
                          **{f"pred_wnid_{k}": preds[k - 1] for k in range(2, 6)}, "label_space": space, "status": "ok"})
         tables = compute_metric_tables(pd.DataFrame(rows), cache_dir=False)

@@ -74,10 +74,15 @@ def is_sibling(true, pred) -> bool:
     return true != pred and bool(parents(true) & parents(pred))
 
 
+def lowest_common_subsumer(true, pred):
+    """WildLens's one common ancestor of a pair: NLTK's ``true.lowest_common_hypernyms(pred)`` (the
+    common hypernyms, each synset its own, of the largest max_depth), the first by synset name."""
+    return sorted(true.lowest_common_hypernyms(pred))[0]
+
+
 def severity(true, pred) -> int:
-    """Hypernym steps from the true class up to its nearest common ancestor with pred."""
-    mine, theirs = upward_distances(true), upward_distances(pred)
-    return min(d for node, d in mine.items() if node in theirs)
+    """Hypernym steps from the true class up to the pair's lowest common subsumer (its height)."""
+    return upward_distances(true)[lowest_common_subsumer(true, pred)]
 
 
 @functools.lru_cache(maxsize=1)

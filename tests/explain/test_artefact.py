@@ -23,14 +23,31 @@ CATS = ["n02123045", "n02123159", "n02123394", "n02124075"]  # tabby, tiger cat,
 OTHERS = ["n02127052", "n02129604", "n07920052"]  # lynx, tiger, espresso
 
 
+def _others(pool, pred, rng):
+    """Per row four distinct classes of ``pool`` other than its pred, as four columns."""
+    rows = [rng.permutation([c for c in pool if c != p])[:4] for p in pred]
+    return [[r[j] for r in rows] for j in range(4)]
+
+
+def _repredicted(df, wnid):
+    """``df`` with top-1 ``wnid``; a lower rank that held it takes the old top-1 (no class twice)."""
+    df = df.copy()
+    for k in range(2, 6):
+        held = df[f"pred_wnid_{k}"] == wnid
+        df.loc[held, f"pred_wnid_{k}"] = df.loc[held, "pred_wnid"]
+    return df.assign(pred_wnid=wnid)
+
+
 def _predictions(files, true, model, seed):
     rng = np.random.default_rng(seed)
     n = len(files)
     pool = np.array(CATS + OTHERS)
     pred = np.where(rng.random(n) < 0.5, true, pool[rng.integers(0, len(pool), n)])
+    others = _others(pool, pred, rng)
     return conform(pd.DataFrame({
         "model": model, "image": files, "true_wnid": true, "pred_wnid": pred,
-        **{f"pred_wnid_{k}": pool[rng.integers(0, len(pool), n)] for k in range(2, 6)},
+        # pred_wnid_2..5: four other classes of the pool (a top-5 names 5 different classes)
+        **{f"pred_wnid_{k}": others[k - 2] for k in range(2, 6)},
         **{f"prob_{k}": rng.random(n) / k for k in range(1, 6)},
         "label_space": "imagenet-1k", "status": np.where(rng.random(n) < 0.1, "failed", "ok")}),
         PREDICTION_SCHEMA, table="predictions")
@@ -183,7 +200,7 @@ def test_a_damaged_artefact_is_recomputed_not_fatal(run, damage):
 
 def test_a_kill_while_writing_leaves_no_false_claim(run, monkeypatch):
     refresh_metrics(run)
-    run.append_predictions(run.read_predictions(["model_a"]).head(3).assign(pred_wnid=OTHERS[0]))
+    run.append_predictions(_repredicted(run.read_predictions(["model_a"]).head(3), OTHERS[0]))
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # the process dies after the tables, before fingerprint.json

@@ -28,15 +28,28 @@ def run_cli(home, *args):
                           capture_output=True, text=True, timeout=300)
 
 
+def _distinct(pred, drawn):
+    """The drawn top-5 columns with each repeat (of pred or of an earlier column) replaced by the
+    next class of IN1K not yet in that row: a top-5 names 5 different classes."""
+    rows = []
+    for i, first in enumerate(pred):
+        top = [first]
+        for column in drawn:
+            top.append(column[i] if column[i] not in top else next(w for w in IN1K if w not in top))
+        rows.append(top[1:])
+    return [np.array([r[j] for r in rows]) for j in range(len(drawn))]
+
+
 @pytest.fixture(scope="module")
 def predictions():
     rng = np.random.default_rng(0)
     n = 240
     true = np.array(IN1K)[rng.integers(0, 12, n)]
     pred = np.where(rng.random(n) < 0.6, true, np.array(IN1K)[rng.integers(0, 40, n)])
+    drawn = [np.array(IN1K)[rng.integers(0, 12, n)] for _ in range(2, 6)]
     df = pd.DataFrame({"model": np.repeat(["resnet50", "vit_base"], n // 2), "image": [f"{i}.jpg" for i in range(n)],
                        "true_wnid": true, "pred_wnid": pred,
-                       **{f"pred_wnid_{k}": np.array(IN1K)[rng.integers(0, 12, n)] for k in range(2, 6)},
+                       **{f"pred_wnid_{k}": column for k, column in zip(range(2, 6), _distinct(pred, drawn))},
                        **{f"prob_{k}": rng.random(n) / k for k in range(1, 6)},
                        "status": np.where(rng.random(n) < 0.05, "failed", "ok")})
     return df

@@ -1,4 +1,4 @@
-"""Explanations of a confusion: a real shortest WordNet path, ready for a graph view."""
+"""Explanations of a confusion: a real WordNet path through the lowest common subsumer, ready for a graph view."""
 import json
 import random
 
@@ -31,14 +31,16 @@ def _pairs():
 
 
 @pytest.mark.parametrize("true_wnid,pred_wnid", _pairs())
-def test_path_is_a_shortest_wordnet_path(true_wnid, pred_wnid):
+def test_path_climbs_to_the_lowest_common_subsumer_and_down(true_wnid, pred_wnid):
     g, p = synset_of(true_wnid), synset_of(pred_wnid)
     x = explain_pair(true_wnid, pred_wnid)
-    assert x.path_length == g.shortest_path_distance(p) == len(x.edges) == len(x.nodes) - 1
+    lcs = synset_of(x.lcs_wnid)
+    assert lcs == ref.lowest_common_subsumer(g, p)  # the one rule (explain.similarity), NLTK's
+    assert x.path_length == g.shortest_path_distance(p)
+    assert len(x.edges) == len(x.nodes) - 1 == ref.upward_distances(g)[lcs] + ref.upward_distances(p)[lcs]
+    assert x.lcs_steps == ref.severity(g, p) == x.severity
     assert x.nodes[0].wnid == true_wnid and x.nodes[-1].wnid == pred_wnid
     assert "true" in x.nodes[0].roles and "pred" in x.nodes[-1].roles
-    lcs = synset_of(x.lcs_wnid)
-    assert lcs in g.common_hypernyms(p)
     assert [n.wnid for n in x.nodes].index(x.lcs_wnid) == sum(e.direction == "up" for e in x.edges)
     for i, edge in enumerate(x.edges):
         child, parent = synset_of(edge.child), synset_of(edge.parent)
@@ -86,8 +88,18 @@ def test_plain_data_builds_a_graph():
     graph = nx.Graph()
     graph.add_nodes_from((n["wnid"], n) for n in data["nodes"])
     graph.add_edges_from((e["child"], e["parent"], {"kind": e["kind"]}) for e in data["edges"])
-    assert nx.is_connected(graph) and graph.number_of_edges() == data["path_length"]
-    assert nx.shortest_path_length(graph, data["true_wnid"], data["pred_wnid"]) == data["path_length"]
+    assert nx.is_connected(graph) and graph.number_of_edges() == len(data["edges"])
+    assert nx.shortest_path_length(graph, data["true_wnid"], data["pred_wnid"]) == len(data["edges"])
+
+
+def test_the_path_goes_through_the_lowest_common_subsumer_not_over_it():
+    """Issue 22 item 15: tench -> Chihuahua's shortest path (14) climbs over animal.n.01 (a Chihuahua
+    is a domestic animal); the drawn path goes through vertebrate.n.01, where the two meet, as the
+    Confusions table and the matrix name it."""
+    x = explain_pair(W("tench.n.01"), W("chihuahua.n.03"))
+    assert synset_of(x.lcs_wnid).name() == "vertebrate.n.01" and "vertebrate.n.01" in [n.name for n in x.nodes]
+    assert x.path_length == 14 and len(x.edges) == 15 and x.lcs_steps == x.severity == 8
+    assert x.lcs_phrase("tench") == "both vertebrates, 8 steps up from tench"
 
 
 def test_every_relation_has_a_colour():

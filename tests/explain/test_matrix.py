@@ -63,16 +63,38 @@ def test_unknown_wnids_come_last():
     assert tree_order(["n99999999", CATS[0], "not-a-wnid"]) == [CATS[0], "n99999999", "not-a-wnid"]
 
 
-def test_outside_predictions_are_grouped_by_their_nearest_tree_node():
-    columns = column_of([TIGER, GOLDEN, BALL, CATS[0], "n99999999"], CATS)
-    assert columns[CATS[0]] == CATS[0]
-    assert columns[TIGER] == outside_label("n02120997") == "other: under feline.n.01"  # big cat, a feline
-    assert columns[GOLDEN] == "other: under carnivore.n.01"
-    assert columns[BALL].startswith("other: under ") and "carnivore" not in columns[BALL]
-    assert columns["n99999999"] == OTHER
-    assert set(column_of([TIGER, GOLDEN], CATS, outside="other").values()) == {OTHER}
+def test_outside_predictions_are_grouped_by_their_common_ancestor_with_the_row():
+    tabby = CATS[0]
+    columns = column_of([(tabby, w) for w in (TIGER, GOLDEN, BALL, CATS[0], "n99999999")], CATS)
+    assert columns[tabby, CATS[0]] == CATS[0]
+    assert columns[tabby, TIGER] == outside_label("n02120997") == "other: under feline.n.01"  # big cat, a feline
+    assert columns[tabby, GOLDEN] == "other: under carnivore.n.01"
+    assert columns[tabby, BALL].startswith("other: under ") and "carnivore" not in columns[tabby, BALL]
+    assert columns[tabby, "n99999999"] == OTHER
+    assert set(column_of([(tabby, TIGER), (tabby, GOLDEN)], CATS, outside="other").values()) == {OTHER}
     with pytest.raises(ValueError):
-        column_of([TIGER], CATS, outside="nearest")
+        column_of([(tabby, TIGER)], CATS, outside="nearest")
+
+
+def test_the_matrix_names_the_common_ancestor_the_confusions_table_names():
+    """Issue 22 item 15: wall clock -> Petri dish was "other: under artifact.n.01" (the nearest node of
+    the run's tree on Petri dish's tree path, through crockery), while the Confusions table named
+    instrumentality.n.03 (Petri dish is also a container): one rule, the lowest common subsumer."""
+    from explain.metrics import compute_metric_tables
+    from explain.similarity import lowest_common_subsumer
+
+    wall_clock, petri_dish, tabby = "n04548280", "n03920288", CATS[0]
+    df = pd.DataFrame({"model": "m", "image": ["a.jpg", "b.jpg", "c.jpg"], "true_wnid": [wall_clock, wall_clock, tabby],
+                       "pred_wnid": [petri_dish, wall_clock, TIGER], "label_space": "imagenet-1k", "status": "ok"})
+    lcs = compute_metric_tables(df, cache_dir=False).confusions.set_index("pred_wnid").loc[petri_dish, "lcs_wnid"]
+    assert synset_of(lcs).name() == "instrumentality.n.03" == synset_of(lowest_common_subsumer(wall_clock,
+                                                                                              petri_dish)).name()
+    matrix = confusion_matrix(df, "m", [wall_clock, tabby])
+    assert matrix.loc[wall_clock, "other: under instrumentality.n.03"] == 1
+    assert "other: under artifact.n.01" not in matrix.columns
+    assert matrix.loc[tabby, "other: under feline.n.01"] == 1
+    cell = cell_images(df, "m", wall_clock, "other: under instrumentality.n.03", [wall_clock, tabby])
+    assert cell["image"].tolist() == ["a.jpg"]
 
 
 def predictions(seed: int = 0, n: int = 400) -> pd.DataFrame:
@@ -97,7 +119,9 @@ def test_counts_equal_a_crosstab(outside):
     usable = set(df["image"].iloc[::3])  # some images excluded on the Images page
     matrix = confusion_matrix(df, "a", CATS, usable=usable, outside=outside)
     ref_rows = usable_reference(df, "a", usable)
-    column = ref_rows["pred_wnid"].map(column_of(ref_rows["pred_wnid"].unique(), CATS, outside=outside))
+    pairs = list(zip(ref_rows["true_wnid"], ref_rows["pred_wnid"]))
+    columns = column_of(pairs, CATS, outside=outside)
+    column = pd.Series([columns[pair] for pair in pairs], index=ref_rows.index)
     reference = pd.crosstab(ref_rows["true_wnid"], column)
     assert list(matrix.index) == tree_order(CATS)
     assert list(matrix.columns[:7]) == tree_order(CATS)  # the square in-run block, same order as the rows
@@ -114,7 +138,7 @@ def test_outside_columns_follow_the_tree_walk():
     # carnivore.n.01 comes before feline.n.01 in the walk (an ancestor first); the ball's group
     # (a node far above) before both.
     assert columns.index("other: under carnivore.n.01") < columns.index("other: under feline.n.01")
-    ball = column_of([BALL], CATS)[BALL]
+    ball = column_of([(CATS[0], BALL)], CATS)[CATS[0], BALL]
     assert columns.index(ball) < columns.index("other: under carnivore.n.01")
     assert columns[-1] == "other: under feline.n.01"
 

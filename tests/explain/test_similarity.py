@@ -212,14 +212,16 @@ def test_known_relations_and_severities():
     assert values.is_sibling.tolist() == [True, False, False, False, False, True, True]
 
 
-def test_lcs_is_the_top_of_a_shortest_path():
+def test_lcs_is_a_common_hypernym_with_none_below_it():
+    """(Until issue 22 the lcs was the top of a shortest path, which can lie above another common
+    ancestor: tench -> Chihuahua over animal.n.01, below which both are vertebrates.)"""
     pairs = RELATION_PAIRS[:150]
     values = similarities([g for g, _ in pairs], [p for _, p in pairs], cache_dir=False)
     for i, (g_wnid, p_wnid) in enumerate(pairs):
         g, p, lcs = synset_of(g_wnid), synset_of(p_wnid), synset_of(wnid_of_offset(values.lcs[i]))
-        assert lcs in g.common_hypernyms(p)
-        distance = ref.upward_distances(g)[lcs] + ref.upward_distances(p)[lcs]
-        assert distance == g.shortest_path_distance(p), (g, p, lcs)
+        common = set(g.common_hypernyms(p))
+        assert lcs in common
+        assert not any(lcs in ref.ancestors(other) for other in common), (g, p, lcs)  # nothing shared lies lower
 
 
 # --------------------------------------------------------------------------- disk cache
@@ -280,3 +282,34 @@ def test_wordnet_fingerprint_is_stable_hex():
 def test_similarities_rejects_unknown_wnid():
     with pytest.raises((KeyError, ValueError)):
         similarities(["n99999999"], [IN1K[0]], cache_dir=False)
+
+
+# --------------------------------------------------------------------------- the common ancestor (issue 22 item 15)
+LCS_PAIRS = _random_pairs(IN1K, 400, seed=15) + _random_pairs(IN21K, 100, seed=16) + EDGE_PAIRS + _by_name(
+    ("tench.n.01", "chihuahua.n.03"), ("chihuahua.n.03", "tabby.n.01"), ("wall_clock.n.01", "petri_dish.n.01"),
+    ("peacock.n.02", "quail.n.02"))
+
+
+def test_the_common_ancestor_is_nltks_lowest_common_hypernym(nltk_noun_depth):
+    """One rule for the common ancestor everywhere: lcs = NLTK's lowest_common_hypernyms (largest
+    max_depth), ties to the smallest synset name; severity = hypernym steps from the truth up to it."""
+    values = similarities([g for g, _ in LCS_PAIRS], [p for _, p in LCS_PAIRS], cache_dir=False)
+    bad = []
+    for i, (g_wnid, p_wnid) in enumerate(LCS_PAIRS):
+        g, p = synset_of(g_wnid), synset_of(p_wnid)
+        want = ref.lowest_common_subsumer(g, p)
+        got = wnid_of_offset(int(values.lcs[i]))
+        if got != wnid_of(want) or int(values.severity[i]) != ref.upward_distances(g)[want]:
+            bad.append(f"{g.name()} vs {p.name()}: {synset_of(got).name()}, {int(values.severity[i])} != "
+                       f"{want.name()}, {ref.upward_distances(g)[want]}")
+    assert not bad, f"{len(bad)} mismatches: " + "; ".join(bad[:5])
+
+
+def test_the_common_ancestor_is_the_lowest_not_the_top_of_a_shortest_path():
+    wn = get_wordnet()
+    tench, chihuahua = wnid_of(wn.synset("tench.n.01")), wnid_of(wn.synset("chihuahua.n.03"))
+    record = similarity.pair_similarity(tench, chihuahua)
+    # The shortest path (14 edges) climbs over animal.n.01 (Chihuahua is a domestic animal); the two
+    # meet lower, at vertebrate.n.01, 8 steps above the tench: that is their common ancestor.
+    assert synset_of(record["lcs"]).name() == "vertebrate.n.01" and record["severity"] == 8
+    assert record["path_distance"] == wn.synset("tench.n.01").shortest_path_distance(wn.synset("chihuahua.n.03"))

@@ -12,7 +12,8 @@ def test_an_unknown_label_space_is_refused_and_no_run_is_made(tmp_path):
     path.write_text("model,true_wnid,pred_wnid,label_space\nm1,n02123045,n02123159,=cmd\n"
                     "m1,n02123159,n02123159,=cmd\n")
     store = RunStore()
-    with pytest.raises(PredictionsError, match=r"preds.csv: label_space '=cmd' is not a label space .* No run was"):
+    with pytest.raises(PredictionsError, match=r"preds.csv: row 1 \(line 2\), column 'label_space': '=cmd' is not a "
+                                                 r"label space .* No run was created"):
         import_predictions_as_run(path, store, title="x")
     assert store.list_runs() == []
 

@@ -335,7 +335,7 @@ def hostile_run(app_home):
     manifest = pd.DataFrame(rows)
     run.write_manifest(manifest)
     predictions = pd.DataFrame({"model": EVIL_MODEL, "image": manifest["file"], "true_wnid": manifest["wnid"],
-                                "pred_wnid": [TIGER_CAT, TABBY, TIGER_CAT, TIGER_CAT], "prob_1": -0.5,
+                                "pred_wnid": [TIGER_CAT, TABBY, TIGER_CAT, TIGER_CAT], "prob_1": 0.5,
                                 "label_space": "imagenet-1k", "status": "ok"})
     # Written as a copied run holds it: the run store itself refuses such an id as a folder name.
     write_table(predictions, run.path / "predictions" / "hostile" / "part-0.parquet", PREDICTION_SCHEMA)

@@ -15,6 +15,7 @@ from tests.pages.conftest import capture_downloads
 from tests.pages.test_import_page import home, start, write_images  # noqa: F401  (home is a fixture)
 
 TABBY, TIGER_CAT, PERSIAN = "n02123045", "n02123159", "n02123394"
+SIAMESE, EGYPTIAN, LYNX = "n02123597", "n02124075", "n02127052"
 HOSTILE_FOLDERS = ["**bold**", "<img src=x onerror=alert(1)>", '=HYPERLINK("http:x")', "$x$", ":red[x]"]
 # Markdown that would be live: bold, raw HTML, LaTeX, a colour directive, a link.
 LIVE = re.compile(r"(?<!\\)\*\*bold|(?<!\\)<(?:img|script)|(?<!\\)\$x|(?<!\\):red\[x|(?<!\\)\]\((?:http|evil)")
@@ -57,6 +58,8 @@ def make_run(store: RunStore, run_id: str, title: str = "cats", models=("m_a", "
                 wrong = m == 0 and wnid == TABBY
                 preds.append({"model": model, "image": file, "true_wnid": wnid,
                               "pred_wnid": TIGER_CAT if wrong else wnid, "pred_wnid_2": PERSIAN, "prob_1": 0.6,
+                              # a whole top-5: the metrics refuse a short one in a space of 1,000 classes
+                              "pred_wnid_3": SIAMESE, "pred_wnid_4": EGYPTIAN, "pred_wnid_5": LYNX,
                               "prob_2": 0.2, "label_space": "imagenet-1k", "status": "ok"})
     run.write_manifest(pd.DataFrame(rows))
     run.append_predictions(pd.DataFrame(preds))

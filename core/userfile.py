@@ -1,0 +1,105 @@
+"""Read a file that a user named: a regular file only, at most a size cap, one-line errors.
+
+Why: ``open()`` of a FIFO blocks until something writes to it (``explain metrics FIFO`` waited for
+ever), and a link to ``/dev/zero`` or another device reads without end (MemoryError). Any path that
+comes from a person (an option, a form field, an uploaded name) is read through
+:func:`read_user_bytes` or :func:`open_user_file`, which
+
+- open without blocking (``O_NONBLOCK``: a FIFO opens at once instead of waiting for a writer) and
+  follow a symbolic link, as any program does for a file it is given;
+- check what was opened (``fstat`` of the open descriptor, so a file swapped for a FIFO between a
+  check and the open cannot slip through): a folder, FIFO, socket or device is refused;
+- refuse a file above ``max_bytes`` before reading it, and stop reading at ``max_bytes + 1`` (a file
+  that grows while read is refused too).
+
+Every refusal is :class:`UserFileError`, a :class:`core.errors.WildLensError` whose message is one
+line that starts with ``what`` (e.g. "--image-counts /tmp/x.csv") and says what to give instead.
+"""
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+
+from .errors import WildLensError
+
+MiB = 1 << 20
+GiB = 1 << 30
+DEFAULT_MAX_BYTES = 2 * GiB
+
+
+class UserFileError(WildLensError, ValueError):
+    """A file a user named cannot be read as asked; the message names it and says what to give."""
+
+
+def _size_text(n: int) -> str:
+    return f"{n / GiB:.3g} GiB" if n >= GiB else f"{n / MiB:.3g} MiB" if n >= MiB else f"{n:,} bytes"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _open_regular(path: Path, what: str, max_bytes: int) -> tuple[int, int]:
+    """(descriptor, size) of a regular file of at most ``max_bytes``; UserFileError otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UserFileError(f"{what} does not exist (no such file); check the path.") from None
+    except IsADirectoryError:
+        raise UserFileError(f"{what} is a folder, not a regular file; give a file.") from None
+    except PermissionError:
+        raise UserFileError(f"{what} cannot be read: permission denied.") from None
+    except OSError as exc:
+        raise UserFileError(f"{what} cannot be opened: {exc.strerror or exc}.") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UserFileError(f"{what} is {_kind(info.st_mode)}, not a regular file; give a regular file.")
+        if info.st_size > max_bytes:
+            raise UserFileError(f"{what} is {_size_text(info.st_size)}, more than the {_size_text(max_bytes)} "
+                                "this reads; split it into smaller files.")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def read_user_bytes(path: str | os.PathLike, *, what: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (see the module docstring); ``what`` names it in
+    messages (default: the path)."""
+    path = Path(path)
+    what = what or str(path)
+    fd, size = _open_regular(path, what, max_bytes)
+    with os.fdopen(fd, "rb", closefd=True) as handle:
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise UserFileError(f"{what} cannot be read: {exc.strerror or exc}.") from None
+    if len(data) > max_bytes:  # it grew while being read
+        raise UserFileError(f"{what} grew past the {_size_text(max_bytes)} this reads while it was read; "
+                            "give a file that is not being written.")
+    return data
+
+
+def open_user_file(path: str | os.PathLike, *, what: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                   text: bool = False, encoding: str = "utf-8"):
+    """An in-memory file object of the regular file ``path`` (its bytes read at once by
+    :func:`read_user_bytes`): ``io.BytesIO``, or with ``text`` an ``io.StringIO`` decoded with
+    ``encoding`` (UserFileError if it does not decode)."""
+    data = read_user_bytes(path, what=what, max_bytes=max_bytes)
+    if not text:
+        return io.BytesIO(data)
+    try:
+        return io.StringIO(data.decode(encoding))
+    except UnicodeDecodeError:
+        raise UserFileError(f"{what or path} is not {encoding} text.") from None
