@@ -37,7 +37,7 @@ import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import pandas as pd
 
@@ -121,14 +121,15 @@ def run_tasks(run: Run) -> list[ImageTask]:
 
 
 @contextmanager
-def _writing_parts(parts: PredictionParts, busy: str, unwritable: str) -> Iterator[None]:
-    """Hold ``parts``' folder for one classify run: it can be written (else :class:`OutputError`,
-    ``unwritable`` formatted with ``{path}`` and ``{reason}``), no other classify run writes there
-    (else ``FolderBusy`` with ``busy``), and a killed run's temporary files are gone."""
+def _writing_parts(parts: PredictionParts, busy: str, unwritable: Callable[[object, object], str]) -> Iterator[None]:
+    """Hold ``parts``' folder for one classify run: it can be written (else :class:`OutputError`
+    with ``unwritable(path, reason)``), no other classify run writes there (else ``FolderBusy``
+    with ``busy``), and a killed run's temporary files are gone. A function, not a text to
+    ``.format()``: the paths in it may hold braces ('o{x}/p.csv' raised KeyError)."""
     try:
         parts.check_writable()
     except OSError as exc:
-        raise OutputError(unwritable.format(path=exc.filename or parts.folder, reason=exc.strerror or exc)) from None
+        raise OutputError(unwritable(exc.filename or parts.folder, exc.strerror or exc)) from None
     try:
         with exclusive_lock(parts.folder, busy, name=PARTS_LOCK_NAME):
             parts.sweep_temporary()
@@ -136,7 +137,7 @@ def _writing_parts(parts: PredictionParts, busy: str, unwritable: str) -> Iterat
     except PermissionError as exc:  # the lock file itself (an existing one, read-only)
         if exc.filename is None or Path(exc.filename).name != PARTS_LOCK_NAME:
             raise
-        raise OutputError(unwritable.format(path=exc.filename, reason=exc.strerror or exc)) from None
+        raise OutputError(unwritable(exc.filename, exc.strerror or exc)) from None
 
 
 def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: InferenceOptions | None = None,
@@ -148,8 +149,10 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
     tasks = run_tasks(run)
     parts = run.prediction_parts
     busy = f"Another classify run is writing predictions to run {run.run_id}; wait for it to finish."
-    unwritable = (f"Run {run.run_id}: the folder {{path}} cannot be created or written ({{reason}}); give yourself "
-                  f"write access to {run.path} or classify a copy of the run.")
+    def unwritable(path, reason) -> str:
+        return (f"Run {run.run_id}: the folder {path} cannot be created or written ({reason}); give yourself "
+                f"write access to {run.path} or classify a copy of the run.")
+
     with _writing_parts(parts, busy, unwritable):
         if options.features:  # classify.features: features stored beside the predictions, same pass
             from .features import FeatureSink
@@ -335,8 +338,10 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
         _check_out_folder(out_path)
         parts = PredictionParts(parts_folder_for(out_path))
         busy = f"Another classify run is writing to {out_path} (batches in {parts.folder}); wait for it to finish."
-        unwritable = (f"--out {out_path}: the folder {{path}} cannot be created or written ({{reason}}); give an --out "
-                      "in a folder you can write to.")
+        def unwritable(path, reason) -> str:
+            return (f"--out {out_path}: the folder {path} cannot be created or written ({reason}); give an --out "
+                    "in a folder you can write to.")
+
         with _writing_parts(parts, busy, unwritable):
             _sweep_out_temporaries(out_path)
             table, result = _classify_folder(tasks, entries, PredictionSink(parts), options, progress)
