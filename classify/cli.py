@@ -142,6 +142,9 @@ def build_predict_parser() -> argparse.ArgumentParser:
                         "Needs ray: pip install -e '.[ray]'")
     r.add_argument("--ray-address", metavar="ADDRESS", help="with --engine ray: the cluster to join (e.g. "
                    "ray://head:10001 or auto); default RAY_ADDRESS, else a local instance")
+    r.add_argument("--ray-join-timeout", type=float, metavar="SECONDS",
+                   help="with --engine ray and a cluster address: seconds to join it (connect, check that it answers "
+                        "as Ray, ray.init), then a one-line error (default 30)")
     r.add_argument("--ray-actors", type=int, metavar="N",
                    help="with --engine ray: actors (default one per GPU of the cluster, else 1)")
     r.add_argument("--ray-gpus-per-actor", type=float, metavar="G",
@@ -330,7 +333,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         parser.error("--images needs --out FILE (.csv or .parquet)")
     if args.run and args.out:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
-    ray_given = [o for o in ("ray_address", "ray_actors", "ray_gpus_per_actor") if getattr(args, o) is not None]
+    ray_given = [o for o in ("ray_address", "ray_actors", "ray_gpus_per_actor", "ray_join_timeout")
+                 if getattr(args, o) is not None]
     if ray_given and args.engine != "ray":
         parser.error(f"--{ray_given[0].replace('_', '-')} is for --engine ray")
     if args.features and not args.run:
@@ -342,7 +346,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=checkpoints, engine=args.engine, ray_address=args.ray_address,
                                ray_actors=args.ray_actors, ray_gpus_per_actor=args.ray_gpus_per_actor,
-                               gpu_decode=args.gpu_decode)
+                               gpu_decode=args.gpu_decode,
+                               **({} if args.ray_join_timeout is None else {"ray_join_timeout": args.ray_join_timeout}))
     if args.features:  # PyTorch backend; ONNX-only choices refused (classify.features)
         from .features import feature_options
 
