@@ -13,10 +13,12 @@ MODEL=PATH`` gives a local file, whose head decides the label space (``--label-s
 ``--family`` override what is inferred).
 
 FILE has the columns ``python -m explain metrics`` reads (model, image, true_wnid, pred_wnid,
-pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two commands chain. The
-batches of a folder run are kept beside FILE (``.FILE.parts/``): re-running the same command
-resumes and skips what is done; entries of DIR that are not read (links out of DIR, FIFOs,
-unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
+pred_wnid_2..5, prob_1..5, then label_space, status, reason, weights_sha256, class_order, family),
+so the two commands chain. The batches of a folder run are kept beside FILE (``.FILE.parts/``):
+re-running the same command resumes and skips what is done, for the same model only (another
+checkpoint, label space or family under a stored id is refused:
+``classify.targets.check_stored_models``). Entries of DIR that are not read (links out of DIR,
+FIFOs, unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
 fix (``core.errors.WildLensError``) print one line and exit with status 2. The option lists
 (precisions, backends, resamplers, families) are the library's own (``classify.device``,
 ``classify.preprocess``, ``classify.registry``).
@@ -141,7 +143,7 @@ def build_predict_parser() -> argparse.ArgumentParser:
                         "cluster --ray-address or RAY_ADDRESS names, else a local Ray instance; same rows, same resume. "
                         "Needs ray: pip install -e '.[ray]'")
     r.add_argument("--ray-address", metavar="ADDRESS", help="with --engine ray: the cluster to join (e.g. "
-                   "ray://head:10001 or auto); default RAY_ADDRESS, else a local instance")
+                   "ray://head:10001, which needs ray[client], or auto); default RAY_ADDRESS, else a local instance")
     r.add_argument("--ray-join-timeout", type=float, metavar="SECONDS",
                    help="with --engine ray and a cluster address: seconds to join it (connect, check that it answers "
                         "as Ray, ray.init), then a one-line error (default 30)")

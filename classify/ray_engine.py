@@ -71,7 +71,8 @@ from core.progress import ProgressCallback, report
 from . import gpu_decode
 from .device import precision_name
 from .pipeline import (CollateCrops, CropBatch, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
-                       _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored)
+                       _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored,
+                       stamping)
 from .registry import ModelEntry
 
 if TYPE_CHECKING:
@@ -768,8 +769,8 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
                     # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a
                     # few tries instead of looping (Ray Data's default is forever); rows stored stay stored.
                     ray_remote_args_fn=_retries)
-            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends,
-                                   lambda: finish_probes(probes), decoded_by)
+            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, stamping(sink, plan.stamps), progress,
+                                   label, backends, lambda: finish_probes(probes), decoded_by)
             probes = []  # answered
     precision_text = "int8" if precision == "int8" else precision_name(plan.settings.amp)
     return InferenceReport(dict(reports), decoded, time.perf_counter() - started, f"{device.type} (Ray actors)",

@@ -10,6 +10,9 @@ Two targets, one sink type:
   the table is written to ``out`` (CSV or Parquet, :func:`check_output_path`); without, they stay
   in memory. A folder is not a run: it has no run.json, manifest or images folder, only the parts.
 
+What a target resumes is the same model's rows only (:func:`check_stored_models`: the stored rows'
+weights digest, label space, class order and family against the model asked for).
+
 Both hand their tasks to :func:`classify.pipeline.run_inference` with a :class:`PredictionSink`,
 which stores each batch as it comes (``core.parts.PredictionParts``, or memory), says what is
 already stored, compacts at the end and reads the final table.
@@ -105,6 +108,65 @@ class PredictionSink:
         return table[table["image"].isin(images)]
 
 
+class StoredModelError(WildLensError, ValueError):
+    """The target holds rows of a model id made by another model (other weights, label space,
+    class order or family); resuming would mix the two. The message says how to keep or replace them."""
+
+
+def _describe_space(space: str, order: str | None) -> str:
+    return f"{space} (class order {order})" if order else space
+
+
+def _stored_difference(stored: pd.DataFrame, entry: ModelEntry, stamp: dict, checkpoint: str | None) -> str | None:
+    """How the stored 'ok' rows of ``entry.id`` differ from the model asked for now, as words
+    after 'holds MODEL predictions', or None when they are its rows (a value not recorded, NA
+    in rows stored before issue 22, is taken as the same, except the weights with a checkpoint)."""
+    def known(column: str) -> list[str]:
+        return sorted(set(stored[column].dropna().astype(str)))
+
+    now = stamp["weights_sha256"]
+    where = f"checkpoint {checkpoint}" if checkpoint else "its own weights"
+    digests = known("weights_sha256")
+    if now is not None and [d for d in digests if d != now]:
+        old = next(d for d in digests if d != now)
+        return f"from other weights (sha256 {old[:12]}) than these (sha256 {now[:12]}, {where})"
+    if checkpoint and stored["weights_sha256"].isna().any():
+        return (f"stored before WildLens recorded the weights they came from, so they cannot be told apart from "
+                f"{where}'s (sha256 {(now or '?')[:12]})")
+    spaces, orders = known("label_space"), known("class_order")
+    if [v for v in spaces if v != entry.label_space] or [v for v in orders if v != entry.class_order]:
+        old_space = next((v for v in spaces if v != entry.label_space), spaces[0] if spaces else "?")
+        old_order = next((v for v in orders if v != entry.class_order), orders[0] if orders else None)
+        return (f"over label space {_describe_space(old_space, old_order)}, not "
+                f"{_describe_space(entry.label_space, entry.class_order)}")
+    families = [v for v in known("family") if v != entry.family]
+    if families:
+        return f"as family {families[0]}, not {entry.family}"
+    return None
+
+
+def check_stored_models(parts: PredictionParts, entries: Sequence[ModelEntry], checkpoints: dict[str, str] | None,
+                        where: str, fix: Callable[[str], str]) -> None:
+    """Refuse, in one line (:class:`StoredModelError`), to resume a model id whose stored 'ok'
+    rows were made by another model than ``entries`` asks for: other weights (the rows' sha256,
+    ``--checkpoint``), label space or class order (``--label-space``), family (``--family``).
+    Those rows would be skipped as 'already stored' and, in a killed run, mixed with the new
+    model's under one id. ``where`` names the target ('Run r', '--out FILE'); ``fix(model id)``
+    ends the message. Failed rows are not compared: a re-run computes them again."""
+    from .pipeline import base_entry, model_stamps
+
+    stamps = model_stamps(entries, checkpoints)
+    for entry in entries:
+        stored = parts.read([entry.id])
+        stored = stored[stored["status"] == "ok"]
+        if stored.empty:
+            continue
+        difference = _stored_difference(stored, entry, stamps[entry.id], (checkpoints or {}).get(base_entry(entry).id))
+        if difference:
+            raise StoredModelError(f"{where} holds {entry.id} predictions {difference}: one model id keeps one "
+                                   f"model's rows, and resuming would mix the two. {fix(entry.id)}")
+
+
 # --------------------------------------------------------------------------- runs
 def run_tasks(run: Run) -> list[ImageTask]:
     """The run's usable images (accepted, not excluded) as tasks."""
@@ -153,7 +215,12 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
         return (f"Run {run.run_id}: the folder {path} cannot be created or written ({reason}); give yourself "
                 f"write access to {run.path} or classify a copy of the run.")
 
+    def fix(model: str) -> str:
+        return (f"To keep both, classify into another run; to replace them, move {parts.model_dir(model)} out of the "
+                "run (or delete it) and run again.")
+
     with _writing_parts(parts, busy, unwritable):
+        check_stored_models(parts, entries, options.checkpoints, f"Run {run.run_id}", fix)
         if options.features:  # classify.features: features stored beside the predictions, same pass
             from .features import FeatureSink
 
@@ -343,6 +410,8 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
                     "in a folder you can write to.")
 
         with _writing_parts(parts, busy, unwritable):
+            check_stored_models(parts, entries, options.checkpoints, f"--out {out_path}",
+                                lambda model: "To keep both, write to another --out.")
             _sweep_out_temporaries(out_path)
             table, result = _classify_folder(tasks, entries, PredictionSink(parts), options, progress)
             write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")

@@ -160,6 +160,24 @@ def test_ray_gives_the_local_engines_rows(ray_instance, views, local_table, tmp_
     _assert_same_predictions(pd.read_parquet(out), local_table)  # the file written through the same parts
     again, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray"))
     assert all(r.skipped == 30 and r.predicted == 0 for r in report.models.values()), "a re-run resumes: nothing to do"
+    # Issue 22 item 5: the driver stamps the actors' rows with the weights' digest, so a re-run with
+    # another model under the same id (here its family overridden) is refused, as with the local engine.
+    from classify.registry import resolve_models
+    from classify.targets import StoredModelError
+    from classify.weights import weights_status
+    from classify.onnx_backend import file_sha256
+
+    stored = pd.read_parquet(out)
+    for entry in resolve_models(MODELS):
+        rows = stored[stored["model"] == entry.id]
+        assert set(rows["weights_sha256"]) == {file_sha256(weights_status(entry).path)}
+        assert set(rows["family"]) == {"CNN"} and set(rows["class_order"]) == {"label-space"}
+    import dataclasses
+
+    lite0, lite1 = resolve_models(MODELS)
+    with pytest.raises(StoredModelError, match="holds efficientnet_lite0 predictions as family CNN, not transformer"):
+        predict_folder(views, [dataclasses.replace(lite0, family="transformer"), lite1], out,
+                       InferenceOptions(engine="ray"))
 
 
 def _ray_workers(ray) -> list[int]:
@@ -264,6 +282,22 @@ def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
     assert sorted(ray_index["image"]) == sorted(local_index["image"]) and len(order) == 30
     assert ray_vectors.shape == (30, 1280) and np.abs(ray_vectors - local_vectors[order]).max() <= 1e-5
     _assert_same_predictions(runs[1].read_predictions(), _sorted(runs[0].read_predictions()))
+    # Issue 22 item 5, the Ray engine into a run: the actors' rows record the weights they came
+    # from, so the run resumed with another checkpoint is refused before any work (was: the old
+    # rows returned as 'already stored' for the new weights).
+    from classify.onnx_backend import file_sha256
+    from classify.registry import resolve_models
+    from classify.targets import StoredModelError, predict_run
+    from classify.weights import weights_status
+
+    for run in runs:
+        digests = set(run.read_predictions()["weights_sha256"])
+        assert digests == {file_sha256(weights_status(resolve_models("efficientnet_lite0")[0]).path)}
+    other = tmp_path / "other-weights.safetensors"
+    other.write_bytes(b"other weights: refused from their digest, before they are read")
+    with pytest.raises(StoredModelError, match="^Run features holds efficientnet_lite0 predictions from other weights"):
+        predict_run(runs[1], "efficientnet_lite0",
+                    InferenceOptions(engine="ray", checkpoints={"efficientnet_lite0": str(other)}))
 
 
 @needs_ray
