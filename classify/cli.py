@@ -17,7 +17,9 @@ pred_wnid_2..5, prob_1..5, then label_space, status, reason, weights_sha256, cla
 so the two commands chain. The batches of a folder run are kept beside FILE (``.FILE.parts/``):
 re-running the same command resumes and skips what is done, for the same model only (another
 checkpoint, label space or family under a stored id is refused:
-``classify.targets.check_stored_models``). Entries of DIR that are not read (links out of DIR,
+``classify.targets.check_stored_models``). An existing FILE is replaced only when WildLens wrote
+it for the same DIR and models (``classify.targets.check_out_claim``; ``--overwrite`` replaces
+any), and never inside the store's runs/. Entries of DIR that are not read (links out of DIR,
 FIFOs, unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
 fix (``core.errors.WildLensError``) print one line and exit with status 2. The option lists
 (precisions, backends, resamplers, families) are the library's own (``classify.device``,
@@ -121,7 +123,11 @@ def build_predict_parser() -> argparse.ArgumentParser:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--images", metavar="DIR", help="folder with one sub-folder per class, named by wnid")
     where.add_argument("--run", metavar="RUN_ID", help="a run of the run store ($WILDLENS_HOME); stores predictions there")
-    p.add_argument("--out", metavar="FILE", help="with --images: output file, .csv or .parquet")
+    p.add_argument("--out", metavar="FILE", help="with --images: output file, .csv or .parquet; never inside the run "
+                   "store's runs/. An existing FILE is resumed only when WildLens wrote it for the same DIR and its "
+                   "models are among --models; anything else is refused (see --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --out: replace FILE whatever it holds (a regular file); its batches start over")
     p.add_argument("--models", default=DEFAULT_MODEL,
                    help=f"comma-separated model ids or aliases (default {DEFAULT_MODEL}), or any timm name (arch.tag), "
                         "torchvision/ARCH.WEIGHTS or hf-hub:ORG/NAME; 'python -m classify models --search TEXT' finds them")
@@ -335,6 +341,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         parser.error("--images needs --out FILE (.csv or .parquet)")
     if args.run and args.out:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
+    if args.overwrite and not args.out:
+        parser.error("--overwrite is for --images ... --out FILE")
     ray_given = [o for o in ("ray_address", "ray_actors", "ray_gpus_per_actor", "ray_join_timeout")
                  if getattr(args, o) is not None]
     if ray_given and args.engine != "ray":
@@ -375,9 +383,10 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
 
                 from .targets import parts_folder_for
 
-                check_stored_label_sets(PredictionParts(parts_folder_for(Path(args.out).expanduser())),
-                                        result_entries(models, options), f"--out {args.out}")
-                table, result = predict_folder(args.images, models, args.out, options, progress)
+                if not args.overwrite:  # --overwrite: its batches start over, whatever label sets they hold
+                    check_stored_label_sets(PredictionParts(parts_folder_for(Path(args.out).expanduser())),
+                                            result_entries(models, options), f"--out {args.out}")
+                table, result = predict_folder(args.images, models, args.out, options, progress, overwrite=args.overwrite)
                 target = f"{args.out} ({len(table)} rows)"
     finally:
         if progress is not None:

