@@ -13,10 +13,14 @@ MODEL=PATH`` gives a local file, whose head decides the label space (``--label-s
 ``--family`` override what is inferred).
 
 FILE has the columns ``python -m explain metrics`` reads (model, image, true_wnid, pred_wnid,
-pred_wnid_2..5, prob_1..5, then label_space, status, reason), so the two commands chain. The
-batches of a folder run are kept beside FILE (``.FILE.parts/``): re-running the same command
-resumes and skips what is done; entries of DIR that are not read (links out of DIR, FIFOs,
-unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
+pred_wnid_2..5, prob_1..5, then label_space, status, reason, weights_sha256, class_order, family),
+so the two commands chain. The batches of a folder run are kept beside FILE (``.FILE.parts/``):
+re-running the same command resumes and skips what is done, for the same model only (another
+checkpoint, label space or family under a stored id is refused:
+``classify.targets.check_stored_models``). An existing FILE is replaced only when WildLens wrote
+it for the same DIR and models (``classify.targets.check_out_claim``; ``--overwrite`` replaces
+any), and never inside the store's runs/. Entries of DIR that are not read (links out of DIR,
+FIFOs, unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
 fix (``core.errors.WildLensError``) print one line and exit with status 2. The option lists
 (precisions, backends, resamplers, families) are the library's own (``classify.device``,
 ``classify.preprocess``, ``classify.registry``).
@@ -119,7 +123,11 @@ def build_predict_parser() -> argparse.ArgumentParser:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--images", metavar="DIR", help="folder with one sub-folder per class, named by wnid")
     where.add_argument("--run", metavar="RUN_ID", help="a run of the run store ($WILDLENS_HOME); stores predictions there")
-    p.add_argument("--out", metavar="FILE", help="with --images: output file, .csv or .parquet")
+    p.add_argument("--out", metavar="FILE", help="with --images: output file, .csv or .parquet; never inside the run "
+                   "store's runs/. An existing FILE is resumed only when WildLens wrote it for the same DIR and its "
+                   "models are among --models; anything else is refused (see --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --out: replace FILE whatever it holds (a regular file); its batches start over")
     p.add_argument("--models", default=DEFAULT_MODEL,
                    help=f"comma-separated model ids or aliases (default {DEFAULT_MODEL}), or any timm name (arch.tag), "
                         "torchvision/ARCH.WEIGHTS or hf-hub:ORG/NAME; 'python -m classify models --search TEXT' finds them")
@@ -141,7 +149,10 @@ def build_predict_parser() -> argparse.ArgumentParser:
                         "cluster --ray-address or RAY_ADDRESS names, else a local Ray instance; same rows, same resume. "
                         "Needs ray: pip install -e '.[ray]'")
     r.add_argument("--ray-address", metavar="ADDRESS", help="with --engine ray: the cluster to join (e.g. "
-                   "ray://head:10001 or auto); default RAY_ADDRESS, else a local instance")
+                   "ray://head:10001, which needs ray[client], or auto); default RAY_ADDRESS, else a local instance")
+    r.add_argument("--ray-join-timeout", type=float, metavar="SECONDS",
+                   help="with --engine ray and a cluster address: seconds to join it (connect, check that it answers "
+                        "as Ray, ray.init), then a one-line error (default 30)")
     r.add_argument("--ray-actors", type=int, metavar="N",
                    help="with --engine ray: actors (default one per GPU of the cluster, else 1)")
     r.add_argument("--ray-gpus-per-actor", type=float, metavar="G",
@@ -330,7 +341,10 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         parser.error("--images needs --out FILE (.csv or .parquet)")
     if args.run and args.out:
         parser.error("--out is for --images; with --run the predictions are stored in the run")
-    ray_given = [o for o in ("ray_address", "ray_actors", "ray_gpus_per_actor") if getattr(args, o) is not None]
+    if args.overwrite and not args.out:
+        parser.error("--overwrite is for --images ... --out FILE")
+    ray_given = [o for o in ("ray_address", "ray_actors", "ray_gpus_per_actor", "ray_join_timeout")
+                 if getattr(args, o) is not None]
     if ray_given and args.engine != "ray":
         parser.error(f"--{ray_given[0].replace('_', '-')} is for --engine ray")
     if args.features and not args.run:
@@ -342,7 +356,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=checkpoints, engine=args.engine, ray_address=args.ray_address,
                                ray_actors=args.ray_actors, ray_gpus_per_actor=args.ray_gpus_per_actor,
-                               gpu_decode=args.gpu_decode)
+                               gpu_decode=args.gpu_decode,
+                               **({} if args.ray_join_timeout is None else {"ray_join_timeout": args.ray_join_timeout}))
     if args.features:  # PyTorch backend; ONNX-only choices refused (classify.features)
         from .features import feature_options
 
@@ -368,9 +383,10 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
 
                 from .targets import parts_folder_for
 
-                check_stored_label_sets(PredictionParts(parts_folder_for(Path(args.out).expanduser())),
-                                        result_entries(models, options), f"--out {args.out}")
-                table, result = predict_folder(args.images, models, args.out, options, progress)
+                if not args.overwrite:  # --overwrite: its batches start over, whatever label sets they hold
+                    check_stored_label_sets(PredictionParts(parts_folder_for(Path(args.out).expanduser())),
+                                            result_entries(models, options), f"--out {args.out}")
+                table, result = predict_folder(args.images, models, args.out, options, progress, overwrite=args.overwrite)
                 target = f"{args.out} ({len(table)} rows)"
     finally:
         if progress is not None:

@@ -64,12 +64,13 @@ import dataclasses
 from core.errors import OptionError
 from core.imageio import ImageLoadError, load_rgb
 from core.progress import ProgressCallback, report
-from core.runstore import TOP_K
+from core.runstore import MODEL_STAMP_COLUMNS, TOP_K
 
 from . import gpu_decode
 from .device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts, cpu_streams, cpu_threads,
                      default_num_workers, full_fp32, precision_name, resolve_precision, select_device)
-from .onnx_backend import ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier, onnxruntime_version
+from .onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, file_sha256, onnx_classifier,
+                           onnxruntime_version)
 from .options import check_engine, precision_model_id, split_model_id
 from .optimize import fold_batchnorm
 from .preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
@@ -129,6 +130,9 @@ class InferenceOptions:
     ray_address: str | None = None  # None: RAY_ADDRESS, else a local instance started for the run
     ray_actors: int | None = None  # actors (each holds the models once); None: 1 per GPU, else 1
     ray_gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0 (CPU actors)
+    # Seconds to join the cluster at ray_address (connection, protocol check, ray.init), then one line
+    # (classify.ray_engine.ray_session); a server that accepted TCP but was not Ray hung past 300 s.
+    ray_join_timeout: float = 30.0
     # 'auto': JPEGs decode, resize and crop on a CUDA device (nvJPEG, classify.gpu_decode) when its
     # probe works, other formats and refusals on the CPU; 'off': always the CPU workers. Local engine. A
     # JPEG the device decodes is decoded in full, also with jpeg_draft (which applies to the CPU path).
@@ -222,6 +226,39 @@ def check_precision_models(entries: Sequence[ModelEntry], precision: str) -> Non
                           "in fp32 or bf16.")
     if onnxruntime_version() is None:
         raise OptionError("precision int8 needs onnxruntime and onnx (pip install -r requirements.txt); use fp32 or bf16.")
+
+
+# --------------------------------------------------------------------------- model stamps
+def model_stamp(entry: ModelEntry, checkpoint: str | None = None) -> dict[str, str | None]:
+    """What every row of ``entry`` records of the model beyond its id
+    (``core.runstore.MODEL_STAMP_COLUMNS``): the sha256 of the weights file it runs from (its
+    package, cache file or ``checkpoint``; None for a source without a file or weights not here
+    yet), its class order and its family. A re-run compares them with the stored rows'
+    (``classify.targets``): another checkpoint, --label-space or --family is another model."""
+    from .weights import weights_status
+
+    base = base_entry(entry)
+    # A checkpoint that is not there is its one line now, before anything is compared or computed.
+    status = require_weights(base, checkpoint) if checkpoint is not None else weights_status(base)
+    digest = file_sha256(status.path) if status.available and status.path else None
+    return {"weights_sha256": digest, "class_order": entry.class_order, "family": entry.family}
+
+
+def model_stamps(entries: Sequence[ModelEntry], checkpoints: dict[str, str] | None = None) -> dict[str, dict]:
+    """:func:`model_stamp` of each entry, by stored id (checkpoints are keyed by registry id)."""
+    return {e.id: model_stamp(e, (checkpoints or {}).get(base_entry(e).id)) for e in entries}
+
+
+def stamp_rows(frame: pd.DataFrame, stamps: dict[str, dict]) -> pd.DataFrame:
+    """``frame`` with each row's model stamp (:func:`model_stamp`) in MODEL_STAMP_COLUMNS."""
+    for column in MODEL_STAMP_COLUMNS:
+        frame[column] = frame["model"].map({model: stamp[column] for model, stamp in stamps.items()})
+    return frame
+
+
+def stamping(sink: Callable[[pd.DataFrame], object], stamps: dict[str, dict]) -> Callable[[pd.DataFrame], object]:
+    """``sink`` that stores each batch's rows stamped with their model (both engines: the driver stamps)."""
+    return lambda frame: sink(stamp_rows(frame, stamps))
 
 
 # --------------------------------------------------------------------------- passes
@@ -679,6 +716,7 @@ class _Plan:
     pending: dict[str, set[str]]
     reports: "OrderedDict[str, ModelReport]"
     passes: list[list[ModelEntry]]
+    stamps: dict[str, dict] = field(default_factory=dict)  # model id -> what its rows record (model_stamp)
 
 
 def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], already_done: dict[str, set[str]] | None,
@@ -710,7 +748,8 @@ def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], alread
     for e in entries:  # fail before any work, not after the first pass
         if pending[e.id]:
             require_weights(base_entry(e), options.checkpoints.get(base_entry(e).id), options.allow_download)
-    return _Plan(entries, settings, pending, reports, plan_passes(entries, options.max_params_per_pass))
+    return _Plan(entries, settings, pending, reports, plan_passes(entries, options.max_params_per_pass),
+                 model_stamps(entries, options.checkpoints))
 
 
 def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
@@ -727,6 +766,7 @@ def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry]
         return run_inference_ray(tasks, models, sink, already_done, options, progress)
     plan = _plan(tasks, models, already_done, options)
     settings, pending, reports, passes = plan.settings, plan.pending, plan.reports, plan.passes
+    sink = stamping(sink, plan.stamps)
     device, precision, amp = settings.device, settings.precision, settings.amp
 
     decode = gpu_decode.resolve_decode(options.gpu_decode, device)  # probes the device once (CUDA only)

@@ -365,8 +365,9 @@ def _knowledge_file(path: str, mtime_ns: int) -> dict[str, str]:
         wnid, tab, knowledge = line.partition("\t")
         wnid, knowledge = wnid.strip(), " ".join(knowledge.split())
         if not tab or not is_wnid(wnid):
+            # One f-string: .format() on a text holding the path broke on a path with braces ('k{1}.tsv').
             raise PromptError(f"{path}, line {number}: expected 'wnid<TAB>text' (e.g. 'n02127052\\tshort-tailed wildcat "
-                              "with tufted ears'), got {!r}.".format(line[:60]))
+                              f"with tufted ears'), got {line[:60]!r}.")
         if not knowledge:
             raise PromptError(f"{path}, line {number}: {wnid} has no text after the tab.")
         if wnid in out:

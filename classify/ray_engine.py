@@ -71,7 +71,8 @@ from core.progress import ProgressCallback, report
 from . import gpu_decode
 from .device import precision_name
 from .pipeline import (CollateCrops, CropBatch, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
-                       _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored)
+                       _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored,
+                       stamping)
 from .registry import ModelEntry
 
 if TYPE_CHECKING:
@@ -83,6 +84,12 @@ SAMPLE_IMAGES = 8  # images each node must read before the run starts (check_wor
 MAX_RETRIES = 3  # restarts of a dead actor, and retries of its batches
 MAX_BLOCKS = 10_000  # Ray blocks per pass: each holds a whole number of batches
 PROBE_SECONDS = 300  # the node probes' overall deadline
+# Joining a cluster (--ray-address, RAY_ADDRESS): connection, protocol check and ray.init together.
+# A server that accepted TCP but was not Ray kept ray.init retrying past 300 s.
+JOIN_SECONDS = 30.0
+RAY_CLIENT_HINT = f"pip install 'ray[client]=={RAY_REQUIREMENT.split('==')[1]}'"
+# What a gRPC server (Ray's GCS, the Ray Client server) sends first: its HTTP/2 SETTINGS frame.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 ACTOR_THREADS = "the actors' CPU threads"  # InferenceReport.decode when no image was decoded on a device
 FEATURES = "features"
 KIND = "feature_kind"
@@ -131,14 +138,17 @@ _SESSION_LOCK = threading.Lock()  # one thread at a time starts, joins or replac
 
 
 @contextmanager
-def ray_session(address: str | None = None) -> Iterator[str]:
+def ray_session(address: str | None = None, join_timeout: float | None = None) -> Iterator[str]:
     """Ray ready for a run; yields where it runs ('local instance' or the address). ``address``
     (else ``RAY_ADDRESS``) joins a cluster, checked for a connection first; else a local instance
     starts, kept for this process's later runs (starting one costs ~4 s here) and stopped with it.
     A Ray initialised by whoever embeds WildLens (a notebook, a test) is used as it is; one this
     module started is replaced when another address is asked for (the dashboard's address box).
     Started off the main thread, Ray is started in a thread that lives on (:func:`_init_lasting`).
-    Ray's own progress bars are off (the engine reports through ``core.progress``)."""
+    Ray's own progress bars are off (the engine reports through ``core.progress``). Joining a
+    cluster has one deadline, ``join_timeout`` seconds (:data:`JOIN_SECONDS` by default;
+    ``--ray-join-timeout``) for the connection, the protocol check (:func:`_check_reachable`) and
+    ``ray.init`` together, then a one-line :class:`RayEngineError`."""
     ray = _import_ray()
     import logging
 
@@ -153,16 +163,20 @@ def ray_session(address: str | None = None) -> Iterator[str]:
     # Offline by default: Ray uploads usage statistics unless told not to (its processes started here
     # read this); RAY_USAGE_STATS_ENABLED=1 set by the user wins.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if join_timeout is not None and not (float(join_timeout) > 0 and math.isfinite(float(join_timeout))):
+        raise OptionError(f"--ray-join-timeout {join_timeout:g}: give a number of seconds above 0 (default {JOIN_SECONDS:g}).")
     asked = address or os.environ.get("RAY_ADDRESS") or None
+    deadline = time.monotonic() + (JOIN_SECONDS if join_timeout is None else float(join_timeout))
     if asked:
-        _check_reachable(asked)  # before anything else: ray.init would retry for minutes
+        _check_reachable(asked, deadline)  # before anything else: ray.init would retry for minutes
     with _SESSION_LOCK:
-        where = _ready(ray, asked)
+        where = _ready(ray, asked, deadline)
     yield where
 
 
-def _ready(ray, asked: str | None) -> str:
-    """Under the session lock: Ray initialised for ``asked`` (see :func:`ray_session`)."""
+def _ready(ray, asked: str | None, deadline: float | None = None) -> str:
+    """Under the session lock: Ray initialised for ``asked`` (see :func:`ray_session`); joining a
+    cluster ends by ``deadline`` (time.monotonic()), else one line."""
     if ray.is_initialized():
         if _STARTED["where"] is None or asked == _STARTED["address"]:
             # Initialised by whoever embeds us (a test, a notebook), or by us for the same address.
@@ -177,7 +191,7 @@ def _ready(ray, asked: str | None) -> str:
         env["WILDLENS_HOME"] = os.environ["WILDLENS_HOME"]
     try:
         if asked:
-            _init_lasting(ray, address=asked, log_to_driver=False, logging_level="WARNING",
+            _join_lasting(ray, asked, deadline, log_to_driver=False, logging_level="WARNING",
                           runtime_env={"env_vars": env})
             where = f"the Ray cluster at {asked}"
         else:
@@ -236,23 +250,88 @@ def _init_lasting(ray, **kwargs) -> None:
     _RAY_THREAD.call(lambda: ray.init(**kwargs))
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A cluster address ('HOST:PORT' or 'ray://HOST:PORT') that takes no connection is one line
-    at once: ``ray.init`` would retry it for minutes. 'auto' and 'local' are Ray's to resolve."""
+def ray_client_available() -> bool:
+    """Whether ray:// (Ray Client) can work here: it needs the ray[client] extra (grpcio)."""
+    return importlib.util.find_spec("grpc") is not None
+
+
+def _check_reachable(address: str, deadline: float | None = None) -> None:
+    """A cluster address ('HOST:PORT' or 'ray://HOST:PORT') that takes no connection, or takes
+    one but does not answer as Ray does, is one line by ``deadline`` (time.monotonic(); default
+    :data:`JOIN_SECONDS` from now): ``ray.init`` would retry it for minutes. Ray's GCS and its
+    Ray Client server are gRPC servers, which greet a connection with an HTTP/2 SETTINGS frame;
+    a silent server or one that answers anything else is refused (with ``RAY_USE_TLS`` set the
+    greeting is TLS's, so only the connection is checked). 'auto' and 'local' are Ray's to resolve."""
     import socket
 
     if address in ("auto", "local"):
         return
+    deadline = time.monotonic() + JOIN_SECONDS if deadline is None else deadline
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise RayEngineError(f"--ray-address {address}: write HOST:PORT (the head node's GCS port, 6379 by default), "
                              "ray://HOST:10001 for a Ray client, or auto.")
+    seconds = max(0.0, deadline - time.monotonic())
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=max(0.1, min(5.0, seconds)))
     except OSError as exc:
         raise RayEngineError(f"Cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with 'ray start "
                              "--head' on the head node, check --ray-address / RAY_ADDRESS, or drop it for a local "
                              "instance.") from None
+    if address.startswith("ray://") and not ray_client_available():
+        sock.close()
+        raise RayEngineError(f"--ray-address {address}: a ray:// address joins through Ray Client, which needs the "
+                             f"ray[client] extra (grpcio), not installed here: {RAY_CLIENT_HINT}; or run on a node of "
+                             "the cluster with --ray-address auto (or the head node's HOST:6379).")
+    if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes", "on"):
+        sock.close()
+        return
+    fix = ("check --ray-address / RAY_ADDRESS (the head node's GCS port, 6379 by default, or ray://HOST:10001 for Ray "
+           "Client; 'ray status' on the head node prints it), raise --ray-join-timeout, or drop it for a local instance.")
+    with sock:
+        head = b""
+        try:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.sendall(_HTTP2_PREFACE)
+            while len(head) < 9:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except socket.timeout:
+            raise RayEngineError(f"--ray-address {address} accepts connections but did not answer as a Ray cluster "
+                                 f"within {round(seconds, 1):g} s; {fix}") from None
+        except OSError as exc:
+            if not head:
+                raise RayEngineError(f"--ray-address {address} accepts connections but closed them without answering "
+                                     f"as a Ray cluster ({exc.strerror or exc}); {fix}") from None
+    if len(head) < 9:
+        raise RayEngineError(f"--ray-address {address} accepts connections but closed them without answering as a Ray "
+                             f"cluster; {fix}")
+    length, kind, stream = int.from_bytes(head[:3], "big"), head[3], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+    if kind != 0x04 or stream != 0 or length % 6:
+        raise RayEngineError(f"--ray-address {address} answers, but not as a Ray cluster (it began {head[:9]!r}, not "
+                             f"gRPC's HTTP/2 greeting); {fix}")
+
+
+def _join_lasting(ray, address: str, deadline: float | None, **kwargs) -> None:
+    """``ray.init(address, **kwargs)`` for a cluster at ``address`` in the lasting thread, waited for until
+    ``deadline`` at most; past it, one line. The thread that is still waiting in ray.init is left
+    to Ray (a daemon thread) and a fresh one serves later calls, so nothing queues behind it."""
+    global _RAY_THREAD
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    if _RAY_THREAD is None:
+        _RAY_THREAD = _LastingThread()
+    seconds = None if deadline is None else max(0.1, deadline - time.monotonic())
+    try:
+        _RAY_THREAD.call(lambda: ray.init(address=address, **kwargs), timeout=seconds)
+    except FutureTimeout:
+        _RAY_THREAD = None
+        raise RayEngineError(f"--ray-address {address}: joining the Ray cluster did not finish within the join "
+                             "deadline (--ray-join-timeout); check that it is the head node's address and that this "
+                             "machine's Ray version is the cluster's, or raise --ray-join-timeout.") from None
 
 
 # --------------------------------------------------------------------------- the actors' device
@@ -291,7 +370,7 @@ def actor_precision(options: InferenceOptions) -> tuple["torch.device", str, str
     import torch
 
     ray = _import_ray()
-    with ray_session(options.ray_address) as where:
+    with ray_session(options.ray_address, options.ray_join_timeout) as where:
         nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
         if options.device == "cpu" and options.ray_gpus_per_actor:
             raise OptionError("--device cpu with --ray-gpus-per-actor: drop one of them.")
@@ -650,7 +729,7 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
     import ray
     import ray.data
 
-    with ray_session(options.ray_address) as where:
+    with ray_session(options.ray_address, options.ray_join_timeout) as where:
         device, precision, default = actor_precision(options)
         # The actors compute on their device ('cuda': the GPUs Ray gives each; 'cpu'), not the driver's.
         options = dataclasses.replace(options, device=device.type,
@@ -690,8 +769,8 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
                     # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a
                     # few tries instead of looping (Ray Data's default is forever); rows stored stay stored.
                     ray_remote_args_fn=_retries)
-            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, sink, progress, label, backends,
-                                   lambda: finish_probes(probes), decoded_by)
+            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, stamping(sink, plan.stamps), progress,
+                                   label, backends, lambda: finish_probes(probes), decoded_by)
             probes = []  # answered
     precision_text = "int8" if precision == "int8" else precision_name(plan.settings.amp)
     return InferenceReport(dict(reports), decoded, time.perf_counter() - started, f"{device.type} (Ray actors)",

@@ -10,6 +10,12 @@ Two targets, one sink type:
   the table is written to ``out`` (CSV or Parquet, :func:`check_output_path`); without, they stay
   in memory. A folder is not a run: it has no run.json, manifest or images folder, only the parts.
 
+What a target resumes is the same model's rows only (:func:`check_stored_models`: the stored rows'
+weights digest, label space, class order and family against the model asked for), and ``--out``
+replaces only a file WildLens wrote for the same images folder and models, never one inside the
+store's runs/ (:func:`check_out_outside_the_store`, :func:`check_out_claim`; ``overwrite`` replaces
+any regular file and starts its batches over).
+
 Both hand their tasks to :func:`classify.pipeline.run_inference` with a :class:`PredictionSink`,
 which stores each batch as it comes (``core.parts.PredictionParts``, or memory), says what is
 already stored, compacts at the end and reads the final table.
@@ -39,7 +45,7 @@ import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import pandas as pd
 
@@ -48,7 +54,8 @@ from core.folderscan import Skip, TreeScan
 from core.locking import exclusive_lock
 from core.parts import PredictionParts, atomic_temp_re
 from core.progress import ProgressCallback
-from core.runstore import PREDICTION_SCHEMA, Run, StoreError, conform, probe_writable, write_table
+from core.runstore import (MODEL_STAMP_COLUMNS, PREDICTION_SCHEMA, Run, StoreError, conform, probe_writable,
+                           write_table)
 from core.wordnet import is_wnid
 
 from .pipeline import ImageTask, InferenceOptions, InferenceReport, result_entries, run_inference
@@ -108,6 +115,65 @@ class PredictionSink:
         return table[table["image"].isin(images)]
 
 
+class StoredModelError(WildLensError, ValueError):
+    """The target holds rows of a model id made by another model (other weights, label space,
+    class order or family); resuming would mix the two. The message says how to keep or replace them."""
+
+
+def _describe_space(space: str, order: str | None) -> str:
+    return f"{space} (class order {order})" if order else space
+
+
+def _stored_difference(stored: pd.DataFrame, entry: ModelEntry, stamp: dict, checkpoint: str | None) -> str | None:
+    """How the stored 'ok' rows of ``entry.id`` differ from the model asked for now, as words
+    after 'holds MODEL predictions', or None when they are its rows (a value not recorded, NA
+    in rows stored before issue 22, is taken as the same, except the weights with a checkpoint)."""
+    def known(column: str) -> list[str]:
+        return sorted(set(stored[column].dropna().astype(str)))
+
+    now = stamp["weights_sha256"]
+    where = f"checkpoint {checkpoint}" if checkpoint else "its own weights"
+    digests = known("weights_sha256")
+    if now is not None and [d for d in digests if d != now]:
+        old = next(d for d in digests if d != now)
+        return f"from other weights (sha256 {old[:12]}) than these (sha256 {now[:12]}, {where})"
+    if checkpoint and stored["weights_sha256"].isna().any():
+        return (f"stored before WildLens recorded the weights they came from, so they cannot be told apart from "
+                f"{where}'s (sha256 {(now or '?')[:12]})")
+    spaces, orders = known("label_space"), known("class_order")
+    if [v for v in spaces if v != entry.label_space] or [v for v in orders if v != entry.class_order]:
+        old_space = next((v for v in spaces if v != entry.label_space), spaces[0] if spaces else "?")
+        old_order = next((v for v in orders if v != entry.class_order), orders[0] if orders else None)
+        return (f"over label space {_describe_space(old_space, old_order)}, not "
+                f"{_describe_space(entry.label_space, entry.class_order)}")
+    families = [v for v in known("family") if v != entry.family]
+    if families:
+        return f"as family {families[0]}, not {entry.family}"
+    return None
+
+
+def check_stored_models(parts: PredictionParts, entries: Sequence[ModelEntry], checkpoints: dict[str, str] | None,
+                        where: str, fix: Callable[[str], str]) -> None:
+    """Refuse, in one line (:class:`StoredModelError`), to resume a model id whose stored 'ok'
+    rows were made by another model than ``entries`` asks for: other weights (the rows' sha256,
+    ``--checkpoint``), label space or class order (``--label-space``), family (``--family``).
+    Those rows would be skipped as 'already stored' and, in a killed run, mixed with the new
+    model's under one id. ``where`` names the target ('Run r', '--out FILE'); ``fix(model id)``
+    ends the message. Failed rows are not compared: a re-run computes them again."""
+    from .pipeline import base_entry, model_stamps
+
+    stamps = model_stamps(entries, checkpoints)
+    for entry in entries:
+        stored = parts.read([entry.id])
+        stored = stored[stored["status"] == "ok"]
+        if stored.empty:
+            continue
+        difference = _stored_difference(stored, entry, stamps[entry.id], (checkpoints or {}).get(base_entry(entry).id))
+        if difference:
+            raise StoredModelError(f"{where} holds {entry.id} predictions {difference}: one model id keeps one "
+                                   f"model's rows, and resuming would mix the two. {fix(entry.id)}")
+
+
 # --------------------------------------------------------------------------- runs
 def run_tasks(run: Run) -> list[ImageTask]:
     """The run's usable images (accepted, not excluded) as tasks."""
@@ -124,14 +190,15 @@ def run_tasks(run: Run) -> list[ImageTask]:
 
 
 @contextmanager
-def _writing_parts(parts: PredictionParts, busy: str, unwritable: str) -> Iterator[None]:
-    """Hold ``parts``' folder for one classify run: it can be written (else :class:`OutputError`,
-    ``unwritable`` formatted with ``{path}`` and ``{reason}``), no other classify run writes there
-    (else ``FolderBusy`` with ``busy``), and a killed run's temporary files are gone."""
+def _writing_parts(parts: PredictionParts, busy: str, unwritable: Callable[[object, object], str]) -> Iterator[None]:
+    """Hold ``parts``' folder for one classify run: it can be written (else :class:`OutputError`
+    with ``unwritable(path, reason)``), no other classify run writes there (else ``FolderBusy``
+    with ``busy``), and a killed run's temporary files are gone. A function, not a text to
+    ``.format()``: the paths in it may hold braces ('o{x}/p.csv' raised KeyError)."""
     try:
         parts.check_writable()
     except OSError as exc:
-        raise OutputError(unwritable.format(path=exc.filename or parts.folder, reason=exc.strerror or exc)) from None
+        raise OutputError(unwritable(exc.filename or parts.folder, exc.strerror or exc)) from None
     try:
         with exclusive_lock(parts.folder, busy, name=PARTS_LOCK_NAME):
             parts.sweep_temporary()
@@ -139,7 +206,7 @@ def _writing_parts(parts: PredictionParts, busy: str, unwritable: str) -> Iterat
     except PermissionError as exc:  # the lock file itself (an existing one, read-only)
         if exc.filename is None or Path(exc.filename).name != PARTS_LOCK_NAME:
             raise
-        raise OutputError(unwritable.format(path=exc.filename, reason=exc.strerror or exc)) from None
+        raise OutputError(unwritable(exc.filename, exc.strerror or exc)) from None
 
 
 def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: InferenceOptions | None = None,
@@ -151,9 +218,16 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
     tasks = run_tasks(run)
     parts = run.prediction_parts
     busy = f"Another classify run is writing predictions to run {run.run_id}; wait for it to finish."
-    unwritable = (f"Run {run.run_id}: the folder {{path}} cannot be created or written ({{reason}}); give yourself "
-                  f"write access to {run.path} or classify a copy of the run.")
+    def unwritable(path, reason) -> str:
+        return (f"Run {run.run_id}: the folder {path} cannot be created or written ({reason}); give yourself "
+                f"write access to {run.path} or classify a copy of the run.")
+
+    def fix(model: str) -> str:
+        return (f"To keep both, classify into another run; to replace them, move {parts.model_dir(model)} out of the "
+                "run (or delete it) and run again.")
+
     with _writing_parts(parts, busy, unwritable):
+        check_stored_models(parts, entries, options.checkpoints, f"Run {run.run_id}", fix)
         if options.features:  # classify.features: features stored beside the predictions, same pass
             from .features import FeatureSink
 
@@ -321,29 +395,189 @@ def _sweep_out_temporaries(out: Path) -> int:
     return removed
 
 
+# --------------------------------------------------------------------------- what --out may replace
+OUT_MARKER_NAME = ".wildlens-out.json"  # in the parts folder: the images folder, and the file as last written
+# The columns of a predictions file before the model stamps (issue 22): an older WildLens's --out.
+_OLDER_OUT_COLUMNS = tuple(c for c in PREDICTION_SCHEMA if c not in MODEL_STAMP_COLUMNS)
+
+
+def check_out_outside_the_store(out: Path) -> None:
+    """``--out`` never names a file inside the run store's ``runs/`` folder (``$WILDLENS_HOME/runs``,
+    both resolved through links): a run's manifest.parquet replaced by predictions broke the run.
+    OutputError otherwise, with or without --overwrite."""
+    from core.runstore import RunStore
+
+    runs = RunStore().runs_dir.resolve()
+    for where in {out.parent.resolve() / out.name, out.resolve()}:
+        if where == runs or runs in where.parents:
+            raise OutputError(f"--out {out}: that is inside the run store's runs folder ({runs}), which holds "
+                              "WildLens's runs only; give a file outside it (to classify a run, use --run RUN_ID).")
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_out_marker(parts: PredictionParts) -> dict | None:
+    """The parts folder's marker (what a WildLens --out run wrote there), or None (none, or not readable)."""
+    import json
+
+    try:
+        data = json.loads((parts.folder / OUT_MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("images"), str) else None
+
+
+def _write_out_marker(parts: PredictionParts, **fields) -> None:
+    from core.runstore import now_iso, write_json_atomic
+
+    write_json_atomic(parts.folder / OUT_MARKER_NAME, {**fields, "written": now_iso()})
+
+
+def _columns_of(path: Path) -> list[str] | None:
+    """The column names of a CSV or Parquet file (its header only), or None when it cannot be read."""
+    try:
+        if path.suffix.lower() == ".csv":
+            import csv
+
+            with open(path, newline="", encoding="utf-8") as handle:
+                return next(csv.reader(handle), [])
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001  (any unreadable file is simply not a predictions file)
+        return None
+
+
+def _models_of(path: Path) -> set[str]:
+    if path.suffix.lower() == ".csv":
+        from core.csvsafe import read_csv
+
+        return set(read_csv(path, usecols=["model"], dtype="string")["model"].dropna())
+    return set(pd.read_parquet(path, columns=["model"])["model"].dropna())
+
+
+def _legacy_parts(parts: PredictionParts) -> bool:
+    """Batches an older WildLens kept beside its --out: model folders of part files, no marker."""
+    return parts.folder.is_dir() and any(parts.folder.glob("*/part-*.parquet"))
+
+
+def check_out_claim(out: Path, parts: PredictionParts, images: Path, model_ids: Sequence[str],
+                    overwrite: bool = False) -> set[str] | None:
+    """May this run write ``out`` (and resume the batches beside it)? Yes when ``out`` does not
+    exist, or is the file WildLens last wrote there (the marker's sha256 equals the file's) for
+    the same images folder, or is an older WildLens's predictions file (its columns exactly, and
+    its batches beside it); and the file's models are among ``model_ids`` (dropping one would
+    drop its rows from the file). Batches beside it from another images folder are never resumed
+    (their images are named relative to it). ``overwrite`` replaces any regular file (the batches
+    start over: :func:`_start_over`). OutputError, one line, otherwise. Never a special file.
+    Returns the models the existing file holds (None: no file, or one to be overwritten)."""
+    marker = _read_out_marker(parts)
+    fix = "give a new file name, or add --overwrite to replace it"
+    if marker is not None and marker["images"] != str(images) and not overwrite:
+        raise OutputError(f"--out {out}: its batches ({parts.folder}) are from another images folder "
+                          f"({marker['images']}); write to another --out, or add --overwrite to start it over.")
+    if not (out.exists() or out.is_symlink()):
+        return None
+    if not out.is_file():
+        raise OutputError(f"--out {out} exists and is not a regular file ({file_kind(os.stat(out).st_mode)}); give a "
+                          "new file name.")
+    if overwrite:
+        return None
+    if marker is not None and marker.get("out_sha256"):
+        if marker["out_sha256"] != _file_sha256(out):
+            raise OutputError(f"--out {out} was changed since WildLens wrote it for {marker['images']}; it is not "
+                              f"replaced: {fix}.")
+        held = set(marker.get("models") or ())
+    else:
+        columns = _columns_of(out)
+        if marker is not None or not _legacy_parts(parts) or columns is None or \
+                tuple(columns) not in (_OLDER_OUT_COLUMNS, tuple(PREDICTION_SCHEMA)):
+            raise OutputError(f"--out {out} exists and is not a predictions file WildLens wrote for {images}; "
+                              f"it is not replaced: {fix}.")
+        held = _models_of(out)
+    dropped = sorted(held - set(model_ids))
+    if dropped:
+        raise OutputError(f"--out {out} holds predictions of {', '.join(dropped)} too, which --models does not name; "
+                          f"add {'it' if len(dropped) == 1 else 'them'} to --models to keep them, write to another "
+                          "--out, or add --overwrite to replace the file.")
+    return held
+
+
+def _start_over(parts: PredictionParts) -> int:
+    """--overwrite: remove the batches of the file being replaced (part files and the marker,
+    WildLens's own files), so nothing of it is resumed; any other file stays. Holding the lock."""
+    removed = 0
+    if not parts.folder.is_dir():
+        return 0
+    for folder in parts.folder.iterdir():
+        if folder.is_dir() and not folder.is_symlink():
+            for part in folder.glob("part-*.parquet"):
+                if part.is_file() and not part.is_symlink():
+                    part.unlink()
+                    removed += 1
+            try:
+                folder.rmdir()  # only once empty
+            except OSError:
+                pass
+    (parts.folder / OUT_MARKER_NAME).unlink(missing_ok=True)
+    return removed
+
+
 def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry], out: str | Path | None = None,
                    options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
-                   ) -> tuple[pd.DataFrame, InferenceReport]:
+                   overwrite: bool = False) -> tuple[pd.DataFrame, InferenceReport]:
     """Classify DIR/<wnid>/<images>. With ``out`` the batches are kept beside it (resumable, one
     classify run per ``out`` at a time) and the predictions are written to it, CSV or Parquet by
-    suffix; the table is also returned. The report lists the entries of DIR not read (``skipped``)."""
+    suffix; the table is also returned. The report lists the entries of DIR not read (``skipped``).
+    ``out`` is never inside the store's runs/ (:func:`check_out_outside_the_store`) and replaces
+    only what :func:`check_out_claim` allows, unless ``overwrite`` (then its batches start over)."""
     options = options or InferenceOptions()
+    out_path = check_output_path(out) if out is not None else None
+    if out_path is not None:
+        check_out_outside_the_store(out_path)
     entries = result_entries(models, options)  # ids as stored: '<id>--int8' for int8, etc.
     scan = scan_folder(folder)
     tasks = scan.tasks
-    out_path = check_output_path(out) if out is not None else None
     if out_path is None:
         table, result = _classify_folder(tasks, entries, PredictionSink(), options, progress)
     else:
+        images = Path(folder).expanduser().resolve()
+        model_ids = [e.id for e in entries]
+        claim_parts = PredictionParts(parts_folder_for(out_path))
+        check_out_claim(out_path, claim_parts, images, model_ids, overwrite)  # before any folder is made
         _check_out_folder(out_path)
         parts = PredictionParts(parts_folder_for(out_path))
         busy = f"Another classify run is writing to {out_path} (batches in {parts.folder}); wait for it to finish."
-        unwritable = (f"--out {out_path}: the folder {{path}} cannot be created or written ({{reason}}); give an --out "
-                      "in a folder you can write to.")
+        def unwritable(path, reason) -> str:
+            return (f"--out {out_path}: the folder {path} cannot be created or written ({reason}); give an --out "
+                    "in a folder you can write to.")
+
         with _writing_parts(parts, busy, unwritable):
+            held = check_out_claim(out_path, parts, images, model_ids, overwrite)  # again, now no other run writes
+            if overwrite:
+                _start_over(parts)
+            check_stored_models(parts, entries, options.checkpoints, f"--out {out_path}",
+                                lambda model: "To keep both, write to another --out; to replace them, add --overwrite.")
             _sweep_out_temporaries(out_path)
+            _sweep_out_temporaries(parts.folder / OUT_MARKER_NAME)
+            marker = _read_out_marker(parts)
+            if marker is None or marker["images"] != str(images):  # before the first batch: whose batches these are
+                # An older WildLens's file accepted above stays recognised if this run is killed.
+                known = {} if held is None else {"out": out_path.name, "out_sha256": _file_sha256(out_path),
+                                                 "models": sorted(held)}
+                _write_out_marker(parts, images=str(images), **known)
             table, result = _classify_folder(tasks, entries, PredictionSink(parts), options, progress)
             write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")
+            _write_out_marker(parts, images=str(images), out=out_path.name, out_sha256=_file_sha256(out_path),
+                              models=sorted(set(table["model"].dropna().astype(str))))
     result.skipped = list(scan.skipped)
     return conform(table, PREDICTION_SCHEMA, table="predictions", extra="drop"), result
 

@@ -90,8 +90,16 @@ PREDICTION_SCHEMA: dict[str, str] = {
     "label_space": "string",  # the model's output space, e.g. 'imagenet-1k', 'imagenet-21k'
     "status": "string",  # 'ok' or 'failed'
     "reason": "string",  # why an image failed (decode error, ...)
+    # Which model made the row, beyond its id (issue 22): a re-run resumes only rows of the same
+    # model (classify.targets.check_stored_models). Added after schema version 1 was fixed, so
+    # optional: rows stored before them read as NA ('not recorded'), and they still load and resume.
+    "weights_sha256": "string",  # sha256 of the weights file (package, cache or --checkpoint); NA: none
+    "class_order": "string",  # how output i maps to a wnid: 'label-space' or a named order ('swin-22k')
+    "family": "string",  # the family it ran as: CNN, transformer, hybrid, language-augmented
 }
 PREDICTION_STATUSES = ("ok", "failed")
+# The columns above that say which model made a row (NA in rows stored before they existed).
+MODEL_STAMP_COLUMNS = ("weights_sha256", "class_order", "family")
 
 # The metric tables (metrics/*.parquet) are derived data: their columns, dtypes and docs live together
 # in explain/schema.py, and explain/artefact.py writes and reads them.

@@ -334,3 +334,16 @@ def test_done_when_command_offline():
     assert done.returncode == 0, done.stderr
     assert f"{LYNX}\ta bad photo of a lynx, {LYNX_DEF}." in done.stdout.splitlines()
     assert f"{TIGER_CAT}\ta photo of a tiger cat, {TIGER_CAT_DEF}." in done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("name", ["k{1}.tsv", "k{x}.tsv", "k{}.tsv"])
+def test_a_bad_line_in_a_knowledge_file_whose_path_holds_braces_is_one_line(name, tmp_path, capsys):
+    """Issue 22 item 9: the message was built with .format() on a string holding the path, so
+    'k{1}.tsv' raised IndexError (and 'k{x}.tsv' KeyError) instead of naming the bad line."""
+    tsv = tmp_path / name
+    tsv.write_text("bad line\n")
+    with pytest.raises(PromptError, match=r"line 1: expected 'wnid<TAB>text'.*got 'bad line'"):
+        class_prompts([LYNX], Recipe(knowledge_file=str(tsv)))
+    assert main(["prompts", "--wnids", LYNX, "--knowledge-file", str(tsv)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and name in err and "\n" not in err

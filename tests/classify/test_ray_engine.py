@@ -160,6 +160,24 @@ def test_ray_gives_the_local_engines_rows(ray_instance, views, local_table, tmp_
     _assert_same_predictions(pd.read_parquet(out), local_table)  # the file written through the same parts
     again, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray"))
     assert all(r.skipped == 30 and r.predicted == 0 for r in report.models.values()), "a re-run resumes: nothing to do"
+    # Issue 22 item 5: the driver stamps the actors' rows with the weights' digest, so a re-run with
+    # another model under the same id (here its family overridden) is refused, as with the local engine.
+    from classify.registry import resolve_models
+    from classify.targets import StoredModelError
+    from classify.weights import weights_status
+    from classify.onnx_backend import file_sha256
+
+    stored = pd.read_parquet(out)
+    for entry in resolve_models(MODELS):
+        rows = stored[stored["model"] == entry.id]
+        assert set(rows["weights_sha256"]) == {file_sha256(weights_status(entry).path)}
+        assert set(rows["family"]) == {"CNN"} and set(rows["class_order"]) == {"label-space"}
+    import dataclasses
+
+    lite0, lite1 = resolve_models(MODELS)
+    with pytest.raises(StoredModelError, match="holds efficientnet_lite0 predictions as family CNN, not transformer"):
+        predict_folder(views, [dataclasses.replace(lite0, family="transformer"), lite1], out,
+                       InferenceOptions(engine="ray"))
 
 
 def _ray_workers(ray) -> list[int]:
@@ -264,6 +282,22 @@ def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
     assert sorted(ray_index["image"]) == sorted(local_index["image"]) and len(order) == 30
     assert ray_vectors.shape == (30, 1280) and np.abs(ray_vectors - local_vectors[order]).max() <= 1e-5
     _assert_same_predictions(runs[1].read_predictions(), _sorted(runs[0].read_predictions()))
+    # Issue 22 item 5, the Ray engine into a run: the actors' rows record the weights they came
+    # from, so the run resumed with another checkpoint is refused before any work (was: the old
+    # rows returned as 'already stored' for the new weights).
+    from classify.onnx_backend import file_sha256
+    from classify.registry import resolve_models
+    from classify.targets import StoredModelError, predict_run
+    from classify.weights import weights_status
+
+    for run in runs:
+        digests = set(run.read_predictions()["weights_sha256"])
+        assert digests == {file_sha256(weights_status(resolve_models("efficientnet_lite0")[0]).path)}
+    other = tmp_path / "other-weights.safetensors"
+    other.write_bytes(b"other weights: refused from their digest, before they are read")
+    with pytest.raises(StoredModelError, match="^Run features holds efficientnet_lite0 predictions from other weights"):
+        predict_run(runs[1], "efficientnet_lite0",
+                    InferenceOptions(engine="ray", checkpoints={"efficientnet_lite0": str(other)}))
 
 
 @needs_ray
@@ -410,6 +444,110 @@ def test_an_unreachable_cluster_is_one_line_at_once(address, words, tmp_path):
     assert time.monotonic() - started < 30
 
 
+
+@pytest.fixture()
+def not_ray():
+    """A local TCP server that accepts connections but is not Ray: ``not_ray(mode)`` with 'silent'
+    (accepts and says nothing) or 'garbage' (answers text); returns its HOST:PORT."""
+    import socket
+    import threading
+
+    servers, connections = [], []
+
+    def start(mode: str) -> str:
+        server = socket.create_server(("127.0.0.1", 0))
+        servers.append(server)
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:  # closed at the end of the test
+                    return
+                connections.append(conn)
+                if mode == "garbage":
+                    try:
+                        conn.sendall(b"SSH-2.0-OpenSSH_9.2 hello, I am not Ray\r\n" * 4)
+                    except OSError:
+                        pass
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"127.0.0.1:{server.getsockname()[1]}"
+
+    yield start
+    for sock in servers + connections:
+        sock.close()
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("silent", "accepts connections but did not answer as a Ray cluster within 3 s"),
+    ("garbage", "answers, but not as a Ray cluster"),
+])
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_an_address_that_does_not_speak_ray_is_one_line_within_the_join_deadline(mode, words, scheme, not_ray,
+                                                                                   tmp_path, monkeypatch):
+    """Issue 22 item 19: a server that accepts TCP but is not Ray (silent, or answering garbage)
+    kept ray.init waiting past 300 s; joining a cluster has one deadline (--ray-join-timeout,
+    30 s by default), then one line. ray:// is checked the same way (Ray Client's server is gRPC
+    too), here with Ray Client reported present so the check itself is what answers."""
+    if not ray_available():
+        pytest.skip("ray is not installed")
+    import classify.ray_engine as engine
+
+    monkeypatch.setattr(engine, "ray_client_available", lambda: True)
+    address = scheme + not_ray(mode)
+    started = time.monotonic()
+    with pytest.raises(RayEngineError) as caught:
+        predict_folder(_views(tmp_path), "efficientnet_lite0",
+                       options=InferenceOptions(engine="ray", ray_address=address, ray_join_timeout=3))
+    message = str(caught.value)
+    assert message.startswith(f"--ray-address {address} {words}"), message
+    assert "\n" not in message and "--ray-join-timeout" in message
+    assert time.monotonic() - started < 15
+
+
+def test_the_join_deadline_is_an_option_of_the_command_line(not_ray, tmp_path):
+    """The same through the command line, in a fresh process: exit 2 and one line, in time."""
+    if not ray_available():
+        pytest.skip("ray is not installed")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WILDLENS_HOME": str(tmp_path / "home")}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "classify", "--images", str(_views(tmp_path)), "--out",
+                           str(tmp_path / "o.csv"), "--engine", "ray", "--ray-address", not_ray("silent"),
+                           "--ray-join-timeout", "2", "--no-progress"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not answer as a Ray cluster within 2 s" in lines[0], done.stderr[-2000:]
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_ray_client_address_without_ray_client_names_the_install_command(not_ray, tmp_path, monkeypatch):
+    """Issue 22 item 9: ray://HOST:PORT (listed in the README) raised Ray's ValueError, a traceback,
+    where the ray[client] extra (grpcio) is not installed; now one line with the command."""
+    if not ray_available():
+        pytest.skip("ray is not installed")
+    import classify.ray_engine as engine
+
+    monkeypatch.setattr(engine, "ray_client_available", lambda: False)
+    address = "ray://" + not_ray("silent")
+    with pytest.raises(RayEngineError) as caught:
+        predict_folder(_views(tmp_path), "efficientnet_lite0", options=InferenceOptions(engine="ray", ray_address=address))
+    message = str(caught.value)
+    assert message.startswith(f"--ray-address {address}: a ray:// address joins through Ray Client"), message
+    assert "pip install 'ray[client]==" in message and "\n" not in message
+
+
+@needs_ray
+def test_a_real_ray_cluster_passes_the_protocol_check(ray_instance):
+    """The check answers 'Ray' for the shared test instance's GCS (gRPC's HTTP/2 greeting)."""
+    from classify.ray_engine import _check_reachable
+
+    started = time.monotonic()
+    _check_reachable(ray_instance.get_runtime_context().gcs_address, time.monotonic() + 10)
+    assert time.monotonic() - started < 5
+
 @needs_ray
 def test_a_local_instance_started_from_a_thread_that_ends_lives_on(tmp_path):
     """A server runs each request in a new thread (Streamlit's reruns); Ray's local instance dies
@@ -436,7 +574,7 @@ def test_ray_sessions_upload_no_usage_statistics(monkeypatch):
     import classify.ray_engine as engine
 
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
-    monkeypatch.setattr(engine, "_ready", lambda ray, asked: "stub")
+    monkeypatch.setattr(engine, "_ready", lambda ray, asked, *deadline: "stub")
     with engine.ray_session(None):
         assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "1")
@@ -505,3 +643,28 @@ def test_the_device_is_the_actors_not_the_drivers(ray_instance, views, device, w
                            "--engine", "ray", "--device", device, "--no-progress"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 2 and f"error: {words}" in done.stderr, done.stderr[-1500:]
+
+
+def test_a_ray_init_that_does_not_return_ends_at_the_join_deadline():
+    """The last part of the deadline: ray.init itself (here one that never returns) is waited for
+    until the deadline, then one line; the next call is not queued behind the stuck one."""
+    import threading
+
+    import classify.ray_engine as engine
+
+    release = threading.Event()
+
+    class StuckRay:
+        def init(self, **kwargs):
+            release.wait(60)
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(RayEngineError, match=r"^--ray-address 10\.0\.0\.1:6379: joining the Ray cluster did not "
+                                                 r"finish within the join deadline \(--ray-join-timeout\)"):
+            engine._join_lasting(StuckRay(), "10.0.0.1:6379", time.monotonic() + 1)
+        assert time.monotonic() - started < 10
+        assert engine._LastingThread().call(lambda: 42, timeout=5) == 42
+        assert engine._RAY_THREAD is None, "a fresh lasting thread serves the next call"
+    finally:
+        release.set()

@@ -210,6 +210,22 @@ def test_a_read_only_out_folder_fails_before_inference_in_one_line(tmp_path):
     assert list(locked.iterdir()) == []
 
 
+def test_an_unwritable_parts_folder_under_a_path_with_braces_is_one_line(tmp_path):
+    """Issue 22 item 9: the message was built with .format() on a text holding the path, so a
+    folder named 'o{x}' raised KeyError instead of saying what cannot be written."""
+    root = _photos(tmp_path / "photos")
+    folder = tmp_path / "o{x}"
+    parts = targets.parts_folder_for(folder / "p.csv")
+    parts.mkdir(parents=True)
+    parts.chmod(0o555)
+    try:
+        done = _python(CLI_WITHOUT_INFERENCE, "--images", str(root), "--out", str(folder / "p.csv"), "--no-progress")
+    finally:
+        parts.chmod(0o755)
+    assert done.returncode == 2, done.stderr[-3000:]
+    err = done.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err and str(parts) in err and "cannot be created or written" in err
+
 def test_a_read_only_run_fails_before_inference_in_one_line(tmp_path):
     home = tmp_path / "home"
     run = RunStore(home).create_run(RunInfo(run_id="ro", wnids=["n02123045"]))
