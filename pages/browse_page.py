@@ -14,7 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
-from explain.browse import COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, compare_models, filter_images, image_table
+from explain.browse import (COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, UNMATCHED, card_rows, compare_models,
+                            filter_images, image_table)
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help
 from pages.common import (NA_DASH, class_name, download_csv, escape_markdown, plural, predictions, require_run,
                           show_table, usable_files)
@@ -207,11 +208,14 @@ def _image(path_of: str) -> None:
         st.image(thumbnail, width="stretch")
 
 
-def _prediction_line(model: str, row) -> str:
-    """'✓ model: tabby 87%' in the relation's colour (outside text escaped)."""
+def _prediction_line(row) -> str:
+    """'✓ model: tabby 87%' in the relation's colour (outside text escaped); a row the filters did
+    not match (explain.browse.card_rows) in grey, without its relation's colour, and says so."""
     mark = "✓" if row["correct"] is True else "✗"
     text = f"{escape_markdown(_name(row['pred_wnid_1']))} {_prob(row['prob_1'])}"
-    return f"{mark} {escape_markdown(model)}: {_coloured(text, row['relation'])}"
+    if not row["matched"]:
+        return f":gray[{mark} {escape_markdown(row['model'])}: {text} · {UNMATCHED}]"
+    return f"{mark} {escape_markdown(row['model'])}: {_coloured(text, row['relation'])}"
 
 
 def _top5(row) -> str:
@@ -220,9 +224,12 @@ def _top5(row) -> str:
     return "  \n".join(parts) or "no top-5 stored"
 
 
-def image_grid(images: pd.DataFrame, rows_by_image: dict, models: list[str]) -> None:
-    """A grid of images (``image``, ``true_wnid`` columns), each with its true class and, per model
-    in ``models``, the top-1 (its relation's colour) and the top-5 in an expander."""
+def image_grid(images: pd.DataFrame, cards: pd.DataFrame) -> None:
+    """A grid of images (``image``, ``true_wnid`` columns), each with its true class and its rows of
+    ``cards`` (explain.browse.card_rows: what the filters matched first, then the chosen models'
+    other predictions of the image, greyed): the top-1 (its relation's colour) and, in an
+    expander, the top-5."""
+    by_image = {image: rows for image, rows in cards.groupby("image", sort=False)}
     for start in range(0, len(images), GRID_COLUMNS):
         cols = st.columns(GRID_COLUMNS)
         for col, item in zip(cols, images.iloc[start:start + GRID_COLUMNS].itertuples(index=False)):
@@ -230,21 +237,13 @@ def image_grid(images: pd.DataFrame, rows_by_image: dict, models: list[str]) -> 
                 if has_files:
                     _image(item.image)
                 st.markdown(f"**{escape_markdown(_name(item.true_wnid))}**")
-                per_model = rows_by_image.get(item.image, {})
-                lines = [_prediction_line(m, per_model[m]) for m in models if m in per_model]
-                st.caption("  \n".join(lines) or "No prediction of the chosen models.")
+                rows = by_image.get(item.image)
+                rows = [] if rows is None else rows.to_dict("records")
+                st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")
                 with st.expander("Top-5"):
                     st.caption(f"{escape_markdown(item.image)}  \n" + "  \n".join(
-                        f"**{escape_markdown(m)}**  \n{_top5(per_model[m])}" for m in models if m in per_model))
-
-
-def rows_of(images, models: list[str]) -> dict:
-    """image -> model -> its row of the full table (the chosen models' predictions of the images shown)."""
-    rows = table[table["image"].isin(set(images)) & table["model"].isin(models)]
-    out: dict = {}
-    for row in rows.to_dict("records"):
-        out.setdefault(row["image"], {})[row["model"]] = row
-    return out
+                        f"**{escape_markdown(r['model'])}**" + ("" if r["matched"] else f" ({UNMATCHED})")
+                        + f"  \n{_top5(r)}" for r in rows))
 
 
 def paged(count: int, key: str) -> slice:
@@ -313,14 +312,15 @@ elif filtered.empty:
 else:
     images = filtered.drop_duplicates("image")[["image", "true_wnid"]].sort_values(["true_wnid", "image"])
     st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} match. Each image shows, "
-               "per chosen model, "
-               "its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best guesses.")
+               "per chosen model, its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best "
+               f"guesses: first the predictions the filters matched, then, in grey and marked “{UNMATCHED}”, the "
+               "chosen models' other predictions of the same image.")
     if not has_files:
         st.info("This run has no image files (its predictions were uploaded): the table below lists them.",
                 icon=":material/hide_image:")
     else:
         shown = images.iloc[paged(len(images), "browse_page_no")]
-        image_grid(shown, rows_of(shown["image"], models), models)
+        image_grid(shown, card_rows(table, filtered, shown["image"], models))
 
 # ------------------------------------------------------------------ the table
 st.subheader("Predictions per image")
@@ -358,7 +358,7 @@ if chosen.empty:
 else:
     if has_files:
         shown = chosen.iloc[paged(len(chosen), "cmp_page_no")]
-        image_grid(shown, rows_of(shown["image"], [model_a, model_b]), [model_a, model_b])
+        image_grid(shown, card_rows(table, None, shown["image"], [model_a, model_b]))
     view = chosen.head(MAX_TABLE_ROWS)  # the group as the radio names it; the CSV keeps its raw value
     show_predictions(view.assign(group=view["group"].map(GROUP_LABELS)), COMPARE_DOCS, COMPARE_LABELS)
 safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_a}_vs_{model_b}")

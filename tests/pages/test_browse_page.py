@@ -156,3 +156,43 @@ def test_a_run_without_image_files_shows_its_tables(app, app_home, library, tmp_
     texts = [e.value for kind in ("markdown", "caption", "warning", "info", "error") for e in getattr(at, kind)]
     assert any("m\\_\\_bold" in t for t in texts), "the model id is shown, escaped"
     assert not [t for t in texts if re.search(r"(?<!\\)__bold", t)]
+
+
+def _card_lines(at) -> list[list[str]]:
+    """Each card's prediction lines (the caption under its true class), in the grid's order."""
+    marks = ("✓ ", "✗ ", ":gray[")
+    return [c.value.split("  \n") for c in at.caption if c.value.startswith(marks)]
+
+
+def test_cards_lead_with_what_the_filters_matched_and_mark_the_rest(app, library):
+    """Issue 22 item 16: filtered to Mistakes + distant, a card showed every chosen model's top-1 in
+    model order, the other models' right and related answers unmarked. Now the matched rows (the
+    library's selection, explain.browse.filter_images) come first and the rest are greyed, marked."""
+    from explain.browse import filter_images
+    from explain.browse import UNMATCHED
+    from pages.common import escape_markdown
+
+    matched = filter_images(library, outcome="mistake", relations=["distant"])
+    if matched.empty:
+        pytest.skip("no distant mistake on the sample")
+    at = open_page(app, run="sample", outcome="mistake", relation="distant")
+    images = matched.drop_duplicates("image").sort_values(["true_wnid", "image"])["image"].tolist()
+    from pages.common import plural
+
+    assert any(c.value.startswith(f"{plural(len(matched), 'prediction')} of {plural(len(images), 'image')} match")
+               for c in at.caption)
+    cards = _card_lines(at)[:len(images)]  # the Images grid's; the comparison's grid follows
+    models = list(dict.fromkeys(library["model"]))
+    for lines, image in zip(cards, images):
+        hits = matched[matched["image"] == image]["model"].tolist()
+        rest = [m for m in models if m not in hits and ((library["image"] == image) & (library["model"] == m)).any()]
+        assert len(lines) == len(hits) + len(rest), lines
+        for line, model in zip(lines, hits + rest):
+            assert f"{escape_markdown(model)}:" in line, (line, model)
+        assert not [line for line in lines[:len(hits)] if UNMATCHED in line or line.startswith(":gray[")]
+        assert all(line.startswith(":gray[") and line.endswith(f"· {UNMATCHED}]") for line in lines[len(hits):]), lines
+        assert rest and any(line.startswith(":gray[✓") for line in lines[len(hits):]), "another model's right answer, marked"
+    # Without filters every prediction is matched: nothing is greyed.
+    _widget(at, "radio", "browse_outcome").set_value("all").run()
+    _widget(at, "multiselect", "browse_relations").set_value([]).run()
+    assert not [line for lines in _card_lines(at) for line in lines if UNMATCHED in line]
