@@ -196,3 +196,53 @@ def test_cards_lead_with_what_the_filters_matched_and_mark_the_rest(app, library
     _widget(at, "radio", "browse_outcome").set_value("all").run()
     _widget(at, "multiselect", "browse_relations").set_value([]).run()
     assert not [line for lines in _card_lines(at) for line in lines if UNMATCHED in line]
+
+
+def test_the_two_model_comparison_lives_in_the_url(app, library):
+    """Issue 22 item 21: the two models compared (and the group shown) were not in the URL, so a
+    reload or a shared link showed the first two models. Now they are cmp_a, cmp_b, cmp_group."""
+    from explain.browse import GROUPS, compare_models
+
+    models = list(dict.fromkeys(library["model"]))
+    a, b = models[-1], models[0]
+    expected = compare_models(library, a, b)
+    group = next(g for g in GROUPS[1:] if expected.counts[g])
+    at = open_page(app, run="sample", cmp_a=a, cmp_b=b, cmp_group=group)
+    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (a, b)
+    assert _widget(at, "radio", "cmp_group").value == group
+    assert at.dataframe[-1].value["image"].tolist() == expected.group(group)["image"].tolist()
+    assert not at.warning, [w.value for w in at.warning]
+    # A change goes back to the URL; a new tab with that URL shows the same comparison.
+    _widget(at, "selectbox", "cmp_b").set_value(models[1]).run()
+    _widget(at, "radio", "cmp_group").set_value("both_wrong").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["cmp_a"] == a and at.query_params["cmp_b"] == models[1]
+    assert "cmp_group" not in at.query_params  # the default is left out
+    params = {k: at.query_params[k] for k in at.query_params}
+    tab = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    tab = open_page(tab, **params)
+    assert (_widget(tab, "selectbox", "cmp_a").value, _widget(tab, "selectbox", "cmp_b").value) == (a, models[1])
+    assert _widget(tab, "radio", "cmp_group").value == "both_wrong"
+
+
+def test_a_comparison_link_with_what_the_run_lacks_says_so(app, library):
+    models = list(dict.fromkeys(library["model"]))
+    at = open_page(app, run="sample", cmp_a="nobody", cmp_b=models[0], cmp_group="neither", page="x")
+    warning = " ".join(w.value for w in at.warning)
+    assert "model nobody" in warning and "cmp\\_group\\=neither" in warning and "page\\=x" in warning, warning
+    assert _widget(at, "selectbox", "cmp_a").value == models[0]  # the default, then B the first other
+    assert _widget(at, "selectbox", "cmp_b").value == models[1]
+    assert _widget(at, "radio", "cmp_group").value == "both_wrong"
+    at = open_page(app, run="sample", cmp_a=models[1], cmp_b=models[1])
+    assert any("a model other than cmp\\_a" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert _widget(at, "selectbox", "cmp_b").value == models[0]
+
+
+def test_the_grid_page_lives_in_the_url(app):
+    at = open_page(app, run="sample", page="2")
+    assert _widget(at, "number_input", "browse_page_no").value == 2
+    assert any(c.value == "Images 25–30 of 30." for c in at.caption), [c.value for c in at.caption]
+    _widget(at, "number_input", "browse_page_no").set_value(1).run()
+    assert "page" not in at.query_params
+    _widget(at, "number_input", "browse_page_no").set_value(2).run()
+    assert at.query_params["page"] == "2"
