@@ -246,3 +246,24 @@ def test_the_grid_page_lives_in_the_url(app):
     assert "page" not in at.query_params
     _widget(at, "number_input", "browse_page_no").set_value(2).run()
     assert at.query_params["page"] == "2"
+
+
+def test_a_top5_tells_the_two_cranes_apart(app, app_home):
+    """Issue 22 item 21: a top-5 holding ImageNet-1k's two 'crane's read 'crane' twice. Names come
+    from core.names.class_name, which gives an ambiguous name its sense."""
+    import shutil
+
+    from core.runstore import RunStore
+    from pages.common import escape_markdown
+
+    run = RunStore(app_home).open_run("sample")
+    row = run.read_predictions().iloc[[0]].assign(model="crane_check", pred_wnid_2="n02012849",
+                                                  pred_wnid_3="n03126707")
+    run.append_predictions(row)
+    try:
+        at = open_page(app, run="sample", model="crane_check")
+        texts = " ".join(c.value for c in at.caption)
+        assert escape_markdown("2. crane (wading bird)") in texts, texts
+        assert escape_markdown("3. crane (lifting device)") in texts, texts
+    finally:
+        shutil.rmtree(run.prediction_parts.model_dir("crane_check"))

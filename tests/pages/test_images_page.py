@@ -15,6 +15,7 @@ from tests.conftest import ROOT
 APP = str(ROOT / "app.py")
 TIMEOUT = 600
 MODEL = "efficientnet_lite0"
+CRANE_BIRD, CRANE_MACHINE = "n02012849", "n03126707"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,8 @@ def home(sample_store, tmp_path_factory):
     run.write_manifest(pd.concat([manifest, extra], ignore_index=True))
     images = run.usable_images()[["file", "wnid"]].rename(columns={"file": "image", "wnid": "true_wnid"})
     flagged = images.iloc[[0, 7]].reset_index(drop=True)
-    issues = flagged.assign(model=MODEL, suggested_wnid=["n02123159", "n02123045"], label_quality=[0.2, 0.1],
+    # The probe suggests ImageNet-1k's two cranes: the cards must tell them apart (issue 22 item 21).
+    issues = flagged.assign(model=MODEL, suggested_wnid=[CRANE_BIRD, CRANE_MACHINE], label_quality=[0.2, 0.1],
                             is_issue=True)
     (run.path / "probes").mkdir(exist_ok=True)
     write_table(issues, run.path / "probes" / "label_issues.parquet")
@@ -63,6 +65,13 @@ def test_rows_without_a_file_neither_crash_the_page_nor_block_excluding(home, mo
     run = RunStore(home).open_run("sample")
     before = run.read_manifest()
     assert before["file"].isna().sum() == 3 and before["file"].duplicated().any()  # the case that crashed
+    try:
+        _exclude_on_both_ways(run, before, home, monkeypatch)
+    finally:
+        run.set_excluded(run.read_manifest()["file"].dropna().tolist(), excluded=False)
+
+
+def _exclude_on_both_ways(run, before, home, monkeypatch):
     at = _open(home, monkeypatch)
     assert at.subheader[0].value == "Flagged by the label-issue check · 2 images"
     buttons = [b for b in at.button if b.key and b.key.startswith("exclude-flagged-")]
@@ -95,3 +104,13 @@ def test_rows_without_a_file_neither_crash_the_page_nor_block_excluding(home, mo
     assert after["file"].isna().sum() == 3 and not after.loc[after["file"].isna(), "excluded"].any()
     # The other tab lists the file-less rows.
     assert any((t.value["reason"] == "near-duplicate").sum() == 2 for t in at.dataframe if "reason" in t.value)
+
+
+def test_flagged_cards_name_the_sense_of_an_ambiguous_class(home, monkeypatch):
+    """Issue 22 item 21: both suggestions read '→ crane'; the name now carries its sense."""
+    from pages.common import escape_markdown
+
+    at = _open(home, monkeypatch)
+    notes = " ".join(m.value for m in at.markdown if "quality" in m.value)
+    assert "**" + escape_markdown("crane (wading bird)") + "**" in notes, notes
+    assert "**" + escape_markdown("crane (lifting device)") + "**" in notes, notes
