@@ -13,6 +13,24 @@ not a wnid (a stray value in an uploaded file) keeps itself as its name; NA stay
 
 A name column that the table already has is left as it is. Names are looked up once per distinct
 wnid of the table, not once per row (a per-class table over ImageNet-1k has 30,000 rows).
+
+**Ambiguous names carry their sense** (issue 22 item 21). ImageNet-1k names two classes 'crane'
+(n02012849 the bird, n03126707 the machine), two 'maillot' and, but for the capital, two 'cardigan'
+(the corgi and the sweater); ImageNet-21k has 1,470 such names. :func:`class_name` is the one place
+that tells them apart, so every page, table and CSV reads the same string. The rule:
+
+1. A name is *ambiguous* when another wnid has the same name, compared without case: another class
+   of the label space, or, for a wnid outside it (named from ImageNet-21k's lists or WordNet), another
+   class of the label space or of ImageNet-21k.
+2. An ambiguous name is followed by its sense in brackets: the first lemma of its WordNet hypernym
+   (the deepest one when it has several, ties in synset-name order, as classify.prompts orders them):
+   'crane (wading bird)', 'crane (lifting device)', 'maillot (tights)', 'maillot (swimsuit)',
+   'Cardigan (corgi)', 'cardigan (sweater)'. These are the zero-shot prompts' names too.
+3. Where that does not tell the wnids apart (two of them under the same hypernym, or none), the
+   wnid is the sense: 'name (n01234567)'.
+
+A name nobody else has stays as it is ('tabby'). Identity is still the wnid; the sense is for the
+reader. :func:`ambiguous_names` lists a label space's ambiguous names.
 """
 from __future__ import annotations
 
@@ -35,12 +53,17 @@ def name_column(column: str) -> str | None:
     return f"{prefix}_name{suffix}" if prefix else f"name{suffix}"
 
 
-@functools.lru_cache(maxsize=65536)
-def _name(wnid: str, label_space: str) -> str:
+WIDE_SPACE = "imagenet-21k"  # where a wnid outside the label space is named from (ImageNet's lemma list)
+
+
+def _space(label_space: str):
     try:
-        space = get_label_space(label_space)
+        return get_label_space(label_space)
     except Exception:  # an unknown label space named in run.json: ImageNet-1k's names
-        space = get_label_space(DEFAULT_LABEL_SPACE)
+        return get_label_space(DEFAULT_LABEL_SPACE)
+
+
+def _plain_name(wnid: str, space) -> str:
     try:
         # display_name reads ImageNet's lemma list (every ImageNet-21k synset), then WordNet.
         return space.display_name(wnid)
@@ -48,9 +71,74 @@ def _name(wnid: str, label_space: str) -> str:
         return wnid
 
 
+@functools.lru_cache(maxsize=16)
+def _by_name(label_space: str) -> dict[str, tuple[str, ...]]:
+    """Case-folded display name -> the wnids of the label space that bear it, in the space's order."""
+    space = _space(label_space)
+    out: dict[str, list[str]] = {}
+    for wnid in space.wnids:
+        out.setdefault(_plain_name(wnid, space).casefold(), []).append(wnid)
+    return {name: tuple(wnids) for name, wnids in out.items()}
+
+
+def _bearers(wnid: str, name: str, label_space: str) -> tuple[str, ...]:
+    """Every wnid that a reader could take ``name`` for (rule 1 of the module docstring), ``wnid`` first."""
+    key = name.casefold()
+    space = _space(label_space)
+    found = list(_by_name(space.name).get(key, ()))
+    if wnid not in space:
+        found += _by_name(WIDE_SPACE).get(key, ())
+    return tuple(dict.fromkeys([wnid, *found]))
+
+
+@functools.lru_cache(maxsize=65536)
+def _hypernym_name(wnid: str) -> str | None:
+    """The first lemma of the wnid's most specific WordNet hypernym (rule 2), None without one."""
+    from .wordnet import synset_of
+
+    try:
+        synset = synset_of(wnid)
+    except Exception:
+        return None
+    up = synset.hypernyms() + synset.instance_hypernyms()
+    if not up:
+        return None
+    best = min(up, key=lambda s: (-s.max_depth(), s.name()))
+    return best.lemma_names()[0].replace("_", " ")
+
+
+def _sense(wnid: str, name: str, bearers: tuple[str, ...]) -> str:
+    """What follows an ambiguous name: its hypernym's name, or the wnid where that is not enough."""
+    mine = _hypernym_name(wnid)
+    if mine is None or mine.casefold() == name.casefold():
+        return wnid
+    if any(_hypernym_name(other) is not None and _hypernym_name(other).casefold() == mine.casefold()
+           for other in bearers if other != wnid):
+        return wnid
+    return mine
+
+
+@functools.lru_cache(maxsize=65536)
+def _name(wnid: str, label_space: str) -> str:
+    space = _space(label_space)
+    name = _plain_name(wnid, space)
+    if name == wnid:  # no wnid: nothing to tell apart
+        return name
+    bearers = _bearers(wnid, name, space.name)
+    return name if len(bearers) < 2 else f"{name} ({_sense(wnid, name, bearers)})"
+
+
+def ambiguous_names(label_space: str = DEFAULT_LABEL_SPACE) -> dict[str, tuple[str, ...]]:
+    """Display name -> its wnids, for every name two or more classes of ``label_space`` share
+    (without case: 'Cardigan' and 'cardigan' are one), in the space's order."""
+    space = _space(label_space)
+    return {_plain_name(wnids[0], space): wnids for wnids in _by_name(space.name).values() if len(wnids) > 1}
+
+
 def class_name(wnid, label_space: str = DEFAULT_LABEL_SPACE):
     """ImageNet's display name of a class ('tabby' for n02123045), falling back to WordNet for a wnid
-    outside ``label_space``; the text itself for a non-wnid, NA for NA."""
+    outside ``label_space``, with its sense when the name is ambiguous ('crane (wading bird)'; the
+    module docstring's rule); the text itself for a non-wnid, NA for NA."""
     if wnid is None or (not isinstance(wnid, str) and pd.isna(wnid)):
         return pd.NA
     return _name(str(wnid), label_space or DEFAULT_LABEL_SPACE)

@@ -219,6 +219,35 @@ def filter_images(table: pd.DataFrame, models=None, true=None, pred=None, outcom
     return table[keep].reset_index(drop=True)
 
 
+UNMATCHED = "not matched by the filters"  # how a card marks a row :func:`card_rows` did not match
+
+
+def card_rows(table: pd.DataFrame, filtered: pd.DataFrame | None, images: Iterable[str],
+              models: Iterable[str]) -> pd.DataFrame:
+    """What an image's card shows (issue 22 item 16): the rows of ``table`` (an :func:`image_table`)
+    of ``images`` by ``models``, with a boolean ``matched`` column: the row is one of ``filtered``
+    (the rows :func:`filter_images` selected; None: every row is matched). Per image (in the order
+    of ``images``) the matched rows come first, then the others, each part in the order of
+    ``models``: a card filtered to "Mistakes, distant" leads with the distant mistake, and another
+    model's right answer to the same image follows, marked as not matched by the filters.
+
+    The decision is the selection's own: a row is matched when its (model, image) is among
+    ``filtered``'s (one row per (model, image) in an image table), never by evaluating a filter again."""
+    images = list(dict.fromkeys(str(i) for i in images))
+    models = list(dict.fromkeys(str(m) for m in models))
+    rows = table[table["image"].isin(images) & table["model"].isin(models)]
+    if filtered is None:
+        matched = np.ones(len(rows), dtype=bool)
+    else:
+        chosen = pd.MultiIndex.from_frame(filtered[["model", "image"]].astype(object))
+        matched = pd.MultiIndex.from_frame(rows[["model", "image"]].astype(object)).isin(chosen)
+    out = rows.assign(matched=matched)
+    order = pd.DataFrame({"_i": out["image"].map({im: i for i, im in enumerate(images)}).to_numpy(),
+                          "_u": ~matched, "_m": out["model"].map({m: i for i, m in enumerate(models)}).to_numpy()},
+                         index=out.index)
+    return out.loc[order.sort_values(["_i", "_u", "_m"], kind="stable").index].reset_index(drop=True)
+
+
 # --------------------------------------------------------------------------- two models
 _SIDE_COLUMNS = ("pred_wnid_1", "pred_name_1", "prob_1", "correct", "relation")
 

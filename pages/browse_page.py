@@ -4,7 +4,11 @@ outcome, relation and confidence, and two models compared image by image (issue 
 The tables come from :mod:`explain.browse` (one row per image and model, its filters and the
 two-model comparison); this page only renders them. Filters live in the URL too, so links and
 bookmarks work: ``?run=<id>&model=<model id>&true=<wnid>&pred=<wnid>&outcome=mistake|correct``
-(and ``relation=``, ``conf_min=``, ``conf_max=``); ``model`` and ``relation`` may repeat.
+(and ``relation=``, ``conf_min=``, ``conf_max=``); ``model`` and ``relation`` may repeat. The grid's
+page is ``page=``, and the two-model comparison is ``cmp_a=<model>&cmp_b=<model>&cmp_group=<group>``
+(one of explain.browse.GROUPS) with its own ``cmp_page=`` (issue 22 item 21). A value at its default
+(every model, any class, page 1, the first two models, both_wrong) is left out of the URL; a value
+the run lacks or the page cannot take is dropped with a note naming it.
 """
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ import pandas as pd
 import streamlit as st
 
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
-from explain.browse import COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, compare_models, filter_images, image_table
+from explain.browse import (COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, UNMATCHED, card_rows, compare_models,
+                            filter_images, image_table)
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help
 from pages.common import (NA_DASH, class_name, download_csv, escape_markdown, plural, predictions, require_run,
                           show_table, usable_files)
@@ -23,7 +28,8 @@ PER_PAGE = 24
 GRID_COLUMNS = 4
 THUMBNAIL = (320, 240)  # pixels of a grid image (4:3, the whole picture letterboxed)
 MAX_TABLE_ROWS = 5_000  # shown on screen; the CSV has every filtered row
-URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max")
+URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max", "page",
+            "cmp_a", "cmp_b", "cmp_group", "cmp_page")
 OUTCOME_LABELS = {"all": "All", "correct": "Correct", "mistake": "Mistakes"}
 
 # Readable headers of explain.browse's tables; the raw names stay in the CSV and in each header's help.
@@ -90,6 +96,17 @@ def _listed(items: list[str], limit: int = 5) -> str:
     return ", ".join(shown) + (f" and {len(items) - limit:,} more" if len(items) > limit else "")
 
 
+def _page_number(text: str, key: str, bad: list[str]) -> int:
+    """A page number from the URL (1 when absent); anything but a whole number >= 1 is noted in ``bad``.
+    A number past the last page goes back to 1 where the grid is drawn (:func:`paged`)."""
+    if not text:
+        return 1
+    if text.isascii() and text.isdigit() and int(text) >= 1 and len(text) <= 9:
+        return int(text)
+    bad.append(f"{key}={_listed([text], 1)} (a page number from 1)")
+    return 1
+
+
 def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str]) -> None:
     """Set the filter widgets from a URL that came from outside (a link, a reload, a bookmark);
     values this run lacks are dropped, with a note."""
@@ -125,7 +142,26 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
         bounds.append(value)
     low, high = bounds
     st.session_state["browse_conf"] = (min(low, high), max(low, high))
-    st.session_state["browse_page_no"] = 1
+    st.session_state["browse_page_no"] = _page_number(url["page"][0] if url["page"] else "", "page", bad)
+    # The comparison: two different models of the run (a missing one named, the default kept), a group.
+    for key in ("cmp_a", "cmp_b"):
+        value = url[key][0] if url[key] else ""
+        if value and value not in models:
+            notes.append(f"model {_listed([value], 1)}")
+            value = ""
+        if value and key == "cmp_b" and value == st.session_state.get("cmp_a"):
+            bad.append(f"cmp_b={_listed([value], 1)} (a model other than cmp_a)")
+            value = ""
+        if value:
+            st.session_state[key] = value
+        else:
+            st.session_state.pop(key, None)  # _keep_valid puts the default back
+    group = url["cmp_group"][0] if url["cmp_group"] else ""
+    if group and group not in GROUPS:
+        bad.append(f"cmp_group={_listed([group], 1)} (one of {', '.join(GROUPS)})")
+        group = ""
+    st.session_state["cmp_group"] = group or GROUPS[0]
+    st.session_state["cmp_page_no"] = _page_number(url["cmp_page"][0] if url["cmp_page"] else "", "cmp_page", bad)
     if notes or bad:
         # Outside text from the URL: escaped, each list cut short (one line, whatever the link holds).
         text = ("The link names what this run has no predictions of: " + ", ".join(notes) + ". " if notes else "") \
@@ -133,17 +169,23 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
         st.warning(escape_markdown(text) + "Showing the rest.", icon=":material/link_off:")
 
 
-def _write_url(models: list[str], all_models: list[str], true: str, pred: str, outcome: str, relations: list[str],
-               conf: tuple[float, float]) -> None:
-    values = {"model": [] if set(models) == set(all_models) else list(models), "true": true, "pred": pred,
-              "outcome": "" if outcome == "all" else outcome, "relation": list(relations),
-              "conf_min": f"{conf[0]:g}" if conf[0] > 0 else "", "conf_max": f"{conf[1]:g}" if conf[1] < 1 else ""}
+def _write_params(values: dict) -> None:
+    """Put ``values`` in the URL (an empty one: its key removed) and remember the URL as written,
+    so that the next rerun tells a link from outside from what the page wrote itself."""
     for key, value in values.items():
         if value:
             st.query_params[key] = value
         elif key in st.query_params:
             del st.query_params[key]
     st.session_state["_browse_url"] = _url_state()
+
+
+def _write_url(models: list[str], all_models: list[str], true: str, pred: str, outcome: str, relations: list[str],
+               conf: tuple[float, float]) -> None:
+    _write_params({"model": [] if set(models) == set(all_models) else list(models), "true": true, "pred": pred,
+                   "outcome": "" if outcome == "all" else outcome, "relation": list(relations),
+                   "conf_min": f"{conf[0]:g}" if conf[0] > 0 else "",
+                   "conf_max": f"{conf[1]:g}" if conf[1] < 1 else ""})
 
 
 def _keep_valid(key: str, options: list, default) -> None:
@@ -207,11 +249,14 @@ def _image(path_of: str) -> None:
         st.image(thumbnail, width="stretch")
 
 
-def _prediction_line(model: str, row) -> str:
-    """'✓ model: tabby 87%' in the relation's colour (outside text escaped)."""
+def _prediction_line(row) -> str:
+    """'✓ model: tabby 87%' in the relation's colour (outside text escaped); a row the filters did
+    not match (explain.browse.card_rows) in grey, without its relation's colour, and says so."""
     mark = "✓" if row["correct"] is True else "✗"
     text = f"{escape_markdown(_name(row['pred_wnid_1']))} {_prob(row['prob_1'])}"
-    return f"{mark} {escape_markdown(model)}: {_coloured(text, row['relation'])}"
+    if not row["matched"]:
+        return f":gray[{mark} {escape_markdown(row['model'])}: {text} · {UNMATCHED}]"
+    return f"{mark} {escape_markdown(row['model'])}: {_coloured(text, row['relation'])}"
 
 
 def _top5(row) -> str:
@@ -220,9 +265,12 @@ def _top5(row) -> str:
     return "  \n".join(parts) or "no top-5 stored"
 
 
-def image_grid(images: pd.DataFrame, rows_by_image: dict, models: list[str]) -> None:
-    """A grid of images (``image``, ``true_wnid`` columns), each with its true class and, per model
-    in ``models``, the top-1 (its relation's colour) and the top-5 in an expander."""
+def image_grid(images: pd.DataFrame, cards: pd.DataFrame) -> None:
+    """A grid of images (``image``, ``true_wnid`` columns), each with its true class and its rows of
+    ``cards`` (explain.browse.card_rows: what the filters matched first, then the chosen models'
+    other predictions of the image, greyed): the top-1 (its relation's colour) and, in an
+    expander, the top-5."""
+    by_image = {image: rows for image, rows in cards.groupby("image", sort=False)}
     for start in range(0, len(images), GRID_COLUMNS):
         cols = st.columns(GRID_COLUMNS)
         for col, item in zip(cols, images.iloc[start:start + GRID_COLUMNS].itertuples(index=False)):
@@ -230,24 +278,17 @@ def image_grid(images: pd.DataFrame, rows_by_image: dict, models: list[str]) -> 
                 if has_files:
                     _image(item.image)
                 st.markdown(f"**{escape_markdown(_name(item.true_wnid))}**")
-                per_model = rows_by_image.get(item.image, {})
-                lines = [_prediction_line(m, per_model[m]) for m in models if m in per_model]
-                st.caption("  \n".join(lines) or "No prediction of the chosen models.")
+                rows = by_image.get(item.image)
+                rows = [] if rows is None else rows.to_dict("records")
+                st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")
                 with st.expander("Top-5"):
                     st.caption(f"{escape_markdown(item.image)}  \n" + "  \n".join(
-                        f"**{escape_markdown(m)}**  \n{_top5(per_model[m])}" for m in models if m in per_model))
+                        f"**{escape_markdown(r['model'])}**" + ("" if r["matched"] else f" ({UNMATCHED})")
+                        + f"  \n{_top5(r)}" for r in rows))
 
 
-def rows_of(images, models: list[str]) -> dict:
-    """image -> model -> its row of the full table (the chosen models' predictions of the images shown)."""
-    rows = table[table["image"].isin(set(images)) & table["model"].isin(models)]
-    out: dict = {}
-    for row in rows.to_dict("records"):
-        out.setdefault(row["image"], {})[row["model"]] = row
-    return out
-
-
-def paged(count: int, key: str) -> slice:
+def paged(count: int, key: str, param: str) -> slice:
+    """The rows of one page of ``count``; the page number (widget ``key``) goes to the URL as ``param``."""
     pages = max(1, -(-count // PER_PAGE))
     if st.session_state.get(key, 1) > pages:
         st.session_state[key] = 1
@@ -256,6 +297,7 @@ def paged(count: int, key: str) -> slice:
         page = left.number_input("Page", 1, pages, key=key)
     else:
         page, right = 1, st
+    _write_params({param: str(page) if page > 1 else ""})
     first = (page - 1) * PER_PAGE
     right.caption(f"Images {first + 1}–{min(first + PER_PAGE, count)} of {count:,}.")
     return slice(first, first + PER_PAGE)
@@ -313,14 +355,15 @@ elif filtered.empty:
 else:
     images = filtered.drop_duplicates("image")[["image", "true_wnid"]].sort_values(["true_wnid", "image"])
     st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} match. Each image shows, "
-               "per chosen model, "
-               "its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best guesses.")
+               "per chosen model, its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best "
+               f"guesses: first the predictions the filters matched, then, in grey and marked “{UNMATCHED}”, the "
+               "chosen models' other predictions of the same image.")
     if not has_files:
         st.info("This run has no image files (its predictions were uploaded): the table below lists them.",
                 icon=":material/hide_image:")
     else:
-        shown = images.iloc[paged(len(images), "browse_page_no")]
-        image_grid(shown, rows_of(shown["image"], models), models)
+        shown = images.iloc[paged(len(images), "browse_page_no", "page")]
+        image_grid(shown, card_rows(table, filtered, shown["image"], models))
 
 # ------------------------------------------------------------------ the table
 st.subheader("Predictions per image")
@@ -352,13 +395,16 @@ for col, group in zip(st.columns(len(GROUPS)), GROUPS):
 _keep_valid("cmp_group", list(GROUPS), "both_wrong")
 group = st.radio("Show", list(GROUPS), key="cmp_group", horizontal=True,
                  format_func=lambda g: f"{GROUP_LABELS[g]} ({counts[g]:,})")
+_write_params({"cmp_a": "" if model_a == all_models[0] else model_a,
+               "cmp_b": "" if model_b == others[0] else model_b,
+               "cmp_group": "" if group == GROUPS[0] else group})
 chosen = comparison.group(group)
 if chosen.empty:
     st.caption("No image in this group.")
 else:
     if has_files:
-        shown = chosen.iloc[paged(len(chosen), "cmp_page_no")]
-        image_grid(shown, rows_of(shown["image"], [model_a, model_b]), [model_a, model_b])
+        shown = chosen.iloc[paged(len(chosen), "cmp_page_no", "cmp_page")]
+        image_grid(shown, card_rows(table, None, shown["image"], [model_a, model_b]))
     view = chosen.head(MAX_TABLE_ROWS)  # the group as the radio names it; the CSV keeps its raw value
     show_predictions(view.assign(group=view["group"].map(GROUP_LABELS)), COMPARE_DOCS, COMPARE_LABELS)
 safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_a}_vs_{model_b}")

@@ -305,19 +305,13 @@ LEVELS_SEEN = "imagenet-1k"  # CoG's levels are defined against the concepts of 
 
 
 def class_name(wnid: str, label_space: str = "imagenet-1k") -> str:
-    """ImageNet's name of a class, falling back to WordNet for wnids outside the label space. With
-    the sidebar's "ImageNet-CoG levels" on, a class in one of CoG's five levels reads
-    'leopard cat · L2' on every page (explain.concepts; levels against ImageNet-1k)."""
-    from core.labels import get_label_space
+    """ImageNet's name of a class, falling back to WordNet for wnids outside the label space, with
+    its sense when the name is ambiguous ('crane (wading bird)'): core.names.class_name, the one
+    rule for every page and CSV. With the sidebar's "ImageNet-CoG levels" on, a class in one of
+    CoG's five levels reads 'leopard cat · L2' on every page (explain.concepts; levels against ImageNet-1k)."""
+    from core.names import class_name as library_name
 
-    space = get_label_space(label_space)
-    if wnid in space:
-        name = space.display_name(wnid)
-    else:
-        try:
-            name = get_label_space("imagenet-21k").display_name(wnid)
-        except Exception:
-            name = wnid
+    name = str(library_name(wnid, label_space))
     if st.session_state.get("show_levels"):
         levels = concepts_table(LEVELS_SEEN)
         level = levels["level"].get(wnid) if wnid in levels.index else None

@@ -62,9 +62,13 @@ if _issues_path.exists():
         _by = (_flagged.groupby("image")["model"].agg(lambda m: ", ".join(sorted(set(m.dropna()))))
                if "model" in _flagged.columns else pd.Series(dtype="string"))
         _flagged = _flagged.drop_duplicates("image", keep="first")
-        _state = df.set_index("file")["excluded"].astype(bool)
-        _flagged = _flagged[_flagged["image"].isin(_state.index)]
-        _open = _flagged[~_flagged["image"].map(_state).astype(bool)]
+        # Keyed by the stored file, the one unique id an image has: duplicate and rejected rows have
+        # no file (NA, many times in one import), so the manifest's 'file' column is no index (issue
+        # 22 item 8: mapping through it raised InvalidIndexError and nothing could be excluded).
+        _stored = df[df["file"].notna()]
+        _excluded = set(_stored.loc[_stored["excluded"].fillna(False).astype(bool), "file"])
+        _flagged = _flagged[_flagged["image"].isin(set(_stored["file"]))]
+        _open = _flagged[~_flagged["image"].isin(_excluded)]
     if _issues is not None and _flagged.empty:
         st.caption(f"The label-issue check (python -m probe --label-issues) flagged none of this run's "
                    f"{plural(int(_issues['image'].nunique()), 'image')}.")

@@ -73,3 +73,49 @@ def test_names_are_looked_up_once_per_distinct_wnid(monkeypatch):
     out = names_of(series)
     assert sorted(calls) == [TABBY, TIGER_CAT]
     assert out.iloc[0] == "tabby" and out.iloc[1] == "tiger cat" and pd.isna(out.iloc[-1]) and len(out) == 10001
+
+
+CRANE_BIRD, CRANE_MACHINE = "n02012849", "n03126707"
+
+
+def test_ambiguous_imagenet_1k_names_carry_their_sense():
+    """Issue 22 item 21: a top-5 read 'crane' with no way to tell the bird from the machine. Every
+    name that two of the 1000 classes share gets a distinct display string, and no other changes."""
+    from core.names import ambiguous_names
+
+    space = get_label_space("imagenet-1k")
+    shared = ambiguous_names("imagenet-1k")
+    assert shared == {"crane": (CRANE_BIRD, CRANE_MACHINE), "Cardigan": ("n02113186", "n02963159"),
+                      "maillot": ("n03710637", "n03710721")}
+    assert {w: class_name(w) for group in shared.values() for w in group} == {
+        CRANE_BIRD: "crane (wading bird)", CRANE_MACHINE: "crane (lifting device)",
+        "n02113186": "Cardigan (corgi)", "n02963159": "cardigan (sweater)",
+        "n03710637": "maillot (tights)", "n03710721": "maillot (swimsuit)"}
+    names = [class_name(w) for w in space.wnids]
+    assert len({n.casefold() for n in names}) == 1000  # every class reads differently
+    ambiguous = {w for group in shared.values() for w in group}
+    assert all(class_name(w) == space.display_name(w) for w in space.wnids if w not in ambiguous)
+
+
+def test_outside_the_label_space_a_shared_name_carries_its_sense_too():
+    """A prediction of an ImageNet-21k model is named from ImageNet-21k's lists, ambiguous there or
+    against the run's classes; where the hypernym does not tell two apart the wnid does."""
+    space = get_label_space("imagenet-21k")
+    names = [class_name(w, "imagenet-21k") for w in space.wnids]
+    assert len({n.casefold() for n in names}) == len(space.wnids)  # 1,470 shared names, all told apart
+    outside = [w for w in space.wnids if w not in get_label_space("imagenet-1k")]
+    plant = next(w for w in outside if space.display_name(w) == "plant" and synset_of(w).name() == "plant.n.02")
+    assert class_name(plant) == "plant (organism)"
+    # Two tabbies under domestic cat in ImageNet-21k (the cat, and the female cat n02122878): the
+    # hypernym cannot tell them apart, the wnid does. In ImageNet-1k only one is a class: it stays
+    # 'tabby', and a 21k model's prediction of the other reads with its wnid.
+    assert class_name(TABBY, "imagenet-21k") == "tabby (n02123045)"
+    assert class_name("n02122878", "imagenet-21k") == class_name("n02122878") == "tabby (n02122878)"
+    assert class_name(TABBY) == "tabby"
+
+
+def test_pages_show_the_library_name():
+    from pages.common import class_name as page_name
+
+    for wnid in (CRANE_BIRD, CRANE_MACHINE, TABBY, LEOPARD_CAT, "n99999999"):
+        assert page_name(wnid) == class_name(wnid)

@@ -10,8 +10,8 @@ import pytest
 from core.labels import get_label_space
 from core.runstore import RunStore
 from core.wordnet import synset_of
-from explain.browse import (COLUMNS, GROUPS, BrowseError, class_names, compare_models, filter_images, image_table,
-                            run_image_table)
+from explain.browse import (COLUMNS, GROUPS, BrowseError, card_rows, class_names, compare_models, filter_images,
+                            image_table, run_image_table)
 from explain.vocabulary import RELATIONS
 from tests.explain import nltk_reference as ref
 
@@ -225,6 +225,27 @@ def test_compare_on_a_filtered_table_and_errors(table):
         compare_models(table, "vit", "vit")
     with pytest.raises(BrowseError):
         cmp.group("neither")
+
+
+def test_card_rows_lead_with_the_selection_and_mark_the_rest(table):
+    """Issue 22 item 16: a card's rows are the chosen models' rows of its image, the filtered ones
+    first; 'matched' is membership in the selection, not a filter evaluated again."""
+    selected = filter_images(table, outcome="mistake", relations=["distant"])
+    images = [f"{LYNX}/b.jpg", f"{COUGAR}/a.jpg"]
+    cards = card_rows(table, selected, images, ["resnet", "vit"])
+    assert list(zip(cards["image"], cards["model"], cards["matched"])) == [
+        (f"{LYNX}/b.jpg", "vit", True),  # vit alone has this image
+        (f"{COUGAR}/a.jpg", "resnet", True), (f"{COUGAR}/a.jpg", "vit", False)]  # vit was right there
+    assert list(cards.columns) == [*COLUMNS, "matched"]
+    keys = set(zip(selected["model"], selected["image"]))
+    assert cards["matched"].tolist() == [(m, i) in keys for m, i in zip(cards["model"], cards["image"])]
+    # matched rows first within an image, then models' order; None: every row matched
+    picked = table[(table["model"] == "vit") & (table["image"] == f"{TABBY}/a.jpg")]
+    first = card_rows(table, picked, [f"{TABBY}/a.jpg"], ["resnet", "vit"])
+    assert first["model"].tolist() == ["vit", "resnet"] and first["matched"].tolist() == [True, False]
+    everything = card_rows(table, None, [f"{TABBY}/a.jpg"], ["resnet", "vit"])
+    assert everything["model"].tolist() == ["resnet", "vit"] and everything["matched"].all()
+    assert card_rows(table, selected, [], ["resnet"]).empty
 
 
 def test_top1_only_predictions_have_no_top5(predictions):

@@ -156,3 +156,114 @@ def test_a_run_without_image_files_shows_its_tables(app, app_home, library, tmp_
     texts = [e.value for kind in ("markdown", "caption", "warning", "info", "error") for e in getattr(at, kind)]
     assert any("m\\_\\_bold" in t for t in texts), "the model id is shown, escaped"
     assert not [t for t in texts if re.search(r"(?<!\\)__bold", t)]
+
+
+def _card_lines(at) -> list[list[str]]:
+    """Each card's prediction lines (the caption under its true class), in the grid's order."""
+    marks = ("✓ ", "✗ ", ":gray[")
+    return [c.value.split("  \n") for c in at.caption if c.value.startswith(marks)]
+
+
+def test_cards_lead_with_what_the_filters_matched_and_mark_the_rest(app, library):
+    """Issue 22 item 16: filtered to Mistakes + distant, a card showed every chosen model's top-1 in
+    model order, the other models' right and related answers unmarked. Now the matched rows (the
+    library's selection, explain.browse.filter_images) come first and the rest are greyed, marked."""
+    from explain.browse import filter_images
+    from explain.browse import UNMATCHED
+    from pages.common import escape_markdown
+
+    matched = filter_images(library, outcome="mistake", relations=["distant"])
+    if matched.empty:
+        pytest.skip("no distant mistake on the sample")
+    at = open_page(app, run="sample", outcome="mistake", relation="distant")
+    images = matched.drop_duplicates("image").sort_values(["true_wnid", "image"])["image"].tolist()
+    from pages.common import plural
+
+    assert any(c.value.startswith(f"{plural(len(matched), 'prediction')} of {plural(len(images), 'image')} match")
+               for c in at.caption)
+    cards = _card_lines(at)[:len(images)]  # the Images grid's; the comparison's grid follows
+    models = list(dict.fromkeys(library["model"]))
+    for lines, image in zip(cards, images):
+        hits = matched[matched["image"] == image]["model"].tolist()
+        rest = [m for m in models if m not in hits and ((library["image"] == image) & (library["model"] == m)).any()]
+        assert len(lines) == len(hits) + len(rest), lines
+        for line, model in zip(lines, hits + rest):
+            assert f"{escape_markdown(model)}:" in line, (line, model)
+        assert not [line for line in lines[:len(hits)] if UNMATCHED in line or line.startswith(":gray[")]
+        assert all(line.startswith(":gray[") and line.endswith(f"· {UNMATCHED}]") for line in lines[len(hits):]), lines
+        assert rest and any(line.startswith(":gray[✓") for line in lines[len(hits):]), "another model's right answer, marked"
+    # Without filters every prediction is matched: nothing is greyed.
+    _widget(at, "radio", "browse_outcome").set_value("all").run()
+    _widget(at, "multiselect", "browse_relations").set_value([]).run()
+    assert not [line for lines in _card_lines(at) for line in lines if UNMATCHED in line]
+
+
+def test_the_two_model_comparison_lives_in_the_url(app, library):
+    """Issue 22 item 21: the two models compared (and the group shown) were not in the URL, so a
+    reload or a shared link showed the first two models. Now they are cmp_a, cmp_b, cmp_group."""
+    from explain.browse import GROUPS, compare_models
+
+    models = list(dict.fromkeys(library["model"]))
+    a, b = models[-1], models[0]
+    expected = compare_models(library, a, b)
+    group = next(g for g in GROUPS[1:] if expected.counts[g])
+    at = open_page(app, run="sample", cmp_a=a, cmp_b=b, cmp_group=group)
+    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (a, b)
+    assert _widget(at, "radio", "cmp_group").value == group
+    assert at.dataframe[-1].value["image"].tolist() == expected.group(group)["image"].tolist()
+    assert not at.warning, [w.value for w in at.warning]
+    # A change goes back to the URL; a new tab with that URL shows the same comparison.
+    _widget(at, "selectbox", "cmp_b").set_value(models[1]).run()
+    _widget(at, "radio", "cmp_group").set_value("both_wrong").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["cmp_a"] == a and at.query_params["cmp_b"] == models[1]
+    assert "cmp_group" not in at.query_params  # the default is left out
+    params = {k: at.query_params[k] for k in at.query_params}
+    tab = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    tab = open_page(tab, **params)
+    assert (_widget(tab, "selectbox", "cmp_a").value, _widget(tab, "selectbox", "cmp_b").value) == (a, models[1])
+    assert _widget(tab, "radio", "cmp_group").value == "both_wrong"
+
+
+def test_a_comparison_link_with_what_the_run_lacks_says_so(app, library):
+    models = list(dict.fromkeys(library["model"]))
+    at = open_page(app, run="sample", cmp_a="nobody", cmp_b=models[0], cmp_group="neither", page="x")
+    warning = " ".join(w.value for w in at.warning)
+    assert "model nobody" in warning and "cmp\\_group\\=neither" in warning and "page\\=x" in warning, warning
+    assert _widget(at, "selectbox", "cmp_a").value == models[0]  # the default, then B the first other
+    assert _widget(at, "selectbox", "cmp_b").value == models[1]
+    assert _widget(at, "radio", "cmp_group").value == "both_wrong"
+    at = open_page(app, run="sample", cmp_a=models[1], cmp_b=models[1])
+    assert any("a model other than cmp\\_a" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert _widget(at, "selectbox", "cmp_b").value == models[0]
+
+
+def test_the_grid_page_lives_in_the_url(app):
+    at = open_page(app, run="sample", page="2")
+    assert _widget(at, "number_input", "browse_page_no").value == 2
+    assert any(c.value == "Images 25–30 of 30." for c in at.caption), [c.value for c in at.caption]
+    _widget(at, "number_input", "browse_page_no").set_value(1).run()
+    assert "page" not in at.query_params
+    _widget(at, "number_input", "browse_page_no").set_value(2).run()
+    assert at.query_params["page"] == "2"
+
+
+def test_a_top5_tells_the_two_cranes_apart(app, app_home):
+    """Issue 22 item 21: a top-5 holding ImageNet-1k's two 'crane's read 'crane' twice. Names come
+    from core.names.class_name, which gives an ambiguous name its sense."""
+    import shutil
+
+    from core.runstore import RunStore
+    from pages.common import escape_markdown
+
+    run = RunStore(app_home).open_run("sample")
+    row = run.read_predictions().iloc[[0]].assign(model="crane_check", pred_wnid_2="n02012849",
+                                                  pred_wnid_3="n03126707")
+    run.append_predictions(row)
+    try:
+        at = open_page(app, run="sample", model="crane_check")
+        texts = " ".join(c.value for c in at.caption)
+        assert escape_markdown("2. crane (wading bird)") in texts, texts
+        assert escape_markdown("3. crane (lifting device)") in texts, texts
+    finally:
+        shutil.rmtree(run.prediction_parts.model_dir("crane_check"))

@@ -1,0 +1,116 @@
+"""The Images page (pages/images_page.py) through AppTest on a copy of the sample store whose run
+holds what a real import leaves: duplicate and rejected rows without a file of their own (several
+rows share file = NA), plus a label-issue table (python -m probe --label-issues' layout).
+
+Issue 22 item 8: the page keyed the manifest by its ``file`` column, which is not unique once two
+rows have no file (``df.set_index('file')['excluded']`` then ``Series.map`` raised
+pandas.errors.InvalidIndexError): the page crashed and nothing could be excluded."""
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+TIMEOUT = 600
+MODEL = "efficientnet_lite0"
+CRANE_BIRD, CRANE_MACHINE = "n02012849", "n03126707"
+
+
+@pytest.fixture(scope="module")
+def home(sample_store, tmp_path_factory):
+    """The sample store with, in its run: two near duplicates and a rejected file of the first
+    class (no file of their own: file NA, twice the same row) and a label-issue table flagging two
+    images."""
+    from core.runstore import MANIFEST_SCHEMA, RunStore, write_table
+    from tests.pages.conftest import copy_store
+
+    home = copy_store(sample_store, tmp_path_factory, "images_page")
+    run = RunStore(home).open_run("sample")
+    manifest = run.read_manifest()
+    kept = manifest.iloc[0]
+    extra = pd.DataFrame([
+        {"wnid": kept["wnid"], "file": pd.NA, "status": "duplicate", "reason": "near-duplicate",
+         "duplicate_of": kept["file"], "source": "import", "original_name": "copy.jpg", "excluded": False},
+        {"wnid": kept["wnid"], "file": pd.NA, "status": "duplicate", "reason": "near-duplicate",
+         "duplicate_of": kept["file"], "source": "import", "original_name": "copy.jpg", "excluded": False},
+        {"wnid": kept["wnid"], "file": pd.NA, "status": "rejected", "reason": "too-small", "source": "import",
+         "original_name": "tiny.png", "excluded": False},
+    ]).reindex(columns=list(MANIFEST_SCHEMA)).astype(MANIFEST_SCHEMA)
+    run.write_manifest(pd.concat([manifest, extra], ignore_index=True))
+    images = run.usable_images()[["file", "wnid"]].rename(columns={"file": "image", "wnid": "true_wnid"})
+    flagged = images.iloc[[0, 7]].reset_index(drop=True)
+    # The probe suggests ImageNet-1k's two cranes: the cards must tell them apart (issue 22 item 21).
+    issues = flagged.assign(model=MODEL, suggested_wnid=[CRANE_BIRD, CRANE_MACHINE], label_quality=[0.2, 0.1],
+                            is_issue=True)
+    (run.path / "probes").mkdir(exist_ok=True)
+    write_table(issues, run.path / "probes" / "label_issues.parquet")
+    return home
+
+
+def _open(home, monkeypatch) -> AppTest:
+    monkeypatch.setenv("WILDLENS_HOME", str(home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at.switch_page("pages/images_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_rows_without_a_file_neither_crash_the_page_nor_block_excluding(home, monkeypatch):
+    from core.runstore import RunStore
+
+    run = RunStore(home).open_run("sample")
+    before = run.read_manifest()
+    assert before["file"].isna().sum() == 3 and before["file"].duplicated().any()  # the case that crashed
+    try:
+        _exclude_on_both_ways(run, before, home, monkeypatch)
+    finally:
+        run.set_excluded(run.read_manifest()["file"].dropna().tolist(), excluded=False)
+
+
+def _exclude_on_both_ways(run, before, home, monkeypatch):
+    at = _open(home, monkeypatch)
+    assert at.subheader[0].value == "Flagged by the label-issue check · 2 images"
+    buttons = [b for b in at.button if b.key and b.key.startswith("exclude-flagged-")]
+    first = buttons[0].key.removeprefix("exclude-flagged-")
+    buttons[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    after = run.read_manifest()
+    assert len(after) == len(before)  # every row kept, the file-less ones too
+    assert after.loc[after["file"] == first, "excluded"].tolist() == [True]
+    assert not after.loc[after["file"].isna(), "excluded"].any()
+    assert at.subheader[0].value == "Flagged by the label-issue check · 1 image"
+
+    # The provenance table of the class that holds the file-less rows: tick one image, save.
+    wnid = before["wnid"].iloc[0]
+    at.selectbox[0].set_value(wnid).run()
+    assert not at.exception, [e.value for e in at.exception]
+    editor = at.data_editor[0]
+    shown = editor.value
+    target = next(f for f in shown["file"] if f != first)
+    at.session_state[editor.key] = {"edited_rows": {int(shown.index[shown["file"] == target][0]):
+                                                    {"excluded": True, "excluded_reason": "blurred"}},
+                                    "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    [b for b in at.button if b.label.startswith("Save 1 change")][0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    after = run.read_manifest()
+    assert len(after) == len(before)
+    assert after.loc[after["file"] == target, ["excluded", "excluded_reason"]].values.tolist() == [[True, "blurred"]]
+    assert after["file"].isna().sum() == 3 and not after.loc[after["file"].isna(), "excluded"].any()
+    # The other tab lists the file-less rows.
+    assert any((t.value["reason"] == "near-duplicate").sum() == 2 for t in at.dataframe if "reason" in t.value)
+
+
+def test_flagged_cards_name_the_sense_of_an_ambiguous_class(home, monkeypatch):
+    """Issue 22 item 21: both suggestions read '→ crane'; the name now carries its sense."""
+    from pages.common import escape_markdown
+
+    at = _open(home, monkeypatch)
+    notes = " ".join(m.value for m in at.markdown if "quality" in m.value)
+    assert "**" + escape_markdown("crane (wading bird)") + "**" in notes, notes
+    assert "**" + escape_markdown("crane (lifting device)") + "**" in notes, notes
