@@ -206,6 +206,21 @@ def _picked_in_sidebar() -> None:
     st.session_state.pop("_missing_run", None)  # an explicit choice answers the bad link
 
 
+def resend_if_relabelled(key: str, label: str | None) -> None:
+    """Call before drawing the select box ``key`` whose picked option now reads ``label``.
+
+    A select box's value travels as its option's label (Streamlit 1.67), and the browser keeps
+    the label it last got and sends it back with every click. When the picked run's label changed
+    since the last run (a rename here, in another tab, by the CLI), that old label matched no
+    option on the next click and the box fell back to its first option: the current run became
+    the newest one (issue 22 item 1). Setting the value again makes Streamlit send the new label
+    now."""
+    sent = st.session_state.setdefault("_labels_sent", {})
+    if key in st.session_state and key in sent and sent[key] != label:
+        st.session_state[key] = st.session_state[key]
+    sent[key] = label
+
+
 def run_selector() -> None:
     """Sidebar picker of the current run (newest first), kept in the URL as ``?run=<id>``."""
     if "_next_run_id" in st.session_state:
@@ -222,6 +237,7 @@ def run_selector() -> None:
 
         st.session_state["run_id"] = SAMPLE_RUN_ID if SAMPLE_RUN_ID in ids else ids[0]
     labels = {i.run_id: run_label(i) for i in infos}
+    resend_if_relabelled("run_id", labels[st.session_state["run_id"]])
     st.selectbox("Current run", ids, key="run_id", format_func=labels.get, on_change=_picked_in_sidebar)
     current = next((i for i in infos if i.run_id == st.session_state["run_id"]), None)
     if current is not None:

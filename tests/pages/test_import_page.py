@@ -224,7 +224,7 @@ def test_runs_page_labels_its_columns_and_links_the_import_page(home):
 def test_rename_a_run(home):
     make_run(home, "cats", "old title")
     at = start(run_id="cats")
-    at.text_input(key="title-cats").set_value("Cats from the garden").run()
+    at.text_input(key="title-cats").set_value("Cats from the garden")  # a form: sent with the click
     at.button(key="rename-save").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert home.open_run("cats").info.title == "Cats from the garden"
