@@ -38,8 +38,21 @@ def escape_markdown(text: str) -> str:
     predictions, class names) goes through here before it reaches one of them. Select box and
     multiselect options and table cells are plain text: escaping them would show the backslashes.
     Our own closed vocabularies are safe as they are: run ids (core.runstore's pattern), label
-    space and engine names, WordNet synset names (letters, digits, ``. _ - ' /``)."""
-    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:=])", r"\\\1", str(text))
+    space and engine names, WordNet synset names (letters, digits, ``. _ - ' /``).
+
+    Bare URLs, ``www.`` hosts and e-mail addresses: the browser's Markdown (GFM autolink literals)
+    links them in the text it has read, after the backslash escapes, so escaping cannot stop it
+    (issue 22 item 18: a run titled 'see http://x' was a link in the sidebar). A word joiner
+    (issue 22 item 18: a run titled 'see http://x' was a link in the sidebar). An invisible word
+    joiner (U+2060) goes into each pattern's start instead (between ':' and '//', 'www' and '.',
+    after '@'): the text reads the same and no link forms."""
+    text = _AUTOLINK_START.sub(WORD_JOINER, str(text))
+    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:=])", r"\\\1", text)
+
+
+WORD_JOINER = "\u2060"
+# Where GFM's autolink literals start: 'http(s)://' (and any scheme's '://'), 'www.', an '@'.
+_AUTOLINK_START = re.compile(r"(?i)(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)")
 
 
 def show_error(exc: BaseException, *, note: str = "", icon: str = ":material/error:") -> None:

@@ -167,3 +167,41 @@ def test_a_delete_confirms_only_the_run_it_was_asked_for(home):
     no_traceback(at)
     assert run_ids(home) == ["sample"]
     assert any("x-run" in e.value and "no longer" in e.value for e in at.error)
+
+
+# --------------------------------------------------------------------------- item 18: titles are plain text
+# What the browser's Markdown (remark-gfm's autolink literals) turns into a link, after the
+# backslash escapes are read: a URL, www.<host> or an e-mail address.
+AUTOLINK = re.compile(r"(?i)(?:^|[\s(*_~])(?:https?://|www\.)\w|[\w.+-]@[\w-]+\.\w")
+
+
+def autolinks(texts) -> list[str]:
+    read = [re.sub(r"\\(.)", r"\1", t) for t in texts]
+    return [t for t in read if AUTOLINK.search(t)]
+
+
+def test_a_url_in_a_title_is_no_link_in_the_sidebar_or_on_the_runs_page(home):
+    from tests.pages.test_hostile_day import rendered
+
+    title = "see http://evil.example/x, www.evil.example or mail a@evil.example"
+    make_run(home, "sample", "Sample photographs", is_sample=True)
+    make_run(home, "x-run", title)
+    at = start(run_id="x-run")
+    texts = rendered(at)
+    assert any("evil" in t for t in at.sidebar.caption.values), "the sidebar shows the title"
+    at.button(key="delete-ask").click().run()
+    texts += rendered(at)
+    assert any("evil" in t for t in at.warning.values)  # Delete run ...?
+    at.button(key="delete-confirm").click().run()
+    texts += rendered(at)
+    assert any("evil" in t for t in at.success.values)  # ... deleted
+    assert not autolinks(texts), autolinks(texts)
+
+
+def test_escape_markdown_breaks_every_autolink_literal():
+    from pages.common import escape_markdown
+
+    for text in ("http://x.example", "HTTPS://x.example/a?b", "www.x.example", "(WWW.x.example)", "a@b.example",
+                 "*www.x.example*", "mailto:a@b.example"):
+        assert not autolinks([escape_markdown(text)]), text
+        assert escape_markdown(text).replace("\u2060", "").replace("\\", "") == text  # reads the same
