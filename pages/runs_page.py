@@ -138,12 +138,13 @@ with st.container(border=True):
         with c1:
             page_link("pages/results_page.py", current, "See how the models did on the current run",
                       icon=":material/leaderboard:")
+    here = {RUN_PARAM: current} if current else None  # a link opened in a new tab keeps the run
     with c2:
-        st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:",
+        st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:", query_params=here,
                      help="A word, its WordNet sense, the ImageNet classes under it, images from the web.")
     with c3:
         st.page_link("pages/import_page.py", label="Import your own images", icon=":material/drive_folder_upload:",
-                     help="A folder with one sub-folder per class becomes a new run.")
+                     query_params=here, help="A folder with one sub-folder per class becomes a new run.")
 
 
 rows = []

@@ -218,7 +218,7 @@ def test_runs_page_labels_its_columns_and_links_the_import_page(home):
     (table,) = at.dataframe
     assert table.value.set_index("run").loc["sample", "images"] == 2
     assert table.proto.columns  # column_config carries the labels; the data keeps the CSV's names
-    assert any("import" in link.proto.page for link in at.get("page_link"))
+    assert any("import" in link.proto.page for link in at.main.get("page_link"))  # the page's own, not the sidebar's
 
 
 def test_rename_a_run(home):

@@ -205,3 +205,50 @@ def test_escape_markdown_breaks_every_autolink_literal():
                  "*www.x.example*", "mailto:a@b.example"):
         assert not autolinks([escape_markdown(text)]), text
         assert escape_markdown(text).replace("\u2060", "").replace("\\", "") == text  # reads the same
+
+
+# --------------------------------------------------------------------------- item 21: links and the new run
+def test_the_sidebar_links_carry_the_run(home):
+    make_run(home, "sample", "Sample photographs", is_sample=True)
+    make_run(home, "x-run", "x")
+    at = start(run_id="x-run")
+    links = at.sidebar.get("page_link")
+    assert len(links) == 11, [link.proto.page for link in links]  # every page of app.py
+    assert {link.proto.query_string for link in links} == {"run=x-run"}
+    at.sidebar.selectbox(key="run_id").set_value("sample").run()
+    assert {link.proto.query_string for link in at.sidebar.get("page_link")} == {"run=sample"}
+
+
+def test_an_import_makes_its_run_current_at_once(home, tmp_path):
+    make_run(home, "sample", "Sample photographs", is_sample=True)
+    src = tmp_path / "photos"
+    write_images(src / "tabby", 700)
+    at = start("pages/import_page.py")
+    assert at.sidebar.selectbox(key="run_id").value == "sample"
+    at.text_input(key="import_folder").set_value(str(src)).run()
+    at.button(key="import-go").click().run()
+    no_traceback(at)
+    (new,) = set(run_ids(home)) - {"sample"}
+    assert at.query_params["run"] == new
+    (picker,) = at.sidebar.selectbox
+    assert picker.value == new, "the sidebar shows the new run without another click"
+    assert {link.proto.query_string for link in at.sidebar.get("page_link")} == {f"run={new}"}
+    assert any(new in s.value for s in at.success)  # the import's summary stays on screen
+    at.run()  # any next click: the new run stays current
+    assert at.sidebar.selectbox(key="run_id").value == new and at.query_params["run"] == new
+
+
+def test_an_uploaded_predictions_file_makes_its_run_current_at_once(home):
+    make_run(home, "sample", "Sample photographs", is_sample=True)
+    at = start()
+    rest = "n02123394,n02123597,n02124075,n02127052"  # Persian, Siamese, Egyptian cat, lynx
+    rows = [f"m_up,n02123045,{'n02123045' if i % 2 else 'n02123159'},{rest},0.9" for i in range(4)]
+    csv = "model,true_wnid,pred_wnid,pred_wnid_2,pred_wnid_3,pred_wnid_4,pred_wnid_5,prob_1\n" + "\n".join(rows) + "\n"
+    at.get("file_uploader")[0].upload("my preds.csv", csv.encode(), "text/csv").run()
+    at.button(key="upload-create").click().run()
+    no_traceback(at)
+    assert not at.error, [e.value for e in at.error]
+    (new,) = set(run_ids(home)) - {"sample"}
+    assert at.query_params["run"] == new and at.sidebar.selectbox[0].value == new
+    at.run()
+    assert at.sidebar.selectbox(key="run_id").value == new and runs_picker(at).value == new
