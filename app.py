@@ -34,9 +34,11 @@ PAGES = [
     st.Page("pages/knowledge_page.py", url_path="knowledge", title="Knowledge", icon=":material/menu_book:"),
     st.Page("pages/explain_page.py", url_path="explain", title="Explain", icon=":material/account_tree:"),
 ]
-page = st.navigation(PAGES)
+# Hidden: the sidebar draws the links itself (pages.common.run_selector), each carrying ?run=<current>,
+# so that a link opened in a new tab opens the same run (st.navigation's own links carry no query).
+page = st.navigation(PAGES, position="hidden")
 st.session_state["_current_page"] = page  # links that keep the reader on this page (pages.common.require_run)
 with st.sidebar:
-    run_selector()
+    run_selector(PAGES)
     levels_toggle()
 page.run()

@@ -38,8 +38,21 @@ def escape_markdown(text: str) -> str:
     predictions, class names) goes through here before it reaches one of them. Select box and
     multiselect options and table cells are plain text: escaping them would show the backslashes.
     Our own closed vocabularies are safe as they are: run ids (core.runstore's pattern), label
-    space and engine names, WordNet synset names (letters, digits, ``. _ - ' /``)."""
-    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:=])", r"\\\1", str(text))
+    space and engine names, WordNet synset names (letters, digits, ``. _ - ' /``).
+
+    Bare URLs, ``www.`` hosts and e-mail addresses: the browser's Markdown (GFM autolink literals)
+    links them in the text it has read, after the backslash escapes, so escaping cannot stop it
+    (issue 22 item 18: a run titled 'see http://x' was a link in the sidebar). A word joiner
+    (issue 22 item 18: a run titled 'see http://x' was a link in the sidebar). An invisible word
+    joiner (U+2060) goes into each pattern's start instead (between ':' and '//', 'www' and '.',
+    after '@'): the text reads the same and no link forms."""
+    text = _AUTOLINK_START.sub(WORD_JOINER, str(text))
+    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~$:=])", r"\\\1", text)
+
+
+WORD_JOINER = "\u2060"
+# Where GFM's autolink literals start: 'http(s)://' (and any scheme's '://'), 'www.', an '@'.
+_AUTOLINK_START = re.compile(r"(?i)(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)")
 
 
 def show_error(exc: BaseException, *, note: str = "", icon: str = ":material/error:") -> None:
@@ -177,10 +190,40 @@ def page_link(page: str, run_id: str, label: str, icon: str = ":material/arrow_f
     st.page_link(page, label=label, icon=icon, query_params={RUN_PARAM: run_id, **params})
 
 
-def open_run_link(run_id: str, page: str = "pages/images_page.py", label: str = "Open its images") -> None:
-    """After creating a run inside a button's branch: make it current on the next rerun and offer
-    a link (a second button here would never fire: the first one is False on that rerun)."""
+def make_current(run_id: str) -> None:
+    """A run this page has just created becomes the current run now, without another click
+    (issue 22 item 21): the URL says it, the sidebar (its links and picker, drawn before the page)
+    is drawn again in its place with it, and from the next rerun on the sidebar's own picker holds
+    it ('_next_run_id'). The picker drawn here is a stand-in under another key: the 'run_id'
+    widget of this run cannot take a new value once drawn."""
     st.session_state["_next_run_id"] = run_id
+    st.session_state.pop("_missing_run", None)
+    st.query_params[RUN_PARAM] = run_id
+    st.session_state["_url_run"] = run_id
+    slot, pages = st.session_state.get("_sidebar_slot") or (None, ())
+    infos = list_runs()
+    made = next((i for i in infos if i.run_id == run_id), None)
+    if slot is None or made is None:
+        return
+    ids = [i.run_id for i in infos]
+    labels = {i.run_id: run_label(i) for i in infos}
+    st.session_state["_made_count"] = st.session_state.get("_made_count", 0) + 1
+    key = f"_run_id_made-{st.session_state['_made_count']}"
+    with slot.container():
+        _nav_links(pages, run_id)
+        st.selectbox("Current run", ids, index=ids.index(run_id), key=key, format_func=labels.get,
+                     on_change=_picked_made, args=(key,))
+        st.caption(run_details(made))
+
+
+def _picked_made(key: str) -> None:
+    st.session_state["_next_run_id"] = st.session_state[key]
+
+
+def open_run_link(run_id: str, page: str = "pages/images_page.py", label: str = "Open its images") -> None:
+    """After creating a run inside a button's branch: make it the current run at once
+    (make_current) and offer a link to it."""
+    make_current(run_id)
     page_link(page, run_id, label)
 
 
@@ -206,14 +249,44 @@ def _picked_in_sidebar() -> None:
     st.session_state.pop("_missing_run", None)  # an explicit choice answers the bad link
 
 
-def run_selector() -> None:
-    """Sidebar picker of the current run (newest first), kept in the URL as ``?run=<id>``."""
+def resend_if_relabelled(key: str, label: str | None) -> None:
+    """Call before drawing the select box ``key`` whose picked option now reads ``label``.
+
+    A select box's value travels as its option's label (Streamlit 1.67), and the browser keeps
+    the label it last got and sends it back with every click. When the picked run's label changed
+    since the last run (a rename here, in another tab, by the CLI), that old label matched no
+    option on the next click and the box fell back to its first option: the current run became
+    the newest one (issue 22 item 1). Setting the value again makes Streamlit send the new label
+    now."""
+    sent = st.session_state.setdefault("_labels_sent", {})
+    if key in st.session_state and key in sent and sent[key] != label:
+        st.session_state[key] = st.session_state[key]
+    sent[key] = label
+
+
+def _nav_links(pages, run_id: str | None) -> None:
+    """The sidebar's links to the pages (app.py hides st.navigation's own), each carrying
+    ``?run=<current>``: a link opened in a new tab opens the same run."""
+    for page in pages:
+        st.page_link(page, query_params={RUN_PARAM: run_id} if run_id else None)
+    if pages:
+        st.divider()
+
+
+def run_selector(pages=()) -> None:
+    """The sidebar's top: links to ``pages`` (st.Page objects) carrying the current run, then the
+    picker of the current run (newest first), kept in the URL as ``?run=<id>``. Drawn in one slot
+    that make_current draws again when a page creates a run."""
+    slot = st.empty()
+    st.session_state["_sidebar_slot"] = (slot, tuple(pages))
     if "_next_run_id" in st.session_state:
         st.session_state["run_id"] = st.session_state.pop("_next_run_id")
         st.session_state.pop("_missing_run", None)
     infos = list_runs()
     if not infos:
-        st.caption("No runs yet.")
+        with slot.container():
+            _nav_links(pages, None)
+            st.caption("No runs yet.")
         return
     ids = [i.run_id for i in infos]
     _run_from_url(ids)
@@ -222,10 +295,13 @@ def run_selector() -> None:
 
         st.session_state["run_id"] = SAMPLE_RUN_ID if SAMPLE_RUN_ID in ids else ids[0]
     labels = {i.run_id: run_label(i) for i in infos}
-    st.selectbox("Current run", ids, key="run_id", format_func=labels.get, on_change=_picked_in_sidebar)
-    current = next((i for i in infos if i.run_id == st.session_state["run_id"]), None)
-    if current is not None:
-        st.caption(run_details(current))
+    resend_if_relabelled("run_id", labels[st.session_state["run_id"]])
+    with slot.container():
+        _nav_links(pages, st.session_state["run_id"])
+        st.selectbox("Current run", ids, key="run_id", format_func=labels.get, on_change=_picked_in_sidebar)
+        current = next((i for i in infos if i.run_id == st.session_state["run_id"]), None)
+        if current is not None:
+            st.caption(run_details(current))
     if not st.session_state.get("_missing_run"):  # a bad link stays visible until it is answered
         st.query_params[RUN_PARAM] = st.session_state["run_id"]
         st.session_state["_url_run"] = st.session_state["run_id"]

@@ -1,25 +1,129 @@
-"""Runs: every stored run, newest first, and what each holds; open, rename or delete one."""
+"""Runs: every stored run, newest first, and what each holds; open, rename or delete one.
+
+Rename and delete act on the run picked here, by its id, which never changes (issue 22 item 1):
+
+* The picker is keyed, so a rename (a new label) keeps it on the run; it follows the sidebar's
+  current run when that changes.
+* Save title is a form: the typed title and the click (or Enter) arrive together, and the rename
+  runs in the button's callback, before the table and the sidebar are drawn (one script run).
+* "Delete this run…" records the id it was drawn for; the confirmation names that run, and its
+  button carries that id and the title it showed. The delete is refused, with one line and nothing
+  deleted, when the run was deleted meanwhile, when it was renamed since (another tab, the CLI:
+  the confirmation is shown again with the new title), or when the picker no longer shows it
+  (a stale click). Picking another run drops a pending delete.
+
+The images column is counted once per change of each run's manifest (a cache per run and
+manifest version): every rerun used to read every run's manifest again, since a cache of 8
+manifests cycled through by more runs never hits.
+"""
 import pandas as pd
 import streamlit as st
 
-from core.errors import WildLensError
-from core.runstore import StoreError
-from pages.common import (NA_DASH, RUN_PARAM, download_csv, escape_markdown, list_runs, manifest, open_run_link,
-                          page_link, plural, predictions, select_run, show_error, show_table, store)
+from core.errors import WildLensError, one_line
+from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
+from pages.common import (NA_DASH, RUN_PARAM, download_csv, escape_markdown, list_runs, open_run_link,
+                          page_link, plural, resend_if_relabelled, select_run, show_error, show_table, store)
+
+PICK = "runs-pick"  # the key of this page's run picker
+
+
+def title_of(info) -> str:
+    return info.title or info.query or info.run_id
+
+
+@st.cache_data(max_entries=4096, show_spinner=False)
+def _image_count(run_path: str, manifest_fp: str) -> int:
+    return len(Run(run_path).usable_images())
+
+
+def image_count(run) -> int:
+    """Accepted images not excluded (Run.usable_images), counted once per manifest version."""
+    return _image_count(str(run.path), manifest_fingerprint(run)) if run.manifest_path.exists() else 0
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _prediction_count(run_path: str, predictions_fp: str) -> int:
+    return len(Run(run_path).read_predictions())
+
+
+def prediction_count(run) -> int:
+    return _prediction_count(str(run.path), predictions_fingerprint(run)) if run.predictions_dir.exists() else 0
+
+
+def show_outcome() -> None:
+    """What the last rename or delete did (set by its callback)."""
+    done, failed = st.session_state.pop("_runs_flash", None), st.session_state.pop("_runs_error", None)
+    if done:
+        st.success(done, icon=":material/check_circle:")
+    if failed:
+        st.error(failed, icon=":material/error:")
+
+
+def rename(run_id: str) -> None:
+    """Save title's callback: ``run_id`` is the run the form was drawn for."""
+    title = st.session_state.get(f"title-{run_id}", "")
+    try:
+        before = store().open_run(run_id).info.title
+        if " ".join(title.split()) == before:
+            st.session_state["_runs_flash"] = f"Run {run_id} keeps its title {escape_markdown(before)}."
+            return
+        info = store().rename_run(run_id, title)
+    except (WildLensError, OSError) as exc:
+        st.session_state["_runs_error"] = escape_markdown(one_line(exc))
+        return
+    st.session_state["_runs_flash"] = f"Run {run_id} renamed to {escape_markdown(info.title)}."
+
+
+def ask_delete(run_id: str) -> None:
+    st.session_state["_delete_pending"] = run_id
+
+
+def confirm_delete(run_id: str, shown: str, n_images: int) -> None:
+    """The confirm button's callback, with the id and the title the confirmation showed."""
+    def refuse(line: str, keep: bool = False) -> None:
+        if not keep:
+            st.session_state.pop("_delete_pending", None)
+        st.session_state["_runs_error"] = line
+
+    picked = st.session_state.get(PICK)
+    if st.session_state.get("_delete_pending") != run_id or picked != run_id:
+        return refuse(f"The confirmation was for run {run_id} and the page now shows {picked}: nothing was deleted. "
+                      "Pick the run and ask again to delete it.")
+    try:
+        info = store().open_run(run_id).info
+    except StoreError:
+        return refuse(f"Run {run_id} no longer exists (deleted in another tab or by the CLI): nothing was deleted.")
+    if title_of(info) != shown:
+        return refuse(f"Run {run_id} was renamed to {escape_markdown(title_of(info))} since the delete was asked: "
+                      "nothing was deleted. Confirm again below if it is still the run to delete.", keep=True)
+    st.session_state.pop("_delete_pending", None)
+    try:
+        store().delete_run(run_id)
+    except WildLensError as exc:
+        return refuse(escape_markdown(one_line(exc)))
+    remaining = [i.run_id for i in list_runs()]
+    current = st.session_state.get("run_id")
+    if current == run_id or current not in remaining:
+        # The sidebar's picker owns 'run_id': the next current run is handed over for its draw.
+        from wildlens.sample import SAMPLE_RUN_ID
+
+        st.session_state["_next_run_id"] = (SAMPLE_RUN_ID if SAMPLE_RUN_ID in remaining
+                                            else remaining[0] if remaining else None)
+        if not remaining:
+            st.query_params.pop(RUN_PARAM, None)
+    st.session_state["_runs_flash"] = (f"Run {escape_markdown(shown)} ({run_id}) deleted with "
+                                       f"{plural(n_images, 'image')}.")
 
 
 st.title("Runs")
 # The folder comes from WILDLENS_HOME: outside text, escaped (a code span cannot escape a backtick).
 st.caption(f"Stored in {escape_markdown(store().root)} (set `WILDLENS_HOME` to move it). Runs persist across restarts.")
 
-flash = st.session_state.pop("_runs_flash", None)  # what the last rename or delete did (set before its rerun)
-if flash:
-    st.success(flash, icon=":material/check_circle:")
-
 infos = list_runs()
 for run_id, why in store().damaged_runs():  # skipped by every list: said here, with what to fix
     st.warning(escape_markdown(f"Run folder {run_id} is not listed: {why}"), icon=":material/warning:")
 if not infos:
+    show_outcome()
     st.info("No runs yet: start a query on the Query page, or import a folder of your own images on the Import page.")
     st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:")
     st.page_link("pages/import_page.py", label="Import a folder", icon=":material/drive_folder_upload:")
@@ -34,19 +138,13 @@ with st.container(border=True):
         with c1:
             page_link("pages/results_page.py", current, "See how the models did on the current run",
                       icon=":material/leaderboard:")
+    here = {RUN_PARAM: current} if current else None  # a link opened in a new tab keeps the run
     with c2:
-        st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:",
+        st.page_link("pages/query_page.py", label="Start a query", icon=":material/search:", query_params=here,
                      help="A word, its WordNet sense, the ImageNet classes under it, images from the web.")
     with c3:
         st.page_link("pages/import_page.py", label="Import your own images", icon=":material/drive_folder_upload:",
-                     help="A folder with one sub-folder per class becomes a new run.")
-
-
-def usable_count(run) -> int:
-    if not run.manifest_path.exists():
-        return 0
-    df = manifest(run)  # cached per manifest version
-    return int(((df["status"] == "accepted") & ~df["excluded"].astype(bool)).sum())
+                     query_params=here, help="A folder with one sub-folder per class becomes a new run.")
 
 
 rows = []
@@ -54,7 +152,7 @@ for info in infos:
     try:
         run = store().open_run(info.run_id)
         # no manifest (uploaded predictions): no image files, NA rather than a misleading 0
-        images = usable_count(run) if run.manifest_path.exists() else None
+        images = image_count(run) if run.manifest_path.exists() else None
     except (StoreError, OSError):  # deleted (or being deleted) in another tab or by the CLI since listed
         continue
     rows.append({
@@ -113,62 +211,54 @@ with st.expander("Bring your own predictions: a CSV or Parquet file becomes a ne
 if not infos:
     st.stop()
 st.subheader("Open, rename or delete a run")
+show_outcome()
 ids = [i.run_id for i in infos]
 by_id = {i.run_id: i for i in infos}
-choice = st.selectbox("Run", ids, index=ids.index(current) if current in ids else 0,
-                      format_func=lambda r: f"{by_id[r].title or by_id[r].query or r} · {r}")
+# Keyed: an unkeyed select box is identified by its labels too, so a rename (a new label) made it
+# a new widget, back on the current run, and the delete that followed offered that run instead of
+# the renamed one (issue 22 item 1). It follows the sidebar: a new current run is shown here too.
+if st.session_state.get("_runs_pick_follows") != current or st.session_state.get(PICK) not in ids:
+    st.session_state[PICK] = current if current in ids else ids[0]
+    st.session_state["_runs_pick_follows"] = current
+resend_if_relabelled(PICK, title_of(by_id[st.session_state[PICK]]))
+choice = st.selectbox("Run", ids, key=PICK, format_func=lambda r: f"{title_of(by_id[r])} · {r}")
 info = by_id[choice]
 if st.button("Make it the current run", type="primary", disabled=choice == current):
     select_run(choice, "pages/results_page.py")
 
-left, right = st.columns([3, 1], vertical_alignment="bottom")
-new_title = left.text_input("Title", value=info.title, key=f"title-{choice}", max_chars=200)
-if right.button("Save title", key="rename-save", disabled=new_title.strip() == info.title.strip()):
-    try:
-        store().rename_run(choice, new_title)
-    except WildLensError as exc:
-        show_error(exc)
-    else:
-        st.session_state["_runs_flash"] = f"Run {choice} renamed to {escape_markdown(' '.join(new_title.split()))}."
-        st.rerun()
+# A form: the typed title and the click (or Enter) reach the server together, in one run, and
+# the rename is done (in the callback) before the page and the sidebar draw the run's title.
+with st.form(f"rename-{choice}", border=False, enter_to_submit=True):
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
+    left.text_input("Title", value=info.title, key=f"title-{choice}", max_chars=200)
+    right.form_submit_button("Save title", key="rename-save", on_click=rename, args=(choice,))
 
 pending = st.session_state.get("_delete_pending")
-if pending != choice:
-    if st.button("Delete this run…", key="delete-ask", icon=":material/delete:"):
-        st.session_state["_delete_pending"] = choice
-        st.rerun()
+if pending is not None and pending != choice:  # asked for another run, then another was picked
+    st.session_state.pop("_delete_pending", None)
+    st.caption(f"The delete of {pending} was not confirmed; nothing was deleted.")
+    pending = None
+if pending is None:
+    st.button("Delete this run…", key="delete-ask", icon=":material/delete:", on_click=ask_delete, args=(choice,))
 else:
-    run = store().open_run(choice)
-    n_images = usable_count(run)
-    n_predictions = len(predictions(run)) if run.predictions_dir.exists() else 0
-    name = escape_markdown(info.title or info.query or choice)
+    try:
+        run = store().open_run(choice)
+    except StoreError:  # deleted in another tab or by the CLI since the list was read
+        st.session_state.pop("_delete_pending", None)
+        st.error(f"Run {choice} no longer exists: nothing to delete.", icon=":material/error:")
+        st.stop()
+    n_images = image_count(run)
+    n_predictions = prediction_count(run)
+    shown = title_of(info)
     goes = f"its {plural(n_images, 'image')}" + (
         f", {plural(n_predictions, 'stored prediction')} of {plural(len(info.models), 'model')}" if n_predictions
         else "") + f" and every other file in {escape_markdown(run.path)}"
     with st.container(border=True):
-        st.warning(f"Delete run **{name}** ({choice})? This removes {goes}. It cannot be undone."
+        st.warning(f"Delete run **{escape_markdown(shown)}** ({choice})? This removes {goes}. It cannot be undone."
                    + (" The sample run is built again the next time WildLens starts." if info.is_sample else ""),
                    icon=":material/warning:")
         yes, no = st.columns(2)
-        confirmed = yes.button(f"Delete {choice} for good", key="delete-confirm", type="primary")
-        if no.button("Cancel", key="delete-cancel"):
-            st.session_state.pop("_delete_pending", None)
-            st.rerun()
-    if confirmed:
-        st.session_state.pop("_delete_pending", None)
-        try:
-            store().delete_run(choice)
-        except WildLensError as exc:
-            show_error(exc)
-            st.stop()
-        remaining = [i.run_id for i in list_runs()]
-        if current == choice or current not in remaining:
-            # The sidebar's picker owns 'run_id': the next current run is handed over for the rerun.
-            from wildlens.sample import SAMPLE_RUN_ID
-
-            st.session_state["_next_run_id"] = (SAMPLE_RUN_ID if SAMPLE_RUN_ID in remaining
-                                                else remaining[0] if remaining else None)
-            if not remaining:
-                st.query_params.pop(RUN_PARAM, None)
-        st.session_state["_runs_flash"] = f"Run {name} ({choice}) deleted with {plural(n_images, 'image')}."
-        st.rerun()
+        # The click carries the id and the title it was drawn for (confirm_delete checks both).
+        yes.button(f"Delete {choice} for good", key="delete-confirm", type="primary", on_click=confirm_delete,
+                   args=(choice, shown, n_images))
+        no.button("Cancel", key="delete-cancel", on_click=lambda: st.session_state.pop("_delete_pending", None))

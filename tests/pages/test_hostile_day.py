@@ -99,7 +99,7 @@ def test_import_of_hostile_class_folders_shows_them_escaped_and_imports_the_good
 def test_a_run_renamed_to_a_markdown_link_shows_as_text_and_its_csv_is_neutralised(home, monkeypatch):
     make_run(home, "cats")
     at = start(run_id="cats")
-    at.text_input(key="title-cats").set_value("[click](http://evil)").run()
+    at.text_input(key="title-cats").set_value("[click](http://evil)")  # a form: sent with the click
     at.button(key="rename-save").click().run()
     no_traceback(at)
     assert home.open_run("cats").info.title == "[click](http://evil)"
@@ -108,7 +108,7 @@ def test_a_run_renamed_to_a_markdown_link_shows_as_text_and_its_csv_is_neutralis
     assert any("\\[click\\]" in c.value for c in at.sidebar.caption)  # the sidebar's whole title, escaped
 
     captured = capture_downloads(monkeypatch)
-    at.text_input(key="title-cats").set_value("=cmd|' /C calc'!A0").run()
+    at.text_input(key="title-cats").set_value("=cmd|' /C calc'!A0")
     at.button(key="rename-save").click().run()
     no_traceback(at)
     at.run()

@@ -218,13 +218,13 @@ def test_runs_page_labels_its_columns_and_links_the_import_page(home):
     (table,) = at.dataframe
     assert table.value.set_index("run").loc["sample", "images"] == 2
     assert table.proto.columns  # column_config carries the labels; the data keeps the CSV's names
-    assert any("import" in link.proto.page for link in at.get("page_link"))
+    assert any("import" in link.proto.page for link in at.main.get("page_link"))  # the page's own, not the sidebar's
 
 
 def test_rename_a_run(home):
     make_run(home, "cats", "old title")
     at = start(run_id="cats")
-    at.text_input(key="title-cats").set_value("Cats from the garden").run()
+    at.text_input(key="title-cats").set_value("Cats from the garden")  # a form: sent with the click
     at.button(key="rename-save").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert home.open_run("cats").info.title == "Cats from the garden"

@@ -123,7 +123,7 @@ def test_a_run_without_zero_shot_models_says_how_and_still_shows_the_coverage(ap
     assert not at.error, [e.value for e in at.error]
     how = [i.value for i in at.info if "No zero-shot model" in i.value]
     assert how and "python -m classify --run sample --models clip:ViT-B-32.openai --knowledge def" in how[0]
-    assert any("models" in link.proto.page for link in at.get("page_link"))
+    assert any("models" in link.proto.page for link in at.main.get("page_link"))  # not the sidebar's
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Classes"] == "5"
     # The usual recipes' prompts for the first class, no model needed.
