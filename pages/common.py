@@ -349,6 +349,25 @@ def usable_files(run: Run) -> frozenset | None:
     return _usable_files(str(run.path), manifest_fingerprint(run))
 
 
+def predictions_only(run: Run) -> bool:
+    """A run that holds predictions and no images: one made from an uploaded predictions file
+    (explain.export.import_predictions_as_run: source 'upload', no manifest, no image files), or one
+    copied that way. Nothing in it can be classified again, probed or shown as a picture."""
+    if run.info.source == "upload":
+        return True
+    has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None
+    return bool(run.info.models) and not run.manifest_path.exists() and not has_files
+
+
+def predictions_only_note(cannot: str, instead: str) -> None:
+    """The one answer of every page whose work needs images, on a predictions-only run: what it
+    cannot do and why, what to do instead, and the link to the Import page (issue 22 item 21)."""
+    st.info(f"This run holds predictions only (uploaded from a file, no images), so {cannot}. {instead}",
+            icon=":material/info:")
+    st.page_link("pages/import_page.py", label="Import the images as a new run",
+                 icon=":material/drive_folder_upload:")
+
+
 @st.cache_resource(max_entries=4, show_spinner="Indexing the mistakes…")
 def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> dict:
     preds = _predictions(run_path, predictions_fp)

@@ -16,7 +16,7 @@ from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
 from core.serving import sharing
 from pages.common import (download_csv, escape_markdown, hold_ray_for_the_server, manifest, model_family, page_link, plural,
-                          progress_bar, require_run, show_error, show_table)
+                          predictions_only, predictions_only_note, progress_bar, require_run, show_error, show_table)
 
 REGISTRY_DOCS = {
     "usable": "Weights found on this machine (caches and installed packages only; nothing is downloaded).",
@@ -50,12 +50,33 @@ def registry_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def registry_section(table: pd.DataFrame, label_space: str) -> None:
+    """The whole registry per family, with where each model's weights are, and its CSV."""
+    with st.expander(f"All {plural(len(table), 'registered model')}, with where their weights are"):
+        for family in FAMILIES:
+            part = table[table["family"] == family]
+            if part.empty:  # e.g. no hybrid in the curated registry: no empty group
+                continue
+            st.subheader(f"{FAMILY_TITLES[family]} · {int(part['usable'].sum())} of {len(part)} usable here")
+            show_table(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
+                       docs=REGISTRY_DOCS, labels={"id": "Model id", "model": "Architecture"},
+                       column_config={"usable": st.column_config.CheckboxColumn(
+                           "Usable", help="`usable`: " + REGISTRY_DOCS["usable"])})
+    download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)", label_space=label_space)
+
+
 st.title("Models")
 run = require_run()
 table = registry_table()
 st.caption("Weights are looked for in this machine's caches only (Hugging Face, torch hub, installed packages); "
            "nothing is downloaded. A model marked unusable shows the one command that fetches its weights on a "
            "machine with internet.")
+if predictions_only(run):  # uploaded predictions: nothing to classify
+    predictions_only_note("no model can classify it here",
+                          "To classify the images with these or other models, import them as a new run on the Import "
+                          "page and run the models on it here. The registry below says which weights this machine has.")
+    registry_section(table, run.info.label_space)
+    st.stop()
 
 # A compact picker per family: only models whose weights are on this machine can be picked; a new
 # run starts with all of them ticked, a run that has models keeps its own. The full registry (with
@@ -134,19 +155,7 @@ st.caption(" · ".join(f"{FAMILY_TITLES[f]}: {sum(family_of.get(m) == f for m in
                       f"{int((usable['family'] == f).sum()) + sum(family_of[m] == f for m in extras)} usable"
                       for f in FAMILIES if (table["family"] == f).any() or any(family_of[m] == f for m in extras)))
 
-with st.expander(f"All {plural(len(table), 'registered model')}, with where their weights are"):
-    for family in FAMILIES:
-        part = table[table["family"] == family]
-        if part.empty:  # e.g. no hybrid in the curated registry: no empty group
-            continue
-        st.subheader(f"{FAMILY_TITLES[family]} · {int(part['usable'].sum())} of {len(part)} usable here")
-        show_table(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
-                   docs=REGISTRY_DOCS, labels={"id": "Model id", "model": "Architecture"},
-                   column_config={"usable": st.column_config.CheckboxColumn(
-                       "Usable", help="`usable`: " + REGISTRY_DOCS["usable"])})
-
-download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)",
-             label_space=run.info.label_space)
+registry_section(table, run.info.label_space)
 images = manifest(run)
 n_images = int(((images["status"] == "accepted") & ~images["excluded"].astype(bool)).sum()) if not images.empty else 0
 runnable = list(selected)
