@@ -332,6 +332,13 @@ def levels_toggle() -> None:
               help="Show each class's concept-generalization level (ImageNet-CoG, L1 closest to the ImageNet-1k "
                    "classes, L5 farthest) beside its name on every page. Classes outside the five levels "
                    "(ImageNet-1k classes, their ancestors, non-leaves) show none.")
+    run = current_run() if st.session_state.get("show_levels") else None
+    if run is not None:  # switched on where no class would change: say so, and why (issue 22 item 21)
+        from explain.concepts import why_no_level
+
+        note = why_no_level(run.info.wnids, concepts_table(LEVELS_SEEN), LEVELS_SEEN)
+        if note:
+            st.caption(escape_markdown(note))
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
