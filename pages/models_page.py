@@ -5,6 +5,11 @@ Inference runs on the local engine (this process) or, when Ray is installed, on 
 Ray the engine choice is still shown, disabled, with the command that installs it: someone who
 read about ``--engine ray`` finds where it would be and what it takes, instead of an option that
 silently is not there.
+
+*Also store features (for Probes)* is ``python -m classify --run RUN --features``: the same
+library step (``classify.features.feature_options``, then ``predict_run``) stores each image's
+frozen features beside its predictions, for the Probes page and ``python -m probe``. A run of
+uploaded predictions (no images) gets no run form: the page says why and links to Import.
 """
 import os
 
@@ -252,6 +257,15 @@ if zero_shot:
                                  help="OpenAI's 80 ImageNet templates, or open_clip's 7.")
         style = z4.selectbox("Prompt style", ["plain", "elevater"], key="zs-style",
                              help="plain: a readable sentence; elevater: ELEVATER's exact format.")
+# python -m classify --run RUN --features: the same pass also stores each image's frozen features, which
+# the Probes page maps and python -m probe trains its probes on (classify.features).
+store_features = st.checkbox(
+    "Also store features (for Probes)", key="store-features",
+    help="Also store each image's frozen features in the run (features/<model>/: a classifier's pooled pre-logit "
+         "features, a zero-shot model's image embedding), taken in the same pass as the predictions: the Probes "
+         "page maps them and `python -m probe` trains its probes on them. Every model then runs on PyTorch (int8 "
+         "is ONNX Runtime only: refused), and images whose predictions are stored without features are classified "
+         "again for them. The same as `python -m classify --run RUN --features`.")
 if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=not runnable or n_images == 0):
     import contextlib
 
@@ -262,7 +276,12 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     options = InferenceOptions(batch_size=batch_size or None, device=device, num_workers=0, precision=precision,
                                resampler=resampler, engine=engine, ray_address=ray_address, ray_actors=ray_actors)
     try:
+        if store_features:  # the command line's own step (classify.cli): features on, PyTorch backend
+            from classify.features import feature_options
+
+            options = feature_options(options)
         with st.status(f"Classifying {plural(n_images, 'image')} with {plural(len(runnable), 'model')}"
+                       + (" and storing their features" if store_features else "")
                        + (" on Ray" if engine == "ray" else "") + "…", expanded=True) as status:
             if engine == "ray":
                 st.caption("Ray: joining or starting the instance, checking every node, then loading the models "
@@ -298,5 +317,13 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     show_table(pd.DataFrame([vars(r) for r in report.models.values()]), docs=REPORT_DOCS, width="content")
     st.caption(escape_markdown(report.summary()))
     show_state()  # run.json now lists the models just run
-    st.success("Predictions stored. Re-running skips what is stored.")
+    if store_features:
+        from classify.features import features_summary
+
+        for line in features_summary(run, list(report.models)).splitlines():  # names folders: escaped
+            st.caption(escape_markdown(line))
+    st.success(("Predictions and features" if store_features else "Predictions") + " stored. Re-running skips "
+               "what is stored.")
     page_link("pages/results_page.py", run.run_id, "See the results", icon=":material/leaderboard:")
+    if store_features:
+        page_link("pages/probes_page.py", run.run_id, "See the embedding map (Probes)", icon=":material/show_chart:")

@@ -157,8 +157,8 @@ def probes_section(run: Run) -> None:
         show_error(exc)
         return
     if results is None or results.empty:
-        st.info("No probe results in this run yet. Store the models' frozen features, then train the probes:",
-                icon=":material/info:")
+        st.info("No probe results in this run yet. Store the models' frozen features (the Models page's *Also store "
+                "features (for Probes)*, or the first command), then train the probes:", icon=":material/info:")
         st.code(probe_commands(run), language="sh")
         return
     tables = metric_tables(run)
@@ -294,7 +294,8 @@ def embedding_section(run: Run) -> None:
         show_error(exc)
         return
     if not models:
-        st.info("No stored features in this run yet. Store a model's pooled features with:", icon=":material/info:")
+        st.info("No stored features in this run yet. Run the models on the Models page with *Also store features "
+                "(for Probes)* ticked, or store a model's pooled features with:", icon=":material/info:")
         st.code(probe_commands(run).splitlines()[0], language="sh")
         return
     c1, c2, c3 = st.columns([2, 1, 2])
