@@ -266,6 +266,53 @@ def _compute(seen: str, image_counts: dict[str, int] | None, cache_dir) -> pd.Da
     return table.astype({column: dtype for column, (dtype, _) in CONCEPT_COLUMNS.items()})
 
 
+# Why a concept has no level, as (one, several) completing "N of the classes ...": the first rule of
+# A.1 that removed it, an eligible concept in a gap between two levels, or no ImageNet-21k concept.
+NO_LEVEL_WHY = {
+    "seen": ("is a class of {seen}", "are classes of {seen}"),
+    "ancestor_of_seen": ("is an ancestor of a class of {seen}", "are ancestors of classes of {seen}"),
+    "person": ("lies under person.n.01", "lie under person.n.01"),
+    "few_images": ("has too few images", "have too few images"),
+    "has_eligible_descendant": ("has an unseen concept under it (CoG keeps the leaves)",
+                                "have unseen concepts under them (CoG keeps the leaves)"),
+    "gap": ("falls in a gap between two levels", "fall in gaps between two levels"),
+    "outside": ("is not an ImageNet-21k concept", "are not ImageNet-21k concepts"),
+}
+
+
+def why_no_level(wnids, table: pd.DataFrame, seen: str = "imagenet-1k") -> str:
+    """One line saying that none of ``wnids`` (a run's classes) has a CoG level, and why; '' when
+    one of them has a level (or there are none). ``table``: :func:`concept_levels`' table against
+    ``seen`` (indexed by wnid or with a wnid column). Levels exist only for the eligible unseen
+    ImageNet-21k concepts (module docstring: A.1), so a run of ImageNet-1k classes, of their
+    ancestors or of classes outside ImageNet-21k has none."""
+    wnids = list(dict.fromkeys(str(w) for w in wnids))
+    if not wnids:
+        return ""
+    if "wnid" in table.columns:
+        table = table.set_index("wnid")
+    rows = table.reindex(wnids)
+    if rows["level"].notna().any():
+        return ""
+    known = rows.index.isin(table.index)
+    why = np.where(~known, "outside", np.where(rows["reason"].fillna("").astype(str) == "", "gap",
+                                               rows["reason"].fillna("").astype(str)))
+    counts = pd.Series(why).value_counts(sort=False)
+    counts = counts.reindex([k for k in NO_LEVEL_WHY if k in counts.index])
+    n = len(wnids)
+    why = (f"CoG's levels rank only the ImageNet-21k concepts unseen by {seen} (not its classes or their "
+           "ancestors, no people, leaves only).")
+    if n == 1:
+        said = NO_LEVEL_WHY[counts.index[0]][0].format(seen=seen)
+        return f"This run's one class has no ImageNet-CoG level: it {said}. {why}"
+    parts = []
+    for key, count in counts.items():
+        one, several = NO_LEVEL_WHY[key]
+        said = (one if count == 1 else several).format(seen=seen)
+        parts.append(f"{'all ' if count == n else ''}{count:,} {said}")
+    return f"None of this run's {n:,} classes has an ImageNet-CoG level: {', '.join(parts)}. {why}"
+
+
 def synset_of_name(name: str):
     from core.wordnet import get_wordnet
 

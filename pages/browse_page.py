@@ -375,7 +375,11 @@ download_csv(filtered, f"{run.run_id}_images.csv", key="dl-browse", label_space=
 # ------------------------------------------------------------------ two models, image by image
 st.subheader("Compare two models")
 if len(all_models) < 2:
-    st.caption("Comparing needs two models; this run has one. Run another on the Models page.")
+    from pages.common import predictions_only
+
+    st.caption("Comparing needs two models; " + ("the uploaded predictions hold one (a run without images: no model "
+                                                 "can be run on it)." if predictions_only(run) else
+                                                 "this run has one. Run another on the Models page."))
     st.stop()
 _keep_valid("cmp_a", all_models, all_models[0])
 ca, cb, cc = st.columns([1, 1, 2])

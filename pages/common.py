@@ -402,6 +402,13 @@ def levels_toggle() -> None:
               help="Show each class's concept-generalization level (ImageNet-CoG, L1 closest to the ImageNet-1k "
                    "classes, L5 farthest) beside its name on every page. Classes outside the five levels "
                    "(ImageNet-1k classes, their ancestors, non-leaves) show none.")
+    run = current_run() if st.session_state.get("show_levels") else None
+    if run is not None:  # switched on where no class would change: say so, and why (issue 22 item 21)
+        from explain.concepts import why_no_level
+
+        note = why_no_level(run.info.wnids, concepts_table(LEVELS_SEEN), LEVELS_SEEN)
+        if note:
+            st.caption(escape_markdown(note))
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -417,6 +424,25 @@ def usable_files(run: Run) -> frozenset | None:
     a manifest (predictions imported from elsewhere), where every prediction counts, as in
     ``core.runstore.Run.usable_predictions``."""
     return _usable_files(str(run.path), manifest_fingerprint(run))
+
+
+def predictions_only(run: Run) -> bool:
+    """A run that holds predictions and no images: one made from an uploaded predictions file
+    (explain.export.import_predictions_as_run: source 'upload', no manifest, no image files), or one
+    copied that way. Nothing in it can be classified again, probed or shown as a picture."""
+    if run.info.source == "upload":
+        return True
+    has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None
+    return bool(run.info.models) and not run.manifest_path.exists() and not has_files
+
+
+def predictions_only_note(cannot: str, instead: str) -> None:
+    """The one answer of every page whose work needs images, on a predictions-only run: what it
+    cannot do and why, what to do instead, and the link to the Import page (issue 22 item 21)."""
+    st.info(f"This run holds predictions only (uploaded from a file, no images), so {cannot}. {instead}",
+            icon=":material/info:")
+    st.page_link("pages/import_page.py", label="Import the images as a new run",
+                 icon=":material/drive_folder_upload:")
 
 
 @st.cache_resource(max_entries=4, show_spinner="Indexing the mistakes…")

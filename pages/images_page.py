@@ -32,6 +32,13 @@ st.title("Images")
 run = require_run()
 info = run.info
 df = manifest(run)
+from pages.common import predictions_only, predictions_only_note  # noqa: E402
+
+if df.empty and predictions_only(run):  # uploaded predictions: no image to collect into it
+    predictions_only_note("it has no images to show or exclude",
+                          "To look at the images, import them as a new run on the Import page (one sub-folder per "
+                          "class); the Browse page lists this run's predictions.")
+    st.stop()
 if df.empty:
     st.info("This run has no images yet. Collect some on the Query page.")
     st.stop()

@@ -18,8 +18,8 @@ from explain.recipes import (COLUMN_DOCS, COLUMN_LABELS, difference_summary, par
                              recipe_label, recipe_table, zero_shot_groups)
 from explain.schema import labels_of
 from pages.common import (NA_DASH, PERCENT_D3, STYLE_MAX_CELLS, class_name, download_csv, escape_markdown,
-                          metric_tables, page_link, plural, predictions, require_run, show_error, show_table, styled,
-                          table_column_config)
+                          metric_tables, page_link, plural, predictions, predictions_only, predictions_only_note,
+                          require_run, show_error, show_table, styled, table_column_config)
 
 LABELS = labels_of("per_model") | COLUMN_LABELS
 SHOWN = ["recipe_label", "accuracy", "accuracy_vs_name", "sibling_rate", "path_mistakes", "lch_mistakes",
@@ -93,7 +93,13 @@ st.caption("A zero-shot model reads each class as text: its name in prompt templ
 groups = zero_shot_groups(tables.per_model)
 recipes = recipe_table(tables.per_model)
 chosen_ids: list[str] = []
-if not groups:
+uploaded = predictions_only(run)  # uploaded predictions: no image to run a zero-shot model on
+if not groups and uploaded:
+    predictions_only_note("no zero-shot model can be run on it",
+                          "To compare prompt recipes, import the images as a new run on the Import page and run a "
+                          "CLIP model on it on the Models page, once per recipe. The coverage and the prompts below "
+                          "need no model.")
+elif not groups:
     st.info("No zero-shot model in this run yet. Run one on the Models page (pick a CLIP model, then a label set "
             "and a prompt recipe), or from a shell, once per recipe:\n\n"
             f"`python -m classify --run {run.run_id} --models clip:ViT-B-32.openai`  \n"
@@ -109,7 +115,10 @@ else:
     chosen_ids = groups[base]
     rows = recipes[recipes["model"].isin(chosen_ids)]
     st.subheader("Recipes side by side")
-    if len(rows) == 1:
+    if len(rows) == 1 and uploaded:
+        st.caption("Only one recipe of this model in the uploaded predictions. Another recipe needs the images: "
+                   "import them as a new run on the Import page and run the model there with it.")
+    elif len(rows) == 1:
         st.caption("Only one recipe of this model in the run: run another (e.g. `--knowledge def`) to compare.")
     show_signed_table(rows[[c for c in SHOWN if c in rows.columns]], "per_model")
     download_csv(rows, f"{run.run_id}_recipes.csv", key="dl-recipes", label_space=label_space)

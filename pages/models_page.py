@@ -5,6 +5,11 @@ Inference runs on the local engine (this process) or, when Ray is installed, on 
 Ray the engine choice is still shown, disabled, with the command that installs it: someone who
 read about ``--engine ray`` finds where it would be and what it takes, instead of an option that
 silently is not there.
+
+*Also store features (for Probes)* is ``python -m classify --run RUN --features``: the same
+library step (``classify.features.feature_options``, then ``predict_run``) stores each image's
+frozen features beside its predictions, for the Probes page and ``python -m probe``. A run of
+uploaded predictions (no images) gets no run form: the page says why and links to Import.
 """
 import os
 
@@ -16,7 +21,7 @@ from classify.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
 from core.serving import sharing
 from pages.common import (download_csv, escape_markdown, hold_ray_for_the_server, manifest, model_family, page_link, plural,
-                          progress_bar, require_run, show_error, show_table)
+                          predictions_only, predictions_only_note, progress_bar, require_run, show_error, show_table)
 
 REGISTRY_DOCS = {
     "usable": "Weights found on this machine (caches and installed packages only; nothing is downloaded).",
@@ -50,12 +55,33 @@ def registry_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def registry_section(table: pd.DataFrame, label_space: str) -> None:
+    """The whole registry per family, with where each model's weights are, and its CSV."""
+    with st.expander(f"All {plural(len(table), 'registered model')}, with where their weights are"):
+        for family in FAMILIES:
+            part = table[table["family"] == family]
+            if part.empty:  # e.g. no hybrid in the curated registry: no empty group
+                continue
+            st.subheader(f"{FAMILY_TITLES[family]} · {int(part['usable'].sum())} of {len(part)} usable here")
+            show_table(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
+                       docs=REGISTRY_DOCS, labels={"id": "Model id", "model": "Architecture"},
+                       column_config={"usable": st.column_config.CheckboxColumn(
+                           "Usable", help="`usable`: " + REGISTRY_DOCS["usable"])})
+    download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)", label_space=label_space)
+
+
 st.title("Models")
 run = require_run()
 table = registry_table()
 st.caption("Weights are looked for in this machine's caches only (Hugging Face, torch hub, installed packages); "
            "nothing is downloaded. A model marked unusable shows the one command that fetches its weights on a "
            "machine with internet.")
+if predictions_only(run):  # uploaded predictions: nothing to classify
+    predictions_only_note("no model can classify it here",
+                          "To classify the images with these or other models, import them as a new run on the Import "
+                          "page and run the models on it here. The registry below says which weights this machine has.")
+    registry_section(table, run.info.label_space)
+    st.stop()
 
 # A compact picker per family: only models whose weights are on this machine can be picked; a new
 # run starts with all of them ticked, a run that has models keeps its own. The full registry (with
@@ -134,19 +160,7 @@ st.caption(" · ".join(f"{FAMILY_TITLES[f]}: {sum(family_of.get(m) == f for m in
                       f"{int((usable['family'] == f).sum()) + sum(family_of[m] == f for m in extras)} usable"
                       for f in FAMILIES if (table["family"] == f).any() or any(family_of[m] == f for m in extras)))
 
-with st.expander(f"All {plural(len(table), 'registered model')}, with where their weights are"):
-    for family in FAMILIES:
-        part = table[table["family"] == family]
-        if part.empty:  # e.g. no hybrid in the curated registry: no empty group
-            continue
-        st.subheader(f"{FAMILY_TITLES[family]} · {int(part['usable'].sum())} of {len(part)} usable here")
-        show_table(part[["usable", "id", "model", "label space", "params (M)", "input", "paper", "weights"]],
-                   docs=REGISTRY_DOCS, labels={"id": "Model id", "model": "Architecture"},
-                   column_config={"usable": st.column_config.CheckboxColumn(
-                       "Usable", help="`usable`: " + REGISTRY_DOCS["usable"])})
-
-download_csv(table, "models.csv", key="dl-models", label="Download the model list (CSV)",
-             label_space=run.info.label_space)
+registry_section(table, run.info.label_space)
 images = manifest(run)
 n_images = int(((images["status"] == "accepted") & ~images["excluded"].astype(bool)).sum()) if not images.empty else 0
 runnable = list(selected)
@@ -243,6 +257,15 @@ if zero_shot:
                                  help="OpenAI's 80 ImageNet templates, or open_clip's 7.")
         style = z4.selectbox("Prompt style", ["plain", "elevater"], key="zs-style",
                              help="plain: a readable sentence; elevater: ELEVATER's exact format.")
+# python -m classify --run RUN --features: the same pass also stores each image's frozen features, which
+# the Probes page maps and python -m probe trains its probes on (classify.features).
+store_features = st.checkbox(
+    "Also store features (for Probes)", key="store-features",
+    help="Also store each image's frozen features in the run (features/<model>/: a classifier's pooled pre-logit "
+         "features, a zero-shot model's image embedding), taken in the same pass as the predictions: the Probes "
+         "page maps them and `python -m probe` trains its probes on them. Every model then runs on PyTorch (int8 "
+         "is ONNX Runtime only: refused), and images whose predictions are stored without features are classified "
+         "again for them. The same as `python -m classify --run RUN --features`.")
 if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=not runnable or n_images == 0):
     import contextlib
 
@@ -253,7 +276,12 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     options = InferenceOptions(batch_size=batch_size or None, device=device, num_workers=0, precision=precision,
                                resampler=resampler, engine=engine, ray_address=ray_address, ray_actors=ray_actors)
     try:
+        if store_features:  # the command line's own step (classify.cli): features on, PyTorch backend
+            from classify.features import feature_options
+
+            options = feature_options(options)
         with st.status(f"Classifying {plural(n_images, 'image')} with {plural(len(runnable), 'model')}"
+                       + (" and storing their features" if store_features else "")
                        + (" on Ray" if engine == "ray" else "") + "…", expanded=True) as status:
             if engine == "ray":
                 st.caption("Ray: joining or starting the instance, checking every node, then loading the models "
@@ -289,5 +317,13 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     show_table(pd.DataFrame([vars(r) for r in report.models.values()]), docs=REPORT_DOCS, width="content")
     st.caption(escape_markdown(report.summary()))
     show_state()  # run.json now lists the models just run
-    st.success("Predictions stored. Re-running skips what is stored.")
+    if store_features:
+        from classify.features import features_summary
+
+        for line in features_summary(run, list(report.models)).splitlines():  # names folders: escaped
+            st.caption(escape_markdown(line))
+    st.success(("Predictions and features" if store_features else "Predictions") + " stored. Re-running skips "
+               "what is stored.")
     page_link("pages/results_page.py", run.run_id, "See the results", icon=":material/leaderboard:")
+    if store_features:
+        page_link("pages/probes_page.py", run.run_id, "See the embedding map (Probes)", icon=":material/show_chart:")

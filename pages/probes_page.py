@@ -21,8 +21,8 @@ from core.features import feature_dir, feature_models, read_feature_meta, read_f
 from core.runstore import Run, _files_fingerprint, manifest_fingerprint, predictions_fingerprint, read_table
 from explain.embedding import METHOD_LABELS, embedding_table, explained_variance, project, select_images
 from explain.vocabulary import RELATION_COLOURS, RELATIONS
-from pages.common import (NA_DASH, download_csv, escape_markdown, metric_tables, plural, require_run, show_error,
-                          show_table, usable_files)
+from pages.common import (NA_DASH, download_csv, escape_markdown, metric_tables, plural, predictions_only,
+                          predictions_only_note, require_run, show_error, show_table, usable_files)
 
 PALETTE = tuple(px.colors.qualitative.D3)  # Plotly's D3: one colour per model (models, not relations)
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # one per probe variant
@@ -157,8 +157,8 @@ def probes_section(run: Run) -> None:
         show_error(exc)
         return
     if results is None or results.empty:
-        st.info("No probe results in this run yet. Store the models' frozen features, then train the probes:",
-                icon=":material/info:")
+        st.info("No probe results in this run yet. Store the models' frozen features (the Models page's *Also store "
+                "features (for Probes)*, or the first command), then train the probes:", icon=":material/info:")
         st.code(probe_commands(run), language="sh")
         return
     tables = metric_tables(run)
@@ -294,7 +294,8 @@ def embedding_section(run: Run) -> None:
         show_error(exc)
         return
     if not models:
-        st.info("No stored features in this run yet. Store a model's pooled features with:", icon=":material/info:")
+        st.info("No stored features in this run yet. Run the models on the Models page with *Also store features "
+                "(for Probes)* ticked, or store a model's pooled features with:", icon=":material/info:")
         st.code(probe_commands(run).splitlines()[0], language="sh")
         return
     c1, c2, c3 = st.columns([2, 1, 2])
@@ -341,5 +342,12 @@ st.title("Probes")
 run = require_run()
 st.caption("Linear probes on the models' frozen features (ImageNet-CoG, ELEVATER): how top-1 grows with N training "
            "images per class, beside each model's own head; and a map of the features, one point per image.")
+if predictions_only(run):  # uploaded predictions: no image to take features from
+    predictions_only_note(
+        "no features can be taken from its images, and probes and the map are made of features",
+        "To probe these models, import the images as a new run on the Import page, run the models on it on the "
+        "Models page with *Also store features (for Probes)* ticked, then train the probes with `python -m probe "
+        "--run NEW_RUN_ID`.")
+    st.stop()
 probes_section(run)
 embedding_section(run)

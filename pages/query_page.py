@@ -189,9 +189,13 @@ if unseen:
                                 "close the predictions come to the nearest class the models know.")
     chosen = chosen + [w for w in extra if w not in chosen]
 c1, c2, c3 = st.columns(3)
-k = c1.number_input("Images per class (k)", min_value=1, max_value=500, key="k")
+# persist_state: k and the engine are drawn below the senses, and a word that asks for a sense stops
+# the page above them; st.stop() skips Streamlit's clean-up of the widgets it did not draw, so without
+# it the server kept k while the browser dropped it, and a tick brought k back at its default, 1 (issue
+# 22 item 21). The analyst's k and engine now stay for the session, across words and pages.
+k = c1.number_input("Images per class (k)", min_value=1, max_value=500, key="k", persist_state="session")
 engines = available_engines()  # the crawler's own list, with a note per engine
-engine = c2.selectbox("Search engine", list(engines), key="engine",
+engine = c2.selectbox("Search engine", list(engines), key="engine", persist_state="session",
                       help=" ".join(f"{name}: {note}" for name, note in engines.items() if note)
                       or "Bing works best; Flickr needs an API key.")
 title = c3.text_input("Run title", value=f"{sense_shown} · {label_space}")

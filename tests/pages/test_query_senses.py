@@ -132,3 +132,37 @@ def test_cat_still_preselects_its_usual_sense(app):
     # big cats added: one run of 13 classes
     at = tick(at, "cat", "big_cat.n.01")
     assert [s.value for s in at.subheader][0] == "13 imagenet-1k classes under cat.n.01 + big_cat.n.01"
+
+
+def shown_afresh(widget):
+    """What a browser that draws ``widget`` afresh (it was not on the page before) shows: the value
+    the server sends with it, else the widget's own default. AppTest's ``.value`` is the server's
+    state instead, which the browser does not see."""
+    proto = widget.proto
+    if widget.type == "number_input":
+        return proto.value if proto.set_value else proto.default
+    return proto.raw_value if proto.set_value else proto.options[proto.default]  # a select box
+
+
+def test_k_and_the_engine_survive_a_word_that_hides_them(app):
+    """Issue 22 item 21: "ticking a sense resets 'Images per class (k)' from 20 to 1". A word whose
+    senses need a pick ('crane') stops the page above k; st.stop() ends the run without Streamlit's
+    clean-up of the widgets it did not draw, so the server kept k while the browser dropped it, and
+    when a tick brought k back the browser drew its default (1) and sent that on the next rerun.
+    The browser's session starts on the Query page (a bookmark, a reload): k's default is set in the
+    same run that draws it. AppTest's first run is the Runs page, so k is taken out of the state
+    there, and the Query page sets it again as it does in the browser."""
+    del app.session_state["k"], app.session_state["engine"]
+    at = open_page(app)
+    assert shown_afresh(at.number_input(key="k")) == 20  # the default, drawn at once
+    at.number_input(key="k").set_value(37)
+    at.selectbox(key="engine").set_value("baidu")
+    at.run()
+    at = ask(at, "crane")
+    assert not at.number_input, "k waits for a sense"
+    at = tick(at, "crane", "crane.n.05")
+    assert [s.value for s in at.subheader][0] == "1 imagenet-1k class under crane.n.05"
+    assert shown_afresh(at.number_input(key="k")) == 37
+    assert shown_afresh(at.selectbox(key="engine")) == "baidu"
+    at.run()
+    assert at.number_input(key="k").value == 37 and at.selectbox(key="engine").value == "baidu"
