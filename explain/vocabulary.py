@@ -46,6 +46,12 @@ RELATED_MAX_SEVERITY = 3
 MARKDOWN_COLOURS = ("red", "orange", "yellow", "green", "blue", "violet", "gray")  # Streamlit's text colours
 
 
+def unmatched(markdown: str) -> str:
+    """A card line the filters did not match (explain.browse.card_rows): in italics and in no colour,
+    not greyed, because gray is cousin's colour here and a greyed line would read as a cousin."""
+    return f"_{markdown}_"
+
+
 @dataclass(frozen=True)
 class Relation:
     name: str  # as stored in the confusions table's 'relation' column

@@ -20,7 +20,7 @@ import streamlit as st
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
 from explain.browse import (COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, UNMATCHED, card_rows, compare_models,
                             filter_images, image_table)
-from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help
+from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.common import (NA_DASH, class_name, download_csv, escape_markdown, plural, predictions, require_run,
                           show_table, usable_files)
 
@@ -251,11 +251,11 @@ def _image(path_of: str) -> None:
 
 def _prediction_line(row) -> str:
     """'✓ model: tabby 87%' in the relation's colour (outside text escaped); a row the filters did
-    not match (explain.browse.card_rows) in grey, without its relation's colour, and says so."""
+    not match (explain.browse.card_rows) in italics, without its relation's colour, and says so."""
     mark = "✓" if row["correct"] is True else "✗"
     text = f"{escape_markdown(_name(row['pred_wnid_1']))} {_prob(row['prob_1'])}"
     if not row["matched"]:
-        return f":gray[{mark} {escape_markdown(row['model'])}: {text} · {UNMATCHED}]"
+        return unmatched(f"{mark} {escape_markdown(row['model'])}: {text} · {UNMATCHED}")
     return f"{mark} {escape_markdown(row['model'])}: {_coloured(text, row['relation'])}"
 
 
@@ -268,7 +268,7 @@ def _top5(row) -> str:
 def image_grid(images: pd.DataFrame, cards: pd.DataFrame) -> None:
     """A grid of images (``image``, ``true_wnid`` columns), each with its true class and its rows of
     ``cards`` (explain.browse.card_rows: what the filters matched first, then the chosen models'
-    other predictions of the image, greyed): the top-1 (its relation's colour) and, in an
+    other predictions of the image, in italics): the top-1 (its relation's colour) and, in an
     expander, the top-5."""
     by_image = {image: rows for image, rows in cards.groupby("image", sort=False)}
     for start in range(0, len(images), GRID_COLUMNS):
@@ -356,7 +356,7 @@ else:
     images = filtered.drop_duplicates("image")[["image", "true_wnid"]].sort_values(["true_wnid", "image"])
     st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} match. Each image shows, "
                "per chosen model, its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best "
-               f"guesses: first the predictions the filters matched, then, in grey and marked “{UNMATCHED}”, the "
+               f"guesses: first the predictions the filters matched, then, in italics and marked “{UNMATCHED}”, the "
                "chosen models' other predictions of the same image.")
     if not has_files:
         st.info("This run has no image files (its predictions were uploaded): the table below lists them.",

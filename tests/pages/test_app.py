@@ -224,6 +224,31 @@ def test_crawl_without_internet_offers_the_local_import(app, app_home, monkeypat
     assert {i.run_id for i in RunStore(app_home).list_runs()} == before  # no empty run left behind
 
 
+def test_a_crawl_that_stops_part_way_leaves_its_run_current(app, app_home, monkeypatch):
+    """Issue 22 item 21: the run a crawl made is the current run at once, also when the engine
+    goes away part-way (what was fetched is kept in it): it stayed on the previous run."""
+    import types
+
+    import crawl
+    from core.runstore import RunStore
+
+    monkeypatch.setattr(crawl, "check_engine", lambda engine: types.SimpleNamespace(ok=True, host="h", detail=""))
+
+    def stops(*args, **kwargs):
+        raise crawl.EngineUnreachable("cannot reach h: gone")
+
+    monkeypatch.setattr(crawl, "crawl_run", stops)
+    before = {i.run_id for i in RunStore(app_home).list_runs()}
+    at = _choose_two_cats(open_page(app, "query"))
+    _crawl_button(at).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (new,) = {i.run_id for i in RunStore(app_home).list_runs()} - before
+    assert any(new in e.value for e in at.error), [e.value for e in at.error]
+    assert at.query_params["run"] == new
+    at.run()
+    assert at.session_state["run_id"] == new
+
+
 def test_full_flow_crawl_classify_results(app, app_home, monkeypatch):
     """Query -> crawl (against a loopback imitation of Bing) -> Models -> Results, all in the app."""
     import crawl.crawler
