@@ -82,6 +82,23 @@ def _check_csv_fields(data: bytes, name: str, sep: str):
     return line_of_row
 
 
+def _check_csv_header_unique(data: bytes, name: str, sep: str) -> None:
+    """No column name twice in a CSV's header: pandas renames the second 'pred_wnid' to
+    'pred_wnid.1' and reads the first one only, so a file with two pred_wnid columns was scored on
+    whichever came first, exit 0. PredictionsError naming the column and both positions."""
+    import csv
+    import io
+
+    head = data[:1 << 20].decode("utf-8", "replace").lstrip("\ufeff")
+    record = next((r for r in csv.reader(io.StringIO(head), delimiter=sep) if any(f.strip() for f in r)), [])
+    seen: dict[str, int] = {}
+    for position, field in enumerate((f.strip() for f in record), start=1):
+        if field and field in seen:
+            raise PredictionsError(f"{name}: column {field!r} appears twice in the header (columns {seen[field]} "
+                                   f"and {position}); keep one of them.")
+        seen.setdefault(field, position)
+
+
 def _plain_line_starts(data: bytes, name: str, sep: str) -> np.ndarray:
     from operator import methodcaller
 
@@ -184,6 +201,7 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
         if suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else ","
             line_of_row = _check_csv_fields(data, path.name, sep)
+            _check_csv_header_unique(data, path.name, sep)
             # index_col=False: the first column is data, never an index (the field counts are checked above).
             df = read_csv(io.BytesIO(data), sep=sep, dtype={c: "string" for c in _STRING_COLUMNS}, index_col=False,
                           keep_default_na=False, na_values=[""], skipinitialspace=True)

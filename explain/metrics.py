@@ -131,6 +131,12 @@ def _status_mask(df: pd.DataFrame) -> np.ndarray:
             raise PredictionsError(f"unknown status {value!r}; allowed: {', '.join(PREDICTION_STATUSES)} "
                                    "(or leave the column out to count every row).", column="status",
                                    row=_bad_row(codes == code))
+    # An empty status cell on a row holding a prediction is no status: it was read as 'failed', so the
+    # row's prediction silently left every statistic (n 4 -> 3, exit 0). A row with neither is failed.
+    empty = (codes == -1) & df["pred_wnid"].notna().to_numpy() if "pred_wnid" in df.columns else np.zeros(0, bool)
+    if empty.any():
+        raise PredictionsError(f"empty, but this row has a prediction (pred_wnid); write {' or '.join(PREDICTION_STATUSES)} "
+                               "(or leave the column out to count every row).", column="status", row=_bad_row(empty))
     ok_code = list(uniques).index("ok") if "ok" in list(uniques) else -2
     return codes == ok_code
 
