@@ -175,8 +175,15 @@ def _import_mapping(args, label_space: str) -> dict:
         name, sep, value = item.partition("=")
         if not sep or not name or not value.strip():
             raise OptionError(f"--map expects FOLDER=CLASS (e.g. missile=n03773504), not {item!r}")
-        mapping[name] = resolve_class_name(value, label_space)
+        wnid = resolve_class_name(value, label_space)
+        if mapping.get(name, wnid) != wnid:  # the last one won: a folder's class is never guessed
+            raise OptionError(f"--map gives folder {name!r} two classes ({mapping[name]} and {wnid}); keep the one "
+                              "--map you mean.")
+        mapping[name] = wnid
     for name in args.skip or []:
+        if mapping.get(name) is not None:  # the --skip won, silently
+            raise OptionError(f"folder {name!r} is both mapped (--map {name}={mapping[name]}) and skipped (--skip "
+                              f"{name}); keep one of the two.")
         mapping[name] = None
     return mapping
 

@@ -680,3 +680,25 @@ def test_an_unknown_folder_that_is_a_wordnet_noun_gets_its_wordnet_neighbours_fi
     assert table.loc["motorcycle", "note"].startswith(f"not a class name; nearest: moped ({MOPED})")
     assert main(["import", str(src), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert f"moped -> {MOPED}" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_folder_mapped_twice_or_mapped_and_skipped(mixed_src, capsys):
+    """Second campaign: '--map missile=missile.n.01 --map missile=projectile.n.01' stored the
+    missiles under the last one (exit 0); '--map astronaut=tabby --skip astronaut' skipped it
+    silently. Which class a folder gets is never guessed: one line naming the folder, no run."""
+    base = ["import", str(mixed_src), "--run", "weapons", "--no-progress"]
+    for extra, words in (
+            (["--map", "missile=missile.n.01", "--map", "missile=projectile.n.01", "--skip", "astronaut"],
+             ["'missile'", "--map", MISSILE, PROJECTILE]),
+            (["--map", "missile=projectile.n.01", "--map", "astronaut=tabby", "--skip", "astronaut"],
+             ["'astronaut'", "--map", "--skip"])):
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err, err
+        for word in words:
+            assert word in err, (word, err)
+    assert RunStore().list_runs() == []
+    # the same class twice for a folder is no conflict
+    assert main(base + ["--map", "missile=projectile.n.01", "--map", f"missile={PROJECTILE}",
+                        "--skip", "astronaut", "--skip", "astronaut"]) == 0
+    assert PROJECTILE in RunStore().open_run("weapons").info.wnids
