@@ -339,6 +339,11 @@ def scan_folder(folder: str | Path) -> FolderScan:
         shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
         raise FolderError(f"Sub-folders of {given} must be named by WordNet id (e.g. n02123045 for tabby); "
                           f"these are not: {shown}. 'python -m explain hyponyms cat.n.01' lists wnids.")
+    unknown = [name for name, _, _ in classes if not _is_noun(name)]
+    if unknown:  # classified as a truth no metric reads: `explain metrics` refused the file afterwards
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise FolderError(f"Sub-folders of {given} must be named by WordNet 3.0 noun ids; these are no WordNet noun: "
+                          f"{shown}. Rename or move them ('python -m explain hyponyms cat.n.01' lists wnids).")
     tasks: list[ImageTask] = []
     tree = TreeScan(root)  # core.folderscan: each image once, under the class folder holding it by its real path
     for name, _, _ in classes:
@@ -356,6 +361,16 @@ def scan_folder(folder: str | Path) -> FolderScan:
         also = f" {len(skipped)} entries were skipped, e.g. {skipped[0][0]}: {skipped[0][1]}." if skipped else ""
         raise FolderError(f"No images under {given}/<wnid>/ (looked for {', '.join(sorted(IMAGE_SUFFIXES))}).{also}")
     return FolderScan(tasks, skipped)
+
+
+def _is_noun(wnid: str) -> bool:
+    from core.wordnet import synset_of
+
+    try:
+        synset_of(wnid)
+    except (KeyError, ValueError):
+        return False
+    return True
 
 
 def check_output_path(out: str | Path) -> Path:
