@@ -224,3 +224,16 @@ def test_a_column_named_twice_in_the_header_is_refused(tmp_path):
     with pytest.raises(PredictionsError, match="appears twice"):
         import_predictions_as_run(path, RunStore())
     assert RunStore().list_runs() == []
+
+
+def test_one_model_in_two_label_spaces_is_refused(tmp_path):
+    """Second campaign: rows of one model naming imagenet-1k and imagenet-21k were taken (exit 0),
+    so a class could be unseen in some of a per-model row's rows and seen in others."""
+    df = _frame(32)
+    df.loc[20, "label_space"] = "imagenet-21k"  # a row of m2
+    _refused(df, tmp_path, "row 21 (line 22)", "column 'label_space'", "'m2'", "imagenet-1k before",
+             "imagenet-21k here")
+    # two models, each in its own space, and empty cells beside a named space, stay legal
+    df.loc[df["model"] == "m2", "label_space"] = "imagenet-21k"
+    df.loc[3, "label_space"] = None
+    assert int(compute_metric_tables(df, cache_dir=False).per_model["n"].sum()) == 32
