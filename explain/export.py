@@ -288,7 +288,13 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
         df["image"] = pd.NA
     # +2: rows count from 0 and line 1 of a CSV is the header (the same numbering as the errors).
     missing = df["image"].isna()
-    df.loc[missing, "image"] = [f"row-{i + 2}" for i in np.flatnonzero(missing.to_numpy())]
+    # A name no row of the file already holds: 'row-3' given to line 3 beside a row whose image is
+    # 'row-3' made one (model, image) of two predictions, and the run kept one of them.
+    taken = set(df.loc[~missing, "image"].astype(str))
+    prefix = "row-"
+    while any(f"{prefix}{i + 2}" in taken for i in np.flatnonzero(missing.to_numpy())):
+        prefix = "_" + prefix
+    df.loc[missing, "image"] = [f"{prefix}{i + 2}" for i in np.flatnonzero(missing.to_numpy())]
     if "status" not in df.columns:
         df["status"] = "ok"
     wnids = sorted(set(df["true_wnid"].dropna().astype(str)))
