@@ -99,9 +99,20 @@ def _print_table(df: pd.DataFrame) -> None:
         print(df.to_string(index=False) if len(df) else "(no classes)")
 
 
+MAX_K = 1_000_000  # images per class: an engine returns a few hundred a term; 99999999999999999999 was an OverflowError
+
+
+def _check_k(k: int | None) -> None:
+    if k is not None and not 1 <= k <= MAX_K:
+        raise OptionError(f"--k must be a whole number from 1 to {MAX_K:,}, not {k}.")
+
+
 def _classes(args, label_space: str) -> list[str]:
-    if args.wnids:
-        return [w.strip() for w in args.wnids.split(",") if w.strip()]
+    if args.wnids is not None:  # '' fell through to the query, None, and resolved the word "none"
+        wnids = [w.strip() for w in args.wnids.split(",") if w.strip()]
+        if not wnids:
+            raise OptionError("--wnids needs at least one wnid, e.g. --wnids n02123045,n02123159.")
+        return wnids
     return [c.wnid for c in hyponym_classes(args.query, label_space)]
 
 
@@ -126,6 +137,7 @@ def cmd_terms(args) -> int:
 
 
 def cmd_fetch(args) -> int:
+    _check_k(args.k)
     label_space = args.label_space or (RunStore().open_run(args.run).info.label_space
                                        if args.run and _run_exists(args.run) else DEFAULT_LABEL_SPACE)
     wnids = _classes(args, label_space)
@@ -230,7 +242,11 @@ def cmd_check(args) -> int:
 
 
 def cmd_summary(args) -> int:
+    _check_k(args.k)
     if args.out is not None:
+        if not Path(args.out).expanduser().is_dir():  # a typo printed '(no classes)', exit 0
+            raise OptionError(f"--out {args.out} is not a folder; give the folder an import or crawl wrote "
+                              "(it holds manifest.csv).")
         manifest = FolderDestination(args.out).read_manifest()
     else:
         manifest = RunStore().open_run(args.run).read_manifest()

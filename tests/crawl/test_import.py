@@ -702,3 +702,21 @@ def test_cli_refuses_a_folder_mapped_twice_or_mapped_and_skipped(mixed_src, caps
     assert main(base + ["--map", "missile=projectile.n.01", "--map", f"missile={PROJECTILE}",
                         "--skip", "astronaut", "--skip", "astronaut"]) == 0
     assert PROJECTILE in RunStore().open_run("weapons").info.wnids
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["fetch", "--wnids", TABBY, "--k", "99999999999999999999", "--out", "{tmp}/f"], ["--k", "1 to 1,000,000"]),
+    (["summary", "--out", "{tmp}", "--k", "99999999999999999999"], ["--k"]),
+    (["terms", "--wnids", ""], ["--wnids needs at least one wnid"]),
+    (["terms", "--wnids", " , "], ["--wnids needs at least one wnid"]),
+    (["summary", "--out", "{tmp}/no-such-folder"], ["no-such-folder is not a folder"]),
+])
+def test_crawl_options_out_of_range_are_one_line(tmp_path, capsys, argv, words):
+    """Second campaign: --k 99999999999999999999 was an OverflowError traceback (pandas' Int64);
+    --wnids '' fell through to the query None and printed 'None has 2 noun senses'; summary of a
+    folder that does not exist printed '(no classes)' with exit 0."""
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "None" not in err, err
+    for word in words:
+        assert word in err, (word, err)
