@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -49,6 +50,8 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def _validation(args) -> ValidationConfig:
+    if not (math.isfinite(args.max_mb) and args.max_mb > 0):  # int(nan * 2**20) and int(inf) were tracebacks
+        raise OptionError(f"--max-mb must be a positive number of MiB (default 20), not {args.max_mb}.")
     formats = tuple(f.strip().upper().replace("JPG", "JPEG") for f in args.formats.split(",") if f.strip())
     return ValidationConfig(min_width=args.min_size[0], min_height=args.min_size[1], formats=formats,
                             max_bytes=int(args.max_mb * 1024 * 1024), phash_threshold=args.phash_threshold)

@@ -31,6 +31,7 @@ DEFAULT_FORMATS = tuple(FORMAT_EXTENSIONS)
 
 # Near duplicates: pHash Hamming distance <= 8 of 64 bits (core.phash: the measurement; the probe
 # keeps such images on one side of its splits).
+MAX_PHASH_THRESHOLD = 63  # 64 or more makes any two images near duplicates
 DEFAULT_PHASH_THRESHOLD = NEAR_DUPLICATE_DISTANCE
 
 
@@ -51,6 +52,10 @@ class ValidationConfig:
         object.__setattr__(self, "formats", tuple(f.upper() for f in self.formats))
         if self.min_width < 1 or self.min_height < 1 or self.max_bytes < 1:
             raise OptionError("min_width, min_height and max_bytes must be positive.")
+        if self.phash_threshold > MAX_PHASH_THRESHOLD:  # a 64-bit distance is at most 64: every image a duplicate
+            raise OptionError(f"phash threshold {self.phash_threshold}: a pHash distance is out of 64 bits; use 0 to "
+                              f"{MAX_PHASH_THRESHOLD} (default {DEFAULT_PHASH_THRESHOLD}), or -1 to turn the "
+                              "near-duplicate check off.")
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,20 @@ def test_a_class_folder_that_is_no_wordnet_noun_is_refused_before_any_work(photo
     assert not out.exists()
 
 
+@pytest.mark.parametrize("option, value, words", [
+    ("--batch-size", "99999999999999999999", "batch size 99999999999999999999: use 1 to 65,536"),
+    ("--workers", "99999999999999999999", "workers 99999999999999999999: use 0 (decode in this process) to 256"),
+])
+def test_counts_beyond_any_machine_are_one_line(photo_folder, tmp_path, capsys, option, value, words):
+    """Second campaign: --batch-size 99999999999999999999 was a ValueError traceback (islice);
+    --workers 99999999999999999999 hung until killed."""
+    out = tmp_path / "p.csv"
+    assert main(["--images", str(photo_folder), "--out", str(out), "--no-progress", option, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and words in err and "\n" not in err, err
+    assert not out.exists()
+
+
 def test_models_lists_the_registry_with_availability(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     assert main(["models"]) == 0

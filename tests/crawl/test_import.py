@@ -720,3 +720,20 @@ def test_crawl_options_out_of_range_are_one_line(tmp_path, capsys, argv, words):
     assert err.startswith("error: ") and "\n" not in err and "None" not in err, err
     for word in words:
         assert word in err, (word, err)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--max-mb", "nan"], "--max-mb must be a positive number"),
+    (["--max-mb", "inf"], "--max-mb must be a positive number"),
+    (["--phash-threshold", "65"], "phash threshold 65"),
+    (["--phash-threshold", "99999999999999999999"], "out of 64 bits"),
+])
+def test_import_limits_that_mean_nothing_are_one_line(src, tmp_path, capsys, extra, words):
+    """Second campaign: --max-mb nan / inf were ValueError / OverflowError tracebacks; a pHash
+    threshold of 65 or more (a distance is at most 64) marked every image but the first a near
+    duplicate, exit 0 (1 of 6 photos accepted)."""
+    out = tmp_path / "imported"
+    assert main(["import", str(src), "--out", str(out), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and words in err and "\n" not in err, err
+    assert not out.exists()
