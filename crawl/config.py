@@ -6,6 +6,8 @@ Two dataclasses, so the dashboard, the command line and the tests set the same k
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 
 from core.errors import OptionError
@@ -90,8 +92,12 @@ class CrawlConfig:
             raise OptionError(f"threads must be between 1 and 32, not {self.threads}.")
         if self.max_redirects < 0:
             raise OptionError("max_redirects must be 0 or more.")
-        if min(self.connect_timeout, self.read_timeout, self.file_deadline, self.probe_timeout) <= 0:
-            raise OptionError("timeouts must be positive.")
+        timeouts = (self.connect_timeout, self.read_timeout, self.file_deadline, self.probe_timeout)
+        # Finite too: nan passed min(...) <= 0 and left no deadline at all (every comparison with it
+        # is false); inf is no deadline either, the one guard against a drip-feeding server.
+        if not all(math.isfinite(t) and t > 0 for t in timeouts):
+            raise OptionError("timeouts must be positive numbers of seconds (--deadline, --connect-timeout, "
+                              f"--read-timeout), not {', '.join(str(t) for t in timeouts if not (math.isfinite(t) and t > 0))}.")
 
     def with_changes(self, **changes) -> "CrawlConfig":
         return replace(self, **changes)

@@ -737,3 +737,15 @@ def test_import_limits_that_mean_nothing_are_one_line(src, tmp_path, capsys, ext
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and words in err and "\n" not in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--deadline", "--connect-timeout", "--read-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_fetch_timeouts_must_be_finite_and_positive(tmp_path, capsys, option, value):
+    """Second campaign: --deadline nan (or inf) was taken: nan passed the 'positive' check (min()
+    with nan, and nan <= 0 is false) and left the fetch with no deadline; the crawl went on."""
+    closed = T.closed_port_url()
+    assert main(["fetch", "--wnids", TABBY, "--out", str(tmp_path / "f"), "--base-url", closed, "--no-progress",
+                 option, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: timeouts must be positive numbers") and "\n" not in err, err
