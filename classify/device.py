@@ -148,10 +148,17 @@ def check_backend(backend: str, device: torch.device, precision: str = "fp32") -
 
 def check_counts(batch_size: int | None, num_workers: int | None) -> None:
     """Batch size and decode workers as a person may give them (None or 0 batch: the device's default)."""
-    if batch_size is not None and batch_size < 0:
-        raise OptionError(f"batch size {batch_size}: use 1 or more (or leave it out for the device's default).")
-    if num_workers is not None and num_workers < 0:
-        raise OptionError(f"workers {num_workers}: use 0 (decode in this process) or more.")
+    # Upper bounds too: --batch-size 99999999999999999999 was a ValueError traceback (islice), and
+    # --workers 99999999999999999999 hung (a DataLoader asked for that many processes).
+    if batch_size is not None and not 0 <= batch_size <= MAX_BATCH_SIZE:
+        raise OptionError(f"batch size {batch_size}: use 1 to {MAX_BATCH_SIZE:,} (or leave it out for the device's "
+                          "default).")
+    if num_workers is not None and not 0 <= num_workers <= MAX_WORKERS:
+        raise OptionError(f"workers {num_workers}: use 0 (decode in this process) to {MAX_WORKERS}.")
+
+
+MAX_BATCH_SIZE = 65_536  # images per forward pass
+MAX_WORKERS = 256  # decode processes
 
 
 def available_cores() -> int:

@@ -86,7 +86,7 @@ def read_wnid_file(path: Path | str) -> tuple[str, ...]:
     whose first field is not a WordNet 3.0 noun wnid is an error naming its line number."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark is no part of the first wnid
     except UnicodeDecodeError:
         raise LabelSetError(f"{path} is not a text file; a label-set file has one wnid a line.") from None
     except OSError as exc:

@@ -320,7 +320,9 @@ def _read_text(path: Path, what: str) -> tuple[str, bytes]:
     except OSError as exc:
         raise PromptError(f"Cannot read the {what} {path}: {exc.strerror or exc}.") from None
     try:
-        return data.decode("utf-8"), data
+        # utf-8-sig: a byte order mark (Notepad's "UTF-8") is no text; it stayed in the first template
+        # as an invisible U+FEFF in every class's prompt, and made a knowledge file's first wnid unknown.
+        return data.decode("utf-8-sig"), data
     except UnicodeDecodeError:
         raise PromptError(f"The {what} {path} is not UTF-8 text.") from None
 

@@ -714,7 +714,10 @@ def plan_actors(options: InferenceOptions, nodes: Sequence[dict[str, float]]) ->
     else:  # the most CPUs per actor with which all the actors fit on the nodes (an actor is on one node)
         sizes = [int(float(n.get("CPU", 0))) for n in nodes]
         fits = [c for c in range(1, max(sizes, default=1) + 1) if sum(size // c for size in sizes) >= actors]
-        cpus = float(max(fits, default=1))
+        if not fits:  # actors of 1 CPU each that the cluster cannot place: Ray waited for them for ever
+            raise OptionError(f"{actors:,} CPU actors need {actors:,} CPUs; the Ray cluster has {sum(sizes):,}: lower "
+                              "--ray-actors.")
+        cpus = float(max(fits))
     batch = options.batch_size or DEFAULT_BATCH.get("cuda" if gpus else "cpu", 16)
     return RayPlan(actors, gpus, cpus, batch)
 

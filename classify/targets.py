@@ -339,6 +339,11 @@ def scan_folder(folder: str | Path) -> FolderScan:
         shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
         raise FolderError(f"Sub-folders of {given} must be named by WordNet id (e.g. n02123045 for tabby); "
                           f"these are not: {shown}. 'python -m explain hyponyms cat.n.01' lists wnids.")
+    unknown = [name for name, _, _ in classes if not _is_noun(name)]
+    if unknown:  # classified as a truth no metric reads: `explain metrics` refused the file afterwards
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise FolderError(f"Sub-folders of {given} must be named by WordNet 3.0 noun ids; these are no WordNet noun: "
+                          f"{shown}. Rename or move them ('python -m explain hyponyms cat.n.01' lists wnids).")
     tasks: list[ImageTask] = []
     tree = TreeScan(root)  # core.folderscan: each image once, under the class folder holding it by its real path
     for name, _, _ in classes:
@@ -358,6 +363,16 @@ def scan_folder(folder: str | Path) -> FolderScan:
     return FolderScan(tasks, skipped)
 
 
+def _is_noun(wnid: str) -> bool:
+    from core.wordnet import synset_of
+
+    try:
+        synset_of(wnid)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
 def check_output_path(out: str | Path) -> Path:
     out = Path(out).expanduser()
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
@@ -370,6 +385,31 @@ def check_output_path(out: str | Path) -> Path:
 def parts_folder_for(out: Path) -> Path:
     """Where the batches of a folder run are kept for resuming: beside the output file."""
     return out.parent / f".{out.name}.parts"
+
+
+def check_parts_not_linked(out: Path) -> None:
+    """The batches folder beside ``out`` (``.FILE.parts/``) and its model folders are WildLens's
+    own folders, never symbolic links: a link to a run's ``predictions/`` had the batches written
+    into that run and its part files compacted into one holding another folder's images (the
+    ``--out`` check saw only FILE). OutputError, one line, before any work, with or without
+    --overwrite; a file there (not a folder) is refused too."""
+    parts = parts_folder_for(out)
+    fix = "remove it (WildLens makes that folder itself), or give another --out."
+    if parts.is_symlink():
+        raise OutputError(f"--out {out}: its batches folder {parts} is a symbolic link (to {os.readlink(parts)}); {fix}")
+    if not parts.exists():
+        return
+    if not parts.is_dir():
+        raise OutputError(f"--out {out}: its batches folder {parts} is not a folder "
+                          f"({file_kind(os.stat(parts).st_mode)}); {fix}")
+    try:
+        linked = sorted(child for child in parts.iterdir() if child.is_symlink())
+    except OSError as exc:
+        raise OutputError(f"--out {out}: its batches folder {parts} cannot be read ({exc.strerror or exc}); {fix}") \
+            from None
+    if linked:
+        raise OutputError(f"--out {out}: its batches folder {parts} holds a symbolic link ({linked[0].name} -> "
+                          f"{os.readlink(linked[0])}); {fix}")
 
 
 def _check_out_folder(out: Path) -> None:
@@ -551,6 +591,7 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
     else:
         images = Path(folder).expanduser().resolve()
         model_ids = [e.id for e in entries]
+        check_parts_not_linked(out_path)
         claim_parts = PredictionParts(parts_folder_for(out_path))
         check_out_claim(out_path, claim_parts, images, model_ids, overwrite)  # before any folder is made
         _check_out_folder(out_path)
@@ -561,7 +602,8 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
                     "in a folder you can write to.")
 
         with _writing_parts(parts, busy, unwritable):
-            held = check_out_claim(out_path, parts, images, model_ids, overwrite)  # again, now no other run writes
+            check_parts_not_linked(out_path)  # again, now no other run writes
+            held = check_out_claim(out_path, parts, images, model_ids, overwrite)
             if overwrite:
                 _start_over(parts)
             check_stored_models(parts, entries, options.checkpoints, f"--out {out_path}",

@@ -22,6 +22,7 @@ Streamlit-free: the stages call it, the launcher prints :func:`exposure_notice`.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,11 +129,15 @@ def _number(name: str, default: float, kind=int):
     if not text:
         return kind(default)
     try:
-        value = kind(float(text)) if kind is int else float(text)
+        number = float(text)
     except ValueError:
-        value = -1
-    if value <= 0:
-        raise ServingError(f"{name}={text!r} is not a positive number; set it to a limit such as {default:g}, or "
+        number = -1.0
+    # Finite first: int(inf) raised OverflowError and NaN (which is not <= 0) ValueError, a traceback
+    # at each upload and in `wildlens app --share`'s notice. A whole-number cap under 1 is no limit.
+    value = int(number) if kind is int and math.isfinite(number) else number
+    if not math.isfinite(number) or value <= 0:
+        what = "a positive whole number" if kind is int else "a positive number"
+        raise ServingError(f"{name}={text!r} is not {what}; set it to a limit such as {default:g}, or "
                            "unset it for the default.")
     return value
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -49,6 +50,8 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def _validation(args) -> ValidationConfig:
+    if not (math.isfinite(args.max_mb) and args.max_mb > 0):  # int(nan * 2**20) and int(inf) were tracebacks
+        raise OptionError(f"--max-mb must be a positive number of MiB (default 20), not {args.max_mb}.")
     formats = tuple(f.strip().upper().replace("JPG", "JPEG") for f in args.formats.split(",") if f.strip())
     return ValidationConfig(min_width=args.min_size[0], min_height=args.min_size[1], formats=formats,
                             max_bytes=int(args.max_mb * 1024 * 1024), phash_threshold=args.phash_threshold)
@@ -99,9 +102,20 @@ def _print_table(df: pd.DataFrame) -> None:
         print(df.to_string(index=False) if len(df) else "(no classes)")
 
 
+MAX_K = 1_000_000  # images per class: an engine returns a few hundred a term; 99999999999999999999 was an OverflowError
+
+
+def _check_k(k: int | None) -> None:
+    if k is not None and not 1 <= k <= MAX_K:
+        raise OptionError(f"--k must be a whole number from 1 to {MAX_K:,}, not {k}.")
+
+
 def _classes(args, label_space: str) -> list[str]:
-    if args.wnids:
-        return [w.strip() for w in args.wnids.split(",") if w.strip()]
+    if args.wnids is not None:  # '' fell through to the query, None, and resolved the word "none"
+        wnids = [w.strip() for w in args.wnids.split(",") if w.strip()]
+        if not wnids:
+            raise OptionError("--wnids needs at least one wnid, e.g. --wnids n02123045,n02123159.")
+        return wnids
     return [c.wnid for c in hyponym_classes(args.query, label_space)]
 
 
@@ -126,6 +140,7 @@ def cmd_terms(args) -> int:
 
 
 def cmd_fetch(args) -> int:
+    _check_k(args.k)
     label_space = args.label_space or (RunStore().open_run(args.run).info.label_space
                                        if args.run and _run_exists(args.run) else DEFAULT_LABEL_SPACE)
     wnids = _classes(args, label_space)
@@ -175,8 +190,15 @@ def _import_mapping(args, label_space: str) -> dict:
         name, sep, value = item.partition("=")
         if not sep or not name or not value.strip():
             raise OptionError(f"--map expects FOLDER=CLASS (e.g. missile=n03773504), not {item!r}")
-        mapping[name] = resolve_class_name(value, label_space)
+        wnid = resolve_class_name(value, label_space)
+        if mapping.get(name, wnid) != wnid:  # the last one won: a folder's class is never guessed
+            raise OptionError(f"--map gives folder {name!r} two classes ({mapping[name]} and {wnid}); keep the one "
+                              "--map you mean.")
+        mapping[name] = wnid
     for name in args.skip or []:
+        if mapping.get(name) is not None:  # the --skip won, silently
+            raise OptionError(f"folder {name!r} is both mapped (--map {name}={mapping[name]}) and skipped (--skip "
+                              f"{name}); keep one of the two.")
         mapping[name] = None
     return mapping
 
@@ -223,7 +245,11 @@ def cmd_check(args) -> int:
 
 
 def cmd_summary(args) -> int:
+    _check_k(args.k)
     if args.out is not None:
+        if not Path(args.out).expanduser().is_dir():  # a typo printed '(no classes)', exit 0
+            raise OptionError(f"--out {args.out} is not a folder; give the folder an import or crawl wrote "
+                              "(it holds manifest.csv).")
         manifest = FolderDestination(args.out).read_manifest()
     else:
         manifest = RunStore().open_run(args.run).read_manifest()

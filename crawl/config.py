@@ -6,6 +6,8 @@ Two dataclasses, so the dashboard, the command line and the tests set the same k
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 
 from core.errors import OptionError
@@ -31,6 +33,7 @@ DEFAULT_FORMATS = tuple(FORMAT_EXTENSIONS)
 
 # Near duplicates: pHash Hamming distance <= 8 of 64 bits (core.phash: the measurement; the probe
 # keeps such images on one side of its splits).
+MAX_PHASH_THRESHOLD = 63  # 64 or more makes any two images near duplicates
 DEFAULT_PHASH_THRESHOLD = NEAR_DUPLICATE_DISTANCE
 
 
@@ -51,6 +54,10 @@ class ValidationConfig:
         object.__setattr__(self, "formats", tuple(f.upper() for f in self.formats))
         if self.min_width < 1 or self.min_height < 1 or self.max_bytes < 1:
             raise OptionError("min_width, min_height and max_bytes must be positive.")
+        if self.phash_threshold > MAX_PHASH_THRESHOLD:  # a 64-bit distance is at most 64: every image a duplicate
+            raise OptionError(f"phash threshold {self.phash_threshold}: a pHash distance is out of 64 bits; use 0 to "
+                              f"{MAX_PHASH_THRESHOLD} (default {DEFAULT_PHASH_THRESHOLD}), or -1 to turn the "
+                              "near-duplicate check off.")
 
 
 @dataclass(frozen=True)
@@ -85,8 +92,12 @@ class CrawlConfig:
             raise OptionError(f"threads must be between 1 and 32, not {self.threads}.")
         if self.max_redirects < 0:
             raise OptionError("max_redirects must be 0 or more.")
-        if min(self.connect_timeout, self.read_timeout, self.file_deadline, self.probe_timeout) <= 0:
-            raise OptionError("timeouts must be positive.")
+        timeouts = (self.connect_timeout, self.read_timeout, self.file_deadline, self.probe_timeout)
+        # Finite too: nan passed min(...) <= 0 and left no deadline at all (every comparison with it
+        # is false); inf is no deadline either, the one guard against a drip-feeding server.
+        if not all(math.isfinite(t) and t > 0 for t in timeouts):
+            raise OptionError("timeouts must be positive numbers of seconds (--deadline, --connect-timeout, "
+                              f"--read-timeout), not {', '.join(str(t) for t in timeouts if not (math.isfinite(t) and t > 0))}.")
 
     def with_changes(self, **changes) -> "CrawlConfig":
         return replace(self, **changes)

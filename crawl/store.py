@@ -187,11 +187,28 @@ def as_destination(target) -> Destination:
     raise TypeError(f"Expected a Run or a folder path, not {type(target).__name__}.")
 
 
+def check_folder_outside_the_store(root: Path | str) -> None:
+    """A folder destination (``--out DIR``) is never the store's ``runs/`` folder nor inside it (both
+    resolved through links): `crawl import SRC --out $WILDLENS_HOME/runs/r1` wrote a folder manifest
+    and class folders into run r1, and `--out runs/new` made a folder there that is no run. The rule
+    of ``classify --out``. CollectError, one line, before any work."""
+    from core.runstore import RunStore
+
+    runs = RunStore().runs_dir.resolve()
+    root = Path(root).expanduser()
+    where = root.resolve()
+    if where == runs or runs in where.parents:
+        raise CollectError(f"--out {root}: that is inside the run store's runs folder ({runs}), which holds WildLens's "
+                           "runs only; give a folder outside it, or collect into a run with --run RUN_ID.")
+
+
 def check_writable(dest: Destination, wnids=()) -> None:
     """Raise CollectError (one line) unless the destination's folders can be written, before any
     work: a read-only destination used to fail with a PermissionError traceback after the work.
     Folders that do not exist yet are judged by their nearest existing parent, and nothing is
     created: the probe is an unnamed temporary file."""
+    if isinstance(dest, FolderDestination):
+        check_folder_outside_the_store(dest.root)
     folders = [dest.root, dest.images_dir] + [dest.images_dir / w for w in wnids]
     probed: set[Path] = set()
     for folder in folders:

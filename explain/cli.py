@@ -39,6 +39,20 @@ class MetricsOutputError(WildLensError, ValueError):
     """The metric tables cannot be written where asked (a folder that is not writable, a full disk)."""
 
 
+def _check_out_outside_runs(out) -> None:
+    """``--out DIR`` is never the store's ``runs/`` folder nor inside it (resolved through links):
+    `explain metrics FILE --out $WILDLENS_HOME/runs/r1` wrote three CSVs into run r1 (and `--out
+    runs` into runs/ itself), as `classify --out` and `crawl --out` no longer may. Before any work."""
+    from core.runstore import RunStore
+
+    runs = RunStore().runs_dir.resolve()
+    where = Path(out).expanduser().resolve()
+    if where == runs or runs in where.parents:
+        raise MetricsOutputError(f"--out {out}: that is inside the run store's runs folder ({runs}), which holds "
+                                 "WildLens's runs only; give a folder outside it (a run's own tables are in its "
+                                 "metrics/, read with --run RUN_ID).")
+
+
 @command
 def cmd_metrics(args) -> int:
     """Metric tables of a predictions CSV/Parquet (FILE --out DIR) or of a stored run (--run RUN_ID
@@ -47,6 +61,8 @@ def cmd_metrics(args) -> int:
         raise OptionError("--top-k must be 0 (all confusions) or a positive number.")
     if (args.predictions is None) == (args.run is None):
         raise OptionError("give either a predictions FILE or --run RUN_ID (python -m explain metrics --help).")
+    if args.out:
+        _check_out_outside_runs(args.out)
     cache_dir = False if args.no_cache else None
     written: dict = {}
     try:
@@ -120,6 +136,7 @@ def cmd_concepts(args) -> int:
     from .concepts import MIN_IMAGES, LEVELS, concept_levels, level_bounds, read_image_counts
     from .export import table_to_csv_bytes
 
+    _check_out_outside_runs(args.out)
     counts = read_image_counts(args.image_counts) if args.image_counts else None
     result = concept_levels(args.seen, counts)
     target = Path(args.out) / "concepts.csv"

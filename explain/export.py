@@ -82,6 +82,23 @@ def _check_csv_fields(data: bytes, name: str, sep: str):
     return line_of_row
 
 
+def _check_csv_header_unique(data: bytes, name: str, sep: str) -> None:
+    """No column name twice in a CSV's header: pandas renames the second 'pred_wnid' to
+    'pred_wnid.1' and reads the first one only, so a file with two pred_wnid columns was scored on
+    whichever came first, exit 0. PredictionsError naming the column and both positions."""
+    import csv
+    import io
+
+    head = data[:1 << 20].decode("utf-8", "replace").lstrip("\ufeff")
+    record = next((r for r in csv.reader(io.StringIO(head), delimiter=sep) if any(f.strip() for f in r)), [])
+    seen: dict[str, int] = {}
+    for position, field in enumerate((f.strip() for f in record), start=1):
+        if field and field in seen:
+            raise PredictionsError(f"{name}: column {field!r} appears twice in the header (columns {seen[field]} "
+                                   f"and {position}); keep one of them.")
+        seen.setdefault(field, position)
+
+
 def _plain_line_starts(data: bytes, name: str, sep: str) -> np.ndarray:
     from operator import methodcaller
 
@@ -183,7 +200,13 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     try:
         if suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else ","
+            nul = data.find(b"\x00")
+            if nul >= 0:  # a sparse or binary file: text never holds NUL (a 2 GiB one took 27 s and 6 GB to say "line 6 has 1 fields")
+                line = data.count(b"\n", 0, nul) + 1
+                raise PredictionsError(f"{path.name}: line {line} holds a NUL byte (binary "
+                                       "data, e.g. a damaged or sparse file), not CSV text; export the predictions again.")
             line_of_row = _check_csv_fields(data, path.name, sep)
+            _check_csv_header_unique(data, path.name, sep)
             # index_col=False: the first column is data, never an index (the field counts are checked above).
             df = read_csv(io.BytesIO(data), sep=sep, dtype={c: "string" for c in _STRING_COLUMNS}, index_col=False,
                           keep_default_na=False, na_values=[""], skipinitialspace=True)
@@ -265,7 +288,13 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
         df["image"] = pd.NA
     # +2: rows count from 0 and line 1 of a CSV is the header (the same numbering as the errors).
     missing = df["image"].isna()
-    df.loc[missing, "image"] = [f"row-{i + 2}" for i in np.flatnonzero(missing.to_numpy())]
+    # A name no row of the file already holds: 'row-3' given to line 3 beside a row whose image is
+    # 'row-3' made one (model, image) of two predictions, and the run kept one of them.
+    taken = set(df.loc[~missing, "image"].astype(str))
+    prefix = "row-"
+    while any(f"{prefix}{i + 2}" in taken for i in np.flatnonzero(missing.to_numpy())):
+        prefix = "_" + prefix
+    df.loc[missing, "image"] = [f"{prefix}{i + 2}" for i in np.flatnonzero(missing.to_numpy())]
     if "status" not in df.columns:
         df["status"] = "ok"
     wnids = sorted(set(df["true_wnid"].dropna().astype(str)))

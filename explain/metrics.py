@@ -131,6 +131,12 @@ def _status_mask(df: pd.DataFrame) -> np.ndarray:
             raise PredictionsError(f"unknown status {value!r}; allowed: {', '.join(PREDICTION_STATUSES)} "
                                    "(or leave the column out to count every row).", column="status",
                                    row=_bad_row(codes == code))
+    # An empty status cell on a row holding a prediction is no status: it was read as 'failed', so the
+    # row's prediction silently left every statistic (n 4 -> 3, exit 0). A row with neither is failed.
+    empty = (codes == -1) & df["pred_wnid"].notna().to_numpy() if "pred_wnid" in df.columns else np.zeros(0, bool)
+    if empty.any():
+        raise PredictionsError(f"empty, but this row has a prediction (pred_wnid); write {' or '.join(PREDICTION_STATUSES)} "
+                               "(or leave the column out to count every row).", column="status", row=_bad_row(empty))
     ok_code = list(uniques).index("ok") if "ok" in list(uniques) else -2
     return codes == ok_code
 
@@ -221,6 +227,7 @@ def _read_rows(df: pd.DataFrame) -> _Rows:
     models = [str(m) for m in model_uniques]
     _check_probabilities(df)
     spaces, space, sizes = _label_spaces(df)
+    _check_one_space_per_model(model_codes, models, space, spaces)
 
     top = np.stack([pred] + [_recode(codes, uniques, wnids) for codes, uniques in top_factors]) if has_top else None
     top_complete = _check_top_k(top, ok, space, spaces, sizes) if has_top else None
@@ -273,6 +280,30 @@ def _label_spaces(df: pd.DataFrame) -> tuple[list[str], np.ndarray, list[int]]:
             sizes.append(size)
         remap[i] = names.index(name)
     return names, remap[codes], sizes
+
+
+def _check_one_space_per_model(model_codes: np.ndarray, models: list[str], space: np.ndarray,
+                               spaces: list[str]) -> None:
+    """A model has one label space: rows of one model naming two (imagenet-1k here, imagenet-21k
+    there) made the same true class unseen in some rows and seen in others of one per-model row,
+    whose populations are defined by the model's label space. Refused, naming the first row of the
+    second space (empty cells are not a second space)."""
+    if len(spaces) < 2:
+        return
+    rows = np.flatnonzero((space >= 0) & (model_codes >= 0))
+    if not len(rows):
+        return
+    model, code = model_codes[rows], space[rows]
+    first_code = np.full(len(models), -1, dtype=np.int64)
+    seen, first_at = np.unique(model, return_index=True)
+    first_code[seen] = code[first_at]
+    other = code != first_code[model]
+    if other.any():
+        at = int(np.argmax(other))
+        m, row = int(model[at]), int(rows[at])
+        raise PredictionsError(f"model {models[m]!r} has rows in two label spaces ({spaces[first_code[m]]} before, "
+                               f"{spaces[code[at]]} here); a model has one label space: fix the column, or give each "
+                               "head its own model id.", column="label_space", row=row)
 
 
 def check_label_space(value) -> tuple[str, int]:

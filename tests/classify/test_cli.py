@@ -81,6 +81,36 @@ def test_user_errors_are_one_line_with_exit_status_2(argv, message, photo_folder
     assert err.startswith("error: ") and message in err and "\n" not in err and "Traceback" not in err
 
 
+def test_a_class_folder_that_is_no_wordnet_noun_is_refused_before_any_work(photo_folder, tmp_path, capsys):
+    """Second campaign: a folder n99999999 (wnid-shaped, no WordNet 3.0 noun) was classified and
+    written as true_wnid n99999999 (exit 0), a file `explain metrics` then refuses line by line."""
+    import shutil
+
+    images = tmp_path / "images"
+    shutil.copytree(photo_folder, images)
+    (images / "n99999999").mkdir()
+    shutil.copy(next((images / "n02123045").iterdir()), images / "n99999999" / "cat.png")
+    out = tmp_path / "p.csv"
+    assert main(["--images", str(images), "--out", str(out), "--no-progress", "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "n99999999" in err and "WordNet" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--batch-size", "99999999999999999999", "batch size 99999999999999999999: use 1 to 65,536"),
+    ("--workers", "99999999999999999999", "workers 99999999999999999999: use 0 (decode in this process) to 256"),
+])
+def test_counts_beyond_any_machine_are_one_line(photo_folder, tmp_path, capsys, option, value, words):
+    """Second campaign: --batch-size 99999999999999999999 was a ValueError traceback (islice);
+    --workers 99999999999999999999 hung until killed."""
+    out = tmp_path / "p.csv"
+    assert main(["--images", str(photo_folder), "--out", str(out), "--no-progress", option, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and words in err and "\n" not in err, err
+    assert not out.exists()
+
+
 def test_models_lists_the_registry_with_availability(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     assert main(["models"]) == 0

@@ -247,6 +247,24 @@ def test_user_knowledge_and_template_files(tmp_path):
         class_prompts(["lynx"])
 
 
+
+def test_files_saved_with_a_byte_order_mark_read_as_without_it(tmp_path):
+    """Second campaign: a UTF-8 BOM (Windows Notepad's 'UTF-8') stayed in the first line. A
+    templates file's first template became '\ufeffa photo of a {}.', so every class's first prompt
+    carried an invisible U+FEFF into the text encoder (silently other prompts, exit 0); a knowledge
+    file's and a label-set file's first line were refused as '\ufeffn02127052' is not a wnid."""
+    templates = tmp_path / "mine.txt"
+    templates.write_bytes("\ufeffa photo of a {}.\r\nthe {} again.\r\n".encode("utf-8"))
+    prompts = class_prompts([LYNX], Recipe(templates=str(templates)))[LYNX]
+    assert prompts == ["a photo of a lynx.", "the lynx again."], prompts
+    tsv = tmp_path / "knowledge.tsv"
+    tsv.write_bytes(f"\ufeff{LYNX}\tA wild cat with tufted ears.\r\n".encode("utf-8"))
+    got = class_prompts([LYNX], Recipe(knowledge_file=str(tsv)))[LYNX]
+    assert got[0] == "a bad photo of a lynx, A wild cat with tufted ears.", got[0]
+    listing = tmp_path / "cats.txt"
+    listing.write_bytes(f"\ufeff{LYNX}\r\n{TABBY}\r\n".encode("utf-8"))
+    assert read_wnid_file(listing) == tuple(sorted([LYNX, TABBY]))
+
 # --------------------------------------------------------------------------- label sets
 def test_label_sets_resolve():
     one_k = resolve_label_set("imagenet-1k")

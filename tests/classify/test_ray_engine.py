@@ -75,6 +75,14 @@ def test_more_gpu_actors_than_gpus_is_refused_in_one_line():
         plan_actors(InferenceOptions(ray_actors=3), [{"CPU": 8, "GPU": 2}])
 
 
+@pytest.mark.parametrize("actors", [3, 99999999999999999999])
+def test_more_cpu_actors_than_cpus_is_refused_in_one_line(actors):
+    """Second campaign: --ray-actors 99999999999999999999 on a 2-CPU machine planned that many
+    1-CPU actors; Ray waited for resources that never come (killed after 60 s)."""
+    with pytest.raises(OptionError, match=f"{actors:,} CPU actors need {actors:,} CPUs; the Ray cluster has 2"):
+        plan_actors(InferenceOptions(ray_actors=actors), [{"CPU": 2}])
+
+
 def test_without_ray_the_engine_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(RayEngineError, match=r"pip install 'ray\[data\]==2.60.0'.*--engine local"):

@@ -271,3 +271,35 @@ def test_an_older_wildlens_predictions_file_still_resumes(photos, tmp_path, caps
     rows[OLD_COLUMNS].to_csv(export, index=False)
     code, _, err = _cli(capsys, "--images", photos, "--out", export)
     assert code == 2 and "is not a predictions file WildLens wrote" in _one_line_error(err)
+
+
+def test_the_batches_folder_beside_out_is_never_a_link(photos, tmp_path, capsys):
+    """Was: exit 0 with `.p.csv.parts` a symbolic link to a run's predictions/: the batches were
+    written into the run, its own part file compacted away into one holding the other folder's
+    images, and a marker left there. Refused in one line before any work; the run is untouched."""
+    store = RunStore()
+    run = _run_with(store, "victim", photos, FILES)
+    assert _cli(capsys, "--run", "victim", "--models", MODEL)[0] == 0
+    before = sorted(p.name for p in run.predictions_dir.rglob("*"))
+    stored = run.read_predictions()
+    other = tmp_path / "other"
+    shutil.copytree(photos, other)
+    (other / "n02123045" / "chelsea.png").rename(other / "n02123045" / "renamed.png")
+    for target in (run.predictions_dir, tmp_path / "elsewhere"):
+        (tmp_path / "elsewhere").mkdir(exist_ok=True)
+        out = tmp_path / f"p-{target.name}.csv"
+        _parts_of(out).symlink_to(target, target_is_directory=True)
+        code, _, err = _cli(capsys, "--images", other, "--out", out)
+        assert code == 2, err
+        err = _one_line_error(err)
+        assert str(_parts_of(out)) in err and "symbolic link" in err, err
+        assert not out.exists()
+    # a real batches folder whose model folder is a link into the run: the same
+    out = tmp_path / "p-model.csv"
+    _parts_of(out).mkdir()
+    (_parts_of(out) / MODEL).symlink_to(run.predictions_dir / MODEL, target_is_directory=True)
+    code, _, err = _cli(capsys, "--images", other, "--out", out, "--overwrite")
+    assert code == 2 and "symbolic link" in _one_line_error(err) and MODEL in err, err
+    assert sorted(p.name for p in run.predictions_dir.rglob("*")) == before
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    pd.testing.assert_frame_equal(store.open_run("victim").read_predictions(), stored)

@@ -132,6 +132,24 @@ def test_a_bad_cap_value_is_one_line(monkeypatch):
         upload_limits()
 
 
+@pytest.mark.parametrize("variable", ["WILDLENS_UPLOAD_MAX_MB", "WILDLENS_UPLOAD_MAX_ROWS", "WILDLENS_UPLOAD_MAX_MODELS"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e400", "0.5"])
+def test_a_cap_that_is_no_finite_positive_limit_is_one_line(monkeypatch, variable, value):
+    """Was: OverflowError ('cannot convert float infinity to integer') or ValueError (NaN) from
+    upload_limits(), i.e. a traceback at every upload and at `wildlens app --share`'s notice."""
+    from core.serving import exposure_notice, upload_limits
+
+    monkeypatch.setenv(variable, value)
+    if value == "0.5" and variable == "WILDLENS_UPLOAD_MAX_MB":
+        assert upload_limits().max_bytes == 500_000  # half a megabyte is a limit
+        return
+    with pytest.raises(WildLensError, match=variable) as caught:
+        upload_limits()
+    assert "\n" not in str(caught.value) and "is not a positive" in str(caught.value)
+    with pytest.raises(WildLensError, match=variable):
+        exposure_notice("0.0.0.0", 8501)
+
+
 # ---------------------------------------------------------------- addresses
 @pytest.mark.parametrize("address, loopback", [
     ("127.0.0.1", True), ("localhost", True), ("::1", True), ("127.0.0.2", True),

@@ -680,3 +680,72 @@ def test_an_unknown_folder_that_is_a_wordnet_noun_gets_its_wordnet_neighbours_fi
     assert table.loc["motorcycle", "note"].startswith(f"not a class name; nearest: moped ({MOPED})")
     assert main(["import", str(src), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert f"moped -> {MOPED}" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_folder_mapped_twice_or_mapped_and_skipped(mixed_src, capsys):
+    """Second campaign: '--map missile=missile.n.01 --map missile=projectile.n.01' stored the
+    missiles under the last one (exit 0); '--map astronaut=tabby --skip astronaut' skipped it
+    silently. Which class a folder gets is never guessed: one line naming the folder, no run."""
+    base = ["import", str(mixed_src), "--run", "weapons", "--no-progress"]
+    for extra, words in (
+            (["--map", "missile=missile.n.01", "--map", "missile=projectile.n.01", "--skip", "astronaut"],
+             ["'missile'", "--map", MISSILE, PROJECTILE]),
+            (["--map", "missile=projectile.n.01", "--map", "astronaut=tabby", "--skip", "astronaut"],
+             ["'astronaut'", "--map", "--skip"])):
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err, err
+        for word in words:
+            assert word in err, (word, err)
+    assert RunStore().list_runs() == []
+    # the same class twice for a folder is no conflict
+    assert main(base + ["--map", "missile=projectile.n.01", "--map", f"missile={PROJECTILE}",
+                        "--skip", "astronaut", "--skip", "astronaut"]) == 0
+    assert PROJECTILE in RunStore().open_run("weapons").info.wnids
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["fetch", "--wnids", TABBY, "--k", "99999999999999999999", "--out", "{tmp}/f"], ["--k", "1 to 1,000,000"]),
+    (["summary", "--out", "{tmp}", "--k", "99999999999999999999"], ["--k"]),
+    (["terms", "--wnids", ""], ["--wnids needs at least one wnid"]),
+    (["terms", "--wnids", " , "], ["--wnids needs at least one wnid"]),
+    (["summary", "--out", "{tmp}/no-such-folder"], ["no-such-folder is not a folder"]),
+])
+def test_crawl_options_out_of_range_are_one_line(tmp_path, capsys, argv, words):
+    """Second campaign: --k 99999999999999999999 was an OverflowError traceback (pandas' Int64);
+    --wnids '' fell through to the query None and printed 'None has 2 noun senses'; summary of a
+    folder that does not exist printed '(no classes)' with exit 0."""
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "None" not in err, err
+    for word in words:
+        assert word in err, (word, err)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--max-mb", "nan"], "--max-mb must be a positive number"),
+    (["--max-mb", "inf"], "--max-mb must be a positive number"),
+    (["--phash-threshold", "65"], "phash threshold 65"),
+    (["--phash-threshold", "99999999999999999999"], "out of 64 bits"),
+])
+def test_import_limits_that_mean_nothing_are_one_line(src, tmp_path, capsys, extra, words):
+    """Second campaign: --max-mb nan / inf were ValueError / OverflowError tracebacks; a pHash
+    threshold of 65 or more (a distance is at most 64) marked every image but the first a near
+    duplicate, exit 0 (1 of 6 photos accepted)."""
+    out = tmp_path / "imported"
+    assert main(["import", str(src), "--out", str(out), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and words in err and "\n" not in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--deadline", "--connect-timeout", "--read-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_fetch_timeouts_must_be_finite_and_positive(tmp_path, capsys, option, value):
+    """Second campaign: --deadline nan (or inf) was taken: nan passed the 'positive' check (min()
+    with nan, and nan <= 0 is false) and left the fetch with no deadline; the crawl went on."""
+    closed = T.closed_port_url()
+    assert main(["fetch", "--wnids", TABBY, "--out", str(tmp_path / "f"), "--base-url", closed, "--no-progress",
+                 option, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: timeouts must be positive numbers") and "\n" not in err, err

@@ -157,3 +157,26 @@ def test_a_class_folder_that_is_a_link_to_another_is_read_once_under_the_real_on
     rows = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
     assert rows.loc["tiger cat", "reason"].startswith("other-class: a symbolic link into class folder 'n02123045'")
     assert rows.loc["tabby", "reason"].startswith("other-class: ")
+
+
+def test_a_folder_destination_is_never_inside_the_stores_runs_folder(tmp_path):
+    """Second campaign: `crawl import SRC --out $WILDLENS_HOME/runs/r1` (exit 0) wrote a folder
+    manifest.csv and class folders into the run; `--out runs/newdir` made a folder of runs/ that
+    is no run. Refused in one line before any work, also through a link, as `classify --out` is."""
+    from crawl.importer import import_folder
+    from crawl.store import CollectError
+
+    write_images(tmp_path / "src" / TABBY, 300, n=2)
+    store = RunStore()
+    import_folder(tmp_path / "src", store.create_run(run_id="r1"))
+    run_files = sorted(p.relative_to(store.runs_dir) for p in store.runs_dir.rglob("*"))
+    link = tmp_path / "runs-link"
+    link.symlink_to(store.runs_dir, target_is_directory=True)
+    for out in (store.runs_dir / "r1", store.runs_dir / "newdir", link / "r1" / "images", store.runs_dir):
+        with pytest.raises(CollectError) as caught:
+            import_folder(tmp_path / "src", out)
+        message = str(caught.value)
+        assert "inside the run store's runs folder" in message and "--run" in message and "\n" not in message
+        with T.FakeEngine() as engine, pytest.raises(CollectError, match="inside the run store's runs folder"):
+            crawl_run(out, [TABBY], k=1, config=fast_config(engine))
+    assert sorted(p.relative_to(store.runs_dir) for p in store.runs_dir.rglob("*")) == run_files

@@ -267,3 +267,25 @@ def test_metric_csvs_neutralise_formulas_and_read_back(tmp_path, capsys):
         assert all(pd.api.types.is_numeric_dtype(as_written[c]) for c in numbers), name
         back = read_csv(path, dtype={"model": "string"})
         assert back["model"].tolist() == table["model"].tolist(), name
+
+
+def test_out_is_never_inside_the_stores_runs_folder(tmp_path, capsys, predictions):
+    """Second campaign: `explain metrics FILE --out $WILDLENS_HOME/runs/r1` (exit 0) wrote three CSVs
+    into run r1, `--out runs` into runs/ itself, `concepts --out runs/r1` its concepts.csv there.
+    Refused in one line, exit 2, also through a link; nothing is written."""
+    from core.runstore import RunStore
+
+    store = RunStore()
+    run = store.create_run(run_id="r1")
+    before = sorted(p.relative_to(store.runs_dir) for p in store.runs_dir.rglob("*"))
+    source = tmp_path / "p.csv"
+    predictions.to_csv(source, index=False)
+    link = tmp_path / "shortcut"
+    link.symlink_to(run.path, target_is_directory=True)
+    for argv in (["metrics", source, "--out", run.path], ["metrics", source, "--out", store.runs_dir],
+                 ["metrics", source, "--out", link / "metrics"], ["metrics", "--run", "r1", "--out", run.path],
+                 ["concepts", "--out", run.path]):
+        assert main([str(a) for a in argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: --out ") and "inside the run store's runs folder" in err and "\n" not in err, err
+    assert sorted(p.relative_to(store.runs_dir) for p in store.runs_dir.rglob("*")) == before

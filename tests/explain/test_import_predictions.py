@@ -51,3 +51,21 @@ def test_a_model_id_that_cannot_name_a_folder_leaves_no_half_run(tmp_path):
     with pytest.raises(Exception, match="not a usable model id"):
         import_predictions_as_run(path, store)
     assert store.list_runs() == [] and not list((tmp_path / "home" / "runs").glob("*"))
+
+
+def test_rows_without_an_image_never_take_the_name_of_another_row(tmp_path):
+    """Second campaign: a row without an image got the identity 'row-<line>', which another row's
+    image could already be: 'row-3' at line 2 and an empty image at line 3 became one (model, image)
+    and the run kept 2 of the 3 predictions (accuracy 0.5 stored, 0.667 returned; exit 0)."""
+    path = tmp_path / "p.csv"
+    path.write_text("model,image,true_wnid,pred_wnid\n"
+                    "m,row-3,n02123045,n02123045\n"
+                    "m,,n02123045,n02123159\n"
+                    "m,a.jpg,n02123159,n02123159\n")
+    run, tables = import_predictions_as_run(path, RunStore())
+    stored = run.read_predictions()
+    assert len(stored) == 3 and stored["image"].is_unique, stored
+    assert "row-3" in set(stored["image"])  # the file's own image keeps its name
+    again = compute_metric_tables(run.usable_predictions(), cache_dir=False).per_model
+    assert int(again["n"].iloc[0]) == int(tables.per_model["n"].iloc[0]) == 3
+    assert read_stored_metrics(run).per_model["accuracy"].iloc[0] == pytest.approx(2 / 3)

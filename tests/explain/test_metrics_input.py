@@ -193,3 +193,47 @@ def test_the_upload_and_the_command_refuse_with_the_same_words(tmp_path, capsys)
     with pytest.raises(PredictionsError) as caught:
         import_predictions_as_run(path, RunStore(tmp_path / "home"))
     assert str(caught.value).startswith(cli.rstrip(".")) and "No run was created" in str(caught.value)
+
+
+# ---------------------------------------------------------------- second campaign (issue 22)
+def test_an_empty_status_beside_a_prediction_is_refused(tmp_path):
+    """Was: exit 0 with the row read as 'failed': its prediction left every statistic (n 32 -> 31)."""
+    df = _frame(32)
+    df.loc[3, "status"] = None
+    _refused(df, tmp_path, "row 4 (line 5)", "column 'status'", "empty", "ok or failed")
+    with pytest.raises(PredictionsError, match="status"):
+        compute_metric_tables(df, cache_dir=False)
+    # a failed row may leave its status and its prediction empty: not counted, reported as failed
+    df.loc[3, [c for c in df.columns if c.startswith("pred_wnid") or c.startswith("prob_")]] = None
+    tables = compute_metric_tables(df, cache_dir=False)
+    assert int(tables.per_model["n"].sum()) == 31 and int(tables.per_model["n_failed"].sum()) == 1
+
+
+def test_a_column_named_twice_in_the_header_is_refused(tmp_path):
+    """Was: exit 0, pandas read the first 'pred_wnid' and renamed the second 'pred_wnid.1'."""
+    df = _frame(32)
+    twice = df.assign(extra=LAMP).rename(columns={"extra": "pred_wnid"})
+    path = tmp_path / "twice.csv"
+    twice.to_csv(path, index=False)
+    with pytest.raises(PredictionsError) as caught:
+        metrics_from_file(path, tmp_path / "out", cache_dir=False)
+    message = str(caught.value)
+    assert "'pred_wnid' appears twice" in message and "columns 4 and 16" in message and "\n" not in message
+    # the upload says the same and makes no run
+    from core.runstore import RunStore
+    with pytest.raises(PredictionsError, match="appears twice"):
+        import_predictions_as_run(path, RunStore())
+    assert RunStore().list_runs() == []
+
+
+def test_one_model_in_two_label_spaces_is_refused(tmp_path):
+    """Second campaign: rows of one model naming imagenet-1k and imagenet-21k were taken (exit 0),
+    so a class could be unseen in some of a per-model row's rows and seen in others."""
+    df = _frame(32)
+    df.loc[20, "label_space"] = "imagenet-21k"  # a row of m2
+    _refused(df, tmp_path, "row 21 (line 22)", "column 'label_space'", "'m2'", "imagenet-1k before",
+             "imagenet-21k here")
+    # two models, each in its own space, and empty cells beside a named space, stay legal
+    df.loc[df["model"] == "m2", "label_space"] = "imagenet-21k"
+    df.loc[3, "label_space"] = None
+    assert int(compute_metric_tables(df, cache_dir=False).per_model["n"].sum()) == 32
