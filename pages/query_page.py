@@ -17,8 +17,8 @@ from core.labels import (classes_table, combined_classes, get_label_space, hypon
 from core.names import with_names
 from crawl import available_engines
 from crawl.crawler import clean_search_terms, default_search_terms, homonyms
-from pages.common import (NA_DASH, concepts_table, download_csv, escape_markdown, open_run_link, plural, progress_bar,
-                          show_error, show_table, store)
+from pages.common import (NA_DASH, concepts_table, download_csv, escape_markdown, make_current, open_run_link, plural,
+                          progress_bar, show_error, show_table, store)
 
 IMPORT_PAGE = "pages/import_page.py"
 
@@ -264,6 +264,7 @@ if st.button("Create run and crawl", type="primary", disabled=not (chosen and te
         st.page_link(IMPORT_PAGE, label="Import a local folder instead", icon=":material/drive_folder_upload:")
         st.stop()
     run = new_run(f"crawl:{engine}")
+    make_current(run.run_id)  # current at once: also when the crawl stops part-way (what it fetched is kept there)
     try:
         with st.status(f"Crawling {plural(len(chosen), 'class')} into {run.run_id}…", expanded=True) as status:
             summary = crawl_run(run, list(chosen), int(k), engine=engine, config=CrawlConfig(),
