@@ -11,9 +11,27 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def sample_store(tmp_path_factory):
-    """A store with the sample run built (real models, real predictions); never modified."""
-    home = tmp_path_factory.mktemp("sample_store")
+def sample_store(tmp_path_factory, worker_id):
+    """A store with the sample run built (real models, real predictions); never modified.
+
+    Built once per test session, not once per xdist worker: the workers share the session's
+    base folder, and the first one builds under a lock while the others wait and then read it
+    (pytest-xdist's recipe). Three builds on three workers were ~60 s of the suite's CPU."""
+    if worker_id == "master":  # no xdist: this process's own folder
+        return _build_sample_store(tmp_path_factory.mktemp("sample_store"))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent
+    home = shared / "sample_store"
+    with FileLock(str(shared / "sample_store.lock")):
+        if not (home / ".built").exists():
+            home.mkdir(exist_ok=True)
+            _build_sample_store(home)
+            (home / ".built").touch()
+    return home
+
+
+def _build_sample_store(home):
     old = os.environ.get("WILDLENS_HOME")
     os.environ["WILDLENS_HOME"] = str(home)
     try:
@@ -31,7 +49,8 @@ def sample_store(tmp_path_factory):
 
 def copy_store(sample_store, tmp_path_factory, name: str):
     home = tmp_path_factory.mktemp(name)
-    shutil.copytree(sample_store, home, dirs_exist_ok=True, symlinks=True)  # copy2: file times kept
+    shutil.copytree(sample_store, home, dirs_exist_ok=True, symlinks=True,  # copy2: file times kept
+                    ignore=lambda folder, names: [".built"] if folder == str(sample_store) else [])
     return home
 
 
