@@ -20,7 +20,8 @@ run: $(STAMP)
 	$(BIN)/python -m wildlens app --server.port $(PORT)
 
 # One test worker per core, at most 4 (pytest-xdist; worksteal balances the long browser and
-# dashboard tests). On this 2-core machine: 95 s against 126 s in one process (same commit).
+# dashboard tests). On this 2-core machine, 1364 tests: 6m38s on 2 workers (2026-12-02; -n 3 gives
+# the same: the suite is CPU-bound, test_ray_engine.py ~200 s and test_day ~95 s of it).
 # A single file or test: .venv/bin/python -m pytest tests/explain (one process).
 test: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist worksteal
