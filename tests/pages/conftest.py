@@ -122,7 +122,12 @@ def server(tmp_path_factory, request):
     from tests.conftest import ROOT
     from tests.pages.browser import serve
 
-    home = tmp_path_factory.mktemp(f"{request.module.__name__.rsplit('.', 1)[-1]}_home")
+    name = f"{request.module.__name__.rsplit('.', 1)[-1]}_home"
+    # A module that does not test the first start (SERVER_ON_SAMPLE = True) gets a copy of the
+    # session's sample store: the server then reads the sample instead of classifying it again
+    # (about 20 s of CPU per module on this 2-core machine).
+    home = (copy_store(request.getfixturevalue("sample_store"), tmp_path_factory, name)
+            if getattr(request.module, "SERVER_ON_SAMPLE", False) else tmp_path_factory.mktemp(name))
     try:
         with serve(home, ROOT) as url:
             yield url, home

@@ -11,6 +11,7 @@ import pytest
 from tests.pages.browser import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, wait_until_rendered
 from tests.pages.test_browser import pytestmark  # noqa: F401  (skipped alike; the server fixture is tests/pages/conftest.py's)
 
+SERVER_ON_SAMPLE = True  # the server fixture reads a copy of the sample store: this module is about requests, not the first start
 PAGES = ("runs", "query", "import", "images", "models", "results", "confusions", "browse", "explain")
 
 
