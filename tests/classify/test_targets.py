@@ -199,15 +199,22 @@ def test_a_read_only_out_folder_fails_before_inference_in_one_line(tmp_path):
     root = _photos(tmp_path / "photos")
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o555)
+    err = _refused_while_read_only(locked, root, locked / "p.csv")
+    assert str(locked) in err and "cannot be created or written" in err
+    assert list(locked.iterdir()) == []
+
+
+def _refused_while_read_only(folder, images, out) -> str:
+    """classify --images IMAGES --out OUT with FOLDER read-only: exit 2 and one 'error: ' line (returned)."""
+    folder.chmod(0o555)
     try:
-        done = _python(CLI_WITHOUT_INFERENCE, "--images", str(root), "--out", str(locked / "p.csv"), "--no-progress")
+        done = _python(CLI_WITHOUT_INFERENCE, "--images", str(images), "--out", str(out), "--no-progress")
     finally:
-        locked.chmod(0o755)
+        folder.chmod(0o755)
     assert done.returncode == 2, done.stderr[-3000:]
     err = done.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and str(locked) in err and "cannot be created or written" in err
-    assert list(locked.iterdir()) == []
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
 
 
 def test_an_unwritable_parts_folder_under_a_path_with_braces_is_one_line(tmp_path):
@@ -217,14 +224,9 @@ def test_an_unwritable_parts_folder_under_a_path_with_braces_is_one_line(tmp_pat
     folder = tmp_path / "o{x}"
     parts = targets.parts_folder_for(folder / "p.csv")
     parts.mkdir(parents=True)
-    parts.chmod(0o555)
-    try:
-        done = _python(CLI_WITHOUT_INFERENCE, "--images", str(root), "--out", str(folder / "p.csv"), "--no-progress")
-    finally:
-        parts.chmod(0o755)
-    assert done.returncode == 2, done.stderr[-3000:]
-    err = done.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and str(parts) in err and "cannot be created or written" in err
+    err = _refused_while_read_only(parts, root, folder / "p.csv")
+    assert str(parts) in err and "cannot be created or written" in err
+
 
 def test_a_read_only_run_fails_before_inference_in_one_line(tmp_path):
     home = tmp_path / "home"
