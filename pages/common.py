@@ -205,15 +205,9 @@ def make_current(run_id: str) -> None:
     made = next((i for i in infos if i.run_id == run_id), None)
     if slot is None or made is None:
         return
-    ids = [i.run_id for i in infos]
-    labels = {i.run_id: run_label(i) for i in infos}
     st.session_state["_made_count"] = st.session_state.get("_made_count", 0) + 1
     key = f"_run_id_made-{st.session_state['_made_count']}"
-    with slot.container():
-        _nav_links(pages, run_id)
-        st.selectbox("Current run", ids, index=ids.index(run_id), key=key, format_func=labels.get,
-                     on_change=_picked_made, args=(key,))
-        st.caption(run_details(made))
+    _draw_sidebar(slot, pages, infos, run_id, key, on_change=_picked_made, args=(key,))
 
 
 def _picked_made(key: str) -> None:
@@ -273,6 +267,19 @@ def _nav_links(pages, run_id: str | None) -> None:
         st.divider()
 
 
+def _draw_sidebar(slot, pages, infos, run_id: str, key: str, **picker) -> None:
+    """The sidebar's top in its slot: the page links carrying ``run_id``, the picker (widget ``key``;
+    the sidebar's own 'run_id', or make_current's stand-in) and the run's details."""
+    ids = [i.run_id for i in infos]
+    labels = {i.run_id: run_label(i) for i in infos}
+    # index only for a key without a value yet: Streamlit warns when a widget gets both
+    index = {} if key in st.session_state else {"index": ids.index(run_id)}
+    with slot.container():
+        _nav_links(pages, run_id)
+        st.selectbox("Current run", ids, key=key, format_func=labels.get, **index, **picker)
+        st.caption(run_details(next(i for i in infos if i.run_id == run_id)))
+
+
 def run_selector(pages=()) -> None:
     """The sidebar's top: links to ``pages`` (st.Page objects) carrying the current run, then the
     picker of the current run (newest first), kept in the URL as ``?run=<id>``. Drawn in one slot
@@ -294,14 +301,8 @@ def run_selector(pages=()) -> None:
         from wildlens.sample import SAMPLE_RUN_ID
 
         st.session_state["run_id"] = SAMPLE_RUN_ID if SAMPLE_RUN_ID in ids else ids[0]
-    labels = {i.run_id: run_label(i) for i in infos}
-    resend_if_relabelled("run_id", labels[st.session_state["run_id"]])
-    with slot.container():
-        _nav_links(pages, st.session_state["run_id"])
-        st.selectbox("Current run", ids, key="run_id", format_func=labels.get, on_change=_picked_in_sidebar)
-        current = next((i for i in infos if i.run_id == st.session_state["run_id"]), None)
-        if current is not None:
-            st.caption(run_details(current))
+    resend_if_relabelled("run_id", run_label(next(i for i in infos if i.run_id == st.session_state["run_id"])))
+    _draw_sidebar(slot, pages, infos, st.session_state["run_id"], "run_id", on_change=_picked_in_sidebar)
     if not st.session_state.get("_missing_run"):  # a bad link stays visible until it is answered
         st.query_params[RUN_PARAM] = st.session_state["run_id"]
         st.session_state["_url_run"] = st.session_state["run_id"]
