@@ -29,7 +29,7 @@ EfficientNet-Lite0/1/2 on 324 views (18 crops, each also mirrored) of nine packa
 (:data:`PRECISION_PHOTOS`: the sample run's five and the four above), written as PNG files in a
 class folder, the whole pipeline in fp32 (its default backend, ONNX Runtime), bf16 (PyTorch bf16
 autocast; only where the CPU has AVX-512 BF16/AMX) and int8 (ONNX Runtime, statically quantized on
-``classify.quantize``'s calibration set, which shares no image with these): images/s of the whole
+``classify.engine.quantize``'s calibration set, which shares no image with these): images/s of the whole
 call, the forward pass alone (ms of one core per image, batch 8, CPU time, so other processes on
 a shared machine do not inflate it), each against fp32 in the same round, and top-1 agreement
 with fp32 over all views. Then the fp32 pipeline's steady state on 512 images as a share of the
@@ -45,7 +45,7 @@ depend on weight values). See ``gpu_section``.
 
     .venv/bin/python benchmarks/bench_inference.py --gpu-only --images 2048 --repeats 2
 
-The GPU section starts with JPEG decoding on the device (``classify.gpu_decode``): ResNet-50 bf16
+The GPU section starts with JPEG decoding on the device (``classify.engine.gpu_decode``): ResNet-50 bf16
 from JPEG files (128 crops of the packaged photographs, each of its own size, repeated), the whole pipeline with the CPU decode
 workers (``gpu_decode='off'``) against nvJPEG decode, resize and crop on the GPU (``'auto'``),
 images/s of each, the ratio, which decode path each run reported, and how far the device's crops are
@@ -70,10 +70,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from classify.pipeline import InferenceOptions  # noqa: E402
-from classify.preprocess import crop_to_tensor, normalizer  # noqa: E402
-from classify.registry import DEFAULT_MODEL, class_wnids, get_model  # noqa: E402
-from classify.sources.package_source import load_efficientnet_lite0_package  # noqa: E402
+from classify.engine.types import InferenceOptions  # noqa: E402
+from classify.engine.preprocess import crop_to_tensor, normalizer  # noqa: E402
+from classify.models.registry import DEFAULT_MODEL, class_wnids  # noqa: E402
+from classify.models.lookup import get_model
+from classify.models.sources.package_source import load_efficientnet_lite0_package  # noqa: E402
 from classify.targets import predict_folder  # noqa: E402
 from core.imageio import load_rgb  # noqa: E402
 from tests.classify.doubles import make_test_double  # noqa: E402  (random-init models: throughput only)
@@ -84,7 +85,7 @@ PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/a
           "sklearn/datasets/images/flower.jpg", "matplotlib/mpl-data/sample_data/grace_hopper.jpg"]
 
 
-# The photographs the precision section evaluates: none is in classify.quantize's calibration set
+# The photographs the precision section evaluates: none is in classify.engine.quantize's calibration set
 # (tests/classify/test_precisions.py checks the files' hashes).
 PRECISION_PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/camera.png",
                     "skimage/data/astronaut.png", "skimage/data/rocket.jpg", "skimage/data/motorcycle_left.png",
@@ -204,9 +205,9 @@ def pipeline(folder: Path, options: InferenceOptions, model=DEFAULT_MODEL, backe
 # --------------------------------------------------------------------------- where the time goes
 def stage_costs(paths: list[Path], cache_dir: Path) -> dict[str, float]:
     """ms of one core per image: decode, resize+crop, and the forward pass (batch 8) per backend."""
-    from classify.onnx_backend import ExportKey, OnnxCache, onnx_classifier
-    from classify.optimize import fold_batchnorm
-    from classify.weights import weights_status
+    from classify.engine.onnx_backend import ExportKey, OnnxCache, onnx_classifier
+    from classify.engine.optimize import fold_batchnorm
+    from classify.models.weights import weights_status
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -365,9 +366,10 @@ def cpu_section(args, folder: Path, paths: list[Path], cache: Path) -> None:
 def _forward_ms(entry, precision: str, cache: Path, batch: torch.Tensor, backend: str = "auto") -> float:
     """ms of one core (CPU time of this thread) per image: normalise + forward, batch 8, as the
     pipeline runs ``precision`` (ONNX Runtime fp32 / int8, PyTorch bf16 autocast)."""
-    from classify.device import cpu_threads
-    from classify.pipeline import InferenceOptions as Options, _load_one, _Settings, _forward
-    from classify.device import autocast_dtype, resolve_precision
+    from classify.engine.device import cpu_threads
+    from classify.engine.types import InferenceOptions as Options
+    from classify.engine.pipeline import _load_one, _Settings, _forward
+    from classify.engine.device import autocast_dtype, resolve_precision
 
     device = torch.device("cpu")
     options = Options(device="cpu", precision=precision, cache_dir=str(cache), backend=backend)
@@ -388,8 +390,8 @@ def _forward_ms(entry, precision: str, cache: Path, batch: torch.Tensor, backend
 def precision_section(tmp: Path, models: list[str], repeats: int) -> dict:
     """fp32 / bf16 / int8 on the CPU for each model: whole-pipeline images/s, forward ms per image,
     ratios against fp32 and top-1 agreement with fp32 (see the module docstring). Returns the figures."""
-    from classify.device import cpu_bf16_instructions
-    from classify.options import precision_model_id
+    from classify.engine.device import cpu_bf16_instructions
+    from classify.engine.options import precision_model_id
 
     views_root = tmp / "views"
     paths = make_views(views_root)
@@ -477,7 +479,7 @@ def gpu_section(tmp: Path, n_images: int, repeats: int, cache: Path, device_name
     Every pipeline call also builds its model and starts its workers (seconds for a random-init
     ViT-B), so each setting runs on ``n_images`` and on an eighth of them: the whole-call rate is
     the large run's, and the steady rate (n - n/8) / (t(n) - t(n/8)) leaves the fixed cost out."""
-    from classify.device import default_num_workers
+    from classify.engine.device import default_num_workers
 
     gpu_decode_section(tmp, max(n_images, 4096), repeats, cache, device_name)  # the bound before: decoding
     # Below, the CPU decode workers as measured on 2026-11-29 (gpu_decode='off'), to compare with those figures.
@@ -552,7 +554,7 @@ def crop_difference(paths: list[Path], device: torch.device) -> str:
     geometries, and the decoded images alone."""
     import numpy as np
 
-    from classify.gpu_decode import DeviceDecoder, device_jpeg
+    from classify.engine.gpu_decode import DeviceDecoder, device_jpeg
 
     geometries = [get_model("resnet50").input_config().geometry, get_model(DEFAULT_MODEL).input_config().geometry]
     unique = list(dict.fromkeys(p.read_bytes() for p in paths))
@@ -579,7 +581,7 @@ def gpu_decode_section(tmp: Path, n_images: int, repeats: int, cache: Path, devi
     (gpu_decode='off') against JPEG decoding on the GPU ('auto'), steady and whole-call images/s
     as in gpu_section, the ratio, and the decode path each run reported (InferenceReport.decode).
     Random-init weights (throughput only). Returns the figures."""
-    from classify.device import default_num_workers
+    from classify.engine.device import default_num_workers
 
     small_n = max(8, n_images // 8)
     big, small = tmp / "gpu-jpegs", tmp / "gpu-jpegs-small"
@@ -621,8 +623,8 @@ def gpu_decode_section(tmp: Path, n_images: int, repeats: int, cache: Path, devi
 
 def forward_rate(entry, precision: str, batch: int, device: torch.device) -> float:
     """images/s of normalise + forward + softmax + top-5 on a uint8 batch already on the GPU."""
-    from classify.device import autocast_dtype
-    from classify.weights import load_model
+    from classify.engine.device import autocast_dtype
+    from classify.models.weights import load_model
 
     model = load_model(entry).to(device).eval().to(memory_format=torch.channels_last)
     config = entry.input_config()

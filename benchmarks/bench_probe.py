@@ -122,7 +122,7 @@ def bench_throughput(model: str, repeats: int) -> None:
     except ImportError as exc:  # classify --features not in this checkout
         print(f"throughput: skipped ({exc})")
         return
-    from classify.pipeline import InferenceOptions
+    from classify.engine.types import InferenceOptions
     from crawl.sample_photos import SAMPLE_PHOTOS, VIEWS, load_rgb, photo_path
 
     with tempfile.TemporaryDirectory(prefix="wildlens-bench-views-") as tmp:

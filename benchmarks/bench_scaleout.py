@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_inference import make_folder, measure  # noqa: E402
 
-from classify.pipeline import InferenceOptions  # noqa: E402
-from classify.ray_engine import ray_available, ray_session, ray_version  # noqa: E402
-from classify.registry import DEFAULT_MODEL  # noqa: E402
+from classify.engine.types import InferenceOptions  # noqa: E402
+from classify.engine.ray_engine import ray_available, ray_session, ray_version  # noqa: E402
+from classify.models.registry import DEFAULT_MODEL  # noqa: E402
 from classify.targets import predict_folder  # noqa: E402
 
 

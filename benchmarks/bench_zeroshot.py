@@ -7,10 +7,10 @@ open_clip ViT-B-32 of the real architecture (``pretrained=None``): it does the s
 the trained model, so its speed and memory are the real model's, but its outputs are noise and
 nothing here is an accuracy result. The output says so on every such line.
 
-1. Prompt generation alone: ``classify.prompts.class_prompts`` for every ImageNet-1k class with
+1. Prompt generation alone: ``classify.zeroshot.prompts.class_prompts`` for every ImageNet-1k class with
    ``openai80`` (80,000 prompts) and every ImageNet-21k class with ``simple7`` (152,901), seconds,
    each in a fresh process after WordNet is loaded (its load is shown apart).
-2. Text-classifier build, ``classify.zeroshot.build_text_classifier`` (its defaults: 256 classes'
+2. Text-classifier build, ``classify.zeroshot.classifier.build_text_classifier`` (its defaults: 256 classes'
    prompts held at once, 256 prompts through the text tower at once, PyTorch's default threads),
    ViT-B-32, for ImageNet-1k x ``openai80`` and ImageNet-21k x ``simple7``. The whole sets take
    hours on a small CPU (80,000 and 152,901 prompts), so by default a fixed sample of classes,
@@ -134,8 +134,8 @@ def create_clip(arch: str):
     import open_clip
     import torch
 
-    from classify.sources import get_source
-    from classify.sources.openclip_source import clip_entry
+    from classify.models.registry import get_source
+    from classify.models.sources.openclip_source import clip_entry
 
     if arch == "tiny":
         arch = register_tiny()
@@ -161,7 +161,7 @@ def prompt_generation(space: str, templates: str) -> dict:
     """Seconds of class_prompts for every class of ``space`` with ``templates`` (the default recipe
     otherwise), after WordNet is loaded (a call on two classes of another label space, timed apart).
     Meant for a fresh process (:func:`in_child`), so no cache of an earlier case helps."""
-    from classify.prompts import Recipe, class_prompts
+    from classify.zeroshot.prompts import Recipe, class_prompts
 
     start = time.perf_counter()
     class_prompts(sample_wnids("imagenet-r", 2), Recipe(templates="simple7"))  # loads WordNet
@@ -182,8 +182,8 @@ def build_case(arch: str, label_space: str, templates: str, n_classes: int | Non
     Meant for a fresh process (:func:`in_child`): the high-water mark is the process's."""
     import torch
 
-    from classify.prompts import Recipe
-    from classify.zeroshot import CHUNK_CLASSES, build_text_classifier
+    from classify.zeroshot.prompts import Recipe
+    from classify.zeroshot.classifier import CHUNK_CLASSES, build_text_classifier
 
     model, tokenizer = create_clip(arch)
     wnids = sample_wnids(label_space, n_classes)
@@ -192,7 +192,7 @@ def build_case(arch: str, label_space: str, templates: str, n_classes: int | Non
     chunk = chunk_classes or CHUNK_CLASSES
     with torch.inference_mode():  # warm-up: first-call allocations and oneDNN kernels, not timed
         model.encode_text(tokenizer(["a photo of a cat."] * 4))
-    from classify.prompts import class_prompts
+    from classify.zeroshot.prompts import class_prompts
 
     class_prompts(sample_wnids("imagenet-r", 2), recipe)  # loads WordNet (~250 MB), not counted as the build's
     import gc
@@ -225,9 +225,9 @@ def in_child(fn, *args, **kwargs):
 
 
 def text_section(args) -> None:
-    from classify.prompts import templates_of
+    from classify.zeroshot.prompts import templates_of
 
-    say(f"Prompt generation (classify.prompts.class_prompts, default recipe but templates), each in a fresh "
+    say(f"Prompt generation (classify.zeroshot.prompts.class_prompts, default recipe but templates), each in a fresh "
         f"process after WordNet is loaded; {load()}")
     for space, templates in (("imagenet-1k", "openai80"), ("imagenet-21k", "simple7")):
         g = in_child(prompt_generation, space, templates)
@@ -236,7 +236,7 @@ def text_section(args) -> None:
             f"[{load()}]")
 
     say()
-    say(f"Text-classifier build, classify.zeroshot.build_text_classifier, open_clip {CLIP_ARCH} ({RANDOM}), "
+    say(f"Text-classifier build, classify.zeroshot.classifier.build_text_classifier, open_clip {CLIP_ARCH} ({RANDOM}), "
         f"CPU, each case in a fresh process; {load()}")
     cases = [("imagenet-1k", "openai80", None if args.full else args.in1k_classes),
              ("imagenet-21k", "simple7", None if args.full else args.in21k_classes)]
@@ -313,8 +313,8 @@ def save_random_clip(path: Path, arch: str = CLIP_ARCH) -> Path:
 
 def zero_shot_selection(tmp: Path, checkpoint: Path, arch: str = CLIP_ARCH):
     """(entries, checkpoints by id) for clip:ARCH over the sample run's classes with simple7."""
-    from classify.prompts import Recipe
-    from classify.zeroshot import zero_shot_models
+    from classify.zeroshot.prompts import Recipe
+    from classify.models.sources.openclip_source import zero_shot_models
     from crawl.sample_photos import SAMPLE_PHOTOS
 
     label_file = tmp / "sample-classes.txt"
@@ -340,9 +340,9 @@ def timed(folder: Path, models, options) -> tuple[float, int]:
 def image_section(tmp: Path, copies: int, repeats: int, arch: str = CLIP_ARCH) -> dict:
     """Lite0 (real weights) and zero-shot ``arch`` (random init) through predict_folder on the
     sample views: images/s (whole call, and steady with copies >= 2) and the ratio; returns them."""
-    from classify.pipeline import InferenceOptions
-    from classify.registry import DEFAULT_MODEL
-    from classify.zeroshot import build_settings
+    from classify.engine.types import InferenceOptions
+    from classify.models.registry import DEFAULT_MODEL
+    from classify.zeroshot.classifier import build_settings
 
     if arch == "tiny":  # the tests' double: a smoke run in seconds
         arch = register_tiny()

@@ -8,7 +8,7 @@
                                [--templates ...] [--style ...] [--coverage]   # what a zero-shot text tower reads
 
 --models takes registry ids and aliases and any other timm name (``arch.tag``),
-``torchvision/ARCH.WEIGHTS`` or ``hf-hub:ORG/NAME`` (:mod:`classify.zoo`); ``--checkpoint
+``torchvision/ARCH.WEIGHTS`` or ``hf-hub:ORG/NAME`` (:mod:`classify.models.zoo`); ``--checkpoint
 MODEL=PATH`` gives a local file, whose head decides the label space (``--label-space`` and
 ``--family`` override what is inferred).
 
@@ -22,8 +22,8 @@ it for the same DIR and models (``classify.targets.check_out_claim``; ``--overwr
 any), and never inside the store's runs/. Entries of DIR that are not read (links out of DIR,
 FIFOs, unreadable folders, other files) are listed on stderr with their reasons. Errors a person can
 fix (``core.errors.WildLensError``) print one line and exit with status 2. The option lists
-(precisions, backends, resamplers, families) are the library's own (``classify.device``,
-``classify.preprocess``, ``classify.registry``).
+(precisions, backends, resamplers, families) are the library's own (``classify.engine.device``,
+``classify.engine.preprocess``, ``classify.models.registry``).
 """
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ from core.errors import OptionError, WildLensError, one_line
 from core.progress import TerminalProgress
 from core.runstore import Run, RunStore
 
-from .registry import DEFAULT_MODEL, FAMILIES, list_models
+from classify.models.registry import DEFAULT_MODEL, FAMILIES, list_models
 
 
 def _checkpoints(items: list[str]) -> dict[str, str]:
-    """--checkpoint MODEL=PATH (repeated) -> {MODEL as written: PATH}; classify.zoo matches the
+    """--checkpoint MODEL=PATH (repeated) -> {MODEL as written: PATH}; classify.models.zoo matches the
     names to --models (any name of the model)."""
     out = {}
     for item in items or []:
@@ -63,10 +63,10 @@ def _per_model(option: str, items: list[str], example: str) -> dict[str, str]:
 
 def _model_selection(args):
     """(entries, checkpoints by entry id) for --models with --checkpoint/--label-space/--family:
-    any timm / torchvision / hf-hub name resolves (classify.zoo), label space and family inferred;
+    any timm / torchvision / hf-hub name resolves (classify.models.zoo), label space and family inferred;
     zero-shot names (clip:...) resolve with the label set and prompt recipe (_zero_shot_selection)."""
-    from .sources.openclip_source import is_clip_name
-    from .zoo import resolve_models
+    from classify.models.sources.openclip_source import is_clip_name
+    from classify.models.zoo import resolve_models
 
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     checkpoints = _checkpoints(args.checkpoint)
@@ -89,8 +89,8 @@ ZERO_SHOT_OPTIONS = ("label_set", "names", "knowledge", "knowledge_file", "templ
 def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
     """Zero-shot entries for --models clip:... with --label-set and the prompt options (a recipe
     for the names that carry none in their id: clip:ViT-B-32.openai+def)."""
-    from .sources.openclip_source import is_clip_name
-    from .zeroshot import zero_shot_models
+    from classify.models.sources.openclip_source import is_clip_name
+    from classify.models.sources.openclip_source import zero_shot_models
 
     given = [o for o in ZERO_SHOT_OPTIONS if getattr(args, o, None) is not None]
     if not names:
@@ -100,7 +100,7 @@ def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
         return [], {}
     recipe = None
     if any(o != "label_set" for o in given):
-        from .prompts import Recipe
+        from classify.zeroshot.prompts import Recipe
 
         fields = {o: getattr(args, o) for o in ("names", "knowledge", "templates", "style", "knowledge_file")
                   if getattr(args, o) is not None}
@@ -114,7 +114,7 @@ def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
-    from .options import BACKENDS, DEFAULT_RESAMPLER, ENGINES, GPU_DECODE, PRECISIONS, RESAMPLERS
+    from classify.engine.options import BACKENDS, DEFAULT_RESAMPLER, ENGINES, GPU_DECODE, PRECISIONS, RESAMPLERS
 
     p = argparse.ArgumentParser(
         prog="python -m classify",
@@ -143,7 +143,7 @@ def build_predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="auto: ONNX Runtime on the CPU where installed and verified against PyTorch (exports are "
                         "cached in $WILDLENS_HOME/cache/onnx), PyTorch otherwise and on GPUs")
-    r = p.add_argument_group("engine (Ray Data for a cluster; classify.ray_engine)")
+    r = p.add_argument_group("engine (Ray Data for a cluster; classify.engine.ray_engine)")
     r.add_argument("--engine", default="local", choices=ENGINES,
                    help="local (default): this process. ray: Ray Data actors, each holding the models once, on the "
                         "cluster --ray-address or RAY_ADDRESS names, else a local Ray instance; same rows, same resume. "
@@ -210,13 +210,13 @@ def build_models_parser() -> argparse.ArgumentParser:
 
 
 def build_prompts_parser() -> argparse.ArgumentParser:
-    from .labelsets import DEFAULT_LABEL_SET
-    from .prompts import KNOWLEDGE, NAMES, STYLES, TEMPLATES
+    from classify.zeroshot.labelsets import DEFAULT_LABEL_SET
+    from classify.zeroshot.prompts import KNOWLEDGE, NAMES, STYLES, TEMPLATES
 
     p = argparse.ArgumentParser(
         prog="python -m classify prompts",
         description="The prompts a zero-shot model's text tower reads, built from each class's wnid: one "
-                    "'wnid<TAB>prompt' line per class and template (classify/prompts.py). --coverage instead counts, "
+                    "'wnid<TAB>prompt' line per class and template (classify/zeroshot/prompts.py). --coverage instead counts, "
                     "per label set, the classes with a WordNet definition and a hypernym path.")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--wnids", help="comma-separated wnids, e.g. n02127052,n02123159")
@@ -243,8 +243,8 @@ def build_prompts_parser() -> argparse.ArgumentParser:
 def cmd_prompts(argv: list[str]) -> int:
     from core.labels import label_space_names
 
-    from .labelsets import LabelSet, resolve_label_set
-    from .prompts import Recipe, class_prompts, coverage
+    from classify.zeroshot.labelsets import LabelSet, resolve_label_set
+    from classify.zeroshot.prompts import Recipe, class_prompts, coverage
 
     parser = build_prompts_parser()
     args = parser.parse_args(argv)
@@ -297,7 +297,7 @@ def _print_table(header: tuple[str, ...], rows: list[tuple]) -> None:
 
 
 def cmd_search(args) -> int:
-    from .zoo import search
+    from classify.models.zoo import search
 
     rows, total = search(args.search, args.limit or None)
     if args.available:
@@ -312,7 +312,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_models(argv: list[str]) -> int:
-    from .weights import weights_status
+    from classify.models.weights import weights_status
 
     args = build_models_parser().parse_args(argv)
     if args.search is not None:
@@ -334,8 +334,9 @@ def cmd_models(argv: list[str]) -> int:
 def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = None) -> int:
     parser = build_predict_parser()
     args = parser.parse_args(argv)  # before torch loads: --help and usage errors answer at once
-    from .pipeline import InferenceOptions, result_entries
-    from .targets import predict_folder, predict_run
+    from classify.engine.types import InferenceOptions
+    from classify.engine.dispatch import result_entries
+    from classify.targets import predict_folder, predict_run
 
     if args.images and not args.out:
         parser.error("--images needs --out FILE (.csv or .parquet)")
@@ -359,12 +360,13 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                                gpu_decode=args.gpu_decode,
                                **({} if args.ray_join_timeout is None else {"ray_join_timeout": args.ray_join_timeout}))
     if args.features:  # PyTorch backend; ONNX-only choices refused (classify.features)
-        from .features import feature_options
+        from classify.features import feature_options
 
         options = feature_options(options)
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
-    from .device import select_device
-    from .zeroshot import build_settings, check_stored_label_sets
+    from classify.engine.device import select_device
+    from classify.zeroshot.classifier import build_settings
+    from classify.models.sources.openclip_source import check_stored_label_sets
 
     try:
         # zero-shot models build their text classifier while loading: on the inference device, with a bar
@@ -381,7 +383,7 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
 
                 from core.parts import PredictionParts
 
-                from .targets import parts_folder_for
+                from classify.targets import parts_folder_for
 
                 if not args.overwrite:  # --overwrite: its batches start over, whatever label sets they hold
                     check_stored_label_sets(PredictionParts(parts_folder_for(Path(args.out).expanduser())),
@@ -393,7 +395,7 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
             progress.close()
     print(f"{result.summary()} -> {target}")
     if args.features:
-        from .features import features_summary
+        from classify.features import features_summary
 
         print(features_summary(run, list(result.models)))
     failed = sum(m.failed for m in result.models.values())

@@ -7,7 +7,7 @@ What is stored (``core.features`` owns the layout: ``features/<model>/part-*.npy
   **pre-logit** features, the input of its final linear layer (timm's
   ``forward_head(pre_logits=True)``; torchvision's ``fc`` / ``classifier[-1]`` / ``heads.head``
   input), e.g. 1280 values for EfficientNet-Lite0;
-* a zero-shot model (``classify.zeroshot.ZeroShotHead``): the **image embedding**, the image
+* a zero-shot model (``classify.zeroshot.classifier.ZeroShotHead``): the **image embedding**, the image
   tower's output before the head L2-normalises it. Both are stored un-normalised
   (``meta.json``: ``"normalised": false``); a probe normalises them itself.
 
@@ -49,9 +49,10 @@ from core.parts import PredictionParts
 from core.progress import ProgressCallback
 from core.runstore import Run, probe_writable
 
-from .pipeline import ImageTask, InferenceOptions, InferenceReport, run_inference
-from .registry import ModelEntry
-from .targets import OutputError, PredictionSink, predict_run
+from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
+from classify.engine.dispatch import run_inference
+from classify.models.registry import ModelEntry
+from classify.sinks import OutputError, PredictionSink
 
 FEATURES_COLUMN = "features"  # per prediction row: the float32 vector (in memory only, never stored in a table)
 KIND_COLUMN = "feature_kind"  # 'pre-logit' or 'image-embedding' (core.features.FEATURE_KINDS)
@@ -104,7 +105,7 @@ class FeatureTap:
     (a zero-shot image tower's output)."""
 
     def __init__(self, module: torch.nn.Module, model_id: str = ""):
-        from .zeroshot import ZeroShotHead
+        from classify.zeroshot.classifier import ZeroShotHead
 
         self.model_id = model_id
         self._local = threading.local()
@@ -113,10 +114,10 @@ class FeatureTap:
         if isinstance(module, ZeroShotHead):
             self.kind = "image-embedding"
             wnids = tuple(getattr(module, "wnids", ()))
-            if wnids:  # built by classify.zeroshot.zero_shot_head, which knows the columns' classes
+            if wnids:  # built by classify.zeroshot.classifier.zero_shot_head, which knows the columns' classes
                 self.text = {"classifier": module.classifier.detach().float().cpu().numpy(), "wnids": wnids,
                              "logit_scale": float(module.logit_scale)}
-            self._check = False  # the head's arithmetic is ours (classify.zeroshot): nothing to verify
+            self._check = False  # the head's arithmetic is ours (classify.zeroshot.classifier): nothing to verify
             self._hooks = [module.image_encoder.register_forward_hook(self._embedding)]
         else:
             head = _classifier_layer(module)
@@ -230,13 +231,6 @@ def feature_options(options: InferenceOptions | None = None) -> InferenceOptions
     return dataclasses.replace(options, features=True, backend="torch")
 
 
-def extract_features(run: Run, models: str | Iterable[str | ModelEntry], options: InferenceOptions | None = None,
-                     progress: ProgressCallback | None = None) -> InferenceReport:
-    """Store the frozen features (and the predictions, same pass) of a run's usable images for
-    ``models``; resumable (images with both stored are skipped), one classify run per run."""
-    return predict_run(run, models, feature_options(options), progress)
-
-
 def features_summary(run: Run, model_ids: Sequence[str]) -> str:
     """One line per model: images with features, dim, kind, where."""
     lines = []
@@ -287,7 +281,7 @@ def feature_throughput(images: Sequence[tuple[str, str]] | Sequence[ImageTask], 
             PredictionParts(folder / "predictions").append(
                 frame.drop(columns=[c for c in (FEATURES_COLUMN, KIND_COLUMN, TEXT_COLUMN) if c in frame.columns]))
 
-        report = run_inference(tasks, [model], sink, None, with_features)
+        report = run_inference(tasks, [model], sink, None, with_features, tap=FeatureTap)
         dims.extend(stored)
         return report.seconds
 

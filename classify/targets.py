@@ -16,7 +16,7 @@ replaces only a file WildLens wrote for the same images folder and models, never
 store's runs/ (:func:`check_out_outside_the_store`, :func:`check_out_claim`; ``overwrite`` replaces
 any regular file and starts its batches over).
 
-Both hand their tasks to :func:`classify.pipeline.run_inference` with a :class:`PredictionSink`,
+Both hand their tasks to :func:`classify.engine.pipeline.run_inference` with a :class:`PredictionSink`,
 which stores each batch as it comes (``core.parts.PredictionParts``, or memory), says what is
 already stored, compacts at the end and reads the final table.
 
@@ -32,7 +32,7 @@ import follows): regular files only (``stat`` after resolving links), never a li
 each image once, under the class folder that holds it by its real path (a link into another
 class folder, or to DIR or above it, is not followed), every folder at most once (links that
 loop), and each entry it does not read is reported: as a task marked failed with its reason where the name is an image's
-(a FIFO, a link to ``/dev/zero``, a file over ``classify.preprocess.MAX_IMAGE_BYTES``), else in
+(a FIFO, a link to ``/dev/zero``, a file over ``classify.engine.preprocess.MAX_IMAGE_BYTES``), else in
 :attr:`FolderScan.skipped` (folders linked from outside DIR or unreadable, other files).
 """
 from __future__ import annotations
@@ -58,10 +58,13 @@ from core.runstore import (MODEL_STAMP_COLUMNS, PREDICTION_SCHEMA, Run, StoreErr
                            write_table)
 from core.wordnet import is_wnid
 
-from .pipeline import ImageTask, InferenceOptions, InferenceReport, result_entries, run_inference
-from .preprocess import file_kind, oversize_reason
-from .registry import ModelEntry
-from .sources import get_source
+from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
+from classify.features import FeatureSink, FeatureTap, feature_options
+from classify.sinks import OutputError, PredictionSink  # noqa: F401  (OutputError: raised here too)
+from classify.engine.dispatch import result_entries, run_inference
+from classify.engine.preprocess import file_kind, oversize_reason
+from classify.models.registry import ModelEntry
+from classify.models.registry import get_source
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".jfif", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
                             ".pgm", ".pbm"})
@@ -74,45 +77,6 @@ PARTS_LOCK_NAME = ".wildlens-classify.lock"
 
 class FolderError(WildLensError, ValueError):
     """An images folder that is not DIR/<wnid>/<images>; the message says how to fix it."""
-
-
-class OutputError(WildLensError, RuntimeError):
-    """Where the predictions go cannot be written; found before any inference."""
-
-
-class PredictionSink:
-    """Where a target's rows go, batch by batch: part files (``parts``: a run's ``predictions/``
-    or a folder run's ``.FILE.parts/``), stored at once so a killed run resumes, or, with no
-    parts folder, memory. ``run_inference`` calls it with each batch's rows."""
-
-    def __init__(self, parts: PredictionParts | None = None):
-        self.parts = parts
-        self.frames: list[pd.DataFrame] = []
-
-    def __call__(self, frame: pd.DataFrame) -> None:
-        if self.parts is None:
-            self.frames.append(frame)
-        else:
-            self.parts.append(frame)
-
-    def already_done(self, entries: Sequence[ModelEntry]) -> dict[str, set[str]]:
-        """Per model, the images stored 'ok' before this call: a re-run skips them."""
-        if self.parts is None:
-            return {}
-        return {e.id: self.parts.predicted_images(e.id) for e in entries}
-
-    def finish(self, entries: Sequence[ModelEntry], compact: bool) -> None:
-        """After the run: merge each model's part files into one (``compact``)."""
-        if self.parts is not None and compact:
-            for entry in entries:
-                self.parts.compact(entry.id)
-
-    def table(self, entries: Sequence[ModelEntry], images: set[str]) -> pd.DataFrame:
-        """The rows of ``entries`` for ``images``, stored now or before."""
-        if self.parts is None:
-            return pd.concat(self.frames, ignore_index=True) if self.frames else pd.DataFrame(columns=list(PREDICTION_SCHEMA))
-        table = self.parts.read([e.id for e in entries])
-        return table[table["image"].isin(images)]
 
 
 class StoredModelError(WildLensError, ValueError):
@@ -160,7 +124,7 @@ def check_stored_models(parts: PredictionParts, entries: Sequence[ModelEntry], c
     Those rows would be skipped as 'already stored' and, in a killed run, mixed with the new
     model's under one id. ``where`` names the target ('Run r', '--out FILE'); ``fix(model id)``
     ends the message. Failed rows are not compared: a re-run computes them again."""
-    from .pipeline import base_entry, model_stamps
+    from classify.engine.pipeline import base_entry, model_stamps
 
     stamps = model_stamps(entries, checkpoints)
     for entry in entries:
@@ -228,13 +192,11 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
 
     with _writing_parts(parts, busy, unwritable):
         check_stored_models(parts, entries, options.checkpoints, f"Run {run.run_id}", fix)
-        if options.features:  # classify.features: features stored beside the predictions, same pass
-            from .features import FeatureSink
-
-            sink = FeatureSink(run, parts)
-        else:
-            sink = PredictionSink(parts)
-        result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress)
+        # classify.features: with options.features the features are stored beside the predictions, same
+        # pass; the engine is given the tap that captures them.
+        sink = FeatureSink(run, parts) if options.features else PredictionSink(parts)
+        result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress,
+                               tap=FeatureTap if options.features else None)
         sink.finish(entries, options.compact)
         if run.info_path.exists():
             info = run.info
@@ -243,6 +205,14 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
             if known != list(info.models):
                 run.update_info(models=known)
     return result
+
+
+def extract_features(run: Run, models: str | Iterable[str | ModelEntry], options: InferenceOptions | None = None,
+                     progress: ProgressCallback | None = None) -> InferenceReport:
+    """Store the frozen features (and the predictions, same pass) of a run's usable images for
+    ``models``; resumable (images with both stored are skipped), one classify run per run."""
+    return predict_run(run, models, feature_options(options), progress)
+
 
 
 # --------------------------------------------------------------------------- folders

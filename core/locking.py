@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .runstore import StoreError
+from .tables import StoreError
 
 LOCK_NAME = ".wildlens.lock"
 # Held (shared) by whoever writes derived files into an existing run (explain's metrics/), taken

@@ -23,7 +23,7 @@ that tells them apart, so every page, table and CSV reads the same string. The r
    of the label space, or, for a wnid outside it (named from ImageNet-21k's lists or WordNet), another
    class of the label space or of ImageNet-21k.
 2. An ambiguous name is followed by its sense in brackets: the first lemma of its WordNet hypernym
-   (the deepest one when it has several, ties in synset-name order, as classify.prompts orders them):
+   (the deepest one when it has several, ties in synset-name order, as classify.zeroshot.prompts orders them):
    'crane (wading bird)', 'crane (lifting device)', 'maillot (tights)', 'maillot (swimsuit)',
    'Cardigan (corgi)', 'cardigan (sweater)'. These are the zero-shot prompts' names too.
 3. Where that does not tell the wnids apart (two of them under the same hypernym, or none), the

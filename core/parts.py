@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .runstore import (_RUN_ID_RE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
+from .tables import (_RUN_ID_RE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
                        probe_writable, read_table, write_table)
 
 

@@ -1,17 +1,17 @@
 """Prompt recipes of one zero-shot model side by side (issue 14 item 6, the dashboard's Knowledge page).
 
-A zero-shot (CLIP) model's prompt recipe is part of its stored model id (``classify.prompts``:
+A zero-shot (CLIP) model's prompt recipe is part of its stored model id (``classify.zeroshot.prompts``:
 ``Recipe.tag()``): ``clip/ViT-B-32.openai`` is the default recipe (the class name in OpenAI's 80
 templates), ``clip/ViT-B-32.openai__def`` adds each class's WordNet definition,
 ``…__def__path__simple7`` definition and hypernym path in 7 templates, and a precision suffix may
-follow (``…__def--bf16``, ``classify.options``). The metric tables hold one row per model id, so
+follow (``…__def--bf16``, ``classify.engine.options``). The metric tables hold one row per model id, so
 the recipes of one model are rows of ``per_model`` and ``per_class`` like different models; this
 module puts them back together: :func:`recipe_table` (per base model and recipe: accuracy, sibling
 rate, similarity means over the mistakes, severity, n) and :func:`recipe_difference` (per class:
 what a second recipe gained or lost against a first).
 
 explain/ imports only core/ (the architecture rule), so the id is read here by a small parser of
-the stored form (:func:`parse_model_id`), not through ``classify.prompts.split_recipe``; the test
+the stored form (:func:`parse_model_id`), not through ``classify.zeroshot.prompts.split_recipe``; the test
 ``tests/explain/test_recipes.py`` checks it against that one on every recipe token, so the two
 cannot drift apart unnoticed. Pure pandas: no model, no WordNet.
 """
@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-ZERO_SHOT_PREFIX = "clip/"  # classify.sources.openclip_source.STORED_PREFIX: what runs store for zero-shot models
-RECIPE_SEPARATOR = "__"  # classify.prompts.RECIPE_SEPARATOR
-PRECISION_SEPARATOR = "--"  # classify.options.PRECISION_SEPARATOR
-PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # classify.options.SUFFIXED_PRECISIONS
+ZERO_SHOT_PREFIX = "clip/"  # classify.models.sources.openclip_source.STORED_PREFIX: what runs store for zero-shot models
+RECIPE_SEPARATOR = "__"  # classify.zeroshot.prompts.RECIPE_SEPARATOR
+PRECISION_SEPARATOR = "--"  # classify.engine.options.PRECISION_SEPARATOR
+PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # classify.engine.options.SUFFIXED_PRECISIONS
 _FILE_TOKEN = re.compile(r"^(kf|tf)-[0-9a-f]{8}$")
 
-# Human labels: the knowledge a recipe adds, then what else it changes (classify.prompts.Recipe).
+# Human labels: the knowledge a recipe adds, then what else it changes (classify.zeroshot.prompts.Recipe).
 KNOWLEDGE_LABELS = {"name": "name only", "def": "definition", "path": "path", "def+path": "definition + path"}
 _KNOWLEDGE_ORDER = ("name", "def", "path", "def+path", "file")
 DEFAULT_RECIPE_LABEL = KNOWLEDGE_LABELS["name"]
@@ -45,7 +45,7 @@ COLUMN_LABELS = {"base_model": "Model", "precision": "Precision", "recipe": "Rec
 COLUMN_DOCS = {
     "base_model": "The zero-shot model without its recipe: the same weights and image tower in every row of a group.",
     "precision": "The precision suffix of the model id (bf16, fp16, fp32, int8); empty: the device's default.",
-    "recipe": "The recipe tag of the model id (classify.prompts.Recipe.tag): empty for the default recipe, "
+    "recipe": "The recipe tag of the model id (classify.zeroshot.prompts.Recipe.tag): empty for the default recipe, "
               "else its tokens joined by '__' (def, path, openai-names, simple7, elevater, kf-/tf-<sha8>).",
     "recipe_label": "What the recipe gives the text tower: the class name only, or with its WordNet definition, "
                     "hypernym path, a knowledge file; then other changes (OpenAI names, 7 templates, ELEVATER format).",
@@ -93,8 +93,8 @@ def _is_token(token: str) -> bool:
 def parse_model_id(model_id: str) -> ModelRecipe:
     """'clip/ViT-B-32.openai__def__path--bf16' -> ModelRecipe(base_model='clip/ViT-B-32.openai',
     recipe='def__path', precision='bf16'). The precision suffix is cut first (as
-    ``classify.options.split_model_id``), then the trailing run of recipe tokens (as
-    ``classify.prompts.split_recipe``: the longest tail whose every '__' part is a recipe token).
+    ``classify.engine.options.split_model_id``), then the trailing run of recipe tokens (as
+    ``classify.zeroshot.prompts.split_recipe``: the longest tail whose every '__' part is a recipe token).
     Tokens keep their order and case as stored; an id without recipe tokens (any classifier) is
     its own base with recipe ''."""
     text = str(model_id)

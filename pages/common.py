@@ -366,13 +366,13 @@ def concepts_table(seen: str) -> pd.DataFrame:
 @st.cache_data(max_entries=512, show_spinner=False)
 def model_family(model_id: str) -> str:
     """'CNN', 'transformer' or 'hybrid' from the model registry, or inferred from the architecture for
-    any timm / torchvision name (classify.zoo; built on the meta device once, then cached here);
+    any timm / torchvision name (classify.models.zoo; built on the meta device once, then cached here);
     'other' for predictions of models no library here knows (an uploaded predictions file)."""
-    from classify.options import split_model_id
-    from classify.registry import get_model
+    from classify.engine.options import split_model_id
+    from classify.models.lookup import get_model
     from core.errors import WildLensError
 
-    try:  # 'efficientnet_lite0--int8': the same model in another precision (classify.options)
+    try:  # 'efficientnet_lite0--int8': the same model in another precision (classify.engine.options)
         return get_model(split_model_id(model_id)[0]).family
     except (WildLensError, KeyError, ValueError):
         return "other"
@@ -674,7 +674,7 @@ def ensure_sample_run() -> None:
 
 def hold_ray_for_the_server(address: str | None, waiting=None) -> str:
     """Ray started (a local instance) or joined for ``address`` before a run, with the wait shown;
-    returns where Ray runs. ``classify.ray_engine.ray_session`` starts it in a thread that lives as
+    returns where Ray runs. ``classify.engine.ray_engine.ray_session`` starts it in a thread that lives as
     long as the server (Ray's local processes die with the *thread* that started them, and
     Streamlit runs every rerun in a new thread: an instance started by a run died when the run
     ended, and the whole dashboard 60 s later), so it stays for the next runs, and the engine's
@@ -685,7 +685,7 @@ def hold_ray_for_the_server(address: str | None, waiting=None) -> str:
     import time
     from concurrent.futures import ThreadPoolExecutor, TimeoutError as Pending
 
-    from classify.ray_engine import ray_session
+    from classify.engine.ray_engine import ray_session
 
     def enter() -> str:
         with ray_session(address) as where:

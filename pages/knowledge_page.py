@@ -1,10 +1,10 @@
 """Knowledge: the prompt recipes of one zero-shot model side by side (issue 14 item 6).
 
-A recipe (classify.prompts.Recipe) is what the text tower reads for each class: the name alone, or
+A recipe (classify.zeroshot.prompts.Recipe) is what the text tower reads for each class: the name alone, or
 with its WordNet definition, its hypernym path, a knowledge file. Each recipe is stored as its own
 model id (``clip/ViT-B-32.openai__def``); ``explain.recipes`` groups the run's metric tables by base
 model and recipe and compares two recipes per class. The coverage and the prompts come from
-``classify.prompts`` (``coverage``, ``knowledge``, ``class_prompts``). This page only picks and draws.
+``classify.zeroshot.prompts`` (``coverage``, ``knowledge``, ``class_prompts``). This page only picks and draws.
 """
 import html
 
@@ -56,14 +56,14 @@ def show_signed_table(df: pd.DataFrame, table: str | None) -> None:
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _coverage(wnids: tuple) -> dict:
-    from classify.prompts import coverage
+    from classify.zeroshot.prompts import coverage
 
     return coverage(wnids)
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading each class's WordNet knowledge…")
 def _knowledge_table(wnids: tuple) -> pd.DataFrame:
-    from classify.prompts import OPENAI_IMAGENET_CLASSNAMES, knowledge
+    from classify.zeroshot.prompts import OPENAI_IMAGENET_CLASSNAMES, knowledge
     from core.labels import get_label_space
 
     definition, path = knowledge(wnids, "def"), knowledge(wnids, "path")
@@ -75,7 +75,7 @@ def _knowledge_table(wnids: tuple) -> pd.DataFrame:
 
 @st.cache_data(max_entries=16, show_spinner="Building the prompts…")
 def _prompts(label_set: tuple, wnid: str, tag: str) -> list[str]:
-    from classify.prompts import Recipe, class_prompts
+    from classify.zeroshot.prompts import Recipe, class_prompts
 
     return class_prompts(label_set, Recipe.parse(tag))[wnid]
 
@@ -179,7 +179,7 @@ for cell, key, label in zip(cells[1:], ("definition", "path", "openai_name"),
                             ("With a definition", "With a hypernym path", "With an OpenAI name")):
     cell.metric(label, f"{coverage[key]:,}", delta=f"{coverage[key] / total:.0%} of the classes" if total else None,
                 delta_color="off", delta_arrow="off")
-st.caption("From WordNet by wnid (classify.prompts.coverage): a definition is the synset's gloss, a path its chain "
+st.caption("From WordNet by wnid (classify.zeroshot.prompts.coverage): a definition is the synset's gloss, a path its chain "
            "of hypernyms (a prompt names the two above the class), an OpenAI name the name OpenAI curated for an "
            "ImageNet-1k class (`--names openai`); a class without a kind of knowledge gets the templates alone.")
 knowledge_rows = knowledge_rows.assign(class_name=knowledge_rows["wnid"].map(names))[
@@ -210,7 +210,7 @@ if chosen_ids:
         if wnid in wnids_of_set and len(wnids_of_set) <= PROMPT_LABEL_SET_MAX:
             label_set = wnids_of_set
 st.caption(("The prompts of " + ("each recipe above" if chosen_ids else "the usual recipes") + ", exactly as "
-            "classify.prompts builds them for this class (the first three of each; the CSV has all); the text "
+            "classify.zeroshot.prompts builds them for this class (the first three of each; the CSV has all); the text "
             "classifier averages their embeddings. Names are made unique within "
             f"{plural(len(label_set), 'class', 'classes')} of the label set."))
 prompt_rows = []

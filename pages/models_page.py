@@ -1,7 +1,7 @@
 """Models: the registry grouped CNN / transformer, which weights are usable here, and inference.
 
 Inference runs on the local engine (this process) or, when Ray is installed, on Ray Data actors
-(classify.ray_engine): a Ray instance started in the dashboard's process, or a cluster. Without
+(classify.engine.ray_engine): a Ray instance started in the dashboard's process, or a cluster. Without
 Ray the engine choice is still shown, disabled, with the command that installs it: someone who
 read about ``--engine ray`` finds where it would be and what it takes, instead of an option that
 silently is not there.
@@ -16,8 +16,8 @@ import os
 import pandas as pd
 import streamlit as st
 
-from classify.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS, split_model_id
-from classify.registry import FAMILIES, FAMILY_TITLES
+from classify.engine.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESAMPLERS, split_model_id
+from classify.models.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
 from core.serving import sharing
 from pages.common import (download_csv, escape_markdown, hold_ray_for_the_server, manifest, model_family, page_link, plural,
@@ -40,8 +40,8 @@ REPORT_DOCS = {"model": "The model's registry id.", "predicted": "Predictions st
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
 def registry_table() -> pd.DataFrame:
     """One row per registered model with its weights status (no network access: local caches only)."""
-    from classify.registry import input_config, list_models
-    from classify.weights import weights_status
+    from classify.models.registry import input_config, list_models
+    from classify.models.weights import weights_status
 
     rows = []
     for entry in list_models():
@@ -95,11 +95,11 @@ if PICK not in st.session_state:
 
 # --------------------------------------------------------------------------- any model by its own name
 # Beyond the registry (issue 13): every pretrained timm name, torchvision weights and cached
-# hf-hub model; the table is classify.zoo.search_table's (python -m classify models --search).
+# hf-hub model; the table is classify.models.zoo.search_table's (python -m classify models --search).
 # Drawn above the picker so that "Add" changes the picker's options before the picker is drawn.
 @st.cache_data(ttl=30, show_spinner="Searching timm and torchvision…")
 def zoo_search(text: str) -> tuple[pd.DataFrame, int]:
-    from classify.zoo import search_table
+    from classify.models.zoo import search_table
 
     return search_table(text, limit=200)
 
@@ -188,7 +188,7 @@ RAY_HELP = ("Local: this process classifies. Ray: Ray Data actors, each holding 
 
 def engine_options() -> tuple[str, str | None, int | None]:
     """The engine row of the options: (engine, Ray address or None, Ray actors or None)."""
-    from classify import ray_engine
+    from classify.engine import ray_engine
 
     if not ray_engine.ray_available():
         st.radio("Engine", list(ENGINES), format_func=ENGINES.get, horizontal=True, disabled=True,
@@ -226,7 +226,7 @@ with st.expander("Options"):
     c1, c2, c3, c4 = st.columns(4)
     batch_size = c1.number_input("Batch size (0 = automatic)", 0, 512, 0)
     device = c2.selectbox("Device", DEVICES, help="auto: CUDA, then MPS, then CPU.")
-    from classify.device import cpu_bf16_instructions
+    from classify.engine.device import cpu_bf16_instructions
 
     bf16_here = ", ".join(cpu_bf16_instructions()) or "none"
     precision = c3.selectbox("Precision", PRECISIONS,
@@ -239,7 +239,7 @@ with st.expander("Options"):
                                   "1% of the values. pil: Pillow, exactly the pixels of timm's eval transform.")
     engine, ray_address, ray_actors = engine_options()
 # Zero-shot (language-augmented) models classify into a label set chosen here, with prompts built
-# from each class's wnid by a recipe (classify.prompts); the same choices as python -m classify's
+# from each class's wnid by a recipe (classify.zeroshot.prompts); the same choices as python -m classify's
 # --label-set, --names, --knowledge, --templates and --style.
 zero_shot = [m for m in runnable if family_of.get(m) == "language-augmented"]
 if zero_shot:
@@ -269,7 +269,7 @@ store_features = st.checkbox(
 if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=not runnable or n_images == 0):
     import contextlib
 
-    from classify.pipeline import InferenceOptions
+    from classify.engine.types import InferenceOptions
     from classify.targets import predict_run
 
     # Worker processes are for the command line; inside the server one process decodes.
@@ -298,8 +298,9 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
             models = [m for m in runnable if m not in zero_shot]
             settings = contextlib.nullcontext()
             if zero_shot:
-                from classify.prompts import Recipe
-                from classify.zeroshot import build_settings, zero_shot_models
+                from classify.zeroshot.prompts import Recipe
+                from classify.zeroshot.classifier import build_settings
+                from classify.models.sources.openclip_source import zero_shot_models
 
                 entries, _ = zero_shot_models(zero_shot, label_set, Recipe(knowledge=knowledge, templates=templates,
                                                                            style=style), run=run)

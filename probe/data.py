@@ -21,7 +21,7 @@ zero-shot model) the text classifier the language-initialised head starts from.
                           "logit_scale": 100.0}
 
   a float32 ``[dim, len(wnids)]`` matrix of L2-normalised class text embeddings (what
-  ``classify.zeroshot`` caches). The path must resolve inside the run's ``features/`` folder and
+  ``classify.zeroshot.classifier`` caches). The path must resolve inside the run's ``features/`` folder and
   be a regular file (``core.features.load_meta_array``); anything else is a one-line error naming
   ``meta.json``. Without that record the model gets the plain probe only and
   :attr:`ProbeData.language_note` says why; nothing is guessed from the zero-shot cache folder.

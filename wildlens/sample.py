@@ -14,9 +14,9 @@ from __future__ import annotations
 from core.progress import ProgressCallback
 from core.runstore import Run, RunInfo, RunStore
 
-from classify.pipeline import InferenceOptions
-from classify.registry import DEFAULT_MODEL, list_models
-from classify.sources import get_source
+from classify.engine.types import InferenceOptions
+from classify.models.registry import DEFAULT_MODEL, list_models
+from classify.models.registry import get_source
 from classify.targets import predict_run
 
 SAMPLE_RUN_ID = "sample"
@@ -25,7 +25,7 @@ SAMPLE_RUN_ID = "sample"
 def sample_models() -> list[str]:
     """Ids of the packaged models whose weights are installed, the default first. Never empty:
     without any, the default is named, so that the error says which package to install."""
-    from classify.weights import weights_status
+    from classify.models.weights import weights_status
 
     usable = [e.id for e in list_models() if get_source(e).packaged and weights_status(e).available]
     usable.sort(key=lambda model: model != DEFAULT_MODEL)  # stable: registry order after the default

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from classify.registry import InputConfig, ModelEntry
-from classify.sources import build_untrained, count_parameters, register_source
-from classify.sources.timm_source import TimmSource, timm_input_config
-from classify.weights import WeightsStatus
+from classify.models.registry import InputConfig, ModelEntry
+from classify.models.weights import build_untrained, count_parameters
+from classify.models.registry import register_source
+from classify.models.sources.timm_source import TimmSource, timm_input_config
+from classify.models.registry import WeightsStatus
 from core.labels import canonical_label_space, get_label_space
 
 TEST_DOUBLE_SOURCE = "test-double"

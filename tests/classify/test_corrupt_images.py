@@ -13,9 +13,10 @@ import pytest
 
 from tests.crawl import fake_engine as T
 from tests.crawl.test_corrupt_images import _bases, _mutate
-from classify.pipeline import DecodedCrops, ImageTask
-from classify.preprocess import load_rgb_draft
-from classify.registry import Geometry
+from classify.engine.pipeline import DecodedCrops
+from classify.engine.types import ImageTask
+from classify.engine.preprocess import load_rgb_draft
+from classify.models.registry import Geometry
 from core.imageio import ImageLoadError
 
 GEOMETRY = Geometry(32, 36, "bilinear", "center")

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from classify.features import FeatureError, FeatureTap, extract_features, feature_options, feature_throughput
-from classify.pipeline import InferenceOptions
-from classify.registry import DEFAULT_MODEL, class_wnids, get_model
+from classify.features import FeatureError, FeatureTap, feature_options, feature_throughput
+from classify.targets import extract_features
+from classify.engine.types import InferenceOptions
+from classify.models.registry import DEFAULT_MODEL, class_wnids
+from classify.models.lookup import get_model
 from classify.targets import predict_run
-from classify.weights import load_model
+from classify.models.weights import load_model
 from core.errors import OptionError
 from core.features import featured_images, read_features, read_feature_meta
 from core.runstore import RunInfo, RunStore
@@ -137,7 +139,7 @@ def test_tap_takes_the_last_linear_layers_input_and_checks_it():
 
 
 def test_tap_on_a_zero_shot_head_stores_the_unnormalised_image_embedding():
-    from classify.zeroshot import ZeroShotHead
+    from classify.zeroshot.classifier import ZeroShotHead
 
     torch.manual_seed(0)
     encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 6)).eval()

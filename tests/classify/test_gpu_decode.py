@@ -1,4 +1,4 @@
-"""JPEG decoding on the device (classify.gpu_decode), tested on the CPU: the same code runs with
+"""JPEG decoding on the device (classify.engine.gpu_decode), tested on the CPU: the same code runs with
 device='cpu' (torchvision's CPU decoder), a CUDA device is mocked where only the choice is tested,
 and ``float_resize`` runs the GPU's resize arithmetic on the CPU."""
 import dataclasses
@@ -12,13 +12,15 @@ import pytest
 import torch
 from PIL import Image
 
-import classify.gpu_decode as gpu_decode
-import classify.pipeline as pipeline
-from classify.gpu_decode import DecodeChoice, DeviceDecoder, device_jpeg, resolve_decode
-from classify.pipeline import (DECODE_CPU, CollateCrops, DecodedCrops, ImageTask, InferenceOptions, decode_on_device,
-                               run_inference)
-from classify.preprocess import crop_to_tensor
-from classify.registry import Geometry, get_model
+import classify.engine.gpu_decode as gpu_decode
+import classify.engine.pipeline as pipeline
+from classify.engine.gpu_decode import DecodeChoice, DeviceDecoder, device_jpeg, resolve_decode
+from classify.engine.types import DECODE_CPU, ImageTask, InferenceOptions
+from classify.engine.pipeline import CollateCrops, DecodedCrops, decode_on_device
+from classify.engine.dispatch import run_inference
+from classify.engine.preprocess import crop_to_tensor
+from classify.models.registry import Geometry
+from classify.models.lookup import get_model
 from core.errors import OptionError
 from core.imageio import MAX_IMAGE_PIXELS, load_rgb
 from tests.classify.doubles import make_test_double
@@ -241,7 +243,7 @@ def test_the_choice_is_automatic_and_says_why(monkeypatch):
 
 
 def test_run_inference_with_the_device_path_forced_on_the_cpu(tmp_path, monkeypatch):
-    from classify.weights import load_model
+    from classify.models.weights import load_model
 
     torch.manual_seed(0)
     model = load_model(CNN)
@@ -277,7 +279,7 @@ def test_the_gpu_arithmetic_keeps_the_top_1_of_the_packaged_model(tmp_path, monk
     device path with the GPU's float resize (forced onto the CPU) against the CPU path. Measured
     here (x86, AVX-512): the same top-5 wnids on all six, top-1 probabilities within 7.0e-4; the
     test asserts the top-1 and 2e-3 (near-ties lower in the top-5 may swap on other CPUs)."""
-    from classify.registry import DEFAULT_MODEL
+    from classify.models.registry import DEFAULT_MODEL
 
     paths = list(PACKAGED_JPEGS)
     for source in (CHELSEA, COFFEE):

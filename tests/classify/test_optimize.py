@@ -4,8 +4,8 @@ import timm
 import torch
 from torch import nn
 
-from classify.optimize import fold_batchnorm
-from classify.sources.package_source import load_efficientnet_lite0_package
+from classify.engine.optimize import fold_batchnorm
+from classify.models.sources.package_source import load_efficientnet_lite0_package
 
 
 def _randomise_batchnorm(model: nn.Module, seed: int = 0) -> nn.Module:
@@ -59,7 +59,7 @@ def test_models_without_batchnorm_are_returned_as_they_are():
 def test_static_same_padding_is_exact_and_refuses_other_sizes():
     """TF 'SAME' padding fixed for one input size gives bit-identical outputs (the padding amounts
     are timm's own), and the fixed model refuses an input of another size instead of misaligning."""
-    from classify.optimize import StaticPadConv2d, static_same_padding
+    from classify.engine.optimize import StaticPadConv2d, static_same_padding
 
     model = load_efficientnet_lite0_package()
     fixed = load_efficientnet_lite0_package()

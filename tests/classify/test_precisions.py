@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-import classify.device as device_mod
+import classify.engine.device as device_mod
 from classify.cli import main
-from classify.device import check_backend, cpu_bf16_instructions, cpu_int8_dot_instructions, resolve_precision
-from classify.options import PRECISIONS, precision_model_id, split_model_id
-from classify.pipeline import InferenceOptions, result_entries, run_inference
-from classify.registry import DEFAULT_MODEL
+from classify.engine.device import check_backend, cpu_bf16_instructions, cpu_int8_dot_instructions, resolve_precision
+from classify.engine.options import PRECISIONS, precision_model_id, split_model_id
+from classify.engine.types import InferenceOptions
+from classify.engine.dispatch import result_entries, run_inference
+from classify.models.registry import DEFAULT_MODEL
 from classify.targets import predict_run
 from core.errors import OptionError
 from core.runstore import RunInfo, RunStore
@@ -33,7 +34,7 @@ BF16_MIN_AGREEMENT = 0.99
 # calibration settings; 92 % (Lite0), 88 % (Lite1), 94 % (Lite2) on the benchmark's 324 views.
 # 0.85 leaves room for other CPUs' integer kernels while catching a broken quantization (65 %
 # with the logits quantized too, below 10 % with a wrong scale). A CPU without 8-bit dot products
-# gets 7-bit weights (classify.quantize.reduce_range): 25/30 on an AVX2-only AMD EPYC
+# gets 7-bit weights (classify.engine.quantize.reduce_range): 25/30 on an AVX2-only AMD EPYC
 # (2026-12-02; 8-bit weights gave 39 % on the calibration views there), so its floor is 0.80.
 HAS_INT8_DOT = bool(cpu_int8_dot_instructions())
 INT8_MIN_AGREEMENT = 0.85 if HAS_INT8_DOT else 0.80
@@ -145,8 +146,8 @@ def test_bf16_follows_the_cpu_flags(monkeypatch):
     (set(), [], True),  # flags unreadable: the safe side
 ])
 def test_int8_weights_are_7_bit_where_the_cpu_has_no_8_bit_dot_product(monkeypatch, flags, dot, reduced):
-    import classify.quantize as quantize
-    from classify.onnx_backend import ExportKey
+    import classify.engine.quantize as quantize
+    from classify.engine.onnx_backend import ExportKey
 
     monkeypatch.setattr(device_mod, "cpu_flags", lambda: frozenset(flags))
     assert cpu_int8_dot_instructions() == dot and quantize.reduce_range() is reduced
@@ -175,7 +176,7 @@ def _view_hashes(images):
 
 def test_calibration_set_is_packaged_fixed_and_disjoint_from_the_evaluated_images():
     from crawl.sample_photos import SAMPLE_PHOTOS, VIEWS, photo_path
-    from classify.quantize import CALIBRATION_PHOTOS, calibration_digest, calibration_files, calibration_images
+    from classify.engine.quantize import CALIBRATION_PHOTOS, calibration_digest, calibration_files, calibration_images
     from core.imageio import load_rgb
 
     sys_path = __import__("sys").path
@@ -197,10 +198,10 @@ def test_calibration_set_is_packaged_fixed_and_disjoint_from_the_evaluated_image
 
 
 def test_quantized_model_is_cached_and_keyed_by_the_calibration(shared_cache, sample_run, monkeypatch):
-    import classify.quantize as quantize
-    from classify.onnx_backend import ExportKey, OnnxCache
-    from classify.registry import get_model
-    from classify.weights import weights_status
+    import classify.engine.quantize as quantize
+    from classify.engine.onnx_backend import ExportKey, OnnxCache
+    from classify.models.lookup import get_model
+    from classify.models.weights import weights_status
 
     entry = get_model(DEFAULT_MODEL)
     key = ExportKey.for_model(entry.id, weights_status(entry).path, entry.input_config().size)

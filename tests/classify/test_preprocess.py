@@ -13,8 +13,9 @@ from PIL import Image
 from torchvision.transforms import functional as TF
 from torchvision.transforms.v2 import functional as TF2
 
-from classify.preprocess import MAX_ASPECT_RATIO, crop_to_tensor
-from classify.registry import Geometry, get_model
+from classify.engine.preprocess import MAX_ASPECT_RATIO, crop_to_tensor
+from classify.models.registry import Geometry
+from classify.models.lookup import get_model
 from core.imageio import ImageLoadError, load_rgb
 
 SITE = Path(torch.__file__).resolve().parent.parent
@@ -31,8 +32,9 @@ def _limit_memory():
 
 MEASURE = """
 import sys, time
-from classify.pipeline import DecodedCrops, ImageTask
-from classify.registry import get_model
+from classify.engine.pipeline import DecodedCrops
+from classify.engine.types import ImageTask
+from classify.models.lookup import get_model
 geometry = get_model("efficientnet_lite0").input_config().geometry
 for path in sys.argv[1:]:
     for resampler in ("torch", "pil"):

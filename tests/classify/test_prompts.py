@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from classify.cli import main
-from classify.labelsets import LabelSet, LabelSetError, read_wnid_file, resolve_label_set
-from classify.prompts import (OPENAI_IMAGENET_CLASSNAMES, RECIPE_SEPARATOR, TEMPLATES, PromptError, Recipe,
+from classify.zeroshot.labelsets import LabelSet, LabelSetError, read_wnid_file, resolve_label_set
+from classify.zeroshot.prompts import (OPENAI_IMAGENET_CLASSNAMES, RECIPE_SEPARATOR, TEMPLATES, PromptError, Recipe,
                               class_names, class_prompts, coverage, hypernym_chain, knowledge, split_recipe)
 from core.labels import get_label_space, hyponym_classes
 from core.runstore import _RUN_ID_RE, RunStore
@@ -129,7 +129,7 @@ def test_every_imagenet_1k_class_has_a_definition_and_a_path():
 
 _DETERMINISM = """
 import hashlib, json
-from classify.prompts import class_names, hypernym_chain
+from classify.zeroshot.prompts import class_names, hypernym_chain
 from core.labels import get_label_space
 from core.wordnet import synset_of
 wnids = [w for w in get_label_space("imagenet-21k").wnids

@@ -1,4 +1,4 @@
-"""The Ray engine (classify.ray_engine): same rows as the local engine, one writer, faults survived.
+"""The Ray engine (classify.engine.ray_engine): same rows as the local engine, one writer, faults survived.
 
 The tests that need Ray share one local instance per test process (2 CPUs, 256 MiB object store,
 no dashboard), and run the real EfficientNet-Lite weights on the 30 views of the packaged
@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from classify.pipeline import InferenceOptions
-from classify.ray_engine import (RayEngineError, check_workers, decode_frame, encode_frame, plan_actors, ray_available,
+from classify.engine.types import InferenceOptions
+from classify.engine.ray_engine import (RayEngineError, check_workers, decode_frame, encode_frame, plan_actors, ray_available,
                                  sample_paths)
 from classify.targets import predict_folder
 from core.errors import OptionError
@@ -170,10 +170,10 @@ def test_ray_gives_the_local_engines_rows(ray_instance, views, local_table, tmp_
     assert all(r.skipped == 30 and r.predicted == 0 for r in report.models.values()), "a re-run resumes: nothing to do"
     # Issue 22 item 5: the driver stamps the actors' rows with the weights' digest, so a re-run with
     # another model under the same id (here its family overridden) is refused, as with the local engine.
-    from classify.registry import resolve_models
+    from classify.models.lookup import resolve_models
     from classify.targets import StoredModelError
-    from classify.weights import weights_status
-    from classify.onnx_backend import file_sha256
+    from classify.models.weights import weights_status
+    from classify.models.weights import file_sha256
 
     stored = pd.read_parquet(out)
     for entry in resolve_models(MODELS):
@@ -267,14 +267,14 @@ def test_a_node_that_cannot_read_the_images_stops_the_run_before_any_work(ray_in
 
 
 def _task(path: Path):
-    from classify.pipeline import ImageTask
+    from classify.engine.types import ImageTask
 
     return ImageTask(path.name, str(path), path.parent.name)
 
 
 @needs_ray
 def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
-    from classify.features import extract_features
+    from classify.targets import extract_features
     from core.features import read_features
     from core.runstore import RunInfo, RunStore
     from crawl.sample_photos import write_sample_images
@@ -293,10 +293,10 @@ def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
     # Issue 22 item 5, the Ray engine into a run: the actors' rows record the weights they came
     # from, so the run resumed with another checkpoint is refused before any work (was: the old
     # rows returned as 'already stored' for the new weights).
-    from classify.onnx_backend import file_sha256
-    from classify.registry import resolve_models
+    from classify.models.weights import file_sha256
+    from classify.models.lookup import resolve_models
     from classify.targets import StoredModelError, predict_run
-    from classify.weights import weights_status
+    from classify.models.weights import weights_status
 
     for run in runs:
         digests = set(run.read_predictions()["weights_sha256"])
@@ -315,10 +315,10 @@ def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_instance, tm
     import torch
     from safetensors.torch import save_file
 
-    from classify.features import extract_features
-    from classify.sources import get_source
-    from classify.sources.openclip_source import clip_entry
-    from classify.zeroshot import zero_shot_models
+    from classify.targets import extract_features
+    from classify.models.registry import get_source
+    from classify.models.sources.openclip_source import clip_entry
+    from classify.models.sources.openclip_source import zero_shot_models
     from core.features import read_feature_meta, read_features
     from core.runstore import RunInfo, RunStore
     from crawl.sample_photos import write_sample_images
@@ -347,8 +347,8 @@ def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_instance, tm
 def test_the_node_probe_names_what_a_node_lacks(tmp_path):
     """What each node runs before the work (no Ray needed to call it): an image it cannot read, a
     model whose weights are not there, with the command that fetches them."""
-    from classify.ray_engine import _probe_node
-    from classify.registry import resolve_models
+    from classify.engine.ray_engine import _probe_node
+    from classify.models.lookup import resolve_models
 
     image = tmp_path / "a.jpg"
     image.write_bytes(b"\xff\xd8\xff")
@@ -371,14 +371,14 @@ def torch_threads():
 
 def test_a_gpu_actor_decodes_jpegs_on_its_device(tmp_path, monkeypatch, torch_threads):
     """The actor itself, called in this process: with the device path on (forced onto the CPU, as
-    classify.gpu_decode's tests do), JPEGs decode through it and PNGs in the actor's threads, the
+    classify.engine.gpu_decode's tests do), JPEGs decode through it and PNGs in the actor's threads, the
     rows equal the CPU path's, and the batch says which path decoded how many."""
     import json
 
-    from classify import gpu_decode
-    from classify.gpu_decode import DecodeChoice
-    from classify.ray_engine import PredictActor, _decode_text
-    from classify.registry import resolve_models
+    from classify.engine import gpu_decode
+    from classify.engine.gpu_decode import DecodeChoice
+    from classify.engine.ray_engine import PredictActor, _decode_text
+    from classify.models.lookup import resolve_models
 
     torch = torch_threads
     views = _views(tmp_path)
@@ -416,13 +416,13 @@ def test_a_workers_user_error_reaches_the_driver_as_its_one_line():
     """Ray Data hands the driver a UserCodeException whose text holds the worker's traceback (the
     text below is what Ray 2.60 printed for an OptionError raised in an actor); the engine raises
     the WildLensError named there again, with its words. Unknown errors stay as they are."""
-    from classify.ray_engine import _user_error
-    from classify.weights import WeightsError
+    from classify.engine.ray_engine import _user_error
+    from classify.models.weights import WeightsError
 
     text = ("ray::MapWorker(MapBatches(PredictActor)).submit() (pid=9872, ip=192.0.2.2)\n"
             '  File "/work/main/classify/pipeline.py", line 401, in _forward\n'
             "    raise WeightsError(\n"
-            "classify.weights.WeightsError: m outputs (10,) scores, but its label space imagenet-1k has 1000 classes.\n"
+            "classify.models.weights.WeightsError: m outputs (10,) scores, but its label space imagenet-1k has 1000 classes.\n"
             "\nThe above exception was the direct cause of the following exception:\n\n"
             "\x1b[36mray::MapWorker(MapBatches(PredictActor)).submit()\x1b[39m\n"
             "ray.exceptions.UserCodeException: UDF failed to process a data block.")
@@ -500,7 +500,7 @@ def test_an_address_that_does_not_speak_ray_is_one_line_within_the_join_deadline
     too), here with Ray Client reported present so the check itself is what answers."""
     if not ray_available():
         pytest.skip("ray is not installed")
-    import classify.ray_engine as engine
+    import classify.engine.ray_engine as engine
 
     monkeypatch.setattr(engine, "ray_client_available", lambda: True)
     address = scheme + not_ray(mode)
@@ -536,7 +536,7 @@ def test_a_ray_client_address_without_ray_client_names_the_install_command(not_r
     where the ray[client] extra (grpcio) is not installed; now one line with the command."""
     if not ray_available():
         pytest.skip("ray is not installed")
-    import classify.ray_engine as engine
+    import classify.engine.ray_engine as engine
 
     monkeypatch.setattr(engine, "ray_client_available", lambda: False)
     address = "ray://" + not_ray("silent")
@@ -550,7 +550,7 @@ def test_a_ray_client_address_without_ray_client_names_the_install_command(not_r
 @needs_ray
 def test_a_real_ray_cluster_passes_the_protocol_check(ray_instance):
     """The check answers 'Ray' for the shared test instance's GCS (gRPC's HTTP/2 greeting)."""
-    from classify.ray_engine import _check_reachable
+    from classify.engine.ray_engine import _check_reachable
 
     started = time.monotonic()
     _check_reachable(ray_instance.get_runtime_context().gcs_address, time.monotonic() + 10)
@@ -563,7 +563,7 @@ def test_a_local_instance_started_from_a_thread_that_ends_lives_on(tmp_path):
     In a fresh process: start it from a thread that ends, then use it."""
     script = (
         "import threading, time, ray\n"
-        "from classify.ray_engine import ray_session\n"
+        "from classify.engine.ray_engine import ray_session\n"
         "def start():\n"
         "    with ray_session(None) as where: print(where)\n"
         "t = threading.Thread(target=start); t.start(); t.join()\n"
@@ -579,7 +579,7 @@ def test_a_local_instance_started_from_a_thread_that_ends_lives_on(tmp_path):
 def test_ray_sessions_upload_no_usage_statistics(monkeypatch):
     """Ray uploads usage statistics by default; WildLens is offline by default, so ray_session
     turns that off before it starts or joins Ray, unless the user said otherwise."""
-    import classify.ray_engine as engine
+    import classify.engine.ray_engine as engine
 
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     monkeypatch.setattr(engine, "_ready", lambda ray, asked, *deadline: "stub")
@@ -599,7 +599,7 @@ def test_a_server_stopped_with_sigterm_leaves_no_ray_process(tmp_path):
     script = (
         "import signal, sys, threading, time\n"
         "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
-        "from classify.ray_engine import ray_session\n"
+        "from classify.engine.ray_engine import ray_session\n"
         "def start():\n"
         "    with ray_session(None): pass\n"
         "t = threading.Thread(target=start); t.start(); t.join()\n"
@@ -658,7 +658,7 @@ def test_a_ray_init_that_does_not_return_ends_at_the_join_deadline():
     until the deadline, then one line; the next call is not queued behind the stuck one."""
     import threading
 
-    import classify.ray_engine as engine
+    import classify.engine.ray_engine as engine
 
     release = threading.Event()
 

@@ -2,10 +2,11 @@
 import pytest
 import torch
 
-from classify.preprocess import crop_to_tensor, normalizer
-from classify.registry import (CROP_MODES, DEFAULT_MODEL, FAMILIES, INTERPOLATIONS, InputConfig, UnknownModelError,
-                               class_wnids, get_model, list_models, resolve_models)
-from classify.sources import SOURCES, count_parameters
+from classify.engine.preprocess import crop_to_tensor, normalizer
+from classify.models.registry import (CROP_MODES, DEFAULT_MODEL, FAMILIES, INTERPOLATIONS, InputConfig, UnknownModelError, class_wnids, list_models)
+from classify.models.lookup import get_model, resolve_models
+from classify.models.registry import SOURCES
+from classify.models.weights import count_parameters
 from core.labels import get_label_space, label_space_names
 from tests.classify.doubles import is_test_double, make_test_double
 
@@ -161,8 +162,8 @@ def test_unknown_resampler_is_refused_with_the_choices():
 def test_sources_are_found_by_name_and_only_results_are_registered():
     from dataclasses import replace
 
-    from classify.registry import register_models
-    from classify.sources import UnknownSourceError, get_source
+    from classify.models.registry import register_models
+    from classify.models.registry import UnknownSourceError, get_source
 
     assert get_source("timm").name == "timm" and get_source(get_model(DEFAULT_MODEL)).packaged
     with pytest.raises(UnknownSourceError, match="known sources: .*timm.*torchvision"):

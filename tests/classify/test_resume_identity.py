@@ -30,8 +30,8 @@ def _sha256(path) -> str:
 
 @pytest.fixture(scope="module")
 def package_file() -> Path:
-    from classify.registry import resolve_models
-    from classify.weights import weights_status
+    from classify.models.lookup import resolve_models
+    from classify.models.weights import weights_status
 
     return Path(weights_status(resolve_models(MODEL)[0]).path)
 
@@ -43,8 +43,8 @@ def other_checkpoint(tmp_path_factory) -> Path:
     import torch
     from safetensors.torch import save_file
 
-    from classify.registry import resolve_models
-    from classify.weights import load_model
+    from classify.models.lookup import resolve_models
+    from classify.models.weights import load_model
 
     tensors = {k: v.clone() for k, v in load_model(resolve_models(MODEL)[0]).state_dict().items()}
     for name in ("classifier.weight", "classifier.bias"):

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-import classify.pipeline as pipeline
+import classify.engine.pipeline as pipeline
 import classify.targets as targets
-from classify.pipeline import InferenceOptions
+from classify.engine.types import InferenceOptions
 from classify.targets import predict_folder, predict_run, scan_folder
 from core.errors import WildLensError
 from core.parts import PredictionParts
@@ -34,7 +34,7 @@ FAST = InferenceOptions(num_workers=0, backend="torch")
 
 @pytest.fixture()
 def fixed_weights(monkeypatch):
-    from classify.weights import load_model
+    from classify.models.weights import load_model
 
     torch.manual_seed(0)
     model = load_model(CNN)
@@ -125,7 +125,7 @@ def test_a_class_folder_that_links_outside_dir_is_skipped_with_its_reason(tmp_pa
 
 
 def test_reads_are_capped_and_regular_files_only(tmp_path, monkeypatch):
-    import classify.preprocess as preprocess
+    import classify.engine.preprocess as preprocess
     from core.imageio import ImageLoadError
 
     photo = tmp_path / "chelsea.png"
@@ -143,7 +143,7 @@ def test_reads_are_capped_and_regular_files_only(tmp_path, monkeypatch):
 
 
 def test_an_oversized_file_is_a_failed_row_not_a_read(tmp_path, fixed_weights, monkeypatch):
-    import classify.preprocess as preprocess
+    import classify.engine.preprocess as preprocess
 
     root = _photos(tmp_path / "photos")
     huge = root / "n02123045" / "huge.png"

@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 import torch
 
-from classify.prompts import Recipe, class_prompts
-from classify.registry import FAMILIES, FAMILY_TITLES, class_wnids, get_model, list_models
-from classify.sources import count_parameters, get_source
-from classify.sources.openclip_source import clip_entry, is_clip_name, parse_clip_name, with_label_set, with_recipe
-from classify.zeroshot import (STAGE, ZeroShotHead, _prompt_chunks, build_settings, build_text_classifier,
-                               zero_shot_models)
+from classify.zeroshot.prompts import Recipe, class_prompts
+from classify.models.registry import FAMILIES, FAMILY_TITLES, class_wnids, list_models
+from classify.models.lookup import get_model
+from classify.models.weights import count_parameters
+from classify.models.registry import get_source
+from classify.models.sources.openclip_source import clip_entry, is_clip_name, parse_clip_name, with_label_set, with_recipe
+from classify.zeroshot.classifier import STAGE, ZeroShotHead, _prompt_chunks, build_settings, build_text_classifier
+from classify.models.sources.openclip_source import zero_shot_models
 from core.labels import get_label_space
 from core.runstore import RunInfo, RunStore, valid_run_id
 from tests.classify.doubles import TINY_CLIP, TINY_CLIP_CONFIG, register_tiny_clip
@@ -98,7 +100,7 @@ def test_names_recipes_and_stored_ids():
     other = get_model("clip:ViT-L-14.openai")  # any open_clip pair, outside the registry
     assert other.id == "clip/ViT-L-14.openai" and other.num_params > 400_000_000
     assert is_clip_name("clip:x") and is_clip_name("clip/x") and not is_clip_name("clipper")
-    from classify.registry import UnknownModelError
+    from classify.models.registry import UnknownModelError
 
     with pytest.raises(UnknownModelError, match="no pretrained tag 'nope'.*openai"):
         get_model("clip:ViT-B-32.nope")
@@ -165,7 +167,7 @@ def test_text_classifier_equals_open_clips(tiny_model, recipe):
 def test_chunks_hold_few_classes_and_keep_whole_set_names(monkeypatch):
     """Bounded memory: prompts are made a chunk at a time (plus the few classes sharing a name with
     one of the chunk's), and equal the whole set's: the two ImageNet 'crane's stay told apart."""
-    import classify.prompts as prompts_module
+    import classify.zeroshot.prompts as prompts_module
 
     wnids = ("n02012849", "n01440764", "n02123045", "n03126707", "n07920052")  # crane (bird) ... crane (device)
     whole = class_prompts(wnids, SIMPLE)
@@ -185,7 +187,7 @@ def test_chunks_hold_few_classes_and_keep_whole_set_names(monkeypatch):
 
 def test_an_imagenet_21k_label_set_is_streamed(tiny_model, monkeypatch):
     """21,843 classes: never more than one chunk's prompts at once; progress per chunk."""
-    import classify.prompts as prompts_module
+    import classify.zeroshot.prompts as prompts_module
 
     entry, model = tiny_model
     wnids = get_label_space("imagenet-21k").wnids[:600]  # the real set's first chunks; the rest is the same loop
@@ -201,7 +203,7 @@ def test_an_imagenet_21k_label_set_is_streamed(tiny_model, monkeypatch):
 
 
 def test_the_classifier_is_cached_and_keyed(tiny_model, tiny_checkpoint, tmp_path, monkeypatch):
-    import classify.zeroshot as zeroshot
+    import classify.zeroshot.classifier as zeroshot
 
     entry = with_recipe(with_label_set(tiny_model[0], CAT), SIMPLE)
     cache = tmp_path / "cache"

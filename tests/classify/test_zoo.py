@@ -1,4 +1,4 @@
-"""Any timm / torchvision / hf-hub model by its own name (classify.zoo, issue 13 items 1-4).
+"""Any timm / torchvision / hf-hub model by its own name (classify.models.zoo, issue 13 items 1-4).
 
 The checkpoints here are small randomly initialised timm and torchvision models saved to a
 temporary folder: test doubles that exercise name resolution, head-size inference and the error
@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from classify.cli import main
-from classify.registry import FAMILIES, UnknownModelError, class_wnids, get_model, list_models
-from classify.sources import build_untrained
-from classify.weights import WeightsUnavailableError
-from classify.zoo import (FamilyError, LabelSpaceError, infer_family, label_space_for_head, resolve, resolve_models,
+from classify.models.registry import FAMILIES, UnknownModelError, class_wnids, list_models
+from classify.models.lookup import get_model
+from classify.models.weights import build_untrained
+from classify.models.weights import WeightsUnavailableError
+from classify.models.zoo import (FamilyError, LabelSpaceError, infer_family, label_space_for_head, resolve, resolve_models,
                           search)
 from core.labels import get_label_space
 
@@ -250,7 +251,7 @@ def _fake_hub_model(cache: Path, repo: str, arch: str, num_classes: int, tmp_pat
 
 
 def test_an_hf_hub_model_from_the_cache(photo_folder, tmp_path):
-    from classify.pipeline import InferenceOptions
+    from classify.engine.types import InferenceOptions
     from classify.targets import predict_folder
 
     _fake_hub_model(tmp_path / "hf", "someone/tiny-resnet", "test_resnet", 11821, tmp_path)

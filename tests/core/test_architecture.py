@@ -6,7 +6,10 @@
   stage's own ``__main__.py`` is a stage module too: ``python -m classify`` chains to
   ``python -m explain metrics`` as a process, not an import);
 - Streamlit is imported only by ``app.py`` and ``pages/``;
-- no product module imports ``tests`` or names a test double.
+- no product module imports ``tests`` or names a test double;
+- no import cycle between any two modules of the library, imports inside functions and under
+  ``TYPE_CHECKING`` included (``scripts/import_graph.py`` reads the graph; a cycle means neither
+  side can be understood, tested or replaced alone).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.import_graph import import_cycles, module_graph
 from tests.conftest import ROOT
 
 STAGES = ("crawl", "classify", "explain", "probe")
@@ -96,11 +100,60 @@ def test_a_forbidden_edge_is_reported(tmp_path, package, file, code, expected):
 
 
 @pytest.mark.parametrize("package, file, code", [
-    ("pages", "common.py", "import streamlit\nfrom classify.registry import get_model\n"),
-    ("wildlens", "sample.py", "from crawl.sample_photos import x\nfrom classify.registry import y\n"),
+    ("pages", "common.py", "import streamlit\nfrom classify.models.registry import get_model\n"),
+    ("wildlens", "sample.py", "from crawl.sample_photos import x\nfrom classify.models.registry import y\n"),
     ("explain", "metrics.py", "from core.runstore import Run\nfrom .similarity import x\n"),
 ])
 def test_allowed_edges_pass(tmp_path, package, file, code):
     (tmp_path / package).mkdir()
     (tmp_path / package / file).write_text(code)
     assert violations(tmp_path) == []
+
+
+def test_no_two_modules_import_each_other():
+    assert import_cycles(module_graph(ROOT)) == []
+
+
+def test_every_module_of_the_library_is_in_the_graph():
+    graph = module_graph(ROOT)
+    assert {"app", "core.tables", "classify.models.registry", "classify.engine.dispatch", "classify.zeroshot.classifier",
+            "classify.targets", "pages.common", "wildlens.cli"} <= set(graph)
+    assert graph.has_edge("classify.engine.dispatch", "classify.engine.ray_engine")  # a plain import
+    assert graph.has_edge("classify.models.lookup", "classify.models.zoo")  # an import inside a function
+
+
+def _package(root, files: dict[str, str]):
+    for name, code in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code)
+    return module_graph(root)
+
+
+@pytest.mark.parametrize("files, expected", [
+    # two modules, one import hidden in a function
+    ({"classify/__init__.py": "", "classify/a.py": "from classify.b import f\n",
+      "classify/b.py": "def f():\n    from classify import a\n"},
+     ["classify/a.py:1 -> classify/b.py:2 -> classify.a (2 modules in the cycle)"]),
+    # relative imports, three modules, one only for type checking
+    ({"core/__init__.py": "", "core/x.py": "from .y import Y\n", "core/y.py": "from . import z\nY = 1\n",
+      "core/z.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .x import X\n"},
+     ["core/x.py:1 -> core/y.py:1 -> core/z.py:3 -> core.x (3 modules in the cycle)"]),
+    # across packages: a stage importing the layer above, which imports it back
+    ({"pages/__init__.py": "", "pages/common.py": "import probe.linear\n", "probe/__init__.py": "",
+      "probe/linear.py": "def g():\n    import pages.common\n"},
+     ["pages/common.py:1 -> probe/linear.py:2 -> pages.common (2 modules in the cycle)"]),
+])
+def test_a_planted_cycle_is_reported_with_the_lines_that_close_it(tmp_path, files, expected):
+    assert import_cycles(_package(tmp_path, files)) == expected
+
+
+def test_a_package_and_its_modules_are_no_cycle(tmp_path):
+    """``classify/models/__init__.py`` imports its catalogue, whose modules import
+    ``classify.models.registry``: Python runs the package's ``__init__`` first, but an import of
+    ``a.b.c`` depends on ``a.b.c`` only (each ``__init__`` is a module of its own)."""
+    graph = _package(tmp_path, {"classify/__init__.py": "", "classify/models/__init__.py": "from classify.models import c\n",
+                                "classify/models/c.py": "from classify.models.r import E\n",
+                                "classify/models/r.py": "E = 1\n"})
+    assert import_cycles(graph) == []
+    assert set(graph.edges) == {("classify.models", "classify.models.c"), ("classify.models.c", "classify.models.r")}

@@ -412,7 +412,7 @@ def test_a_run_folder_of_an_unseen_class_reaches_the_tables(tmp_path):
     label space, so the per-class table marks the class unseen."""
     import torch
 
-    from classify.pipeline import InferenceOptions
+    from classify.engine.types import InferenceOptions
     from classify.targets import predict_folder
     from tests.classify.doubles import make_test_double
 

@@ -150,7 +150,7 @@ def test_core_wnid_checks_take_ascii_digits_only():
 
 
 def test_a_label_set_file_with_non_ascii_digits_is_refused(tmp_path):
-    from classify.labelsets import LabelSetError, read_wnid_file
+    from classify.zeroshot.labelsets import LabelSetError, read_wnid_file
 
     path = tmp_path / "set.txt"
     path.write_text(f"{TABBY}\n{ARABIC_TABBY}\n", encoding="utf-8")

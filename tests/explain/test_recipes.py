@@ -38,10 +38,10 @@ def test_parse_model_id(model_id, base, recipe, precision):
 
 def test_the_parser_agrees_with_classify_on_every_recipe(tmp_path, monkeypatch):
     """explain may not import classify, so it has its own parser: it must read every tag that
-    classify.prompts.Recipe.tag() writes as classify.prompts.split_recipe reads it."""
+    classify.zeroshot.prompts.Recipe.tag() writes as classify.zeroshot.prompts.split_recipe reads it."""
     monkeypatch.setenv("WILDLENS_HOME", str(tmp_path))
-    from classify.options import split_model_id
-    from classify.prompts import Recipe, split_recipe
+    from classify.engine.options import split_model_id
+    from classify.zeroshot.prompts import Recipe, split_recipe
 
     knowledge_file = tmp_path / "k.tsv"
     knowledge_file.write_text("n02123045\tstriped domestic cat\n")

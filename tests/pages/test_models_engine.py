@@ -1,4 +1,4 @@
-"""The Models page's engine choice (classify.ray_engine): offered when Ray is installed, disabled
+"""The Models page's engine choice (classify.engine.ray_engine): offered when Ray is installed, disabled
 with the install command when it is not; a Ray choice reaches the options the page hands to
 classify.targets.predict_run, its progress is drawn as it comes, the final label names the engine,
 and a Ray or option error is one escaped line.
@@ -22,7 +22,7 @@ def _fake_predict_run(monkeypatch, *, engine="ray (2 actors, the Ray cluster at 
     thread (pages.common.hold_ray_for_the_server) is recorded, not done."""
     import classify.targets
     import pages.common
-    from classify.pipeline import InferenceReport, ModelReport
+    from classify.engine.types import InferenceReport, ModelReport
     from core.progress import report
 
     seen = {"held": []}
@@ -49,9 +49,9 @@ def _pick_lite0(at):
 
 
 def test_the_engine_choice_is_offered_when_ray_is_installed(app, monkeypatch):
-    import classify.ray_engine
+    import classify.engine.ray_engine
 
-    monkeypatch.setattr(classify.ray_engine, "ray_available", lambda: True)
+    monkeypatch.setattr(classify.engine.ray_engine, "ray_available", lambda: True)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     at = open_page(app, "models")
     engine = at.radio(key="engine-choice")
@@ -76,9 +76,9 @@ def test_the_engine_choice_is_offered_when_ray_is_installed(app, monkeypatch):
 
 
 def test_without_ray_the_choice_is_disabled_with_the_install_command(app, monkeypatch):
-    import classify.ray_engine
+    import classify.engine.ray_engine
 
-    monkeypatch.setattr(classify.ray_engine, "ray_available", lambda: False)
+    monkeypatch.setattr(classify.engine.ray_engine, "ray_available", lambda: False)
     at = open_page(app, "models")
     engine = at.radio(key="engine-choice-off")
     assert engine.disabled and engine.value == "local"
@@ -91,9 +91,9 @@ def test_without_ray_the_choice_is_disabled_with_the_install_command(app, monkey
 
 
 def test_choosing_ray_hands_engine_address_and_actors_to_the_library(app, monkeypatch):
-    import classify.ray_engine
+    import classify.engine.ray_engine
 
-    monkeypatch.setattr(classify.ray_engine, "ray_available", lambda: True)
+    monkeypatch.setattr(classify.engine.ray_engine, "ray_available", lambda: True)
     seen = _fake_predict_run(monkeypatch)
     at = _pick_lite0(open_page(app, "models"))
     at.radio(key="engine-choice").set_value("ray").run()
@@ -121,14 +121,14 @@ def test_choosing_ray_hands_engine_address_and_actors_to_the_library(app, monkey
 
 @pytest.mark.parametrize("kind", ["ray", "option"])
 def test_a_ray_error_is_one_escaped_line(app, monkeypatch, kind):
-    import classify.ray_engine
+    import classify.engine.ray_engine
     from core.errors import OptionError
 
-    monkeypatch.setattr(classify.ray_engine, "ray_available", lambda: True)
+    monkeypatch.setattr(classify.engine.ray_engine, "ray_available", lambda: True)
     first = ("Ray node 10.0.0.7 cannot read /data/[x](http://evil.example)/*a*.jpg: put the run store on a filesystem "
              "every node mounts at the same place" if kind == "ray" else
              "4 actors x 1 GPUs need 4 GPUs; the Ray cluster has 1: lower --ray-actors")
-    error = (classify.ray_engine.RayEngineError if kind == "ray" else OptionError)(first + "\nTraceback-like second line")
+    error = (classify.engine.ray_engine.RayEngineError if kind == "ray" else OptionError)(first + "\nTraceback-like second line")
     _fake_predict_run(monkeypatch, error=error)
     at = _pick_lite0(open_page(app, "models"))
     at.radio(key="engine-choice").set_value("ray").run()
@@ -146,7 +146,7 @@ def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypat
     import threading
     from contextlib import contextmanager
 
-    import classify.ray_engine
+    import classify.engine.ray_engine
     import pages.common
 
     entered, answer = [], threading.Event()
@@ -154,15 +154,15 @@ def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypat
     @contextmanager
     def fake_session(address=None):
         if address == "refused:1":
-            raise classify.ray_engine.RayEngineError("Cannot reach the Ray cluster at refused:1")
+            raise classify.engine.ray_engine.RayEngineError("Cannot reach the Ray cluster at refused:1")
         if address == "slow:1":
             answer.wait(30)
         entered.append(address)
         yield f"at {address}"
 
-    monkeypatch.setattr(classify.ray_engine, "ray_session", fake_session)
+    monkeypatch.setattr(classify.engine.ray_engine, "ray_session", fake_session)
     assert pages.common.hold_ray_for_the_server(None) == "at None"
-    with pytest.raises(classify.ray_engine.RayEngineError, match="refused:1"):
+    with pytest.raises(classify.engine.ray_engine.RayEngineError, match="refused:1"):
         pages.common.hold_ray_for_the_server("refused:1")
     waits = []
 

@@ -1,5 +1,5 @@
 """The Models page's picker with stored ids that carry a precision ('efficientnet_lite0--bf16'), and
-the search of any timm / torchvision name (classify.zoo)."""
+the search of any timm / torchvision name (classify.models.zoo)."""
 import shutil
 
 from core.runstore import RunStore
@@ -36,15 +36,15 @@ def test_the_search_lists_names_beyond_the_registry(app):
 
 def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):
     """A CLIP model picked on the page runs over the chosen label set with the chosen prompt recipe
-    (classify.zeroshot.zero_shot_models), not silently over ImageNet-1k. Inference itself is
+    (classify.zeroshot.classifier.zero_shot_models), not silently over ImageNet-1k. Inference itself is
     replaced here: no CLIP weights install offline (tests/classify/test_zeroshot.py runs it)."""
     import classify.targets
-    import classify.weights
-    import classify.zeroshot
-    from classify.weights import WeightsStatus
+    import classify.models.weights
+    import classify.zeroshot.classifier
+    from classify.models.registry import WeightsStatus
 
-    real = classify.weights.weights_status
-    monkeypatch.setattr(classify.weights, "weights_status", lambda entry, checkpoint=None: (
+    real = classify.models.weights.weights_status
+    monkeypatch.setattr(classify.models.weights, "weights_status", lambda entry, checkpoint=None: (
         WeightsStatus(entry.id, True, "hf-cache", "/fake/cache", (), "") if entry.id == "clip/ViT-B-32.openai" else real(entry)))
     seen = {}
 
@@ -54,9 +54,9 @@ def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):
 
     def fake_predict_run(run, models, options=None, progress=None):
         seen["models"] = list(models)
-        raise classify.weights.WeightsUnavailableError("stop here")
+        raise classify.models.weights.WeightsUnavailableError("stop here")
 
-    monkeypatch.setattr(classify.zeroshot, "zero_shot_models", fake_zero_shot_models)
+    monkeypatch.setattr(classify.zeroshot.classifier, "zero_shot_models", fake_zero_shot_models)
     monkeypatch.setattr(classify.targets, "predict_run", fake_predict_run)
     at = open_page(app, "models")
     at.multiselect(key="pick-sample").set_value(["efficientnet_lite0", "clip/ViT-B-32.openai"]).run()

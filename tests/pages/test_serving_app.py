@@ -208,11 +208,11 @@ def test_import_page_is_off_when_shared_without_a_root(empty_home, monkeypatch):
 # ---------------------------------------------------------------- the Models page's Ray address
 def test_a_shared_dashboard_never_joins_a_typed_ray_address(app, monkeypatch):
     """Joining a Ray cluster lets it run code in the dashboard's process: shared, only RAY_ADDRESS."""
-    import classify.ray_engine
+    import classify.engine.ray_engine
     from tests.pages.test_app import open_page
     from tests.pages.test_models_engine import _fake_predict_run, _pick_lite0, _run_button
 
-    monkeypatch.setattr(classify.ray_engine, "ray_available", lambda: True)
+    monkeypatch.setattr(classify.engine.ray_engine, "ray_available", lambda: True)
     monkeypatch.setenv("WILDLENS_SHARE", "1")
     seen = _fake_predict_run(monkeypatch)
     at = _pick_lite0(open_page(app, "models"))

@@ -40,8 +40,8 @@ def photos(tmp_path_factory):
     old = os.environ.get("WILDLENS_HOME")
     os.environ["WILDLENS_HOME"] = str(home)
     try:
-        from classify.features import extract_features
-        from classify.pipeline import InferenceOptions
+        from classify.targets import extract_features
+        from classify.engine.types import InferenceOptions
         from crawl.sample_photos import SAMPLE_PHOTOS, write_sample_images
 
         run = RunStore(home).create_run(RunInfo(run_id="photos", wnids=sorted({p.wnid for p in SAMPLE_PHOTOS})))

@@ -2,42 +2,42 @@
 
 It owns what happens between a list of images and a sink (:func:`run_inference`); where the
 tasks come from and where the rows go are the targets' business (:mod:`classify.targets`), and
-device, precision and thread policy are :mod:`classify.device`'s. The pipeline, and why:
+device, precision and thread policy are :mod:`classify.engine.device`'s. The pipeline, and why:
 
 * A ``torch.utils.data.DataLoader`` whose worker processes decode each image once
   (``core.imageio.load_rgb``: EXIF, CMYK, palettes, 16-bit, bombs) and crop it once per distinct
-  :class:`~classify.registry.Geometry` among the models of a pass (:class:`DecodedCrops`). Models
+  :class:`~classify.models.registry.Geometry` among the models of a pass (:class:`DecodedCrops`). Models
   that differ only in mean/std share the crop; normalisation runs on the device
-  (``classify.preprocess``).
+  (``classify.engine.preprocess``).
 * Models run together in *passes* over the same decoded images, as many as fit in a parameter
   budget, ordered by geometry (:func:`plan_passes`); a 600-px EfficientNet-B7 does not force a
   second decode for the 224-px models beside it, and twenty models are not all held in memory at once.
 * ``torch.inference_mode``, channels-last memory, and on a GPU autocast or true fp32
-  (``classify.device``); probabilities are computed in float32. Batch-norm is folded into
-  convolutions where that provably changes nothing (``classify.optimize``). On the CPU several
-  batches are computed at once, one thread each (``classify.device.cpu_streams``): no OpenMP
+  (``classify.engine.device``); probabilities are computed in float32. Batch-norm is folded into
+  convolutions where that provably changes nothing (``classify.engine.optimize``). On the CPU several
+  batches are computed at once, one thread each (``classify.engine.device.cpu_streams``): no OpenMP
   barriers, and the cores the decode workers leave idle are used.
 * On the CPU a model runs on ONNX Runtime where that is installed and its export checks out
-  (``classify.onnx_backend``: about twice PyTorch's speed there, logits within 1e-3); otherwise,
+  (``classify.engine.onnx_backend``: about twice PyTorch's speed there, logits within 1e-3); otherwise,
   and always on a GPU, on PyTorch (:func:`_load_one`). ``InferenceOptions.backend`` chooses; the
   report says which backend each model ran on and why.
-* Reduced precisions on the CPU (``classify.device.resolve_precision``): ``bf16`` is PyTorch's
+* Reduced precisions on the CPU (``classify.engine.device.resolve_precision``): ``bf16`` is PyTorch's
   bf16 autocast (batch-norm folded, channels-last; oneDNN's AMX/AVX-512 BF16 kernels), never ONNX
   Runtime, whose CPU provider has no bf16 convolutions; ``int8`` is ONNX Runtime on a statically
-  quantized copy of the fp32 export (``classify.quantize``), CNNs only. Rows of a precision other
+  quantized copy of the fp32 export (``classify.engine.quantize``), CNNs only. Rows of a precision other
   than the device's default are stored under their own model id, ``<id>--bf16`` / ``<id>--int8``
-  (``classify.options.precision_model_id``, :func:`precision_entries`), so they sit beside the
+  (``classify.engine.options.precision_model_id``, :func:`precision_entries`), so they sit beside the
   default's rows and are resumed separately; the default (fp32 on the CPU, autocast on a GPU, as
   before) keeps the plain id.
 * Every batch's rows go to the sink before progress is reported, so a target that stores them at
   once (part files, ``core.parts``) loses at most one batch to a kill; (model, image) pairs the
   caller says are done are skipped.
 * An image that cannot be read or decoded becomes a row with status 'failed' and its reason; the
-  run goes on. Files are read by ``classify.preprocess.read_image_file``: regular files only, at
-  most ``MAX_IMAGE_BYTES``; an image beyond ``classify.preprocess.MAX_ASPECT_RATIO`` is refused
+  run goes on. Files are read by ``classify.engine.preprocess.read_image_file``: regular files only, at
+  most ``MAX_IMAGE_BYTES``; an image beyond ``classify.engine.preprocess.MAX_ASPECT_RATIO`` is refused
   from its header before it is decoded, which bounds the resize by the model input. Progress
   goes through ``core.progress`` (terminal bar or dashboard).
-* On a CUDA device JPEGs are decoded on the GPU (``classify.gpu_decode``, ``InferenceOptions.gpu_decode``):
+* On a CUDA device JPEGs are decoded on the GPU (``classify.engine.gpu_decode``, ``InferenceOptions.gpu_decode``):
   decoding was the bound there (ResNet-50 bf16: ~15,000 images/s forward, 2,030 images/s whole
   pipeline with 16 decode workers on an H200). Workers then only read and check a JPEG and hand over
   its bytes (:class:`DecodedCrops` with ``device_jpeg``, :attr:`CropBatch.raw`); :func:`_run_pass`
@@ -66,126 +66,26 @@ from core.imageio import ImageLoadError, load_rgb
 from core.progress import ProgressCallback, report
 from core.runstore import MODEL_STAMP_COLUMNS, TOP_K
 
-from . import gpu_decode
-from .device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts, cpu_streams, cpu_threads,
+from classify.engine import gpu_decode
+from classify.engine.device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts, cpu_streams, cpu_threads,
                      default_num_workers, full_fp32, precision_name, resolve_precision, select_device)
-from .onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, file_sha256, onnx_classifier,
-                           onnxruntime_version)
-from .options import check_engine, precision_model_id, split_model_id
-from .optimize import fold_batchnorm
-from .preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
+from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier, onnxruntime_version)
+from classify.models.weights import file_sha256
+from classify.engine.options import precision_model_id, split_model_id
+from classify.engine.types import DECODE_CPU, ImageTask, InferenceOptions, InferenceReport, ModelReport  # noqa: F401
+from classify.engine.optimize import fold_batchnorm
+from classify.engine.preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
                          normalizer, read_image_file)
-from .registry import Geometry, ModelEntry, class_wnids, resolve_models
-from .sources import get_source
-from .weights import WeightsError, load_model, require_weights, weights_status
-
-
-@dataclass(frozen=True)
-class ImageTask:
-    """One image to classify. ``image`` is its identity in the store (a manifest 'file', or
-    '<wnid>/<name>' in a folder); ``error`` marks an image known to be unusable up front."""
-
-    image: str
-    path: str
-    true_wnid: str | None = None
-    error: str | None = None
-
-
-@dataclass
-class InferenceOptions:
-    batch_size: int | None = None  # None: DEFAULT_BATCH for the device
-    num_workers: int | None = None  # None: default_num_workers(device)
-    # CPU only: forward passes in flight at once, one thread each; None = cpu_streams(workers).
-    num_threads: int | None = None
-    device: str = "auto"  # 'auto' (CUDA > MPS > CPU), 'cpu', 'cuda', 'cuda:1', 'mps'
-    # 'auto' (bf16/fp16 autocast on a GPU, fp32 on the CPU), 'fp32', 'bf16' (GPU, or a CPU with
-    # AVX-512 BF16/AMX), 'fp16' (GPU), 'int8' (CPU, CNNs: ONNX Runtime static quantization)
-    precision: str = "auto"
-    channels_last: bool = True
-    fold_batchnorm: bool = True  # exact up to float rounding, checked per model (classify.optimize)
-    max_params_per_pass: int = 300_000_000  # models held in memory together (fp32: 1.2 GB)
-    allow_download: bool = False  # fetch missing weights (never while HF_HUB_OFFLINE is set)
-    checkpoints: dict[str, str] = field(default_factory=dict)  # model id -> local checkpoint file
-    compact: bool = True  # merge a model's part files once a run has finished
-    # 'auto': ONNX Runtime on the CPU when installed and its export is verified, else PyTorch;
-    # 'torch'; 'onnxruntime' (CPU only; an error instead of a fallback).
-    backend: str = "auto"
-    # auto: exporting costs ~1-2 s per model, ~15 ms saved per image: export only for at least this
-    # many images; a cached export is used for any number.
-    onnx_export_min_images: int = 64
-    cache_dir: str | None = None  # ONNX exports; None: the run store's cache folder ($WILDLENS_HOME/cache/onnx)
-    # Decode large JPEGs at a reduced DCT scale (classify.preprocess.load_rgb_draft): 2-4x faster
-    # decoding of big photos, but not the pixels of a full decode, so off by default.
-    jpeg_draft: bool = False
-    # 'torch': torchvision's uint8 resize (resize + crop 2-3x faster than Pillow's, within 1/255 on <1% of values);
-    # 'pil': Pillow, equal to timm's eval transform to the bit (classify.preprocess).
-    resampler: str = DEFAULT_RESAMPLER
-    # Also hand each image's frozen features to the sink (classify.features: the pooled pre-logit
-    # features of a classifier, the image embedding of a zero-shot model) in a 'features' column
-    # beside its prediction row. PyTorch only: a model never runs on ONNX Runtime with this set.
-    features: bool = False
-    # 'local' (this process: a DataLoader and forward threads) or 'ray' (Ray Data actors on a local
-    # Ray instance or a cluster, classify.ray_engine); the rows, parts and resume are the same.
-    engine: str = "local"
-    ray_address: str | None = None  # None: RAY_ADDRESS, else a local instance started for the run
-    ray_actors: int | None = None  # actors (each holds the models once); None: 1 per GPU, else 1
-    ray_gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0 (CPU actors)
-    # Seconds to join the cluster at ray_address (connection, protocol check, ray.init), then one line
-    # (classify.ray_engine.ray_session); a server that accepted TCP but was not Ray hung past 300 s.
-    ray_join_timeout: float = 30.0
-    # 'auto': JPEGs decode, resize and crop on a CUDA device (nvJPEG, classify.gpu_decode) when its
-    # probe works, other formats and refusals on the CPU; 'off': always the CPU workers. Local engine. A
-    # JPEG the device decodes is decoded in full, also with jpeg_draft (which applies to the CPU path).
-    gpu_decode: str = "auto"
-
-
-DECODE_CPU = "CPU workers"  # InferenceReport.decode when every image was decoded by the CPU workers
-
-
-@dataclass
-class ModelReport:
-    model: str
-    predicted: int = 0  # rows stored now with status 'ok'
-    failed: int = 0  # rows stored now with status 'failed'
-    skipped: int = 0  # already stored 'ok' before this call
-
-
-@dataclass
-class InferenceReport:
-    models: dict[str, ModelReport]
-    images: int  # image decodes in this call (once per pass over the images)
-    seconds: float
-    device: str
-    precision: str
-    backends: dict[str, str] = field(default_factory=dict)  # model id -> backend it ran on, and why
-    resampler: str = DEFAULT_RESAMPLER  # what resized the images (classify.preprocess)
-    # Entries of an images folder that were not read, (path relative to the folder, reason);
-    # set by classify.targets.predict_folder (see scan_folder).
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    engine: str = "local"  # InferenceOptions.engine; 'ray (2 actors, local instance)' and the like
-    # Which path decoded the images: DECODE_CPU, or the device path with its counts (classify.gpu_decode)
-    decode: str = DECODE_CPU
-
-    @property
-    def images_per_second(self) -> float:
-        return self.images / self.seconds if self.seconds > 0 else 0.0
-
-    def summary(self) -> str:
-        parts = [f"{m.model}: {m.predicted} predicted, {m.failed} failed, {m.skipped} already stored"
-                 for m in self.models.values()]
-        ran_on = "; ".join(f"{model} on {backend}" for model, backend in self.backends.items())
-        return ("; ".join(parts) + f" ({self.images} images in {self.seconds:.1f} s on {self.device}, {self.precision}, "
-                                  f"{self.resampler} resize"
-                                  + (f", {self.engine} engine" if self.engine != "local" else "")
-                                  + (f", decode: {self.decode}" if self.decode != DECODE_CPU else "") + ")"
-                + (f" [{ran_on}]" if ran_on else ""))
-
+from classify.models.registry import Geometry, ModelEntry, class_wnids
+from classify.models.lookup import resolve_models
+from classify.models.registry import get_source
+from classify.models.weights import WeightsError, load_model, require_weights, weights_status
 
 
 # --------------------------------------------------------------------------- precision ids
 def precision_entries(entries: Sequence[ModelEntry], precision: str, default: str = "fp32") -> list[ModelEntry]:
     """The entries as results of ``precision`` (a resolved one) are stored: same model, id
-    ``<id>--<precision>`` unless it is the device's ``default`` (``classify.options.precision_model_id``).
+    ``<id>--<precision>`` unless it is the device's ``default`` (``classify.engine.options.precision_model_id``).
     Idempotent."""
     out = []
     for entry in entries:
@@ -199,19 +99,6 @@ def base_entry(entry: ModelEntry) -> ModelEntry:
     per precision)."""
     base, _ = split_model_id(entry.id)
     return entry if base == entry.id else dataclasses.replace(entry, id=base)
-
-
-def result_entries(models: str | Iterable[str | ModelEntry], options: InferenceOptions) -> list[ModelEntry]:
-    """The models as their rows will be stored with ``options``' precision on its device (with
-    ``engine='ray'``, the actors' device and precision, ``classify.ray_engine.actor_precision``)."""
-    if options.engine == "ray":
-        from .ray_engine import actor_precision
-
-        _, precision, default = actor_precision(options)
-        return precision_entries(resolve_models(models), precision, default)
-    device = select_device(options.device)
-    return precision_entries(resolve_models(models), resolve_precision(options.precision, device),
-                             resolve_precision("auto", device))
 
 
 def check_precision_models(entries: Sequence[ModelEntry], precision: str) -> None:
@@ -235,7 +122,7 @@ def model_stamp(entry: ModelEntry, checkpoint: str | None = None) -> dict[str, s
     package, cache file or ``checkpoint``; None for a source without a file or weights not here
     yet), its class order and its family. A re-run compares them with the stored rows'
     (``classify.targets``): another checkpoint, --label-space or --family is another model."""
-    from .weights import weights_status
+    from classify.models.weights import weights_status
 
     base = base_entry(entry)
     # A checkpoint that is not there is its one line now, before anything is compared or computed.
@@ -434,7 +321,7 @@ class _LoadedModel:
     backend: str = "torch"  # what runs the forward pass, and why (for the report)
     channels_last: bool = True  # feed channels-last inputs (PyTorch); ONNX Runtime wants NCHW
     checked: bool = False  # output width verified against the class list
-    tap: object | None = None  # InferenceOptions.features: classify.features.FeatureTap on the module
+    tap: object | None = None  # InferenceOptions.features: what _Settings.tap made for the module
 
 
 def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOptions,
@@ -492,9 +379,10 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
         module = module.to(memory_format=torch.channels_last)
     tap = None
     if options.features:  # hooks on the final module (after folding): the layer before the head
-        from .features import FeatureTap
-
-        tap = FeatureTap(module, entry.id)
+        if settings.tap is None:
+            raise OptionError("features were asked for without a feature tap: run them through "
+                              "classify.targets.predict_run or extract_features.")
+        tap = settings.tap(module, entry.id)
     return _LoadedModel(_as(entry, result_id), module, geometry_index, normalize, backend=f"torch ({reason})",
                         channels_last=options.channels_last, tap=tap)
 
@@ -518,9 +406,9 @@ def _as(entry: ModelEntry, result_id: str) -> ModelEntry:
 
 def _load_int8(entry: ModelEntry, result_id: str, geometry_index: int, normalize, checkpoint: str | None,
                torch_model: Callable[[], torch.nn.Module], settings: "_Settings", excluded: str | None) -> _LoadedModel:
-    """The int8 ONNX Runtime model (``classify.quantize``): quantized once from the fp32 export and
+    """The int8 ONNX Runtime model (``classify.engine.quantize``): quantized once from the fp32 export and
     cached; no fallback, since PyTorch would not be int8 (an OptionError says why)."""
-    from .quantize import int8_classifier
+    from classify.engine.quantize import int8_classifier
 
     options = settings.options
     config = entry.input_config()
@@ -568,7 +456,11 @@ class _Settings:
     workers: int
     streams: int  # forward passes in flight at once (CPU; 1 on a GPU), one thread each
     options: InferenceOptions
-    precision: str = "fp32"  # resolved: 'fp32', 'bf16', 'fp16' or 'int8' (classify.device.resolve_precision)
+    precision: str = "fp32"  # resolved: 'fp32', 'bf16', 'fp16' or 'int8' (classify.engine.device.resolve_precision)
+    # With options.features: called as tap(module, model id) on each PyTorch module after folding, it
+    # returns the object whose attach(rows) adds the batch's features (classify.features.FeatureTap).
+    # Given by the caller, so the engine knows no feature code.
+    tap: Callable | None = None
 
 
 def _wanted(batch: CropBatch, tasks: Sequence[ImageTask], pending: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -720,9 +612,10 @@ class _Plan:
 
 
 def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], already_done: dict[str, set[str]] | None,
-          options: InferenceOptions, where: "tuple[torch.device, str, str] | None" = None) -> _Plan:
+          options: InferenceOptions, where: "tuple[torch.device, str, str] | None" = None,
+          tap: Callable | None = None) -> _Plan:
     """Check the options and the weights (before any work) and plan the passes; used by
-    :func:`run_inference` and by the Ray engine (``classify.ray_engine``), so both refuse the same
+    :func:`run_inference` and by the Ray engine (``classify.engine.ray_engine``), so both refuse the same
     things with the same words and skip the same (model, image) pairs. ``where``: (device,
     precision, the device's default precision) as the Ray engine's actors resolve them on their
     own hardware; None: this process's device."""
@@ -741,7 +634,7 @@ def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], alread
     workers = default_num_workers(device) if options.num_workers is None else options.num_workers
     streams = (options.num_threads or cpu_streams(workers)) if device.type == "cpu" else 1  # GPUs: one stream
     settings = _Settings(device, amp, options.batch_size or DEFAULT_BATCH.get(device.type, 16), workers, streams,
-                         options, precision)
+                         options, precision, tap)
     images = {t.image for t in tasks}
     pending = {e.id: images - (already_done or {}).get(e.id, set()) for e in entries}
     reports = OrderedDict((e.id, ModelReport(e.id, skipped=len(images) - len(pending[e.id]))) for e in entries)
@@ -752,19 +645,16 @@ def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], alread
                  model_stamps(entries, options.checkpoints))
 
 
-def run_inference(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
-                  sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
-                  options: InferenceOptions | None = None, progress: ProgressCallback | None = None) -> InferenceReport:
-    """Classify ``tasks`` with every model, skipping (model, image) pairs in ``already_done``;
-    hand each batch's rows (PREDICTION_SCHEMA) to ``sink`` before reporting progress.
-    ``options.engine == 'ray'`` hands the same work to Ray Data (``classify.ray_engine``)."""
+def run_local(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
+              sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
+              options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
+              tap: Callable | None = None) -> InferenceReport:
+    """The local engine: classify ``tasks`` with every model in this process, skipping (model,
+    image) pairs in ``already_done``; hand each batch's rows (PREDICTION_SCHEMA) to ``sink``
+    before reporting progress. Callers go through ``classify.engine.dispatch.run_inference``,
+    which chooses this or the Ray engine; ``tap``: see :class:`_Settings`."""
     options = options or InferenceOptions()
-    check_engine(options.engine)
-    if options.engine == "ray":
-        from .ray_engine import run_inference_ray
-
-        return run_inference_ray(tasks, models, sink, already_done, options, progress)
-    plan = _plan(tasks, models, already_done, options)
+    plan = _plan(tasks, models, already_done, options, tap=tap)
     settings, pending, reports, passes = plan.settings, plan.pending, plan.reports, plan.passes
     sink = stamping(sink, plan.stamps)
     device, precision, amp = settings.device, settings.precision, settings.amp

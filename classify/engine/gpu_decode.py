@@ -5,7 +5,7 @@ images/s with 16 CPU decode workers (benchmarks/results/gpu-h200-2026-11-29.txt)
 bound. With this path the DataLoader workers only read and check a JPEG file and hand over its
 bytes; the batch is decoded on the GPU (``torchvision.io.decode_jpeg(list, device=...)``, one
 batched nvJPEG call), then each image is resized and centre-cropped there, and the uint8 crops go
-to the same normaliser as the CPU path's crops (``classify.preprocess.normalizer``).
+to the same normaliser as the CPU path's crops (``classify.engine.preprocess.normalizer``).
 
 What goes to the device (:func:`device_jpeg`, in the worker, after ``read_image_file`` and
 ``check_image_header`` as on the CPU path): a file that starts with the JPEG magic bytes
@@ -76,8 +76,8 @@ from torchvision.transforms.v2 import functional as TF2
 
 from core.imageio import MAX_IMAGE_PIXELS, ImageLoadError, load_rgb
 
-from .options import GPU_DECODE
-from .registry import Geometry
+from classify.engine.options import GPU_DECODE
+from classify.models.registry import Geometry
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 JPEG_EOI = b"\xff\xd9"
@@ -188,7 +188,7 @@ def orient(image: torch.Tensor, orientation: int) -> torch.Tensor:
 
 def resize_crop(images: torch.Tensor, geometry: Geometry, float_resize: bool) -> torch.Tensor:
     """A stack (N, 3, H, W) of same-size uint8 images -> uint8 crops (N, 3, size, size), as
-    ``classify.preprocess.crop_to_tensor`` with the 'torch' resampler. ``float_resize``: in float32,
+    ``classify.engine.preprocess.crop_to_tensor`` with the 'torch' resampler. ``float_resize``: in float32,
     as on a GPU (there is no uint8 antialiased kernel there): :func:`float_crop` then :func:`finish`."""
     if float_resize:
         return finish(float_crop(images, geometry), geometry.interpolation)
@@ -342,7 +342,7 @@ class DeviceDecoder:
 
     def _cpu_crops(self, raw: RawJpeg) -> tuple[tuple[torch.Tensor, ...] | None, str | None]:
         """The CPU path for one file (as ``pipeline.DecodedCrops``: same guards, same reasons)."""
-        from .preprocess import crop_to_tensor
+        from classify.engine.preprocess import crop_to_tensor
 
         try:
             image = load_rgb(raw.tobytes())

@@ -1,4 +1,4 @@
-"""The Ray engine: the same inference as :func:`classify.pipeline.run_inference`, on Ray Data actors.
+"""The Ray engine: the same inference as :func:`classify.engine.pipeline.run_inference`, on Ray Data actors.
 
 ``InferenceOptions(engine="ray")`` (``python -m classify --engine ray``) sends a run's images to
 a Ray cluster, or to a Ray instance started on this machine when none is named, and stores the
@@ -68,12 +68,11 @@ import pandas as pd
 from core.errors import OptionError, WildLensError
 from core.progress import ProgressCallback, report
 
-from . import gpu_decode
-from .device import precision_name
-from .pipeline import (CollateCrops, CropBatch, DecodedCrops, ImageTask, InferenceOptions, InferenceReport, _batch_rows,
-                       _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored,
-                       stamping)
-from .registry import ModelEntry
+from classify.engine import gpu_decode
+from classify.engine.device import precision_name
+from classify.engine.pipeline import (CollateCrops, CropBatch, DecodedCrops, _batch_rows, _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored, stamping)
+from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
+from classify.models.registry import ModelEntry
 
 if TYPE_CHECKING:
     import torch
@@ -338,7 +337,7 @@ def _join_lasting(ray, address: str, deadline: float | None, **kwargs) -> None:
 def _resolve_here(device_type: str, precision: str) -> dict:
     """Run with an actor's resources: its device, ``precision`` and the default precision as this
     hardware resolves them (a GPU's bf16 support, a CPU's bf16 instructions), or the refusal."""
-    from .device import resolve_precision, select_device
+    from classify.engine.device import resolve_precision, select_device
 
     try:
         device = select_device(device_type)
@@ -401,7 +400,7 @@ def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | N
         except OSError as exc:
             out["unreadable"] = f"{path} ({exc.strerror or exc})"
             break
-    from .weights import require_weights
+    from classify.models.weights import require_weights
 
     for entry, checkpoint in models:
         try:
@@ -542,10 +541,10 @@ class PredictActor:
     (decode in a thread pool, forward, rows as one Arrow IPC stream)."""
 
     def __init__(self, entries: Sequence[ModelEntry], geometries: Sequence, images: dict[str, int],
-                 options: InferenceOptions, batch_size: int, threads: int):
+                 options: InferenceOptions, batch_size: int, threads: int, tap=None):
         import torch
 
-        from .device import autocast_dtype, resolve_precision, select_device
+        from classify.engine.device import autocast_dtype, resolve_precision, select_device
 
         device = select_device(options.device)
         threads = max(1, threads)
@@ -553,15 +552,15 @@ class PredictActor:
         if device.type == "cpu":
             torch.set_num_threads(1)  # one thread per slice (__call__); ONNX Runtime sessions have one too
         self.settings = _Settings(device, autocast_dtype(options.precision, device), batch_size, 0, 1, options,
-                                  resolve_precision(options.precision, device))
+                                  resolve_precision(options.precision, device), tap)
         self.geometries = list(geometries)
-        # JPEGs decode on a GPU actor's device as in the local engine (classify.gpu_decode), else in threads here.
+        # JPEGs decode on a GPU actor's device as in the local engine (classify.engine.gpu_decode), else in threads here.
         choice = gpu_decode.resolve_decode(options.gpu_decode, device)
         why_not = gpu_decode.device_geometries_reason(self.geometries, options.resampler) if choice.on else None
         self.decoder = (gpu_decode.DeviceDecoder(self.geometries, device, options.resampler)
                         if choice.on and why_not is None else None)
         self.decode_reason = choice.reason if self.decoder else (why_not or "")
-        from .zeroshot import build_settings
+        from classify.zeroshot.classifier import build_settings
 
         # A zero-shot model's text classifier is built on the actor's device (the local engine's command
         # line does the same), or read from the cache in the workers' WILDLENS_HOME; on a cluster the
@@ -596,7 +595,7 @@ class PredictActor:
                 return _batch_rows(part, tasks, self.loaded, wanted, self.settings)
 
         # On a CPU actor the batch is cut into one slice per CPU, each computed in its own thread
-        # with one intra-op thread, as the local engine's forward streams do (classify.device.cpu_streams).
+        # with one intra-op thread, as the local engine's forward streams do (classify.engine.device.cpu_streams).
         parts = _split(crop_batch, self.streams)
         frames = [f for part in self.pool.map(rows, parts) for f in part] if len(parts) > 1 else rows(crop_batch)
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -696,7 +695,7 @@ def plan_actors(options: InferenceOptions, nodes: Sequence[dict[str, float]]) ->
     (one dict per node, as ``ray.nodes()`` gives them): on a cluster with GPUs one actor per GPU,
     each with the CPUs its node has per GPU (its decode threads); else one CPU actor, the CPUs
     shared among the actors, never more than the largest node has (an actor is on one node)."""
-    from .device import DEFAULT_BATCH
+    from classify.engine.device import DEFAULT_BATCH
 
     gpus_here = sum(float(n.get("GPU", 0)) for n in nodes)
     gpus = options.ray_gpus_per_actor if options.ray_gpus_per_actor is not None else (1.0 if gpus_here else 0.0)
@@ -725,8 +724,9 @@ def plan_actors(options: InferenceOptions, nodes: Sequence[dict[str, float]]) ->
 def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
                       sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
                       options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
-                      ) -> InferenceReport:
-    """:func:`classify.pipeline.run_inference` on Ray Data (the module docstring says how)."""
+                      tap: Callable | None = None) -> InferenceReport:
+    """:func:`classify.engine.pipeline.run_local` on Ray Data (the module docstring says how); ``tap``
+    is sent to the actors by reference (``classify.features.FeatureTap``, importable on every node)."""
     options = options or InferenceOptions(engine="ray")
     _import_ray()  # the install hint before anything else
     import ray
@@ -737,7 +737,7 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
         # The actors compute on their device ('cuda': the GPUs Ray gives each; 'cpu'), not the driver's.
         options = dataclasses.replace(options, device=device.type,
                                       ray_gpus_per_actor=0 if device.type == "cpu" else options.ray_gpus_per_actor)
-        plan = _plan(tasks, models, already_done, options, where=(device, precision, default))
+        plan = _plan(tasks, models, already_done, options, where=(device, precision, default), tap=tap)
         pending, reports = plan.pending, plan.reports
         started = time.perf_counter()
         decoded = 0
@@ -766,7 +766,7 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
                     PredictActor, batch_format="numpy", batch_size=layout.batch_size,
                     fn_constructor_kwargs={"entries": list(pass_entries), "geometries": geometries, "images": images,
                                            "options": options, "batch_size": layout.batch_size,
-                                           "threads": int(layout.cpus_per_actor)},
+                                           "threads": int(layout.cpus_per_actor), "tap": tap},
                     compute=ray.data.ActorPoolStrategy(size=layout.actors),
                     num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor,
                     # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a

@@ -4,9 +4,9 @@ Input configuration from timm's pretrained config (at its test resolution where 
 one); weights looked up, without network access, in the Hugging Face cache (a safetensors twin
 first) and then, for weights timm hosts elsewhere (GitHub releases), in the torch hub cache;
 loading through ``timm.create_model``, with a local file read safely first
-(:func:`classify.weights.read_state_dict`) and adapted by timm's own filter. ``--download`` fetches
-the file into the cache that lookup reads (:func:`classify.weights.download_from_hf`, the
-safetensors twin first, or :func:`classify.weights.download_url`) and loads it from there, so no
+(:func:`classify.models.weights.read_state_dict`) and adapted by timm's own filter. ``--download`` fetches
+the file into the cache that lookup reads (:func:`classify.models.weights.download_from_hf`, the
+safetensors twin first, or :func:`classify.models.weights.download_url`) and loads it from there, so no
 downloaded file is read by timm's own loader.
 """
 from __future__ import annotations
@@ -14,20 +14,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..weights import (WeightsError, download_from_hf, download_url, find_in_hf_cache, find_in_torch_hub,
+from classify.models.weights import (WeightsError, download_from_hf, download_url, find_in_hf_cache, find_in_torch_hub,
                        read_state_dict)
-from .base import ModelSource, register_source
+from classify.models.registry import ModelSource, register_source
 
 if TYPE_CHECKING:
-    from ..registry import InputConfig, ModelEntry
-    from ..weights import WeightsStatus
+    from classify.models.registry import InputConfig, ModelEntry, WeightsStatus
 
 
 def timm_input_config(pretrained_name: str) -> InputConfig:
     """The evaluation input of timm's pretrained config ``pretrained_name`` ('arch.tag' or 'arch')."""
     from timm.models import get_pretrained_cfg
 
-    from ..registry import UnknownModelError
+    from classify.models.registry import UnknownModelError
 
     cfg = get_pretrained_cfg(pretrained_name)
     if cfg is None:
@@ -39,7 +38,7 @@ def input_config_of(pretrained_cfg: dict, name: str) -> InputConfig:
     """Our InputConfig from a timm pretrained config (a dict): timm's own evaluation transform."""
     from timm.data import resolve_data_config
 
-    from ..registry import InputConfig
+    from classify.models.registry import InputConfig
 
     # use_test_size: evaluate at the test resolution where timm records one (e.g. tv2 weights).
     data = resolve_data_config(pretrained_cfg=pretrained_cfg, use_test_size=True)

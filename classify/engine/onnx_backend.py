@@ -9,7 +9,7 @@ ReLU6 and runs the whole network in its blocked NCHWc layout: ~15 ms per image
 How it stays exact and safe:
 
 * The model is exported with PyTorch's TorchScript-based exporter at the model's fixed input
-  size with a dynamic batch axis, after :func:`classify.optimize.static_same_padding` (TF 'SAME'
+  size with a dynamic batch axis, after :func:`classify.engine.optimize.static_same_padding` (TF 'SAME'
   padding as constants, so ONNX Runtime can fold each Pad into its Conv).
 * Before an export is kept it is checked: ONNX Runtime and PyTorch run the same probe batch and
   the largest logit difference must be under :data:`VALIDATION_TOLERANCE`. A model that fails
@@ -37,7 +37,8 @@ from typing import Callable
 
 import torch
 
-from .optimize import static_same_padding
+from classify.engine.optimize import static_same_padding
+from classify.models.weights import file_sha256  # noqa: F401  (export keys are keyed on it; callers read it from here too)
 
 ONNX_OPSET = 17
 EXPORT_FORMAT = 1  # bump whenever the export code changes what it writes: old cache entries stop matching
@@ -63,21 +64,6 @@ def default_cache_dir() -> Path:
     from core.runstore import RunStore
 
     return RunStore().cache_dir / CACHE_SUBDIR
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a weights file, computed once per (path, size, mtime) in a process."""
-    stat = os.stat(path)
-    return _sha256(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -155,7 +141,7 @@ def export_onnx_bytes(model: torch.nn.Module, input_size: int) -> bytes:
 def make_session(model_path: str | Path, threads: int = 1):
     """An ONNX Runtime CPU session with all graph optimisations and ``threads`` intra-op threads.
     The pipeline uses one thread per session and runs batches concurrently instead
-    (``classify.device.cpu_streams``); ``run`` is thread-safe and releases the GIL."""
+    (``classify.engine.device.cpu_streams``); ``run`` is thread-safe and releases the GIL."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()

@@ -1,13 +1,13 @@
 """Zero-shot classification: the text classifier of an open_clip model over a label set, cached.
 
 ELEVATER's language-augmented evaluation: each class of the label set (a wnid) becomes prompts
-(``classify.prompts.class_prompts``: class names, knowledge and templates of a
-:class:`~classify.prompts.Recipe`), the text tower embeds them, and the prompt ensemble is built
+(``classify.zeroshot.prompts.class_prompts``: class names, knowledge and templates of a
+:class:`~classify.zeroshot.prompts.Recipe`), the text tower embeds them, and the prompt ensemble is built
 exactly as open_clip builds it (``open_clip.zero_shot_classifier.build_zero_shot_classifier``):
 each prompt embedding L2-normalised, averaged per class, the mean renormalised. The result is a
 float32 ``[embedding dim, classes]`` matrix whose column i is the i-th wnid of the label set, in
 the order ``core.labels.get_label_space(name).wnids`` gives (the order the pipeline reads outputs
-in, ``classify.registry.class_wnids``).
+in, ``classify.models.registry.class_wnids``).
 
 * Bounded memory: classes are taken ``chunk_classes`` at a time (their prompts generated, tokenised
   and encoded ``batch_prompts`` at a time), so an ImageNet-21k set (21,843 classes x 80 templates,
@@ -38,7 +38,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -46,8 +46,6 @@ import torch.nn.functional as F
 
 from core.progress import ProgressCallback, report
 
-if TYPE_CHECKING:
-    from .registry import ModelEntry
 
 CACHE_SUBDIR = "zeroshot"
 CACHE_FORMAT = 1
@@ -83,6 +81,11 @@ def build_settings(progress: ProgressCallback | None = None, device: str | torch
         yield
     finally:
         _SETTINGS.reset(token)
+
+
+def current_settings() -> _Settings:
+    """Where and with what progress a text classifier is built now (:func:`build_settings`)."""
+    return _SETTINGS.get()
 
 
 def default_cache_dir() -> Path:
@@ -123,13 +126,13 @@ def encode_class_prompts(model, tokenizer, prompts: Sequence[Sequence[str]], *, 
 def _prompt_chunks(wnids: Sequence[str], recipe, chunk_classes: int) -> Iterator[tuple[Sequence[str], list[list[str]]]]:
     """(classes, their prompts) a chunk at a time, equal to ``class_prompts(wnids, recipe)``.
 
-    A class name depends on the whole label set (``classify.prompts.class_names`` makes shared
+    A class name depends on the whole label set (``classify.zeroshot.prompts.class_names`` makes shared
     names unique: 'crane (wading bird)'), so each chunk's prompts are made together with every
     class of the set that shares a name with one of the chunk's (a few), and the names are checked
     against the whole set's."""
     from collections import defaultdict
 
-    from .prompts import class_names, class_prompts
+    from classify.zeroshot.prompts import class_names, class_prompts
 
     wnids = list(wnids)
     full = class_names(wnids, recipe.names)
@@ -281,114 +284,3 @@ class ZeroShotHead(torch.nn.Module):
         return logits if self.logit_bias is None else logits + self.logit_bias
 
 
-def recipe_of(entry: ModelEntry):
-    """The entry's prompt recipe (its id's '__RECIPE' tokens; the default when none)."""
-    from .prompts import Recipe
-    from .sources.openclip_source import parse_clip_name
-
-    tag = parse_clip_name(entry.id).recipe
-    return Recipe.parse(tag) if tag else Recipe()
-
-
-def zero_shot_head(entry: ModelEntry, model, weights_sha256: str) -> ZeroShotHead:
-    """The pipeline's module for a loaded open_clip ``model``: its text classifier over the entry's
-    label set (``class_wnids(entry)``, the order outputs are read in) with the entry's recipe,
-    from the cache or built now (:func:`build_settings` says where and with what progress)."""
-    import open_clip
-
-    from .registry import class_wnids
-
-    settings = _SETTINGS.get()
-    wnids = class_wnids(entry)
-    recipe = recipe_of(entry)
-    tokenizer = open_clip.get_tokenizer(entry.arch)
-    device = torch.device(settings.device)
-    model = model.eval()
-    text_device = model.to(device) if device.type != "cpu" else model
-    try:
-        classifier, _ = cached_text_classifier(
-            text_device, tokenizer, f"{entry.arch}.{entry.weights}" if entry.weights else entry.arch, weights_sha256,
-            entry.label_space, wnids, recipe, cache_dir=settings.cache_dir, chunk_classes=settings.chunk_classes,
-            batch_prompts=settings.batch_prompts, device=device, progress=settings.progress, task=entry.id)
-    finally:
-        model = model.cpu()
-    bias = getattr(model, "logit_bias", None)
-    head = ZeroShotHead(model.visual, classifier, model.logit_scale.exp(), bias).eval()
-    head.wnids = tuple(wnids)  # the classifier's column order: stored with features for probe/'s language-init head
-    return head
-
-
-# --------------------------------------------------------------------------- choosing zero-shot models
-def zero_shot_models(names: Sequence[str], label_set: str | None = None, recipe=None,
-                     checkpoints: Mapping[str, str] | None = None, run=None,
-                     ) -> tuple[list[ModelEntry], dict[str, str]]:
-    """Entries of zero-shot names (``clip:MODEL[.TAG][+RECIPE]``) predicting over ``label_set``
-    (a ``--label-set`` spec, ``classify.labelsets.resolve_label_set``; default: the run's classes
-    with a run, else the entry's default, ImageNet-1k), with ``recipe`` (a ``classify.prompts.Recipe``)
-    for names that carry none, and the checkpoints (keyed by any of a model's names, with or without
-    its recipe) keyed by entry id, as ``InferenceOptions.checkpoints`` takes them."""
-    from core.errors import OptionError
-
-    from .sources.openclip_source import clip_entry, parse_clip_name, with_label_set, with_recipe
-
-    if label_set is None and run is not None:
-        from .labelsets import DEFAULT_LABEL_SET
-
-        label_set = DEFAULT_LABEL_SET
-    space = None
-    if label_set is not None:
-        from .labelsets import resolve_label_set
-
-        space = resolve_label_set(label_set, run=run)
-    if recipe is not None:
-        _touch_files(recipe)
-    entries: list[ModelEntry] = []
-    for name in names:
-        entry = clip_entry(name)
-        if recipe is not None and not parse_clip_name(name).recipe:
-            entry = with_recipe(entry, recipe)
-        if space is not None:
-            entry = with_label_set(entry, space.name)
-        if entry not in entries:
-            entries.append(entry)
-    by_id: dict[str, str] = {}
-    for key, path in (checkpoints or {}).items():
-        named = parse_clip_name(clip_entry(key).id)
-        matched = [e for e in entries if e.id == named.id or (not named.recipe and parse_clip_name(e.id).base_id
-                                                                == named.base_id)]
-        if not matched:
-            raise OptionError(f"--checkpoint names {key}, which is not among --models "
-                              f"({', '.join(parse_clip_name(e.id).display for e in entries) or 'no zero-shot model'}); "
-                              "add it there.")
-        for entry in matched:
-            by_id[entry.id] = path
-    return entries, by_id
-
-
-def _touch_files(recipe) -> None:
-    """Read a recipe's template and knowledge files now: a bad file fails before any work, and
-    ``classify.prompts`` keeps the copy its tag names (read back when the model loads)."""
-    from .prompts import read_knowledge_file
-
-    recipe.template_list
-    if recipe.knowledge == "file":
-        read_knowledge_file(recipe.knowledge_file)
-
-
-def check_stored_label_sets(parts, entries: Sequence[ModelEntry], where: str) -> None:
-    """A zero-shot model id holds one label set per run (or --out file): predictions stored over
-    another label set would be taken as done (resume) and mixed with the new ones. ``parts``: the
-    stored predictions (``core.parts.PredictionParts``); OptionError naming both label sets."""
-    from core.errors import OptionError
-
-    from .sources.openclip_source import SOURCE_NAME, parse_clip_name
-
-    for entry in entries:
-        if entry.source != SOURCE_NAME:
-            continue
-        stored = parts.read([entry.id])
-        spaces = sorted(set(stored["label_space"].dropna().astype(str)) - {entry.label_space})
-        if spaces:
-            raise OptionError(f"{where} holds predictions of {parse_clip_name(entry.id).display} over label set "
-                              f"{spaces[0]}, not {entry.label_space}; one model keeps one label set in a run: pass "
-                              f"--label-set {spaces[0]}, or write the predictions elsewhere.")

@@ -4,21 +4,21 @@ Such a repository holds a timm ``config.json`` (architecture, model arguments, p
 input, head size, sometimes the label names) and the weights (``model.safetensors`` or
 ``pytorch_model.bin``). Everything is read from this machine's Hugging Face cache: the config with
 :func:`parse_hub_config` (timm's own layout, old and new), the weights with
-:func:`classify.weights.read_state_dict` (safetensors or weights_only), never with timm's
+:func:`classify.models.weights.read_state_dict` (safetensors or weights_only), never with timm's
 ``hf-hub:`` loader, which would ask the network. ``ModelEntry.arch`` is the timm architecture and
 ``ModelEntry.weights`` the repository.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..weights import WeightsError, download_from_hf, find_in_hf_cache, read_state_dict
-from .base import ModelSource, register_source
+from classify.models.weights import WeightsError, download_from_hf, find_in_hf_cache, read_state_dict
+from classify.models.registry import ModelSource, register_source
 
 if TYPE_CHECKING:
-    from ..registry import InputConfig, ModelEntry
-    from ..weights import WeightsStatus
+    from classify.models.registry import InputConfig, ModelEntry, WeightsStatus
 
 
 def parse_hub_config(config: dict) -> tuple[str, dict, dict]:
@@ -47,7 +47,6 @@ class HubSource(ModelSource):
     description = "timm model on the Hugging Face Hub"
 
     def _config(self, entry: ModelEntry) -> tuple[str, dict, dict]:
-        from ..zoo import hub_config
 
         config = hub_config(entry.weights)
         if config is None:
@@ -56,13 +55,12 @@ class HubSource(ModelSource):
         return parse_hub_config(config)
 
     def input_config(self, entry: ModelEntry) -> InputConfig:
-        from .timm_source import input_config_of
+        from classify.models.sources.timm_source import input_config_of
 
         _, pretrained, _ = self._config(entry)
         return input_config_of(pretrained, f"hf-hub:{entry.weights}")
 
     def fetch_command(self, entry: ModelEntry) -> str:
-        from ..zoo import hub_fetch_command
 
         return hub_fetch_command(entry.weights)
 
@@ -90,3 +88,18 @@ class HubSource(ModelSource):
             path = download_from_hf(entry.weights, self._filename(entry), self.fetch_command(entry))
         overlay = {"state_dict": read_state_dict(path), "custom_load": False, "num_classes": entry.num_classes}
         return self._create(entry, entry.num_classes, pretrained=True, pretrained_cfg_overlay=overlay)
+
+
+def hub_config(repo: str) -> dict | None:
+    """The ``config.json`` of a Hub model in this machine's Hugging Face cache, or None (no network)."""
+    found, _ = find_in_hf_cache(repo, "config.json")
+    if found is None:
+        return None
+    try:
+        return json.loads(Path(found).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise WeightsError(f"{found} is not a readable config.json ({exc}).") from None
+
+
+def hub_fetch_command(repo: str) -> str:
+    return f"python -c \"import timm; timm.create_model('hf-hub:{repo}', pretrained=True)\""

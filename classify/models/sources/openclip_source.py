@@ -2,7 +2,7 @@
 
 A name is an open_clip architecture (``open_clip.list_models()``: ``ViT-B-32``, ``RN50``,
 ``MobileCLIP-S1``), its pretrained tag (``openai``, ``laion2b_s34b_b79k``; absent: a
-``--checkpoint`` supplies the weights) and, after ``+``, a prompt recipe (``classify.prompts``:
+``--checkpoint`` supplies the weights) and, after ``+``, a prompt recipe (``classify.zeroshot.prompts``:
 ``Recipe.tag()``, absent for the default recipe). The recipe is part of the model id, so recipes
 sit side by side in one run like two models.
 
@@ -11,25 +11,25 @@ Stored ids. A model id names a folder of part files (``core.parts``: letters, di
 ``clip/<model>[.<tag>][__<recipe token>...]`` (``clip/ViT-B-32.openai``,
 ``clip/ViT-B-32.openai__def__path``: the recipe's ``Recipe.tag()``), like ``hf-hub/ORG/NAME``;
 both forms resolve to the same entry (:func:`parse_clip_name`, :func:`clip_entry`, and
-``classify.registry.get_model``, which pages use to name a stored id), recipe tokens in any order
+``classify.models.registry.get_model``, which pages use to name a stored id), recipe tokens in any order
 or case give one id, and the precision suffix (``--bf16``) goes after everything, as for any model.
 
 What the source answers (:class:`ClipSource`, ``ModelEntry.source == 'clip'``):
 
 * the input: open_clip's preprocessing of the tag (``open_clip.get_pretrained_cfg``: mean, std,
   interpolation, resize mode) at the architecture's image size, as an
-  :class:`~classify.registry.InputConfig` (resize the shorter side to the size and centre-crop it:
+  :class:`~classify.models.registry.InputConfig` (resize the shorter side to the size and centre-crop it:
   crop_pct 1.0; ``squash`` resizes both sides), so the same batched decode serves CLIP models and
   classifiers;
 * the weights: the file open_clip itself downloads from the Hugging Face Hub (``hf_hub`` of the
   tag's pretrained config; the safetensors twin first), looked up in the Hugging Face cache without
-  network (:func:`classify.weights.find_in_hf_cache`); the fetch command is open_clip's own
+  network (:func:`classify.models.weights.find_in_hf_cache`); the fetch command is open_clip's own
   ``create_model_and_transforms``;
 * loading: the architecture built with ``pretrained=None`` (random weights, no download; text
   tower weights are never fetched either), then the state dict read safely
-  (:func:`classify.weights.read_state_dict`: safetensors or ``weights_only``) and adapted as
+  (:func:`classify.models.weights.read_state_dict`: safetensors or ``weights_only``) and adapted as
   open_clip's ``load_checkpoint`` adapts it, ``strict``; QuickGELU as the tag was trained with;
-* the module the pipeline runs: :class:`classify.zeroshot.ZeroShotHead`, the image tower and the
+* the module the pipeline runs: :class:`classify.zeroshot.classifier.ZeroShotHead`, the image tower and the
   cached text classifier over the entry's label set (``ModelEntry.label_space``, whose wnids in
   ``core.labels`` order are the output order).
 
@@ -45,21 +45,21 @@ import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from ..weights import WeightsError, download_from_hf, find_in_hf_cache, read_state_dict
-from .base import ModelSource, register_source
+from classify.models.weights import WeightsError, download_from_hf, file_sha256, find_in_hf_cache, read_state_dict
+from classify.models.registry import ModelSource, register_source
 
 if TYPE_CHECKING:
-    from ..registry import InputConfig, ModelEntry
-    from ..weights import WeightsStatus
+    from classify.models.registry import InputConfig, ModelEntry, WeightsStatus
+    from classify.zeroshot.classifier import ZeroShotHead
 
 SOURCE_NAME = "clip"
 FAMILY = "language-augmented"
 USER_PREFIX = "clip:"  # what people type
 STORED_PREFIX = "clip/"  # what runs store (core.parts refuses ':' and '+')
 USER_RECIPE_SEPARATOR = "+"  # clip:ViT-B-32.openai+def+path
-STORED_RECIPE_SEPARATOR = "__"  # classify.prompts.RECIPE_SEPARATOR: clip/ViT-B-32.openai__def__path
+STORED_RECIPE_SEPARATOR = "__"  # classify.zeroshot.prompts.RECIPE_SEPARATOR: clip/ViT-B-32.openai__def__path
 DEFAULT_LABEL_SET = "imagenet-1k"  # the label set of a zero-shot model when none is given
 
 
@@ -136,7 +136,7 @@ def _canonical_model(model: str) -> str | None:
 
 
 def _unknown(name: str, why: str):
-    from ..registry import UnknownModelError, registered_close_matches
+    from classify.models.registry import UnknownModelError, registered_close_matches
 
     names = [f"{USER_PREFIX}{m}.{t}" for m, t in _pretrained_pairs()]
     close = [c for c in registered_close_matches(name) if is_clip_name(c)]
@@ -147,19 +147,19 @@ def _unknown(name: str, why: str):
 
 
 def canonical_recipe(recipe, name: str = "") -> str:
-    """The recipe's own tag (``classify.prompts.Recipe.parse(tag).tag()``): '' for the default,
+    """The recipe's own tag (``classify.zeroshot.prompts.Recipe.parse(tag).tag()``): '' for the default,
     else '__def__path' etc. Tokens in any order or case give the one tag."""
     if not isinstance(recipe, str):  # a Recipe
         return recipe.tag()
     if not recipe:
         return ""
-    from ..prompts import Recipe
+    from classify.zeroshot.prompts import Recipe
 
     return Recipe.parse(recipe).tag()
 
 
 def with_recipe(entry: ModelEntry, recipe) -> ModelEntry:
-    """The zero-shot entry with prompt recipe ``recipe`` (a ``classify.prompts.Recipe`` or its
+    """The zero-shot entry with prompt recipe ``recipe`` (a ``classify.zeroshot.prompts.Recipe`` or its
     tag; '' = the default), over the same label set."""
     parsed = parse_clip_name(entry.id)
     tag = canonical_recipe(recipe, entry.id)
@@ -169,7 +169,7 @@ def with_recipe(entry: ModelEntry, recipe) -> ModelEntry:
     from core.runstore import valid_run_id
 
     if not valid_run_id(named.id.replace("/", "_")):  # the rule core.parts applies to model ids
-        from ..registry import UnknownModelError
+        from classify.models.registry import UnknownModelError
 
         raise UnknownModelError(f"{named.display}: its stored id {named.id!r} is not a usable model id (at most 80 "
                                 "letters, digits, '_', '.', '-'); shorten the recipe.")
@@ -194,8 +194,8 @@ def clip_entry(name: str) -> ModelEntry:
     parsed = parse_clip_name(name)
     try:
         recipe = canonical_recipe(parsed.recipe, name)
-    except OptionError as exc:  # classify.prompts.PromptError: an UnknownModelError, as for any bad name
-        from ..registry import UnknownModelError
+    except OptionError as exc:  # classify.zeroshot.prompts.PromptError: an UnknownModelError, as for any bad name
+        from classify.models.registry import UnknownModelError
 
         raise UnknownModelError(f"{parsed.display}: {exc}") from None
     return with_recipe(_base_entry(parsed.base_id.lower()), recipe)
@@ -203,7 +203,7 @@ def clip_entry(name: str) -> ModelEntry:
 
 @functools.lru_cache(maxsize=128)
 def _base_entry(key: str) -> ModelEntry:
-    from ..registry import _ALIASES, _REGISTRY, ModelEntry
+    from classify.models.registry import _ALIASES, _REGISTRY, ModelEntry
 
     if key in _ALIASES:
         return _REGISTRY[_ALIASES[key]]
@@ -222,7 +222,7 @@ def _base_entry(key: str) -> ModelEntry:
     entry = ModelEntry(id=named.id, name=named.display, family=FAMILY, source=SOURCE_NAME, arch=model, weights=tag,
                        label_space=DEFAULT_LABEL_SET, num_params=0,
                        notes="Not in the curated registry: resolved from open_clip by name.")
-    from .base import count_parameters
+    from classify.models.weights import count_parameters
 
     return replace(entry, num_params=count_parameters(entry))
 
@@ -270,7 +270,7 @@ class ClipSource(ModelSource):
         return f"{entry.arch}.{entry.weights}" if entry.weights else entry.arch
 
     def input_config(self, entry: ModelEntry) -> InputConfig:
-        from ..registry import InputConfig
+        from classify.models.registry import InputConfig
 
         cfg = clip_preprocess(entry)
         size = cfg["size"]
@@ -319,9 +319,6 @@ class ClipSource(ModelSource):
         return self.create(entry)
 
     def load(self, entry: ModelEntry, path: Path | None):
-        from ..onnx_backend import file_sha256
-        from ..zeroshot import zero_shot_head
-
         if path is None:
             path = self.download(entry)
         model = self.create(entry, device="cpu")
@@ -368,3 +365,114 @@ def load_clip_state_dict(model, state_dict: dict) -> None:
     resize_text_pos_embed(state_dict, model)
     model.load_state_dict(state_dict, strict=True)
 
+
+# --------------------------------------------------------------------------- the zero-shot head and zero-shot runs
+def recipe_of(entry: ModelEntry):
+    """The entry's prompt recipe (its id's '__RECIPE' tokens; the default when none)."""
+    from classify.zeroshot.prompts import Recipe
+
+    tag = parse_clip_name(entry.id).recipe
+    return Recipe.parse(tag) if tag else Recipe()
+
+
+def zero_shot_head(entry: ModelEntry, model, weights_sha256: str) -> "ZeroShotHead":
+    """The pipeline's module for a loaded open_clip ``model``: its text classifier over the entry's
+    label set (``class_wnids(entry)``, the order outputs are read in) with the entry's recipe,
+    from the cache or built now (:func:`build_settings` says where and with what progress)."""
+    import open_clip
+    import torch
+
+    from classify.models.registry import class_wnids
+    from classify.zeroshot.classifier import ZeroShotHead, cached_text_classifier, current_settings
+
+    settings = current_settings()
+    wnids = class_wnids(entry)
+    recipe = recipe_of(entry)
+    tokenizer = open_clip.get_tokenizer(entry.arch)
+    device = torch.device(settings.device)
+    model = model.eval()
+    text_device = model.to(device) if device.type != "cpu" else model
+    try:
+        classifier, _ = cached_text_classifier(
+            text_device, tokenizer, f"{entry.arch}.{entry.weights}" if entry.weights else entry.arch, weights_sha256,
+            entry.label_space, wnids, recipe, cache_dir=settings.cache_dir, chunk_classes=settings.chunk_classes,
+            batch_prompts=settings.batch_prompts, device=device, progress=settings.progress, task=entry.id)
+    finally:
+        model = model.cpu()
+    bias = getattr(model, "logit_bias", None)
+    head = ZeroShotHead(model.visual, classifier, model.logit_scale.exp(), bias).eval()
+    head.wnids = tuple(wnids)  # the classifier's column order: stored with features for probe/'s language-init head
+    return head
+
+
+def zero_shot_models(names: Sequence[str], label_set: str | None = None, recipe=None,
+                     checkpoints: Mapping[str, str] | None = None, run=None,
+                     ) -> tuple[list[ModelEntry], dict[str, str]]:
+    """Entries of zero-shot names (``clip:MODEL[.TAG][+RECIPE]``) predicting over ``label_set``
+    (a ``--label-set`` spec, ``classify.zeroshot.labelsets.resolve_label_set``; default: the run's classes
+    with a run, else the entry's default, ImageNet-1k), with ``recipe`` (a ``classify.zeroshot.prompts.Recipe``)
+    for names that carry none, and the checkpoints (keyed by any of a model's names, with or without
+    its recipe) keyed by entry id, as ``InferenceOptions.checkpoints`` takes them."""
+    from core.errors import OptionError
+
+
+    if label_set is None and run is not None:
+        from classify.zeroshot.labelsets import DEFAULT_LABEL_SET
+
+        label_set = DEFAULT_LABEL_SET
+    space = None
+    if label_set is not None:
+        from classify.zeroshot.labelsets import resolve_label_set
+
+        space = resolve_label_set(label_set, run=run)
+    if recipe is not None:
+        _touch_files(recipe)
+    entries: list[ModelEntry] = []
+    for name in names:
+        entry = clip_entry(name)
+        if recipe is not None and not parse_clip_name(name).recipe:
+            entry = with_recipe(entry, recipe)
+        if space is not None:
+            entry = with_label_set(entry, space.name)
+        if entry not in entries:
+            entries.append(entry)
+    by_id: dict[str, str] = {}
+    for key, path in (checkpoints or {}).items():
+        named = parse_clip_name(clip_entry(key).id)
+        matched = [e for e in entries if e.id == named.id or (not named.recipe and parse_clip_name(e.id).base_id
+                                                                == named.base_id)]
+        if not matched:
+            raise OptionError(f"--checkpoint names {key}, which is not among --models "
+                              f"({', '.join(parse_clip_name(e.id).display for e in entries) or 'no zero-shot model'}); "
+                              "add it there.")
+        for entry in matched:
+            by_id[entry.id] = path
+    return entries, by_id
+
+
+def _touch_files(recipe) -> None:
+    """Read a recipe's template and knowledge files now: a bad file fails before any work, and
+    ``classify.zeroshot.prompts`` keeps the copy its tag names (read back when the model loads)."""
+    from classify.zeroshot.prompts import read_knowledge_file
+
+    recipe.template_list
+    if recipe.knowledge == "file":
+        read_knowledge_file(recipe.knowledge_file)
+
+
+def check_stored_label_sets(parts, entries: Sequence[ModelEntry], where: str) -> None:
+    """A zero-shot model id holds one label set per run (or --out file): predictions stored over
+    another label set would be taken as done (resume) and mixed with the new ones. ``parts``: the
+    stored predictions (``core.parts.PredictionParts``); OptionError naming both label sets."""
+    from core.errors import OptionError
+
+
+    for entry in entries:
+        if entry.source != SOURCE_NAME:
+            continue
+        stored = parts.read([entry.id])
+        spaces = sorted(set(stored["label_space"].dropna().astype(str)) - {entry.label_space})
+        if spaces:
+            raise OptionError(f"{where} holds predictions of {parse_clip_name(entry.id).display} over label set "
+                              f"{spaces[0]}, not {entry.label_space}; one model keeps one label set in a run: pass "
+                              f"--label-set {spaces[0]}, or write the predictions elsewhere.")

@@ -8,10 +8,10 @@
   only where the CPU computes bf16 natively (AVX-512 BF16 or AMX-BF16 on x86, BF16 on Arm; read
   from the CPU's feature flags, :func:`cpu_bf16_instructions`) - elsewhere PyTorch would emulate it,
   slower than fp32; ``int8`` is a statically quantized ONNX Runtime model of a CNN
-  (``classify.quantize``); ``fp16`` needs a GPU. A precision the machine lacks is a one-line
+  (``classify.engine.quantize``); ``fp16`` needs a GPU. A precision the machine lacks is a one-line
   :class:`OptionError` that names what to use instead.
 * Backend (:data:`BACKENDS`): ONNX Runtime is for the CPU only here (:func:`check_backend`); which
-  backend a model actually runs on is decided per model in :mod:`classify.pipeline`.
+  backend a model actually runs on is decided per model in :mod:`classify.engine.pipeline`.
 * Threads, streams and decode workers per device (:func:`default_num_workers`,
   :func:`cpu_streams`, :func:`cpu_threads`), and the batch size per device (:data:`DEFAULT_BATCH`).
 
@@ -31,7 +31,7 @@ import torch
 
 from core.errors import OptionError
 
-from .options import BACKENDS, DEVICES, PRECISIONS  # noqa: F401  (the option lists live there; re-exported)
+from classify.engine.options import BACKENDS, DEVICES, PRECISIONS  # noqa: F401  (the option lists live there; re-exported)
 
 # Measured on a 2-core CPU (benchmarks/bench_inference.py): EfficientNet-Lite0 images/s peak at
 # small batches there (activations that stay in cache); a GPU wants bigger ones.
@@ -88,14 +88,14 @@ BF16_CPU_FLAGS = (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX-512 BF16"), ("b
 # 8-bit dot products that add four u8 x s8 products into int32 (x86 VNNI, Arm dot product). Without
 # them ONNX Runtime's u8 x s8 kernels sum pairs in int16 (AVX2 vpmaddubsw), which saturates: on an
 # AVX2-only AMD EPYC (2026-12-02) EfficientNet-Lite0's int8 agreed with fp32 on 39 % of the
-# calibration views, 84 % on an AVX512-VNNI Xeon (classify.quantize reduces the weights' range there).
+# calibration views, 84 % on an AVX512-VNNI Xeon (classify.engine.quantize reduces the weights' range there).
 INT8_DOT_CPU_FLAGS = (("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI"), ("amx_int8", "AMX-INT8"),
                       ("asimddp", "Arm dot product"))
 
 
 def cpu_int8_dot_instructions() -> list[str]:
     """The CPU's instructions for 8-bit dot products into int32 (e.g. ['AVX-512 VNNI']); empty: none,
-    and an int8 model's weights are quantized to 7 bits (``classify.quantize``) so that the
+    and an int8 model's weights are quantized to 7 bits (``classify.engine.quantize``) so that the
     int16 pair sums of the kernels it then runs cannot saturate."""
     flags = cpu_flags()
     return [name for flag, name in INT8_DOT_CPU_FLAGS if flag in flags]
@@ -110,7 +110,7 @@ def cpu_bf16_instructions() -> list[str]:
 
 def resolve_precision(precision: str, device: torch.device) -> str:
     """What ``precision`` means on ``device``: 'fp32', 'bf16', 'fp16' or 'int8' (the name results
-    are stored under, ``classify.options.precision_model_id``), or an OptionError saying what to
+    are stored under, ``classify.engine.options.precision_model_id``), or an OptionError saying what to
     use instead."""
     if precision not in PRECISIONS:
         raise OptionError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}.")

@@ -1,0 +1,247 @@
+"""Table schemas and atomic files: what every table of the run store looks like, and how any file
+is written so that a killed process leaves the old file or the new one, never half of one.
+
+The ground floor of ``core``: the run store (``core.runstore``), the part files
+(``core.parts``) and the folder locks (``core.locking``) all build on it, and it imports none of
+them. Writes go to a temporary file in the same folder, are fsynced, then ``os.replace``d;
+tables carry ``wildlens.schema_version`` in their Parquet metadata, and a newer version is
+refused with a message rather than misread.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import secrets
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from .errors import WildLensError
+
+SCHEMA_VERSION = 1
+_META_KEY = b"wildlens.schema_version"
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+TOP_K = 5
+
+
+class StoreError(WildLensError, RuntimeError):
+    """A run or table that cannot be read or written as asked; the message says why."""
+
+
+# --------------------------------------------------------------------------- schemas
+# Column -> pandas dtype. Nullable dtypes ("string", "Int64", "Float64", "boolean") so a
+# missing value is NA rather than a sentinel.
+MANIFEST_SCHEMA: dict[str, str] = {
+    "wnid": "string",  # the class this image was collected or imported for
+    "file": "string",  # path relative to the images root: '<wnid>/<sha256[:16]>.<ext>'; NA if not stored
+    "sha256": "string",
+    "phash": "string",  # 64-bit perceptual hash, hex
+    "width": "Int64",
+    "height": "Int64",
+    "format": "string",  # Pillow format name: JPEG, PNG, WEBP, ...
+    "mode": "string",  # Pillow mode as stored: RGB, CMYK, P, I;16, ...
+    "bytes": "Int64",
+    "source": "string",  # 'bing', 'google', 'baidu', 'flickr', 'import', 'sample'
+    "search_term": "string",
+    "url": "string",  # where a crawled image came from (data only: never a file name)
+    "rank": "Int64",  # position in the engine's results
+    "original_name": "string",  # an imported file's path inside the source folder
+    "fetched_at": "string",  # ISO 8601, UTC
+    "status": "string",  # 'accepted', 'rejected' or 'duplicate'
+    "reason": "string",  # why rejected / what it duplicates
+    "duplicate_of": "string",  # 'file' of the kept copy, for exact and near duplicates
+    "other_wnids": "string",  # other classes the same image was found for: its label is ambiguous
+    "excluded": "boolean",  # excluded by an analyst; the row and the file are kept
+    "excluded_reason": "string",
+}
+MANIFEST_STATUSES = ("accepted", "rejected", "duplicate")
+
+PREDICTION_SCHEMA: dict[str, str] = {
+    "model": "string",  # registry id
+    "image": "string",  # the manifest's 'file' (relative to the images root)
+    "true_wnid": "string",
+    "pred_wnid": "string",  # top-1
+    **{f"pred_wnid_{k}": "string" for k in range(2, TOP_K + 1)},
+    **{f"prob_{k}": "Float64" for k in range(1, TOP_K + 1)},
+    "label_space": "string",  # the model's output space, e.g. 'imagenet-1k', 'imagenet-21k'
+    "status": "string",  # 'ok' or 'failed'
+    "reason": "string",  # why an image failed (decode error, ...)
+    # Which model made the row, beyond its id (issue 22): a re-run resumes only rows of the same
+    # model (classify.targets.check_stored_models). Added after schema version 1 was fixed, so
+    # optional: rows stored before them read as NA ('not recorded'), and they still load and resume.
+    "weights_sha256": "string",  # sha256 of the weights file (package, cache or --checkpoint); NA: none
+    "class_order": "string",  # how output i maps to a wnid: 'label-space' or a named order ('swin-22k')
+    "family": "string",  # the family it ran as: CNN, transformer, hybrid, language-augmented
+}
+PREDICTION_STATUSES = ("ok", "failed")
+# The columns above that say which model made a row (NA in rows stored before they existed).
+MODEL_STAMP_COLUMNS = ("weights_sha256", "class_order", "family")
+
+# The metric tables (metrics/*.parquet) are derived data: their columns, dtypes and docs live together
+# in explain/schema.py, and explain/artefact.py writes and reads them.
+
+
+def empty_table(schema: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({col: pd.Series(dtype=dtype) for col, dtype in schema.items()})
+
+
+def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", extra: str = "keep") -> pd.DataFrame:
+    """Return ``df`` with the schema's columns in order and dtypes; missing optional columns
+    become NA. ``extra='keep'`` keeps unknown columns after the schema's, ``'drop'`` drops them."""
+    out = pd.DataFrame(index=df.index)
+    for col, dtype in schema.items():
+        if col in df.columns:
+            try:
+                out[col] = df[col].astype(dtype)
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"{table}: column {col!r} cannot be read as {dtype}: {exc}") from None
+        else:
+            out[col] = pd.Series(pd.NA, index=df.index, dtype=dtype)
+    if extra == "keep":
+        for col in df.columns:
+            if col not in schema:
+                out[col] = df[col]
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- atomic files
+def probe_writable(folder: Path, probe_name: str) -> None:
+    """Make ``folder`` if need be, create the file ``probe_name`` in it and remove it again:
+    raises ``OSError`` whose ``filename`` is the folder when new files cannot be made there. The
+    name is the caller's, so a kill between create and remove leaves a file its own sweep knows."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / probe_name
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(folder)) from None
+    probe.unlink()
+
+
+@contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; on success fsync it and rename it over
+    ``target``. On error the temporary file is removed and ``target`` is untouched."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Not mkstemp: its files are always 0600; created like this they get the usual umask mode.
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_bytes_atomic(target: Path, data: bytes) -> None:
+    """``atomic_path``'s write (same temporary name, fsync, rename) in one open: an import stores
+    every accepted image through it, and the three opens and a stat it used to cost were a good
+    part of an image's time."""
+    target = Path(target)
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileNotFoundError:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(target: Path, obj) -> None:
+    write_bytes_atomic(target, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def write_table(df: pd.DataFrame, target: Path, schema: dict[str, str] | None = None, table: str = "table") -> None:
+    """Atomically write a Parquet table (conformed to ``schema`` when given), or a CSV when
+    ``target`` ends in .csv (for export; CSV carries no schema version; written by
+    ``core.csvsafe.to_csv_bytes``, so read it back with ``core.csvsafe.read_csv``)."""
+    import pyarrow.parquet as pq
+
+    if schema is not None:
+        df = conform(df, schema, table=table)
+    target = Path(target)
+    with atomic_path(target) as tmp:
+        if target.suffix.lower() == ".csv":
+            from .csvsafe import to_csv_bytes  # spreadsheet-safe: formula-like text cells get a quote
+
+            tmp.write_bytes(to_csv_bytes(df))
+        else:
+            pq.write_table(_versioned_arrow(df), tmp)
+
+
+def _versioned_arrow(df: pd.DataFrame):
+    import pyarrow as pa
+
+    arrow = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(arrow.schema.metadata or {})
+    meta[_META_KEY] = str(SCHEMA_VERSION).encode()
+    return arrow.replace_schema_metadata(meta)
+
+
+def table_to_parquet_bytes(df: pd.DataFrame, schema: dict[str, str] | None = None, table: str = "table") -> bytes:
+    """The bytes ``write_table`` would store for a Parquet target: for a caller that must know
+    exactly what it wrote (a checksum) before writing it with ``write_bytes_atomic``."""
+    import pyarrow.parquet as pq
+
+    if schema is not None:
+        df = conform(df, schema, table=table)
+    buffer = io.BytesIO()
+    pq.write_table(_versioned_arrow(df), buffer)
+    return buffer.getvalue()
+
+
+def read_table(source: Path, schema: dict[str, str] | None = None, table: str = "table") -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    source = Path(source)
+    try:
+        arrow = pq.read_table(source)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise StoreError(f"{source} is not a readable Parquet file ({exc}).") from None
+    return _from_arrow(arrow, source, schema, table)
+
+
+def read_parquet_bytes(data: bytes, schema: dict[str, str] | None = None, table: str = "table",
+                       source: Path | str = "table") -> pd.DataFrame:
+    """``read_table`` of bytes already in memory (read once, checksummed, then parsed); ``source``
+    names the file in messages."""
+    import pyarrow.parquet as pq
+
+    try:
+        arrow = pq.read_table(io.BytesIO(data))
+    except Exception as exc:  # pyarrow raises several types for damaged bytes
+        raise StoreError(f"{source} is not a readable Parquet file ({exc}).") from None
+    return _from_arrow(arrow, source, schema, table)
+
+
+def _from_arrow(arrow, source, schema: dict[str, str] | None, table: str) -> pd.DataFrame:
+    version = int((arrow.schema.metadata or {}).get(_META_KEY, b"0") or 0)
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{source} was written by a newer WildLens (schema {version} > {SCHEMA_VERSION}); upgrade WildLens.")
+    df = arrow.to_pandas()
+    return conform(df, schema, table=table) if schema is not None else df
+
+
+# --------------------------------------------------------------------------- runs
