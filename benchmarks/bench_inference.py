@@ -86,7 +86,7 @@ PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/a
 
 
 # The photographs the precision section evaluates: none is in classify.engine.quantize's calibration set
-# (tests/classify/test_precisions.py checks the files' hashes).
+# (tests/classify/engine/test_precisions.py checks the files' hashes).
 PRECISION_PHOTOS = ["skimage/data/chelsea.png", "skimage/data/coffee.png", "skimage/data/camera.png",
                     "skimage/data/astronaut.png", "skimage/data/rocket.jpg", "skimage/data/motorcycle_left.png",
                     "sklearn/datasets/images/china.jpg", "sklearn/datasets/images/flower.jpg",

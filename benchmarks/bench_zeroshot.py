@@ -24,7 +24,7 @@ nothing here is an accuracy result. The output says so on every such line.
    (whole process) and says so. Heap only, not GPU memory (CPU build).
 3. Bounded memory over a whole label set: the same chunked builder over all 21,843 ImageNet-21k
    classes x ``simple7`` with the tiny randomly initialised open_clip test double of
-   ``tests/classify/test_zeroshot.py`` (its text tower is cheap, so the whole set runs in seconds):
+   ``tests/classify/zeroshot/test_zeroshot.py`` (its text tower is cheap, so the whole set runs in seconds):
    RSS after each chunk (first, quartiles, last) and the high-water mark; with ``--contrast`` also
    the same set built as one chunk (``chunk_classes`` = all). The double's prompts go through its
    text tower 1,024 at a time (the library's default is 256), only to make the run shorter.
@@ -123,7 +123,7 @@ def register_tiny() -> str:
     """The tests' tiny open_clip architecture (a test double), added to open_clip's configs."""
     from open_clip.factory import _MODEL_CONFIGS
 
-    from tests.classify.test_zeroshot import TINY, TINY_CONFIG
+    from tests.classify.zeroshot.test_zeroshot import TINY, TINY_CONFIG
 
     _MODEL_CONFIGS.setdefault(TINY, json.loads(json.dumps(TINY_CONFIG)))
     return TINY
@@ -262,7 +262,7 @@ def text_section(args) -> None:
 
     say()
     what = "all ImageNet-21k classes" if args.tiny_classes is None else f"{args.tiny_classes} ImageNet-21k classes"
-    say(f"Bounded memory: {what} x simple7 with the tiny open_clip TEST DOUBLE of tests/classify/test_zeroshot.py "
+    say(f"Bounded memory: {what} x simple7 with the tiny open_clip TEST DOUBLE of tests/classify/zeroshot/test_zeroshot.py "
         f"(random init, embed dim 16: memory behaviour only), prompts {TINY_BATCH} at a time; {load()}")
     r = in_child(build_case, "tiny", "imagenet-21k", "simple7", args.tiny_classes, None, True, TINY_BATCH)
     trace = r["trace"]

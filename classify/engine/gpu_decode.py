@@ -218,7 +218,7 @@ def float_crop(images: torch.Tensor, geometry: Geometry) -> torch.Tensor:
     skips the rounding and the clipping between the passes, where a bicubic overshoot at a sharp
     edge is cut: it was up to 10/255 off the CPU crops, on 15% of values of the test photos; these
     two passes leave the fixed-point rounding of the weights: at most 2/255 on 0.25% of values
-    (tests/classify/test_gpu_decode.py). Rounding is half up (``floor(x + 0.5)``), as the fixed-point
+    (tests/classify/engine/test_gpu_decode.py). Rounding is half up (``floor(x + 0.5)``), as the fixed-point
     kernel's; ``round`` (half to even) put 12% of the values of an exact 2:1 bilinear resize 1-2/255
     off. The columns outside the crop are dropped between the passes (each column's vertical pass
     is its own, so the crop is the same), which saves the vertical pass 30-40% of its work."""

@@ -17,7 +17,7 @@ left out on purpose: it is the other half of the stereo pair motorcycle_left bel
 the same picture. Each image gives :data:`CALIBRATION_VIEWS` deterministic views (whole, mirror,
 centre 70 %, top-left 60 %), preprocessed exactly as the model's inputs are (resize + crop by
 ``classify.engine.preprocess.crop_to_tensor`` with the default resampler, then the model's mean/std).
-``tests/classify/test_precisions.py`` checks that their content hashes are disjoint from the
+``tests/classify/engine/test_precisions.py`` checks that their content hashes are disjoint from the
 evaluated images'. What is calibrated on is images the model does not classify well (they are
 not ImageNet photos); what matters for activation ranges is natural image statistics, and the
 measured agreement with fp32 (below) says it is enough.

@@ -210,7 +210,7 @@ class _LastingThread:
     ThreadPoolExecutor worker: those are joined when the interpreter exits, before the atexit
     handlers, so Ray's GCS and raylet died with it before Ray's own exit handler could stop them,
     and its dashboard and runtime-env agents (which ignore SIGTERM) stayed behind after every
-    stop of the dashboard (tests/classify/test_ray_engine.py: a server stopped with SIGTERM)."""
+    stop of the dashboard (tests/classify/engine/test_ray_engine.py: a server stopped with SIGTERM)."""
 
     def __init__(self):
         self.calls: queue.SimpleQueue = queue.SimpleQueue()

@@ -9,7 +9,7 @@ entry's source (:mod:`classify.models.sources`), which ``ModelEntry.source`` nam
 checks. Nothing here imports torch or timm, and nothing is built or downloaded at import: the
 input configuration is resolved from the source's pretrained config on first use
 (:func:`input_config`), and parameter counts are recorded figures that
-``tests/classify/test_registry.py`` checks against a meta-device build
+``tests/classify/models/test_registry.py`` checks against a meta-device build
 (:func:`classify.models.sources.count_parameters`).
 
 Model ids are timm's ``architecture.tag`` names (``resnet50.tv_in1k``), ``torchvision/<arch>.<WEIGHTS>``

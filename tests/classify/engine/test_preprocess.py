@@ -19,7 +19,7 @@ from classify.models.lookup import get_model
 from core.imageio import ImageLoadError, load_rgb
 
 SITE = Path(torch.__file__).resolve().parent.parent
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHELSEA = SITE / "skimage/data/chelsea.png"  # 451 x 300
 LITE0 = get_model("efficientnet_lite0").input_config().geometry  # 224 crop of a 256 resize, bicubic
 GEOMETRIES = [LITE0, Geometry(224, 256, "bilinear", "center"), Geometry(224, 224, "bicubic", "center"),

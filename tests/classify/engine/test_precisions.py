@@ -180,7 +180,7 @@ def test_calibration_set_is_packaged_fixed_and_disjoint_from_the_evaluated_image
     from core.imageio import load_rgb
 
     sys_path = __import__("sys").path
-    sys_path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "benchmarks"))
+    sys_path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[3] / "benchmarks"))
     try:
         from bench_inference import PRECISION_PHOTOS
     finally:

@@ -19,7 +19,7 @@ from core.labels import get_label_space, hyponym_classes
 from core.runstore import _RUN_ID_RE, RunStore
 from core.wordnet import get_wordnet, synset_of
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LYNX, TIGER_CAT, WILD_TIGER_CAT, TABBY = "n02127052", "n02123159", "n02126465", "n02123045"
 LYNX_DEF = "short-tailed wildcats with usually tufted ears; valued for their fur"
 TIGER_CAT_DEF = "a cat having a striped coat"
