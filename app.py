@@ -7,7 +7,8 @@ they call explain/, crawl/ and classify/ and render what those return.
 import streamlit as st
 
 from pages.access import note_serving_mode, require_password
-from pages.common import ensure_sample_run, init_state, levels_toggle, run_selector
+from pages.server import ensure_sample_run
+from pages.run_state import init_state, levels_toggle, run_selector
 
 st.set_page_config(page_title="WildLens", layout="wide", page_icon=(  # inline SVG: a data: URL, no request leaves the machine
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><circle cx="10" cy="10" r="6.5" fill="none" '
@@ -34,10 +35,10 @@ PAGES = [
     st.Page("pages/knowledge_page.py", url_path="knowledge", title="Knowledge", icon=":material/menu_book:"),
     st.Page("pages/explain_page.py", url_path="explain", title="Explain", icon=":material/account_tree:"),
 ]
-# Hidden: the sidebar draws the links itself (pages.common.run_selector), each carrying ?run=<current>,
+# Hidden: the sidebar draws the links itself (pages.run_state.run_selector), each carrying ?run=<current>,
 # so that a link opened in a new tab opens the same run (st.navigation's own links carry no query).
 page = st.navigation(PAGES, position="hidden")
-st.session_state["_current_page"] = page  # links that keep the reader on this page (pages.common.require_run)
+st.session_state["_current_page"] = page  # links that keep the reader on this page (pages.run_state.require_run)
 with st.sidebar:
     run_selector(PAGES)
     levels_toggle()

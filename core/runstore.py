@@ -393,7 +393,7 @@ class RunStore:
 
         The sample run may be deleted like any other: ``wildlens.sample.ensure_sample_run``
         builds it again when it is missing, which the dashboard does once per server process
-        (``pages.common.ensure_sample_run``), so it comes back on the dashboard's next start,
+        (``pages.server.ensure_sample_run``), so it comes back on the dashboard's next start,
         not in the running one."""
         import shutil
 

@@ -2,7 +2,7 @@
 names and probabilities, whether the top-1 is right and the WordNet relation of a mistake; filters
 over it; and the per-image comparison of two models (issue 12 items 4b and 4c).
 
-Which predictions: those the metrics count (:mod:`explain.metrics`, ``pages.common.misclassified_images``):
+Which predictions: those the metrics count (:mod:`explain.metrics`, ``pages.reads.misclassified_images``):
 status ``'ok'``, of images that are still usable (accepted in the manifest and not excluded by an
 analyst). A run without a manifest (predictions uploaded from another tool) keeps every row, as
 ``core.runstore.Run.usable_predictions`` does.

@@ -21,8 +21,10 @@ from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fin
 from explain.browse import (COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, UNMATCHED, card_rows, compare_models,
                             filter_images, image_table)
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
-from pages.common import (NA_DASH, class_name, download_csv, escape_markdown, plural, predictions, require_run,
-                          show_table, usable_files)
+from pages.tables import NA_DASH, download_csv, show_table
+from pages.reads import class_name, predictions, usable_files
+from pages.text import escape_markdown, plural
+from pages.run_state import require_run
 
 PER_PAGE = 24
 GRID_COLUMNS = 4
@@ -53,7 +55,7 @@ COMPARE_DOCS = {"group": "Both wrong, Only A wrong, Only B wrong or Both right (
 
 
 def show_predictions(df: pd.DataFrame, docs: dict, labels: dict) -> None:
-    """pages.common.show_table, probabilities as percentages with one decimal (Streamlit's
+    """pages.tables.show_table, probabilities as percentages with one decimal (Streamlit's
     'percent' format; a predictions file may have none: an en dash, said in the help)."""
     probs = {c: st.column_config.NumberColumn(
         labels[c], help=f"`{c}`: {docs.get(c, '')}\n\n{NA_DASH} : not stored (a predictions file without "
@@ -375,7 +377,7 @@ download_csv(filtered, f"{run.run_id}_images.csv", key="dl-browse", label_space=
 # ------------------------------------------------------------------ two models, image by image
 st.subheader("Compare two models")
 if len(all_models) < 2:
-    from pages.common import predictions_only
+    from pages.reads import predictions_only
 
     st.caption("Comparing needs two models; " + ("the uploaded predictions hold one (a run without images: no model "
                                                  "can be run on it)." if predictions_only(run) else

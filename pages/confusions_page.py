@@ -12,9 +12,10 @@ import streamlit as st
 from explain import matrix as cm
 from explain.explanations import confusion_lcs_phrase
 from explain.vocabulary import RELATION_COLOURS, relation_help
-from pages.common import (NA_DASH, PERCENT_D3, RUN_PARAM, class_name, confusion_matrix, download_csv, escape_markdown,
-                          metric_tables, misclassified_images, page_link, plural, predictions, require_run, show_table,
-                          styled, table_column_config, usable_files)
+from pages.tables import NA_DASH, PERCENT_D3, download_csv, show_table, styled, table_column_config
+from pages.run_state import RUN_PARAM, page_link, require_run
+from pages.reads import class_name, confusion_matrix, metric_tables, misclassified_images, predictions, usable_files
+from pages.text import escape_markdown, plural
 
 BROWSE = "pages/browse_page.py"
 MATRIX_CAP = 40  # classes a readable matrix shows by default (the slider goes further)
@@ -169,7 +170,7 @@ if n_classes > MATRIX_CAP:
     # A readable matrix has tens of rows: the classes with the most mistakes (either end), in tree order.
     cap = st.slider("Classes in the matrix (most confused first)", 10, min(n_classes, 150), MATRIX_CAP, step=5,
                     key="matrix-cap")
-# Cached per model, grouping and cap (pages.common): a rerun that changes none of them costs nothing.
+# Cached per model, grouping and cap (pages.reads): a rerun that changes none of them costs nothing.
 counts, shown = confusion_matrix(run, matrix_model, run_classes, outside=outside, cap=cap)
 values = cm.row_normalise(counts) if normalised else counts
 
@@ -275,7 +276,7 @@ for column, named in (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("
         order.insert(order.index(column) + 1, named)
         table = table[order]
 data = styled(table)
-if data is not table:  # styled (up to pages.common.STYLE_MAX_CELLS cells): relations in their colours
+if data is not table:  # styled (up to pages.tables.STYLE_MAX_CELLS cells): relations in their colours
     data = data.map(relation_style, subset=["relation"])
 elif len(table):  # styling every cell of a large table costs seconds per render; the colours are above
     st.caption(f"{len(table):,} rows, shown without colours.")

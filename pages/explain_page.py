@@ -9,8 +9,10 @@ from core.wordnet import wnid_of
 from explain.explanations import explain_pair
 from explain.vocabulary import path_caption, relation_help, relation_sentence
 from pages.charts import path_figure
-from pages.common import (class_name, download_csv, escape_markdown, metric_tables, require_run,
-                          show_error, show_table)
+from pages.reads import class_name, metric_tables
+from pages.tables import download_csv, show_table
+from pages.text import escape_markdown, show_error
+from pages.run_state import require_run
 
 st.title("Explain a confusion")
 run = require_run()

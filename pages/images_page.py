@@ -2,8 +2,10 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import (NA_DASH, class_name, download_csv, manifest, plural, require_run, show_table,
-                          table_column_config)
+from pages.tables import NA_DASH, download_csv, show_table, table_column_config
+from pages.reads import class_name, manifest
+from pages.text import plural
+from pages.run_state import require_run
 
 PER_PAGE = 30
 COLUMNS = 6
@@ -32,7 +34,7 @@ st.title("Images")
 run = require_run()
 info = run.info
 df = manifest(run)
-from pages.common import predictions_only, predictions_only_note  # noqa: E402
+from pages.reads import predictions_only, predictions_only_note  # noqa: E402
 
 if df.empty and predictions_only(run):  # uploaded predictions: no image to collect into it
     predictions_only_note("it has no images to show or exclude",
@@ -53,7 +55,7 @@ from probe.artefact import LABEL_ISSUES, probes_dir
 _issues_path = probes_dir(run) / LABEL_ISSUES
 if _issues_path.exists():
     from core.runstore import read_table
-    from pages.common import escape_markdown, show_error
+    from pages.text import escape_markdown, show_error
     from probe.issues import ISSUES_SCHEMA
 
     try:

@@ -18,8 +18,9 @@ from core.labels import get_label_space, label_space_names
 from core.serving import check_import_allowed, check_import_source
 from crawl.importer import (AMBIGUOUS, UNKNOWN, FolderImportError, import_new_run, plan_folders,
                             resolve_class_name)
-from pages.common import (NA_DASH, download_csv, escape_markdown, open_run_link, plural, progress_bar, show_error,
-                          show_table, store)
+from pages.tables import NA_DASH, download_csv, show_table
+from pages.text import escape_markdown, plural, progress_bar, show_error
+from pages.run_state import open_run_link, store
 
 SKIP, OTHER = "\0skip", "\0other"  # select box values that no wnid can be
 # Readable headers; the raw names stay in the CSV and in each header's help.

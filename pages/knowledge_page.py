@@ -17,9 +17,10 @@ from core.errors import WildLensError
 from explain.recipes import (COLUMN_DOCS, COLUMN_LABELS, difference_summary, parse_model_id, recipe_difference,
                              recipe_label, recipe_table, zero_shot_groups)
 from explain.schema import labels_of
-from pages.common import (NA_DASH, PERCENT_D3, STYLE_MAX_CELLS, class_name, download_csv, escape_markdown,
-                          metric_tables, page_link, plural, predictions, predictions_only, predictions_only_note,
-                          require_run, show_error, show_table, styled, table_column_config)
+from pages.tables import NA_DASH, PERCENT_D3, STYLE_MAX_CELLS, download_csv, show_table, styled, table_column_config
+from pages.reads import class_name, metric_tables, predictions, predictions_only, predictions_only_note
+from pages.text import escape_markdown, plural, show_error
+from pages.run_state import page_link, require_run
 
 LABELS = labels_of("per_model") | COLUMN_LABELS
 SHOWN = ["recipe_label", "accuracy", "accuracy_vs_name", "sibling_rate", "path_mistakes", "lch_mistakes",

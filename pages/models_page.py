@@ -20,8 +20,11 @@ from classify.engine.options import DEFAULT_RESAMPLER, DEVICES, PRECISIONS, RESA
 from classify.models.registry import FAMILIES, FAMILY_TITLES
 from core.errors import WildLensError
 from core.serving import sharing
-from pages.common import (download_csv, escape_markdown, hold_ray_for_the_server, manifest, model_family, page_link, plural,
-                          predictions_only, predictions_only_note, progress_bar, require_run, show_error, show_table)
+from pages.tables import download_csv, show_table
+from pages.text import escape_markdown, plural, progress_bar, show_error
+from pages.server import hold_ray_for_the_server
+from pages.reads import manifest, model_family, predictions_only, predictions_only_note
+from pages.run_state import page_link, require_run
 
 REGISTRY_DOCS = {
     "usable": "Weights found on this machine (caches and installed packages only; nothing is downloaded).",
@@ -293,7 +296,7 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
                     wait_line.caption(f"Waiting for Ray{f' at {escape_markdown(joining)}' if joining else ''}: "
                                       f"{seconds:.0f} s")
 
-                hold_ray_for_the_server(ray_address, waiting)  # not from this script thread: pages.common says why
+                hold_ray_for_the_server(ray_address, waiting)  # not from this script thread: pages.server says why
                 wait_line.empty()
             models = [m for m in runnable if m not in zero_shot]
             settings = contextlib.nullcontext()

@@ -4,7 +4,7 @@
 Numbers: the probe results are ``python -m probe``'s stored tables (``probes/results.parquet``:
 one row per model, variant, shots N and seed), drawn as they are; the mean and the min-max band
 over seeds are the only arithmetic here. The fixed-head reference is the run's per-model
-accuracy (``pages.common.metric_tables``). The map is ``explain.embedding``'s projection of
+accuracy (``pages.reads.metric_tables``). The map is ``explain.embedding``'s projection of
 ``core.features``' stored features, joined with the model's stored predictions.
 """
 import html
@@ -21,8 +21,10 @@ from core.features import feature_dir, feature_models, read_feature_meta, read_f
 from core.runstore import Run, _files_fingerprint, manifest_fingerprint, predictions_fingerprint, read_table
 from explain.embedding import METHOD_LABELS, embedding_table, explained_variance, project, select_images
 from explain.vocabulary import RELATION_COLOURS, RELATIONS
-from pages.common import (NA_DASH, download_csv, escape_markdown, metric_tables, plural, predictions_only,
-                          predictions_only_note, require_run, show_error, show_table, usable_files)
+from pages.tables import NA_DASH, download_csv, show_table
+from pages.text import escape_markdown, plural, show_error
+from pages.reads import metric_tables, predictions_only, predictions_only_note, usable_files
+from pages.run_state import require_run
 
 PALETTE = tuple(px.colors.qualitative.D3)  # Plotly's D3: one colour per model (models, not relations)
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # one per probe variant
@@ -216,7 +218,7 @@ def _embedding(run_path: str, model: str, method: str, features_fp: str, predict
     index, features = read_features(run, model)
     index, features = select_images(index, features, usable_files(run))
     coords = project(features, method, seed=0)
-    from pages.common import predictions
+    from pages.reads import predictions
 
     table = embedding_table(index, coords, predictions(run), model,
                             label_space=run.info.label_space or "imagenet-1k")

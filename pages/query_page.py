@@ -17,8 +17,10 @@ from core.labels import (classes_table, combined_classes, get_label_space, hypon
 from core.names import with_names
 from crawl import available_engines
 from crawl.crawler import clean_search_terms, default_search_terms, homonyms
-from pages.common import (NA_DASH, concepts_table, download_csv, escape_markdown, make_current, open_run_link, plural,
-                          progress_bar, show_error, show_table, store)
+from pages.tables import NA_DASH, download_csv, show_table
+from pages.reads import concepts_table
+from pages.text import escape_markdown, plural, progress_bar, show_error
+from pages.run_state import make_current, open_run_link, store
 
 IMPORT_PAGE = "pages/import_page.py"
 

@@ -1,7 +1,7 @@
 """Results: per model and per class, side by side, grouped CNN versus transformer.
 
 Every number here is a cell of ``explain.metrics.compute_metric_tables`` (via
-``pages.common.metric_tables``); this page only selects, labels and draws.
+``pages.reads.metric_tables``); this page only selects, labels and draws.
 """
 import html
 
@@ -10,8 +10,10 @@ import streamlit as st
 
 from explain.metrics import column_docs
 from explain.schema import labels_of
-from pages.common import (PERCENT_D3, class_name, download_csv, metric_tables, model_family, page_link, plural,
-                          require_run, show_table)
+from pages.tables import PERCENT_D3, download_csv, show_table
+from pages.reads import class_name, metric_tables, model_family
+from pages.run_state import page_link, require_run
+from pages.text import plural
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hprec_at_5",
                 "share_nearest", "share_nearest_unseen"]
@@ -30,7 +32,7 @@ LABELS = labels_of("per_class") | labels_of("per_model")
 
 
 def chart_format(metric: str) -> str:
-    """Plotly (d3) format of a metric's values: the tables' formats (pages.common)."""
+    """Plotly (d3) format of a metric's values: the tables' formats (pages.tables)."""
     return PERCENT_D3 if metric in RATE_COLUMNS else ".2f" if metric in ("severity", "hdist_at_1", "hdist_at_5") \
         else ".3f"
 

@@ -21,8 +21,9 @@ import streamlit as st
 
 from core.errors import WildLensError, one_line
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
-from pages.common import (NA_DASH, RUN_PARAM, download_csv, escape_markdown, list_runs, open_run_link,
-                          page_link, plural, resend_if_relabelled, select_run, show_error, show_table, store)
+from pages.tables import NA_DASH, download_csv, show_table
+from pages.run_state import RUN_PARAM, list_runs, open_run_link, page_link, resend_if_relabelled, select_run, store
+from pages.text import escape_markdown, plural, show_error
 
 PICK = "runs-pick"  # the key of this page's run picker
 

@@ -1,6 +1,6 @@
 """The embedded sample run: photographs that installed packages ship, classified offline.
 
-The dashboard opens on it on a machine without internet (``pages.common.ensure_sample_run``).
+The dashboard opens on it on a machine without internet (``pages.server.ensure_sample_run``).
 It is the one place that runs two stages back to back, which is why it lives here, above the
 stages, and not in ``crawl/`` or ``classify/`` (stages never import each other).
 The images and their hand-made labels come from ``crawl.sample_photos``; the predictions are

@@ -115,7 +115,7 @@ def test_outside_the_label_space_a_shared_name_carries_its_sense_too():
 
 
 def test_pages_show_the_library_name():
-    from pages.common import class_name as page_name
+    from pages.reads import class_name as page_name
 
     for wnid in (CRANE_BIRD, CRANE_MACHINE, TABBY, LEOPARD_CAT, "n99999999"):
         assert page_name(wnid) == class_name(wnid)

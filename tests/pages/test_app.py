@@ -321,7 +321,7 @@ def test_crawl_notes_from_the_engine_are_escaped(app, monkeypatch):
     """Engine texts (Flickr's error messages, search terms) in a crawl's notes are outside text."""
     import crawl.crawler
     from crawl.http import Reachability
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     note = f"{TABBY} tabby: the engine said {EVIL}"
 
@@ -377,7 +377,7 @@ def test_hostile_run_text_is_escaped_and_downloads_are_spreadsheet_safe(app, hos
     from core.runstore import RunStore
     from explain.export import table_to_csv_bytes
     from explain.metrics import compute_metric_tables
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     downloads = capture_downloads(monkeypatch)
     app.session_state["_next_run_id"] = hostile_run.run_id

@@ -170,14 +170,14 @@ def test_cards_lead_with_what_the_filters_matched_and_mark_the_rest(app, library
     library's selection, explain.browse.filter_images) come first and the rest are greyed, marked."""
     from explain.browse import filter_images
     from explain.browse import UNMATCHED
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     matched = filter_images(library, outcome="mistake", relations=["distant"])
     if matched.empty:
         pytest.skip("no distant mistake on the sample")
     at = open_page(app, run="sample", outcome="mistake", relation="distant")
     images = matched.drop_duplicates("image").sort_values(["true_wnid", "image"])["image"].tolist()
-    from pages.common import plural
+    from pages.text import plural
 
     assert any(c.value.startswith(f"{plural(len(matched), 'prediction')} of {plural(len(images), 'image')} match")
                for c in at.caption)
@@ -254,7 +254,7 @@ def test_a_top5_tells_the_two_cranes_apart(app, app_home):
     import shutil
 
     from core.runstore import RunStore
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     run = RunStore(app_home).open_run("sample")
     row = run.read_predictions().iloc[[0]].assign(model="crane_check", pred_wnid_2="n02012849",

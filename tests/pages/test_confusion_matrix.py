@@ -57,7 +57,7 @@ def click(at: AppTest, chart, spec, k: int) -> AppTest:
 
 def test_the_matrix_renders_in_tree_order_with_names(app, sample):
     from explain.matrix import tree_order
-    from pages.common import class_name
+    from pages.reads import class_name
 
     at = open_page(app)
     assert "Confusion matrix" in [s.value for s in at.subheader]
@@ -113,7 +113,8 @@ def test_the_outside_grouping_toggle(app, sample):
 
 def test_a_click_shows_the_images_of_the_cell_and_links_to_browse(app, sample):
     from explain.matrix import cell_images
-    from pages.common import class_name, escape_markdown
+    from pages.reads import class_name
+    from pages.text import escape_markdown
 
     at = open_page(app)
     model = [s for s in at.selectbox if s.key == "matrix-model"][0].value
@@ -130,7 +131,7 @@ def test_a_click_shows_the_images_of_the_cell_and_links_to_browse(app, sample):
     run, preds, usable = sample
     images = cell_images(preds, model, true, column, run.info.wnids, usable=usable)
     assert len(images) == expected.iat[i, j]
-    from pages.common import plural
+    from pages.text import plural
 
     assert any(f"· {plural(len(images), 'image')}" in m.value for m in at.markdown)
     shown = [c for img in at.get("image") for c in img.captions]
@@ -153,7 +154,7 @@ def test_picking_a_cell_in_the_list(app, sample):
     diagonal = [(w, w) for w in expected.index if expected.loc[w, w] > 0][0]
     box.set_value(diagonal).run()
     assert not at.exception
-    from pages.common import plural
+    from pages.text import plural
 
     assert any(f"· {plural(int(expected.loc[diagonal]), 'image')}" in m.value for m in at.markdown)
 
@@ -170,7 +171,7 @@ def test_selected_cell_maps_points_to_cells():
 
 
 def test_all_confusions_table_names_every_wnid(app):
-    from pages.common import class_name
+    from pages.reads import class_name
 
     at = open_page(app)
     table = at.dataframe[-1].value
@@ -180,7 +181,8 @@ def test_all_confusions_table_names_every_wnid(app):
 
 
 def test_misclassified_thumbnails_name_the_prediction_and_link_to_browse(app, sample):
-    from pages.common import escape_markdown, class_name
+    from pages.text import escape_markdown
+    from pages.reads import class_name
 
     at = open_page(app)
     run, preds, usable = sample

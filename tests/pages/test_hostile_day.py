@@ -195,13 +195,13 @@ def test_a_run_naming_an_unknown_label_space_is_a_message(home, page):
 
 # --------------------------------------------------------------------------- Runs: a run deleted elsewhere
 def test_runs_page_skips_a_run_deleted_in_another_tab_since_it_was_listed(home, monkeypatch):
-    import pages.common
+    import pages.run_state
 
     make_run(home, "kept")
     ghost = make_run(home, "ghost")
     listed = home.list_runs()  # both, as the page listed them a moment before the other tab deleted one
     home.delete_run(ghost.run_id)
-    monkeypatch.setattr(pages.common, "list_runs", lambda: listed)
+    monkeypatch.setattr(pages.run_state, "list_runs", lambda: listed)
     at = start()
     no_traceback(at)
     assert at.dataframe[0].value["run"].tolist() == ["kept"]

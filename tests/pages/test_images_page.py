@@ -108,7 +108,7 @@ def _exclude_on_both_ways(run, before, home, monkeypatch):
 
 def test_flagged_cards_name_the_sense_of_an_ambiguous_class(home, monkeypatch):
     """Issue 22 item 21: both suggestions read '→ crane'; the name now carries its sense."""
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     at = _open(home, monkeypatch)
     notes = " ".join(m.value for m in at.markdown if "quality" in m.value)

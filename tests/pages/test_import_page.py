@@ -1,6 +1,6 @@
 """The Import page and the Runs page's rename and delete (issue 12 item 2), through AppTest.
 
-The sample run is not built here (it costs a minute of inference): ``pages.common.ensure_sample_run``
+The sample run is not built here (it costs a minute of inference): ``pages.server.ensure_sample_run``
 is replaced by a no-op, and each test gets its own empty store (tests/conftest.py)."""
 import os
 import re
@@ -22,9 +22,9 @@ EVIL = "**x**[link](https://evil.invalid)![i](https://evil.invalid/i.png)"
 
 @pytest.fixture
 def home(monkeypatch):
-    import pages.common
+    import pages.server
 
-    monkeypatch.setattr(pages.common, "ensure_sample_run", lambda: None)  # app.py imports it on each run
+    monkeypatch.setattr(pages.server, "ensure_sample_run", lambda: None)  # app.py imports it on each run
     st.cache_data.clear()
     st.cache_resource.clear()
     return RunStore(os.environ["WILDLENS_HOME"])
@@ -168,7 +168,7 @@ def test_nothing_imported_creates_no_run(home, tmp_path):
 def test_import_of_a_folder_named_like_markdown_shows_it_escaped(home, tmp_path):
     """The folder of issue 11: its name, quoted in the import error, in the plan and the import's
     notes, and a class folder named like Markdown, reach Streamlit escaped: no bold, no link."""
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     src = tmp_path.joinpath(*EVIL.split("/"))  # '/' cannot be in one name: the path spells it
     src.mkdir(parents=True)

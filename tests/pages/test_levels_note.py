@@ -1,4 +1,4 @@
-"""The sidebar's ImageNet-CoG levels switch (pages.common.levels_toggle) says so, in one line under
+"""The sidebar's ImageNet-CoG levels switch (pages.run_state.levels_toggle) says so, in one line under
 it, when none of the current run's classes has a level, and why (issue 22 item 21): before, it
 switched on and nothing changed on a run of ImageNet-1k classes, with no word."""
 import re

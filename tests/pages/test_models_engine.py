@@ -8,7 +8,7 @@ tests/classify/engine/test_ray_engine.py runs the engine for real, and the real 
 a browser with a real Ray run when this page was written."""
 import pytest
 
-from pages.common import escape_markdown
+from pages.text import escape_markdown
 from tests.pages.test_app import open_page
 
 
@@ -19,14 +19,14 @@ def _run_button(at):
 def _fake_predict_run(monkeypatch, *, engine="ray (2 actors, the Ray cluster at ray://head:10001)", error=None):
     """predict_run replaced: records the options, sends the Ray engine's progress events, then
     returns a report naming ``engine`` (or raises ``error``). The page's start of Ray in a lasting
-    thread (pages.common.hold_ray_for_the_server) is recorded, not done."""
+    thread (pages.server.hold_ray_for_the_server) is recorded, not done."""
     import classify.targets
-    import pages.common
+    import pages.server
     from classify.engine.types import InferenceReport, ModelReport
     from core.progress import report
 
     seen = {"held": []}
-    monkeypatch.setattr(pages.common, "hold_ray_for_the_server", lambda address, waiting=None: seen["held"].append(address))
+    monkeypatch.setattr(pages.server, "hold_ray_for_the_server", lambda address, waiting=None: seen["held"].append(address))
 
     def fake(run, models, options=None, progress=None):
         seen.update(run=run.run_id, models=list(models), options=options)
@@ -139,7 +139,7 @@ def test_a_ray_error_is_one_escaped_line(app, monkeypatch, kind):
 
 
 def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypatch):
-    """pages.common.hold_ray_for_the_server enters the engine's ray_session (which starts Ray in
+    """pages.server.hold_ray_for_the_server enters the engine's ray_session (which starts Ray in
     a thread that outlives the rerun: tests/classify/engine/test_ray_engine.py checks that with a real
     instance) off the script thread, shows the wait each second, and hands the engine's errors to
     the caller."""
@@ -147,7 +147,7 @@ def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypat
     from contextlib import contextmanager
 
     import classify.engine.ray_engine
-    import pages.common
+    import pages.server
 
     entered, answer = [], threading.Event()
 
@@ -161,9 +161,9 @@ def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypat
         yield f"at {address}"
 
     monkeypatch.setattr(classify.engine.ray_engine, "ray_session", fake_session)
-    assert pages.common.hold_ray_for_the_server(None) == "at None"
+    assert pages.server.hold_ray_for_the_server(None) == "at None"
     with pytest.raises(classify.engine.ray_engine.RayEngineError, match="refused:1"):
-        pages.common.hold_ray_for_the_server("refused:1")
+        pages.server.hold_ray_for_the_server("refused:1")
     waits = []
 
     def waiting(seconds):
@@ -171,5 +171,5 @@ def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypat
         if len(waits) == 2:
             answer.set()
 
-    assert pages.common.hold_ray_for_the_server("slow:1", waiting) == "at slow:1"
+    assert pages.server.hold_ray_for_the_server("slow:1", waiting) == "at slow:1"
     assert len(waits) == 2 and entered == [None, "slow:1"]

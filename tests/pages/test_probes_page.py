@@ -14,7 +14,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from pages.common import escape_markdown
+from pages.text import escape_markdown
 from tests.conftest import ROOT
 from tests.pages.conftest import send_chart_selection
 
@@ -189,7 +189,7 @@ def test_the_map_has_a_point_per_image_and_a_selection_lists_them(probe_home, mo
     assert listed["image"].tolist() == index["image"].iloc[[0, 5, 6]].tolist()
     preds = run.read_predictions()
     preds = preds[preds["model"] == MODEL].set_index("image")
-    from pages.common import class_name
+    from pages.reads import class_name
 
     assert listed["pred_name"].tolist() == [class_name(preds.loc[i, "pred_wnid"]) for i in listed["image"]]
     assert len(at.get("image")) == 3
@@ -222,7 +222,8 @@ def test_images_page_shows_flagged_images_first_and_excludes(probe_home, monkeyp
     flagged = issues[issues["is_issue"]].sort_values("label_quality").drop_duplicates("image")
     assert [b.key.removeprefix("exclude-flagged-") for b in buttons] == flagged["image"].tolist()  # lowest first
     first, suggested = flagged["image"].iloc[0], flagged["suggested_wnid"].iloc[0]
-    from pages.common import class_name, escape_markdown
+    from pages.reads import class_name
+    from pages.text import escape_markdown
 
     notes = [m.value for m in at.markdown if "quality" in m.value]
     assert notes[0].startswith(escape_markdown(class_name(flagged["true_wnid"].iloc[0])) + " → **"

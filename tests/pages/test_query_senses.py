@@ -110,7 +110,7 @@ def test_an_emptied_search_term_blocks_the_crawl(app):
     at.session_state[at.data_editor[0].key] = {"edited_rows": {0: {"search terms": " ; "}}, "added_rows": [],
                                                "deleted_rows": []}
     at.run()
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     assert any(f"Give at least one search term for {escape_markdown('crane (n02012849)')}" in w.value
                for w in at.warning), [w.value for w in at.warning]

@@ -199,7 +199,7 @@ def test_a_url_in_a_title_is_no_link_in_the_sidebar_or_on_the_runs_page(home):
 
 
 def test_escape_markdown_breaks_every_autolink_literal():
-    from pages.common import escape_markdown
+    from pages.text import escape_markdown
 
     for text in ("http://x.example", "HTTPS://x.example/a?b", "www.x.example", "(WWW.x.example)", "a@b.example",
                  "*www.x.example*", "mailto:a@b.example"):

@@ -139,9 +139,9 @@ def test_share_alone_means_every_interface_with_the_notice(monkeypatch, capsys):
 # ---------------------------------------------------------------- the password gate (AppTest)
 @pytest.fixture
 def empty_home(monkeypatch):
-    import pages.common
+    import pages.server
 
-    monkeypatch.setattr(pages.common, "ensure_sample_run", lambda: None)  # no sample: not what is tested
+    monkeypatch.setattr(pages.server, "ensure_sample_run", lambda: None)  # no sample: not what is tested
     st.cache_data.clear()
     st.cache_resource.clear()
 

@@ -1,12 +1,13 @@
-"""pages.common's table helpers: readable labels with the raw name in the help, one number format
+"""pages.tables's table helpers: readable labels with the raw name in the help, one number format
 (percent with one decimal, like the charts), missing values as an en dash; plurals; the run label."""
 import pandas as pd
 import pytest
 
 from explain.metrics import compute_metric_tables
 from explain.schema import labels_of
-from pages.common import (NA_DASH, PERCENT_D3, RATE_COLUMNS, plural, run_details, run_label, short_run_id, styled,
-                          table_column_config)
+from pages.tables import NA_DASH, PERCENT_D3, RATE_COLUMNS, styled, table_column_config
+from pages.text import plural
+from pages.run_state import run_details, run_label, short_run_id
 
 TABBY, TIGER_CAT, EGYPTIAN_CAT = "n02123045", "n02123159", "n02124075"
 

