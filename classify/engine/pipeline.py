@@ -1,6 +1,6 @@
 """The inference pipeline: image tasks in, top-5 rows per (model, image) out, batch by batch.
 
-It owns what happens between a list of images and a sink (:func:`run_inference`); where the
+It owns what happens between a list of images and a sink (:func:`run_local`, reached through ``classify.engine.dispatch.run_inference``); where the
 tasks come from and where the rows go are the targets' business (:mod:`classify.targets`), and
 device, precision and thread policy are :mod:`classify.engine.device`'s. The pipeline, and why:
 
@@ -615,7 +615,7 @@ def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], alread
           options: InferenceOptions, where: "tuple[torch.device, str, str] | None" = None,
           tap: Callable | None = None) -> _Plan:
     """Check the options and the weights (before any work) and plan the passes; used by
-    :func:`run_inference` and by the Ray engine (``classify.engine.ray_engine``), so both refuse the same
+    :func:`run_local` and by the Ray engine (``classify.engine.ray_engine``), so both refuse the same
     things with the same words and skip the same (model, image) pairs. ``where``: (device,
     precision, the device's default precision) as the Ray engine's actors resolve them on their
     own hardware; None: this process's device."""

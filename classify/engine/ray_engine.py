@@ -1,4 +1,4 @@
-"""The Ray engine: the same inference as :func:`classify.engine.pipeline.run_inference`, on Ray Data actors.
+"""The Ray engine: the same inference as :func:`classify.engine.pipeline.run_local`, on Ray Data actors.
 
 ``InferenceOptions(engine="ray")`` (``python -m classify --engine ray``) sends a run's images to
 a Ray cluster, or to a Ray instance started on this machine when none is named, and stores the

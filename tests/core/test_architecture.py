@@ -117,7 +117,7 @@ def test_no_two_modules_import_each_other():
 def test_every_module_of_the_library_is_in_the_graph():
     graph = module_graph(ROOT)
     assert {"app", "core.tables", "classify.models.registry", "classify.engine.dispatch", "classify.zeroshot.classifier",
-            "classify.targets", "pages.common", "wildlens.cli"} <= set(graph)
+            "classify.targets", "pages.run_state", "wildlens.cli"} <= set(graph)
     assert graph.has_edge("classify.engine.dispatch", "classify.engine.ray_engine")  # a plain import
     assert graph.has_edge("classify.models.lookup", "classify.models.zoo")  # an import inside a function
 
@@ -157,3 +157,15 @@ def test_a_package_and_its_modules_are_no_cycle(tmp_path):
                                 "classify/models/r.py": "E = 1\n"})
     assert import_cycles(graph) == []
     assert set(graph.edges) == {("classify.models", "classify.models.c"), ("classify.models.c", "classify.models.r")}
+
+
+def test_the_readmes_picture_is_drawn_from_the_code_as_it_is(tmp_path):
+    """docs/architecture.svg is what scripts/import_graph.py draws now (same bytes: text as text,
+    fixed ids, no date); a module added, moved or newly imported without `make architecture` fails."""
+    from scripts.import_graph import draw
+
+    fresh = tmp_path / "architecture.svg"
+    draw(module_graph(ROOT), fresh)
+    assert fresh.read_bytes() == (ROOT / "docs" / "architecture.svg").read_bytes(), \
+        "docs/architecture.svg is out of date: run `make architecture` and commit it"
+    assert "classify.engine/" in fresh.read_text() and "dispatch" in fresh.read_text()
