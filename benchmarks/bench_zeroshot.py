@@ -314,7 +314,7 @@ def save_random_clip(path: Path, arch: str = CLIP_ARCH) -> Path:
 def zero_shot_selection(tmp: Path, checkpoint: Path, arch: str = CLIP_ARCH):
     """(entries, checkpoints by id) for clip:ARCH over the sample run's classes with simple7."""
     from classify.zeroshot.prompts import Recipe
-    from classify.models.sources.openclip_source import zero_shot_models
+    from classify.zeroshot_runs import zero_shot_models
     from crawl.sample_photos import SAMPLE_PHOTOS
 
     label_file = tmp / "sample-classes.txt"

@@ -90,7 +90,7 @@ def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
     """Zero-shot entries for --models clip:... with --label-set and the prompt options (a recipe
     for the names that carry none in their id: clip:ViT-B-32.openai+def)."""
     from classify.models.sources.openclip_source import is_clip_name
-    from classify.models.sources.openclip_source import zero_shot_models
+    from classify.zeroshot_runs import zero_shot_models
 
     given = [o for o in ZERO_SHOT_OPTIONS if getattr(args, o, None) is not None]
     if not names:
@@ -366,7 +366,7 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
     from classify.engine.device import select_device
     from classify.zeroshot.classifier import build_settings
-    from classify.models.sources.openclip_source import check_stored_label_sets
+    from classify.zeroshot_runs import check_stored_label_sets
 
     try:
         # zero-shot models build their text classifier while loading: on the inference device, with a bar

@@ -26,7 +26,7 @@ int8``, which are ONNX Runtime only, are refused). One writer per run: the run's
 (``classify.targets``), held for both predictions and features; temporary files a killed run
 left under ``features/`` are removed under it (``core.features.sweep_features``).
 
-:func:`extract_features` is the library call; :func:`feature_throughput` measures extraction
+``classify.targets.extract_features`` is the library call; :func:`feature_throughput` measures extraction
 beside plain inference for the benchmark.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import dataclasses
 import secrets
 import threading
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,10 +46,9 @@ from core.features import (WRITE_PROBE_PREFIX, compact_features, feature_dir, fe
                            read_feature_meta, sweep_features, write_feature_part,
                            write_text_classifier)
 from core.parts import PredictionParts
-from core.progress import ProgressCallback
 from core.runstore import Run, probe_writable
 
-from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
+from classify.engine.types import ImageTask, InferenceOptions
 from classify.engine.dispatch import run_inference
 from classify.models.registry import ModelEntry
 from classify.sinks import OutputError, PredictionSink
@@ -114,7 +113,7 @@ class FeatureTap:
         if isinstance(module, ZeroShotHead):
             self.kind = "image-embedding"
             wnids = tuple(getattr(module, "wnids", ()))
-            if wnids:  # built by classify.zeroshot.classifier.zero_shot_head, which knows the columns' classes
+            if wnids:  # built by classify.models.sources.openclip_source.zero_shot_head, which knows the columns' classes
                 self.text = {"classifier": module.classifier.detach().float().cpu().numpy(), "wnids": wnids,
                              "logit_scale": float(module.logit_scale)}
             self._check = False  # the head's arithmetic is ours (classify.zeroshot.classifier): nothing to verify

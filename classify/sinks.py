@@ -3,7 +3,7 @@ a place they cannot go (:class:`OutputError`).
 
 Below both ``classify.targets`` (which picks a sink for a run or a folder) and
 ``classify.features`` (whose ``FeatureSink`` also stores the features riding on the rows), so
-that neither imports the other's module to share them.
+that features need not import targets, which imports features to run them.
 """
 from __future__ import annotations
 

@@ -596,7 +596,10 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
 
 def _classify_folder(tasks: list[ImageTask], entries: list[ModelEntry], sink: PredictionSink,
                      options: InferenceOptions, progress: ProgressCallback | None):
-    result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress)
+    # A folder stores no features (they go under a run): with options.features they are taken, as before
+    # the layout change, and dropped with the extra columns when the rows are stored.
+    result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress,
+                           tap=FeatureTap if options.features else None)
     sink.finish(entries, options.compact)
     table = sink.table(entries, {t.image for t in tasks})
     return table.sort_values(["model", "image"], kind="stable").reset_index(drop=True), result

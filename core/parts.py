@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from .tables import (_RUN_ID_RE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
-                       probe_writable, read_table, write_table)
+                     probe_writable, read_table, write_table)
 
 
 _PART_NAME = r"part-\d{20}-[0-9a-f]{6}\.parquet"  # append(): part-<UTC time, 20 digits>-<6 hex>.parquet

@@ -1,7 +1,7 @@
 """The run store: where a run's artefacts live and what their tables look like.
 
-Every stage reads and writes through this module, so the folder layout and the table schemas
-are defined once, here::
+Every stage reads and writes through this module, so the folder layout is defined once, here,
+and the table schemas once, in ``core.tables`` (which this module re-exports)::
 
     $WILDLENS_HOME/                       (default ~/.wildlens)
       runs/<run_id>/

@@ -303,7 +303,7 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
             if zero_shot:
                 from classify.zeroshot.prompts import Recipe
                 from classify.zeroshot.classifier import build_settings
-                from classify.models.sources.openclip_source import zero_shot_models
+                from classify.zeroshot_runs import zero_shot_models
 
                 entries, _ = zero_shot_models(zero_shot, label_set, Recipe(knowledge=knowledge, templates=templates,
                                                                            style=style), run=run)

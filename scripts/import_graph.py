@@ -134,7 +134,7 @@ def draw(graph: nx.DiGraph, out: Path) -> None:
     # Text as text (searchable, 1/3 the size) and fixed element ids: the same code draws the same bytes.
     plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "wildlens"})
     folded = package_graph(graph)
-    # Packages may import each other through different modules (pages.common -> wildlens.sample,
+    # Packages may import each other through different modules (pages.server -> wildlens.sample,
     # wildlens.cli -> pages.launcher: no module cycle); such a group shares a layer.
     condensed = nx.condensation(folded)
     order = list(COLOURS)

@@ -15,8 +15,7 @@ from core.progress import ProgressCallback
 from core.runstore import Run, RunInfo, RunStore
 
 from classify.engine.types import InferenceOptions
-from classify.models.registry import DEFAULT_MODEL, list_models
-from classify.models.registry import get_source
+from classify.models.registry import DEFAULT_MODEL, get_source, list_models
 from classify.targets import predict_run
 
 SAMPLE_RUN_ID = "sample"

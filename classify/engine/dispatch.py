@@ -2,8 +2,8 @@
 (``classify.engine.pipeline.run_local``) or Ray Data (``classify.engine.ray_engine``).
 
 Every caller of an engine (``classify.targets``, ``classify.features``, the command line, the
-benchmarks) goes through :func:`run_inference` and :func:`result_entries`, so neither engine
-imports the other, and the feature tap (``classify.features.FeatureTap``) is given here by the
+benchmarks) goes through :func:`run_inference` and :func:`result_entries`, so the local pipeline
+never imports the Ray engine (which builds on the pipeline's batches and rows), and the feature tap (``classify.features.FeatureTap``) is given here by the
 caller rather than imported by an engine.
 """
 from __future__ import annotations

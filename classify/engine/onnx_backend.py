@@ -24,7 +24,6 @@ How it stays exact and safe:
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import json
 import os

@@ -27,7 +27,7 @@ def precision_model_id(model_id: str, precision: str, default: str = "fp32") -> 
 def split_model_id(model_id: str) -> tuple[str, str | None]:
     """'efficientnet_lite0--int8' -> ('efficientnet_lite0', 'int8'); a plain id -> (id, None):
     the device's default precision. The registry knows the base id
-    (``classify.models.registry.get_model(base)``): pages and explain/ look a stored id's family and name
+    (``classify.models.lookup.get_model(base)``): pages and explain/ look a stored id's family and name
     up through this."""
     base, sep, precision = model_id.rpartition(PRECISION_SEPARATOR)
     if sep and base and precision in SUFFIXED_PRECISIONS:

@@ -68,18 +68,16 @@ from core.runstore import MODEL_STAMP_COLUMNS, TOP_K
 
 from classify.engine import gpu_decode
 from classify.engine.device import (DEFAULT_BATCH, autocast_dtype, check_backend, check_counts, cpu_streams, cpu_threads,
-                     default_num_workers, full_fp32, precision_name, resolve_precision, select_device)
+                                    default_num_workers, full_fp32, precision_name, resolve_precision, select_device)
 from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier, onnxruntime_version)
-from classify.models.weights import file_sha256
-from classify.engine.options import precision_model_id, split_model_id
-from classify.engine.types import DECODE_CPU, ImageTask, InferenceOptions, InferenceReport, ModelReport  # noqa: F401
 from classify.engine.optimize import fold_batchnorm
+from classify.engine.options import precision_model_id, split_model_id
 from classify.engine.preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
-                         normalizer, read_image_file)
-from classify.models.registry import Geometry, ModelEntry, class_wnids
+                                        normalizer, read_image_file)
+from classify.engine.types import DECODE_CPU, ImageTask, InferenceOptions, InferenceReport, ModelReport  # noqa: F401
 from classify.models.lookup import resolve_models
-from classify.models.registry import get_source
-from classify.models.weights import WeightsError, load_model, require_weights, weights_status
+from classify.models.registry import Geometry, ModelEntry, class_wnids, get_source
+from classify.models.weights import WeightsError, file_sha256, load_model, require_weights, weights_status
 
 
 # --------------------------------------------------------------------------- precision ids

@@ -54,7 +54,7 @@ from PIL import Image, ImageOps
 from core.imageio import load_rgb
 
 from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, OnnxClassifier, _atomic_write, _first_line,
-                           make_session, onnx_classifier, onnxruntime_version)
+                                          make_session, onnx_classifier, onnxruntime_version)
 from classify.engine.preprocess import DEFAULT_RESAMPLER, crop_to_tensor, normalizer
 from classify.models.registry import InputConfig
 

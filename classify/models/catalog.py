@@ -116,7 +116,7 @@ def _paper_transformers() -> Iterable[ModelEntry]:
 @register_models
 def _larger_label_spaces() -> Iterable[ModelEntry]:
     """Heads over ImageNet-21k/22k/12k: they predict wnids outside ImageNet-1k. Each label space
-    was checked against the model's training code (see the class-order note above)."""
+    was checked against the model's training code (see the class-order note at ``classify.models.registry.CLASS_ORDERS``)."""
     yield _timm("vit_base_patch16_224.augreg_in21k", "ViT-B/16 (21k head)", "transformer", 102_595_923,
                 label_space="imagenet-21k", aliases=("vit-21k",),
                 notes="Google's 21,843-class ImageNet-21k order (big_transfer / vision_transformer).")

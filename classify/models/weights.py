@@ -32,9 +32,8 @@ import hashlib
 import os
 import pickle
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 from urllib.parse import urlparse
 
 from core.errors import WildLensError

@@ -43,7 +43,7 @@ from typing import Iterable, Mapping
 from core.errors import WildLensError
 
 from classify.models.registry import (_ALIASES, _REGISTRY, CLASS_ORDERS, FAMILIES, ModelEntry, UnknownModelError, class_wnids,
-                       registered_close_matches)
+                                      registered_close_matches)
 from classify.models.sources.hf_hub_source import hub_config, hub_fetch_command, parse_hub_config
 from classify.models.weights import build_untrained
 from classify.models.registry import get_source

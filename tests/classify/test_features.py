@@ -163,3 +163,18 @@ def test_throughput_helper(tmp_path):
     assert result["images"] == 4 and result["dim"] == 1280
     assert result["plain_images_per_s"] > 0 and result["features_images_per_s"] > 0 and result["ratio"] > 0
     assert list(tmp_path.iterdir()) == []  # its temporary folder is gone
+
+
+def test_a_folder_classified_with_features_on_gives_its_rows_and_stores_no_features(tmp_path):
+    """Features belong to a run (``features/`` beside its predictions); a plain folder classified with
+    ``feature_options`` runs on PyTorch with the tap and keeps only the prediction rows, as before the
+    engine was given its tap (issue 25: the tap was imported by the pipeline, now the target gives it)."""
+    from classify.targets import predict_folder
+    from tests.classify.doubles import write_photo_folder
+
+    folder = write_photo_folder(tmp_path / "photos")
+    table, report = predict_folder(folder, DEFAULT_MODEL, tmp_path / "out.parquet",
+                                   feature_options(InferenceOptions(batch_size=4, num_workers=0)))
+    assert len(table) and (table["status"] == "ok").all() and "features" not in table.columns
+    assert report.backends[DEFAULT_MODEL].startswith("torch")
+    assert not list(tmp_path.rglob("features"))

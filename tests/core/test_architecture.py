@@ -100,7 +100,7 @@ def test_a_forbidden_edge_is_reported(tmp_path, package, file, code, expected):
 
 
 @pytest.mark.parametrize("package, file, code", [
-    ("pages", "common.py", "import streamlit\nfrom classify.models.registry import get_model\n"),
+    ("pages", "common.py", "import streamlit\nfrom classify.models.lookup import get_model\n"),
     ("wildlens", "sample.py", "from crawl.sample_photos import x\nfrom classify.models.registry import y\n"),
     ("explain", "metrics.py", "from core.runstore import Run\nfrom .similarity import x\n"),
 ])
@@ -108,6 +108,41 @@ def test_allowed_edges_pass(tmp_path, package, file, code):
     (tmp_path / package).mkdir()
     (tmp_path / package / file).write_text(code)
     assert violations(tmp_path) == []
+
+
+# Inside classify/, what each sub-package may import besides core/ and itself (the README's table):
+# the text side needs no model code, the models need only the text side, the engine both; the
+# top (targets, sinks, features, zeroshot_runs, cli) any.
+CLASSIFY_LAYERS = {"classify.zeroshot": (), "classify.models": ("classify.zeroshot",),
+                   "classify.engine": ("classify.models", "classify.zeroshot")}
+
+
+def sub_package_violations(graph) -> list[str]:
+    out = []
+    for a, b, data in graph.edges(data=True):
+        source = next((p for p in CLASSIFY_LAYERS if a == p or a.startswith(p + ".")), None)
+        if source is None or not b.startswith("classify") or b == source or b.startswith(source + "."):
+            continue
+        if not any(b == ok or b.startswith(ok + ".") for ok in CLASSIFY_LAYERS[source]):
+            out.append(f"{graph.nodes[a]['path']}:{data['lines'][0]} imports {b}")
+    return sorted(out)
+
+
+def test_classify_sub_packages_keep_their_layers():
+    assert sub_package_violations(module_graph(ROOT)) == []
+
+
+@pytest.mark.parametrize("file, code, expected", [
+    ("classify/zeroshot/prompts.py", "def f():\n    from classify.models.registry import ModelEntry\n",
+     "classify/zeroshot/prompts.py:2 imports classify.models.registry"),
+    ("classify/models/zoo.py", "from classify.engine.device import x\n", "classify/models/zoo.py:1 imports classify.engine.device"),
+    ("classify/engine/pipeline.py", "import classify.targets\n", "classify/engine/pipeline.py:1 imports classify.targets"),
+])
+def test_a_sub_package_importing_above_its_layer_is_reported(tmp_path, file, code, expected):
+    files = {"classify/__init__.py": "", "classify/targets.py": "", "classify/zeroshot/__init__.py": "",
+             "classify/models/__init__.py": "", "classify/models/registry.py": "", "classify/engine/__init__.py": "",
+             "classify/engine/device.py": "", file: code}
+    assert sub_package_violations(_package(tmp_path, files)) == [expected]
 
 
 def test_no_two_modules_import_each_other():

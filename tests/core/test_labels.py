@@ -1,7 +1,7 @@
 import pytest
 
 from core.labels import (QueryError, canonical_label_space, get_label_space, hyponym_classes, hyponym_tree,
-                            label_space_names, senses)
+                         label_space_names, senses)
 from core.wordnet import synset_of, wnid_of
 
 CAT_CLASSES = {

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from core.runstore import (MANIFEST_SCHEMA, PREDICTION_SCHEMA, SCHEMA_VERSION, RunInfo, RunStore, StoreError,
-                              atomic_path, default_root, read_table, write_table)
+                           atomic_path, default_root, read_table, write_table)
 
 
 def test_root_from_environment(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from core.wordnet import (NOUN_MAX_DEPTH, VENDORED_ZIP, get_wordnet, is_wnid, synset_of, wnid_of,
-                             wordnet_source)
+                          wordnet_source)
 from tests.conftest import ROOT
 
 

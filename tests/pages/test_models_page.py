@@ -36,11 +36,11 @@ def test_the_search_lists_names_beyond_the_registry(app):
 
 def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):
     """A CLIP model picked on the page runs over the chosen label set with the chosen prompt recipe
-    (classify.models.sources.openclip_source.zero_shot_models), not silently over ImageNet-1k. Inference itself is
+    (classify.zeroshot_runs.zero_shot_models), not silently over ImageNet-1k. Inference itself is
     replaced here: no CLIP weights install offline (tests/classify/zeroshot/test_zeroshot.py runs it)."""
     import classify.targets
     import classify.models.weights
-    import classify.models.sources.openclip_source
+    import classify.zeroshot_runs
     from classify.models.registry import WeightsStatus
 
     real = classify.models.weights.weights_status
@@ -56,7 +56,7 @@ def test_zero_shot_models_get_a_label_set_and_a_recipe(app, monkeypatch):
         seen["models"] = list(models)
         raise classify.models.weights.WeightsUnavailableError("stop here")
 
-    monkeypatch.setattr(classify.models.sources.openclip_source, "zero_shot_models", fake_zero_shot_models)
+    monkeypatch.setattr(classify.zeroshot_runs, "zero_shot_models", fake_zero_shot_models)
     monkeypatch.setattr(classify.targets, "predict_run", fake_predict_run)
     at = open_page(app, "models")
     at.multiselect(key="pick-sample").set_value(["efficientnet_lite0", "clip/ViT-B-32.openai"]).run()

@@ -11,7 +11,7 @@ Stored ids. A model id names a folder of part files (``core.parts``: letters, di
 ``clip/<model>[.<tag>][__<recipe token>...]`` (``clip/ViT-B-32.openai``,
 ``clip/ViT-B-32.openai__def__path``: the recipe's ``Recipe.tag()``), like ``hf-hub/ORG/NAME``;
 both forms resolve to the same entry (:func:`parse_clip_name`, :func:`clip_entry`, and
-``classify.models.registry.get_model``, which pages use to name a stored id), recipe tokens in any order
+``classify.models.lookup.get_model``, which pages use to name a stored id), recipe tokens in any order
 or case give one id, and the precision suffix (``--bf16``) goes after everything, as for any model.
 
 What the source answers (:class:`ClipSource`, ``ModelEntry.source == 'clip'``):
@@ -45,7 +45,7 @@ import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from classify.models.weights import WeightsError, download_from_hf, file_sha256, find_in_hf_cache, read_state_dict
 from classify.models.registry import ModelSource, register_source
@@ -378,7 +378,7 @@ def recipe_of(entry: ModelEntry):
 def zero_shot_head(entry: ModelEntry, model, weights_sha256: str) -> "ZeroShotHead":
     """The pipeline's module for a loaded open_clip ``model``: its text classifier over the entry's
     label set (``class_wnids(entry)``, the order outputs are read in) with the entry's recipe,
-    from the cache or built now (:func:`build_settings` says where and with what progress)."""
+    from the cache or built now (:func:`classify.zeroshot.classifier.build_settings` says where and with what progress)."""
     import open_clip
     import torch
 
@@ -405,74 +405,3 @@ def zero_shot_head(entry: ModelEntry, model, weights_sha256: str) -> "ZeroShotHe
     return head
 
 
-def zero_shot_models(names: Sequence[str], label_set: str | None = None, recipe=None,
-                     checkpoints: Mapping[str, str] | None = None, run=None,
-                     ) -> tuple[list[ModelEntry], dict[str, str]]:
-    """Entries of zero-shot names (``clip:MODEL[.TAG][+RECIPE]``) predicting over ``label_set``
-    (a ``--label-set`` spec, ``classify.zeroshot.labelsets.resolve_label_set``; default: the run's classes
-    with a run, else the entry's default, ImageNet-1k), with ``recipe`` (a ``classify.zeroshot.prompts.Recipe``)
-    for names that carry none, and the checkpoints (keyed by any of a model's names, with or without
-    its recipe) keyed by entry id, as ``InferenceOptions.checkpoints`` takes them."""
-    from core.errors import OptionError
-
-
-    if label_set is None and run is not None:
-        from classify.zeroshot.labelsets import DEFAULT_LABEL_SET
-
-        label_set = DEFAULT_LABEL_SET
-    space = None
-    if label_set is not None:
-        from classify.zeroshot.labelsets import resolve_label_set
-
-        space = resolve_label_set(label_set, run=run)
-    if recipe is not None:
-        _touch_files(recipe)
-    entries: list[ModelEntry] = []
-    for name in names:
-        entry = clip_entry(name)
-        if recipe is not None and not parse_clip_name(name).recipe:
-            entry = with_recipe(entry, recipe)
-        if space is not None:
-            entry = with_label_set(entry, space.name)
-        if entry not in entries:
-            entries.append(entry)
-    by_id: dict[str, str] = {}
-    for key, path in (checkpoints or {}).items():
-        named = parse_clip_name(clip_entry(key).id)
-        matched = [e for e in entries if e.id == named.id or (not named.recipe and parse_clip_name(e.id).base_id
-                                                                == named.base_id)]
-        if not matched:
-            raise OptionError(f"--checkpoint names {key}, which is not among --models "
-                              f"({', '.join(parse_clip_name(e.id).display for e in entries) or 'no zero-shot model'}); "
-                              "add it there.")
-        for entry in matched:
-            by_id[entry.id] = path
-    return entries, by_id
-
-
-def _touch_files(recipe) -> None:
-    """Read a recipe's template and knowledge files now: a bad file fails before any work, and
-    ``classify.zeroshot.prompts`` keeps the copy its tag names (read back when the model loads)."""
-    from classify.zeroshot.prompts import read_knowledge_file
-
-    recipe.template_list
-    if recipe.knowledge == "file":
-        read_knowledge_file(recipe.knowledge_file)
-
-
-def check_stored_label_sets(parts, entries: Sequence[ModelEntry], where: str) -> None:
-    """A zero-shot model id holds one label set per run (or --out file): predictions stored over
-    another label set would be taken as done (resume) and mixed with the new ones. ``parts``: the
-    stored predictions (``core.parts.PredictionParts``); OptionError naming both label sets."""
-    from core.errors import OptionError
-
-
-    for entry in entries:
-        if entry.source != SOURCE_NAME:
-            continue
-        stored = parts.read([entry.id])
-        spaces = sorted(set(stored["label_space"].dropna().astype(str)) - {entry.label_space})
-        if spaces:
-            raise OptionError(f"{where} holds predictions of {parse_clip_name(entry.id).display} over label set "
-                              f"{spaces[0]}, not {entry.label_space}; one model keeps one label set in a run: pass "
-                              f"--label-set {spaces[0]}, or write the predictions elsewhere.")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from classify.models.weights import (WeightsError, download_from_hf, download_url, find_in_hf_cache, find_in_torch_hub,
-                       read_state_dict)
+                                     read_state_dict)
 from classify.models.registry import ModelSource, register_source
 
 if TYPE_CHECKING:

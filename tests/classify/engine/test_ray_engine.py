@@ -20,7 +20,7 @@ import pytest
 
 from classify.engine.types import InferenceOptions
 from classify.engine.ray_engine import (RayEngineError, check_workers, decode_frame, encode_frame, plan_actors, ray_available,
-                                 sample_paths)
+                                        sample_paths)
 from classify.targets import predict_folder
 from core.errors import OptionError
 from tests.conftest import ROOT
@@ -318,7 +318,7 @@ def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_instance, tm
     from classify.targets import extract_features
     from classify.models.registry import get_source
     from classify.models.sources.openclip_source import clip_entry
-    from classify.models.sources.openclip_source import zero_shot_models
+    from classify.zeroshot_runs import zero_shot_models
     from core.features import read_feature_meta, read_features
     from core.runstore import RunInfo, RunStore
     from crawl.sample_photos import write_sample_images

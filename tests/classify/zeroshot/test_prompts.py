@@ -14,7 +14,7 @@ import pytest
 from classify.cli import main
 from classify.zeroshot.labelsets import LabelSet, LabelSetError, read_wnid_file, resolve_label_set
 from classify.zeroshot.prompts import (OPENAI_IMAGENET_CLASSNAMES, RECIPE_SEPARATOR, TEMPLATES, PromptError, Recipe,
-                              class_names, class_prompts, coverage, hypernym_chain, knowledge, split_recipe)
+                                       class_names, class_prompts, coverage, hypernym_chain, knowledge, split_recipe)
 from core.labels import get_label_space, hyponym_classes
 from core.runstore import _RUN_ID_RE, RunStore
 from core.wordnet import get_wordnet, synset_of

@@ -24,7 +24,7 @@ from classify.models.weights import count_parameters
 from classify.models.registry import get_source
 from classify.models.sources.openclip_source import clip_entry, is_clip_name, parse_clip_name, with_label_set, with_recipe
 from classify.zeroshot.classifier import STAGE, ZeroShotHead, _prompt_chunks, build_settings, build_text_classifier
-from classify.models.sources.openclip_source import zero_shot_models
+from classify.zeroshot_runs import zero_shot_models
 from core.labels import get_label_space
 from core.runstore import RunInfo, RunStore, valid_run_id
 from tests.classify.doubles import TINY_CLIP, TINY_CLIP_CONFIG, register_tiny_clip
