@@ -37,6 +37,11 @@ def _size_text(n: int) -> str:
     return f"{n / GiB:.3g} GiB" if n >= GiB else f"{n / MiB:.3g} MiB" if n >= MiB else f"{n:,} bytes"
 
 
+def describe_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words: 'a folder', 'a FIFO (named pipe)', ..."""
+    return _kind(mode)
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a folder"

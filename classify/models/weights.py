@@ -202,7 +202,7 @@ def checkpoint_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
     header only (no tensor is read), else :func:`read_state_dict` (weights_only)."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise WeightsError(f"Checkpoint {path} does not exist.")
+        raise WeightsError(_missing_checkpoint(path))
     if path.suffix == ".safetensors":
         from safetensors import safe_open
 
@@ -249,6 +249,25 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
+def _missing_checkpoint(path: Path, entry: ModelEntry | None = None) -> str:
+    """Why a --checkpoint path is no weights file, in one line: not there, or there but a folder,
+    FIFO, socket or device (a FIFO was reported as 'does not exist')."""
+    import stat
+
+    from core.userfile import describe_kind
+
+    of = f" for model {entry.id!r}" if entry is not None else ""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"Checkpoint {path}{of} does not exist."
+    except OSError as exc:
+        return f"Checkpoint {path}{of} cannot be inspected ({exc.strerror or exc}); check the path."
+    if stat.S_ISREG(mode):  # a regular file that vanished or changed between the two looks
+        return f"Checkpoint {path}{of} could not be read as a file; give it again."
+    return f"Checkpoint {path}{of} is {describe_kind(mode)}, not a weights file; give the path of its .safetensors or .pth file."
+
+
 def require_weights(entry: ModelEntry, checkpoint: str | Path | None = None,
                     allow_download: bool = False) -> WeightsStatus:
     """The status of usable weights, or the error a person can act on. With ``allow_download``
@@ -258,7 +277,7 @@ def require_weights(entry: ModelEntry, checkpoint: str | Path | None = None,
     if status.available:
         return status
     if checkpoint is not None:
-        raise WeightsError(f"Checkpoint {checkpoint} for model {entry.id!r} does not exist.")
+        raise WeightsError(_missing_checkpoint(Path(checkpoint).expanduser(), entry))
     if not allow_download or get_source(entry).packaged:  # a package's weights come with pip, not a hub
         raise WeightsUnavailableError(entry.id, status.looked_in, status.fetch_command)
     if hub_offline():

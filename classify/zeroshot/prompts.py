@@ -312,6 +312,20 @@ def _keep(kind: str, path: Path, data: bytes) -> None:
             pass  # a read-only home: the prompts still work, only a later lookup by tag would not
 
 
+def _not_a_file(path: Path, what: str, expected: str) -> str:
+    """Why ``path`` is no such file, in one line: missing, or a folder, FIFO, socket or device (a FIFO
+    was reported as 'does not exist'); never opened, so a FIFO cannot block."""
+    import os
+
+    from core.userfile import describe_kind
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return f"The {what} {path} does not exist (expected {expected})."
+    return f"The {what} {path} is {describe_kind(mode)}, not a file (expected {expected})."
+
+
 def _read_text(path: Path, what: str) -> tuple[str, bytes]:
     try:
         data = path.read_bytes()
@@ -350,6 +364,8 @@ def templates_of(templates: str) -> tuple[str, ...]:
     if templates in TEMPLATES:
         return TEMPLATES[templates]
     path = Path(templates).expanduser()
+    if path.exists() and not path.is_file():  # a FIFO, folder or device: named as what it is
+        raise PromptError(_not_a_file(path, "template file", "one template a line, '{}' where the class name goes"))
     if not path.is_file():
         raise PromptError(f"Unknown templates {templates!r}: use {', '.join(TEMPLATES)} or a file with one template "
                           "a line, '{}' where the class name goes.")
@@ -386,7 +402,7 @@ def read_knowledge_file(path) -> dict[str, str]:
     """wnid -> text of a knowledge TSV (``wnid<TAB>text``, one line per wnid; '#' lines skipped)."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise PromptError(f"The knowledge file {path} does not exist (expected a TSV: wnid<TAB>text).")
+        raise PromptError(_not_a_file(path, "knowledge file", "a TSV: wnid<TAB>text"))
     return _knowledge_file(str(path), path.stat().st_mtime_ns)
 
 

@@ -1,4 +1,5 @@
 """Weights: found in the caches timm/torchvision fill, loaded safely, clear errors when missing."""
+import os
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,19 @@ def test_checkpoints_are_never_unpickled(tmp_path):
         load_model(get_model(DEFAULT_MODEL), checkpoint=evil)
     with pytest.raises(WeightsError, match="weights_only=True"):
         load_model(_tiny_timm_entry(), checkpoint=evil)  # timm models read user files the same way
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a weights file"),  # was 'does not exist'
+    (lambda p: p.mkdir(), "is a folder, not a weights file"),
+])
+def test_a_checkpoint_that_is_no_regular_file_says_what_it_is(tmp_path, make, words):
+    path = tmp_path / "weights.pth"
+    make(path)
+    with pytest.raises(WeightsError) as caught:
+        load_model(get_model(DEFAULT_MODEL), checkpoint=path)
+    message = str(caught.value)
+    assert words in message and ".safetensors or .pth" in message and "\n" not in message
 
 
 def test_user_checkpoint_must_exist_and_fit(tmp_path):

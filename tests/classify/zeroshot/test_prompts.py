@@ -365,3 +365,17 @@ def test_a_bad_line_in_a_knowledge_file_whose_path_holds_braces_is_one_line(name
     assert main(["prompts", "--wnids", LYNX, "--knowledge-file", str(tsv)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and name in err and "\n" not in err
+
+
+@pytest.mark.parametrize("make, kind", [(lambda p: os.mkfifo(p), "a FIFO (named pipe)"), (lambda p: p.mkdir(), "a folder")])
+def test_a_knowledge_or_template_path_that_is_no_file_says_what_it_is(tmp_path, make, kind):
+    """A FIFO was 'does not exist' (knowledge) or an unknown template-set name (templates); it is
+    never opened, so it cannot block."""
+    from classify.zeroshot.prompts import PromptError, read_knowledge_file, templates_of
+
+    path = tmp_path / "given.tsv"
+    make(path)
+    with pytest.raises(PromptError, match=rf"The knowledge file .*given.tsv is {re.escape(kind)}, not a file"):
+        read_knowledge_file(path)
+    with pytest.raises(PromptError, match=rf"The template file .*given.tsv is {re.escape(kind)}, not a file"):
+        templates_of(str(path))
