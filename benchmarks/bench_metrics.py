@@ -59,10 +59,13 @@ def synthetic_predictions(n_rows: int, matrices: similarity.SimilarityMatrices, 
     distant = rng.integers(0, n_classes, n)
     pred = np.where(correct, true, np.where(rng.random(n) < 0.85, near, distant))
     # Top-5: nearby classes, with the truth among them for part of the mistakes.
-    top = order[true, :4].copy()
-    hit = ~correct & (rng.random(n) < 0.6)
+    # Top-5: the 4 nearest classes other than the top-1 (a top-5 names 5 different classes: the tables
+    # refuse a repeat), with the truth among them for part of the mistakes.
+    candidates = order[true, :5]
+    other = np.argsort(candidates == pred[:, None], axis=1, kind="stable")[:, :4]
+    top = np.take_along_axis(candidates, other, axis=1)
+    hit = (pred != true) & (rng.random(n) < 0.6)
     top[hit, rng.integers(0, 4, hit.sum())] = true[hit]
-    top[correct, 0] = order[true[correct], 4]  # the truth is already first
     probs = np.sort(rng.dirichlet(np.ones(6), n)[:, :5], axis=1)[:, ::-1]
     status = np.where(rng.random(n) < 0.005, "failed", "ok")
     df = pd.DataFrame({

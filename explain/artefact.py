@@ -46,17 +46,19 @@ from pathlib import Path
 
 from core.runstore import (SCHEMA_VERSION, Run, StoreError, manifest_fingerprint, now_iso, predictions_fingerprint,
                            read_parquet_bytes, table_to_parquet_bytes, write_bytes_atomic, write_json_atomic)
-from .metrics import DEFAULT_CONFUSION_TOP_K, MetricTables, compute_metric_tables
+from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables, compute_metric_tables
 from .schema import METRIC_SCHEMAS
 
 # Bump when a metric's value changes meaning for the same predictions (stored tables are then stale).
-METRICS_CODE_VERSION = 6  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
+METRICS_CODE_VERSION = 7  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
 # 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5;
 # 6: issue 22 (item 10: exact repeats count once, a group with a top-1-only row has no top-5 accuracy;
-# item 12: per-model rows over the in-space classes only; item 13: accuracy_hier for unseen classes)
+# item 12: per-model rows over the in-space classes only; item 13: accuracy_hier for unseen classes);
+# 7: issue 23 (interval columns, relation rates)
 FINGERPRINT_FILE = "fingerprint.json"
-# What `python -m explain metrics` and the dashboard use; the artefact stores these tables only.
-PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K}
+# What `python -m explain metrics` and the dashboard use; the artefact stores these tables only
+# (the interval settings too: other --ci / --resamples / --seed values are computed, not stored).
+PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K, "ci": DEFAULT_INTERVALS.as_dict()}
 
 
 def _schema_digest() -> str:
@@ -151,7 +153,7 @@ def read_stored_metrics(run: Run, expected: dict | None = None) -> MetricTables 
             frames[name] = read_parquet_bytes(data, schema, table=name, source=path)
         except StoreError:
             return None
-    return MetricTables(**frames)
+    return MetricTables(**frames, ci=DEFAULT_INTERVALS.as_dict())
 
 
 class RunDeleted(StoreError):
@@ -205,7 +207,7 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
             return MetricsResult(tables, recomputed=False, stored=True)
     reason = "forced" if force else (staleness(run, expected) or "a stored table is damaged")
     tables = compute_metric_tables(run.usable_predictions(), confusion_top_k=PARAMETERS["confusion_top_k"],
-                                   cache_dir=cache_dir)
+                                   cache_dir=cache_dir, ci=DEFAULT_INTERVALS)
     if not store:
         return MetricsResult(tables, recomputed=True, stored=False, reason=reason)
     try:

@@ -63,11 +63,12 @@ def cmd_metrics(args) -> int:
         raise OptionError("give either a predictions FILE or --run RUN_ID (python -m explain metrics --help).")
     if args.out:
         _check_out_outside_runs(args.out)
+    ci = _interval_options(args)
     cache_dir = False if args.no_cache else None
     written: dict = {}
     try:
         if args.run:
-            tables = _run_tables(args, cache_dir)
+            tables = _run_tables(args, cache_dir, ci)
             if args.out:
                 from .export import write_metric_tables
 
@@ -78,7 +79,7 @@ def cmd_metrics(args) -> int:
             if not args.out:
                 raise OptionError("--out DIR is needed with a predictions FILE (the folder for the three CSVs).")
             tables, written = metrics_from_file(args.predictions, args.out, confusion_top_k=args.top_k or None,
-                                                cache_dir=cache_dir)
+                                                cache_dir=cache_dir, ci=ci)
     except OSError as exc:  # e.g. an output folder that cannot be written
         raise MetricsOutputError(f"cannot write the tables to {args.out}: {exc.strerror or exc}") from None
 
@@ -90,26 +91,45 @@ def cmd_metrics(args) -> int:
         # refuses to be a truth value.
         return "NA" if pd.isna(value) else f"{value:.4f}"
 
+    def with_ci(row, column) -> str:
+        low, high = getattr(row, f"{column}_ci_low"), getattr(row, f"{column}_ci_high")
+        return fmt(getattr(row, column)) + ("" if pd.isna(low) else f" [{fmt(low)}, {fmt(high)}]")
+
+    print(ci.describe() if ci else "intervals: not computed (--no-ci; the *_ci_* columns are NA)", file=sys.stderr)
     for row in tables.per_model.itertuples(index=False):
-        print(f"{row.model}\tn={row.n}\taccuracy={fmt(row.accuracy)}\tsibling_rate={fmt(row.sibling_rate)}")
+        print(f"{row.model}\tn={row.n}\taccuracy={with_ci(row, 'accuracy')}\tsibling_rate={with_ci(row, 'sibling_rate')}")
     for path in written.values():
         print(f"wrote {path}")
     return 0
 
 
-def _run_tables(args, cache_dir):
+def _interval_options(args):
+    """--ci / --resamples / --seed as explain.uncertainty.IntervalOptions; None with --no-ci."""
+    from .uncertainty import IntervalOptions
+
+    if args.no_ci:
+        return None
+    level = args.ci / 100 if args.ci > 1 else args.ci  # --ci 95 and --ci 0.95 both mean 95 %
+    try:
+        return IntervalOptions(level=level, resamples=args.resamples, seed=args.seed)
+    except ValueError as exc:
+        raise OptionError(f"--ci/--resamples/--seed: {exc}.") from None
+
+
+def _run_tables(args, cache_dir, ci):
     """A run's tables: its stored artefact (recomputed and stored only when stale) for the
-    artefact's parameters; other --top-k values are computed and not stored."""
+    artefact's parameters; other --top-k or interval settings are computed and not stored."""
     from core.runstore import RunStore
     from .artefact import PARAMETERS, ensure_metrics
-    from .metrics import compute_metric_tables
+    from .metrics import DEFAULT_INTERVALS, compute_metric_tables
 
     run = RunStore().open_run(args.run)
-    if (args.top_k or None) != PARAMETERS["confusion_top_k"]:
+    if (args.top_k or None) != PARAMETERS["confusion_top_k"] or ci != DEFAULT_INTERVALS:
         tables = compute_metric_tables(run.usable_predictions(), confusion_top_k=args.top_k or None,
-                                       cache_dir=cache_dir)
-        print(f"metrics of run {run.run_id}: computed with --top-k {args.top_k} (not stored: the run's metrics/ "
-              f"keeps top {PARAMETERS['confusion_top_k']})", file=sys.stderr)
+                                       cache_dir=cache_dir, ci=ci)
+        print(f"metrics of run {run.run_id}: computed with --top-k {args.top_k} and "
+              f"{'no intervals' if ci is None else ci.describe()} (not stored: the run's metrics/ keeps top "
+              f"{PARAMETERS['confusion_top_k']} and {DEFAULT_INTERVALS.describe()})", file=sys.stderr)
         return tables
     result = ensure_metrics(run, cache_dir=cache_dir)
     print(result.describe(run), file=sys.stderr)
@@ -124,9 +144,135 @@ def _metrics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="folder for per_model.csv, per_class.csv, confusions.csv (needed with FILE)")
     p.add_argument("--top-k", type=int, default=3, help="confusions kept per true class (0 = all; default 3)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the on-disk similarity cache")
+    _interval_arguments(p)
+    p.add_argument("--no-ci", action="store_true", help="no intervals (the *_ci_low / *_ci_high columns stay NA)")
+
+
+def _interval_arguments(p: argparse.ArgumentParser) -> None:
+    from .uncertainty import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+    p.add_argument("--ci", type=float, default=95.0, metavar="LEVEL",
+                   help="interval level in percent or as a fraction (default 95)")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                   help=f"bootstrap resamples over images (default {DEFAULT_RESAMPLES})")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
 
 
 cmd_metrics.add_arguments = _metrics_arguments
+
+
+@command
+def cmd_compare(args) -> int:
+    """Two models on the images both classified: McNemar on accuracy, paired bootstrap of every mean,
+    q-values over the classes; prints the overall row and the classes with evidence, writes compare.csv
+    (--out DIR). --family-a/--family-b: the two-level bootstrap of two families instead."""
+    from .compare import compare_models, family_claims
+
+    if (args.predictions is None) == (args.run is None):
+        raise OptionError("give either a predictions FILE or --run RUN_ID (python -m explain compare --help).")
+    args.no_ci = False
+    ci = _interval_options(args)
+    if args.out:
+        _check_out_outside_runs(args.out)
+    df = _compare_input(args)
+    families = _parse_families(args.family)
+    if args.family_a or args.family_b:
+        if not (args.family_a and args.family_b):
+            raise OptionError("give both --family-a and --family-b (e.g. --family-a transformer --family-b CNN).")
+        claims = family_claims(df, args.family_a, args.family_b, families=families, options=ci)
+        if not claims.possible:
+            print(f"no family claim: {claims.reason}")
+            return 0
+        table = claims.table
+        print(f"{claims.family_a} ({len(claims.models_a)} models) vs {claims.family_b} ({len(claims.models_b)} "
+              f"models), {ci.describe()}")
+        for row in table.itertuples(index=False):
+            print(f"{row.statistic}\t{row.value_a:.4f} vs {row.value_b:.4f}\tdiff {row.diff:+.4f} "
+                  f"[{row.diff_ci_low:+.4f}, {row.diff_ci_high:+.4f}]\tp={row.p:.4g}\tq={row.q:.4g}\t{row.verdict}")
+        return _write_table(table, args.out, "family_claims.csv")
+    if not args.models or args.models.count(",") != 1:
+        raise OptionError("--models A,B names the two models to compare (two registry ids, comma-separated).")
+    model_a, model_b = (m.strip() for m in args.models.split(","))
+    comparison = compare_models(df, model_a, model_b, options=ci)
+    table = comparison.table
+    overall = comparison.overall
+    print(f"A = {model_a}, B = {model_b}: {int(overall['n'])} paired images; {ci.describe()}")
+    from .compare import STATISTICS
+
+    for s in STATISTICS:
+        diff = overall[f"{s.name}_diff"]
+        if diff is None or diff != diff or str(diff) == "<NA>":
+            continue
+        print(f"overall {s.name}\t{overall[f'{s.name}_a']:.4f} vs {overall[f'{s.name}_b']:.4f}\tdiff {diff:+.4f} "
+              f"[{overall[f'{s.name}_diff_ci_low']:+.4f}, {overall[f'{s.name}_diff_ci_high']:+.4f}]\t"
+              f"p={overall[f'{s.name}_p']:.4g}\tq={overall[f'{s.name}_q']:.4g}\t{overall[f'{s.name}_verdict']}")
+    classes = table[table["scope"] == "class"]
+    shown = classes[classes["verdict"].isin(["A better", "B better"])]
+    print(f"classes: {len(classes)}; accuracy differs with q < 0.05 in {len(shown)}"
+          + (":" if len(shown) else ""))
+    for row in shown.itertuples(index=False):
+        print(f"  {row.true_wnid}\tn={row.n}\tdiff {row.accuracy_diff:+.4f}\tp={row.p:.4g}\tq={row.q:.4g}\t"
+              f"{row.verdict}")
+    return _write_table(table, args.out, "compare.csv")
+
+
+def _compare_input(args):
+    if args.run:
+        from core.runstore import RunStore
+
+        return RunStore().open_run(args.run).usable_predictions()
+    from .export import read_predictions_file
+    from .metrics import PredictionsError
+
+    df, line_of_row = read_predictions_file(args.predictions)
+    try:  # validated here so that a bad row is named by its file line, as explain metrics does
+        from .metrics import _read_rows
+
+        _read_rows(df)
+    except PredictionsError as exc:
+        raise PredictionsError(f"{Path(args.predictions).name}: {exc.describe(line_of_row)}") from None
+    return df
+
+
+def _parse_families(values) -> dict[str, str]:
+    out = {}
+    for value in values or []:
+        for item in value.split(","):
+            model, sep, family = item.partition("=")
+            if not sep or not model.strip() or not family.strip():
+                raise OptionError(f"--family {item!r}: give MODEL=FAMILY (e.g. vit_base=transformer).")
+            out[model.strip()] = family.strip()
+    return out
+
+
+def _write_table(table, out, name: str) -> int:
+    if not out:
+        return 0
+    from .export import table_to_csv_bytes
+
+    target = Path(out) / name
+    try:
+        write_bytes_atomic(target, table_to_csv_bytes(table))
+    except OSError as exc:
+        raise MetricsOutputError(f"cannot write {target}: {exc.strerror or exc}; choose a writable --out folder.") \
+            from None
+    print(f"wrote {target}")
+    return 0
+
+
+def _compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("predictions", nargs="?", help="CSV or Parquet of predictions with an image column")
+    p.add_argument("--run", metavar="RUN_ID", help="a stored run instead of a FILE")
+    p.add_argument("--models", metavar="A,B", help="the two models to compare")
+    p.add_argument("--family-a", metavar="FAMILY", help="compare two families instead (e.g. transformer)")
+    p.add_argument("--family-b", metavar="FAMILY", help="the other family (e.g. CNN)")
+    p.add_argument("--family", action="append", metavar="MODEL=FAMILY",
+                   help="a model's family where the predictions have no family column (repeatable, comma-separated)")
+    p.add_argument("--out", metavar="DIR", help="folder for compare.csv (or family_claims.csv)")
+    _interval_arguments(p)
+
+
+cmd_compare.add_arguments = _compare_arguments
 
 
 @command

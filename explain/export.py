@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .metrics import REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError, compute_metric_tables
+from .metrics import (DEFAULT_INTERVALS, REQUIRED_COLUMNS, TOP_K_COLUMNS, MetricTables, PredictionsError,
+                      compute_metric_tables)
 from core.csvsafe import read_csv, to_csv_bytes
 from core.errors import WildLensError
 from core.labels import DEFAULT_LABEL_SPACE, get_label_space
@@ -239,13 +240,14 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     return df, line_of_row
 
 
-def metrics_from_file(predictions: Path | str, out_dir: Path | str, *,
-                      confusion_top_k: int | None = 3, cache_dir=None) -> tuple[MetricTables, dict[str, Path]]:
+def metrics_from_file(predictions: Path | str, out_dir: Path | str, *, confusion_top_k: int | None = 3,
+                      cache_dir=None, ci=DEFAULT_INTERVALS) -> tuple[MetricTables, dict[str, Path]]:
     """Read a predictions file, compute the tables and write them as CSV into ``out_dir``.
-    Errors are PredictionsError with the file's own row/line numbers."""
+    Errors are PredictionsError with the file's own row/line numbers. ``ci``: the interval settings
+    (explain.uncertainty.IntervalOptions; None: the interval columns are NA)."""
     df, line_of_row = read_predictions_file(predictions)
     try:
-        tables = compute_metric_tables(df, confusion_top_k=confusion_top_k, cache_dir=cache_dir)
+        tables = compute_metric_tables(df, confusion_top_k=confusion_top_k, cache_dir=cache_dir, ci=ci)
     except PredictionsError as exc:
         raise PredictionsError(f"{Path(predictions).name}: {exc.describe(line_of_row)}") from None
     return tables, write_metric_tables(tables, out_dir, _one_label_space(df))

@@ -35,7 +35,11 @@ from core.wordnet import WORDNET_VERSION, is_wnid, synset_of
 from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
                      PER_CLASS_SCHEMA, PER_MODEL_COLUMNS, PER_MODEL_SCHEMA, docs_of)
 from .similarity import COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATED, PairSimilarities, similarities_of_codes, wnid_of_offset
+from .uncertainty import IntervalOptions
 from .vocabulary import RELATIONS
+from . import metric_intervals
+
+DEFAULT_INTERVALS = IntervalOptions()
 
 REQUIRED_COLUMNS = ("model", "true_wnid", "pred_wnid")
 TOP_K_COLUMNS = tuple(f"pred_wnid_{k}" for k in range(2, TOP_K + 1))
@@ -72,6 +76,7 @@ class MetricTables:
     per_model: pd.DataFrame
     per_class: pd.DataFrame
     confusions: pd.DataFrame
+    ci: dict | None = None  # the interval settings (IntervalOptions.as_dict()); None: the *_ci_* columns are NA
 
     def as_dict(self) -> dict[str, pd.DataFrame]:
         """Keyed by the table names of :data:`explain.schema.METRIC_TABLES` (the stored artefact's file
@@ -512,6 +517,7 @@ def _stat_columns(stats: dict[str, np.ndarray], top_k_hits: np.ndarray | None, f
     columns["severity"] = _ratio(stats["severity_sum"], n_mistakes)
     for column in ("hypernym_count", "hyponym_count", "cousin_count", "related_count", "distant_count"):
         columns[column] = stats[column].round().astype(np.int64)
+        columns[column.replace("_count", "_rate")] = _ratio(stats[column], n_mistakes)
     columns["n_failed"] = failed.astype(np.int64)
     return columns
 
@@ -683,12 +689,15 @@ def _unseen_triples(rows: _Rows, unseen: np.ndarray, space: np.ndarray, true_of:
 
 
 def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | None = DEFAULT_CONFUSION_TOP_K,
-                          cache_dir: Path | str | None | bool = None) -> MetricTables:
+                          cache_dir: Path | str | None | bool = None,
+                          ci: IntervalOptions | None = DEFAULT_INTERVALS) -> MetricTables:
     """Per-model, per-class and confusion tables from raw predictions (see the module docstring).
 
     ``confusion_top_k``: confusions kept per (model, true class), most frequent first; None or 0
     keeps all. ``cache_dir``: where similarity matrices are cached (default: the run store's
-    cache folder; False: memory only). Raises :class:`PredictionsError` for malformed input.
+    cache folder; False: memory only). ``ci``: the interval settings of the ``*_ci_low`` /
+    ``*_ci_high`` columns (:mod:`explain.uncertainty`; default 95 %, 2000 resamples, seed 0);
+    None leaves them NA (``--no-ci``). Raises :class:`PredictionsError` for malformed input.
 
     Refused, one line naming the row and column (``explain metrics FILE`` and the dashboard's upload
     both come here, so they refuse the same rows with the same words): a missing required column,
@@ -762,9 +771,8 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     class_columns["share_nearest"] = np.where(unseen, _ratio(np.bincount(group_of_triple, count * nearest, n_groups),
                                                              class_stats["n"]), np.nan)
     in_space = pd.arrays.BooleanArray(group_in, ~group_known)
-    columns = {"model": _strings(rows.models, group_keys // n_wnids),
-               "true_wnid": _strings(rows.wnids, group_keys % n_wnids), **class_columns, "in_label_space": in_space}
-    per_class = _typed_frame({c: columns[c] for c in PER_CLASS_SCHEMA}, PER_CLASS_SCHEMA)
+    class_columns.update(metric_intervals.wilson_bounds(class_columns, "per_class", ci) if ci else
+                         metric_intervals.no_bounds("per_class", n_groups))
 
     # Per model: the same sums over the model's in-space classes only, every column alike (one
     # population per row: accuracy over the in-space classes beside images and mistakes over all
@@ -799,18 +807,35 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     model_columns["share_nearest_unseen"] = _ratio(
         np.bincount(model_of[unseen_triple], count[unseen_triple] * nearest[unseen_triple], n_models),
         model_columns["n_unseen"])
+    model_columns.update(metric_intervals.wilson_bounds(model_columns, "per_model", ci) if ci else
+                         metric_intervals.no_bounds("per_model", n_models))
+    if ci and len(group_keys):
+        top_rows = counted_row & ~np.isnan(topk.hdist)
+        class_bounds, model_bounds = metric_intervals.bootstrap_bounds(
+            group_of_triple=group_of_triple, count=count, values=values, mistake=mistake, seen_triple=seen_triple,
+            lin_ratio=ratio, group_model=model_of_group, n_models=n_models, balanced=balanced,
+            top_group=group_of_row[top_rows], top_count=np.ones(int(top_rows.sum())), top_hdist=topk.hdist[top_rows],
+            top_num=topk.hprec_num[top_rows], top_den=topk.hprec_den[top_rows], top_seen=seen_row[top_rows],
+            options=ci)
+        class_columns.update(class_bounds)
+        model_columns.update(model_bounds)
+    metric_intervals.mask_undefined(class_columns, "per_class")
+    metric_intervals.mask_undefined(model_columns, "per_model")
+    columns = {"model": _strings(rows.models, group_keys // n_wnids),
+               "true_wnid": _strings(rows.wnids, group_keys % n_wnids), **class_columns, "in_label_space": in_space}
+    per_class = _typed_frame({c: columns[c] for c in PER_CLASS_SCHEMA}, PER_CLASS_SCHEMA)
     columns = {"model": _strings(rows.models, np.arange(n_models)), **model_columns}
     per_model = _typed_frame({c: columns[c] for c in PER_MODEL_SCHEMA}, PER_MODEL_SCHEMA)
 
     confusions = _confusions(rows, group_of_triple, group_keys, class_stats, count, values, mistake,
-                             model_of, true_of, pred_of, confusion_top_k)
+                             model_of, true_of, pred_of, confusion_top_k, ci)
     # group_keys are sorted by (model code, true code): rows are in model order (first
     # appearance in the input), then true_wnid (codes follow the sorted wnids).
-    return MetricTables(per_model, per_class, confusions)
+    return MetricTables(per_model, per_class, confusions, ci=ci.as_dict() if ci else None)
 
 
 def _confusions(rows: _Rows, group_of_triple, group_keys, class_stats, count, values: PairSimilarities, mistake,
-                model_of, true_of, pred_of, top_k) -> pd.DataFrame:
+                model_of, true_of, pred_of, top_k, ci) -> pd.DataFrame:
     """Mistake triples ranked within (model, true class) by count, then pred wnid; the rows come
     out in per-class order (groups are sorted like per_class), then by rank."""
     idx = np.flatnonzero(mistake)
@@ -827,6 +852,8 @@ def _confusions(rows: _Rows, group_of_triple, group_keys, class_stats, count, va
     v = values.take(order)
     n_mistakes, n = class_stats["n_mistakes"][group], class_stats["n"][group]
     lcs_codes, lcs = np.unique(v.lcs, return_inverse=True)
+    bounds = (metric_intervals.confusion_bounds(count[order], n_mistakes, n, ci) if ci else
+              metric_intervals.no_bounds("confusions", len(order)))
     return _typed_frame({
         "model": _strings(rows.models, model_of[order]),
         "true_wnid": _strings(rows.wnids, true_of[order]),
@@ -841,6 +868,7 @@ def _confusions(rows: _Rows, group_of_triple, group_keys, class_stats, count, va
         "path": v.path, "lch": v.lch, "wup": v.wup, "lin": v.lin,
         "severity": v.severity.astype(np.int64),
         "lcs_wnid": _strings([wnid_of_offset(o) for o in lcs_codes.tolist()], lcs),
+        **bounds,
     }, CONFUSION_SCHEMA)
 
 

@@ -87,6 +87,9 @@ _STATISTICS: dict[str, Column] = {
                           f"{RELATED_MAX_SEVERITY}. hypernym + hyponym + sibling + cousin + related + "
                           "distant counts add up to n_mistakes, except for the rare WordNet pair that is both a "
                           "sibling and an ancestor/descendant, which counts in both."),
+    **{f"{relation}_rate": _float(f"{relation}_count / n_mistakes: the {relation} relation's share of the mistakes. "
+                                  "NA without mistakes.")
+       for relation in ("hypernym", "hyponym", "cousin", "related", "distant")},
     "n_failed": _int("Rows whose status is not 'ok' (e.g. an image that failed to decode): counted nowhere else. "
                      "Per model: every such row of the model, whatever their class (a failed row has no prediction, "
                      "so it belongs to neither population)."),
@@ -175,6 +178,55 @@ CONFUSIONS: dict[str, Column] = {
                                  "first by synset name (explain.similarity.lowest_common_subsumer)."),
 }
 
+
+# --------------------------------------------------------------------------- issue 23: intervals
+# Every rate and mean gets <column>_ci_low and <column>_ci_high, appended after the point estimates in
+# the order below. Rates k/n: Wilson score (core.intervals); means over images: a percentile interval of
+# a Poisson bootstrap with the image as the unit (explain.uncertainty). The level, resamples and seed
+# are the tables' interval settings (MetricTables.ci; the artefact's fingerprint.json parameters.ci).
+_RELATION_RATES = ("sibling_rate", "hypernym_rate", "hyponym_rate", "cousin_rate", "related_rate", "distant_rate")
+WILSON_DENOMINATORS: dict[str, dict[str, str]] = {  # rate column -> the count column it is a share of
+    "per_class": {"accuracy": "n", "accuracy_hier": "n", "accuracy_top5": "n", "accuracy_balanced": "n",
+                  **{r: "n_mistakes" for r in _RELATION_RATES}, "share_nearest": "n"},
+    "per_model": {"accuracy": "n", "accuracy_hier": "n", "accuracy_top5": "n",
+                  **{r: "n_mistakes" for r in _RELATION_RATES}, "share_nearest_unseen": "n_unseen"},
+    "confusions": {"mf": "n_mistakes of the true class", "share_of_samples": "n of the true class"},
+}
+_MEANS = ("path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "path_all", "lch_all", "wup_all",
+          "lin_all", "severity", "hdist_at_1", "hdist_at_5", "hprec_at_5")
+BOOTSTRAP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "per_class": (*_MEANS, "lin_vs_best"),
+    "per_model": ("accuracy_balanced", *_MEANS, "lin_vs_best_unseen"),
+    "confusions": (),
+}
+_CI_SETTINGS = ("at the tables' interval level (default 95 %; MetricTables.ci, the artefact's fingerprint.json "
+                "parameters.ci); NA where the value is NA or the intervals were not computed (--no-ci)")
+
+
+def interval_columns(table: str) -> tuple[str, ...]:
+    """The columns of ``table`` that have an interval, in table order."""
+    names = set(WILSON_DENOMINATORS[table]) | set(BOOTSTRAP_COLUMNS[table])
+    return tuple(c for c in _BASE_TABLES[table] if c in names)
+
+
+def _interval_doc(table: str, column: str, side: str) -> str:
+    if column in WILSON_DENOMINATORS[table]:
+        how = f"Wilson score interval of the rate over {WILSON_DENOMINATORS[table][column]}"
+    elif table == "per_model" and column == "accuracy_balanced":
+        how = ("percentile interval of a bootstrap over images stratified by class (each class's images "
+               "resampled, the unweighted mean over classes recomputed)")
+    else:
+        how = ("percentile interval of a Poisson bootstrap over images (the image is the unit: per model, the "
+               "model's images; per class, the class's), resamples and seed as set; NA with fewer than 2 images")
+    return f"{side} bound of {column}: {how}, {_CI_SETTINGS}."
+
+
+_BASE_TABLES = {"per_model": PER_MODEL, "per_class": PER_CLASS, "confusions": CONFUSIONS}
+for _table, _columns in _BASE_TABLES.items():
+    _columns.update({f"{c}_ci_{side}": _float(_interval_doc(_table, c, side.capitalize()))
+                     for c in interval_columns(_table) for side in ("low", "high")})
+assert all(c in _BASE_TABLES[t] for t in WILSON_DENOMINATORS for c in (*WILSON_DENOMINATORS[t], *BOOTSTRAP_COLUMNS[t]))
+
 METRIC_TABLES: dict[str, dict[str, Column]] = {"per_model": PER_MODEL, "per_class": PER_CLASS,
                                                "confusions": CONFUSIONS}
 
@@ -193,6 +245,8 @@ LABELS: dict[str, str] = {
     "lin_all": "Lin (all)", "severity": "Severity",
     "hypernym_count": "Hypernyms", "hyponym_count": "Hyponyms", "cousin_count": "Cousins",
     "related_count": "Related", "distant_count": "Distant", "n_failed": "Failed",
+    "hypernym_rate": "Hypernym %", "hyponym_rate": "Hyponym %", "cousin_rate": "Cousin %", "related_rate": "Related %",
+    "distant_rate": "Distant %",
     "hdist_at_1": "hDist@1", "hdist_at_5": "hDist@5", "hprec_at_5": "hPrec@5",
     "n_unseen": "Unseen images", "lin_vs_best_unseen": "Lin / best (unseen)",
     "share_nearest_unseen": "Nearest % (unseen)",
@@ -204,6 +258,8 @@ CONFUSION_LABELS: dict[str, str] = {
     "path_distance": "Path length", "path": "Path sim.", "lch": "LCH", "wup": "WUP", "lin": "Lin",
     "lcs_wnid": "LCS id",
 }
+for _labels in (LABELS, CONFUSION_LABELS):  # '<label> low' / '<label> high' for every interval bound
+    _labels.update({f"{c}_ci_{side}": f"{label} {side}" for c, label in list(_labels.items()) for side in ("low", "high")})
 TABLE_LABELS: dict[str, dict[str, str]] = {"per_model": LABELS, "per_class": LABELS, "confusions": CONFUSION_LABELS}
 
 

@@ -1,0 +1,98 @@
+"""Wilson score intervals for a rate k/n, and how many images a rate needs (SPEC "Uncertainty").
+
+On the ground floor because two stages need it: ``explain`` puts an interval on every rate of
+the metric tables, and ``crawl`` says what half-width the chosen images per class will give
+before anything is downloaded. Vectorised (NumPy arrays in, arrays out); the reference is
+``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")``, equal to 1e-12
+(tests/core/test_intervals.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+DEFAULT_LEVEL = 0.95  # SPEC: every interval at 95 % unless asked
+DEFAULT_HALF_WIDTH = 0.10  # issue 23 item 4: +-10 points on accuracy
+
+
+def check_level(level: float) -> float:
+    """The confidence level as a float in (0, 1), or ValueError naming the fix."""
+    try:
+        value = float(level)
+    except (TypeError, ValueError):
+        raise ValueError(f"confidence level {level!r} is not a number; give one between 0 and 1, e.g. 0.95") from None
+    if not 0.0 < value < 1.0 or math.isnan(value):
+        raise ValueError(f"confidence level {level!r} is outside (0, 1); give e.g. 0.95 for 95 %")
+    return value
+
+
+def z_of(level: float) -> float:
+    """The two-sided normal quantile of ``level`` (1.959964 for 95 %), as scipy's Wilson uses it."""
+    from scipy.special import ndtri
+
+    return float(ndtri(0.5 + 0.5 * check_level(level)))
+
+
+def wilson_interval(k, n, level: float = DEFAULT_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of k successes in n trials, elementwise; NaN where n == 0 (no rate).
+
+    Newcombe (1998)'s formula as scipy writes it (``_binom_wilson_conf_int`` without continuity
+    correction), with its two clamps: the lower bound is exactly 0 when k == 0, the upper exactly 1
+    when k == n (the formula gives 1e-17 off there)."""
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    z = z_of(level)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = k / n
+        denom = 2 * (n + z ** 2)
+        center = (2 * n * p + z ** 2) / denom
+        delta = z / denom * np.sqrt(4 * n * p * (1 - p) + z ** 2)
+        low = np.where(k == 0, 0.0, center - delta)
+        high = np.where(k == n, 1.0, center + delta)
+    empty = ~(n > 0)
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+def wilson_half_width(n, p: float | np.ndarray = 0.5, level: float = DEFAULT_LEVEL) -> np.ndarray:
+    """Half the Wilson interval's width for a rate p observed on n images (the width does not depend
+    on where the interval sits, only on n, p and the level). NaN for n == 0."""
+    n = np.asarray(n, dtype=np.float64)
+    z = z_of(level)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = z / (2 * (n + z ** 2)) * np.sqrt(4 * n * p * (1 - p) + z ** 2)
+    return np.where(n > 0, half, np.nan)
+
+
+def images_needed(half_width: float = DEFAULT_HALF_WIDTH, p: float = 0.5, level: float = DEFAULT_LEVEL) -> int:
+    """The fewest images n whose Wilson interval for a rate p is at most +-half_width wide.
+
+    p = 0.5 is the worst case (the widest interval for a given n). At 95 %: 93 images for +-10 points,
+    381 for +-5. The SPEC's "about 96" (384) is the normal approximation 1.96^2 / (4 h^2); Wilson's
+    half-width at p = 0.5 is z / (2 sqrt(n + z^2)), so it needs z^2 = 3.84 images fewer."""
+    h = float(half_width)
+    if not 0.0 < h < 0.5:
+        raise ValueError(f"half-width {half_width!r} must be between 0 and 0.5 (e.g. 0.1 for +-10 points)")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"rate {p!r} must be between 0 and 1")
+    z = z_of(level)
+    # The half-width falls monotonically in n: bracket from the normal approximation, then bisect.
+    hi = max(1, math.ceil(z * z * max(p * (1 - p), 1e-12) / (h * h)) + 1)
+    while float(wilson_half_width(hi, p, level)) > h:
+        hi *= 2
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if float(wilson_half_width(mid, p, level)) <= h:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def format_half_width(n: int, level: float = DEFAULT_LEVEL) -> str:
+    """One phrase for a crawl budget: 'k = 50 images per class: accuracy to +-13.4 points (95 %, worst case)'."""
+    if n <= 0:
+        return f"k = {n} images per class: no interval (no images)"
+    half = float(wilson_half_width(n, 0.5, level)) * 100
+    return f"k = {n} images per class: accuracy to \u00b1{half:.1f} points ({level:.0%}, worst case p = 0.5)"

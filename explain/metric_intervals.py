@@ -1,0 +1,126 @@
+"""The interval columns of the metric tables (issue 23 item 1): ``<column>_ci_low`` / ``_ci_high``
+for every rate and mean of :mod:`explain.schema` (``interval_columns``).
+
+Called by :func:`explain.metrics.compute_metric_tables` with the arrays it already holds: its
+unique (model, true, pred) triples with their counts (the cells of the bootstrap over images,
+:mod:`explain.uncertainty`) and, for the top-5 statistics, its per-row values. Rates are Wilson
+intervals of k / n with k recovered from the point estimate (k = rate * n is exact in float64
+for any n below 2^52), so a rate and its interval cannot disagree.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from core.intervals import wilson_interval
+from .schema import BOOTSTRAP_COLUMNS, WILSON_DENOMINATORS, interval_columns
+from .uncertainty import IntervalOptions, RatioStatistic, bootstrap_ratios
+
+# Independent random streams for the two cell families (triples; top-5 rows).
+_TRIPLE_STREAM, _TOP5_STREAM = 1, 2
+
+
+def _float(columns: dict, column: str) -> np.ndarray:
+    return np.asarray(columns[column], dtype=np.float64)
+
+
+def wilson_bounds(frame: dict, table: str, options: IntervalOptions) -> dict[str, np.ndarray]:
+    """Wilson bounds of every rate column of a per-class or per-model table's columns (name -> array)."""
+    out = {}
+    for column, den_column in WILSON_DENOMINATORS[table].items():
+        n = _float(frame, den_column)
+        rate = _float(frame, column)
+        k = np.round(rate * n)
+        low, high = wilson_interval(np.where(np.isnan(rate), 0, k), np.where(np.isnan(rate), 0, n), options.level)
+        out[f"{column}_ci_low"], out[f"{column}_ci_high"] = low, high
+    return out
+
+
+def confusion_bounds(count: np.ndarray, n_mistakes: np.ndarray, n: np.ndarray, options: IntervalOptions) -> dict:
+    low, high = wilson_interval(count, n_mistakes, options.level)
+    out = {"mf_ci_low": low, "mf_ci_high": high}
+    out["share_of_samples_ci_low"], out["share_of_samples_ci_high"] = wilson_interval(count, n, options.level)
+    return out
+
+
+def _triple_statistics(values, mistake: np.ndarray, seen: np.ndarray, lin_ratio: np.ndarray) -> dict:
+    # Statistics that share a denominator share the array object: its product is computed once.
+    miss = mistake.astype(np.float64)
+    one = np.ones(len(mistake))
+    lin_defined = (~np.isnan(values.lin)).astype(np.float64)
+    lin = np.where(lin_defined > 0, values.lin, 0.0)
+    lin_miss = miss * lin_defined
+    ratio_defined = (~np.isnan(lin_ratio)).astype(np.float64)
+    ratio = np.where(ratio_defined > 0, lin_ratio, 0.0)
+    severity = values.severity.astype(np.float64)
+    stats = {}
+    for name in ("path", "lch", "wup"):
+        v = getattr(values, name).astype(np.float64)
+        stats[f"{name}_mistakes"] = RatioStatistic(v * miss, miss, seen)
+        stats[f"{name}_all"] = RatioStatistic(v, one, seen)
+    stats["lin_mistakes"] = RatioStatistic(lin * lin_miss, lin_miss, seen)
+    stats["lin_all"] = RatioStatistic(lin * lin_defined, lin_defined, seen)
+    stats["severity"] = RatioStatistic(severity * miss, miss, seen)
+    stats["hdist_at_1"] = RatioStatistic(severity, one, seen)
+    stats["lin_vs_best"] = RatioStatistic(ratio * ratio_defined, ratio_defined, ~seen)
+    stats["accuracy"] = RatioStatistic(1.0 - miss, one)  # per class only: the balanced accuracy's parts
+    return stats
+
+
+def bootstrap_bounds(*, group_of_triple, count, values, mistake, seen_triple, lin_ratio, group_model, n_models,
+                     balanced, top_group, top_count, top_hdist, top_num, top_den, top_seen,
+                     options: IntervalOptions) -> tuple[dict, dict]:
+    """(per-class bounds, per-model bounds): column -> array, for the bootstrap columns of the schema.
+
+    Triple cells: ``group_of_triple`` (non-decreasing), ``count``, the pairs' ``values``, ``mistake``,
+    ``seen_triple`` (counts in its model's row), ``lin_ratio`` (Lin / sim-to-seen, NaN but for unseen
+    classes). Top-5 cells (one per (class, hdist@5 value, hprec numerator, denominator), made here from
+    the counted rows with a complete top-5): ``top_group``, ``top_count`` ... ``top_seen``."""
+    n_groups = len(group_model)
+    seen_group = np.ones(n_groups, dtype=bool)  # seen is a property of the (model, class) group
+    seen_group[group_of_triple] = seen_triple
+    stats = _triple_statistics(values, mistake, seen_group, lin_ratio)
+    triple = bootstrap_ratios(group_of_triple, count, stats, n_groups, options, stream=_TRIPLE_STREAM,
+                              model_of_group=group_model, n_models=n_models, balanced=balanced)
+    top = _top5_cells(top_group, top_count, top_hdist, top_num, top_den)
+    top_seen_group = seen_group.copy()
+    top_seen_group[top_group] = top_seen
+    top_stats = {"hdist_at_5": RatioStatistic(top["hdist"], np.ones(len(top["hdist"])), top_seen_group),
+                 "hprec_at_5": RatioStatistic(np.nan_to_num(top["num"]), np.nan_to_num(top["den"]), top_seen_group)}
+    top_result = bootstrap_ratios(top["group"], top["count"], top_stats, n_groups, options, stream=_TOP5_STREAM,
+                                  model_of_group=group_model, n_models=n_models)
+    per_class, per_model = {}, {}
+    for column in BOOTSTRAP_COLUMNS["per_class"]:
+        source = top_result if column in top_stats else triple
+        per_class[f"{column}_ci_low"], per_class[f"{column}_ci_high"] = source.groups[column]
+    for column in BOOTSTRAP_COLUMNS["per_model"]:
+        key = "lin_vs_best" if column == "lin_vs_best_unseen" else column
+        source = top_result if key in top_stats else triple
+        per_model[f"{column}_ci_low"], per_model[f"{column}_ci_high"] = source.models[key]
+    return per_class, per_model
+
+
+def _top5_cells(group, count, hdist, num, den) -> dict[str, np.ndarray]:
+    """Rows with the same class, hdist@5 and hprec@5 parts are one cell (their weights add)."""
+    if not len(group):
+        return {k: np.zeros(0) for k in ("hdist", "num", "den", "count")} | {"group": np.zeros(0, np.int64)}
+    key = np.stack([group.astype(np.float64), hdist,
+                    np.where(np.isnan(num), -1.0, num), np.where(np.isnan(den), -1.0, den)], axis=1)
+    cells, inverse = np.unique(key, axis=0, return_inverse=True)
+    weight = np.bincount(inverse.ravel(), weights=count, minlength=len(cells))
+    defined = cells[:, 3] >= 0
+    return {"group": cells[:, 0].astype(np.int64), "hdist": cells[:, 1],
+            "num": np.where(defined, cells[:, 2], np.nan), "den": np.where(defined, cells[:, 3], np.nan),
+            "count": weight}
+
+
+def no_bounds(table: str, n_rows: int) -> dict[str, np.ndarray]:
+    """NA bounds (``--no-ci``): the columns exist, the values are unknown."""
+    return {f"{c}_ci_{side}": np.full(n_rows, np.nan) for c in interval_columns(table) for side in ("low", "high")}
+
+
+def mask_undefined(columns: dict, table: str) -> None:
+    """No interval where the point estimate is NA (a mean over nothing), in place."""
+    for c in interval_columns(table):
+        point = np.asarray(columns[c], dtype=np.float64)
+        for side in ("low", "high"):
+            columns[f"{c}_ci_{side}"] = np.where(np.isnan(point), np.nan, columns[f"{c}_ci_{side}"])

@@ -1,0 +1,300 @@
+"""How sure each number is: bootstrap intervals over images, paired tests, q-values, verdicts.
+
+The functional core of issue 23 (SPEC "Uncertainty"); :mod:`explain.metrics` puts its intervals
+beside every point estimate, :mod:`explain.compare` compares two models and two families. Rates
+get Wilson score intervals (:func:`core.intervals.wilson_interval`, also used by crawl); means get
+percentile intervals from a **Poisson bootstrap with the image as the unit**.
+
+Why Poisson and why it is exact here: a Poisson bootstrap gives every image an independent
+weight w ~ Poisson(1) per resample (Hanley & MacGibbon 2006; the multinomial bootstrap's weights
+converge to it). The images of one (model, true, predicted) triple share every value a mean over
+them uses, so the sum of their c weights, w ~ Poisson(c), is all a resample needs of them: one draw
+per *cell* (a triple, or a (class, value) pair for the top-5 statistics) instead of one per image,
+the same bootstrap distribution, exactly. A statistic is then sum(w * num) / sum(w * den) per
+group, one sparse matrix product per statistic over a block of cells, never a loop over resamples
+or classes. A per-model interval sums the same cell weights over the model's classes: the image
+stays the unit, so a class with many images weighs as it does in the point estimate.
+
+Reproducible: the weights come from ``numpy.random.default_rng([seed, stream, block])`` with
+cells cut into blocks at fixed group boundaries, so the same predictions, seed and resamples give
+the same bounds bit for bit in the CLI, the stored artefact and the pages.
+
+Percentile bounds are taken over the resamples where the statistic is defined (a class with one
+mistake loses it in about e^-1 of the resamples; those resamples say nothing about the mean of the
+mistakes). A group with fewer than :data:`MIN_BOOTSTRAP_N` observations gets no interval (NA): one
+image has no spread to resample.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.intervals import DEFAULT_LEVEL, check_level
+
+DEFAULT_RESAMPLES = 2000  # SPEC default
+DEFAULT_SEED = 0
+MIN_BOOTSTRAP_N = 2  # observations below which a mean gets no interval
+BLOCK_WEIGHTS = 4_000_000  # cells x resamples per block: 32 MB of float64 weights at a time
+SIGNIFICANCE = 0.05  # q below it: a difference an analyst may report (SPEC)
+
+# Verdict words, from one place (issue 23 item 2): the CLI, the CSV and the pages use these.
+A_BETTER, B_BETTER = "A better", "B better"
+NO_EVIDENCE = "no evidence of a difference"
+TOO_FEW = "too few images"
+VERDICTS = (A_BETTER, B_BETTER, NO_EVIDENCE, TOO_FEW)
+MIN_PAIRED_IMAGES = 6  # fewer paired images: no test of them can reach p < 0.05 (2 * 0.5^5 = 0.0625)
+
+
+@dataclass(frozen=True)
+class IntervalOptions:
+    """Interval settings: the level, bootstrap resamples and seed (stored in the artefact's
+    fingerprint as ``parameters.ci``)."""
+
+    level: float = DEFAULT_LEVEL
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+
+    def __post_init__(self):
+        check_level(self.level)
+        if int(self.resamples) != self.resamples or self.resamples < 100:
+            raise ValueError(f"resamples {self.resamples!r}: give a whole number of at least 100 (default "
+                             f"{DEFAULT_RESAMPLES}); fewer make the bounds noisy")
+        if int(self.seed) != self.seed or self.seed < 0:
+            raise ValueError(f"seed {self.seed!r}: give a whole number >= 0")
+
+    def as_dict(self) -> dict:
+        return {"level": float(self.level), "resamples": int(self.resamples), "seed": int(self.seed),
+                "rates": "wilson", "means": "poisson bootstrap over images, percentile"}
+
+    def describe(self) -> str:
+        return (f"{self.level:.0%} intervals: Wilson for rates, bootstrap over images for means "
+                f"({self.resamples} resamples, seed {self.seed})")
+
+
+# --------------------------------------------------------------------------- percentiles
+def percentile_bounds(replicates: np.ndarray, level: float, *, axis_n: np.ndarray | None = None) -> tuple:
+    """Per row of ``replicates`` (groups x resamples, NaN = undefined in that resample): the
+    (1 - level) / 2 and (1 + level) / 2 quantiles of the defined values, NumPy's default 'linear'
+    method (``np.quantile`` on the defined values; tested equal). NaN for a row with no defined value."""
+    reps = np.sort(replicates, axis=1)  # NaN sorts last
+    m = (~np.isnan(reps)).sum(axis=1)
+    out = []
+    for q in ((1 - level) / 2, (1 + level) / 2):
+        pos = (np.maximum(m, 1) - 1) * q
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, np.maximum(m - 1, 0))
+        frac = pos - lo
+        a = np.take_along_axis(reps, lo[:, None], axis=1)[:, 0]
+        b = np.take_along_axis(reps, hi[:, None], axis=1)[:, 0]
+        value = a + (b - a) * frac
+        out.append(np.where(m > 0, value, np.nan))
+    return out[0], out[1]
+
+
+# --------------------------------------------------------------------------- ratio statistics
+@dataclass
+class RatioStatistic:
+    """sum(w * num) / sum(w * den) per group over cells (num, den, n_obs: per cell); ``model_mask``
+    (per group) marks the groups that also count in their model's statistic (None: no per-model
+    interval)."""
+
+    num: np.ndarray
+    den: np.ndarray
+    model_mask: np.ndarray | None = None
+    n_obs: np.ndarray | None = None  # per cell: observations (images) in the denominator; default count * (den > 0)
+
+
+@dataclass
+class BootstrapResult:
+    groups: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    models: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def _blocks(group: np.ndarray, resamples: int) -> list[tuple[int, int]]:
+    """[start, stop) cell ranges cut at group boundaries, each about BLOCK_WEIGHTS / resamples cells
+    (a group larger than that is a block of its own). Depends only on the groups: reproducible."""
+    if not len(group):
+        return []
+    target = max(1, BLOCK_WEIGHTS // resamples)
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    blocks, begin = [], 0
+    cut = np.searchsorted(starts, np.arange(target, len(group), target))
+    for c in np.unique(cut):
+        stop = int(starts[c]) if c < len(starts) else len(group)
+        if stop > begin:
+            blocks.append((begin, stop))
+            begin = stop
+    blocks.append((begin, len(group)))
+    return [b for b in blocks if b[1] > b[0]]
+
+
+def _csr(rows: np.ndarray, values: np.ndarray, n_rows: int):
+    """The (n_rows x cells) matrix summing cells into their rows, weighted by ``values``: rows are
+    non-decreasing, so CSR's arrays are built directly (scipy's COO conversion sorted them again)."""
+    from scipy.sparse import csr_matrix
+
+    values = np.asarray(values, dtype=np.float32)
+    indptr = np.searchsorted(rows, np.arange(n_rows + 1))
+    return csr_matrix((values, np.arange(len(rows)), indptr), shape=(n_rows, len(rows)))
+
+
+def _enough(group: np.ndarray, n_obs: np.ndarray, n_groups: int) -> np.ndarray:
+    return np.bincount(group, weights=n_obs, minlength=n_groups) >= MIN_BOOTSTRAP_N
+
+
+def _replicate_ratios(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def bootstrap_ratios(group: np.ndarray, count: np.ndarray, stats: dict[str, RatioStatistic], n_groups: int,
+                     options: IntervalOptions, *, stream: int, model_of_group: np.ndarray | None = None,
+                     n_models: int = 0, balanced: np.ndarray | None = None) -> BootstrapResult:
+    """Percentile intervals of each ratio statistic per group and (where ``model_mask``) per model.
+
+    ``group``: per cell, its group code (non-decreasing); ``count``: images in the cell (its weight
+    is Poisson(count)). ``balanced``: per group, whether it counts in its model's balanced accuracy
+    (the unweighted mean over classes of sum(w * correct) / sum(w * n): needs 'accuracy' in stats).
+    ``stream`` separates the random streams of independent cell families.
+
+    Cost: one Poisson draw per cell and resample, and one sparse product per distinct numerator and
+    denominator per block (statistics sharing a denominator array share its product); the quantiles
+    are taken only for the groups with at least MIN_BOOTSTRAP_N observations."""
+    level, resamples = options.level, int(options.resamples)
+    result = BootstrapResult()
+    if n_groups == 0:
+        return result
+    group = np.asarray(group, dtype=np.int64)
+    count = np.asarray(count, dtype=np.float64)
+    enough = {name: _enough(group, s.n_obs if s.n_obs is not None else count * (s.den > 0), n_groups)
+              for name, s in stats.items()}
+    group_low = {name: np.full(n_groups, np.nan) for name in stats}
+    group_high = {name: np.full(n_groups, np.nan) for name in stats}
+    model_num = {name: np.zeros((n_models, resamples)) for name, s in stats.items() if s.model_mask is not None}
+    model_den = {name: np.zeros((n_models, resamples)) for name in model_num}
+    bal_sum = np.zeros((n_models, resamples)) if balanced is not None else None
+    bal_n = np.zeros((n_models, resamples)) if balanced is not None else None
+    for block, (start, stop) in enumerate(_blocks(group, resamples)):
+        rng = np.random.default_rng([int(options.seed), int(stream), block])
+        weights = rng.poisson(count[start:stop, None], size=(stop - start, resamples)).astype(np.float32)
+        g = group[start:stop]
+        first, last = int(g[0]), int(g[-1]) + 1
+        local = g - first
+        products: dict[int, np.ndarray] = {}  # id(array) -> its product: shared denominators once
+
+        def product(values: np.ndarray) -> np.ndarray:
+            key = id(values)
+            if key not in products:
+                products[key] = _csr(local, values[start:stop], last - first) @ weights
+            return products[key]
+
+        for name, s in stats.items():
+            use = np.flatnonzero(enough[name][first:last])
+            keep_all = name == "accuracy" and balanced is not None
+            if not len(use) and not keep_all and s.model_mask is None:
+                continue
+            num, den = product(s.num), product(s.den)
+            if len(use):
+                low, high = percentile_bounds(_replicate_ratios(num[use], den[use]), level)
+                group_low[name][first + use], group_high[name][first + use] = low, high
+            if keep_all:
+                reps = _replicate_ratios(num, den)
+                use_bal = balanced[first:last]
+                defined = use_bal[:, None] & ~np.isnan(reps)
+                models = model_of_group[first:last]
+                bal_sum += _csr(models, use_bal.astype(np.float64), n_models) @ np.where(defined, reps, 0.0)
+                bal_n += _csr(models, np.ones(len(models)), n_models) @ defined.astype(np.float64)
+            if s.model_mask is not None:  # a model's sums are its counted groups' sums: groups x R, not cells x R
+                into = _csr(model_of_group[first:last], s.model_mask[first:last], n_models)
+                model_num[name] += into @ num
+                model_den[name] += into @ den
+    for name, s in stats.items():
+        result.groups[name] = (group_low[name], group_high[name])
+        if name in model_num:
+            low, high = percentile_bounds(_replicate_ratios(model_num[name], model_den[name]), level)
+            n_obs = s.n_obs if s.n_obs is not None else count * (s.den > 0)
+            obs = np.bincount(model_of_group[group], weights=n_obs * s.model_mask[group], minlength=n_models)
+            ok = obs >= MIN_BOOTSTRAP_N
+            result.models[name] = (np.where(ok, low, np.nan), np.where(ok, high, np.nan))
+    if balanced is not None:
+        low, high = percentile_bounds(_replicate_ratios(bal_sum, bal_n), level)
+        ok = np.bincount(model_of_group[balanced], minlength=n_models) >= 1
+        result.models["accuracy_balanced"] = (np.where(ok, low, np.nan), np.where(ok, high, np.nan))
+    return result
+
+
+def block_sums(group: np.ndarray, count: np.ndarray, columns: dict[str, np.ndarray], options: IntervalOptions, *,
+               stream: int):
+    """Yield (first_group, stop_group, {name: sums}) per block of cells: ``sums[name]`` is
+    (groups of the block x resamples), each group's sum over its cells of w * column with the same
+    Poisson weights w for every column (what a paired or joint statistic needs). ``group`` is
+    non-decreasing; the blocks and weights are those of :func:`bootstrap_ratios` for the stream."""
+    group = np.asarray(group, dtype=np.int64)
+    count = np.asarray(count, dtype=np.float64)
+    resamples = int(options.resamples)
+    for block, (start, stop) in enumerate(_blocks(group, resamples)):
+        rng = np.random.default_rng([int(options.seed), int(stream), block])
+        weights = rng.poisson(count[start:stop, None], size=(stop - start, resamples)).astype(np.float32)
+        g = group[start:stop]
+        first, last = int(g[0]), int(g[-1]) + 1
+        local = g - first
+        yield first, last, {name: (_csr(local, values[start:stop], last - first) @ weights).astype(np.float64)
+                            for name, values in columns.items()}
+
+
+# --------------------------------------------------------------------------- tests of a difference
+def mcnemar_p(b, c) -> np.ndarray:
+    """Exact McNemar p, elementwise: the two-sided binomial test of b against b + c at 1/2
+    (``scipy.stats.binomtest(b, b + c, 0.5).pvalue``, tested equal); 1 where b + c == 0. With p = 1/2
+    the binomial is symmetric, so scipy's "outcomes no more likely than the one seen" is
+    2 * P(X <= min(b, c)), capped at 1."""
+    from scipy.stats import binom
+
+    b = np.asarray(b, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    n = b + c
+    p = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(b, c), np.maximum(n, 1), 0.5))
+    return np.where((n == 0) | (b == c), 1.0, p)
+
+
+def bootstrap_p(replicates: np.ndarray) -> np.ndarray:
+    """Two-sided p of "the difference is 0" from its bootstrap replicates (rows: tests), by inverting
+    the percentile interval: twice the smaller share of replicates on either side of 0, with the
+    usual +1 so that p is never 0 from finitely many resamples; NaN for a row with no defined value.
+    p < alpha exactly when 0 lies outside the (1 - alpha) percentile interval, up to that +1."""
+    defined = ~np.isnan(replicates)
+    m = defined.sum(axis=1)
+    below = (np.where(defined, replicates, np.inf) <= 0).sum(axis=1)
+    above = (np.where(defined, replicates, -np.inf) >= 0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.minimum(1.0, 2.0 * (np.minimum(below, above) + 1) / (m + 1))
+    return np.where(m > 0, p, np.nan)
+
+
+def bh_q_values(p) -> np.ndarray:
+    """Benjamini-Hochberg q-values over one family of tests (``scipy.stats.false_discovery_control``,
+    method 'bh'); NaN p-values (tests that could not be made) stay NaN and do not count in the family."""
+    from scipy.stats import false_discovery_control
+
+    p = np.asarray(p, dtype=np.float64)
+    q = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        q[ok] = false_discovery_control(p[ok], method="bh")
+    return q
+
+
+def verdict(diff: float, q: float, n: int, *, higher_is_better: bool = True) -> str:
+    """The one verdict rule: too few images, else no evidence when q >= SIGNIFICANCE (or undefined),
+    else the better model by the sign of the difference (A - B)."""
+    if n < MIN_PAIRED_IMAGES:
+        return TOO_FEW
+    if q is None or np.isnan(q) or q >= SIGNIFICANCE or diff is None or np.isnan(diff) or diff == 0:
+        return NO_EVIDENCE
+    return A_BETTER if (diff > 0) == higher_is_better else B_BETTER
+
+
+def verdicts(diff, q, n, *, higher_is_better: bool = True) -> list[str]:
+    return [verdict(float(d), float(qq), int(k), higher_is_better=higher_is_better)
+            for d, qq, k in zip(np.asarray(diff, dtype=np.float64), np.asarray(q, dtype=np.float64), np.asarray(n))]
