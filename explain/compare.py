@@ -55,7 +55,7 @@ class Statistic:
 STATISTICS: tuple[Statistic, ...] = (
     Statistic("accuracy", "correct", "one", test="mcnemar"),
     Statistic("accuracy_hier", "correct_hier", "one", test="mcnemar"),
-    Statistic("sibling_rate", "sibling", "mistake"),
+    Statistic("sibling_rate", "sibling_mistake", "mistake"),
     Statistic("wup_mistakes", "wup_mistake", "mistake"),
     Statistic("severity", "severity_mistake", "mistake", higher_is_better=False),
     Statistic("path_all", "path", "one"),
@@ -74,7 +74,7 @@ def _image_values(values, correct: np.ndarray) -> dict[str, np.ndarray]:
     severity = values.severity.astype(np.float64)
     return {"one": np.ones(len(correct)), "correct": correct.astype(np.float64),
             "correct_hier": (correct | values.is_hyponym).astype(np.float64), "mistake": mistake.astype(np.float64),
-            "sibling": (mistake & values.is_sibling).astype(np.float64),
+            "sibling_mistake": (mistake & values.is_sibling).astype(np.float64),
             "wup_mistake": values.wup * mistake, "severity_mistake": severity * mistake,
             "path": values.path.astype(np.float64), "wup": values.wup.astype(np.float64),
             "lin": np.where(lin_defined, values.lin, 0.0), "lin_defined": lin_defined.astype(np.float64),
@@ -197,15 +197,19 @@ def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
     low = {s.name: np.full(n_classes, np.nan) for s in STATISTICS}
     high = {s.name: np.full(n_classes, np.nan) for s in STATISTICS}
     boot_p = {s.name: np.full(n_classes, np.nan) for s in STATISTICS}
+    # Observations behind a difference: the fewer of A's and B's (images, or mistakes for a mean over them).
+    obs = {s.name: np.minimum(np.bincount(group, weights=count * (xa[s.den] > 0), minlength=n_classes),
+                              np.bincount(group, weights=count * (xb[s.den] > 0), minlength=n_classes))
+           for s in STATISTICS}
     overall_reps = {name: np.zeros(int(options.resamples)) for name in columns}
     for first, last, block in block_sums(group, count, columns, options, stream=_PAIRED_STREAM):
         for name in columns:
             overall_reps[name] += block[name].sum(axis=0)
         for s in STATISTICS:
             diff = _diff(block, s)
-            lo, hi = percentile_bounds(diff, options.level)
+            lo, hi = percentile_bounds(diff, options.level, n_obs=obs[s.name][first:last])
             low[s.name][first:last], high[s.name][first:last] = lo, hi
-            boot_p[s.name][first:last] = bootstrap_p(diff)
+            boot_p[s.name][first:last] = bootstrap_p(diff, obs[s.name][first:last])
 
     n = np.bincount(group, weights=count, minlength=n_classes)
     b = np.bincount(group, weights=count * ((c_a == c_true) & (c_b != c_true)), minlength=n_classes)
@@ -221,7 +225,8 @@ def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
         oa = _ratio(overall_sums[f"a:{s.num}"], overall_sums[f"a:{s.den}"])
         ob = _ratio(overall_sums[f"b:{s.num}"], overall_sums[f"b:{s.den}"])
         diff_reps = _diff(overall_block, s)
-        o_lo, o_hi = percentile_bounds(diff_reps, options.level)
+        o_obs = obs[s.name].sum()
+        o_lo, o_hi = percentile_bounds(diff_reps, options.level, n_obs=[o_obs])
         if s.test == "mcnemar":
             hits = {"accuracy": ("correct",), "accuracy_hier": ("correct_hier",)}[s.name][0]
             bb = np.bincount(group, weights=count * ((xa[hits] > 0) & (xb[hits] == 0)), minlength=n_classes)
@@ -230,7 +235,7 @@ def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
             o_p = float(mcnemar_p(round(bb.sum()), round(cc.sum())))
         else:
             p = boot_p[s.name]
-            o_p = float(bootstrap_p(diff_reps)[0])
+            o_p = float(bootstrap_p(diff_reps, [o_obs])[0])
         p = np.where(np.isnan(a_val) | np.isnan(b_val), np.nan, p)
         o_p = float("nan") if np.isnan(oa) or np.isnan(ob) else o_p
         overall_p[s.name] = o_p

@@ -819,6 +819,9 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
             options=ci)
         class_columns.update(class_bounds)
         model_columns.update(model_bounds)
+    for columns_, table, size in ((class_columns, "per_class", n_groups), (model_columns, "per_model", n_models)):
+        for name, value in metric_intervals.no_bounds(table, size).items():
+            columns_.setdefault(name, value)  # no groups (or --no-ci): NA bounds
     metric_intervals.mask_undefined(class_columns, "per_class")
     metric_intervals.mask_undefined(model_columns, "per_model")
     columns = {"model": _strings(rows.models, group_keys // n_wnids),

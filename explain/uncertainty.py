@@ -19,7 +19,8 @@ Reproducible: the weights come from ``numpy.random.default_rng([seed, stream, bl
 cells cut into blocks at fixed group boundaries, so the same predictions, seed and resamples give
 the same bounds bit for bit in the CLI, the stored artefact and the pages.
 
-Percentile bounds are taken over the resamples where the statistic is defined (a class with one
+The bounds are those of the *expanded* percentile interval (:func:`expanded_tail`: the percentile
+interval widened for small samples, Hesterberg 2015), taken over the resamples where the statistic is defined (a class with one
 mistake loses it in about e^-1 of the resamples; those resamples say nothing about the mean of the
 mistakes). A group with fewer than :data:`MIN_BOOTSTRAP_N` observations gets no interval (NA): one
 image has no spread to resample.
@@ -73,22 +74,48 @@ class IntervalOptions:
 
 
 # --------------------------------------------------------------------------- percentiles
-def percentile_bounds(replicates: np.ndarray, level: float, *, axis_n: np.ndarray | None = None) -> tuple:
+def expanded_tail(level: float, n) -> np.ndarray:
+    """The lower tail probability at which the *expanded* percentile interval (Hesterberg 2015,
+    "What teachers should know about the bootstrap", section 5.3) takes its bounds, per n.
+
+    Why: the plain percentile interval is too narrow for small samples (it uses the plug-in standard
+    error, sqrt((n - 1) / n) of the usual one, and normal rather than t quantiles): on 30 images of a
+    class half right, its "95 %" interval of the mean WUP covered the truth in 91 % of 400
+    repetitions (tests/explain/test_interval_coverage.py). The expanded interval takes the percentile
+    bounds at tail Phi(-sqrt(n / (n - 1)) t_{alpha/2, n-1}) instead of alpha / 2: 1.88 % instead of
+    2.5 % at n = 30, 2.37 % at n = 300, 2.49 % at n = 10,000. NaN for n < 2."""
+    from scipy.stats import norm, t
+
+    n = np.asarray(n, dtype=np.float64)
+    alpha = 1.0 - level
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok = n >= 2
+        safe = np.where(ok, n, 2.0)
+        tail = norm.cdf(-np.sqrt(safe / (safe - 1)) * t.ppf(1 - alpha / 2, safe - 1))
+    return np.where(ok, tail, np.nan)
+
+
+def percentile_bounds(replicates: np.ndarray, level: float, *, n_obs=None) -> tuple:
     """Per row of ``replicates`` (groups x resamples, NaN = undefined in that resample): the
-    (1 - level) / 2 and (1 + level) / 2 quantiles of the defined values, NumPy's default 'linear'
-    method (``np.quantile`` on the defined values; tested equal). NaN for a row with no defined value."""
+    lower and upper percentile bounds over the defined values, NumPy's default 'linear' quantile
+    (tested equal to ``np.quantile``). Without ``n_obs`` at (1 -+ level) / 2; with ``n_obs`` (per row:
+    observations behind the statistic) the expanded percentile interval's tails
+    (:func:`expanded_tail`). NaN for a row with no defined value or fewer than 2 observations."""
     reps = np.sort(replicates, axis=1)  # NaN sorts last
     m = (~np.isnan(reps)).sum(axis=1)
+    if n_obs is None:
+        tail = np.full(len(reps), (1 - level) / 2)
+    else:
+        tail = np.broadcast_to(expanded_tail(level, n_obs), (len(reps),))
     out = []
-    for q in ((1 - level) / 2, (1 + level) / 2):
-        pos = (np.maximum(m, 1) - 1) * q
+    for q in (tail, 1 - tail):
+        pos = (np.maximum(m, 1) - 1) * np.nan_to_num(q)
         lo = np.floor(pos).astype(np.int64)
         hi = np.minimum(lo + 1, np.maximum(m - 1, 0))
         frac = pos - lo
         a = np.take_along_axis(reps, lo[:, None], axis=1)[:, 0]
         b = np.take_along_axis(reps, hi[:, None], axis=1)[:, 0]
-        value = a + (b - a) * frac
-        out.append(np.where(m > 0, value, np.nan))
+        out.append(np.where((m > 0) & ~np.isnan(q), a + (b - a) * frac, np.nan))
     return out[0], out[1]
 
 
@@ -139,10 +166,6 @@ def _csr(rows: np.ndarray, values: np.ndarray, n_rows: int):
     return csr_matrix((values, np.arange(len(rows)), indptr), shape=(n_rows, len(rows)))
 
 
-def _enough(group: np.ndarray, n_obs: np.ndarray, n_groups: int) -> np.ndarray:
-    return np.bincount(group, weights=n_obs, minlength=n_groups) >= MIN_BOOTSTRAP_N
-
-
 def _replicate_ratios(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
@@ -167,8 +190,9 @@ def bootstrap_ratios(group: np.ndarray, count: np.ndarray, stats: dict[str, Rati
         return result
     group = np.asarray(group, dtype=np.int64)
     count = np.asarray(count, dtype=np.float64)
-    enough = {name: _enough(group, s.n_obs if s.n_obs is not None else count * (s.den > 0), n_groups)
-              for name, s in stats.items()}
+    observations = {name: np.bincount(group, weights=s.n_obs if s.n_obs is not None else count * (s.den > 0),
+                                      minlength=n_groups) for name, s in stats.items()}
+    enough = {name: obs >= MIN_BOOTSTRAP_N for name, obs in observations.items()}
     group_low = {name: np.full(n_groups, np.nan) for name in stats}
     group_high = {name: np.full(n_groups, np.nan) for name in stats}
     model_num = {name: np.zeros((n_models, resamples)) for name, s in stats.items() if s.model_mask is not None}
@@ -196,7 +220,8 @@ def bootstrap_ratios(group: np.ndarray, count: np.ndarray, stats: dict[str, Rati
                 continue
             num, den = product(s.num), product(s.den)
             if len(use):
-                low, high = percentile_bounds(_replicate_ratios(num[use], den[use]), level)
+                low, high = percentile_bounds(_replicate_ratios(num[use], den[use]), level,
+                                              n_obs=observations[name][first + use])
                 group_low[name][first + use], group_high[name][first + use] = low, high
             if keep_all:
                 reps = _replicate_ratios(num, den)
@@ -212,13 +237,14 @@ def bootstrap_ratios(group: np.ndarray, count: np.ndarray, stats: dict[str, Rati
     for name, s in stats.items():
         result.groups[name] = (group_low[name], group_high[name])
         if name in model_num:
-            low, high = percentile_bounds(_replicate_ratios(model_num[name], model_den[name]), level)
             n_obs = s.n_obs if s.n_obs is not None else count * (s.den > 0)
             obs = np.bincount(model_of_group[group], weights=n_obs * s.model_mask[group], minlength=n_models)
+            low, high = percentile_bounds(_replicate_ratios(model_num[name], model_den[name]), level, n_obs=obs)
             ok = obs >= MIN_BOOTSTRAP_N
             result.models[name] = (np.where(ok, low, np.nan), np.where(ok, high, np.nan))
-    if balanced is not None:
-        low, high = percentile_bounds(_replicate_ratios(bal_sum, bal_n), level)
+    if balanced is not None:  # expanded by the model's images in its balanced classes
+        images = np.bincount(model_of_group[group], weights=count * balanced[group], minlength=n_models)
+        low, high = percentile_bounds(_replicate_ratios(bal_sum, bal_n), level, n_obs=images)
         ok = np.bincount(model_of_group[balanced], minlength=n_models) >= 1
         result.models["accuracy_balanced"] = (np.where(ok, low, np.nan), np.where(ok, high, np.nan))
     return result
@@ -258,18 +284,28 @@ def mcnemar_p(b, c) -> np.ndarray:
     return np.where((n == 0) | (b == c), 1.0, p)
 
 
-def bootstrap_p(replicates: np.ndarray) -> np.ndarray:
+def bootstrap_p(replicates: np.ndarray, n_obs=None) -> np.ndarray:
     """Two-sided p of "the difference is 0" from its bootstrap replicates (rows: tests), by inverting
-    the percentile interval: twice the smaller share of replicates on either side of 0, with the
+    the percentile interval: twice the smaller share s of replicates on either side of 0, with the
     usual +1 so that p is never 0 from finitely many resamples; NaN for a row with no defined value.
-    p < alpha exactly when 0 lies outside the (1 - alpha) percentile interval, up to that +1."""
+    With ``n_obs`` the expanded percentile interval is inverted instead (:func:`expanded_tail`):
+    p = 2 T_{n-1}(-Phi^-1(1 - s) / sqrt(n / (n - 1))), the level at which that interval's bound
+    reaches 0. Either way p < alpha exactly when 0 lies outside the (1 - alpha) interval, up to the +1."""
+    from scipy.stats import norm, t
+
     defined = ~np.isnan(replicates)
     m = defined.sum(axis=1)
     below = (np.where(defined, replicates, np.inf) <= 0).sum(axis=1)
     above = (np.where(defined, replicates, -np.inf) >= 0).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.minimum(1.0, 2.0 * (np.minimum(below, above) + 1) / (m + 1))
-    return np.where(m > 0, p, np.nan)
+        share = np.minimum(0.5, (np.minimum(below, above) + 1) / (m + 1))
+        if n_obs is None:
+            p = 2.0 * share
+        else:
+            n = np.broadcast_to(np.asarray(n_obs, dtype=np.float64), share.shape)
+            safe = np.where(n >= 2, n, 2.0)
+            p = np.where(n >= 2, 2.0 * t.cdf(-norm.ppf(1 - share) / np.sqrt(safe / (safe - 1)), safe - 1), np.nan)
+    return np.where(m > 0, np.minimum(1.0, p), np.nan)
 
 
 def bh_q_values(p) -> np.ndarray:

@@ -125,7 +125,9 @@ def test_refresh_writes_the_tables_and_the_fingerprint_last(run):
     assert names == ["confusions.parquet", "fingerprint.json", "per_class.parquet", "per_model.parquet"]
     stored = json.loads((run.metrics_dir / "fingerprint.json").read_text())
     assert stored["predictions"] == predictions_fingerprint(run) and stored["manifest"] == manifest_fingerprint(run)
-    assert stored["parameters"] == {"confusion_top_k": 3}
+    assert stored["parameters"]["confusion_top_k"] == 3
+    ci = stored["parameters"]["ci"]  # the interval settings are part of what the tables are (issue 23)
+    assert (ci["level"], ci["resamples"], ci["seed"], ci["rates"]) == (0.95, 2000, 0, "wilson")
     assert set(stored["versions"]) >= {"metrics", "similarity", "columns"}
     assert {n: e["rows"] for n, e in stored["tables"].items()} == {n: len(df) for n, df in tables.as_dict().items()}
     fingerprint_mtime = (run.metrics_dir / "fingerprint.json").stat().st_mtime_ns
@@ -315,7 +317,7 @@ def test_cli_run_form_with_na_metrics_exits_0(tmp_path, capsys):
     assert explain_main(["metrics", "--run", run.run_id, "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert sorted(out[:2]) == ["broken\tn=0\taccuracy=NA\tsibling_rate=NA",
-                               "perfect\tn=8\taccuracy=1.0000\tsibling_rate=NA"]
+                               "perfect\tn=8\taccuracy=1.0000 [0.6756, 1.0000]\tsibling_rate=NA"]  # Wilson 8/8 (scipy)
     assert {p.name for p in (tmp_path / "out").iterdir()} == {"per_model.csv", "per_class.csv", "confusions.csv"}
     assert explain_main(["metrics", "--run", run.run_id]) == 0  # read back from the stored artefact
     assert capsys.readouterr().out.splitlines() == out[:2]

@@ -201,7 +201,7 @@ def test_na_metrics_are_printed_as_na_exit_0(tmp_path, capsys, suffix):
     df.to_csv(source, index=False) if suffix == ".csv" else df.to_parquet(source)
     assert main(["metrics", str(source), "--out", str(tmp_path / "out"), "--no-cache"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "perfect\tn=6\taccuracy=1.0000\tsibling_rate=NA"
+    assert out[0] == "perfect\tn=6\taccuracy=1.0000 [0.6097, 1.0000]\tsibling_rate=NA"  # Wilson 6/6 (scipy)
     assert out[1] == "broken\tn=0\taccuracy=NA\tsibling_rate=NA"
     tables = compute_metric_tables(read_predictions_file(source)[0], cache_dir=False)
     for name, table in tables.as_dict().items():

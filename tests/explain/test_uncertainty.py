@@ -1,0 +1,92 @@
+"""explain.uncertainty's functional core against its references (scipy, numpy), and the Poisson
+bootstrap's claim that one draw per cell of c images is the same bootstrap as one per image."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest, false_discovery_control
+
+from explain.uncertainty import (A_BETTER, B_BETTER, NO_EVIDENCE, TOO_FEW, IntervalOptions, RatioStatistic,
+                                 bh_q_values, bootstrap_p, bootstrap_ratios, mcnemar_p, percentile_bounds, verdict)
+
+
+def test_mcnemar_equals_binomtest_on_the_discordant_pairs():
+    b, c = np.meshgrid(np.arange(0, 31), np.arange(0, 31))
+    b, c = b.ravel(), c.ravel()
+    want = [1.0 if bb + cc == 0 else binomtest(int(bb), int(bb + cc), 0.5).pvalue for bb, cc in zip(b, c)]
+    np.testing.assert_allclose(mcnemar_p(b, c), want, rtol=1e-12, atol=1e-15)
+
+
+def test_bh_equals_scipy_and_keeps_nan_out_of_the_family():
+    rng = np.random.default_rng(3)
+    p = rng.random(40) ** 3
+    np.testing.assert_allclose(bh_q_values(p), false_discovery_control(p, method="bh"), rtol=0, atol=1e-15)
+    with_nan = np.r_[p[:5], np.nan, p[5:10]]
+    q = bh_q_values(with_nan)
+    assert np.isnan(q[5])
+    np.testing.assert_allclose(np.r_[q[:5], q[6:]], false_discovery_control(np.r_[p[:5], p[5:10]]), atol=1e-15)
+
+
+def test_percentile_bounds_equal_numpy_quantile_over_defined_values():
+    rng = np.random.default_rng(4)
+    reps = rng.normal(size=(6, 501))
+    reps[2, ::3] = np.nan
+    reps[4] = np.nan
+    low, high = percentile_bounds(reps, 0.9)
+    for i, row in enumerate(reps):
+        row = row[~np.isnan(row)]
+        if not len(row):
+            assert np.isnan(low[i]) and np.isnan(high[i])
+            continue
+        assert low[i] == pytest.approx(np.quantile(row, 0.05), abs=1e-12)
+        assert high[i] == pytest.approx(np.quantile(row, 0.95), abs=1e-12)
+
+
+def test_bootstrap_p_inverts_the_percentile_interval():
+    rng = np.random.default_rng(5)
+    reps = np.stack([rng.normal(3, 1, 1999), rng.normal(0, 1, 1999), rng.normal(-0.5, 1, 1999)])
+    p = bootstrap_p(reps)
+    assert p[0] < 0.01 and p[1] > 0.5 and 0.3 < p[2] < 0.8
+    low, high = percentile_bounds(reps, 0.95)
+    assert ((p < 0.05) == ((low > 0) | (high < 0))).all()
+
+
+def test_verdict_words_from_one_rule():
+    assert verdict(0.1, 0.01, 50) == A_BETTER and verdict(-0.1, 0.01, 50) == B_BETTER
+    assert verdict(-0.1, 0.01, 50, higher_is_better=False) == A_BETTER  # severity: lower is better
+    assert verdict(0.1, 0.05, 50) == NO_EVIDENCE and verdict(0.1, float("nan"), 50) == NO_EVIDENCE
+    assert verdict(0.5, 0.001, 5) == TOO_FEW
+
+
+def test_options_refuse_what_makes_no_sense():
+    for bad in ({"level": 1.5}, {"level": 0}, {"resamples": 10}, {"seed": -1}, {"resamples": 2.5}):
+        with pytest.raises(ValueError):
+            IntervalOptions(**bad)
+
+
+def _one_group_bounds(values, counts, seed, resamples=20000):
+    values, counts = np.asarray(values, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    stats = {"m": RatioStatistic(values, np.ones(len(values)))}
+    result = bootstrap_ratios(np.zeros(len(values), dtype=np.int64), counts, stats, 1,
+                              IntervalOptions(resamples=resamples, seed=seed), stream=1)
+    return result.groups["m"][0][0], result.groups["m"][1][0]
+
+
+def test_a_cell_of_c_images_is_the_same_bootstrap_as_c_images():
+    """Poisson(c) = the sum of c independent Poisson(1) weights: the interval from 3 cells of
+    (20, 7, 3) images equals, up to Monte Carlo error, the one from the 30 images one by one, and
+    both equal the classic multinomial bootstrap's."""
+    values, counts = [0.2, 0.6, 0.9], [20, 7, 3]
+    cells = _one_group_bounds(values, counts, seed=1)
+    images = _one_group_bounds(np.repeat(values, counts), np.ones(30), seed=2)
+    rng = np.random.default_rng(7)
+    x = np.repeat(values, counts)
+    classic = x[rng.integers(0, 30, size=(20000, 30))].mean(axis=1)
+    want = np.quantile(classic, [0.025, 0.975])
+    for got in (cells, images):
+        assert got == pytest.approx(tuple(want), abs=0.012)
+
+
+def test_fewer_than_two_images_get_no_interval():
+    low, high = _one_group_bounds([0.5], [1], seed=0, resamples=200)
+    assert np.isnan(low) and np.isnan(high)
