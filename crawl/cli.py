@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.errors import OptionError, WildLensError, one_line
+from core.intervals import DEFAULT_HALF_WIDTH, format_half_width, images_needed
 from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names
 from core.progress import TerminalProgress
 from core.runstore import RunStore, StoreError
@@ -161,6 +162,9 @@ def cmd_fetch(args) -> int:
             return EXIT_OFFLINE
     target, _ = _destination(args, query=args.query or "", sense=args.query or "", wnids=wnids,
                              images_per_class=args.k, source=f"crawl:{args.engine}")
+    # What k buys (issue 23 item 4): the widest accuracy interval a class of k images can have.
+    print(f"{format_half_width(args.k)}; \u00b110 points needs {images_needed(DEFAULT_HALF_WIDTH)} images per class",
+          file=sys.stderr)
     progress = None if args.no_progress else TerminalProgress()
     try:
         summary = crawl_run(target, wnids, args.k, engine=args.engine, config=config, progress=progress,

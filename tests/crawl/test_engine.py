@@ -473,6 +473,9 @@ def test_image_hosts_on_private_addresses_are_refused_unless_allowed(tmp_path, c
         assert main(args + ["--out", str(tmp_path / "cli-strict")]) == 1
         assert "rejected:private-address" in capsys.readouterr().out
         assert main(args + ["--out", str(tmp_path / "cli-allowed"), "--allow-private-hosts"]) == 0
+        # What k = 4 buys (issue 23 item 4): Wilson's widest half-width at 4 images, printed before the crawl.
+        assert ("k = 4 images per class: accuracy to \u00b135.0 points (95%, worst case p = 0.5); \u00b110 points "
+                "needs 93 images per class") in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- engines
