@@ -5,7 +5,9 @@ Prints:
    nothing cached before counts), split into the IN-21K information content and the 1000 x 1000
    matrices, and the warm reload from the disk cache;
 2. the whole metric table (per model, per class, confusions) for 1,000,000 synthetic predictions
-   over 10 models; targets: <= 2 s on a 2-core machine;
+   over 10 models; targets: <= 2 s on a 2-core machine; then the same with every interval column
+   (Wilson and the bootstrap over images, 2000 resamples) and what the intervals add (issue 23's
+   target: <= 1.5 s);
 3. on the same 10,000 predictions, the vectorised tables against calling NLTK per sample (path,
    LCH, WUP and the sibling test, as the 2023 paper's notebooks did), with the ratio; target >= 100x.
 
@@ -31,6 +33,7 @@ import pandas as pd  # noqa: E402
 
 from explain import similarity  # noqa: E402
 from explain.metrics import compute_metric_tables  # noqa: E402
+from explain.uncertainty import IntervalOptions  # noqa: E402
 from core.runstore import PREDICTION_SCHEMA, conform  # noqa: E402
 from core.wordnet import get_wordnet  # noqa: E402
 
@@ -109,6 +112,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--nltk-rows", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the intervals (0: none)")
     args = parser.parse_args()
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -129,12 +133,22 @@ def main() -> int:
         gen_s, df = timed(synthetic_predictions, args.rows, matrices)
         print(f"synthetic predictions: {len(df):,} rows, {df['model'].nunique()} models "
               f"(generated in {gen_s:.1f} s, not counted)")
-        times = []
+        times, ci_times = [], []
+        options = IntervalOptions(resamples=args.resamples)
         for _ in range(args.repeat):
-            seconds, tables = timed(compute_metric_tables, df, cache_dir=cache)
+            seconds, _ = timed(compute_metric_tables, df, cache_dir=cache, ci=None)
             times.append(seconds)
-        print(f"metric tables for {len(df):,} predictions: best {min(times):.2f} s, first {times[0]:.2f} s "
-              f"(target <= 2 s) -> {len(tables.per_class):,} per-class rows, {len(tables.confusions):,} confusions")
+            if args.resamples:
+                seconds, tables = timed(compute_metric_tables, df, cache_dir=cache, ci=options)
+                ci_times.append(seconds)
+        print(f"metric tables for {len(df):,} predictions without intervals (--no-ci): best {min(times):.2f} s, "
+              f"first {times[0]:.2f} s (target <= 2 s)")
+        if args.resamples:
+            print(f"  with intervals ({options.describe()}): best {min(ci_times):.2f} s -> the intervals add "
+                  f"{min(ci_times) - min(times):.2f} s (issue 23 target: at most 1.5 s) -> {len(tables.per_class):,} "
+                  f"per-class rows, {len(tables.confusions):,} confusions")
+        else:
+            tables = compute_metric_tables(df, cache_dir=cache, ci=None)
         acc = tables.per_model.set_index("model")["accuracy"].astype(float)
         print(f"  accuracy range {acc.min():.3f}-{acc.max():.3f}, sibling rate "
               f"{tables.per_model['sibling_rate'].astype(float).mean():.3f}, mean relations of mistakes: "
@@ -142,8 +156,8 @@ def main() -> int:
                           for c in ("hypernym_count", "hyponym_count", "cousin_count", "distant_count")))
 
         small = df[df["status"] == "ok"].sample(args.nltk_rows, random_state=0).reset_index(drop=True)
-        vec_times = [timed(compute_metric_tables, small, cache_dir=cache)[0] for _ in range(args.repeat)]
-        small_tables = compute_metric_tables(small, cache_dir=cache)
+        vec_times = [timed(compute_metric_tables, small, cache_dir=cache, ci=None)[0] for _ in range(args.repeat)]
+        small_tables = compute_metric_tables(small, cache_dir=cache, ci=None)
         wn = get_wordnet()
         depth_s, _ = timed(wn._compute_max_depth, "n", False)
         print(f"NLTK's one-off LCH depth walk over all nouns: {depth_s:.1f} s (not counted for NLTK)")

@@ -3,6 +3,7 @@ bootstrap's claim that one draw per cell of c images is the same bootstrap as on
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import binomtest, false_discovery_control
 
@@ -90,3 +91,38 @@ def test_a_cell_of_c_images_is_the_same_bootstrap_as_c_images():
 def test_fewer_than_two_images_get_no_interval():
     low, high = _one_group_bounds([0.5], [1], seed=0, resamples=200)
     assert np.isnan(low) and np.isnan(high)
+
+
+@pytest.mark.parametrize("count", [1, 3, 32, 33, 100, 1000])
+def test_poisson_weights_have_poissons_moments(count):
+    from scipy.stats import poisson
+
+    from explain.uncertainty import poisson_weights
+
+    w = poisson_weights(np.random.default_rng(count), np.full(50, float(count)), 2000)
+    assert w.dtype == np.float32 and w.shape == (50, 2000)
+    assert w.mean() == pytest.approx(count, rel=0.01) and w.var() == pytest.approx(count, rel=0.03)
+    # the distribution, not only the moments: each probability within 0.003 of Poisson's
+    values, freq = np.unique(w, return_counts=True)
+    assert np.abs(freq / w.size - poisson.pmf(values, count)).max() < 0.003
+    again = poisson_weights(np.random.default_rng(count), np.full(50, float(count)), 2000)
+    assert np.array_equal(w, again)
+
+
+def test_threads_do_not_change_a_bit(monkeypatch):
+    """Blocks run on several threads and are added in block order: the same bounds with 1 or 3."""
+    import explain.uncertainty as uncertainty
+    from explain.metrics import compute_metric_tables
+
+    monkeypatch.setattr(uncertainty, "BLOCK_WEIGHTS", 20_000)  # many small blocks: 10 cells each at 2000
+    rng = np.random.default_rng(8)
+    wnids = np.array(["n02123045", "n02123159", "n02124075", "n02127052", "n02129604"])
+    df = pd.DataFrame({"model": np.repeat(["a", "b", "c"], 200), "image": [f"{i}.jpg" for i in range(600)],
+                       "true_wnid": wnids[rng.integers(0, 5, 600)], "pred_wnid": wnids[rng.integers(0, 5, 600)]})
+    results = []
+    for threads in (1, 3):
+        monkeypatch.setattr(uncertainty, "worker_threads", lambda threads=threads: threads)
+        results.append(compute_metric_tables(df, cache_dir=False))
+    for name in ("per_model", "per_class", "confusions"):
+        pd.testing.assert_frame_equal(getattr(results[0], name), getattr(results[1], name), check_exact=True)
+    assert results[0].per_model["wup_all_ci_low"].notna().all()
