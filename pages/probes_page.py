@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.features import feature_dir, feature_models, read_feature_meta, read_features
+from core.intervals import wilson_interval
 from core.runstore import Run, _files_fingerprint, manifest_fingerprint, predictions_fingerprint, read_table
 from explain.embedding import METHOD_LABELS, embedding_table, explained_variance, project, select_images
 from explain.vocabulary import RELATION_COLOURS, RELATIONS
@@ -38,15 +39,20 @@ RESULT_DOCS = {
     "top1_std": "Standard deviation of top-1 over seeds (NA for one seed).",
     "top1_min": "Lowest top-1 over seeds.", "top1_max": "Highest top-1 over seeds.",
     "top5_mean": "Top-5 accuracy on the test images, mean over seeds.",
+    "top1_ci_low": "Lower bound of the 95 % Wilson interval of top1_mean over the test images (one draw's n_test): "
+                   "the uncertainty from which images were photographed, apart from the seeds' spread.",
+    "top1_ci_high": "Upper bound of the same interval.",
     "capped_classes": "Classes with fewer than N + 1 images: they trained on all but one of theirs, so the "
                       "curve flattens once N passes the smallest class.",
     "fixed_head": "The model's own classifier head: strict top-1 accuracy on all the run's usable images (Results).",
 }
 RESULT_LABELS = {"shots": "N (shots per class)", "seeds": "Seeds", "n_train": "Train images", "n_test": "Test images",
                  "top1_mean": "Top-1 (mean)", "top1_std": "Top-1 (std)", "top1_min": "Top-1 (min)",
-                 "top1_max": "Top-1 (max)", "top5_mean": "Top-5 (mean)", "capped_classes": "Capped classes", "fixed_head": "Fixed head top-1",
+                 "top1_max": "Top-1 (max)", "top5_mean": "Top-5 (mean)", "top1_ci_low": "Top-1 low (images)",
+                 "top1_ci_high": "Top-1 high (images)", "capped_classes": "Capped classes", "fixed_head": "Fixed head top-1",
                  "variant": "Variant", "model": "Model"}
-PERCENT_COLUMNS = {"top1_mean", "top1_std", "top1_min", "top1_max", "top5_mean", "fixed_head"}
+PERCENT_COLUMNS = {"top1_mean", "top1_std", "top1_min", "top1_max", "top5_mean", "fixed_head", "top1_ci_low",
+                   "top1_ci_high"}
 MAP_DOCS = {"image": "The image's file in the run.", "true_name": "ImageNet's name of the true class.",
             "pred_name": "ImageNet's name of the model's top-1 prediction.", "prob_1": "Its probability.",
             "correct": "Top-1 is the true class (strict).",
@@ -91,7 +97,19 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
         spec["capped_classes"] = ("capped_classes", "max")
     out = groups.agg(**{k: v for k, v in spec.items() if v[0] in data.columns}).reset_index()
     out["shots"] = out["shots"].astype("Int64")
+    if "n_test" in out.columns:  # issue 23: the interval over images, beside the spread over seeds
+        out["top1_ci_low"], out["top1_ci_high"] = image_interval(out["top1_mean"], out["n_test"])
     return out
+
+
+def image_interval(top1: pd.Series, n_test: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson interval of a top-1 over one draw's test images (core.intervals): how far the
+    accuracy could move with other images of the same classes, apart from the seeds' spread."""
+    n = pd.to_numeric(n_test, errors="coerce").astype("float64").fillna(0).to_numpy()
+    rate = pd.to_numeric(top1, errors="coerce").astype("float64").to_numpy()
+    known = ~np.isnan(rate) & (n > 0)
+    low, high = wilson_interval(np.where(known, np.round(rate * n), 0), np.where(known, n, 0))
+    return np.where(known, low, np.nan), np.where(known, high, np.nan)
 
 
 def shot_position(shots: pd.Series) -> np.ndarray:
@@ -116,12 +134,19 @@ def curve_figure(summary: pd.DataFrame, fixed: dict[str, float], note: str = "")
                                      y=np.concatenate([part["top1_max"], part["top1_min"][::-1]]),
                                      fill="toself", fillcolor=colour[model], opacity=0.15, line=dict(width=0),
                                      hoverinfo="skip", showlegend=False, legendgroup=name))
+        ci_low = part["top1_ci_low"] if "top1_ci_low" in part else pd.Series(np.nan, index=part.index)
+        ci_high = part["top1_ci_high"] if "top1_ci_high" in part else pd.Series(np.nan, index=part.index)
         hover = [html.escape(f"{model} · {variant}") + ("<br>N = 0: zero-shot" if s == 0 else f"<br>N = {int(s)} per class") + f"<br>top-1 {m:.1%} "
                  + (f"(min {lo:.1%}, max {hi:.1%}, {int(k)} seeds)" if k > 1 else "(1 seed)")
-                 for s, m, lo, hi, k in zip(part["shots"], part["top1_mean"], part["top1_min"], part["top1_max"],
-                                            part["seeds"])]
+                 + ("" if pd.isna(cl) else f"<br>95 % over the {int(n)} test images: [{cl:.1%}, {ch:.1%}]")
+                 for s, m, lo, hi, k, cl, ch, n in zip(part["shots"], part["top1_mean"], part["top1_min"],
+                                                       part["top1_max"], part["seeds"], ci_low, ci_high,
+                                                       part.get("n_test", pd.Series(0, index=part.index)).fillna(0))]
+        error = dict(type="data", symmetric=False, array=(ci_high - part["top1_mean"]).clip(lower=0).to_numpy(),
+                     arrayminus=(part["top1_mean"] - ci_low).clip(lower=0).to_numpy(), thickness=1.2, width=4,
+                     color=colour[model]) if ci_low.notna().any() else None
         fig.add_trace(go.Scatter(x=x, y=part["top1_mean"], mode="lines+markers", name=name, legendgroup=name,
-                                 line=dict(color=colour[model], dash=dash[variant], width=2.5),
+                                 line=dict(color=colour[model], dash=dash[variant], width=2.5), error_y=error,
                                  hovertext=hover, hoverinfo="text"))
     # One dotted line per fixed-head accuracy: models that share it (as printed) share the line, in grey,
     # instead of drawing their labels on top of each other; labels alternate sides.
@@ -180,7 +205,7 @@ def probes_section(run: Run) -> None:
         st.warning(escape_markdown(duplicates), icon=":material/warning:")
     st.plotly_chart(curve_figure(shown, fixed, cap), width="stretch", key="probe-curve")
     st.caption("Lines: top-1 of the probe on the images not drawn for training, mean over seeds; bands: min to max "
-               "over seeds. Dotted horizontal lines: each model's own fixed classifier head (strict top-1 on all the "
+               "over seeds; error bars: the 95 % Wilson interval over one draw's test images. Dotted horizontal lines: each model's own fixed classifier head (strict top-1 on all the "
                "run's usable images, as on Results), for comparison; the probe's test images are a subset of those.")
     table = shown.assign(fixed_head=shown["model"].map(fixed))
     config = {c: st.column_config.NumberColumn(RESULT_LABELS[c], help=f"`{c}`: {RESULT_DOCS[c]}", format="percent")

@@ -149,6 +149,16 @@ def test_the_curve_draws_the_stored_means_bands_and_fixed_heads(probe_home, monk
     assert row["fixed_head"] == pytest.approx(per_model.loc[MODEL, "accuracy"])
     assert any("min to max" in c.value for c in at.caption)
     assert len(at.get("download_button")) >= 2
+    # issue 23: the error bars are the Wilson interval of the mean top-1 over the test images (scipy's)
+    from scipy.stats import binomtest
+
+    line = lines[f"{MODEL} · linear"]
+    n_test = results[(results["model"] == MODEL) & (results["variant"] == "linear")].groupby("shots")["n_test"].mean()
+    for i, (mean, n) in enumerate(zip(_values(line["y"]), n_test.to_numpy())):
+        ci = binomtest(int(round(mean * n)), int(n)).proportion_ci(method="wilson")
+        assert _values(line["error_y"]["array"])[i] == pytest.approx(ci.high - mean, abs=1e-12)
+        assert _values(line["error_y"]["arrayminus"])[i] == pytest.approx(mean - ci.low, abs=1e-12)
+    assert row["top1_ci_low"] <= row["top1_mean"] <= row["top1_ci_high"]
 
 
 def _select(at: AppTest, chart, rows: list[int]) -> AppTest:
