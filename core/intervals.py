@@ -96,3 +96,12 @@ def format_half_width(n: int, level: float = DEFAULT_LEVEL) -> str:
         return f"k = {n} images per class: no interval (no images)"
     half = float(wilson_half_width(n, 0.5, level)) * 100
     return f"k = {n} images per class: accuracy to \u00b1{half:.1f} points ({level:.0%}, worst case p = 0.5)"
+
+
+def images_needed_at(rates, half_width: float = DEFAULT_HALF_WIDTH, level: float = DEFAULT_LEVEL) -> np.ndarray:
+    """:func:`images_needed` for each observed rate (NaN -> the worst case p = 0.5): how many images a
+    class needs for +-half_width at the rate it shows now. One search per distinct rate."""
+    rates = np.asarray(rates, dtype=np.float64)
+    p = np.where(np.isnan(rates), 0.5, np.clip(rates, 0.0, 1.0))
+    unique, inverse = np.unique(p, return_inverse=True)
+    return np.array([images_needed(half_width, float(u), level) for u in unique], dtype=np.int64)[inverse.ravel()]

@@ -49,3 +49,12 @@ def test_images_needed_figures_and_observed_rate():
 def test_format_half_width():
     assert format_half_width(50) == "k = 50 images per class: accuracy to \u00b113.4 points (95%, worst case p = 0.5)"
     assert "no interval" in format_half_width(0)
+
+
+def test_images_needed_at_observed_rates():
+    from core.intervals import images_needed_at
+
+    got = images_needed_at([0.5, 0.9, float("nan"), 1.0, 0.9])
+    assert got.tolist() == [images_needed(0.1, 0.5), images_needed(0.1, 0.9), images_needed(0.1, 0.5),
+                            images_needed(0.1, 1.0), images_needed(0.1, 0.9)]
+    assert got[1] < got[0] and got[3] >= 1
