@@ -71,7 +71,9 @@ _STATISTICS: dict[str, Column] = {
                            "NA if none."),
     "path_all": _float("Mean path similarity over all n predictions (a correct one scores 1)."),
     "lch_all": _float("Mean LCH similarity over all n predictions (a correct one scores -log(1/38) = 3.6376)."),
-    "wup_all": _float("Mean WUP similarity over all n predictions (a correct one scores 1)."),
+    "wup_all": _float("Mean WUP similarity over all n predictions (a correct one scores NLTK's wup(c, c): 1, but "
+                      "less for the 107 ImageNet-1k classes with hypernym paths of different lengths, e.g. tabby "
+                      "cat 0.875, Chihuahua 0.8125)."),
     "lin_all": _float("Mean Lin similarity over all n predictions where defined (a correct one scores 1)."),
     "severity": _float("Mean mistake severity (Bertinetto et al. 2020) over the mistakes: hypernym steps from the "
                        "true class up to their lowest common subsumer (lcs_wnid; 0 for a hyponym). "
