@@ -22,7 +22,7 @@ from explain.browse import (COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, UNMATCH
                             filter_images, image_table)
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.tables import NA_DASH, download_csv, show_table
-from pages.reads import class_name, predictions, usable_files
+from pages.reads import class_name, paired_test, predictions, usable_files
 from pages.text import escape_markdown, plural
 from pages.run_state import require_run
 
@@ -398,6 +398,34 @@ cc.caption(f"A = {escape_markdown(model_a)}, B = {escape_markdown(model_b)}: top
 counts = comparison.counts
 for col, group in zip(st.columns(len(GROUPS)), GROUPS):
     col.metric(GROUP_LABELS[group], f"{counts[group]:,}")
+
+
+def mcnemar_line(model_a: str, model_b: str, true: str) -> str:
+    """The exact McNemar test of the two models (explain.compare.compare_models via pages.reads): over
+    every paired image, or the true class's row when that filter is set; its b, c, p (q) and verdict."""
+    from core.errors import WildLensError
+    from explain.uncertainty import A_BETTER, B_BETTER
+
+    try:
+        tested = paired_test(run, model_a, model_b)
+    except WildLensError as exc:
+        from core.errors import one_line
+
+        return f"No paired test: {escape_markdown(one_line(exc))}"
+    rows = tested[tested["true_wnid"] == true] if true else tested[tested["scope"] == "overall"]
+    if rows.empty:
+        return "No paired test: no image of this class was classified by both."
+    row = rows.iloc[0]
+    p = NA_DASH if pd.isna(row["p"]) else f"{float(row['p']):.2g}"
+    q = "" if not true or pd.isna(row["q"]) else f", q = {float(row['q']):.2g} over the classes"
+    verdict = str(row["verdict"])
+    named = {A_BETTER: f"A ({model_a}) more accurate", B_BETTER: f"B ({model_b}) more accurate"}.get(verdict, verdict)
+    return (f"**Exact McNemar test** (top-1, strict; {plural(int(row['n']), 'paired image')}{where}): "
+            f"b = {int(row['a_only_correct']):,} only A right, c = {int(row['b_only_correct']):,} only B right, "
+            f"p = {p}{q}: **{escape_markdown(named)}**.")
+
+
+st.markdown(mcnemar_line(model_a, model_b, true))
 _keep_valid("cmp_group", list(GROUPS), "both_wrong")
 group = st.radio("Show", list(GROUPS), key="cmp_group", horizontal=True,
                  format_func=lambda g: f"{GROUP_LABELS[g]} ({counts[g]:,})")

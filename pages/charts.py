@@ -70,3 +70,53 @@ def _wrap(text: str, width: int = 60) -> str:
 
     # WordNet definitions are trusted data, but escape anyway: Plotly hover text reads HTML tags.
     return "<br>".join(textwrap.wrap(html.escape(text), width))
+
+
+# --------------------------------------------------------------------------- intervals (issue 23)
+MUTED = "rgba(150, 150, 150, 0.55)"  # a difference without evidence
+SUPPORTED = "#1f77b4"  # Plotly's D3 blue: a difference the run supports
+
+
+def error_offsets(df, column: str):
+    """(above, below): how far ``column``'s interval (``<column>_ci_high`` / ``_ci_low``) reaches from
+    each value, what Plotly's error_y / error_x take; None where the table has no bounds for it. An
+    undefined bound draws no bar (NaN)."""
+    import numpy as np
+
+    low, high = f"{column}_ci_low", f"{column}_ci_high"
+    if low not in df.columns or high not in df.columns:
+        return None
+    value = np.asarray(df[column].astype("float64"), dtype=np.float64)
+    return (np.asarray(df[high].astype("float64"), dtype=np.float64) - value,
+            value - np.asarray(df[low].astype("float64"), dtype=np.float64))
+
+
+def claims_figure(claims, statistic: str) -> go.Figure:
+    """The differences of one statistic, one row per pair (A − B) with its interval: a difference the
+    run supports in blue, one without evidence muted grey; the claim's sentence (with its verdict)
+    on hover. ``claims``: explain.claims.Claim of that statistic."""
+    import html
+
+    from explain.claims import PHRASES
+
+    phrase = PHRASES[statistic]
+    rows = [c for c in claims if c.statistic == statistic and c.diff is not None][::-1]  # first pair on top
+    fig = go.Figure()
+    for supported in (False, True):
+        part = [c for c in rows if c.supported == supported]
+        if not part:
+            continue
+        lows = [None if c.ci_low is None else (c.diff - c.ci_low) * phrase.scale for c in part]
+        highs = [None if c.ci_high is None else (c.ci_high - c.diff) * phrase.scale for c in part]
+        colour = SUPPORTED if supported else MUTED
+        fig.add_trace(go.Scatter(
+            x=[c.diff * phrase.scale for c in part], y=[html.escape(f"{c.a} − {c.b}") for c in part], mode="markers",
+            marker=dict(size=11, color=colour), name="supported (q < 0.05)" if supported else "no evidence",
+            error_x=dict(type="data", symmetric=False, array=highs, arrayminus=lows, color=colour, thickness=2),
+            hovertext=[html.escape(f"{c.verdict}: {c.sentence}") for c in part], hoverinfo="text"))
+    fig.add_vline(x=0, line=dict(color="#666", width=1, dash="dot"))
+    unit = phrase.unit.strip() or "difference"
+    fig.update_layout(height=max(180, 36 * len(rows) + 110), margin=dict(t=30, b=10), legend_title_text="",
+                      xaxis_title=f"A − B, {phrase.label} ({unit})" if phrase.unit else f"A − B, {phrase.label}",
+                      yaxis=dict(type="category"))
+    return fig

@@ -6,13 +6,16 @@ import html
 import re
 
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
 from explain import matrix as cm
 from explain.explanations import confusion_lcs_phrase
 from explain.vocabulary import RELATION_COLOURS, relation_help
-from pages.tables import NA_DASH, PERCENT_D3, download_csv, show_table, styled, table_column_config
+from pages.charts import error_offsets
+from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
+                          table_column_config, without_bounds)
 from pages.run_state import RUN_PARAM, page_link, require_run
 from pages.reads import class_name, confusion_matrix, metric_tables, misclassified_images, predictions, usable_files
 from pages.text import escape_markdown, plural
@@ -21,8 +24,8 @@ BROWSE = "pages/browse_page.py"
 MATRIX_CAP = 40  # classes a readable matrix shows by default (the slider goes further)
 
 
-TOP3_DOCS = {"pred_wnid": "A class the model predicted (top-1) instead of the true class: its name (wnid); the CSV "
-                          "has pred_wnid and pred_name.",
+TOP3_DOCS = {"pred_wnid": "A class the model predicted (top-1) instead of the true class: its name (its wnid is in "
+                          "the chart below and the table at the end); the CSV has pred_wnid and pred_name.",
              "relation": relation_help(markdown=False)}
 
 
@@ -127,12 +130,19 @@ for i, model in enumerate(chosen_models):
             continue
         # Columns under their CSV names (the headers' help shows them), labelled for reading; three
         # narrow columns fit a third of the page, so each common ancestor goes under its Explain button.
-        view = pd.DataFrame({"pred_wnid": [f"{names[w]} ({w})" for w in top["pred_wnid"]],
-                             "mf": top["mf"].astype(float), "relation": top["relation"]})
-        st.dataframe(styled(view).map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
-                     placeholder=NA_DASH, column_config=table_column_config(
-                         "confusions", view.columns, view, formats=False, docs=TOP3_DOCS,
-                         labels={"pred_wnid": "Predicted class"}))
+        # MF with its interval in one cell (pages.tables.styled folds mf_ci_low / mf_ci_high into it).
+        # Three narrow columns: the name alone, so that MF with its interval and the relation fit.
+        view = pd.DataFrame({"pred_wnid": [names[w] for w in top["pred_wnid"]],
+                             "mf": top["mf"].astype(float),
+                             **{c: top[c].astype(float) for c in ("mf_ci_low", "mf_ci_high") if c in top.columns},
+                             "relation": top["relation"]})
+        data = styled(view)
+        config = table_column_config("confusions", without_bounds(view).columns, without_bounds(view),
+                                     formats=isinstance(data, pd.DataFrame), docs=TOP3_DOCS,
+                                     labels={"pred_wnid": "Predicted class"}, bounded=interval_columns_in(view))
+        config["relation"]["width"] = "small"
+        st.dataframe(data.map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
+                     placeholder=NA_DASH, column_config=config)
         for _, conf in top.iterrows():
             clicked = st.button(f"Explain {escape_markdown(names[conf['pred_wnid']])}",
                                 key=f"explain-{model}-{conf['pred_wnid']}", icon=":material/account_tree:",
@@ -146,6 +156,37 @@ for i, model in enumerate(chosen_models):
                 # The URL carries the run and the pair: Explain opens on them, reloads and shares keep them.
                 st.switch_page("pages/explain_page.py", query_params={
                     RUN_PARAM: run.run_id, "model": model, "true": true_wnid, "pred": conf["pred_wnid"]})
+
+# ------------------------------------------------------------------ the top-3 as bars, with their intervals
+picked = confusions[confusions["model"].isin(chosen_models) & (confusions["true_wnid"] == true_wnid)]
+if not picked.empty:
+    share = st.radio("Bars", ["mf", "share_of_samples"], horizontal=True, key="top3-bars",
+                     format_func={"mf": "MF (share of the mistakes)", "share_of_samples": "Share of all images"}.get)
+    bars = picked.sort_values(["model", "rank"])
+    # Plotly reads HTML in labels and hover texts: model ids and class names go in escaped.
+    bars = bars.assign(pair=[html.escape(f"{m} · {name_of(p)} ({p})")
+                             for m, p in zip(bars["model"], bars["pred_wnid"])])
+    offsets = error_offsets(bars, share)
+    if offsets is not None:
+        bars = bars.assign(_above=offsets[0], _below=offsets[1], interval=interval_texts(bars, share))
+        bars["interval"] = bars["interval"].fillna(NA_DASH)
+    top_bars = px.bar(bars, x=share, y="pair", color="relation", orientation="h",
+                      color_discrete_map=RELATION_COLOURS, text_auto=PERCENT_D3,
+                      error_x="_above" if offsets is not None else None,
+                      error_x_minus="_below" if offsets is not None else None,
+                      hover_data={"count": True, share: ":" + PERCENT_D3, "pair": False,
+                                  **({"interval": True, "_above": False, "_below": False} if offsets is not None
+                                     else {})},
+                      labels={"mf": "MF", "share_of_samples": "Share of images", "pair": "", "count": "Images",
+                              "relation": "Relation", "interval": "Interval"})
+    top_bars.update_yaxes(categoryorder="array", categoryarray=bars["pair"].tolist()[::-1])
+    top_bars.update_xaxes(range=[0, 1.02], tickformat=".0%")
+    top_bars.update_traces(textposition="inside", insidetextanchor="start")
+    top_bars.update_layout(height=max(200, 34 * len(bars) + 110), margin=dict(t=30, b=10), legend_title_text="")
+    st.plotly_chart(top_bars, width="stretch")
+    st.caption(("MF: the confusion's share of the class's mistakes; " if share == "mf" else
+                "Share of images: the confusion's share of all the class's images; ")
+               + "error bars: its Wilson interval (hover a bar for it). With few mistakes these are wide.")
 
 # ------------------------------------------------------------------ confusion matrix
 st.subheader("Confusion matrix")
@@ -275,11 +316,14 @@ for column, named in (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("
         order.remove(named)
         order.insert(order.index(column) + 1, named)
         table = table[order]
-data = styled(table)
-if data is not table:  # styled (up to pages.tables.STYLE_MAX_CELLS cells): relations in their colours
+data = styled(table)  # MF and share of images with their intervals in one cell (pages.tables)
+if not isinstance(data, pd.DataFrame):  # styled (up to pages.tables.STYLE_MAX_CELLS cells): relations in colour
     data = data.map(relation_style, subset=["relation"])
 elif len(table):  # styling every cell of a large table costs seconds per render; the colours are above
     st.caption(f"{len(table):,} rows, shown without colours.")
+frame = data if isinstance(data, pd.DataFrame) else data.data
 st.dataframe(data, hide_index=True, width="stretch", placeholder=NA_DASH,
-             column_config=table_column_config("confusions", table.columns, table, formats=data is table))
+             column_config=table_column_config("confusions", frame.columns, frame,
+                                               formats=isinstance(data, pd.DataFrame),
+                                               bounded=interval_columns_in(table)))
 download_csv(confusions, f"{run.run_id}_confusions.csv", key="dl-confusions", label_space=label_space)

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import WildLensError
+from core.intervals import DEFAULT_HALF_WIDTH, format_half_width, images_needed
 from core.labels import get_label_space, label_space_names
 from core.serving import check_import_allowed, check_import_source
 from crawl.importer import (AMBIGUOUS, UNKNOWN, FolderImportError, import_new_run, plan_folders,
@@ -190,6 +191,10 @@ elif not chosen:
 else:
     st.caption(f"{plural(len(chosen), 'folder')} ({plural(sum(f.files for f in chosen), 'file')}) go into a new "
                f"run; {plural(len(plan.folders) - len(chosen), 'folder')} skipped.")
+    # What the smallest class buys (core.intervals, SPEC "Uncertainty"), before anything is copied.
+    fewest = min(f.files for f in chosen)
+    st.caption(f"The smallest class, if every file is accepted: {format_half_width(fewest)}; "
+               f"±{DEFAULT_HALF_WIDTH * 100:.0f} points needs {images_needed(DEFAULT_HALF_WIDTH):,} images per class.")
 if not st.button(f"Import {plural(len(chosen), 'folder')} into a new run", type="primary",
                  disabled=bool(undecided) or not chosen, key="import-go"):
     st.stop()

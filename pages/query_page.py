@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import WildLensError
+from core.intervals import DEFAULT_HALF_WIDTH, format_half_width, images_needed
 from core.labels import (classes_table, combined_classes, get_label_space, hyponym_tree, label_space_names,
                          preselected_sense, senses)
 from core.names import with_names
@@ -196,6 +197,9 @@ c1, c2, c3 = st.columns(3)
 # it the server kept k while the browser dropped it, and a tick brought k back at its default, 1 (issue
 # 22 item 21). The analyst's k and engine now stay for the session, across words and pages.
 k = c1.number_input("Images per class (k)", min_value=1, max_value=500, key="k", persist_state="session")
+# What k buys (core.intervals, SPEC "Uncertainty"): the accuracy's worst-case 95 % half-width per class.
+c1.caption(format_half_width(int(k)) + f"; ±{DEFAULT_HALF_WIDTH * 100:.0f} points needs "
+           f"{images_needed(DEFAULT_HALF_WIDTH):,}.")
 engines = available_engines()  # the crawler's own list, with a note per engine
 engine = c2.selectbox("Search engine", list(engines), key="engine", persist_state="session",
                       help=" ".join(f"{name}: {note}" for name, note in engines.items() if note)

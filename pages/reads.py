@@ -186,3 +186,47 @@ def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor"
     shown = _most_confused(*key, int(cap)) if cap else None
     counts = _confusion_counts(*key, outside, tuple(shown) if shown is not None else None)
     return counts, shown
+
+
+def _usable_rows(run_path: str, predictions_fp: str, manifest_fp: str) -> pd.DataFrame:
+    """The run's usable predictions (Run.usable_predictions) from the cached reads."""
+    preds = _predictions(run_path, predictions_fp)
+    usable = _usable_files(run_path, manifest_fp)
+    return preds if usable is None else preds[preds["image"].isin(usable)]
+
+
+CLAIMS_AUTO_ROWS = 200_000  # above this many predictions the Results page computes the claims when asked
+
+
+@st.cache_data(max_entries=8, show_spinner="Comparing every pair of models and of families…")
+def _claims(run_path: str, predictions_fp: str, manifest_fp: str, families: tuple, ci: tuple) -> list:
+    from explain.claims import run_claims
+    from explain.uncertainty import IntervalOptions
+
+    return run_claims(_usable_rows(run_path, predictions_fp, manifest_fp), families=dict(families),
+                      options=IntervalOptions(*ci))
+
+
+def claims(run: Run, families: dict[str, str], ci: dict | None) -> list:
+    """explain.claims.run_claims of the run's usable predictions: every pair of models and of families
+    (``families``: model -> family, as the page shows them), at the metric tables' interval settings
+    (``ci``: MetricTables.ci; the defaults where the tables have none). Cached per change of the
+    predictions or the manifest, as the other reads."""
+    from explain.uncertainty import IntervalOptions
+
+    options = IntervalOptions(**{k: ci[k] for k in ("level", "resamples", "seed")}) if ci else IntervalOptions()
+    return _claims(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
+                   tuple(sorted(families.items())), (options.level, options.resamples, options.seed))
+
+
+@st.cache_data(max_entries=16, show_spinner="Testing the two models…")
+def _paired_test(run_path: str, predictions_fp: str, manifest_fp: str, model_a: str, model_b: str) -> pd.DataFrame:
+    from explain.compare import compare_models
+
+    return compare_models(_usable_rows(run_path, predictions_fp, manifest_fp), model_a, model_b).table
+
+
+def paired_test(run: Run, model_a: str, model_b: str) -> pd.DataFrame:
+    """explain.compare.compare_models(...).table of two models on the run's usable predictions: one
+    row per class and the overall row (McNemar's b, c, p, q and the verdict), cached per pair."""
+    return _paired_test(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), model_a, model_b)

@@ -1,22 +1,30 @@
-"""Results: per model and per class, side by side, grouped CNN versus transformer.
+"""Results: per model and per class, side by side, grouped CNN versus transformer, each number with
+its interval, and the claims the run supports (issue 23).
 
 Every number here is a cell of ``explain.metrics.compute_metric_tables`` (via
-``pages.reads.metric_tables``); this page only selects, labels and draws.
+``pages.reads.metric_tables``; its ``<column>_ci_low`` / ``_ci_high`` bounds draw the error bars and
+the intervals in the tables), a half-width of ``core.intervals``, or a claim of
+``explain.claims.run_claims`` (via ``pages.reads.claims``); this page only selects, labels and draws.
 """
 import html
 
+import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from core.intervals import DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, images_needed, wilson_half_width
+from explain.claims import PHRASES, claims_table
 from explain.metrics import column_docs
 from explain.schema import labels_of
-from pages.tables import PERCENT_D3, download_csv, show_table
-from pages.reads import class_name, metric_tables, model_family
+from pages.charts import claims_figure, error_offsets
+from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
+from pages.reads import CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, model_family, predictions_only
 from pages.run_state import page_link, require_run
-from pages.text import plural
+from pages.text import escape_markdown, plural, show_error
 
-RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hprec_at_5",
-                "share_nearest", "share_nearest_unseen"]
+RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
+                "hyponym_rate", "cousin_rate", "related_rate", "distant_rate", "hprec_at_5", "share_nearest",
+                "share_nearest_unseen"]
 MEAN_COLUMNS = ["path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "severity",
                 "path_all", "lch_all", "wup_all", "lin_all", "hdist_at_1", "hdist_at_5",
                 "lin_vs_best", "lin_vs_best_unseen", "sim_to_seen"]
@@ -53,11 +61,25 @@ chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run",
 if not chosen:
     st.stop()
 
+ci = tables.ci
+level = float(ci["level"]) if ci else DEFAULT_LEVEL
+intervals = (f"Each rate and mean is shown with its {level:.0%} interval, `value [low, high]` (Wilson for a share, "
+             f"a bootstrap over images for a mean, {ci['resamples']} resamples, seed {ci['seed']}); the error bars "
+             "are the same intervals." if ci else
+             "These tables were computed without intervals (`--no-ci`): values are shown alone.")
 st.caption("Accuracy is strict (top-1 == true class); *Hier. accuracy* also counts a prediction of a hyponym "
            "of the true class as correct, as the 2023 paper's notebooks did. Similarity means over the "
-           "mistakes are the paper's figures; *(all)* columns average over every image. Hover a column "
-           "header for its definition and its name in the CSV; – marks a value that is not defined "
-           "(e.g. no mistakes).")
+           "mistakes are the paper's figures; *(all)* columns average over every image. " + intervals
+           + " Hover a column header for its definition and its name in the CSV; – marks a value that is not "
+           "defined (e.g. no mistakes).")
+
+
+def bar_errors(frame: pd.DataFrame, column: str) -> dict:
+    """px.bar / px.scatter keywords drawing ``column``'s interval as error bars (none without bounds)."""
+    offsets = error_offsets(frame, column)
+    if offsets is None:
+        return {}
+    return {"error_y": offsets[0], "error_y_minus": offsets[1]}
 
 # ------------------------------------------------------------------ per model
 st.subheader("Per model")
@@ -73,15 +95,77 @@ metric = st.selectbox("Chart", [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in p
 # Plotly reads HTML in labels and hover texts (<a href> is a live link): model ids from stored
 # predictions and class names reach the charts HTML-escaped; Plotly shows the entities as text.
 chart = shown.assign(model=shown["model"].map(html.escape))
+has_bounds = error_offsets(chart, metric) is not None
+if has_bounds:
+    chart = chart.assign(interval=interval_texts(chart, metric))
+    chart["interval"] = chart["interval"].fillna(NA_DASH)
+errors = bar_errors(chart, metric)
+if errors:  # px takes column names: the offsets go in as columns of their own
+    chart = chart.assign(_above=errors["error_y"], _below=errors["error_y_minus"])
 fig = px.bar(chart, x="model", y=metric, color="family", color_discrete_map=FAMILY_COLOURS,
              category_orders={"model": chart["model"].tolist()}, text_auto=chart_format(metric),
-             hover_data={"n": True, "n_mistakes": True, metric: ":" + chart_format(metric)},
-             labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"], "n_mistakes": LABELS["n_mistakes"]})
+             error_y="_above" if errors else None, error_y_minus="_below" if errors else None,
+             hover_data={"n": True, "n_mistakes": True, metric: ":" + chart_format(metric),
+                         **({"interval": True} if has_bounds else {}),
+                         **({"_above": False, "_below": False} if errors else {})},
+             labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"], "n_mistakes": LABELS["n_mistakes"],
+                     "interval": f"{level:.0%} interval"})
+fig.update_traces(textposition="inside", insidetextanchor="start")  # the value clear of the error bar's cap
 fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
 if metric in RATE_COLUMNS:
-    fig.update_yaxes(range=[0, 1], tickformat=".0%")  # axis marks at round shares; values above read PERCENT_D3
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")  # axis marks at round shares; values above read PERCENT_D3
 st.plotly_chart(fig, width="stretch")
-st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, ""))
+st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
+           + (f" Error bars: the {level:.0%} interval." if has_bounds else ""))
+
+# ------------------------------------------------------------------ claims
+st.subheader("Claims")
+st.caption("What this run lets you write: every pair of models on the images both classified (exact McNemar test "
+           "for accuracy, a paired bootstrap of the difference for the means; q: Benjamini-Hochberg over the "
+           "statistics of one pair) and every pair of families with at least two models each (a bootstrap over "
+           f"models, then images). A claim is supported when q < 0.05; differences in {level:.0%} intervals, "
+           "the better one first.")
+predictions_counted = int(tables.per_model["n"].sum() + tables.per_model["n_unseen"].fillna(0).sum())
+if len(models) < 2:
+    st.info("A claim compares two models; " + ("the uploaded predictions hold one (a run without images: no model "
+                                               "can be run on it)." if predictions_only(run) else
+                                               "this run has one. Run another on the Models page."))
+elif predictions_counted > CLAIMS_AUTO_ROWS and not st.toggle(
+        f"Compare every pair ({plural(len(models) * (len(models) - 1) // 2, 'pair')} of models)", key="claims-on",
+        help=f"{predictions_counted:,} predictions: the paired tests take a while the first time (then cached)."):
+    st.caption("Turn on to compute the claims.")
+else:
+    from core.errors import WildLensError
+
+    try:
+        all_claims = claims(run, family, ci)
+    except WildLensError as exc:
+        show_error(exc, note="No claim can be made until that is fixed.")
+        all_claims = []
+    picked = set(chosen)
+    shown_claims = [c for c in all_claims if c.kind == "families" or (c.a in picked and c.b in picked)]
+    supported = [c for c in shown_claims if c.supported]
+    unsupported = [c for c in shown_claims if not c.supported and c.possible]
+    impossible = [c for c in shown_claims if not c.possible]
+    st.markdown(f"**Supported by this run** ({len(supported)})")
+    if supported:
+        st.markdown("\n".join(f"- {escape_markdown(c.sentence)}" for c in supported))
+    else:
+        st.caption("None: no difference between these models (or families) has q < 0.05.")
+    with st.expander(f"Not supported ({len(unsupported)})", expanded=not supported):
+        st.markdown("\n".join(f"- {escape_markdown(c.sentence)}" for c in unsupported) or "None.")
+    for c in impossible:
+        st.info(escape_markdown(c.sentence[:1].upper() + c.sentence[1:]), icon=":material/groups:")
+    statistics = [s for s in PHRASES if any(c.statistic == s and c.diff is not None for c in shown_claims
+                                             if c.kind == "models")]
+    if statistics:
+        statistic = st.selectbox("Differences", statistics, key="claims-statistic",
+                                 format_func=lambda s: PHRASES[s].label[:1].upper() + PHRASES[s].label[1:])
+        st.plotly_chart(claims_figure([c for c in shown_claims if c.kind == "models"], statistic), width="stretch")
+        st.caption("Each pair's difference A − B with its interval; grey: no evidence of a difference (q ≥ 0.05), "
+                   "blue: supported. Hover a point for its verdict.")
+    download_csv(claims_table(shown_claims), f"{run.run_id}_claims.csv", key="dl-claims",
+                 label="Download the claims as CSV", label_space=run.info.label_space)
 
 # ------------------------------------------------------------------ per class
 st.subheader("Per class")
@@ -98,22 +182,53 @@ if len(grid) > 40:
     worst_first = grid.mean(axis=1).sort_values(ascending=class_metric != "severity").index
     shown_rows = st.slider("Classes in the heatmap (worst first)", 10, min(len(grid), 200), 40, step=10)
     grid = grid.loc[worst_first[:shown_rows]]
+class_bounds = error_offsets(per_class, class_metric) is not None
+if class_bounds:  # each cell's value and interval on hover, in the tables' one format
+    texts = per_class[["true_wnid", "model"]].assign(text=interval_texts(per_class, class_metric))
+    hover_text = texts.pivot(index="true_wnid", columns="model", values="text").reindex(
+        index=grid.index, columns=grid.columns).fillna(NA_DASH)
 grid.index = [html.escape(f"{names[w]} ({w})") for w in grid.index]
 grid.columns = [html.escape(m) for m in grid.columns]
 heat = px.imshow(grid, text_auto=chart_format(class_metric) if grid.size <= 600 else False, aspect="auto",
                  color_continuous_scale="Blues", labels=dict(color=LABELS[class_metric], x="Model", y="True class"))
-heat.update_traces(hovertemplate="%{y}<br>%{x}<br>" + html.escape(LABELS[class_metric]) + ": %{z:"
-                   + chart_format(class_metric) + "}<extra></extra>")
+if class_bounds:
+    heat.update_traces(customdata=hover_text.to_numpy(), hovertemplate="%{y}<br>%{x}<br>"
+                       + html.escape(LABELS[class_metric]) + ": %{customdata}<extra></extra>")
+else:
+    heat.update_traces(hovertemplate="%{y}<br>%{x}<br>" + html.escape(LABELS[class_metric]) + ": %{z:"
+                       + chart_format(class_metric) + "}<extra></extra>")
 if class_metric in RATE_COLUMNS:
     heat.update_coloraxes(colorbar_tickformat=".0%")
 heat.update_layout(height=max(260, 22 * len(grid) + 120), margin=dict(t=30, b=10))
 st.plotly_chart(heat, width="stretch")
 st.caption(f"`{class_metric}`: " + column_docs("per_class").get(class_metric, "")
-           + " Empty cells: not defined (e.g. no mistakes).")
+           + " Empty cells: not defined (e.g. no mistakes)."
+           + (f" Hover a cell for its {level:.0%} interval." if class_bounds else ""))
 
-shown_class = per_class.assign(class_name=per_class["true_wnid"].map(names))
-cols = ["model", "true_wnid", "class_name"] + [c for c in per_class.columns if c not in ("model", "true_wnid")]
-show_table(shown_class[cols], "per_class")
+# Classes too few images to rank: the accuracy's Wilson half-width (core.intervals) above DEFAULT_HALF_WIDTH.
+accuracy_of = per_class["accuracy"].astype("float64")  # NA (a class the model cannot name): no half-width
+half = pd.Series(wilson_half_width(per_class["n"].astype("float64").fillna(0).to_numpy(), accuracy_of.to_numpy(),
+                                   level), index=per_class.index)
+wide = half > DEFAULT_HALF_WIDTH
+rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank" if w else "" for h, w in zip(half, wide)],
+                      index=per_class.index, dtype="string")
+if wide.any():
+    worst = half[wide].groupby(per_class.loc[wide, "true_wnid"]).max().sort_values(ascending=False)
+    listed = ", ".join(f"{names[w]} (±{h * 100:.0f})" for w, h in worst.head(8).items())
+    more = f" and {len(worst) - 8:,} more" if len(worst) > 8 else ""
+    st.warning(f"{plural(len(worst), 'class')} of {len(names):,} {'has' if len(worst) == 1 else 'have'} an accuracy "
+               f"interval wider than ±{DEFAULT_HALF_WIDTH * 100:.0f} points ({level:.0%}): too few images to rank "
+               f"{'it' if len(worst) == 1 else 'them'}: " + escape_markdown(listed + more) + ". A class needs about "
+               f"{images_needed(DEFAULT_HALF_WIDTH, 0.5, level):,} images for ±{DEFAULT_HALF_WIDTH * 100:.0f} points "
+               "(worst case); the *Ranking* column says how wide each one is.", icon=":material/straighten:")
+
+shown_class = per_class.assign(class_name=per_class["true_wnid"].map(names), rank_note=rank_note)
+cols = ["model", "true_wnid", "class_name", "rank_note"] + [c for c in per_class.columns
+                                                           if c not in ("model", "true_wnid")]
+show_table(shown_class[cols], "per_class", labels={"rank_note": "Ranking"},
+           docs={"rank_note": f"Empty: the accuracy's {level:.0%} interval is at most ±{DEFAULT_HALF_WIDTH * 100:.0f} "
+                              "points wide. Otherwise its half-width (Wilson, core.intervals.wilson_half_width of n "
+                              "and the accuracy): too few images to rank the class against others."})
 download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class", label_space=run.info.label_space)
 
 # ------------------------------------------------------------------ classes the models have not seen
@@ -126,15 +241,24 @@ if not unseen.empty:
                "(lin_vs_best, 1 = as close as its label space allows). One point per class and model.")
     points = unseen.assign(model=unseen["model"].map(html.escape),
                            class_name=[html.escape(f"{names[w]} ({w})") for w in unseen["true_wnid"]])
+    point_errors = bar_errors(points, "lin_vs_best")
+    if point_errors:
+        points = points.assign(_above=point_errors["error_y"], _below=point_errors["error_y_minus"],
+                               interval=interval_texts(points, "lin_vs_best"))
+        points["interval"] = points["interval"].fillna(NA_DASH)
     scatter = px.scatter(points, x="sim_to_seen", y="lin_vs_best", color="model", hover_name="class_name",
+                         error_y="_above" if point_errors else None, error_y_minus="_below" if point_errors else None,
                          hover_data={"n": True, "share_nearest": ":" + PERCENT_D3, "hdist_at_1": ":.2f",
-                                     "sim_to_seen": ":.3f", "lin_vs_best": ":.3f"},
+                                     "sim_to_seen": ":.3f", "lin_vs_best": ":.3f",
+                                     **({"interval": True, "_above": False, "_below": False} if point_errors
+                                        else {})},
                          labels={c: LABELS[c] for c in ("n", "share_nearest", "hdist_at_1", "sim_to_seen",
-                                                        "lin_vs_best")} | {"model": "Model"},
+                                                        "lin_vs_best")} | {"model": "Model",
+                                                                           "interval": f"{level:.0%} interval"},
                          range_x=[0, 1], range_y=[0, 1.05])
     scatter.update_traces(marker=dict(size=11))
     scatter.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
     st.plotly_chart(scatter, width="stretch")
-    view = points[["model", "true_wnid", "class_name", "n", "sim_to_seen", "lin_vs_best", "share_nearest",
-                   "hdist_at_1"]]
-    show_table(unseen.assign(class_name=unseen["true_wnid"].map(names))[view.columns], "per_class")
+    view = ["model", "true_wnid", "class_name", "n", "sim_to_seen", "lin_vs_best", "share_nearest", "hdist_at_1"]
+    view += [f"{c}{side}" for c in view if f"{c}_ci_low" in unseen.columns for side in ("_ci_low", "_ci_high")]
+    show_table(unseen.assign(class_name=unseen["true_wnid"].map(names))[view], "per_class")

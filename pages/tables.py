@@ -31,6 +31,7 @@ PERCENT_D3 = ".1%"  # Plotly's (d3-format) spelling of the tables' percent forma
 
 
 RATE_COLUMNS = frozenset({"accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate",
+                          "hypernym_rate", "hyponym_rate", "cousin_rate", "related_rate", "distant_rate",
                           "hprec_at_5", "share_nearest", "share_nearest_unseen", "mf", "share_of_samples"})
 
 
@@ -88,14 +89,16 @@ def _cell_format(column: str, dtype) -> str | None:
 
 
 def table_column_config(table: str | None, columns, df: pd.DataFrame | None = None, *,
-                        docs: dict | None = None, labels: dict | None = None, formats: bool = True) -> dict:
+                        docs: dict | None = None, labels: dict | None = None, formats: bool = True,
+                        bounded=()) -> dict:
     """st.column_config for a table's ``columns``: the readable label (explain.schema's labels for a
     metric table: 'per_model', 'per_class', 'confusions'; ``labels`` or a tidy form of the name
     otherwise), help = "`raw_name`: its doc" (explain.schema's docs, or ``docs``), percent with one
     decimal for shares, three decimals for similarities, two for means of steps, and for columns
     that can be missing, what the en dash means. ``df`` (optional) gives the dtypes. ``formats=False``
     for a table drawn through ``styled``: Streamlit shows a Styler's text only in number columns
-    without a format of their own."""
+    without a format of their own. ``bounded``: the columns whose cells carry their interval
+    (styled), said in their help."""
     from explain.schema import METRIC_TABLES, TABLE_LABELS
 
     schema = METRIC_TABLES.get(table or "", {})
@@ -111,6 +114,8 @@ def table_column_config(table: str | None, columns, df: pd.DataFrame | None = No
         if dtype is not None and (_is_float(dtype) or str(dtype) in ("Int64", "boolean")):
             if "NA" in doc or column in RATE_COLUMNS or column in SIMILARITY_COLUMNS:
                 help_text += f"\n\n{NA_HELP}"
+        if column in bounded:
+            help_text += "\n\n" + interval_help()
         label = _label(column, all_labels)
         if dtype is not None and _is_float(dtype) and not formats:
             config[column] = st.column_config.NumberColumn(label, help=help_text)
@@ -128,34 +133,134 @@ def table_column_config(table: str | None, columns, df: pd.DataFrame | None = No
 
 
 def styled(df: pd.DataFrame):
-    """``df`` for st.dataframe with the dashboard's number formats, rounded as the charts round.
+    """``df`` for st.dataframe with the dashboard's number formats, rounded as the charts round, and
+    each value with an interval as one cell (``with_intervals``: '63.3 % [45.5, 78.1]').
 
     Missing values: st.dataframe's ``placeholder`` draws them as an en dash in every table (without
     it Streamlit writes "None"); show_table passes it. Formats: a pandas Styler's display values
     ("{:.1%}" for shares, ...) are drawn while st.dataframe still sorts by the underlying numbers
     (the Styler only changes what is drawn); Streamlit uses them in number columns that have no
     format of their own (table_column_config(formats=False)). Tables over STYLE_MAX_CELLS cells are
-    returned as they are (styling 30,000 rows x 40 columns would take seconds on every rerun):
+    returned as DataFrames (styling 30,000 rows x 40 columns would take seconds on every rerun):
     there the column formats apply, with the same digits (Streamlit's "percent" format may cut the
-    last digit of a percentage where the Styler rounds it)."""
-    if df.size > STYLE_MAX_CELLS or df.empty:
-        return df
-    formats = {c: _cell_format(str(c), df[c].dtype) for c in df.columns}
-    styler = df.style.format(na_rep=NA_DASH)
+    last digit of a percentage where the Styler rounds it), and a value with an interval becomes its
+    text (sorted as text). A table without interval columns that is not styled is ``df`` itself."""
+    bounded = interval_columns_in(df)
+    shown = without_bounds(df) if bounded else df
+    if shown.size > STYLE_MAX_CELLS or shown.empty:
+        if bounded and not shown.empty:
+            shown = shown.assign(**{c: pd.array(interval_texts(df, c), dtype="string") for c in bounded})
+        return shown
+    formats = {c: _cell_format(str(c), shown[c].dtype) for c in shown.columns}
+    styler = shown.style.format(na_rep=NA_DASH)
     numbers = {c: f for c, f in formats.items() if f}
     if numbers:
         styler = styler.format(numbers, na_rep=NA_DASH)
+    for column in bounded:  # each cell's own text: the value and its interval (the number stays for sorting)
+        _cell_texts(styler, shown.columns.get_loc(column), interval_texts(df, column))
     return styler
+
+
+def _cell_texts(styler, column: int, texts: list) -> None:
+    """Draw ``texts`` (one per row; None: the en dash) in column position ``column`` of ``styler``.
+    pandas' Styler keeps one display function per cell (``_display_funcs``, keyed by row and column
+    position); one public ``format`` call per cell would cost ~0.2 ms each."""
+    funcs = getattr(styler, "_display_funcs", None)
+    for row, text in enumerate(texts):
+        shown = NA_DASH if text is None else text
+        if funcs is not None:
+            funcs[(row, column)] = lambda _value, _shown=shown: _shown
+        else:  # pragma: no cover - a pandas without the per-cell table
+            styler.format(lambda _value, _shown=shown: _shown,
+                          subset=(styler.data.index[[row]], styler.data.columns[[column]]))
 
 
 def show_table(df: pd.DataFrame, table: str | None = None, *, docs: dict | None = None, labels: dict | None = None,
                **kwargs) -> None:
-    """st.dataframe of ``df`` (no index, full width) with table_column_config and styled's formats.
+    """st.dataframe of ``df`` (no index, full width) with table_column_config and styled's formats;
+    ``<column>_ci_low`` / ``_ci_high`` pairs shown in their column's cells (``with_intervals``).
     ``kwargs`` go to st.dataframe (a ``column_config`` entry there replaces the derived one)."""
     data = styled(df)
-    config = table_column_config(table, df.columns, df, docs=docs, labels=labels, formats=data is df)
+    frame = data if isinstance(data, pd.DataFrame) else data.data
+    config = table_column_config(table, frame.columns, frame, docs=docs, labels=labels,
+                                 formats=isinstance(data, pd.DataFrame), bounded=interval_columns_in(df))
     config.update(kwargs.pop("column_config", None) or {})
     kwargs.setdefault("hide_index", True)
     kwargs.setdefault("width", "stretch")
     kwargs.setdefault("placeholder", NA_DASH)
     st.dataframe(data, column_config=config, **kwargs)
+
+
+# ---------------------------------------------------------------- intervals (issue 23): one format
+# A value with an interval reads '63.3 % [45.5, 78.1]' (a share: percent, one decimal, the bounds in
+# points), '0.781 [0.770, 0.792]' (a similarity: three decimals), '1.50 [1.20, 1.80]' (a mean of
+# hypernym steps: two); the value alone where its interval is not defined (NA bounds: one image, or
+# the tables were computed with --no-ci), an en dash where the value is.
+CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
+
+
+def interval_columns_in(df: pd.DataFrame) -> list[str]:
+    """Columns of ``df`` that have both bound columns (``<column>_ci_low``, ``<column>_ci_high``) beside them."""
+    names = set(map(str, df.columns))
+    return [str(c) for c in df.columns if f"{c}{CI_LOW}" in names and f"{c}{CI_HIGH}" in names]
+
+
+def without_bounds(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` without the bound columns of its interval columns (their cells carry the interval)."""
+    bounds = [f"{c}{side}" for c in interval_columns_in(df) for side in (CI_LOW, CI_HIGH)]
+    return df.drop(columns=bounds)
+
+
+def _interval_style(column: str) -> tuple[float, int, str]:
+    """(scale, decimals, unit) of a column's value in the one interval format."""
+    if column in RATE_COLUMNS or column.endswith("_rate"):
+        return 100.0, 1, " %"
+    if column in STEP_COLUMNS:
+        return 1.0, 2, ""
+    return 1.0, 3, ""
+
+
+def _number(value) -> float | None:
+    if value is None or value is pd.NA:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if value != value else value
+
+
+def format_interval(value, low, high, column: str) -> str:
+    """One value and its interval, in the dashboard's one format (see above): ``column`` (the
+    metric's column name) says whether it is a share, a similarity or a mean of steps."""
+    value, low, high = _number(value), _number(low), _number(high)
+    if value is None:
+        return NA_DASH
+    scale, digits, unit = _interval_style(column)
+    text = f"{value * scale + 0.0:.{digits}f}{unit}"
+    if low is None or high is None:
+        return text
+    return f"{text} [{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]"
+
+
+def interval_texts(df: pd.DataFrame, column: str) -> list:
+    """``format_interval`` of every row's ``column`` and bounds (None where the value is NA)."""
+    scale, digits, unit = _interval_style(column)
+    values, lows, highs = (pd.to_numeric(df[c], errors="coerce").astype("float64").to_numpy(na_value=float("nan"))
+                           for c in (column, f"{column}{CI_LOW}", f"{column}{CI_HIGH}"))
+    out = []
+    for v, lo, hi in zip((values * scale).tolist(), (lows * scale).tolist(), (highs * scale).tolist()):
+        if v != v:
+            out.append(None)
+        elif lo != lo or hi != hi:
+            out.append(f"{v + 0.0:.{digits}f}{unit}")
+        else:
+            out.append(f"{v + 0.0:.{digits}f}{unit} [{lo + 0.0:.{digits}f}, {hi + 0.0:.{digits}f}]")
+    return out
+
+
+def interval_help(level: float | None = None) -> str:
+    """What a cell 'value [low, high]' means, for a header's help and a page's caption."""
+    shown = f"{level:.0%}" if level else "95 %"
+    return (f"[low, high]: its {shown} interval (Wilson for a share, a bootstrap over images for a mean); the CSV "
+            "has the bounds as `<column>_ci_low` and `<column>_ci_high`.")

@@ -39,10 +39,15 @@ def test_labels_help_and_formats(tables):
 def test_styled_rounds_like_the_charts_and_dashes_na(tables):
     styler = styled(tables.per_class)
     text = styler.to_string()
-    assert "66.7%" in text and "100.0%" in text  # 2/3 accuracy of tabby; one decimal, rounded
+    # 2/3 accuracy of tabby; one decimal, rounded, with its interval in the same cell (issue 23)
+    assert "66.7 % [" in text and "100.0 % [" in text
     assert NA_DASH in text  # tiger cat has no mistakes: sibling_rate and the means over mistakes are NA
     assert PERCENT_D3 == ".1%"
-    assert styler.data is tables.per_class  # the numbers themselves (what st.dataframe sorts by) are kept
+    # the numbers themselves (what st.dataframe sorts by) are kept; the bounds live in their column's cells
+    assert styler.data.equals(tables.per_class[list(styler.data.columns)])
+    assert not any(str(c).endswith(("_ci_low", "_ci_high")) for c in styler.data.columns)
+    plain = tables.per_class.drop(columns=[c for c in tables.per_class.columns if "_ci_" in c])
+    assert styled(plain).data is plain  # a table without bounds is styled as it is
     big = pd.DataFrame({"accuracy": [0.5] * 30_000})
     assert styled(big) is big  # large tables: Streamlit's own column formats
 

@@ -1,0 +1,179 @@
+"""Issue 23 item 5 on the dashboard: every rate and mean with its interval (one format), error bars,
+classes too few images to rank, the Claims section, the McNemar result on Browse, and the half-width
+that k gives on Query. Through AppTest on the sample run (pages/results_page.py and its neighbours)."""
+import json
+
+import pandas as pd
+import pytest
+
+from tests.pages.test_app import open_page
+
+TABBY, TIGER_CAT, EGYPTIAN_CAT = "n02123045", "n02123159", "n02124075"
+
+
+# --------------------------------------------------------------------------- pages.tables: one format
+def test_one_interval_format_for_rates_and_means():
+    from pages.tables import NA_DASH, format_interval
+
+    assert format_interval(0.6333, 0.4553, 0.7812, "accuracy") == "63.3 % [45.5, 78.1]"
+    assert format_interval(0.781, 0.7701, 0.7924, "wup_all") == "0.781 [0.770, 0.792]"
+    assert format_interval(1.5, 1.2, 1.8, "severity") == "1.50 [1.20, 1.80]"
+    assert format_interval(0.5, None, None, "sibling_rate") == "50.0 %"  # no interval: the value alone
+    assert format_interval(pd.NA, 0.1, 0.2, "accuracy") == NA_DASH
+    assert format_interval(0.25, 0.1, 0.4, "cousin_rate") == "25.0 % [10.0, 40.0]"  # the new relation rates
+
+
+def _tables():
+    from explain.metrics import compute_metric_tables
+
+    return compute_metric_tables(pd.DataFrame({
+        "model": ["m"] * 6, "image": list("abcdef"), "true_wnid": [TABBY] * 3 + [TIGER_CAT] * 3,
+        "pred_wnid": [TABBY, TABBY, EGYPTIAN_CAT, TIGER_CAT, TIGER_CAT, TIGER_CAT],
+        "label_space": "imagenet-1k", "status": "ok"}))
+
+
+def test_styled_folds_the_bounds_into_their_column_and_keeps_the_numbers():
+    from explain.schema import interval_columns
+    from pages.tables import interval_texts, styled
+
+    per_class = _tables().per_class
+    styler = styled(per_class)
+    assert not any(c.endswith(("_ci_low", "_ci_high")) for c in styler.data.columns)
+    assert set(interval_columns("per_class")) <= set(styler.data.columns)
+    assert styler.data["accuracy"].dtype == per_class["accuracy"].dtype  # st.dataframe sorts by the numbers
+    body = styler._translate(False, False)["body"]
+    column = list(styler.data.columns).index("accuracy")
+    shown = [row[column + 1]["display_value"] for row in body]  # +1: the index cell
+    assert shown == interval_texts(per_class, "accuracy")
+    assert shown[0].startswith("66.7 % [") and shown[0].endswith("]")
+
+
+def test_a_large_table_shows_the_interval_as_text():
+    from pages.tables import STYLE_MAX_CELLS, styled, without_bounds
+
+    per_class = _tables().per_class
+    big = pd.concat([per_class] * (STYLE_MAX_CELLS // without_bounds(per_class).size + 1), ignore_index=True)
+    shown = styled(big)
+    assert isinstance(shown, pd.DataFrame) and "accuracy_ci_low" not in shown.columns
+    assert shown["accuracy"].iloc[0].startswith("66.7 % [")
+
+
+# --------------------------------------------------------------------------- the pages
+@pytest.fixture(scope="module")
+def sample_tables(app_home):
+    from core.runstore import RunStore
+    from explain.artefact import load_metrics
+
+    return load_metrics(RunStore(app_home).open_run("sample"))
+
+
+def _figures(at):
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def _values(array) -> list:
+    """A Plotly JSON array: a list, or a typed array ({'dtype': 'f8', 'bdata': base64})."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
+
+
+def test_results_draws_error_bars_from_the_interval_columns(app, sample_tables):
+    at = open_page(app, "results")
+    bars = [f for f in _figures(at) if f["data"] and f["data"][0].get("type") == "bar"][0]
+    per_model = sample_tables.per_model.set_index("model")
+    drawn = {}
+    for trace in bars["data"]:
+        for model, y, above, below in zip(_values(trace["x"]), _values(trace["y"]), _values(trace["error_y"]["array"]),
+                                          _values(trace["error_y"]["arrayminus"])):
+            drawn[model] = (y + above, y - below)
+    for model, (high, low) in drawn.items():
+        assert high == pytest.approx(float(per_model.loc[model, "accuracy_ci_high"]))
+        assert low == pytest.approx(float(per_model.loc[model, "accuracy_ci_low"]))
+
+
+def test_results_tables_show_value_and_interval_in_one_cell(app, sample_tables):
+    at = open_page(app, "results")
+    shown = at.dataframe[0].value  # the per-model table: numbers underneath, bounds folded away
+    assert "accuracy" in shown.columns and "accuracy_ci_low" not in shown.columns
+    per_class = [d.value for d in at.dataframe if "rank_note" in d.value.columns][0]
+    assert "accuracy_ci_high" not in per_class.columns
+
+
+def test_results_marks_classes_too_few_images_to_rank(app, sample_tables):
+    from core.intervals import DEFAULT_HALF_WIDTH, wilson_half_width
+
+    at = open_page(app, "results")
+    per_class = [d.value for d in at.dataframe if "rank_note" in d.value.columns][0]
+    row = per_class.iloc[0]
+    half = float(wilson_half_width(int(row["n"]), float(row["accuracy"])))
+    assert half > DEFAULT_HALF_WIDTH  # six images a class
+    assert row["rank_note"] == f"±{half * 100:.0f} points: too few images to rank"
+    assert any("too few images to rank" in w.value for w in at.warning)
+
+
+def test_results_lists_the_claims_the_run_does_and_does_not_support(app, app_home, sample_tables):
+    from core.runstore import RunStore
+    from explain.claims import run_claims
+    from explain.uncertainty import IntervalOptions
+
+    at = open_page(app, "results")
+    assert any(h.value == "Claims" for h in at.subheader)
+    run = RunStore(app_home).open_run("sample")
+    expected = run_claims(run.usable_predictions(), families={m: "CNN" for m in run.info.models},
+                          options=IntervalOptions(**{k: sample_tables.ci[k] for k in ("level", "resamples", "seed")}))
+    texts = "\n".join(m.value for m in at.markdown)
+    from pages.text import escape_markdown
+
+    for claim in expected:
+        if claim.possible:
+            assert escape_markdown(claim.sentence) in texts, claim.sentence
+    assert any("no family claim can be made from this run" in i.value.lower() for i in at.info)
+    forest = [f for f in _figures(at) if any(t.get("name") in ("no evidence", "supported (q < 0.05)")
+                                             for t in f["data"])]
+    assert forest, "the differences chart is missing"
+    muted = [t for t in forest[0]["data"] if t["name"] == "no evidence"]
+    for trace in muted:  # differences without evidence: muted, the verdict on hover
+        assert "rgba(150, 150, 150" in trace["marker"]["color"]
+        assert all(text.startswith("no evidence of a difference: ") for text in trace["hovertext"])
+
+
+def test_confusions_draws_mf_with_error_bars(app, sample_tables):
+    confusions = sample_tables.confusions
+    if confusions.empty:
+        pytest.skip("no mistakes on the sample")
+    at = open_page(app, "confusions")
+    true = [s for s in at.selectbox if s.label == "True class"][0]
+    true.set_value(confusions["true_wnid"].iloc[0]).run()
+    bars = [f for f in _figures(at) if f["data"] and f["data"][0].get("orientation") == "h"]
+    assert bars, "the top-3 MF chart is missing"
+    for trace in bars[0]["data"]:
+        above, below = _values(trace["error_x"]["array"]), _values(trace["error_x"]["arrayminus"])
+        assert len(above) == len(below) == len(_values(trace["x"])) and min(above + below) >= 0
+
+
+def test_browse_shows_the_mcnemar_result(app, app_home):
+    from core.runstore import RunStore
+    from explain.compare import compare_models
+
+    at = open_page(app, "browse")
+    line = [m.value for m in at.markdown if "Exact McNemar test" in m.value]
+    assert line, "the McNemar result is missing"
+    run = RunStore(app_home).open_run("sample")
+    a, b = at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value
+    overall = compare_models(run.usable_predictions(), a, b).overall
+    assert f"b = {int(overall['a_only_correct'])} only A right" in line[0]
+    assert f"c = {int(overall['b_only_correct'])} only B right" in line[0]
+    assert str(overall["verdict"]) in line[0] or "more accurate" in line[0]
+
+
+def test_query_says_what_half_width_k_gives(app):
+    from core.intervals import format_half_width
+
+    at = open_page(app, "query")  # opens on the cat word: its classes, k and the engine are drawn
+    at.number_input(key="k").set_value(50).run()
+    assert any(format_half_width(50) in c.value for c in at.caption)
