@@ -18,6 +18,8 @@ DEFAULT_HALF_WIDTH = 0.10  # issue 23 item 4: +-10 points on accuracy
 
 def check_level(level: float) -> float:
     """The confidence level as a float in (0, 1), or ValueError naming the fix."""
+    if isinstance(level, (bool, str, bytes)):
+        raise ValueError(f"confidence level {level!r} is not a number; give one between 0 and 1, e.g. 0.95")
     try:
         value = float(level)
     except (TypeError, ValueError):
@@ -25,6 +27,12 @@ def check_level(level: float) -> float:
     if not 0.0 < value < 1.0 or math.isnan(value):
         raise ValueError(f"confidence level {level!r} is outside (0, 1); give e.g. 0.95 for 95 %")
     return value
+
+
+def format_level(level: float) -> str:
+    """'95%', '99.9%', '97.5%': the level as typed, never rounded to a whole percent ('{:.0%}' printed
+    99.9 % as '100%')."""
+    return f"{round(float(level) * 100, 6):g}%"
 
 
 def z_of(level: float) -> float:
@@ -42,6 +50,8 @@ def wilson_interval(k, n, level: float = DEFAULT_LEVEL) -> tuple[np.ndarray, np.
     when k == n (the formula gives 1e-17 off there)."""
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
+    if np.any((k < 0) | (k > n)):
+        raise ValueError("wilson_interval: every k must be between 0 and its n (k successes of n trials)")
     z = z_of(level)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = k / n
@@ -95,7 +105,7 @@ def format_half_width(n: int, level: float = DEFAULT_LEVEL) -> str:
     if n <= 0:
         return f"k = {n} images per class: no interval (no images)"
     half = float(wilson_half_width(n, 0.5, level)) * 100
-    return f"k = {n} images per class: accuracy to \u00b1{half:.1f} points ({level:.0%}, worst case p = 0.5)"
+    return f"k = {n} images per class: accuracy to \u00b1{half:.1f} points ({format_level(level)}, worst case p = 0.5)"
 
 
 def images_needed_at(rates, half_width: float = DEFAULT_HALF_WIDTH, level: float = DEFAULT_LEVEL) -> np.ndarray:

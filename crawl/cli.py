@@ -162,9 +162,6 @@ def cmd_fetch(args) -> int:
             return EXIT_OFFLINE
     target, _ = _destination(args, query=args.query or "", sense=args.query or "", wnids=wnids,
                              images_per_class=args.k, source=f"crawl:{args.engine}")
-    # What k buys (issue 23 item 4): the widest accuracy interval a class of k images can have.
-    print(f"{format_half_width(args.k)}; \u00b110 points needs {images_needed(DEFAULT_HALF_WIDTH)} images per class",
-          file=sys.stderr)
     progress = None if args.no_progress else TerminalProgress()
     try:
         summary = crawl_run(target, wnids, args.k, engine=args.engine, config=config, progress=progress,
@@ -176,6 +173,10 @@ def cmd_fetch(args) -> int:
         if progress is not None:
             progress.close()
     _print_summary(summary, f"{summary.new_accepted} new images accepted in {summary.seconds:.1f}s -> {summary.destination}")
+    # What k buys (issue 23 item 4): the widest accuracy interval a class of k images can have. After the
+    # crawl, not before: a refused destination stays a one-line error.
+    print(f"{format_half_width(args.k)}; \u00b110 points needs {images_needed(DEFAULT_HALF_WIDTH)} images per class",
+          file=sys.stderr)
     return 0 if summary.complete else EXIT_SHORT
 
 

@@ -109,7 +109,7 @@ def _interval_options(args):
 
     if args.no_ci:
         return None
-    level = args.ci / 100 if args.ci > 1 else args.ci  # --ci 95 and --ci 0.95 both mean 95 %
+    level = args.ci / 100 if args.ci >= 1 else args.ci  # --ci 95 and --ci 0.95 both mean 95 %; 1 means 1 %
     try:
         return IntervalOptions(level=level, resamples=args.resamples, seed=args.seed)
     except ValueError as exc:
@@ -179,16 +179,21 @@ def cmd_compare(args) -> int:
     if args.family_a or args.family_b:
         if not (args.family_a and args.family_b):
             raise OptionError("give both --family-a and --family-b (e.g. --family-a transformer --family-b CNN).")
+        if args.models:
+            raise OptionError("give either --models A,B or --family-a/--family-b, not both.")
         claims = family_claims(df, args.family_a, args.family_b, families=families, options=ci)
         if not claims.possible:
-            print(f"no family claim: {claims.reason}")
+            print(f"no family claim: {claims.reason} (python -m explain compare ... --models A,B)")
+            if args.out:
+                print("nothing written: there is no family claim to write", file=sys.stderr)
             return 0
         table = claims.table
         print(f"{claims.family_a} ({len(claims.models_a)} models) vs {claims.family_b} ({len(claims.models_b)} "
               f"models), {ci.describe()}")
         for row in table.itertuples(index=False):
-            print(f"{row.statistic}\t{row.value_a:.4f} vs {row.value_b:.4f}\tdiff {row.diff:+.4f} "
-                  f"[{row.diff_ci_low:+.4f}, {row.diff_ci_high:+.4f}]\tp={row.p:.4g}\tq={row.q:.4g}\t{row.verdict}")
+            print(f"{row.statistic}\t{_num(row.value_a)} vs {_num(row.value_b)}\tdiff {_num(row.diff, '+')} "
+                  f"[{_num(row.diff_ci_low, '+')}, {_num(row.diff_ci_high, '+')}]\tp={_num(row.p, fmt='.4g')}\t"
+                  f"q={_num(row.q, fmt='.4g')}\t{row.verdict} (models: {row.n_models_a} vs {row.n_models_b})")
         return _write_table(table, args.out, "family_claims.csv")
     if not args.models or args.models.count(",") != 1:
         raise OptionError("--models A,B names the two models to compare (two registry ids, comma-separated).")
@@ -197,23 +202,32 @@ def cmd_compare(args) -> int:
     table = comparison.table
     overall = comparison.overall
     print(f"A = {model_a}, B = {model_b}: {int(overall['n'])} paired images; {ci.describe()}")
+    for note in comparison.notes:
+        print(f"note: {note}", file=sys.stderr)
     from .compare import STATISTICS
 
     for s in STATISTICS:
-        diff = overall[f"{s.name}_diff"]
-        if diff is None or diff != diff or str(diff) == "<NA>":
-            continue
-        print(f"overall {s.name}\t{overall[f'{s.name}_a']:.4f} vs {overall[f'{s.name}_b']:.4f}\tdiff {diff:+.4f} "
-              f"[{overall[f'{s.name}_diff_ci_low']:+.4f}, {overall[f'{s.name}_diff_ci_high']:+.4f}]\t"
-              f"p={overall[f'{s.name}_p']:.4g}\tq={overall[f'{s.name}_q']:.4g}\t{overall[f'{s.name}_verdict']}")
+        o = {k: overall[f"{s.name}_{k}"] for k in ("a", "b", "diff", "diff_ci_low", "diff_ci_high", "p", "q", "verdict")}
+        print(f"overall {s.name}\t{_num(o['a'])} vs {_num(o['b'])}\tdiff {_num(o['diff'], '+')} "
+              f"[{_num(o['diff_ci_low'], '+')}, {_num(o['diff_ci_high'], '+')}]\tp={_num(o['p'], fmt='.4g')}\t"
+              f"q={_num(o['q'], fmt='.4g')}\t{o['verdict']}")
     classes = table[table["scope"] == "class"]
     shown = classes[classes["verdict"].isin(["A better", "B better"])]
     print(f"classes: {len(classes)}; accuracy differs with q < 0.05 in {len(shown)}"
           + (":" if len(shown) else ""))
     for row in shown.itertuples(index=False):
-        print(f"  {row.true_wnid}\tn={row.n}\tdiff {row.accuracy_diff:+.4f}\tp={row.p:.4g}\tq={row.q:.4g}\t"
-              f"{row.verdict}")
+        print(f"  {row.true_wnid}\tn={row.n}\tdiff {_num(row.accuracy_diff, '+')}\tp={_num(row.p, fmt='.4g')}\t"
+              f"q={_num(row.q, fmt='.4g')}\t{row.verdict}")
     return _write_table(table, args.out, "compare.csv")
+
+
+def _num(value, sign: str = "", fmt: str = ".4f") -> str:
+    """A number for the terminal; NA (pandas' NA, NaN, None) as 'NA', as explain metrics prints it."""
+    import pandas as pd
+
+    if value is None or pd.isna(value):
+        return "NA"
+    return f"{float(value):{sign}{fmt}}"
 
 
 def _compare_input(args):
@@ -246,8 +260,10 @@ def _parse_families(values) -> dict[str, str]:
 
 
 def _write_table(table, out, name: str) -> int:
-    if not out:
+    if out is None:
         return 0
+    if not str(out).strip():
+        raise OptionError("--out is empty: give the folder to write to (e.g. --out results/).")
     from .export import table_to_csv_bytes
 
     target = Path(out) / name

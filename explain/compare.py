@@ -29,7 +29,8 @@ from core.errors import WildLensError
 from .metrics import PredictionsError, _read_rows
 from .schema import Column
 from .similarity import similarities_of_codes
-from .uncertainty import (MIN_PAIRED_IMAGES, IntervalOptions, bh_q_values, block_sums, bootstrap_p,
+from .uncertainty import (A_BETTER, B_BETTER, MIN_BOOTSTRAP_N, MIN_PAIRED_IMAGES, IntervalOptions,
+                          bh_q_values, block_sums, bootstrap_p,
                           mcnemar_p, percentile_bounds, verdicts)
 
 OVERALL = "overall"
@@ -87,7 +88,12 @@ def _f(doc: str) -> Column:
 
 
 def _compare_columns() -> dict[str, Column]:
-    cols = {"scope": Column("string", f"'class' (one true class) or '{OVERALL}' (every paired image)."),
+    cols = {"model_a": Column("string", "Model A (every difference is A - B)."),
+            "model_b": Column("string", "Model B."),
+            "level": _f("The intervals' level (0.95: 95 %)."),
+            "resamples": Column("Int64", "Bootstrap resamples over images."),
+            "seed": Column("Int64", "The bootstrap's seed (same predictions, level, resamples and seed: the same bounds)."),
+            "scope": Column("string", f"'class' (one true class) or '{OVERALL}' (every paired image)."),
             "true_wnid": Column("string", "The true class; NA for the overall row."),
             "n": Column("Int64", "Paired images: counted predictions of both A and B of the same image and true class."),
             "a_only_correct": Column("Int64", "b of McNemar: images A classified correctly (top-1) and B did not."),
@@ -96,7 +102,8 @@ def _compare_columns() -> dict[str, Column]:
             "q": _f("Benjamini-Hochberg q of p over the per-class rows (the overall row: over the overall tests of "
                     "every statistic compared)."),
             "verdict": Column("string", "'A better', 'B better', 'no evidence of a difference' (q >= 0.05) or 'too "
-                                        f"few images' (n < {MIN_PAIRED_IMAGES}), on accuracy.")}
+                                        f"few images' (n < {MIN_PAIRED_IMAGES}, or no test could be made), on "
+                                        "accuracy.")}
     for s in STATISTICS:
         test = ("exact McNemar" if s.test == "mcnemar" else
                 "paired bootstrap of the difference (same Poisson weight per image for A and B), percentile")
@@ -104,7 +111,7 @@ def _compare_columns() -> dict[str, Column]:
             f"{s.name}_a": _f(f"{s.name} of model A over the paired images."),
             f"{s.name}_b": _f(f"{s.name} of model B over the paired images."),
             f"{s.name}_diff": _f(f"{s.name}_a - {s.name}_b."),
-            f"{s.name}_diff_ci_low": _f(f"Lower bound of the difference's interval (paired bootstrap over images, "
+            f"{s.name}_diff_ci_low": _f("Lower bound of the difference's interval (paired bootstrap over images, "
                                         "the comparison's level, resamples and seed)."),
             f"{s.name}_diff_ci_high": _f("Upper bound of the same interval."),
             f"{s.name}_p": _f(f"p of no difference in {s.name}: {test}."),
@@ -126,6 +133,7 @@ class Comparison:
     model_b: str
     table: pd.DataFrame  # COMPARE_COLUMNS: one row per class, then the overall row
     options: IntervalOptions
+    notes: tuple[str, ...] = ()  # what was not paired and why (one line each)
 
     @property
     def overall(self) -> pd.Series:
@@ -163,20 +171,56 @@ def paired_images(predictions: pd.DataFrame, model_a: str, model_b: str):
         idx = np.flatnonzero(counted & has_image & (rows.model == code))
         return pd.DataFrame({"image": image[idx], "true": rows.true[idx], "pred": rows.pred[idx]})
 
-    joined = side(a).merge(side(b), on=["image", "true"], suffixes=("_a", "_b"), validate="one_to_one")
+    left, right = side(a), side(b)
+    joined = left.merge(right, on=["image", "true"], suffixes=("_a", "_b"), validate="one_to_one")
+    notes = []
+    other_truth = left.merge(right, on="image", suffixes=("_a", "_b"))
+    other_truth = int((other_truth["true_a"] != other_truth["true_b"]).sum())
+    if other_truth:
+        notes.append(f"{other_truth} image{'s' * (other_truth != 1)} not paired: their true class differs between "
+                     f"{model_a} and {model_b} (check the predictions file)")
+    no_image = int((counted & ~has_image & np.isin(rows.model, [a, b])).sum())
+    if no_image:
+        notes.append(f"{no_image} counted prediction{'s' * (no_image != 1)} without an image left out: a comparison "
+                     "pairs predictions by image")
     if joined.empty:
-        raise CompareError(f"{model_a!r} and {model_b!r} share no counted image (same image and true class); "
-                           "compare models that classified the same images.")
+        raise CompareError(f"{model_a!r} and {model_b!r} share no counted image (same image and true class)"
+                           + (f"; {notes[0]}" if notes else "") + "; compare models that classified the same images.")
     return (joined["true"].to_numpy(np.int64), joined["pred_a"].to_numpy(np.int64),
-            joined["pred_b"].to_numpy(np.int64), rows.wnids)
+            joined["pred_b"].to_numpy(np.int64), rows.wnids, tuple(notes))
 
 
 def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
                    options: IntervalOptions | None = None, cache_dir=None) -> Comparison:
     """The paired comparison of ``model_a`` and ``model_b`` (module docstring); deterministic for
-    the same predictions and options."""
+    the same predictions and options, and symmetric: B, A gives the mirror image of A, B (the
+    differences negated, the bounds swapped, the same p and q). Why: the bootstrap's weights follow
+    the cells' order, which followed the order the models were named in; two runs that differed
+    only in that order gave p = 0.013 and 0.038 for one difference. The pair is computed in the
+    models' name order and mirrored when asked the other way."""
     options = options or IntervalOptions()
-    true, pred_a, pred_b, wnids = paired_images(predictions, model_a, model_b)
+    if str(model_b) < str(model_a):
+        return _mirror(_compare(predictions, model_b, model_a, options, cache_dir))
+    return _compare(predictions, model_a, model_b, options, cache_dir)
+
+
+def _mirror(comparison: Comparison) -> Comparison:
+    t = comparison.table.copy()
+    out = t.copy()
+    out["model_a"], out["model_b"] = t["model_b"], t["model_a"]
+    out["a_only_correct"], out["b_only_correct"] = t["b_only_correct"], t["a_only_correct"]
+    swap = {A_BETTER: B_BETTER, B_BETTER: A_BETTER}
+    for s in STATISTICS:
+        out[f"{s.name}_a"], out[f"{s.name}_b"] = t[f"{s.name}_b"], t[f"{s.name}_a"]
+        out[f"{s.name}_diff"] = -t[f"{s.name}_diff"]
+        out[f"{s.name}_diff_ci_low"], out[f"{s.name}_diff_ci_high"] = -t[f"{s.name}_diff_ci_high"], -t[f"{s.name}_diff_ci_low"]
+        out[f"{s.name}_verdict"] = t[f"{s.name}_verdict"].map(lambda v: swap.get(v, v)).astype("string")
+    out["verdict"] = out["accuracy_verdict"]
+    return Comparison(comparison.model_b, comparison.model_a, out, comparison.options, comparison.notes)
+
+
+def _compare(predictions, model_a, model_b, options, cache_dir) -> Comparison:
+    true, pred_a, pred_b, wnids, notes = paired_images(predictions, model_a, model_b)
     n_w = max(len(wnids), 1)
     key = (true * n_w + pred_a) * n_w + pred_b
     cells, count = np.unique(key, return_counts=True)
@@ -215,7 +259,10 @@ def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
     b = np.bincount(group, weights=count * ((c_a == c_true) & (c_b != c_true)), minlength=n_classes)
     c = np.bincount(group, weights=count * ((c_a != c_true) & (c_b == c_true)), minlength=n_classes)
     overall_block = {name: v[None, :] for name, v in overall_reps.items()}
-    table = {"scope": ["class"] * n_classes + [OVERALL],
+    table = {"model_a": [model_a] * (n_classes + 1), "model_b": [model_b] * (n_classes + 1),
+             "level": [options.level] * (n_classes + 1), "resamples": [options.resamples] * (n_classes + 1),
+             "seed": [options.seed] * (n_classes + 1),
+             "scope": ["class"] * n_classes + [OVERALL],
              "true_wnid": [str(wnids[t]) for t in classes] + [None],
              "n": np.r_[n, n.sum()], "a_only_correct": np.r_[b, b.sum()], "b_only_correct": np.r_[c, c.sum()]}
     overall_p = {}
@@ -236,8 +283,10 @@ def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
         else:
             p = boot_p[s.name]
             o_p = float(bootstrap_p(diff_reps, [o_obs])[0])
-        p = np.where(np.isnan(a_val) | np.isnan(b_val), np.nan, p)
-        o_p = float("nan") if np.isnan(oa) or np.isnan(ob) else o_p
+        few = obs[s.name] < MIN_BOOTSTRAP_N if s.test == "bootstrap" else np.zeros(n_classes, dtype=bool)
+        p = np.where(np.isnan(a_val) | np.isnan(b_val) | few, np.nan, p)
+        o_few = s.test == "bootstrap" and obs[s.name].sum() < MIN_BOOTSTRAP_N
+        o_p = float("nan") if np.isnan(oa) or np.isnan(ob) or o_few else o_p
         overall_p[s.name] = o_p
         table[f"{s.name}_a"] = np.r_[a_val, oa]
         table[f"{s.name}_b"] = np.r_[b_val, ob]
@@ -252,7 +301,7 @@ def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
         table[f"{s.name}_verdict"] = verdicts(table[f"{s.name}_diff"], table[f"{s.name}_q"], table["n"],
                                               higher_is_better=s.higher_is_better)
     table["p"], table["q"], table["verdict"] = table["accuracy_p"], table["accuracy_q"], table["accuracy_verdict"]
-    return Comparison(model_a, model_b, _frame(table, COMPARE_SCHEMA), options)
+    return Comparison(model_a, model_b, _frame(table, COMPARE_SCHEMA), options, notes)
 
 
 def _ratio(num, den):
@@ -297,7 +346,9 @@ class FamilyClaims:
 FAMILY_COLUMNS: dict[str, Column] = {
     "statistic": Column("string", "The statistic (a per-model column of the metric tables)."),
     "family_a": Column("string", "Family A."), "family_b": Column("string", "Family B."),
-    "n_models_a": Column("Int64", "Models in family A."), "n_models_b": Column("Int64", "Models in family B."),
+    "n_models_a": Column("Int64", "Models of family A with this statistic (at least 2 images, or 2 mistakes for a "
+                                  "mean over them); fewer than 2: no claim (NA, 'too few images')."),
+    "n_models_b": Column("Int64", "The same for family B."),
     "value_a": _f("Mean over family A's models of the model's value (each over its own images)."),
     "value_b": _f("The same for family B."),
     "diff": _f("value_a - value_b."),
@@ -306,7 +357,8 @@ FAMILY_COLUMNS: dict[str, Column] = {
     "diff_ci_high": _f("Upper bound of the same interval."),
     "p": _f("Two-sided bootstrap p of no difference (the percentile interval inverted)."),
     "q": _f("Benjamini-Hochberg q over the statistics of this family comparison."),
-    "verdict": Column("string", "'A better' (family A), 'B better', 'no evidence of a difference' (q >= 0.05)."),
+    "verdict": Column("string", "'A better' (family A), 'B better', 'no evidence of a difference' (q >= 0.05), "
+                                "'too few images' (fewer than 2 models of a family have the statistic)."),
 }
 FAMILY_SCHEMA = {name: c.dtype for name, c in FAMILY_COLUMNS.items()}
 MIN_FAMILY_MODELS = 2
@@ -329,17 +381,23 @@ def family_claims(predictions: pd.DataFrame, family_a: str, family_b: str, *, fa
                   options: IntervalOptions | None = None, cache_dir=None) -> FamilyClaims:
     """Family A against family B on :data:`FAMILY_STATISTICS` (module docstring)."""
     options = options or IntervalOptions()
+    if family_a == family_b:
+        raise CompareError(f"families A and B are both {family_a!r}; name two different families.")
     rows, counted = _counted(predictions)
+    unknown = sorted(set(families or {}) - set(rows.models))
+    if unknown:
+        raise CompareError(f"--family names {unknown[0]!r}, which has no predictions here; the models are: "
+                           f"{', '.join(rows.models[:8])}{' ...' if len(rows.models) > 8 else ''}.")
     family_of = model_families(predictions, families)
-    members = {f: tuple(m for m in rows.models if family_of.get(m) == f) for f in (family_a, family_b)}
+    with_rows = set(np.unique(rows.model[counted]).tolist())  # a model whose every row failed is no member
+    members = {f: tuple(m for i, m in enumerate(rows.models) if family_of.get(m) == f and i in with_rows)
+               for f in (family_a, family_b)}
     small = [f for f in (family_a, family_b) if len(members[f]) < MIN_FAMILY_MODELS]
     if small:
         have = "; ".join(f"{f}: {len(members[f])} model{'s' * (len(members[f]) != 1)}" for f in (family_a, family_b))
         return FamilyClaims(family_a, family_b, members[family_a], members[family_b], None,
-                            f"a family claim needs at least {MIN_FAMILY_MODELS} models in each family ({have}); "
-                            "compare the models one by one instead.")
-    if family_a == family_b:
-        raise CompareError(f"families A and B are both {family_a!r}; name two different families.")
+                            f"a family claim needs at least {MIN_FAMILY_MODELS} models with counted predictions in "
+                            f"each family ({have}); compare the models one by one instead.")
     models = list(members[family_a] + members[family_b])
     codes = np.array([rows.models.index(m) for m in models])
     n_w = max(len(rows.wnids), 1)
@@ -358,27 +416,34 @@ def family_claims(predictions: pd.DataFrame, family_a: str, family_b: str, *, fa
     for first, last, block in block_sums(group, count, x, options, stream=_FAMILY_STREAM):
         for q in x:
             reps[q][first:last] += block[q]
-    rng = np.random.default_rng([int(options.seed), _FAMILY_DRAW_STREAM])
     index = {f: np.array([order_models.index(m) for m in members[f]]) for f in (family_a, family_b)}
-    draws = {f: idx[rng.integers(0, len(idx), size=(int(options.resamples), len(idx)))]
-             for f, idx in index.items()}
+    resamples = int(options.resamples)
+    cols = np.arange(resamples)[:, None]
     out = {name: [] for name in FAMILY_SCHEMA}
-    for name in FAMILY_STATISTICS:
+    for k, name in enumerate(FAMILY_STATISTICS):
         s = _BY_NAME[name]
-        model_value = _ratio(point[s.num], point[s.den])
+        # A model's value needs MIN_BOOTSTRAP_N observations (images, or mistakes for a mean over them):
+        # one mistake gave a "significant" sibling % from a model whose value could not vary.
+        defined = point[s.den] >= MIN_BOOTSTRAP_N
+        model_value = np.where(defined, _ratio(point[s.num], point[s.den]), np.nan)
         model_reps = _ratio(reps[s.num], reps[s.den])  # models x resamples
-        cols = np.arange(int(options.resamples))[:, None]
-        with warnings.catch_warnings():  # a resample where every drawn model's value is undefined: NaN
-            warnings.simplefilter("ignore", RuntimeWarning)
-            fam = {f: np.nanmean(model_reps[draws[f], cols], axis=1) for f in index}
-            va, vb = np.nanmean(model_value[index[family_a]]), np.nanmean(model_value[index[family_b]])
-        diff_reps = (fam[family_a] - fam[family_b])[None, :]
-        lo, hi = percentile_bounds(diff_reps, options.level)
-        for k, v in (("statistic", name), ("family_a", family_a), ("family_b", family_b),
-                     ("n_models_a", len(index[family_a])), ("n_models_b", len(index[family_b])),
-                     ("value_a", va), ("value_b", vb), ("diff", va - vb), ("diff_ci_low", lo[0]),
-                     ("diff_ci_high", hi[0]), ("p", bootstrap_p(diff_reps)[0])):
-            out[k].append(v)
+        use = {f: idx[defined[idx]] for f, idx in index.items()}
+        va = vb = lo = hi = p = np.nan
+        if all(len(u) >= MIN_FAMILY_MODELS for u in use.values()):
+            rng = np.random.default_rng([int(options.seed), _FAMILY_DRAW_STREAM, k])
+            draws = {f: u[rng.integers(0, len(u), size=(resamples, len(u)))] for f, u in use.items()}
+            with warnings.catch_warnings():  # a drawn model without its statistic in a resample is left out
+                warnings.simplefilter("ignore", RuntimeWarning)
+                fam = {f: np.nanmean(model_reps[draws[f], cols], axis=1) for f in use}
+            va, vb = float(model_value[use[family_a]].mean()), float(model_value[use[family_b]].mean())
+            diff_reps = (fam[family_a] - fam[family_b])[None, :]
+            low, high = percentile_bounds(diff_reps, options.level)
+            lo, hi, p = low[0], high[0], bootstrap_p(diff_reps)[0]
+        for key, v in (("statistic", name), ("family_a", family_a), ("family_b", family_b),
+                       ("n_models_a", len(use[family_a])), ("n_models_b", len(use[family_b])),
+                       ("value_a", va), ("value_b", vb), ("diff", va - vb), ("diff_ci_low", lo),
+                       ("diff_ci_high", hi), ("p", p)):
+            out[key].append(v)
     out["q"] = bh_q_values(np.array(out["p"]))
     out["verdict"] = [verdicts([d], [q], [MIN_PAIRED_IMAGES], higher_is_better=_BY_NAME[name].higher_is_better)[0]
                       for name, d, q in zip(FAMILY_STATISTICS, out["diff"], out["q"])]

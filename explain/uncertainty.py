@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.intervals import DEFAULT_LEVEL, check_level
+from core.intervals import DEFAULT_LEVEL, check_level, format_level
 
 DEFAULT_RESAMPLES = 2000  # SPEC default
 DEFAULT_SEED = 0
@@ -49,6 +49,14 @@ VERDICTS = (A_BETTER, B_BETTER, NO_EVIDENCE, TOO_FEW)
 MIN_PAIRED_IMAGES = 6  # fewer paired images: no test of them can reach p < 0.05 (2 * 0.5^5 = 0.0625)
 
 
+MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000  # 100,000 resamples of 10,000 classes: 8 GB of bounds per statistic
+MIN_LEVEL = 0.5  # a lower "confidence" level is a typo (--ci 1.5 read as 1.5 %), not a question
+
+
+def _whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class IntervalOptions:
     """Interval settings: the level, bootstrap resamples and seed (stored in the artefact's
@@ -59,11 +67,14 @@ class IntervalOptions:
     seed: int = DEFAULT_SEED
 
     def __post_init__(self):
-        check_level(self.level)
-        if int(self.resamples) != self.resamples or self.resamples < 100:
-            raise ValueError(f"resamples {self.resamples!r}: give a whole number of at least 100 (default "
-                             f"{DEFAULT_RESAMPLES}); fewer make the bounds noisy")
-        if int(self.seed) != self.seed or self.seed < 0:
+        if check_level(self.level) < MIN_LEVEL:
+            raise ValueError(f"confidence level {format_level(self.level)} is below {format_level(MIN_LEVEL)}: give e.g. "
+                             "95 (or 0.95) for 95 % intervals")
+        if not _whole(self.resamples) or not MIN_RESAMPLES <= self.resamples <= MAX_RESAMPLES:
+            raise ValueError(f"resamples {self.resamples!r}: give a whole number from {MIN_RESAMPLES} to "
+                             f"{MAX_RESAMPLES:,} (default {DEFAULT_RESAMPLES}); fewer make the bounds noisy, more "
+                             "only take memory and time")
+        if not _whole(self.seed) or self.seed < 0:
             raise ValueError(f"seed {self.seed!r}: give a whole number >= 0")
 
     def as_dict(self) -> dict:
@@ -71,7 +82,7 @@ class IntervalOptions:
                 "rates": "wilson", "means": "poisson bootstrap over images, percentile"}
 
     def describe(self) -> str:
-        return (f"{self.level:.0%} intervals: Wilson for rates, bootstrap over images for means "
+        return (f"{format_level(self.level)} intervals: Wilson for rates, bootstrap over images for means "
                 f"({self.resamples} resamples, seed {self.seed})")
 
 
@@ -442,11 +453,12 @@ def bh_q_values(p) -> np.ndarray:
 
 
 def verdict(diff: float, q: float, n: int, *, higher_is_better: bool = True) -> str:
-    """The one verdict rule: too few images, else no evidence when q >= SIGNIFICANCE (or undefined),
+    """The one verdict rule: too few images (fewer than MIN_PAIRED_IMAGES, or a test that could not
+    be made: q undefined, e.g. a mean over one mistake), else no evidence when q >= SIGNIFICANCE,
     else the better model by the sign of the difference (A - B)."""
-    if n < MIN_PAIRED_IMAGES:
+    if n < MIN_PAIRED_IMAGES or q is None or np.isnan(q) or diff is None or np.isnan(diff):
         return TOO_FEW
-    if q is None or np.isnan(q) or q >= SIGNIFICANCE or diff is None or np.isnan(diff) or diff == 0:
+    if q >= SIGNIFICANCE or diff == 0:
         return NO_EVIDENCE
     return A_BETTER if (diff > 0) == higher_is_better else B_BETTER
 

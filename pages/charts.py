@@ -74,7 +74,7 @@ def _wrap(text: str, width: int = 60) -> str:
 
 # --------------------------------------------------------------------------- intervals (issue 23)
 MUTED = "rgba(150, 150, 150, 0.55)"  # a difference without evidence
-SUPPORTED = "#1f77b4"  # Plotly's D3 blue: a difference the run supports
+SUPPORTED = "#1a5fa0"  # a dark blue, no relation's colour: a difference the run supports
 
 
 def error_offsets(df, column: str):

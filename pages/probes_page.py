@@ -104,7 +104,7 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
 
 def image_interval(top1: pd.Series, n_test: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """The Wilson interval of a top-1 over one draw's test images (core.intervals): how far the
-    accuracy could move with other images of the same classes, apart from the seeds' spread."""
+    accuracy could move with other photographs of these classes, apart from the seeds' spread."""
     n = pd.to_numeric(n_test, errors="coerce").astype("float64").fillna(0).to_numpy()
     rate = pd.to_numeric(top1, errors="coerce").astype("float64").to_numpy()
     known = ~np.isnan(rate) & (n > 0)

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from core.intervals import DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, images_needed, wilson_half_width
+from core.intervals import DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, format_level, images_needed, wilson_half_width
 from explain.claims import PHRASES, claims_table
 from explain.metrics import column_docs
 from explain.schema import labels_of
@@ -63,7 +63,7 @@ if not chosen:
 
 ci = tables.ci
 level = float(ci["level"]) if ci else DEFAULT_LEVEL
-intervals = (f"Each rate and mean is shown with its {level:.0%} interval, `value [low, high]` (Wilson for a share, "
+intervals = (f"Each rate and mean is shown with its {format_level(level)} interval, `value [low, high]` (Wilson for a share, "
              f"a bootstrap over images for a mean, {ci['resamples']} resamples, seed {ci['seed']}); the error bars "
              "are the same intervals." if ci else
              "These tables were computed without intervals (`--no-ci`): values are shown alone.")
@@ -109,21 +109,21 @@ fig = px.bar(chart, x="model", y=metric, color="family", color_discrete_map=FAMI
                          **({"interval": True} if has_bounds else {}),
                          **({"_above": False, "_below": False} if errors else {})},
              labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"], "n_mistakes": LABELS["n_mistakes"],
-                     "interval": f"{level:.0%} interval"})
+                     "interval": f"{format_level(level)} interval"})
 fig.update_traces(textposition="inside", insidetextanchor="start")  # the value clear of the error bar's cap
 fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
 if metric in RATE_COLUMNS:
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%")  # axis marks at round shares; values above read PERCENT_D3
 st.plotly_chart(fig, width="stretch")
 st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
-           + (f" Error bars: the {level:.0%} interval." if has_bounds else ""))
+           + (f" Whiskers: the {format_level(level)} interval." if has_bounds else ""))
 
 # ------------------------------------------------------------------ claims
 st.subheader("Claims")
 st.caption("What this run lets you write: every pair of models on the images both classified (exact McNemar test "
            "for accuracy, a paired bootstrap of the difference for the means; q: Benjamini-Hochberg over the "
            "statistics of one pair) and every pair of families with at least two models each (a bootstrap over "
-           f"models, then images). A claim is supported when q < 0.05; differences in {level:.0%} intervals, "
+           f"models, then images). A claim is supported when q < 0.05; differences in {format_level(level)} intervals, "
            "the better one first.")
 predictions_counted = int(tables.per_model["n"].sum() + tables.per_model["n_unseen"].fillna(0).sum())
 if len(models) < 2:
@@ -203,7 +203,7 @@ heat.update_layout(height=max(260, 22 * len(grid) + 120), margin=dict(t=30, b=10
 st.plotly_chart(heat, width="stretch")
 st.caption(f"`{class_metric}`: " + column_docs("per_class").get(class_metric, "")
            + " Empty cells: not defined (e.g. no mistakes)."
-           + (f" Hover a cell for its {level:.0%} interval." if class_bounds else ""))
+           + (f" Hover a cell for its {format_level(level)} interval." if class_bounds else ""))
 
 # Classes too few images to rank: the accuracy's Wilson half-width (core.intervals) above DEFAULT_HALF_WIDTH.
 accuracy_of = per_class["accuracy"].astype("float64")  # NA (a class the model cannot name): no half-width
@@ -217,7 +217,7 @@ if wide.any():
     listed = ", ".join(f"{names[w]} (±{h * 100:.0f})" for w, h in worst.head(8).items())
     more = f" and {len(worst) - 8:,} more" if len(worst) > 8 else ""
     st.warning(f"{plural(len(worst), 'class')} of {len(names):,} {'has' if len(worst) == 1 else 'have'} an accuracy "
-               f"interval wider than ±{DEFAULT_HALF_WIDTH * 100:.0f} points ({level:.0%}): too few images to rank "
+               f"interval wider than ±{DEFAULT_HALF_WIDTH * 100:.0f} points ({format_level(level)}): too few images to rank "
                f"{'it' if len(worst) == 1 else 'them'}: " + escape_markdown(listed + more) + ". A class needs about "
                f"{images_needed(DEFAULT_HALF_WIDTH, 0.5, level):,} images for ±{DEFAULT_HALF_WIDTH * 100:.0f} points "
                "(worst case); the *Ranking* column says how wide each one is.", icon=":material/straighten:")
@@ -226,7 +226,7 @@ shown_class = per_class.assign(class_name=per_class["true_wnid"].map(names), ran
 cols = ["model", "true_wnid", "class_name", "rank_note"] + [c for c in per_class.columns
                                                            if c not in ("model", "true_wnid")]
 show_table(shown_class[cols], "per_class", labels={"rank_note": "Ranking"},
-           docs={"rank_note": f"Empty: the accuracy's {level:.0%} interval is at most ±{DEFAULT_HALF_WIDTH * 100:.0f} "
+           docs={"rank_note": f"Empty: the accuracy's {format_level(level)} interval is at most ±{DEFAULT_HALF_WIDTH * 100:.0f} "
                               "points wide. Otherwise its half-width (Wilson, core.intervals.wilson_half_width of n "
                               "and the accuracy): too few images to rank the class against others."})
 download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class", label_space=run.info.label_space)
@@ -254,7 +254,7 @@ if not unseen.empty:
                                         else {})},
                          labels={c: LABELS[c] for c in ("n", "share_nearest", "hdist_at_1", "sim_to_seen",
                                                         "lin_vs_best")} | {"model": "Model",
-                                                                           "interval": f"{level:.0%} interval"},
+                                                                           "interval": f"{format_level(level)} interval"},
                          range_x=[0, 1], range_y=[0, 1.05])
     scatter.update_traces(marker=dict(size=11))
     scatter.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")

@@ -3,9 +3,10 @@
 spreadsheet-safe (``core.csvsafe``)."""
 from __future__ import annotations
 
-
 import pandas as pd
 import streamlit as st
+
+from core.intervals import format_level
 
 
 def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Download CSV",
@@ -261,6 +262,6 @@ def interval_texts(df: pd.DataFrame, column: str) -> list:
 
 def interval_help(level: float | None = None) -> str:
     """What a cell 'value [low, high]' means, for a header's help and a page's caption."""
-    shown = f"{level:.0%}" if level else "95 %"
+    shown = format_level(level) if level else "95%"
     return (f"[low, high]: its {shown} interval (Wilson for a share, a bootstrap over images for a mean); the CSV "
             "has the bounds as `<column>_ci_low` and `<column>_ci_high`.")

@@ -55,12 +55,15 @@ def test_bootstrap_p_inverts_the_percentile_interval():
 def test_verdict_words_from_one_rule():
     assert verdict(0.1, 0.01, 50) == A_BETTER and verdict(-0.1, 0.01, 50) == B_BETTER
     assert verdict(-0.1, 0.01, 50, higher_is_better=False) == A_BETTER  # severity: lower is better
-    assert verdict(0.1, 0.05, 50) == NO_EVIDENCE and verdict(0.1, float("nan"), 50) == NO_EVIDENCE
+    assert verdict(0.1, 0.05, 50) == NO_EVIDENCE
+    assert verdict(0.1, float("nan"), 50) == TOO_FEW  # no test could be made (a mean over one mistake)
     assert verdict(0.5, 0.001, 5) == TOO_FEW
 
 
 def test_options_refuse_what_makes_no_sense():
-    for bad in ({"level": 1.5}, {"level": 0}, {"resamples": 10}, {"seed": -1}, {"resamples": 2.5}):
+    for bad in ({"level": 1.5}, {"level": 0}, {"level": 0.015}, {"level": "0.95"}, {"level": True},
+                {"resamples": 10}, {"resamples": 2.5}, {"resamples": float("inf")}, {"resamples": 10 ** 9},
+                {"seed": -1}, {"seed": True}):
         with pytest.raises(ValueError):
             IntervalOptions(**bad)
 

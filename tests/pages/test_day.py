@@ -91,16 +91,22 @@ def clean(text: str) -> None:
 
 # The matrix's plot: where each non-empty cell is (the invisible scatter trace that takes clicks).
 CELLS_JS = """
-const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
-if (!gd || !gd._fullLayout || !gd._fullData) return null;
-const trace = gd._fullData.find(t => t.type === 'scatter' && t.customdata);
-if (!trace) return null;
+// the matrix: the chart whose scatter carries cell data (the MF bars above it, issue 23, do not)
+let gd = null, trace = null, index = -1;
+const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
+for (let i = 0; i < charts.length; i++) {
+  const el = charts[i].querySelector('.js-plotly-plot');
+  if (!el || !el._fullLayout || !el._fullData) continue;
+  trace = el._fullData.find(t => t.type === 'scatter' && t.customdata);
+  if (trace) { gd = el; index = i; break; }
+}
+if (!gd || !trace) return null;
 const L = gd._fullLayout, out = [];
 for (let k = 0; k < trace.x.length; k++) {
   out.push({row: trace.y[k], col: trace.x[k], hover: String(trace.hovertext[k]),
             px: L.xaxis.l2p(trace.x[k]), py: L.yaxis.l2p(trace.y[k])});
 }
-return {cells: out, width: L._size.w, height: L._size.h};
+return {cells: out, width: L._size.w, height: L._size.h, chart: index};
 """
 
 
@@ -189,7 +195,7 @@ def test_a_new_users_day(server, tmp_path, shots):
         cells = layout["cells"]
         # A mistake if the model made one (its images link to Browse), else a diagonal cell.
         cell = next((c for c in cells if c["row"] != c["col"]), cells[0])
-        chart = driver.find_element(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')
+        chart = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')[layout["chart"]]
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)
         time.sleep(1)
         drag = chart.find_element(By.CSS_SELECTOR, ".nsewdrag")
@@ -207,7 +213,7 @@ def test_a_new_users_day(server, tmp_path, shots):
         assert re.search(rf"→ .*· {n} images?", text), text[-4000:]  # the cell's heading, then its images
         if cell["row"] != cell["col"]:
             assert "in Browse" in text, text[-4000:]
-        shot("07_matrix_clicked.png", driver.find_element(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]'))
+        shot("07_matrix_clicked.png", driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')[layout["chart"]])
         shot("07b_matrix_cell_images.png", [e for e in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSelectbox"]')
                                             if "Images of the cell" in e.text][0])
 
