@@ -110,8 +110,20 @@ def format_half_width(n: int, level: float = DEFAULT_LEVEL) -> str:
 
 def images_needed_at(rates, half_width: float = DEFAULT_HALF_WIDTH, level: float = DEFAULT_LEVEL) -> np.ndarray:
     """:func:`images_needed` for each observed rate (NaN -> the worst case p = 0.5): how many images a
-    class needs for +-half_width at the rate it shows now. One search per distinct rate."""
+    class needs for +-half_width at the rate it shows now. Vectorised: the half-width falls with n,
+    and h(n) <= h is a quadratic in n, 4h^2 n^2 + (8 h^2 z^2 - 4 z^2 p q) n + (4 h^2 - 1) z^4 >= 0; its
+    larger root, rounded up and checked one step either way, is the answer (tested equal to the
+    bisection of :func:`images_needed` on a grid of rates)."""
+    h = float(half_width)
+    if not 0.0 < h < 0.5:
+        raise ValueError(f"half-width {half_width!r} must be between 0 and 0.5 (e.g. 0.1 for +-10 points)")
     rates = np.asarray(rates, dtype=np.float64)
     p = np.where(np.isnan(rates), 0.5, np.clip(rates, 0.0, 1.0))
-    unique, inverse = np.unique(p, return_inverse=True)
-    return np.array([images_needed(half_width, float(u), level) for u in unique], dtype=np.int64)[inverse.ravel()]
+    z = z_of(level)
+    pq = p * (1 - p)
+    a, b, c = 4 * h * h, 8 * h * h * z * z - 4 * z * z * pq, (4 * h * h - 1) * z ** 4
+    root = (-b + np.sqrt(np.maximum(b * b - 4 * a * c, 0.0))) / (2 * a)
+    n = np.maximum(1, np.ceil(root - 1e-9)).astype(np.int64)
+    n = np.where(wilson_half_width(n, p, level) > h, n + 1, n)
+    n = np.where((n > 1) & (wilson_half_width(np.maximum(n - 1, 1), p, level) <= h), n - 1, n)
+    return n

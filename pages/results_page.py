@@ -12,7 +12,8 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from core.intervals import DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, format_level, images_needed, wilson_half_width
+from core.intervals import (DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, format_level, images_needed, images_needed_at,
+                            wilson_half_width)
 from explain.claims import PHRASES, claims_table
 from explain.metrics import column_docs
 from explain.schema import labels_of
@@ -210,7 +211,9 @@ accuracy_of = per_class["accuracy"].astype("float64")  # NA (a class the model c
 half = pd.Series(wilson_half_width(per_class["n"].astype("float64").fillna(0).to_numpy(), accuracy_of.to_numpy(),
                                    level), index=per_class.index)
 wide = half > DEFAULT_HALF_WIDTH
-rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank" if w else "" for h, w in zip(half, wide)],
+needed = images_needed_at(accuracy_of.to_numpy(), DEFAULT_HALF_WIDTH, level)  # at the accuracy seen (NA: p = 0.5)
+rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank (about {k:,} for ±{DEFAULT_HALF_WIDTH * 100:.0f} "
+                       "at this accuracy)" if w else "" for h, w, k in zip(half, wide, needed)],
                       index=per_class.index, dtype="string")
 if wide.any():
     worst = half[wide].groupby(per_class.loc[wide, "true_wnid"]).max().sort_values(ascending=False)
@@ -228,7 +231,8 @@ cols = ["model", "true_wnid", "class_name", "rank_note"] + [c for c in per_class
 show_table(shown_class[cols], "per_class", labels={"rank_note": "Ranking"},
            docs={"rank_note": f"Empty: the accuracy's {format_level(level)} interval is at most ±{DEFAULT_HALF_WIDTH * 100:.0f} "
                               "points wide. Otherwise its half-width (Wilson, core.intervals.wilson_half_width of n "
-                              "and the accuracy): too few images to rank the class against others."})
+                              "and the accuracy): too few images to rank the class against others, and the images "
+                              "it would need at the accuracy it shows (core.intervals.images_needed_at)."})
 download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class", label_space=run.info.label_space)
 
 # ------------------------------------------------------------------ classes the models have not seen

@@ -58,3 +58,12 @@ def test_images_needed_at_observed_rates():
     assert got.tolist() == [images_needed(0.1, 0.5), images_needed(0.1, 0.9), images_needed(0.1, 0.5),
                             images_needed(0.1, 1.0), images_needed(0.1, 0.9)]
     assert got[1] < got[0] and got[3] >= 1
+
+
+@pytest.mark.parametrize("half_width, level", [(0.10, 0.95), (0.05, 0.99), (0.2, 0.9)])
+def test_images_needed_at_equals_the_bisection_on_a_grid(half_width, level):
+    from core.intervals import images_needed_at
+
+    rates = np.linspace(0, 1, 101)
+    want = [images_needed(half_width, float(p), level) for p in rates]
+    assert images_needed_at(rates, half_width, level).tolist() == want

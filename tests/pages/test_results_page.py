@@ -105,14 +105,15 @@ def test_results_tables_show_value_and_interval_in_one_cell(app, sample_tables):
 
 
 def test_results_marks_classes_too_few_images_to_rank(app, sample_tables):
-    from core.intervals import DEFAULT_HALF_WIDTH, wilson_half_width
+    from core.intervals import DEFAULT_HALF_WIDTH, images_needed, wilson_half_width
 
     at = open_page(app, "results")
     per_class = [d.value for d in at.dataframe if "rank_note" in d.value.columns][0]
     row = per_class.iloc[0]
     half = float(wilson_half_width(int(row["n"]), float(row["accuracy"])))
     assert half > DEFAULT_HALF_WIDTH  # six images a class
-    assert row["rank_note"] == f"±{half * 100:.0f} points: too few images to rank"
+    needed = images_needed(DEFAULT_HALF_WIDTH, float(row["accuracy"]))  # at the accuracy the class shows
+    assert row["rank_note"] == f"±{half * 100:.0f} points: too few images to rank (about {needed:,} for ±10 at this accuracy)"
     assert any("too few images to rank" in w.value for w in at.warning)
 
 
