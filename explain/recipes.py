@@ -159,7 +159,8 @@ def recipe_table(per_model: pd.DataFrame) -> pd.DataFrame:
     ``base_model, precision, recipe, recipe_label, model``, the :data:`METRICS` present in the
     table (accuracy, sibling rate, path / LCH / WUP / Lin means over the mistakes, severity, n),
     and ``accuracy_vs_name`` (accuracy minus the same base model's name-only recipe's; NA without
-    one). Rows: groups by name, in each the default recipe first. Values are the table's own
+    one), then each metric's ``_ci_low`` / ``_ci_high`` where the table has them (after
+    ``accuracy_vs_name``). Rows: groups by name, in each the default recipe first. Values are the table's own
     (explain.metrics), never recomputed. Empty (same columns) when the run has no zero-shot model."""
     metrics = [c for c in METRICS if c in per_model.columns]
     columns = ["base_model", "precision", "recipe", "recipe_label", "model", *metrics, "accuracy_vs_name"]
@@ -187,6 +188,10 @@ def recipe_table(per_model: pd.DataFrame) -> pd.DataFrame:
         out["accuracy_vs_name"] = out["accuracy"].astype("Float64") - baseline
     else:
         out["accuracy_vs_name"] = pd.array([pd.NA] * len(out), dtype="Float64")
+    for metric in metrics:  # issue 23: each metric's interval, where the table has one
+        for bound in (f"{metric}_ci_low", f"{metric}_ci_high"):
+            if bound in per_model.columns:
+                out[bound] = pd.array(rows.loc[order, bound].to_numpy(), dtype=per_model[bound].dtype)
     return out
 
 

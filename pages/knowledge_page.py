@@ -17,6 +17,7 @@ from core.errors import WildLensError
 from explain.recipes import (COLUMN_DOCS, COLUMN_LABELS, difference_summary, parse_model_id, recipe_difference,
                              recipe_label, recipe_table, zero_shot_groups)
 from explain.schema import labels_of
+from pages.charts import error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, STYLE_MAX_CELLS, download_csv, show_table, styled, table_column_config
 from pages.reads import class_name, metric_tables, predictions, predictions_only, predictions_only_note
 from pages.text import escape_markdown, plural, show_error
@@ -128,7 +129,10 @@ else:
     x = [html.escape(label) for label in rows["recipe_label"]]  # Plotly reads HTML in labels
     for metric in ("accuracy", "sibling_rate"):
         values = rows[metric].astype(float).tolist()
+        bounds = error_offsets(rows, metric)  # the interval of each bar (issue 23), none without bounds
         fig.add_bar(name=LABELS[metric], x=x, y=values, marker_color=BAR_COLOURS[metric],
+                    error_y=None if bounds is None else dict(type="data", symmetric=False, array=bounds[0],
+                                                             arrayminus=bounds[1], thickness=1.2, width=4),
                     text=[f"{v:.1%}" if v == v else "–" for v in values], textposition="outside",
                     hovertemplate="%{x}<br>" + html.escape(LABELS[metric]) + ": %{y:" + PERCENT_D3 + "}<extra></extra>")
     fig.update_layout(barmode="group", height=360, margin=dict(t=30, b=10), legend_title_text="",
@@ -137,7 +141,7 @@ else:
     st.plotly_chart(fig, width="stretch")
     st.caption("Accuracy: strict top-1 over the run's images. Sibling %: the share of the mistakes that are a "
                "sibling of the true class in WordNet (a sensible mistake); – : no mistakes. Similarity means are "
-               "over the mistakes only. Hover a column header for its definition.")
+               "over the mistakes only. Whiskers: the 95% interval (Wilson). Hover a column header for its definition.")
 
     # ------------------------------------------------------------------ per class: what a recipe gained or lost
     if len(chosen_ids) >= 2:

@@ -132,3 +132,14 @@ def test_recipe_difference_per_class():
     assert difference_summary(diff) == {"gained": 2, "lost": 1, "same": 1, "not comparable": 2}
     swapped = recipe_difference(per_class, f"{B32}__def", B32)
     assert difference_summary(swapped) == {"gained": 1, "lost": 2, "same": 1, "not comparable": 2}
+
+
+def test_recipe_table_carries_each_metrics_interval():
+    """issue 23: the Knowledge page's bars draw the tables' own intervals, never recomputed."""
+    per_model = _per_model([(B32, 6, 0.5, 1.0, 0.2, 3.0), (f"{B32}__def", 6, 0.8, 0.5, 0.4, 1.5)])
+    per_model["accuracy_ci_low"] = pd.array([0.19, 0.44], dtype="Float64")
+    per_model["accuracy_ci_high"] = pd.array([0.81, 0.96], dtype="Float64")
+    table = recipe_table(per_model)
+    assert table.columns.tolist()[-2:] == ["accuracy_ci_low", "accuracy_ci_high"]
+    assert table["accuracy_ci_low"].tolist() == [0.19, 0.44] and table["accuracy_ci_high"].dtype == "Float64"
+    assert "sibling_rate_ci_low" not in table.columns  # no bounds in the table: none invented
