@@ -8,6 +8,7 @@ the intervals in the tables), a half-width of ``core.intervals``, or a claim of
 """
 import html
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
@@ -211,9 +212,14 @@ accuracy_of = per_class["accuracy"].astype("float64")  # NA (a class the model c
 half = pd.Series(wilson_half_width(per_class["n"].astype("float64").fillna(0).to_numpy(), accuracy_of.to_numpy(),
                                    level), index=per_class.index)
 wide = half > DEFAULT_HALF_WIDTH
-needed = images_needed_at(accuracy_of.to_numpy(), DEFAULT_HALF_WIDTH, level)  # at the accuracy seen (NA: p = 0.5)
-rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank (about {k:,} for ±{DEFAULT_HALF_WIDTH * 100:.0f} "
-                       "at this accuracy)" if w else "" for h, w, k in zip(half, wide, needed)],
+# The images a class would need, at the accuracy its interval allows that is nearest 50 % (the widest):
+# at the observed rate itself, 0 of 6 right would promise +-10 points from 16 images.
+planning = np.clip(0.5, per_class["accuracy_ci_low"].astype("float64").to_numpy(),
+                   per_class["accuracy_ci_high"].astype("float64").to_numpy()) \
+    if "accuracy_ci_low" in per_class.columns else accuracy_of.to_numpy()
+needed = images_needed_at(planning, DEFAULT_HALF_WIDTH, level)  # NA (no interval): the worst case p = 0.5
+rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank (about {k:,} for ±{DEFAULT_HALF_WIDTH * 100:.0f})"
+                       if w else "" for h, w, k in zip(half, wide, needed)],
                       index=per_class.index, dtype="string")
 if wide.any():
     worst = half[wide].groupby(per_class.loc[wide, "true_wnid"]).max().sort_values(ascending=False)
@@ -231,8 +237,9 @@ cols = ["model", "true_wnid", "class_name", "rank_note"] + [c for c in per_class
 show_table(shown_class[cols], "per_class", labels={"rank_note": "Ranking"},
            docs={"rank_note": f"Empty: the accuracy's {format_level(level)} interval is at most ±{DEFAULT_HALF_WIDTH * 100:.0f} "
                               "points wide. Otherwise its half-width (Wilson, core.intervals.wilson_half_width of n "
-                              "and the accuracy): too few images to rank the class against others, and the images "
-                              "it would need at the accuracy it shows (core.intervals.images_needed_at)."})
+                              "and the accuracy): too few images to rank the class against others, and about how many "
+                              "images it would need (core.intervals.images_needed_at) at the accuracy within its "
+                              "interval nearest 50 %: an observed 0 % of 6 images does not promise a narrow interval."})
 download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class", label_space=run.info.label_space)
 
 # ------------------------------------------------------------------ classes the models have not seen
