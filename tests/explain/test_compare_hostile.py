@@ -4,9 +4,6 @@ row failed, the order the models are named in, huge resample counts, float32 bou
 are typos, tests that could not be made, unknown family members, what compare.csv says."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,11 +12,25 @@ from core.intervals import format_half_width, format_level, wilson_interval
 from explain.compare import CompareError, compare_models, family_claims
 from explain.metrics import compute_metric_tables
 from explain.uncertainty import A_BETTER, B_BETTER, TOO_FEW, IntervalOptions
-from tests.explain.test_compare import ROOT, _predictions
+from tests.explain.test_compare import _predictions
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "explain", *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+    """explain's command line in this process (a subprocess costs ~3 s of imports; the CLI's own error
+    handling is main()'s, the same in both): returncode, stdout and stderr like subprocess.run's."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from explain.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_a_model_without_mistakes_prints_na_not_a_traceback(tmp_path):
