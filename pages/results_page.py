@@ -8,14 +8,13 @@ the intervals in the tables), a half-width of ``core.intervals``, or a claim of
 """
 import html
 
-import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from core.intervals import (DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, format_level, images_needed, images_needed_at,
-                            wilson_half_width)
+from core.intervals import DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, format_level, images_needed
 from explain.claims import PHRASES, claims_table
+from explain.metric_intervals import rankable
 from explain.metrics import column_docs
 from explain.schema import labels_of
 from pages.charts import claims_figure, error_offsets
@@ -207,19 +206,12 @@ st.caption(f"`{class_metric}`: " + column_docs("per_class").get(class_metric, ""
            + " Empty cells: not defined (e.g. no mistakes)."
            + (f" Hover a cell for its {format_level(level)} interval." if class_bounds else ""))
 
-# Classes too few images to rank: the accuracy's Wilson half-width (core.intervals) above DEFAULT_HALF_WIDTH.
-accuracy_of = per_class["accuracy"].astype("float64")  # NA (a class the model cannot name): no half-width
-half = pd.Series(wilson_half_width(per_class["n"].astype("float64").fillna(0).to_numpy(), accuracy_of.to_numpy(),
-                                   level), index=per_class.index)
-wide = half > DEFAULT_HALF_WIDTH
-# The images a class would need, at the accuracy its interval allows that is nearest 50 % (the widest):
-# at the observed rate itself, 0 of 6 right would promise +-10 points from 16 images.
-planning = np.clip(0.5, per_class["accuracy_ci_low"].astype("float64").to_numpy(),
-                   per_class["accuracy_ci_high"].astype("float64").to_numpy()) \
-    if "accuracy_ci_low" in per_class.columns else accuracy_of.to_numpy()
-needed = images_needed_at(planning, DEFAULT_HALF_WIDTH, level)  # NA (no interval): the worst case p = 0.5
+# Classes too few images to rank: the accuracy's Wilson half-width above DEFAULT_HALF_WIDTH, and the images
+# each would need (explain.metric_intervals.rankable).
+ranking = rankable(per_class, half_width=DEFAULT_HALF_WIDTH, level=level)
+half, wide = ranking["half_width"], ranking["too_wide"]
 rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank (about {k:,} for ±{DEFAULT_HALF_WIDTH * 100:.0f})"
-                       if w else "" for h, w, k in zip(half, wide, needed)],
+                       if w else "" for h, w, k in zip(half, wide, ranking["images_needed"])],
                       index=per_class.index, dtype="string")
 if wide.any():
     worst = half[wide].groupby(per_class.loc[wide, "true_wnid"]).max().sort_values(ascending=False)
@@ -236,10 +228,10 @@ cols = ["model", "true_wnid", "class_name", "rank_note"] + [c for c in per_class
                                                            if c not in ("model", "true_wnid")]
 show_table(shown_class[cols], "per_class", labels={"rank_note": "Ranking"},
            docs={"rank_note": f"Empty: the accuracy's {format_level(level)} interval is at most ±{DEFAULT_HALF_WIDTH * 100:.0f} "
-                              "points wide. Otherwise its half-width (Wilson, core.intervals.wilson_half_width of n "
-                              "and the accuracy): too few images to rank the class against others, and about how many "
-                              "images it would need (core.intervals.images_needed_at) at the accuracy within its "
-                              "interval nearest 50 %: an observed 0 % of 6 images does not promise a narrow interval."})
+                              "points wide. Otherwise its half-width (Wilson, explain.metric_intervals.rankable): too "
+                              "few images to rank the class against others, and about how many images it would need "
+                              "at the accuracy within its interval nearest 50 %: an observed 0 % of 6 images does not "
+                              "promise a narrow interval."})
 download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class", label_space=run.info.label_space)
 
 # ------------------------------------------------------------------ classes the models have not seen

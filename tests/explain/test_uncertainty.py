@@ -129,3 +129,22 @@ def test_threads_do_not_change_a_bit(monkeypatch):
     for name in ("per_model", "per_class", "confusions"):
         pd.testing.assert_frame_equal(getattr(results[0], name), getattr(results[1], name), check_exact=True)
     assert results[0].per_model["wup_all_ci_low"].notna().all()
+
+
+def test_rankable_marks_wide_classes_and_the_images_they_need():
+    from scipy.stats import binomtest
+
+    from core.intervals import images_needed
+    from explain.metric_intervals import rankable
+
+    per_class = pd.DataFrame({"n": pd.array([6, 400, 5], dtype="Int64"),
+                              "accuracy": pd.array([0.0, 0.5, pd.NA], dtype="Float64")})
+    low = binomtest(0, 6).proportion_ci(method="wilson")
+    per_class["accuracy_ci_low"] = pd.array([low.low, 0.45, pd.NA], dtype="Float64")
+    per_class["accuracy_ci_high"] = pd.array([low.high, 0.55, pd.NA], dtype="Float64")
+    got = rankable(per_class)
+    assert got["half_width"].iloc[0] == pytest.approx((low.high - low.low) / 2, abs=1e-12)
+    assert got["too_wide"].tolist() == [True, False, False] and np.isnan(got["half_width"].iloc[2])
+    # 0 of 6: planned at its interval's value nearest 50 % (its upper bound), not at 0
+    assert got["images_needed"].iloc[0] == images_needed(0.1, low.high) > images_needed(0.1, 0.0)
+    assert got["images_needed"].iloc[2] == images_needed(0.1, 0.5)  # no accuracy: the worst case
