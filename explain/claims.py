@@ -6,7 +6,8 @@ overall row: McNemar for accuracy, a paired bootstrap of the difference for the 
 overall tests of one comparison) and every pair of families by :func:`explain.compare.family_claims`
 (two-level bootstrap; a family with fewer than two models makes no claim, and the claim says why).
 A claim is *supported* when its q is below :data:`explain.uncertainty.SIGNIFICANCE` and enough
-images were paired (the verdict is 'A better' or 'B better').
+images were paired (the verdict is 'A better' or 'B better'). q is Benjamini-Hochberg over every
+model claim of the run (and, apart, over every family claim), not within one pair.
 
 Every sentence is written here, by :func:`sentence` from the phrases in :data:`PHRASES`:
 
@@ -22,10 +23,11 @@ import math
 from dataclasses import dataclass
 from itertools import combinations
 
+import numpy as np
 import pandas as pd
 
 from .compare import FAMILY_STATISTICS, STATISTICS, CompareError, compare_models, family_claims, model_families
-from .uncertainty import A_BETTER, B_BETTER, NO_EVIDENCE, TOO_FEW, IntervalOptions
+from .uncertainty import A_BETTER, B_BETTER, TOO_FEW, IntervalOptions
 
 MODELS, FAMILIES = "models", "families"  # Claim.kind
 
@@ -128,7 +130,7 @@ def format_q(q) -> str:
     q = _number(q)
     if q is None:
         return "q undefined"
-    return f"q = {q:.2g}" if q >= 0.001 else "q < 0.001"
+    return f"q = {q:.3g}" if q >= 0.001 else "q < 0.001"  # .3g: .2g printed a supported 0.0496 as 0.05
 
 
 def _who(name: str, n_models: int | None) -> str:
@@ -190,7 +192,7 @@ def family_pair_claims(predictions: pd.DataFrame, family_a: str, family_b: str, 
     result = family_claims(predictions, family_a, family_b, families=families, options=options, cache_dir=cache_dir)
     na, nb = len(result.models_a), len(result.models_b)
     if not result.possible:
-        return [Claim(FAMILIES, family_a, family_b, None, None, None, None, None, None, NO_EVIDENCE,
+        return [Claim(FAMILIES, family_a, family_b, None, None, None, None, None, None, TOO_FEW,
                       impossible_sentence(family_a, family_b, result.reason), n_models_a=na, n_models_b=nb,
                       possible=False, reason=result.reason)]
     out = []
@@ -229,13 +231,39 @@ def run_claims(predictions: pd.DataFrame, *, families: dict[str, str] | None = N
     for family_a, family_b in combinations(names, 2):
         out += family_pair_claims(subset, family_a, family_b, families=family_of, options=options,
                                   cache_dir=cache_dir)
+    out = _one_family_of_tests(out)
     if len(names) == 1:  # nothing to pair: said, not left out
         members = sum(family_of[m] == names[0] for m in chosen)
         reason = (f"every model here is {names[0]} ({members} model{'s' * (members != 1)}); a family claim compares "
                   "two families of at least 2 models each: compare the models one by one instead.")
-        out.append(Claim(FAMILIES, names[0], "", None, None, None, None, None, None, NO_EVIDENCE,
+        out.append(Claim(FAMILIES, names[0], "", None, None, None, None, None, None, TOO_FEW,
                          f"no family claim can be made from this run: {reason}", n_models_a=members,
                          possible=False, reason=reason))
+    return out
+
+
+def _one_family_of_tests(claims: list[Claim]) -> list[Claim]:
+    """q over every claim shown, not within one pair: the model claims form one Benjamini-Hochberg
+    family, the family claims another, and each verdict and sentence follows its new q. Why: with 10
+    models the Claims section lists 45 pairs x 9 statistics; BH within each pair expected about two
+    false "supported" lines among equally good models (code review)."""
+    from dataclasses import replace
+
+    from .compare import _BY_NAME
+    from .uncertainty import MIN_PAIRED_IMAGES, bh_q_values, verdict
+
+    out = list(claims)
+    for kind in (MODELS, FAMILIES):
+        index = [i for i, c in enumerate(out) if c.kind == kind and c.possible and c.p is not None]
+        q = bh_q_values(np.array([out[i].p for i in index], dtype=np.float64))
+        for i, qq in zip(index, q.tolist()):
+            c = out[i]
+            v = verdict(np.nan if c.diff is None else c.diff, qq, c.n if c.n is not None else MIN_PAIRED_IMAGES,
+                        higher_is_better=_BY_NAME[c.statistic].higher_is_better)
+            text = sentence(c.statistic, c.a, c.b, c.diff, c.ci_low, c.ci_high, qq, v,
+                            scope="overall" if kind == MODELS else "", n=c.n, n_models_a=c.n_models_a,
+                            n_models_b=c.n_models_b)
+            out[i] = replace(c, q=qq, verdict=v, sentence=text)
     return out
 
 

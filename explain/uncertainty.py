@@ -415,6 +415,29 @@ def mcnemar_p(b, c) -> np.ndarray:
     return np.where((n == 0) | (b == c), 1.0, p)
 
 
+def mcnemar_interval(b, c, n, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The interval of an accuracy difference (b - c) / n that agrees with the exact McNemar test:
+    conditional on the b + c discordant images, b ~ Binomial(b + c, theta) and the difference is
+    (b + c) / n * (2 theta - 1); the central Clopper-Pearson interval of theta turned into it. It
+    excludes 0 exactly when McNemar's p < 1 - level (both are twice the smaller binomial tail at
+    1/2). Why: the paired bootstrap gave b = 5, c = 0 on 30 images [+3.8, +33.3] points beside
+    McNemar's p = 0.0625, "no evidence" (code review). [0, 0] without discordant images."""
+    from scipy.stats import beta
+
+    b = np.asarray(b, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    m = b + c
+    alpha = 1.0 - level
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(b > 0, beta.ppf(alpha / 2, b, c + 1), 0.0)
+        hi = np.where(c > 0, beta.ppf(1 - alpha / 2, b + 1, c), 1.0)
+        scale = np.where(n > 0, m / np.where(n > 0, n, 1), np.nan)
+    low, high = scale * (2 * lo - 1), scale * (2 * hi - 1)
+    none = m == 0
+    return np.where(none, 0.0, low), np.where(none, 0.0, high)
+
+
 def bootstrap_p(replicates: np.ndarray, n_obs=None) -> np.ndarray:
     """Two-sided p of "the difference is 0" from its bootstrap replicates (rows: tests), by inverting
     the percentile interval: twice the smaller share s of replicates on either side of 0, with the

@@ -122,10 +122,11 @@ st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
 # ------------------------------------------------------------------ claims
 st.subheader("Claims")
 st.caption("What this run lets you write: every pair of models on the images both classified (exact McNemar test "
-           "for accuracy, a paired bootstrap of the difference for the means; q: Benjamini-Hochberg over the "
-           "statistics of one pair) and every pair of families with at least two models each (a bootstrap over "
-           f"models, then images). A claim is supported when q < 0.05; differences in {format_level(level)} intervals, "
-           "the better one first.")
+           "for accuracy, a paired bootstrap of the difference for the means) and every pair of families with at "
+           "least two models each (a bootstrap over models, then images; a family needs about five models before "
+           "any difference can be shown). q: Benjamini-Hochberg over every model claim listed (and apart over "
+           f"every family claim). A claim is supported when q < 0.05; differences in {format_level(level)} "
+           "intervals, the better one first.")
 predictions_counted = int(tables.per_model["n"].sum() + tables.per_model["n_unseen"].fillna(0).sum())
 if len(models) < 2:
     st.info("A claim compares two models; " + ("the uploaded predictions hold one (a run without images: no model "

@@ -91,7 +91,15 @@ def test_two_families_of_two_models_each_make_family_claims():
     assert [c.statistic for c in family] == ["accuracy", "sibling_rate", "wup_mistakes", "severity"]
     accuracy = family[0]
     assert accuracy.possible and accuracy.n_models_a == 2 and accuracy.n_models_b == 2
-    assert accuracy.sentence.startswith("CNN (2 models) more accurate than transformer (2 models): +")
+    # Welch's t over 2 + 2 models has about one degree of freedom: a 50-point gap is not yet evidence
+    assert accuracy.ci_low < 0 < accuracy.ci_high and not accuracy.supported
+    five = {f"g{i}": "CNN" for i in range(5)} | {f"b{i}": "transformer" for i in range(5)}
+    accuracies = {f"g{i}": 0.9 + 0.01 * i for i in range(5)} | {f"b{i}": 0.4 + 0.01 * i for i in range(5)}
+    claims = run_claims(_predictions(accuracies, n=100, families=five), options=OPTIONS, statistics=("accuracy",),
+                        models=list(accuracies))
+    accuracy = [c for c in claims if c.kind == FAMILIES][0]
+    assert accuracy.supported
+    assert accuracy.sentence.startswith("CNN (5 models) more accurate than transformer (5 models): +")
 
 
 def test_families_given_override_the_predictions_column():

@@ -148,3 +148,16 @@ def test_rankable_marks_wide_classes_and_the_images_they_need():
     # 0 of 6: planned at its interval's value nearest 50 % (its upper bound), not at 0
     assert got["images_needed"].iloc[0] == images_needed(0.1, low.high) > images_needed(0.1, 0.0)
     assert got["images_needed"].iloc[2] == images_needed(0.1, 0.5)  # no accuracy: the worst case
+
+
+def test_mcnemar_interval_agrees_with_the_exact_test():
+    from explain.uncertainty import mcnemar_interval
+
+    for b in range(0, 16):
+        for c in range(0, 16):
+            low, high = mcnemar_interval([b], [c], [40], 0.95)
+            excludes = low[0] > 0 or high[0] < 0
+            assert excludes == (mcnemar_p([b], [c])[0] < 0.05), (b, c)
+            assert low[0] <= (b - c) / 40 <= high[0]
+    low, high = mcnemar_interval([5], [0], [30], 0.95)  # the review's case: p = 0.0625, so 0 is inside
+    assert low[0] < 0 < high[0]
