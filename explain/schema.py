@@ -218,8 +218,10 @@ def _interval_doc(table: str, column: str, side: str) -> str:
         how = ("percentile interval of a bootstrap over images stratified by class (each class's images "
                "resampled, the unweighted mean over classes recomputed)")
     else:
-        how = ("percentile interval of a Poisson bootstrap over images (the image is the unit: per model, the "
-               "model's images; per class, the class's), resamples and seed as set; NA with fewer than 2 images")
+        how = ("expanded percentile interval (Hesterberg 2015) of a Poisson bootstrap over images (the image is the "
+               "unit: per model, the model's images; per class, the class's), resamples and seed as set; NA with "
+               "fewer than 10 observations (images, or mistakes for a mean over them); from 10 to 30 its coverage "
+               "may fall short of the level (79-97 % measured)")
     return f"{side} bound of {column}: {how}, {_CI_SETTINGS}."
 
 

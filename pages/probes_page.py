@@ -18,7 +18,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.features import feature_dir, feature_models, read_feature_meta, read_features
-from core.intervals import wilson_interval
 from core.runstore import Run, _files_fingerprint, manifest_fingerprint, predictions_fingerprint, read_table
 from explain.embedding import METHOD_LABELS, embedding_table, explained_variance, project, select_images
 from explain.vocabulary import RELATION_COLOURS, RELATIONS
@@ -98,18 +97,10 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
     out = groups.agg(**{k: v for k, v in spec.items() if v[0] in data.columns}).reset_index()
     out["shots"] = out["shots"].astype("Int64")
     if "n_test" in out.columns:  # issue 23: the interval over images, beside the spread over seeds
+        from probe.artefact import image_interval  # here: probe/ loads scikit-learn, the page may not need it
+
         out["top1_ci_low"], out["top1_ci_high"] = image_interval(out["top1_mean"], out["n_test"])
     return out
-
-
-def image_interval(top1: pd.Series, n_test: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The Wilson interval of a top-1 over one draw's test images (core.intervals): how far the
-    accuracy could move with other photographs of these classes, apart from the seeds' spread."""
-    n = pd.to_numeric(n_test, errors="coerce").astype("float64").fillna(0).to_numpy()
-    rate = pd.to_numeric(top1, errors="coerce").astype("float64").to_numpy()
-    known = ~np.isnan(rate) & (n > 0)
-    low, high = wilson_interval(np.where(known, np.round(rate * n), 0), np.where(known, n, 0))
-    return np.where(known, low, np.nan), np.where(known, high, np.nan)
 
 
 def shot_position(shots: pd.Series) -> np.ndarray:

@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+import numpy as np
 import pandas as pd
 
+from core.intervals import wilson_interval
 from core.locking import exclusive_lock
 from core.runstore import Run, read_table, write_table
 
@@ -159,3 +161,14 @@ def curve_notes(results: pd.DataFrame) -> tuple[str, str]:
 def read_results(run: Run) -> pd.DataFrame | None:
     target = probes_dir(run) / RESULTS
     return read_table(target, RESULTS_SCHEMA, table="probe results") if target.exists() else None
+
+
+def image_interval(top1: pd.Series, n_test: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson interval of a top-1 over one draw's test images (core.intervals; the Probes curves'
+    error bars, issue 23): how far the accuracy could move with other photographs of these classes,
+    apart from the seeds' spread."""
+    n = pd.to_numeric(n_test, errors="coerce").astype("float64").fillna(0).to_numpy()
+    rate = pd.to_numeric(top1, errors="coerce").astype("float64").to_numpy()
+    known = ~np.isnan(rate) & (n > 0)
+    low, high = wilson_interval(np.where(known, np.round(rate * n), 0), np.where(known, n, 0))
+    return np.where(known, low, np.nan), np.where(known, high, np.nan)

@@ -91,9 +91,33 @@ def test_a_cell_of_c_images_is_the_same_bootstrap_as_c_images():
         assert got == pytest.approx(tuple(want), abs=0.012)
 
 
-def test_fewer_than_two_images_get_no_interval():
-    low, high = _one_group_bounds([0.5], [1], seed=0, resamples=200)
+def test_fewer_than_ten_observations_get_no_interval():
+    from explain.uncertainty import MIN_BOOTSTRAP_N
+
+    low, high = _one_group_bounds([0.5, 0.9], [4, MIN_BOOTSTRAP_N - 5], seed=0, resamples=200)
     assert np.isnan(low) and np.isnan(high)
+    low, high = _one_group_bounds([0.5, 0.9], [5, MIN_BOOTSTRAP_N - 5], seed=0, resamples=200)
+    assert 0.5 <= low < high <= 0.9
+
+
+def test_expanded_tails_and_their_p_agree():
+    """Hesterberg's expanded tail at n: Phi(-sqrt(n/(n-1)) t_{0.975, n-1}); and p < 0.05 exactly when
+    0 lies outside the expanded 95 % interval (up to the +1 of the p-value)."""
+    from scipy.stats import norm, t
+
+    from explain.uncertainty import expanded_tail
+
+    for n in (2, 5, 30, 300, 10_000):
+        assert expanded_tail(0.95, n) == pytest.approx(norm.cdf(-np.sqrt(n / (n - 1)) * t.ppf(0.975, n - 1)), rel=1e-12)
+    assert expanded_tail(0.95, 30) == pytest.approx(0.0188, abs=1e-4) and np.isnan(expanded_tail(0.95, 1))
+    rng = np.random.default_rng(12)
+    reps = rng.normal(rng.uniform(-3, 3, (300, 1)), 1, (300, 1999))
+    n = rng.integers(5, 200, 300)
+    p = bootstrap_p(reps, n)
+    low, high = percentile_bounds(reps, 0.95, n_obs=n)
+    outside = (low > 0) | (high < 0)
+    near = np.abs(p - 0.05) < 0.01  # the +1 moves p by about 1/2000 of its tail
+    assert ((p < 0.05) == outside)[~near].all()
 
 
 @pytest.mark.parametrize("count", [1, 3, 32, 33, 100, 1000])
