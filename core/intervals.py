@@ -29,6 +29,16 @@ def check_level(level: float) -> float:
     return value
 
 
+def finite_or_none(value) -> float | None:
+    """A number as a float, or None for None, pandas' NA, NaN and anything that is no number (what a
+    sentence or a cell shows as 'not defined'). One rule for explain.claims and pages.tables."""
+    try:
+        value = float(value)  # float(pd.NA) and float(None) raise TypeError
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
 def format_level(level: float) -> str:
     """'95%', '99.9%', '97.5%': the level as typed, never rounded to a whole percent ('{:.0%}' printed
     99.9 % as '100%')."""

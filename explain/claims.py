@@ -19,12 +19,13 @@ turned round with it); an unsupported one keeps the order asked (A - B).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
+
+from core.intervals import finite_or_none
 
 from .compare import FAMILY_STATISTICS, STATISTICS, CompareError, compare_models, family_claims, model_families
 from .uncertainty import A_BETTER, B_BETTER, TOO_FEW, IntervalOptions
@@ -97,14 +98,7 @@ class Claim:
 
 
 # --------------------------------------------------------------------------- the sentences
-def _number(value) -> float | None:
-    if value is None or value is pd.NA:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
+_number = finite_or_none  # core.intervals: None, NA, NaN and non-numbers are 'not defined'
 
 
 def format_difference(statistic: str, diff, low=None, high=None) -> str:

@@ -192,6 +192,8 @@ WILSON_DENOMINATORS: dict[str, dict[str, str]] = {  # rate column -> the count c
                   **{r: "n_mistakes" for r in _RELATION_RATES}, "share_nearest": "n"},
     "per_model": {"accuracy": "n", "accuracy_hier": "n", "accuracy_top5": "n",
                   **{r: "n_mistakes" for r in _RELATION_RATES}, "share_nearest_unseen": "n_unseen"},
+    # (the top-ranked confusions are the largest of several shares: their interval does not allow for
+    # that choice, the winner's curse; it is the interval of that one share as observed)
     "confusions": {"mf": "n_mistakes of the true class", "share_of_samples": "n of the true class"},
 }
 _MEANS = ("path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "path_all", "lch_all", "wup_all",
@@ -214,6 +216,9 @@ def interval_columns(table: str) -> tuple[str, ...]:
 def _interval_doc(table: str, column: str, side: str) -> str:
     if column in WILSON_DENOMINATORS[table]:
         how = f"Wilson score interval of the rate over {WILSON_DENOMINATORS[table][column]}"
+        if table == "confusions":
+            how += (" (of this confusion as observed: a top-ranked confusion is the largest of the class's shares, "
+                    "and the interval does not allow for having picked it)")
     elif table == "per_model" and column == "accuracy_balanced":
         how = ("percentile interval of a bootstrap over images stratified by class (each class's images "
                "resampled, the unweighted mean over classes recomputed)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.intervals import format_level
+from core.intervals import finite_or_none, format_level
 
 
 def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Download CSV",
@@ -221,14 +221,7 @@ def _interval_style(column: str) -> tuple[float, int, str]:
     return 1.0, 3, ""
 
 
-def _number(value) -> float | None:
-    if value is None or value is pd.NA:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if value != value else value
+_number = finite_or_none  # core.intervals: None, NA, NaN and non-numbers are 'not defined'
 
 
 def format_interval(value, low, high, column: str) -> str:
