@@ -118,6 +118,11 @@ def table_column_config(table: str | None, columns, df: pd.DataFrame | None = No
         if column in bounded:
             help_text += "\n\n" + interval_help()
         label = _label(column, all_labels)
+        base = column[:-len(INTERVAL_SUFFIX)] if column.endswith(INTERVAL_SUFFIX) else None
+        if base is not None and base in bounded:  # a large table: the bounds beside the number
+            config[column] = st.column_config.Column(f"{_label(base, all_labels)} interval",
+                                                     help=f"`{base}_ci_low`, `{base}_ci_high`: " + interval_help())
+            continue
         if dtype is not None and _is_float(dtype) and not formats:
             config[column] = st.column_config.NumberColumn(label, help=help_text)
         elif dtype is not None and _is_float(dtype):
@@ -144,13 +149,17 @@ def styled(df: pd.DataFrame):
     format of their own (table_column_config(formats=False)). Tables over STYLE_MAX_CELLS cells are
     returned as DataFrames (styling 30,000 rows x 40 columns would take seconds on every rerun):
     there the column formats apply, with the same digits (Streamlit's "percent" format may cut the
-    last digit of a percentage where the Styler rounds it), and a value with an interval becomes its
-    text (sorted as text). A table without interval columns that is not styled is ``df`` itself."""
+    last digit of a percentage where the Styler rounds it), and a value with an interval keeps its
+    number (sorted as a number: as text, '9.5 %' sorted above '63.3 %', code review) with a
+    '<column>_interval' text column of its bounds beside it. A table without interval columns that is
+    not styled is ``df`` itself."""
     bounded = interval_columns_in(df)
     shown = without_bounds(df) if bounded else df
     if shown.size > STYLE_MAX_CELLS or shown.empty:
-        if bounded and not shown.empty:
-            shown = shown.assign(**{c: pd.array(interval_texts(df, c), dtype="string") for c in bounded})
+        if bounded and not shown.empty:  # the number stays (it sorts as a number); its interval beside it
+            for c in reversed(bounded):
+                shown.insert(shown.columns.get_loc(c) + 1, f"{c}{INTERVAL_SUFFIX}",
+                             pd.array(bound_texts(df, c), dtype="string"))
         return shown
     formats = {c: _cell_format(str(c), shown[c].dtype) for c in shown.columns}
     styler = shown.style.format(na_rep=NA_DASH)
@@ -198,6 +207,7 @@ def show_table(df: pd.DataFrame, table: str | None = None, *, docs: dict | None 
 # hypernym steps: two); the value alone where its interval is not defined (NA bounds: one image, or
 # the tables were computed with --no-ci), an en dash where the value is.
 CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
+INTERVAL_SUFFIX = "_interval"  # a large table's '[low, high]' column beside its number (styled)
 
 
 def interval_columns_in(df: pd.DataFrame) -> list[str]:
@@ -235,6 +245,17 @@ def format_interval(value, low, high, column: str) -> str:
     if low is None or high is None:
         return text
     return f"{text} [{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]"
+
+
+def bound_texts(df: pd.DataFrame, column: str) -> list:
+    """'[45.5, 78.1]' per row: ``column``'s bounds in the one format (None where they are NA)."""
+    scale, digits, _ = _interval_style(column)
+    out = []
+    for low, high in zip(df[f"{column}{CI_LOW}"], df[f"{column}{CI_HIGH}"]):
+        low, high = _number(low), _number(high)
+        out.append(None if low is None or high is None else
+                   f"[{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]")
+    return out
 
 
 def interval_texts(df: pd.DataFrame, column: str) -> list:

@@ -48,14 +48,25 @@ def test_styled_folds_the_bounds_into_their_column_and_keeps_the_numbers():
     assert shown[0].startswith("66.7 % [") and shown[0].endswith("]")
 
 
-def test_a_large_table_shows_the_interval_as_text():
-    from pages.tables import STYLE_MAX_CELLS, styled, without_bounds
+def test_a_large_table_keeps_numbers_and_shows_the_bounds_beside_them():
+    """Over STYLE_MAX_CELLS the table is not styled: a value with an interval keeps its number (as
+    text, '9.5 %' sorted above '63.3 %') and its bounds are a text column beside it."""
+    from scipy.stats import binomtest
+
+    from pages.tables import STYLE_MAX_CELLS, styled, table_column_config, without_bounds
 
     per_class = _tables().per_class
     big = pd.concat([per_class] * (STYLE_MAX_CELLS // without_bounds(per_class).size + 1), ignore_index=True)
     shown = styled(big)
     assert isinstance(shown, pd.DataFrame) and "accuracy_ci_low" not in shown.columns
-    assert shown["accuracy"].iloc[0].startswith("66.7 % [")
+    assert shown["accuracy"].dtype == per_class["accuracy"].dtype
+    columns = list(shown.columns)
+    assert columns[columns.index("accuracy") + 1] == "accuracy_interval"
+    row = big.iloc[0]
+    ci = binomtest(int(round(row["accuracy"] * row["n"])), int(row["n"])).proportion_ci(method="wilson")
+    assert shown["accuracy_interval"].iloc[0] == f"[{ci.low * 100:.1f}, {ci.high * 100:.1f}]"
+    config = table_column_config("per_class", shown.columns, shown, formats=True, bounded=["accuracy"])
+    assert config["accuracy_interval"]["label"] == "Accuracy interval"
 
 
 # --------------------------------------------------------------------------- the pages
