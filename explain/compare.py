@@ -35,7 +35,7 @@ from .uncertainty import (A_BETTER, B_BETTER, MIN_BOOTSTRAP_N, MIN_PAIRED_IMAGES
                           mcnemar_interval, mcnemar_p, percentile_bounds, verdicts)
 
 OVERALL = "overall"
-_PAIRED_STREAM, _FAMILY_STREAM, _FAMILY_DRAW_STREAM = 11, 12, 13
+_PAIRED_STREAM = 11  # the paired bootstrap's random stream (explain.uncertainty.block_sums)
 
 
 class CompareError(WildLensError, ValueError):

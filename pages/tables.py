@@ -234,19 +234,6 @@ def _interval_style(column: str) -> tuple[float, int, str]:
 _number = finite_or_none  # core.intervals: None, NA, NaN and non-numbers are 'not defined'
 
 
-def format_interval(value, low, high, column: str) -> str:
-    """One value and its interval, in the dashboard's one format (see above): ``column`` (the
-    metric's column name) says whether it is a share, a similarity or a mean of steps."""
-    value, low, high = _number(value), _number(low), _number(high)
-    if value is None:
-        return NA_DASH
-    scale, digits, unit = _interval_style(column)
-    text = f"{value * scale + 0.0:.{digits}f}{unit}"
-    if low is None or high is None:
-        return text
-    return f"{text} [{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]"
-
-
 def bound_texts(df: pd.DataFrame, column: str) -> list:
     """'[45.5, 78.1]' per row: ``column``'s bounds in the one format (None where they are NA)."""
     scale, digits, _ = _interval_style(column)
@@ -259,7 +246,8 @@ def bound_texts(df: pd.DataFrame, column: str) -> list:
 
 
 def interval_texts(df: pd.DataFrame, column: str) -> list:
-    """``format_interval`` of every row's ``column`` and bounds (None where the value is NA)."""
+    """Every row's ``column`` and bounds in the one format above, '63.3 % [45.5, 78.1]' (the value alone
+    where the bounds are NA; None where the value is)."""
     scale, digits, unit = _interval_style(column)
     values, lows, highs = (pd.to_numeric(df[c], errors="coerce").astype("float64").to_numpy(na_value=float("nan"))
                            for c in (column, f"{column}{CI_LOW}", f"{column}{CI_HIGH}"))

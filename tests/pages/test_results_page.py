@@ -13,14 +13,20 @@ TABBY, TIGER_CAT, EGYPTIAN_CAT = "n02123045", "n02123159", "n02124075"
 
 # --------------------------------------------------------------------------- pages.tables: one format
 def test_one_interval_format_for_rates_and_means():
-    from pages.tables import NA_DASH, format_interval
+    from pages.tables import interval_texts
 
-    assert format_interval(0.6333, 0.4553, 0.7812, "accuracy") == "63.3 % [45.5, 78.1]"
-    assert format_interval(0.781, 0.7701, 0.7924, "wup_all") == "0.781 [0.770, 0.792]"
-    assert format_interval(1.5, 1.2, 1.8, "severity") == "1.50 [1.20, 1.80]"
-    assert format_interval(0.5, None, None, "sibling_rate") == "50.0 %"  # no interval: the value alone
-    assert format_interval(pd.NA, 0.1, 0.2, "accuracy") == NA_DASH
-    assert format_interval(0.25, 0.1, 0.4, "cousin_rate") == "25.0 % [10.0, 40.0]"  # the new relation rates
+    def one(value, low, high, column):
+        frame = pd.DataFrame({column: pd.array([value], dtype="Float64"),
+                              f"{column}_ci_low": pd.array([low], dtype="Float64"),
+                              f"{column}_ci_high": pd.array([high], dtype="Float64")})
+        return interval_texts(frame, column)[0]
+
+    assert one(0.6333, 0.4553, 0.7812, "accuracy") == "63.3 % [45.5, 78.1]"
+    assert one(0.781, 0.7701, 0.7924, "wup_all") == "0.781 [0.770, 0.792]"
+    assert one(1.5, 1.2, 1.8, "severity") == "1.50 [1.20, 1.80]"
+    assert one(0.5, None, None, "sibling_rate") == "50.0 %"  # no interval: the value alone
+    assert one(pd.NA, 0.1, 0.2, "accuracy") is None  # drawn as the en dash
+    assert one(0.25, 0.1, 0.4, "cousin_rate") == "25.0 % [10.0, 40.0]"  # the new relation rates
 
 
 def _tables():
