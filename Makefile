@@ -24,7 +24,7 @@ run: $(STAMP)
 # the same: the suite is CPU-bound, test_ray_engine.py ~200 s and test_day ~95 s of it).
 # A single file or test: .venv/bin/python -m pytest tests/explain (one process).
 test: $(STAMP) browser-deps
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist worksteal
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

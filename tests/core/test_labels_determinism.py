@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 SCRIPT = """
@@ -14,6 +16,7 @@ print(hashlib.sha1(repr([(c.wnid, c.path) for c in classes] + hyponym_tree("cat.
 """
 
 
+@pytest.mark.long
 def test_hyponym_paths_are_the_same_in_every_process():
     digests = {subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}

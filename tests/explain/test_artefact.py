@@ -277,6 +277,7 @@ def test_cli_run_form_errors_are_one_line(run, argv, needle, capsys):
 
 
 # --------------------------------------------------------------------------- after python -m classify
+@pytest.mark.long
 def test_classify_run_leaves_metrics_equal_to_explain_metrics(tmp_path, capsys):
     """`python -m classify --run RUN --models efficientnet_lite0` (its entry point, in-process) on a
     two-photo run; the run's metrics/ tables then equal `python -m explain metrics` of its predictions."""

@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -20,6 +22,7 @@ def test_senses_and_hyponyms_cli():
     assert rows[0][1] == "tabby"
 
 
+@pytest.mark.long
 def test_cli_errors_are_one_line_and_exit_2():
     for args, needle in [(("senses", "qwzxv"), "not in WordNet"), (("hyponyms", "guy.n.01"), "No class"),
                          (("hyponyms", "cat"), "noun senses")]:

@@ -119,6 +119,7 @@ def test_family_claims_need_two_models_per_family():
     assert row["diff"] > 0.3 and row["diff_ci_low"] < row["diff"] < row["diff_ci_high"]
 
 
+@pytest.mark.long
 def test_cli_compare_writes_a_safe_csv(tmp_path, df):
     hostile = df.replace({"model": {"good": "=HYPERLINK(\"http://x\")"}})
     source = tmp_path / "p.csv"

@@ -96,6 +96,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long
 def test_two_processes_delete_during_explain_metrics_run(tmp_path):
     home = tmp_path / "home"
     store = RunStore(home)

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.long
 def test_browser_loads_the_sample_results(server, tmp_path):
     url, home = server
     driver = browser()

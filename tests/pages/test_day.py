@@ -110,6 +110,7 @@ return {cells: out, width: L._size.w, height: L._size.h, chart: index};
 """
 
 
+@pytest.mark.long
 def test_a_new_users_day(server, tmp_path, shots):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By

@@ -37,6 +37,7 @@ def requested_urls(driver) -> list[str]:
     return urls
 
 
+@pytest.mark.long
 def test_no_page_asks_an_outside_host_for_anything(server):
     url, _ = server
     own = urlparse(url).hostname

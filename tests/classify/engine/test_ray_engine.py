@@ -27,6 +27,10 @@ from tests.conftest import ROOT
 
 MODELS = "efficientnet_lite0,efficientnet_lite1"
 PROBS = [f"prob_{i}" for i in range(1, 6)]
+# One xdist worker runs this whole module (`make test` uses --dist loadgroup): the module's Ray
+# instance starts once, not once per worker that stole a test of it (with worksteal on 4 workers the
+# module's tests summed to 758 s, against 166 s on one worker; most of it Ray starts and actor loads).
+pytestmark = pytest.mark.xdist_group("ray")
 needs_ray = pytest.mark.skipif(not ray_available(), reason="ray is not installed (pip install -r requirements.txt)")
 
 

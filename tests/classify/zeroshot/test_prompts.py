@@ -140,6 +140,7 @@ print(len(wnids), hashlib.sha256(json.dumps([names, chains], sort_keys=True).enc
 """
 
 
+@pytest.mark.long
 def test_paths_and_names_do_not_depend_on_the_process():
     """NLTK 3.10 keeps a synset's hypernym pointers in a set: their order follows string hashing,
     which changes per process. Paths and names must not."""
