@@ -61,18 +61,13 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from PIL import Image
-try:
-    from torchvision.io import ImageReadMode, decode_jpeg
-except ImportError:  # a torchvision without its image decoders (deprecated in 0.29 for TorchCodec)
-    ImageReadMode = decode_jpeg = None
-from torchvision.transforms import InterpolationMode
-from torchvision.transforms.v2 import functional as TF2
 
 from core.imageio import MAX_IMAGE_PIXELS, ImageLoadError, load_rgb
 
@@ -82,11 +77,44 @@ from classify.models.registry import Geometry
 JPEG_MAGIC = b"\xff\xd8\xff"
 JPEG_EOI = b"\xff\xd9"
 DEVICE_MODES = ("RGB", "L")  # Pillow modes whose JPEGs decode to the same RGB on the device
-DEVICE_INTERPOLATIONS = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC}
+DEVICE_INTERPOLATIONS = ("bilinear", "bicubic")  # torchvision InterpolationMode values
 DEVICE_CROP_MODES = ("center", "squash")
 # Pixels one batched decode call may produce (uint8 RGB: 3 bytes each, 768 MB): a chunk of a batch.
 MAX_DECODE_PIXELS = 256_000_000
 EXIF_ORIENTATION = 0x0112
+
+
+_LAZY = ("decode_jpeg", "ImageReadMode", "TF2", "InterpolationMode")
+
+
+def _import_torchvision() -> None:
+    """torchvision's decoder and transforms into this module's globals, at first use (a name a test
+    has set already is kept). Why lazily: importing torchvision took 1.4 s of CPU here (its ops
+    import torch._dynamo), which a process that never decodes on a device need not pay."""
+    names = globals()
+    try:
+        from torchvision.io import ImageReadMode, decode_jpeg
+    except ImportError:  # a torchvision without its image decoders (deprecated in 0.29 for TorchCodec)
+        ImageReadMode = decode_jpeg = None
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as TF2
+
+    for name, value in (("decode_jpeg", decode_jpeg), ("ImageReadMode", ImageReadMode), ("TF2", TF2),
+                        ("InterpolationMode", InterpolationMode)):
+        names.setdefault(name, value)
+
+
+def __getattr__(name: str):
+    """``gpu_decode.decode_jpeg`` and the other torchvision names, imported on first access (PEP 562)."""
+    if name in _LAZY:
+        _import_torchvision()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _tv(name: str):
+    """A lazy torchvision name as this module holds it now (what a test set, else torchvision's)."""
+    return getattr(sys.modules[__name__], name)
 
 
 def check_gpu_decode(value: str) -> str:
@@ -193,7 +221,8 @@ def resize_crop(images: torch.Tensor, geometry: Geometry, float_resize: bool) ->
     if float_resize:
         return finish(float_crop(images, geometry), geometry.interpolation)
     size = [geometry.resize_size, geometry.resize_size] if geometry.crop_mode == "squash" else geometry.resize_size
-    resized = TF2.resize(images, size, interpolation=DEVICE_INTERPOLATIONS[geometry.interpolation], antialias=True)
+    TF2 = _tv("TF2")
+    resized = TF2.resize(images, size, interpolation=_tv("InterpolationMode")(geometry.interpolation), antialias=True)
     return TF2.center_crop(resized, [geometry.size, geometry.size])
 
 
@@ -239,7 +268,7 @@ def float_crop(images: torch.Tensor, geometry: Geometry) -> torch.Tensor:
                                             antialias=True)
     if inside:
         return x[..., _centre(new_h, size):_centre(new_h, size) + size, :]
-    return TF2.center_crop(finish(x, mode).float(), [size, size])
+    return _tv("TF2").center_crop(finish(x, mode).float(), [size, size])
 
 
 def finish(crops: torch.Tensor, interpolation: str) -> torch.Tensor:
@@ -273,11 +302,12 @@ class DeviceDecoder:
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, data: list[torch.Tensor]) -> list[torch.Tensor]:
+        decode_jpeg = _tv("decode_jpeg")
         if decode_jpeg is None:
             raise RuntimeError("this torchvision has no torchvision.io.decode_jpeg")
         with warnings.catch_warnings():  # torchvision 0.29 warns on every call: deprecated for TorchCodec
             warnings.simplefilter("ignore")
-            return decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device, apply_exif_orientation=False)
+            return decode_jpeg(data, mode=_tv("ImageReadMode").RGB, device=self.device, apply_exif_orientation=False)
 
     def _chunks(self, raws: Sequence[RawJpeg]) -> list[list[int]]:
         chunks: list[list[int]] = []

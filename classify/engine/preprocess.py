@@ -35,6 +35,7 @@ failed row, not a MemoryError.
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import stat
@@ -44,9 +45,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from torchvision.transforms import InterpolationMode
-from torchvision.transforms import functional as TF
-from torchvision.transforms.v2 import functional as TF2
 
 from core.errors import OptionError
 from core.imageio import ImageLoadError, load_error, load_rgb, to_rgb
@@ -115,12 +113,20 @@ def read_image_file(path: str | Path) -> bytes:
     return data
 
 
-_INTERPOLATION = {
-    "nearest": InterpolationMode.NEAREST,
-    "bilinear": InterpolationMode.BILINEAR,
-    "bicubic": InterpolationMode.BICUBIC,
-    "lanczos": InterpolationMode.LANCZOS,
-}
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")  # torchvision's InterpolationMode values we take
+
+
+@functools.lru_cache(maxsize=None)
+def torchvision_transforms():
+    """(InterpolationMode, transforms.functional, transforms.v2.functional), imported at the first
+    resize. Why not at the top: importing torchvision took 1.4 s of CPU here (its ops import
+    torch._dynamo), which a run that stops at a check before inference, or a page that only
+    lists models, need not pay."""
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms import functional as TF
+    from torchvision.transforms.v2 import functional as TF2
+
+    return InterpolationMode, TF, TF2
 
 # torchvision's tensor resize has no Lanczos, and its "nearest" picks other pixels than Pillow's.
 _TENSOR_INTERPOLATIONS = frozenset({"bilinear", "bicubic"})
@@ -159,7 +165,10 @@ def crop_to_tensor(image: Image.Image, geometry: Geometry, resampler: str = DEFA
     kernel takes RGB (what ``load_rgb`` gives); any other mode goes through Pillow. An image
     beyond MAX_ASPECT_RATIO raises ImageLoadError (the pipeline's failed row)."""
     check_aspect(*image.size)
-    mode = _INTERPOLATION[geometry.interpolation]
+    InterpolationMode, TF, TF2 = torchvision_transforms()
+    if geometry.interpolation not in INTERPOLATIONS:
+        raise KeyError(geometry.interpolation)
+    mode = InterpolationMode(geometry.interpolation)
     if geometry.crop_mode == "squash":
         size = [geometry.resize_size, geometry.resize_size]
     elif geometry.crop_mode == "center":
