@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-requirements
 PORT   ?= 8501
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test bench architecture browser-deps wordnet clean-venv
+.PHONY: install run test bench architecture browser-deps wordnet ic clean-venv
 
 # Create the venv when missing and (re)install when requirements.txt changed.
 $(STAMP): requirements.txt
@@ -32,6 +32,11 @@ bench: $(STAMP)
 # The README's import-graph picture, drawn from the code (refused while an import cycle exists).
 architecture: $(STAMP)
 	$(BIN)/python scripts/import_graph.py --out docs/architecture.svg
+
+# The information content table shipped with the package (explain/data), after a change to the
+# vendored WordNet or to explain.similarity.SIMILARITY_CODE_VERSION (a test says when).
+ic: $(STAMP)
+	$(BIN)/python scripts/build_ic.py
 
 # Debian's Chromium and ChromeDriver for the browser test. Installed when missing and we are
 # root on a Debian-like system; otherwise the browser test is skipped and says why.

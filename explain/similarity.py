@@ -588,24 +588,53 @@ def _resolve_cache_dir(cache_dir) -> Path | None:
     return Path(cache_dir) if cache_dir is not None else default_cache_dir()
 
 
+_IC_LAYOUT = {"offsets": (np.int64, None), "counts": (np.int64, None), "ic": (np.float64, None),
+              "corpus_size": (np.int64, ())}
+# The IC of the vendored WordNet 3.0, shipped with the package (566 KB), named like a cache file: a
+# changed corpus or code version looks for another name and builds. Why: building it parses the
+# 23,547 corpus synsets through NLTK, 2.0-3.5 s of every cold process that computes a metric
+# (an `explain metrics` subprocess: 8.0 s cold, 4.5 s with it). Rebuilt by `make ic`; a test
+# checks that it equals a fresh build array for array (tests/explain/test_similarity.py).
+PACKAGED_DATA = Path(__file__).resolve().parent / "data"
+
+
+def packaged_ic_file() -> Path:
+    return _cache_file(PACKAGED_DATA, "ic-in21k")
+
+
+def _ic_from_arrays(loaded: dict | None) -> InformationContent | None:
+    if loaded is None or not len(loaded["offsets"]) == len(loaded["counts"]) == len(loaded["ic"]):
+        return None
+    return InformationContent(loaded["offsets"], loaded["counts"], loaded["ic"], int(loaded["corpus_size"]))
+
+
+def build_information_content() -> InformationContent:
+    """The IC built from the loaded WordNet (no cache, no packaged table): what `make ic` stores."""
+    return _build_information_content(get_taxonomy())
+
+
+def write_information_content(info: InformationContent, target: Path) -> None:
+    _save_npz(target, {"offsets": info.offsets, "counts": info.counts, "ic": info.ic,
+                       "corpus_size": np.array(info.corpus_size, dtype=np.int64)})
+
+
 def information_content(*, cache_dir: Path | str | None | bool = None) -> InformationContent:
-    """The IN-21K information content, from memory, else the disk cache, else built (seconds:
-    it loads the 21,843 synsets). ``cache_dir=False`` skips the disk."""
+    """The IN-21K information content, from memory, else the disk cache, else the table shipped
+    with the package (:func:`packaged_ic_file`, for the vendored corpus), else built (seconds: it
+    loads the 21,843 synsets). ``cache_dir=False`` skips the user's disk cache."""
     key = ("ic", wordnet_fingerprint(), SIMILARITY_CODE_VERSION)
     with _lock:
         if key in _memo:
             return _memo[key]
         folder = _resolve_cache_dir(cache_dir)
         target = _cache_file(folder, "ic-in21k") if folder else None
-        loaded = _load_npz(target, {"offsets": (np.int64, None), "counts": (np.int64, None), "ic": (np.float64, None),
-                                    "corpus_size": (np.int64, ())}) if target else None
-        if loaded is not None and len(loaded["offsets"]) == len(loaded["counts"]) == len(loaded["ic"]):
-            info = InformationContent(loaded["offsets"], loaded["counts"], loaded["ic"], int(loaded["corpus_size"]))
-        else:
-            info = _build_information_content(get_taxonomy())
+        info = _ic_from_arrays(_load_npz(target, _IC_LAYOUT)) if target else None
+        if info is None:
+            info = _ic_from_arrays(_load_npz(packaged_ic_file(), _IC_LAYOUT))
+        if info is None:
+            info = build_information_content()
             if target:
-                _save_npz(target, {"offsets": info.offsets, "counts": info.counts, "ic": info.ic,
-                                   "corpus_size": np.array(info.corpus_size, dtype=np.int64)})
+                write_information_content(info, target)
         _memo[key] = info
         return info
 

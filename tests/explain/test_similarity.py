@@ -156,6 +156,33 @@ def test_information_content_equals_direct_count():
     assert info.of_offsets([wn.synset("entity.n.01").offset()])[0] == 0.0
 
 
+def test_the_packaged_information_content_is_current_and_equals_a_fresh_build():
+    from explain import similarity
+
+    target = similarity.packaged_ic_file()
+    assert target.is_file(), f"{target.name} is not shipped for this corpus and code version: run `make ic`"
+    assert sorted(p.name for p in target.parent.glob("ic-in21k-*.npz")) == [target.name], "a stale table is shipped"
+    packaged = similarity._ic_from_arrays(similarity._load_npz(target, similarity._IC_LAYOUT))
+    fresh = similarity.build_information_content()
+    assert packaged.corpus_size == fresh.corpus_size
+    for name in ("offsets", "counts", "ic"):
+        assert np.array_equal(getattr(packaged, name), getattr(fresh, name)), name
+
+
+def test_a_cold_process_reads_the_packaged_table_and_builds_nothing(tmp_path, monkeypatch):
+    from explain import similarity
+
+    saved = dict(similarity._memo)
+    similarity.clear_memory_caches()
+    monkeypatch.setattr(similarity, "build_information_content", lambda: pytest.fail("built, not read"))
+    try:
+        info = information_content(cache_dir=tmp_path)
+        assert info.corpus_size == 23_547 and not list(tmp_path.iterdir()), "nothing written to the user's cache"
+    finally:
+        similarity._memo.clear()
+        similarity._memo.update(saved)
+
+
 def test_lin_equals_direct_formula():
     values = similarities([g for g, _ in LIN_PAIRS], [p for _, p in LIN_PAIRS], cache_dir=False)
     bad = []
