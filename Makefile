@@ -19,10 +19,13 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m wildlens app --server.port $(PORT)
 
-# One test worker per core, at most 4 (pytest-xdist; worksteal balances the long browser and
-# dashboard tests). On this 2-core machine, 1364 tests: 6m38s on 2 workers (2026-12-02; -n 3 gives
-# the same: the suite is CPU-bound, test_ray_engine.py ~200 s and test_day ~95 s of it).
-# A single file or test: .venv/bin/python -m pytest tests/explain (one process).
+# One test worker per core, at most 4 (pytest-xdist). loadgroup, not worksteal: the Ray module
+# (xdist_group "ray") stays on one worker, so its Ray instance starts once (on 4 worksteal workers
+# its tests summed to 758 s: every worker that stole one started its own); tests marked `long` are
+# collected first (tests/conftest.py). The suite is CPU-bound: on this 2-core machine it needs
+# ~1,300 CPU-seconds (the machine is 99 % busy throughout; a third of it is Ray's daemons and
+# Chromium, which the tests' own rusage misses), so more workers do not help (2026-12-03: -n 2 567-630 s,
+# -n 3 600 s, -n 4 646 s). A single file or test: .venv/bin/python -m pytest tests/explain (one process).
 test: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
 
