@@ -222,9 +222,17 @@ def read_table(source: Path, schema: dict[str, str] | None = None, table: str = 
         # the file in a loop, 0 of 7,370 through one descriptor). An open file keeps its inode.
         # O_NONBLOCK and fstat: a FIFO put in the store's place opens at once and is refused, not waited on.
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise StoreError(f"{source} is not a regular file; move it away and re-run.")
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                from .userfile import describe_kind
+
+                raise StoreError(f"{source} is {describe_kind(mode)}, not a regular file; move it away and re-run.")
+            handle = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with handle:
             arrow = pq.read_table(handle)
     except (FileNotFoundError, StoreError):
         raise
