@@ -72,6 +72,7 @@ from PIL import Image
 from core.imageio import MAX_IMAGE_PIXELS, ImageLoadError, load_rgb
 
 from classify.engine.options import GPU_DECODE
+from classify.engine.preprocess import torchvision_transforms
 from classify.models.registry import Geometry
 
 JPEG_MAGIC = b"\xff\xd8\xff"
@@ -84,30 +85,26 @@ MAX_DECODE_PIXELS = 256_000_000
 EXIF_ORIENTATION = 0x0112
 
 
-_LAZY = ("decode_jpeg", "ImageReadMode", "TF2", "InterpolationMode")
+_LAZY = ("decode_jpeg", "ImageReadMode")
 
 
-def _import_torchvision() -> None:
-    """torchvision's decoder and transforms into this module's globals, at first use (a name a test
-    has set already is kept). Why lazily: importing torchvision took 1.4 s of CPU here (its ops
-    import torch._dynamo), which a process that never decodes on a device need not pay."""
-    names = globals()
+def _import_torchvision_io() -> None:
+    """torchvision's JPEG decoder into this module's globals, at first use (a name a test has set
+    already is kept). Why lazily: importing torchvision took 1.4 s of CPU here (its ops import
+    torch._dynamo), which a process that never decodes on a device need not pay; its transforms come
+    from :func:`classify.engine.preprocess.torchvision_transforms` alike."""
     try:
         from torchvision.io import ImageReadMode, decode_jpeg
     except ImportError:  # a torchvision without its image decoders (deprecated in 0.29 for TorchCodec)
         ImageReadMode = decode_jpeg = None
-    from torchvision.transforms import InterpolationMode
-    from torchvision.transforms.v2 import functional as TF2
-
-    for name, value in (("decode_jpeg", decode_jpeg), ("ImageReadMode", ImageReadMode), ("TF2", TF2),
-                        ("InterpolationMode", InterpolationMode)):
-        names.setdefault(name, value)
+    globals().setdefault("decode_jpeg", decode_jpeg)
+    globals().setdefault("ImageReadMode", ImageReadMode)
 
 
 def __getattr__(name: str):
-    """``gpu_decode.decode_jpeg`` and the other torchvision names, imported on first access (PEP 562)."""
+    """``gpu_decode.decode_jpeg`` and ``ImageReadMode``, imported on first access (PEP 562)."""
     if name in _LAZY:
-        _import_torchvision()
+        _import_torchvision_io()
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -221,8 +218,8 @@ def resize_crop(images: torch.Tensor, geometry: Geometry, float_resize: bool) ->
     if float_resize:
         return finish(float_crop(images, geometry), geometry.interpolation)
     size = [geometry.resize_size, geometry.resize_size] if geometry.crop_mode == "squash" else geometry.resize_size
-    TF2 = _tv("TF2")
-    resized = TF2.resize(images, size, interpolation=_tv("InterpolationMode")(geometry.interpolation), antialias=True)
+    InterpolationMode, _, TF2 = torchvision_transforms()
+    resized = TF2.resize(images, size, interpolation=InterpolationMode(geometry.interpolation), antialias=True)
     return TF2.center_crop(resized, [geometry.size, geometry.size])
 
 
@@ -268,7 +265,7 @@ def float_crop(images: torch.Tensor, geometry: Geometry) -> torch.Tensor:
                                             antialias=True)
     if inside:
         return x[..., _centre(new_h, size):_centre(new_h, size) + size, :]
-    return _tv("TF2").center_crop(finish(x, mode).float(), [size, size])
+    return torchvision_transforms()[2].center_crop(finish(x, mode).float(), [size, size])
 
 
 def finish(crops: torch.Tensor, interpolation: str) -> torch.Tensor:
