@@ -17,8 +17,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray's instances in the 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``long`` first, the rest in their order (a stable sort). Why: `make test`
     schedules with pytest-xdist's loadgroup, which hands out work in collection order after the
-    groups; a 100 s browser test collected last (tests/pages) ran alone on one core while the other
-    core idled (longest-processing-time-first scheduling)."""
+    groups, so a 100-second browser test collected last (tests/pages) could run alone at the end
+    while the other worker had nothing left (longest-processing-time-first scheduling)."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
