@@ -461,7 +461,9 @@ def _columns_of(path: Path) -> list[str] | None:
                 return next(csv.reader(handle), [])
         import pyarrow.parquet as pq
 
-        with open(path, "rb") as handle:  # one descriptor: see core.tables.read_table
+        from core.tables import open_table_file
+
+        with open_table_file(path) as handle:  # one descriptor, never a FIFO: see there
             return list(pq.read_schema(handle).names)
     except Exception:  # noqa: BLE001  (any unreadable file is simply not a predictions file)
         return None
@@ -472,7 +474,9 @@ def _models_of(path: Path) -> set[str]:
         from core.csvsafe import read_csv
 
         return set(read_csv(path, usecols=["model"], dtype="string")["model"].dropna())
-    with open(path, "rb") as handle:  # one descriptor: a concurrent atomic replace cannot mix two files
+    from core.tables import open_table_file
+
+    with open_table_file(path) as handle:  # one descriptor, never a FIFO: see there
         return set(pd.read_parquet(handle, columns=["model"])["model"].dropna())
 
 

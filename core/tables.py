@@ -211,28 +211,33 @@ def table_to_parquet_bytes(df: pd.DataFrame, schema: dict[str, str] | None = Non
     return buffer.getvalue()
 
 
+def open_table_file(source: Path):
+    """A binary file object of the regular file ``source``: StoreError for a folder, FIFO or device,
+    FileNotFoundError when absent. Read a stored table through it, never through its path: given a
+    path, pyarrow opens it again for the data pages, so a writer's atomic replace between the two
+    opens paired one file's footer with the other's pages ("Deserializing page header failed"; 958 of
+    8,670 reads against a writer replacing the file in a loop, 0 of 7,370 through one descriptor).
+    An open file keeps its inode. O_NONBLOCK and fstat: a FIFO in the file's place opens at once and
+    is refused, not waited on."""
+    fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            from .userfile import describe_kind
+
+            raise StoreError(f"{source} is {describe_kind(mode)}, not a regular file; move it away and re-run.")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_table(source: Path, schema: dict[str, str] | None = None, table: str = "table") -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     source = Path(source)
     try:
-        # One open file, not the path: given a path, pyarrow opens it again for the data pages, so a
-        # writer's atomic replace between the two opens pairs one file's footer with the other's
-        # pages ("Deserializing page header failed"; 958 of 8,670 reads against a writer replacing
-        # the file in a loop, 0 of 7,370 through one descriptor). An open file keeps its inode.
-        # O_NONBLOCK and fstat: a FIFO put in the store's place opens at once and is refused, not waited on.
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                from .userfile import describe_kind
-
-                raise StoreError(f"{source} is {describe_kind(mode)}, not a regular file; move it away and re-run.")
-            handle = os.fdopen(fd, "rb")
-        except BaseException:
-            os.close(fd)
-            raise
-        with handle:
+        with open_table_file(source) as handle:
             arrow = pq.read_table(handle)
     except (FileNotFoundError, StoreError):
         raise
