@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-requirements
 PORT   ?= 8501
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test bench architecture browser-deps wordnet ic clean-venv
+.PHONY: install run test bench architecture browser-deps wordnet ic wordgraph clean-venv
 
 # Create the venv when missing and (re)install when requirements.txt changed.
 $(STAMP): requirements.txt
@@ -40,6 +40,11 @@ architecture: $(STAMP)
 # vendored WordNet or to explain.similarity.SIMILARITY_CODE_VERSION (a test says when).
 ic: $(STAMP)
 	$(BIN)/python scripts/build_ic.py
+
+# The WordNet noun graph shipped with the package (core/data), which queries read without NLTK,
+# after a change to the vendored WordNet or to core.wordgraph.GRAPH_LAYOUT_VERSION (a test says when).
+wordgraph: $(STAMP)
+	$(BIN)/python scripts/build_wordgraph.py
 
 # Debian's Chromium and ChromeDriver for the browser test. Installed when missing and we are
 # root on a Debian-like system; otherwise the browser test is skipped and says why.

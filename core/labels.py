@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import WildLensError
-from .wordnet import get_wordnet, is_wnid, synset_of, wnid_of
+from .wordgraph import Noun, noun_graph
+from .wordnet import get_wordnet, is_wnid, wnid_of
 
 
 class QueryError(WildLensError, ValueError):
@@ -102,7 +103,7 @@ class LabelSpace:
     def lemmas(self, wnid: str) -> str:
         """ImageNet's lemma line, e.g. 'tabby, tabby cat'."""
         lemmas = _imagenet_lemmas_and_definitions()[0]
-        return lemmas.get(wnid) or ", ".join(l.replace("_", " ") for l in synset_of(wnid).lemma_names())
+        return lemmas.get(wnid) or ", ".join(l.replace("_", " ") for l in noun_graph().from_wnid(wnid).lemma_names())
 
     def display_name(self, wnid: str) -> str:
         """The first lemma ('tabby'). Not unique (two 'crane's, two 'maillot's): identity is the wnid."""
@@ -110,7 +111,7 @@ class LabelSpace:
 
     def definition(self, wnid: str) -> str:
         definitions = _imagenet_lemmas_and_definitions()[1]
-        return definitions.get(wnid) or synset_of(wnid).definition()
+        return definitions.get(wnid) or noun_graph().from_wnid(wnid).definition()
 
 
 def label_space_names() -> list[str]:
@@ -186,7 +187,7 @@ def sense_label_set_wnids(sense) -> tuple[str, ...]:
     """The wnids of a ``sense:`` label set: the sense and every synset under it (hyponyms and
     instance hyponyms, transitively), sorted by wnid."""
     synset = sense if hasattr(sense, "offset") else _label_set_sense(str(sense))
-    return tuple(sorted(wnid_of(s) for s in _hyponym_closure(synset)))
+    return tuple(sorted(f"n{s.offset():08d}" for s in _hyponym_closure(synset)))
 
 
 def label_set_text(wnids) -> str:
@@ -209,11 +210,12 @@ def label_set_path(sha: str, root: Path | str | None = None) -> Path:
 def checked_wnids(wnids, error: type[Exception] = QueryError) -> list[str]:
     """``wnids`` without repeats, each a WordNet 3.0 noun wnid, else ``error`` with a one-line fix."""
     out = list(dict.fromkeys(wnids))
+    graph = noun_graph()
     for wnid in out:
         if not is_wnid(wnid):
             raise error(f"{wnid!r} is not a wnid ('n' and 8 digits, e.g. n02123045).")
         try:
-            synset_of(wnid)
+            graph.from_wnid(wnid)
         except KeyError as exc:
             raise error(str(exc.args[0])) from None
     return out
@@ -280,9 +282,8 @@ def _normalise_word(query: str) -> str:
 
 
 def _suggestions(word: str, limit: int = 5) -> list[str]:
-    wn = get_wordnet()
     # Comparing against all 117k noun lemmas takes seconds; same first letter is enough to suggest.
-    pool = [lemma for lemma in wn.all_lemma_names("n") if lemma[:1] == word[:1]]
+    pool = [lemma for lemma in noun_graph().index_keys if lemma[:1] == word[:1]]
     return [s.replace("_", " ") for s in difflib.get_close_matches(word, pool, n=limit, cutoff=0.75)]
 
 
@@ -300,15 +301,11 @@ def neighbour_classes(word: str, label_space: str = DEFAULT_LABEL_SPACE, limit: 
     level above itself (astronaut: ballplayer, scuba diver, groom, under person). [] for a word
     WordNet does not know as a noun (spelling neighbours are then the only help). Import offers
     these before its spelling neighbours (they suggested unicycle and tricycle for motorcycle)."""
-    wn = get_wordnet()
     space = get_label_space(label_space)
     text = _normalise_word(word)
     if not text:
         return []
-    try:
-        synsets = wn.synsets(text, pos="n")
-    except Exception:  # noqa: BLE001 - a name NLTK's morphology cannot take: no neighbours
-        return []
+    synsets = noun_graph().synsets(text)
     ranked: dict[str, tuple] = {}
     for sense_rank, synset in enumerate(synsets):
         found: set[str] = set()
@@ -320,20 +317,19 @@ def neighbour_classes(word: str, label_space: str = DEFAULT_LABEL_SPACE, limit: 
                 while queue and visits < _NEIGHBOUR_VISITS:
                     node = queue.popleft()
                     visits += 1
-                    wnid = wnid_of(node)
+                    wnid = f"n{node.offset():08d}"
                     if wnid in space:
                         key = (level, depth_of[node], sense_rank, space.display_name(wnid))
                         found.add(wnid)
                         if wnid not in ranked or key < ranked[wnid]:
                             ranked[wnid] = key
-                    for child in sorted(node.hyponyms() + node.instance_hyponyms(), key=lambda s: s.name()):
+                    for child in node.children():  # hyponyms and instance hyponyms, by name
                         if child not in depth_of:
                             depth_of[child] = depth_of[node] + 1
                             queue.append(child)
             if len(found) >= limit or (level and found):
                 break  # enough, or the nearest level above the sense that has any: farther ones are far-fetched
-            frontier = sorted({h for s in frontier for h in s.hypernyms() + s.instance_hypernyms()},
-                              key=lambda s: s.name())
+            frontier = sorted({h for s in frontier for h in s.parents()}, key=lambda s: s.name())
             if not frontier:
                 break
     return sorted(ranked, key=ranked.__getitem__)[:limit]
@@ -344,34 +340,42 @@ def _is_ascii_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def resolve_noun_synsets(query: str) -> list:
+def resolve_noun_synsets(query: str) -> list[Noun]:
     """The noun synsets a query names: a word ('cat', 'Cats', 'tiger cat'), a synset name
-    ('cat.n.01') or a wnid ('n02121620'). Raises QueryError with advice otherwise."""
-    wn = get_wordnet()
+    ('cat.n.01') or a wnid ('n02121620'), as :class:`core.wordgraph.Noun` (NLTK's answers, read
+    without NLTK). Raises QueryError with advice otherwise."""
+    graph = noun_graph()
     text = query.strip()
     if not text:
         raise QueryError("Type a word, e.g. 'cat', a synset name such as 'cat.n.01', or a wnid.")
     if is_wnid(text):
         try:
-            return [synset_of(text)]
+            return [graph.from_wnid(text)]
         except KeyError as exc:
             raise QueryError(str(exc.args[0])) from None
     if text.count(".") >= 2 and text.rsplit(".", 2)[-2] in "nvasr" and _is_ascii_number(text.rsplit(".", 1)[-1]):
-        from nltk.corpus.reader.wordnet import WordNetError
+        if text.lower().rsplit(".", 2)[1] == "n":
+            try:
+                return [graph.synset(text)]
+            except (KeyError, IndexError):
+                pass
+        else:  # another part of speech (or none): NLTK says whether it names a synset at all
+            from nltk.corpus.reader.wordnet import WordNetError
 
-        try:
-            synset = wn.synset(text)
-        except (WordNetError, ValueError):
-            raise QueryError(f"{text!r} is not a WordNet synset name. Try the word alone, e.g. "
-                             f"{text.split('.')[0]!r}, and pick a sense.") from None
-        if synset.pos() != "n":
-            raise QueryError(f"{text} is not a noun sense; ImageNet classes are nouns.")
-        return [synset]
+            try:
+                get_wordnet().synset(text)
+            except (WordNetError, ValueError):
+                pass
+            else:
+                raise QueryError(f"{text} is not a noun sense; ImageNet classes are nouns.")
+        raise QueryError(f"{text!r} is not a WordNet synset name. Try the word alone, e.g. "
+                         f"{text.split('.')[0]!r}, and pick a sense.")
     word = _normalise_word(text)
-    synsets = wn.synsets(word, pos="n")  # morphy inside: 'cats' -> 'cat'
+    synsets = graph.synsets(word)  # morphy inside: 'cats' -> 'cat'
     if synsets:
         return synsets
-    other_pos = sorted({s.pos() for s in wn.synsets(word)})
+    # No noun: NLTK (the error path only) says which other parts of speech WordNet has it as.
+    other_pos = sorted({s.pos() for s in get_wordnet().synsets(word)})
     if other_pos:
         names = {"v": "verb", "a": "adjective", "s": "adjective", "r": "adverb"}
         kinds = " and ".join(sorted({names[p] for p in other_pos}))
@@ -382,17 +386,26 @@ def resolve_noun_synsets(query: str) -> list:
                                                         " Check the spelling, or try a more common word."))
 
 
+def _as_noun(sense) -> Noun:
+    """A :class:`Noun` for a Noun or an NLTK noun synset (callers and tests may pass either)."""
+    if isinstance(sense, Noun):
+        return sense
+    return noun_graph().from_wnid(wnid_of(sense))
+
+
 def _hyponym_closure(sense) -> dict:
     """Every synset under ``sense`` (itself included) -> its parent on one shortest path back
     up to the sense (None for the sense). Breadth-first, so paths are shortest."""
+    sense = _as_noun(sense)
     parent = {sense: None}
     queue = deque([sense])
     while queue:
         current = queue.popleft()
         # Instance hyponyms count: e.g. a named breed or place is an instance, not a subclass.
-        # Sorted: NLTK keeps a synset's relations in a set, whose order changes with each process's
-        # hash seed; with several shortest paths the first one found must not depend on it.
-        for child in sorted(current.hyponyms() + current.instance_hyponyms(), key=lambda s: s.name()):
+        # Sorted by name (Noun.children): NLTK keeps a synset's relations in a set, whose order
+        # changes with each process's hash seed; with several shortest paths the first one found
+        # must not depend on it.
+        for child in current.children():
             if child not in parent:
                 parent[child] = current
                 queue.append(child)
@@ -409,8 +422,9 @@ def _tag_count(synset, word: str) -> int:
     """SemCor count of ``word`` (or its base form) as a lemma of ``synset``; 0 for a synset-name or wnid query."""
     if not word:
         return 0
-    forms = {word, (get_wordnet().morphy(word, "n") or word).lower()}
-    return sum(lemma.count() for lemma in synset.lemmas() if lemma.name().lower() in forms)
+    base = noun_graph().morphy(word)  # NLTK's morphy(word, "n"): the first form found, else None
+    forms = {word, (base[0] if base else word).lower()}
+    return sum(count for name, count in zip(synset.lemma_names(), synset.lemma_counts()) if name.lower() in forms)
 
 
 def senses(query: str, label_space: str = DEFAULT_LABEL_SPACE) -> list[Sense]:
@@ -463,7 +477,7 @@ class ClassInfo:
 
 def _resolve_sense(sense, space: LabelSpace) -> object:
     if hasattr(sense, "offset"):
-        return sense
+        return _as_noun(sense)
     synsets = resolve_noun_synsets(str(sense))
     if len(synsets) > 1:
         counted = [(s, len(_classes_under(s, space))) for s in synsets]

@@ -14,6 +14,9 @@ loaded version's synsets for its multilingual (OMW) functions; it compares the v
 with the corpus *name* ("3.0" != "wordnet"), so it always re-reads ``index.sense`` twice, which
 is about three quarters of the cold start. With WordNet 3.0 loaded that map is the identity, and
 WildLens does not use OMW, so skipping it changes no synset, lemma or similarity value.
+
+Queries (senses of a word, the classes under a sense) do not come here: :mod:`core.wordgraph`
+answers them from flat arrays read off this reader once, without importing NLTK.
 """
 from __future__ import annotations
 

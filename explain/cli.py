@@ -9,7 +9,6 @@ from pathlib import Path
 
 from core.errors import OptionError, WildLensError, one_line
 from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names, senses
-from core.runstore import write_bytes_atomic
 
 COMMANDS = {}
 
@@ -268,6 +267,8 @@ def _write_table(table, out, name: str) -> int:
 
     target = Path(out) / name
     try:
+        from core.runstore import write_bytes_atomic
+
         write_bytes_atomic(target, table_to_csv_bytes(table))
     except OSError as exc:
         raise MetricsOutputError(f"cannot write {target}: {exc.strerror or exc}; choose a writable --out folder.") \
@@ -303,6 +304,8 @@ def cmd_concepts(args) -> int:
     result = concept_levels(args.seen, counts)
     target = Path(args.out) / "concepts.csv"
     try:
+        from core.runstore import write_bytes_atomic
+
         write_bytes_atomic(target, table_to_csv_bytes(result.table))
     except OSError as exc:
         raise MetricsOutputError(f"cannot write {target}: {exc.strerror or exc}; choose a writable --out folder.") \
