@@ -175,7 +175,8 @@ def prompt_generation(space: str, templates: str) -> dict:
 
 # --------------------------------------------------------------------------- 2./3. text-classifier build
 def build_case(arch: str, label_space: str, templates: str, n_classes: int | None,
-               chunk_classes: int | None = None, trace: bool = False, batch_prompts: int | None = None) -> dict:
+               chunk_classes: int | None = None, trace: bool = False, batch_prompts: int | None = None,
+               cut_context: bool = True) -> dict:
     """Build the text classifier of ``arch`` (random init; 'tiny' = the tests' double) over
     ``n_classes`` of ``label_space`` (None: all) with ``templates``: prompts, seconds, prompts/s,
     RSS before the build and its high-water mark during it; with ``trace``, RSS after each chunk.
@@ -208,13 +209,14 @@ def build_case(arch: str, label_space: str, templates: str, n_classes: int | Non
 
     start = time.perf_counter()
     out = build_text_classifier(model, tokenizer, wnids, recipe, chunk_classes=chunk, progress=progress,
-                                **({"batch_prompts": batch_prompts} if batch_prompts else {}))
+                                cut_context=cut_context, **({"batch_prompts": batch_prompts} if batch_prompts else {}))
     seconds = time.perf_counter() - start
     peak, how = high_water_mib(reset_ok)
     return {"arch": arch, "label_space": label_space, "templates": templates, "classes": len(wnids),
             "prompts": n_prompts, "seconds": seconds, "prompts_per_s": n_prompts / seconds,
             "rss_before_mib": before, "peak_mib": peak, "peak_how": how, "chunk_classes": chunk,
-            "result_mib": out.nbytes / 2**20, "threads": torch.get_num_threads(), "trace": rss_trace}
+            "result_mib": out.nbytes / 2**20, "threads": torch.get_num_threads(), "trace": rss_trace,
+            "classifier": out if len(wnids) <= 1024 else None}
 
 
 def in_child(fn, *args, **kwargs):
@@ -225,6 +227,8 @@ def in_child(fn, *args, **kwargs):
 
 
 def text_section(args) -> None:
+    import numpy as np
+
     from classify.zeroshot.prompts import templates_of
 
     say(f"Prompt generation (classify.zeroshot.prompts.class_prompts, default recipe but templates), each in a fresh "
@@ -247,7 +251,15 @@ def text_section(args) -> None:
         whole = r["classes"] == total_classes
         what = "the whole set" if whole else f"a sample of {r['classes']} class(es) evenly spaced through the set"
         say(f"  {space} x {templates}: {what}, {r['prompts']} prompts in {r['seconds']:.1f} s = "
-            f"{r['prompts_per_s']:.1f} prompts/s ({r['threads']} threads)  [{load()}]")
+            f"{r['prompts_per_s']:.1f} prompts/s ({r['threads']} threads; context cut per batch)  [{load()}]")
+        if not whole or args.full_context:
+            # The yardstick: the same build at open_clip's full 77-token context (the path before the cut).
+            f = in_child(build_case, CLIP_ARCH, space, templates, n, cut_context=False)
+            diff = (float(np.abs(r["classifier"] - f["classifier"]).max())
+                    if r["classifier"] is not None and f["classifier"] is not None else float("nan"))
+            say(f"    full 77-token context (the yardstick): {f['prompts_per_s']:.1f} prompts/s; the cut is "
+                f"{r['prompts_per_s'] / f['prompts_per_s']:.1f}x, classifiers equal to {diff:.1e} (target 1e-5)  "
+                f"[{load()}]")
         if not whole:
             hours = total / r["prompts_per_s"] / 3600
             say(f"    extrapolated to all {total_classes} classes ({total} prompts): {hours:.1f} h at that rate "
@@ -411,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small samples, one round (under 2 minutes)")
     parser.add_argument("--full", action="store_true", help="build the whole IN-1k and IN-21k classifiers (hours)")
+    parser.add_argument("--full-context", action="store_true",
+                        help="with --full, also build the whole sets at full context (the yardstick; hours more)")
     parser.add_argument("--in1k-classes", type=int, default=8, help="ImageNet-1k classes built (x 80 templates)")
     parser.add_argument("--in21k-classes", type=int, default=96, help="ImageNet-21k classes built (x 7 templates)")
     parser.add_argument("--tiny-classes", type=int, default=None,

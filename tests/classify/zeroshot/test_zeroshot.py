@@ -164,6 +164,64 @@ def test_text_classifier_equals_open_clips(tiny_model, recipe):
     assert np.allclose(np.linalg.norm(ours, axis=0), 1.0, atol=1e-5)
 
 
+def _towers():
+    """open_clip text towers of each kind the context rule tells apart (tiny, random weights)."""
+    from open_clip.transformer import TextTransformer
+
+    kw = dict(context_length=77, vocab_size=49408, width=32, heads=2, layers=2, output_dim=16)
+    torch.manual_seed(1)
+    return {"causal-argmax": TextTransformer(**kw), "causal-eos": TextTransformer(**kw, pool_type="eos", eos_id=49407),
+            "bidirectional": TextTransformer(**kw, no_causal_mask=True),
+            "last": TextTransformer(**kw, pool_type="last"),
+            "cls-token": TextTransformer(**kw, embed_cls=True)}
+
+
+def test_the_text_context_is_cut_only_where_the_padding_cannot_change_the_embedding(tiny_model):
+    """A causal tower pooled at end-of-text gives the full-context embedding with the context cut
+    after the longest prompt; any other tower keeps 77 tokens and says why."""
+    from classify.zeroshot.classifier import CUT_REASON, encode_text_cut, text_context_rule
+
+    entry, model = tiny_model
+    tokenizer = open_clip.get_tokenizer(entry.arch)
+    tokens = tokenizer(["a photo of a tabby cat.", "a bad photo of the Egyptian cat, a kind of domestic cat.", "cat"])
+    tower, reason = text_context_rule(model)  # open_clip's CLIP class: the tower's parts live on the model
+    assert tower is model and reason == CUT_REASON
+    with torch.inference_mode():
+        assert torch.allclose(encode_text_cut(model, tokens), model.encode_text(tokens, normalize=True), atol=1e-6)
+    for name, text_tower in _towers().items():
+        text_tower.eval()
+        custom = type("CustomTextCLIP", (), {"text": text_tower})()
+        cut_tower, reason = text_context_rule(custom)
+        if name.startswith("causal"):
+            assert cut_tower is text_tower and reason == CUT_REASON
+            with torch.inference_mode():
+                full = torch.nn.functional.normalize(text_tower(tokens), dim=-1)
+                assert torch.allclose(encode_text_cut(text_tower, tokens), full, atol=1e-6), name
+        else:
+            assert cut_tower is None and reason.startswith("full context: "), name
+    with torch.inference_mode():  # a tower that attends both ways sees the padding: a cut would change it
+        both_ways, length = _towers()["bidirectional"].eval(), int(tokens.argmax(-1).max()) + 1
+        assert not torch.allclose(both_ways(tokens[:, :length]), both_ways(tokens), atol=1e-4)
+    assert text_context_rule(object())[0] is None  # e.g. a Hugging Face text tower: full context
+
+
+def test_cut_and_full_context_give_the_same_classifier(tiny_model, monkeypatch):
+    """Sorted by length, cut per batch: the same class embeddings as in order at 77 tokens, to 1e-6."""
+    from classify.zeroshot import classifier
+
+    entry, model = tiny_model
+    tokenizer = open_clip.get_tokenizer(entry.arch)
+    prompts = list(class_prompts(get_label_space(CAT).wnids, Recipe(knowledge="def", templates="simple7")).values())
+    full = classifier.encode_class_prompts(model, tokenizer, prompts, batch_prompts=16, cut_context=False)
+    lengths = []
+    real_cut = classifier.encode_text_cut
+    monkeypatch.setattr(classifier, "encode_text_cut",
+                        lambda tower, tokens: lengths.append(int(tokens.argmax(-1).max()) + 1) or real_cut(tower, tokens))
+    cut = classifier.encode_class_prompts(model, tokenizer, prompts, batch_prompts=16)
+    assert (cut - full).abs().max() < 1e-6
+    assert lengths == sorted(lengths) and max(lengths) < 77  # sorted by length, each batch cut short
+
+
 def test_chunks_hold_few_classes_and_keep_whole_set_names(monkeypatch):
     """Bounded memory: prompts are made a chunk at a time (plus the few classes sharing a name with
     one of the chunk's), and equal the whole set's: the two ImageNet 'crane's stay told apart."""
