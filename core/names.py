@@ -94,17 +94,18 @@ def _bearers(wnid: str, name: str, label_space: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=65536)
 def _hypernym_name(wnid: str) -> str | None:
     """The first lemma of the wnid's most specific WordNet hypernym (rule 2), None without one."""
-    from .wordnet import synset_of
+    from .wordgraph import noun_graph
 
+    graph = noun_graph()  # NLTK's relations and depths as arrays (no NLTK start for a table's names)
     try:
-        synset = synset_of(wnid)
+        row = graph.from_wnid(wnid).row
     except Exception:
         return None
-    up = synset.hypernyms() + synset.instance_hypernyms()
+    up = graph.parent_rows(row)  # hypernyms and instance hypernyms
     if not up:
         return None
-    best = min(up, key=lambda s: (-s.max_depth(), s.name()))
-    return best.lemma_names()[0].replace("_", " ")
+    best = min(up, key=lambda r: (-graph.max_depth(r), graph.names[r]))
+    return graph.lemma_names(best)[0].replace("_", " ")
 
 
 def _sense(wnid: str, name: str, bearers: tuple[str, ...]) -> str:

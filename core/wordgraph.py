@@ -14,7 +14,8 @@ What the arrays hold, for the 82,115 noun synsets in offset order (``i`` is a sy
   ``Lemma.count()``, SemCor's tag count) as a CSR list per synset;
 * ``children``: hyponyms and instance hyponyms together, sorted by synset name (NLTK keeps
   relations in sets whose order follows the hash seed; every walk here must not); ``parents``:
-  hypernyms and instance hypernyms, sorted by name;
+  hypernyms and instance hypernyms, sorted by name, ``parents_instance`` 1 where the link is an
+  instance hypernym; ``min_depth`` / ``max_depth`` (``Synset.min_depth()`` / ``max_depth()``);
 * the noun index (``index.noun``: lemma -> its synsets in WordNet's sense order) and the noun
   exception list (``noun.exc``), from which :meth:`NounGraph.synsets` answers exactly as NLTK's
   ``wn.synsets(word, pos="n")`` (its ``_morphy``, re-stated below).
@@ -44,16 +45,16 @@ from pathlib import Path
 import numpy as np
 
 from .errors import WildLensError
-from .wordnet import VENDORED_NLTK_DATA, VENDORED_ZIP, WORDNET_VERSION
+from .wordnet import VENDORED_NLTK_DATA, VENDORED_ZIP, WORDNET_VERSION, is_wnid
 
 # Bump when the arrays change meaning or layout: a file of another version is never read.
-GRAPH_LAYOUT_VERSION = 1
+GRAPH_LAYOUT_VERSION = 2  # 2: parents_instance, min_depth, max_depth
 PACKAGED_DATA = Path(__file__).resolve().parent / "data"
 # The corpus members the arrays derive from; their CRC-32 and sizes name the packaged file.
 _SOURCE_MEMBERS = ("data.noun", "index.noun", "noun.exc", "cntlist.rev")
 _STRING_FIELDS = ("names", "definitions", "lemmas", "index_keys", "exception_keys", "exception_values")
 _INT_FIELDS = ("offsets", "lemma_at", "lemma_counts", "children_at", "children", "parents_at", "parents",
-               "index_at", "index_synsets")
+               "parents_instance", "min_depth", "max_depth", "index_at", "index_synsets")
 # NLTK's MORPHOLOGICAL_SUBSTITUTIONS[NOUN] (nltk/corpus/reader/wordnet.py), in its order: the
 # order of the forms tried is the order of the senses returned.
 NOUN_SUBSTITUTIONS = (("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"),
@@ -99,6 +100,9 @@ def build_arrays(reader=None) -> dict[str, np.ndarray]:
 
     children_at, children = csr([related(s, "hyponyms", "instance_hyponyms") for s in synsets])
     parents_at, parents = csr([related(s, "hypernyms", "instance_hypernyms") for s in synsets])
+    instance_of = [{row[t.offset()] for t in s.instance_hypernyms()} for s in synsets]
+    parents_instance = [int(parents[k] in instance_of[i]) for i in range(len(synsets))
+                        for k in range(parents_at[i], parents_at[i + 1])]
     # The raw noun index and exception list, as NLTK's reader holds them (no public accessor
     # returns them unmorphed: wn.synsets applies morphy). Lemma order is index.noun's.
     index_keys = [lemma for lemma in reader.all_lemma_names("n")]
@@ -111,6 +115,10 @@ def build_arrays(reader=None) -> dict[str, np.ndarray]:
         "lemma_at": lemma_at, "lemmas": lemmas, "lemma_counts": np.array(counts, dtype=np.int32),
         "children_at": children_at, "children": np.array(children, dtype=np.int32),
         "parents_at": parents_at, "parents": np.array(parents, dtype=np.int32),
+        "parents_instance": np.array(parents_instance, dtype=np.uint8),
+        # NLTK's Synset.min_depth() / max_depth(): 0 at entity.n.01, over hypernyms and instance hypernyms.
+        "min_depth": np.array([s.min_depth() for s in synsets], dtype=np.int32),
+        "max_depth": np.array([s.max_depth() for s in synsets], dtype=np.int32),
         "index_keys": index_keys, "index_at": index_at, "index_synsets": np.array(index_synsets, dtype=np.int32),
         "exception_keys": exception_keys,
         "exception_values": [" ".join(exceptions[k]) for k in exception_keys],
@@ -205,6 +213,28 @@ def _read(source: Path) -> dict[str, np.ndarray] | None:
     return arrays
 
 
+@functools.lru_cache(maxsize=1)
+def noun_data_sha256() -> str:
+    """sha256 of the ``data.noun`` of the corpus :mod:`core.wordnet` loads (every noun relation and
+    name derives from it): read from the vendored zip without NLTK (0.1 s), or through NLTK's
+    reader when a user corpus may be the one loaded."""
+    digest = hashlib.sha256()
+    if not user_corpus_may_exist():
+        with zipfile.ZipFile(VENDORED_ZIP) as archive, archive.open("wordnet/data.noun") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    from .wordnet import get_wordnet
+
+    stream = get_wordnet().root.join("data.noun").open()
+    try:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block if isinstance(block, bytes) else block.encode("utf-8"))
+    finally:
+        stream.close()
+    return digest.hexdigest()
+
+
 def _user_corpus_graph() -> dict[str, np.ndarray]:
     """The arrays for the corpus NLTK loads when it is the user's own: cached per ``data.noun``."""
     from .runstore import default_root
@@ -213,11 +243,7 @@ def _user_corpus_graph() -> dict[str, np.ndarray]:
     reader = get_wordnet()
     if wordnet_source().kind == "vendored":
         return _vendored_graph()
-    digest = hashlib.sha256()
-    with reader.root.join("data.noun").open() as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block if isinstance(block, bytes) else block.encode("utf-8"))
-    target = default_root() / "cache" / f"wordnet-nouns-v{GRAPH_LAYOUT_VERSION}-user-{digest.hexdigest()[:16]}.npz"
+    target = default_root() / "cache" / f"wordnet-nouns-v{GRAPH_LAYOUT_VERSION}-user-{noun_data_sha256()[:16]}.npz"
     arrays = _read(target)
     if arrays is None:
         arrays = build_arrays(reader)
@@ -281,7 +307,7 @@ class NounGraph:
     def _lists(self) -> dict[str, list[int]]:
         return {name: self._arrays[name].tolist() for name in
                 ("lemma_at", "lemma_counts", "children_at", "children", "parents_at", "parents",
-                 "index_at", "index_synsets")}
+                 "parents_instance", "max_depth", "index_at", "index_synsets")}
 
     @functools.cached_property
     def index_keys(self) -> list[str]:
@@ -301,16 +327,27 @@ class NounGraph:
     def noun(self, row: int) -> "Noun":
         return Noun(self, int(row))
 
+    @functools.cached_property
+    def _row_of_offset(self) -> dict[int, int]:
+        # A dict, not np.searchsorted per call: with a Python int against the int32 array that
+        # converted the whole array each time (23 us a call, 1.4 s of a 21k metric run).
+        return {offset: row for row, offset in enumerate(self.offsets.tolist())}
+
     def row_of_offset(self, offset: int) -> int | None:
-        k = int(np.searchsorted(self.offsets, offset))
-        return k if k < len(self.offsets) and int(self.offsets[k]) == offset else None
+        return self._row_of_offset.get(offset)
 
     def from_wnid(self, wnid: str) -> "Noun":
-        """The noun of a wnid; KeyError (with core.wordnet.synset_of's words) when none has it."""
+        """The noun of a wnid; ValueError for a text that is not one and KeyError when no noun has
+        it (core.wordnet.synset_of's words for both)."""
+        if not is_wnid(wnid):  # int() reads 'n٠٢١٢٣٠٤٥' as tabby's offset: the format comes first
+            raise ValueError(f"{wnid!r} is not a wnid: expected 'n' followed by 8 digits, e.g. n02123045.")
         row = self.row_of_offset(int(wnid[1:]))
         if row is None:
             raise KeyError(f"{wnid} is not a noun synset of WordNet {WORDNET_VERSION}.")
         return self.noun(row)
+
+    def max_depth(self, row: int) -> int:
+        return self._lists["max_depth"][row]
 
     def lemma_names(self, row: int) -> list[str]:
         at = self._lists["lemma_at"]
@@ -325,8 +362,15 @@ class NounGraph:
         return self._lists["children"][at[row]:at[row + 1]]
 
     def parent_rows(self, row: int) -> list[int]:
+        """Hypernyms and instance hypernyms, sorted by name."""
         at = self._lists["parents_at"]
         return self._lists["parents"][at[row]:at[row + 1]]
+
+    def instance_parent_rows(self, row: int) -> list[int]:
+        """The parents reached by an instance-hypernym link."""
+        at = self._lists["parents_at"]
+        flags = self._lists["parents_instance"][at[row]:at[row + 1]]
+        return [p for p, flag in zip(self._lists["parents"][at[row]:at[row + 1]], flags) if flag]
 
     # -- the noun index
     def index_rows(self, lemma: str) -> list[int]:

@@ -42,13 +42,17 @@ def test_every_noun_synset_equals_nltk(nltk_nouns):
     assert graph.offsets.tolist() == [s.offset() for s in nltk_nouns]
     assert graph.names == [s.name() for s in nltk_nouns]
     assert graph.definitions == [s.definition() for s in nltk_nouns]
+    assert graph._arrays["min_depth"].tolist() == [s.min_depth() for s in nltk_nouns]
+    assert graph._arrays["max_depth"].tolist() == [s.max_depth() for s in nltk_nouns]
     for row, synset in enumerate(nltk_nouns):
         noun = graph.noun(row)
         assert noun.lemma_names() == synset.lemma_names()
-        children = synset.hyponyms() + synset.instance_hyponyms()
+        children = set(synset.hyponyms() + synset.instance_hyponyms())
         assert [c.name() for c in noun.children()] == sorted(c.name() for c in children)
-        assert sorted(p.offset() for p in noun.parents()) == sorted(
-            p.offset() for p in synset.hypernyms() + synset.instance_hypernyms())
+        assert [p.name() for p in noun.parents()] == sorted(
+            p.name() for p in set(synset.hypernyms() + synset.instance_hypernyms()))
+        assert sorted(graph.offsets[r] for r in graph.instance_parent_rows(row)) == sorted(
+            p.offset() for p in synset.instance_hypernyms())
     # Lemma.count() (a binary search per lemma, 80 us each) on every lemma the corpus tags and as
     # many untagged ones, drawn with a fixed seed.
     lemmas = [(row, k, lemma) for row, s in enumerate(nltk_nouns) for k, lemma in enumerate(s.lemmas())]
@@ -99,6 +103,9 @@ def test_nouns_answer_as_synsets_do():
     assert cat == graph.synset("cat.n.01") and len({cat, graph.synset("cat.n.01")}) == 1
     with pytest.raises(KeyError, match="not a noun synset of WordNet 3.0"):
         graph.from_wnid("n00000001")
+    for text in ("n٠٢١٢١٦٢٠", "n2121620", "n 2121620", "N02121620"):  # int() would take the first as cat's offset
+        with pytest.raises(ValueError, match="is not a wnid"):
+            graph.from_wnid(text)
 
 
 def test_nltk_data_path_is_nltks(monkeypatch, tmp_path):
