@@ -334,10 +334,10 @@ def scan_folder(folder: str | Path) -> FolderScan:
 
 
 def _is_noun(wnid: str) -> bool:
-    from core.wordnet import synset_of
+    from core.wordgraph import noun_of  # NLTK's nouns as arrays: a folder check starts no NLTK
 
     try:
-        synset_of(wnid)
+        noun_of(wnid)
     except (KeyError, ValueError):
         return False
     return True

@@ -275,6 +275,11 @@ def noun_graph() -> "NounGraph":
         return _load()
 
 
+def noun_of(wnid: str) -> "Noun":
+    """``core.wordnet.synset_of`` from the graph: the noun of a wnid (same ValueError / KeyError)."""
+    return noun_graph().from_wnid(wnid)
+
+
 # --------------------------------------------------------------------------- reading
 def _strings(blob: np.ndarray) -> list[str]:
     return blob.tobytes().decode("utf-8").split("\n") if blob.size else []
@@ -349,6 +354,9 @@ class NounGraph:
     def max_depth(self, row: int) -> int:
         return self._lists["max_depth"][row]
 
+    def min_depth(self, row: int) -> int:
+        return int(self._arrays["min_depth"][row])
+
     def lemma_names(self, row: int) -> list[str]:
         at = self._lists["lemma_at"]
         return self._lemmas[at[row]:at[row + 1]]
@@ -411,8 +419,9 @@ class NounGraph:
 
 class Noun:
     """One noun synset of the graph, answering as NLTK's ``Synset`` does for what queries use
-    (``name``, ``offset``, ``pos``, ``definition``, ``lemma_names``), plus ``children`` /
-    ``parents`` (both relation kinds, sorted by name) and ``lemma_counts`` (SemCor tags).
+    (``name``, ``offset``, ``pos``, ``definition``, ``lemma_names``, ``hypernyms``,
+    ``instance_hypernyms``, ``min_depth``, ``max_depth``), plus ``children`` / ``parents`` (both
+    relation kinds, sorted by name) and ``lemma_counts`` (SemCor tags).
     Equal when the row is; hashable, so it keys dicts as synsets do."""
 
     __slots__ = ("graph", "row")
@@ -444,6 +453,20 @@ class Noun:
 
     def parents(self) -> list["Noun"]:
         return [Noun(self.graph, r) for r in self.graph.parent_rows(self.row)]
+
+    def hypernyms(self) -> list["Noun"]:
+        """NLTK's ``hypernyms()`` (no instance links), sorted by name (NLTK's order is a set's)."""
+        instance = set(self.graph.instance_parent_rows(self.row))
+        return [Noun(self.graph, r) for r in self.graph.parent_rows(self.row) if r not in instance]
+
+    def instance_hypernyms(self) -> list["Noun"]:
+        return [Noun(self.graph, r) for r in self.graph.instance_parent_rows(self.row)]
+
+    def max_depth(self) -> int:
+        return self.graph.max_depth(self.row)
+
+    def min_depth(self) -> int:
+        return self.graph.min_depth(self.row)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Noun) and other.row == self.row and other.graph is self.graph

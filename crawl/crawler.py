@@ -37,7 +37,8 @@ import pandas as pd
 
 from core.errors import OptionError
 from core.labels import DEFAULT_LABEL_SPACE, get_label_space
-from core.wordnet import get_wordnet, synset_of, wnid_of
+from core.wordgraph import noun_graph, noun_of as synset_of  # NLTK's nouns as arrays
+from core.wordnet import wnid_of
 from core.progress import ProgressCallback, report
 from core.runstore import Run
 
@@ -105,11 +106,11 @@ def homonyms(wnid: str, label_space: str = DEFAULT_LABEL_SPACE) -> dict[str, lis
     Matching is on WordNet noun lemmas, case-insensitive ('Cardigan' the corgi, 'cardigan' the
     sweater), without stemming."""
     space = get_label_space(label_space)
-    wn = get_wordnet()
+    graph = noun_graph()  # wn.synsets(key, pos="n") with NLTK's morphology, without starting NLTK
     out: dict[str, list[str]] = {}
     for lemma in _lemmas(wnid, label_space):
         key = "_".join(lemma.split()).lower()
-        others = [wnid_of(s) for s in wn.synsets(key, pos="n")
+        others = [wnid_of(s) for s in graph.synsets(key)
                   if wnid_of(s) != wnid and wnid_of(s) in space and key in {n.lower() for n in s.lemma_names()}]
         if others:
             out[lemma] = others
@@ -125,6 +126,8 @@ def _qualifier(wnid: str, lemma: str) -> str | None:
     'bird'), else its other words ('colubrid snake' -> 'colubrid' for 'grass snake')."""
     synset = synset_of(wnid)
     words = set(lemma.lower().split())
+    # Hypernyms, then instance hypernyms, each sorted by name (NLTK's own order is a set's, which
+    # changed with the process's hash seed when a class has two).
     for hypernym in synset.hypernyms() + synset.instance_hypernyms():
         name = hypernym.lemma_names()[0].replace("_", " ").split()
         if name[-1].lower() not in words:

@@ -57,7 +57,8 @@ from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighb
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
 from core.serving import check_import_source
-from core.wordnet import is_wnid, synset_of, wnid_of
+from core.wordgraph import noun_of as synset_of  # NLTK's nouns as arrays (core.wordgraph)
+from core.wordnet import is_wnid, wnid_of
 
 from .config import ValidationConfig
 from .store import (CollectError, Collector, RunDestination, as_destination, check_manifest, check_writable, exclusive, leftover_notes,

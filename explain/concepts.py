@@ -314,9 +314,9 @@ def why_no_level(wnids, table: pd.DataFrame, seen: str = "imagenet-1k") -> str:
 
 
 def synset_of_name(name: str):
-    from core.wordnet import get_wordnet
+    from core.wordgraph import noun_graph
 
-    return get_wordnet().synset(name)
+    return noun_graph().synset(name)
 
 
 def column_docs() -> dict[str, str]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from core.wordnet import synset_of, wnid_of
+from core.wordgraph import noun_of
+from core.wordnet import wnid_of
 from .similarity import get_taxonomy, pair_similarity, steps_up
 from .vocabulary import RELATION_COLOURS, lcs_phrase  # noqa: F401  (re-exported: the colours live in explain.vocabulary)
 
@@ -101,7 +102,7 @@ class PairExplanation:
 def confusion_lcs_phrase(true_wnid: str, lcs_wnid: str, true_name: str) -> str:
     """The lcs phrase of a confusions-table row (its ``true_wnid`` and ``lcs_wnid``) without building
     the path: 'both felines, 3 steps up from tabby'; the same as ``explain_pair(...).lcs_phrase()``."""
-    return lcs_phrase(synset_of(lcs_wnid).name(), steps_up(true_wnid, lcs_wnid), true_name)
+    return lcs_phrase(noun_of(lcs_wnid).name(), steps_up(true_wnid, lcs_wnid), true_name)
 
 
 def _climb(taxonomy, start: int, target: int) -> list[int]:
@@ -117,7 +118,7 @@ def _climb(taxonomy, start: int, target: int) -> list[int]:
 
 
 def _node(taxonomy, node: int, roles: tuple[str, ...]) -> PathNode:
-    synset = synset_of(f"n{taxonomy.offsets[node]:08d}")
+    synset = noun_of(f"n{taxonomy.offsets[node]:08d}")
     return PathNode(wnid_of(synset), synset.name(), tuple(n.replace("_", " ") for n in synset.lemma_names()),
                     synset.definition(), roles, taxonomy.min_depth[node])
 

@@ -42,7 +42,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.wordnet import synset_of
+from core.wordgraph import noun_of
 
 OTHER = "other"  # predictions outside the run's classes, not grouped (or not in WordNet)
 OTHER_RUN = "other classes of the run"  # predictions of run classes left out of a capped view
@@ -55,7 +55,7 @@ CELL_COLUMNS = ["image", "true_wnid", "pred_wnid", "prob_1"]
 @functools.lru_cache(maxsize=None)
 def _synset_name(wnid: str) -> str | None:
     try:
-        return synset_of(wnid).name()
+        return noun_of(wnid).name()
     except (KeyError, ValueError):  # not a wnid, or not a WordNet 3.0 noun
         return None
 
@@ -66,7 +66,7 @@ def tree_path(wnid: str) -> tuple[str, ...]:
     docstring), ``wnid`` last; () when WordNet 3.0 has no such noun."""
     if _synset_name(wnid) is None:
         return ()
-    path, synset = [], synset_of(wnid)
+    path, synset = [], noun_of(wnid)
     while synset is not None:
         path.append(f"n{synset.offset():08d}")
         parents = synset.hypernyms() + synset.instance_hypernyms()

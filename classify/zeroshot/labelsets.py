@@ -32,7 +32,8 @@ from pathlib import Path
 from core.errors import OptionError, WildLensError
 from core.labels import (FILE_PREFIX, SENSE_PREFIX, QueryError, canonical_label_space, get_label_space,
                          is_label_set, label_space_names, store_label_set)
-from core.wordnet import is_wnid, synset_of
+from core.wordgraph import noun_of as synset_of  # NLTK's nouns as arrays (core.wordgraph)
+from core.wordnet import is_wnid
 
 RUN = "run"
 DEFAULT_LABEL_SET = RUN

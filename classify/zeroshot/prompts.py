@@ -65,7 +65,8 @@ from pathlib import Path
 
 from core.errors import OptionError
 from core.labels import checked_wnids, get_label_space
-from core.wordnet import is_wnid, synset_of
+from core.wordgraph import noun_of as synset_of  # NLTK's nouns as arrays (core.wordgraph)
+from core.wordnet import is_wnid
 
 # OpenAI's prompt templates and curated ImageNet-1k class names, copied as text from open_clip
 # (github.com/mlfoundations/open_clip, src/open_clip/zero_shot_metadata.py: OPENAI_IMAGENET_TEMPLATES,
@@ -520,17 +521,6 @@ def _lemma(synset, spaces: bool = True) -> str:
     return name.replace("_", " ") if spaces else name
 
 
-@functools.lru_cache(maxsize=None)
-def _depth(name: str) -> int:
-    return get_wordnet_synset(name).max_depth()
-
-
-def get_wordnet_synset(name: str):
-    from core.wordnet import get_wordnet
-
-    return get_wordnet().synset(name)
-
-
 def _up(synset):
     """Hypernyms and instance hypernyms, the most specific first (the deepest: domestic_cat.n.01 ->
     cat.n.01 (depth 13) before domestic_animal.n.01 (7)), ties in synset-name order (missile.n.01 ->
@@ -540,7 +530,7 @@ def _up(synset):
     up = synset.hypernyms() + synset.instance_hypernyms()
     if len(up) < 2:
         return up
-    return sorted(up, key=lambda s: (-_depth(s.name()), s.name()))
+    return sorted(up, key=lambda s: (-s.max_depth(), s.name()))
 
 
 def hypernym_chain(wnid: str) -> list:
