@@ -70,7 +70,7 @@ class WordGraphUnavailable(WildLensError, RuntimeError):
 # --------------------------------------------------------------------------- building (NLTK)
 def build_arrays(reader=None) -> dict[str, np.ndarray]:
     """The arrays from an NLTK WordNet reader (default: the one :mod:`core.wordnet` loads).
-    About 12 s: NLTK parses every noun synset (10 s of it)."""
+    About 20 s: NLTK parses every noun synset (10 s of it)."""
     if reader is None:
         from .wordnet import get_wordnet
 
