@@ -357,7 +357,7 @@ def resolve_noun_synsets(query: str) -> list[Noun]:
         if text.lower().rsplit(".", 2)[1] == "n":
             try:
                 return [graph.synset(text)]
-            except (KeyError, IndexError):
+            except (KeyError, IndexError, ValueError):  # ValueError: a number past int()'s 4,300 digits, as NLTK's
                 pass
         else:  # another part of speech (or none): NLTK says whether it names a synset at all
             from nltk.corpus.reader.wordnet import WordNetError

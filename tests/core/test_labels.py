@@ -60,6 +60,7 @@ def test_query_forms(query, first):
     ("beautiful", "no noun sense"),
     ("", "Type a word"),
     ("cat.n.99", "not a WordNet synset"),
+    ("cat.n." + "1" * 4301, "not a WordNet synset"),  # past int()'s 4,300 digits: a ValueError inside, as in NLTK
     ("n99999999", "not a noun synset"),
 ])
 def test_bad_queries_are_clear_errors(query, message):
