@@ -17,7 +17,7 @@ from classify.zeroshot.prompts import (OPENAI_IMAGENET_CLASSNAMES, RECIPE_SEPARA
                                        class_names, class_prompts, coverage, hypernym_chain, knowledge, split_recipe)
 from core.labels import get_label_space, hyponym_classes
 from core.runstore import _RUN_ID_RE, RunStore
-from core.wordnet import get_wordnet, synset_of
+from core.wordnet import get_wordnet
 
 ROOT = Path(__file__).resolve().parents[3]
 LYNX, TIGER_CAT, WILD_TIGER_CAT, TABBY = "n02127052", "n02123159", "n02126465", "n02123045"

@@ -7,7 +7,6 @@ file. Its outputs are noise; only the plumbing is under test.
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
