@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import WildLensError
-from .wordgraph import Noun, noun_graph
+from .wordgraph import Noun, noun_graph, other_parts_of_speech
 from .wordnet import get_wordnet, is_wnid, wnid_of
 
 
@@ -374,8 +374,8 @@ def resolve_noun_synsets(query: str) -> list[Noun]:
     synsets = graph.synsets(word)  # morphy inside: 'cats' -> 'cat'
     if synsets:
         return synsets
-    # No noun: NLTK (the error path only) says which other parts of speech WordNet has it as.
-    other_pos = sorted({s.pos() for s in get_wordnet().synsets(word)})
+    # No noun: which other parts of speech WordNet has it as (NLTK's answer, from packaged lists).
+    other_pos = other_parts_of_speech(word)
     if other_pos:
         names = {"v": "verb", "a": "adjective", "s": "adjective", "r": "adverb"}
         kinds = " and ".join(sorted({names[p] for p in other_pos}))

@@ -60,6 +60,16 @@ _INT_FIELDS = ("offsets", "lemma_at", "lemma_counts", "children_at", "children",
 NOUN_SUBSTITUTIONS = (("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"),
                       ("ches", "ch"), ("shes", "sh"), ("men", "man"), ("ies", "y"))
 
+# NLTK's substitutions for the other parts of speech (its ADV list is empty), for the one question
+# a query asks of them: is a word that is no noun a verb, an adjective or an adverb?
+OTHER_SUBSTITUTIONS = {
+    "v": (("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", "")),
+    "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
+    "r": (),
+}
+OTHER_POS_LAYOUT_VERSION = 1
+_OTHER_MEMBERS = ("index.verb", "index.adj", "index.adv", "verb.exc", "adj.exc", "adv.exc")
+
 _lock = threading.Lock()
 
 
@@ -132,6 +142,25 @@ def build_arrays(reader=None) -> dict[str, np.ndarray]:
     return arrays
 
 
+def build_other_pos_arrays(reader=None) -> dict[str, np.ndarray]:
+    """The verb, adjective and adverb index lemmas and exception lists (NLTK's reader's own), for
+    :func:`other_parts_of_speech`. Under a second."""
+    if reader is None:
+        from .wordnet import get_wordnet
+
+        reader = get_wordnet()
+    arrays = {"version": np.array([OTHER_POS_LAYOUT_VERSION], dtype=np.int64)}
+    for pos in OTHER_SUBSTITUTIONS:
+        exceptions = reader._exception_map[pos]
+        for name, texts in ((f"keys_{pos}", list(reader.all_lemma_names(pos))),
+                            (f"exception_keys_{pos}", list(exceptions)),
+                            (f"exception_values_{pos}", [" ".join(v) for v in exceptions.values()])):
+            if any("\n" in t for t in texts):
+                raise WordGraphUnavailable(f"A WordNet {name} entry holds a newline; it cannot be stored.")
+            arrays[name] = np.frombuffer("\n".join(texts).encode("utf-8"), dtype=np.uint8)
+    return arrays
+
+
 def write_arrays(arrays: dict[str, np.ndarray], target: Path) -> None:
     """Write the arrays atomically (a part file renamed into place)."""
     buffer = io.BytesIO()
@@ -149,13 +178,13 @@ def write_arrays(arrays: dict[str, np.ndarray], target: Path) -> None:
 
 
 # --------------------------------------------------------------------------- which file
-def vendored_key() -> str:
-    """16 hex digits naming the vendored corpus's noun files (CRC-32 and size of each member,
-    read from the zip's directory: no member is decompressed)."""
+def vendored_key(members: tuple[str, ...] = _SOURCE_MEMBERS) -> str:
+    """16 hex digits naming the vendored corpus's files the arrays derive from (CRC-32 and size of
+    each member, read from the zip's directory: no member is decompressed)."""
     try:
         with zipfile.ZipFile(VENDORED_ZIP) as archive:
             parts = [f"{m}:{archive.getinfo(f'wordnet/{m}').CRC}:{archive.getinfo(f'wordnet/{m}').file_size}"
-                     for m in _SOURCE_MEMBERS]
+                     for m in members]
     except (OSError, KeyError, zipfile.BadZipFile) as exc:
         raise WordGraphUnavailable(f"The vendored WordNet corpus {VENDORED_ZIP} cannot be read ({exc}); restore it "
                                    "with 'git checkout -- core/data'.") from None
@@ -164,6 +193,47 @@ def vendored_key() -> str:
 
 def packaged_graph_file() -> Path:
     return PACKAGED_DATA / f"wordnet-nouns-v{GRAPH_LAYOUT_VERSION}-{vendored_key()}.npz"
+
+
+def packaged_other_pos_file() -> Path:
+    return PACKAGED_DATA / f"wordnet-other-pos-v{OTHER_POS_LAYOUT_VERSION}-{vendored_key(_OTHER_MEMBERS)}.npz"
+
+
+@functools.lru_cache(maxsize=1)
+def _other_pos() -> dict[str, tuple[frozenset[str], dict[str, list[str]]]]:
+    """pos -> (its index lemmas, its exception list), from the packaged file for the vendored
+    corpus, else (a user corpus, or the file missing) from NLTK's reader."""
+    arrays = None
+    if not user_corpus_may_exist():
+        try:
+            with np.load(packaged_other_pos_file(), allow_pickle=False) as loaded:
+                arrays = {name: loaded[name] for name in loaded.files}
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+            arrays = None
+        if arrays is not None and arrays.get("version", np.zeros(0)).tolist() != [OTHER_POS_LAYOUT_VERSION]:
+            arrays = None
+    if arrays is None:
+        arrays = build_other_pos_arrays()
+    out = {}
+    for pos in OTHER_SUBSTITUTIONS:
+        values = _strings(arrays[f"exception_values_{pos}"])
+        exceptions = {k: v.split() for k, v in zip(_strings(arrays[f"exception_keys_{pos}"]), values)}
+        out[pos] = (frozenset(_strings(arrays[f"keys_{pos}"])), exceptions)
+    return out
+
+
+def other_parts_of_speech(word: str) -> list[str]:
+    """The parts of speech other than noun that NLTK's ``wn.synsets(word)`` finds ``word`` in:
+    'v', 'a' (adjectives, satellites included) and 'r', in that order; NLTK's ``_morphy`` per
+    part of speech, re-stated as :meth:`NounGraph.morphy` is for nouns."""
+    word = word.lower()
+    found = []
+    for pos, (keys, exceptions) in _other_pos().items():
+        forms = exceptions[word] if word in exceptions else [
+            word[: -len(old)] + new for old, new in OTHER_SUBSTITUTIONS[pos] if word.endswith(old)]
+        if any(form in keys for form in [word, *forms]):
+            found.append(pos)
+    return found
 
 
 def _nltk_data_path() -> list[str]:

@@ -19,10 +19,14 @@ def main() -> int:
     started = time.perf_counter()
     arrays = wordgraph.build_arrays()
     wordgraph.write_arrays(arrays, target)
-    for old in target.parent.glob("wordnet-nouns-*.npz"):  # another corpus or layout: never read again
-        if old != target:
-            old.unlink()
-            print(f"removed {old.name}")
+    other = wordgraph.packaged_other_pos_file()
+    wordgraph.write_arrays(wordgraph.build_other_pos_arrays(), other)
+    for pattern, keep in (("wordnet-nouns-*.npz", target), ("wordnet-other-pos-*.npz", other)):
+        for old in target.parent.glob(pattern):  # another corpus or layout: never read again
+            if old != keep:
+                old.unlink()
+                print(f"removed {old.name}")
+    print(f"wrote {other.name} ({other.stat().st_size:,} bytes)")
     print(f"wrote {target.relative_to(Path.cwd()) if target.is_relative_to(Path.cwd()) else target} "
           f"({len(arrays['offsets']):,} noun synsets, {target.stat().st_size:,} bytes, "
           f"{time.perf_counter() - started:.1f} s)")

@@ -24,6 +24,8 @@ def test_the_packaged_graph_is_the_vendored_corpus_and_current():
     target = packaged_graph_file()  # named by the corpus members it derives from and the layout
     assert target.is_file(), "run 'make wordgraph' and commit core/data/wordnet-nouns-*.npz"
     assert [p.name for p in target.parent.glob("wordnet-nouns-*.npz")] == [target.name], "a stale graph file"
+    other = wordgraph.packaged_other_pos_file()
+    assert [p.name for p in other.parent.glob("wordnet-other-pos-*.npz")] == [other.name], "run 'make wordgraph'"
     assert len(noun_graph()) == 82_115
 
 
@@ -78,6 +80,25 @@ def test_every_index_lemma_and_inflected_form_gives_nltks_senses(nltk_nouns):
     for word in rng.sample(words, 3000):
         base = graph.morphy(word.lower())
         assert (base[0] if base else None) == wn.morphy(word.lower(), "n"), word
+
+
+@pytest.mark.long
+def test_a_word_that_is_no_noun_gets_nltks_other_parts_of_speech():
+    """'beautiful' -> adjective, 'quickly' -> adverb: the packaged lists answer as wn.synsets(word)
+    does, on every exception form and a fixed sample of each part of speech's lemmas, inflected."""
+    wn = get_wordnet()
+    fresh = wordgraph.build_other_pos_arrays(wn)
+    with np.load(wordgraph.packaged_other_pos_file(), allow_pickle=False) as packaged:
+        assert set(packaged.files) == set(fresh) and all(np.array_equal(packaged[k], fresh[k]) for k in fresh)
+    rng = random.Random(2)
+    words = [w for pos in "var" for w in rng.sample(list(wn.all_lemma_names(pos)), 800)]
+    words += [w + suffix for w in words[:1200] for suffix in ("s", "es", "ed", "ing", "er", "est")]
+    words += [w for pos in "var" for w in wn._exception_map[pos]]  # 'ran', 'better', 'best', ...
+    words += rng.sample(list(noun_graph().index_keys), 500) + ["qwzx", "", "Beautiful", "RUNNING"]
+    kinds = {"v": "v", "a": "a", "s": "a", "r": "r"}
+    for word in words:
+        theirs = sorted({kinds[s.pos()] for s in wn.synsets(word) if s.pos() != "n"}, key="var".index)
+        assert wordgraph.other_parts_of_speech(word) == theirs, word
 
 
 def test_synset_names_resolve_like_nltk():
@@ -151,6 +172,13 @@ found = senses("cat")
 classes = hyponym_classes("cat.n.01")
 print(json.dumps({"senses": [s.name for s in found], "tabby": [c.path for c in classes if c.name == "tabby"],
                   "heavy": sorted(m for m in ("nltk", "pandas", "scipy", "torch") if m in sys.modules)}))
+from core.labels import QueryError
+for word in ("beautiful", "qwzxv"):  # the error paths too: another part of speech, a spelling
+    try:
+        senses(word)
+    except QueryError:
+        pass
+assert "nltk" not in sys.modules
 """
 
 

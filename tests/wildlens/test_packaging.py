@@ -53,11 +53,12 @@ def test_the_wheel_holds_every_package_the_data_and_the_dashboard(wheel):
     for package in ("core", "crawl", "classify", "explain", "pages", "wildlens"):
         sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / package).rglob("*.py")}
         assert sources <= names, f"{package}: missing {sorted(sources - names)[:5]}"
-    from core.wordgraph import packaged_graph_file
+    from core.wordgraph import packaged_graph_file, packaged_other_pos_file
     from explain.similarity import packaged_ic_file
 
     assert {"app.py", "core/data/nltk_data/corpora/wordnet.zip", "core/data/nltk_data/WORDNET_LICENSE",
-            f"explain/data/{packaged_ic_file().name}", f"core/data/{packaged_graph_file().name}"} <= names
+            f"explain/data/{packaged_ic_file().name}", f"core/data/{packaged_graph_file().name}",
+            f"core/data/{packaged_other_pos_file().name}"} <= names
     assert not any(n.startswith("tests/") for n in names), "tests are not part of the product"
     data = [n for n in names if n.endswith("share/wildlens/.streamlit/config.toml")]
     assert data and wheel.read(data[0]) == (ROOT / ".streamlit" / "config.toml").read_bytes()
