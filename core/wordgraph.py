@@ -162,19 +162,13 @@ def build_other_pos_arrays(reader=None) -> dict[str, np.ndarray]:
 
 
 def write_arrays(arrays: dict[str, np.ndarray], target: Path) -> None:
-    """Write the arrays atomically (a part file renamed into place)."""
+    """Write the arrays atomically (core.tables' part file renamed into place; pandas comes with
+    that import, so only the builders call this, never a query)."""
+    from .tables import write_bytes_atomic
+
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    part = target.with_name(f".{target.name}.{os.getpid()}.part")
-    try:
-        with open(part, "wb") as fh:
-            fh.write(buffer.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(part, target)
-    finally:
-        part.unlink(missing_ok=True)
+    write_bytes_atomic(target, buffer.getvalue())  # makes the folder when it is missing
 
 
 # --------------------------------------------------------------------------- which file

@@ -73,7 +73,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from core.errors import WildLensError
-from core.wordnet import NOUN_MAX_DEPTH, is_wnid, synset_of
+from core.wordnet import NOUN_MAX_DEPTH, is_wnid
 from .vocabulary import RELATED_MAX_SEVERITY, RELATIONS
 
 # Bump when any value below changes meaning: cached matrices with another version are ignored.
@@ -166,7 +166,7 @@ class Taxonomy:
             node = self._node_of_offset.get(offset_of_wnid(wnid)) if is_wnid(wnid) else None
             if node is not None:
                 return node
-            return self._register(self.graph.from_wnid(wnid).row if is_wnid(wnid) else synset_of(wnid))
+            return self._register(self.graph.from_wnid(wnid).row)
 
     def node_of_synset(self, synset) -> int:
         """Node id of an NLTK noun synset (or a :class:`core.wordgraph.Noun`)."""
