@@ -216,6 +216,14 @@ def _other_pos() -> dict[str, tuple[frozenset[str], dict[str, list[str]]]]:
     return out
 
 
+def _morphy_candidates(form: str, exceptions: dict[str, list[str]], substitutions) -> list[str]:
+    """NLTK's ``_morphy`` before its index filter: the form itself, then its exception list's
+    base forms if it has any, else every form one substitution away (in NLTK's order)."""
+    if form in exceptions:
+        return [form, *exceptions[form]]
+    return [form, *(form[: -len(old)] + new for old, new in substitutions if form.endswith(old))]
+
+
 def other_parts_of_speech(word: str) -> list[str]:
     """The parts of speech other than noun that NLTK's ``wn.synsets(word)`` finds ``word`` in:
     'v', 'a' (adjectives, satellites included) and 'r', in that order; NLTK's ``_morphy`` per
@@ -223,9 +231,7 @@ def other_parts_of_speech(word: str) -> list[str]:
     word = word.lower()
     found = []
     for pos, (keys, exceptions) in _other_pos().items():
-        forms = exceptions[word] if word in exceptions else [
-            word[: -len(old)] + new for old, new in OTHER_SUBSTITUTIONS[pos] if word.endswith(old)]
-        if any(form in keys for form in [word, *forms]):
+        if any(form in keys for form in _morphy_candidates(word, exceptions, OTHER_SUBSTITUTIONS[pos])):
             found.append(pos)
     return found
 
@@ -456,10 +462,8 @@ class NounGraph:
     def morphy(self, form: str) -> list[str]:
         """NLTK's ``_morphy(form, "n")``: the exception list's base forms if ``form`` is in it,
         else the forms one substitution away; the form itself first; those in index.noun, once."""
-        forms = self._exceptions[form] if form in self._exceptions else [
-            form[: -len(old)] + new for old, new in NOUN_SUBSTITUTIONS if form.endswith(old)]
         seen: list[str] = []
-        for candidate in [form, *forms]:
+        for candidate in _morphy_candidates(form, self._exceptions, NOUN_SUBSTITUTIONS):
             if candidate in self._index and candidate not in seen:
                 seen.append(candidate)
         return seen
