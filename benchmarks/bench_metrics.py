@@ -13,7 +13,7 @@ Prints:
 4. ``--in21k`` (issue 26 item 3): the tables (no intervals) for 1,000,000 predictions in the
    ImageNet-21k space, 10 models, drawn from 100,000 distinct (true, predicted) pairs, whose
    similarities are computed on demand (no matrix covers 21,843 classes): the first call in this
-   process (every pair and the taxonomy built) and a second one; target <= 1 s.
+   process (every pair and the taxonomy built) and the median of ``--repeat`` later ones; target <= 1 s.
 
 The synthetic predictions are realistic rather than uniform: each model has its own accuracy
 (55-90 %), its mistakes fall mostly on classes near the truth in WordNet (sampled by path
@@ -148,9 +148,11 @@ def main() -> int:
         gen_s, df = timed(synthetic_21k)
         print(f"1,000,000 predictions in the ImageNet-21k space from 100,000 distinct pairs (generated in {gen_s:.1f} s)")
         first_s, _ = timed(compute_metric_tables, df, cache_dir=False, ci=None)
-        second_s, tables = timed(compute_metric_tables, df, cache_dir=False, ci=None)
+        warm = [timed(compute_metric_tables, df, cache_dir=False, ci=None) for _ in range(max(args.repeat, 1))]
+        second_s, tables = sorted(warm, key=lambda t: t[0])[len(warm) // 2]
         print(f"  metric tables without intervals: first call {first_s:.2f} s (pairs and taxonomy built), "
-              f"second {second_s:.2f} s (target <= 1 s: {'met' if second_s <= 1 else 'NOT met'}); "
+              f"later calls median {second_s:.2f} s of {len(warm)}, best {min(t for t, _ in warm):.2f} s "
+              f"(target <= 1 s: {'met' if second_s <= 1 else 'NOT met'}; 3.4 s when the issue was filed); "
               f"{len(tables.confusions):,} confusions")
         return 0
 

@@ -118,9 +118,22 @@ def _top5_cells(group, count, hdist, num, den) -> dict[str, np.ndarray]:
             "count": weight}
 
 
+def bound_names(table: str) -> list[str]:
+    """The ``<column>_ci_low`` / ``_ci_high`` columns of a table, in schema order."""
+    return [f"{c}_ci_{side}" for c in interval_columns(table) for side in ("low", "high")]
+
+
+def na_array(n_rows: int) -> np.ndarray:
+    """One read-only all-NaN array, shared by every bound column it fills (a write to it raises).
+    Why: 40 fresh arrays per table were 0.18 s of a 2.3 s 21k table (210,000 classes)."""
+    out = np.full(n_rows, np.nan)
+    out.flags.writeable = False
+    return out
+
+
 def no_bounds(table: str, n_rows: int) -> dict[str, np.ndarray]:
     """NA bounds (``--no-ci``): the columns exist, the values are unknown."""
-    return {f"{c}_ci_{side}": np.full(n_rows, np.nan) for c in interval_columns(table) for side in ("low", "high")}
+    return dict.fromkeys(bound_names(table), na_array(n_rows))
 
 
 ROUNDING = 1e-6  # relative: the bootstrap sums in float32 (half the memory traffic; its sort is SIMD), ~1e-7 off

@@ -817,7 +817,7 @@ def _on_demand(wnids: Sequence[str], true_codes: np.ndarray, pred_codes: np.ndar
         if _pair_cache.fingerprint != fingerprint:
             _pair_cache.clear()
             _pair_cache.fingerprint = fingerprint
-        found, _ = _pair_cache.get(keys)
+        found, pos = _pair_cache.get(keys)
         missing = ~found
         if missing.any():
             taxonomy = get_taxonomy()
@@ -830,7 +830,7 @@ def _on_demand(wnids: Sequence[str], true_codes: np.ndarray, pred_codes: np.ndar
             p_nodes = np.array([node_of_code[c] for c in pred_codes[idx].tolist()], dtype=np.int64)
             _pair_cache.add(new_keys, compute_pairs(t_nodes, p_nodes, taxonomy=taxonomy,
                                                     information=information_content(cache_dir=cache_dir)))
-        found, pos = _pair_cache.get(keys)
+            found, pos = _pair_cache.get(keys)  # looked up again only when the cache grew
         return _pair_cache.values.take(pos)
 
 

@@ -1,6 +1,7 @@
 """Metric tables on small hand-made prediction tables, against a per-row NLTK reference."""
 import functools
 import math
+import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -427,3 +428,57 @@ def test_a_run_folder_of_an_unseen_class_reaches_the_tables(tmp_path):
     assert pc.loc[LEOPARD_CAT, "in_label_space"] == False and pd.isna(pc.loc[LEOPARD_CAT, "accuracy"])  # noqa: E712
     assert pc.loc[TABBY, "in_label_space"] == True and not pd.isna(pc.loc[TABBY, "accuracy"])  # noqa: E712
     assert 0 < pc.loc[LEOPARD_CAT, "lin_vs_best"] <= 1 and not pd.isna(pc.loc[LEOPARD_CAT, "share_nearest"])
+
+
+# --------------------------------------------------------------------------- issue 26 item 3: fast paths
+@pytest.mark.parametrize("sort", [True, False])
+@pytest.mark.parametrize("keys", [np.zeros(0, np.int64), np.array([5, 3, 5, 9, 3, 3], np.int64),
+                                  np.random.default_rng(1).integers(0, 1 << 40, 20_000)])
+def test_unique_equals_numpy(keys, sort):
+    from explain.metrics import _unique
+
+    uniques, inverse, counts = _unique(keys, inverse=True, counts=True, sort=sort)
+    assert uniques.dtype == keys.dtype
+    np.testing.assert_array_equal(uniques[inverse], keys)  # the inverse rebuilds the keys
+    np.testing.assert_array_equal(counts, np.bincount(inverse, minlength=len(uniques)))
+    if sort:
+        want, want_inverse, want_counts = np.unique(keys, return_inverse=True, return_counts=True)
+        for got, ref_ in ((uniques, want), (inverse, want_inverse), (counts, want_counts)):
+            np.testing.assert_array_equal(got, ref_)
+    else:
+        np.testing.assert_array_equal(np.sort(uniques), np.unique(keys))
+
+
+def test_the_threaded_path_gives_the_same_tables_bit_for_bit(table, monkeypatch):
+    """The wnid columns are factorised on two threads and the top-5 severities run beside the other
+    sums from 200,000 rows on a machine with a second core; force that path on the fixture (and on
+    its 22k rows, whose pairs are computed on demand) and compare with the serial one."""
+    from explain import metrics
+
+    big = pd.concat([table] * 3, ignore_index=True).assign(image=lambda d: [f"i{k}" for k in range(len(d))])
+    monkeypatch.setattr(metrics, "_PARALLEL_FROM", 10**12)
+    serial = compute_metric_tables(big, cache_dir=False)
+    monkeypatch.setattr(metrics, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(metrics, "_cores", lambda: 2)
+    ran_on, top_k_sums = [], metrics._top_k_sums
+    monkeypatch.setattr(metrics, "_top_k_sums", lambda *a: ran_on.append(threading.current_thread().name)
+                        or top_k_sums(*a))
+    threaded = compute_metric_tables(big, cache_dir=False)
+    assert ran_on and ran_on[0].startswith("wildlens-metrics")  # the path under test was taken
+    for name, df in serial.as_dict().items():
+        pd.testing.assert_frame_equal(threaded.as_dict()[name], df, check_exact=True, obj=name)
+    # and an error raised on the second thread reaches the caller as the serial path's
+    bad = big.assign(pred_wnid_3=big["pred_wnid_3"].where(big.index != 5, "n0212"))
+    with pytest.raises(PredictionsError, match="not a wnid") as info:
+        compute_metric_tables(bad, cache_dir=False)
+    assert info.value.column == "pred_wnid_3" and info.value.row == 5
+
+
+def test_shared_na_bounds_cannot_be_written():
+    from explain.metric_intervals import na_array, no_bounds
+
+    bounds = no_bounds("per_class", 4)
+    first = next(iter(bounds.values()))
+    assert all(v is first for v in bounds.values()) and np.isnan(first).all()
+    with pytest.raises(ValueError):
+        na_array(3)[0] = 1.0
