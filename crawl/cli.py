@@ -278,7 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--term", action="append", metavar="WNID=TEXT",
                    help="search TEXT for class WNID instead of its default terms (see 'python -m crawl terms'); "
                         "repeat for more terms or classes, e.g. --term n02012849='crane bird'")
-    p.add_argument("--threads", type=int, default=4, help="parallel downloads (default 4)")
+    p.add_argument("--threads", type=int, default=CrawlConfig().threads,
+                   help=f"parallel downloads, 1-32 (default {CrawlConfig().threads})")
     p.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect (default 5)")
     p.add_argument("--read-timeout", type=float, default=10.0, help="seconds to wait for the next byte (default 10)")
     p.add_argument("--deadline", type=float, default=CrawlConfig().file_deadline,

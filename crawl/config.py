@@ -67,7 +67,11 @@ class CrawlConfig:
     engine: str = "bing"
     base_url: str | None = None  # the engine's address; None = the real one (tests point it at loopback)
     api_key: str | None = None  # Flickr only (else $FLICKR_APIKEY)
-    threads: int = 4  # parallel downloads
+    # Parallel downloads. 16, Scrapy's CONCURRENT_REQUESTS default: on the 2-core machine against
+    # the loopback engine at 50 ms per image (benchmarks/bench_crawl.py) 4 / 8 / 16 / 24 threads
+    # accepted about 62 / 105-112 / 135-156 / 122-130 images/s; past 16 the threads contend for the
+    # GIL and the CPU and the rate falls. Image URLs of a search come from many hosts.
+    threads: int = 16
     connect_timeout: float = 5.0
     read_timeout: float = 10.0  # between two bytes, per request
     file_deadline: float = 30.0  # whole request for one file (DNS, connect, headers, redirects, body), so a drip-feeding server cannot hold a thread

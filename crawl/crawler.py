@@ -48,6 +48,14 @@ from .http import Reachability, probe
 from .store import (CollectError, Collector, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
                     summarise, sweep_leftovers)
 
+# Threads that store accepted files (crawl.store.Collector), as an import does (crawl.importer).
+# Why: with none, a file that could not be stored (a full disk) raised inside a download thread,
+# whose catch-all logged it and went on: the crawl "finished" short and never said the disk was
+# full (tests/crawl/test_engine.py). Writers record the failure, and the next save ends the crawl
+# with the one-line error; rows are journalled before their files are handed over and every save
+# waits for the files it lists. Speed: no measurable change here (fsync is cheap on this disk).
+CRAWL_WRITERS = 4
+
 IMPORT_HINT = ("Use local import: python -m crawl import SRC --out DIR "
                "(SRC holds one folder of images per class, named by wnid or class name)")
 
@@ -280,7 +288,7 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
             raise EngineUnreachable(unreachable_message(host, reach.detail), CrawlSummary(engine_name, k, dest.describe(), before))
 
     with exclusive(dest):
-        collector = Collector(dest, config.validation, save_every=config.save_every)
+        collector = Collector(dest, config.validation, save_every=config.save_every, writers=CRAWL_WRITERS)
         removed, unrecorded = sweep_leftovers(dest, collector.manifest(), wnids)
         summary = CrawlSummary(engine_name, k, dest.describe(), summarise(collector.manifest(), wnids, k),
                                removed_leftovers=removed)

@@ -223,6 +223,35 @@ def test_threads_never_overshoot_k(tmp_path):
     assert summary.per_class["accepted"].tolist() == [10] == [int((manifest["status"] == "accepted").sum())]
 
 
+def test_a_crawl_that_cannot_store_a_file_stops_with_one_line_and_loses_nothing(tmp_path, monkeypatch):
+    """Accepted files are stored by writer threads (crawl.crawler.CRAWL_WRITERS): a full disk must
+    still end the crawl with the one-line error, leave every accepted row with its file, and a
+    re-run with room again must resume to k."""
+    import errno
+
+    import crawl.store
+
+    real, calls = crawl.store.write_bytes_atomic, []
+
+    def full_disk(path, data):
+        calls.append(path)
+        if len(calls) > 8:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(crawl.store, "write_bytes_atomic", full_disk)
+    with good_engine(60, latency=0.01) as engine:
+        config = fast_config(engine, threads=8)
+        with pytest.raises(CollectError, match=r"^Cannot store images in .*No space left on device.*run the same "
+                                               r"command again to resume\.$"):
+            crawl_run(tmp_path, [TABBY], k=30, config=config)
+        stored = check_consistent(tmp_path)
+        assert 1 <= (stored["status"] == "accepted").sum() <= 8
+        monkeypatch.setattr(crawl.store, "write_bytes_atomic", real)
+        summary = crawl_run(tmp_path, [TABBY], k=30, config=config)
+    assert summary.complete and (check_consistent(tmp_path)["status"] == "accepted").sum() == 30
+
+
 def test_interrupted_crawl_is_consistent_and_resumes(tmp_path):
     with good_engine(40, latency=0.02) as engine:
         config = fast_config(engine, threads=4, save_every=3)
