@@ -8,8 +8,9 @@ classes near the truth in WordNet (the generator of bench_metrics.py). Every man
 to a real small JPEG (hard links of one file, so building it stays fast). Then, with
 ``streamlit.testing.v1.AppTest``, each page is rendered once to warm the caches (the first load
 reads the predictions and computes the metric tables) and then timed over a few more renders:
-the figure is the script's server-side time for one render after the first load, the time a
-user waits after clicking, minus the network and the browser. Target: <= 1 s per page.
+the figures are the script's server-side time for the page's first load in a new session with
+every Streamlit cache empty (issue 26 item 2: <= 1 s) and for one render after it, the time a user
+waits after clicking, minus the network and the browser (<= 0.3 s).
 
 The run's metrics artefact (``metrics/``, :mod:`explain.artefact`) is written once after building,
 as ``python -m classify --run`` does after inference. The Results page's first load (fresh
@@ -35,7 +36,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-PAGES = ["runs", "query", "images", "models", "results", "confusions", "explain"]
+# Every page of app.py's navigation, in its order.
+PAGES = ["runs", "query", "import", "images", "models", "results", "confusions", "browse", "probes", "knowledge",
+         "explain"]
 N_MODELS = 10
 IMAGES_PER_CLASS = 100
 
@@ -96,14 +99,20 @@ def build_run(home: Path, images_per_class: int = IMAGES_PER_CLASS, seed: int = 
 
 
 def time_pages(home: Path, run_id: str, repeats: int) -> dict[str, tuple[float, float]]:
+    """Per page: its first load in a new session with every Streamlit cache empty (a new browser
+    tab on a server that has shown nothing yet: the strictest first load), and the median of
+    ``repeats`` renders after it (a click on a widget)."""
+    import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     os.environ["WILDLENS_HOME"] = str(home)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900).run()
-    at.session_state["_next_run_id"] = run_id
-    at.run()
     results = {}
     for page in PAGES:
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900).run()  # the Runs page: not timed
+        at.session_state["_next_run_id"] = run_id
+        at.run()
         at.switch_page(f"pages/{page}_page.py")
         started = time.perf_counter()
         at.run()
@@ -169,12 +178,13 @@ def main() -> int:
         print(f"metrics artefact written (what python -m classify --run does after inference): "
               f"{time.perf_counter() - started:.2f} s")
         results = time_pages(home, run_id, args.repeats)
-        print(f"{'page':<12}{'first load':>12}{'render after (median)':>24}")
-        worst = 0.0
+        print(f"{'page':<12}{'first load (empty caches)':>27}{'render after (median)':>24}")
+        worst_first = worst = 0.0
         for page, (first, warm) in results.items():
-            worst = max(worst, warm)
-            print(f"{page:<12}{first:>11.2f}s{warm:>23.3f}s")
-        print(f"slowest page after the first load: {worst:.3f} s (target <= 1 s): {'met' if worst <= 1 else 'NOT met'}")
+            worst, worst_first = max(worst, warm), max(worst_first, first)
+            print(f"{page:<12}{first:>26.2f}s{warm:>23.3f}s")
+        print(f"slowest first load: {worst_first:.2f} s (issue 26 item 2: <= 1 s): {'met' if worst_first <= 1 else 'NOT met'}; "
+              f"slowest render after it: {worst:.3f} s (<= 0.3 s): {'met' if worst <= 0.3 else 'NOT met'}")
 
         stored = [time_results_first_load(home, run_id, artefact=True) for _ in range(args.repeats)]
         stale = [time_results_first_load(home, run_id, artefact=False) for _ in range(max(1, args.repeats - 1))]

@@ -67,7 +67,10 @@ def run_once(k: int, latency: float, threads: int, images: list[bytes], server_p
         ours, theirs = context.Pipe()
         server = context.Process(target=_serve, args=(latency, images, theirs), daemon=True)
         server.start()
+        theirs.close()  # the child's end: if the server dies, recv() below sees EOF instead of waiting
         try:
+            if not ours.poll(60):
+                raise RuntimeError("the loopback engine's process did not start within 60 s")
             return _crawl(ours.recv(), k, threads)
         finally:
             ours.send("stop")
@@ -157,7 +160,7 @@ def main() -> None:
         return
     images = [T.jpeg(10_000 + i, size=(640, 480), quality=85) for i in range(args.k + 20)]
     mean_kb = sum(map(len, images)) / len(images) / 1024
-    print(f"bench_crawl: k={args.k} distinct 640x480 JPEGs (~{mean_kb:.0f} KB), loopback server in-process, "
+    print(f"bench_crawl: k={args.k} distinct 640x480 JPEGs (~{mean_kb:.0f} KB), loopback engine, "
           f"artificial latency {args.latency * 1000:.0f} ms per image answer, {os.cpu_count()} CPU(s)")
     where = {"both": (False, True), "yes": (True,), "no": (False,)}[args.server_process]
     for threads in args.threads:

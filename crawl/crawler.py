@@ -347,6 +347,7 @@ def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlCon
         feeder_kwargs = {"keyword": term, "offset": 0, "max_num": budget}
         feeder_kwargs.update({"apikey": api_key} if spec.needs_api_key else {"filters": config.filters})
         crawler.run(job, feeder_kwargs, on_tick=on_tick, on_network_suspect=network_check)
+        collector.raise_if_store_failed()  # a full disk: the crawl's error, not the next term's crawl
         notes += [f"{wnid} {name}: {text}" for text in job.notes]
         error = crawler.signal.get("engine_error")
         if error:

@@ -49,7 +49,7 @@ from core.runstore import now_iso
 
 from .config import CrawlConfig
 from .http import FetchLimits, fetch, origin
-from .store import Collector, Outcome
+from .store import CollectError, Collector, Outcome
 from .validate import CONNECTION, HTTP_ERROR, TIMEOUT, Rejected, validate_image
 
 logger = logging.getLogger("wildlens.crawl")
@@ -371,6 +371,11 @@ class ValidatingDownloader(ImageDownloader):
             try:
                 self.download(task)
                 self.process_meta(task)
+            except CollectError as exc:  # the destination cannot take more (a full disk): stop every thread now;
+                # the collector keeps the error and the save that ends the class raises its one line
+                self.logger.warning("stopping the downloads: %s", exc)
+                job.collector.release_url(job.wnid, task.get("file_url"))
+                self.signal.set(stop=True)
             except Exception:  # never lose the thread (and the crawl) to one odd image
                 self.logger.exception("unexpected error on %s", task.get("file_url"))
                 job.collector.release_url(job.wnid, task.get("file_url"))

@@ -532,6 +532,8 @@ class Collector:
                 return Outcome("surplus")
             if data is None:
                 raise ValueError("record(): the bytes of an accepted image are needed to store it")
+            if self._store_error is not None:  # before the journal line: a row journalled but never
+                raise self._store_failure()   # appended would share its index with the next one
             row["file"] = facts.stored_name(wnid)
             row.update(status="accepted", reason=None)
             self._journal(len(self.rows), row)  # first the row, then the file: a kill leaves no file without a row
@@ -555,14 +557,21 @@ class Collector:
         index, future = self._pending.pop(0)
         try:
             future.result()
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the row out, not only an OSError
             self._failed.add(index)
-            self._store_error = self._store_error or exc
+            self._store_error = self._store_error or (exc if isinstance(exc, OSError) else OSError(str(exc)))
 
     def _drain(self) -> None:
         """Wait for every file handed to a writer."""
         while self._pending:
             self._wait_one()
+
+    def raise_if_store_failed(self) -> None:
+        """The one-line error of a file that could not be stored, if one could not (a crawl stops
+        there instead of trying its next search term)."""
+        with self._lock:
+            if self._store_error is not None:
+                raise self._store_failure()
 
     def _store_failure(self) -> CollectError:
         exc = self._store_error

@@ -163,8 +163,12 @@ def _assigned(predictions: pd.DataFrame, model: str, classes: Sequence[str], usa
     classes = tree_order(set(classes) | set(rows["true_wnid"].unique()))
     visible = classes if shown is None else tree_order(set(shown) & set(classes))
     # The column depends on the (true, pred) pair: each unique pair is looked up once.
-    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([rows["true_wnid"], rows["pred_wnid"]]))
-    pairs = list(pairs)
+    # Each column factorised, then their integer pair: a MultiIndex's tuples cost 0.7 s on a 1M run.
+    true_codes, trues = pd.factorize(rows["true_wnid"])
+    pred_codes, preds = pd.factorize(rows["pred_wnid"])
+    width = max(len(preds), 1)
+    codes, keys = pd.factorize(true_codes.astype(np.int64) * width + pred_codes)  # first appearance, as before
+    pairs = [(trues[k // width], preds[k % width]) for k in keys.tolist()]
     columns = column_of(pairs, classes, outside=outside, shown=None if shown is None else visible)
     rows = rows.assign(column=np.array([columns[pair] for pair in pairs] or [OTHER], dtype=object)[codes]
                        if len(rows) else pd.Series([], dtype=object))

@@ -282,11 +282,14 @@ def _read_rows(df: pd.DataFrame) -> _Rows:
                    parallel=len(df) >= _PARALLEL_FROM)
     (true_codes, true_uniques), (pred_codes, pred_uniques), *top_factors = factors
     checked = [(column, codes, uniques) for (column, _), (codes, uniques) in zip(columns, factors)]
-    wnids = np.unique(np.concatenate([u.astype(str) for _, _, u in checked]))
-    if not _known_noun_wnids.issuperset(wnids.tolist()):  # each distinct wnid once when all were seen before
+    # Each distinct value of all columns checked once when every one is a str validated before in
+    # this process (exactly: as str, 'n02123045\x00' would pass for n02123045); else column by column.
+    distinct = pd.unique(np.concatenate([np.asarray(u, dtype=object) for _, _, u in checked]))
+    if not all(type(v) is str and v in _known_noun_wnids for v in distinct.tolist()):
         for must_exist in (False, True):  # all formats first, then the (slower) WordNet lookups
             for column, codes, uniques in checked:
                 _check_wnids(column, codes, uniques, must_exist=must_exist)
+    wnids = np.unique(distinct.astype(str))
     true, pred = _recode(true_codes, true_uniques, wnids), _recode(pred_codes, pred_uniques, wnids)
     pred = np.where(ok, pred, -1)
 
@@ -504,6 +507,8 @@ def _typed_frame(columns: dict, schema: dict[str, str]) -> pd.DataFrame:
         values = columns[name]
         if dtype == "Float64":
             values = np.asarray(values, dtype=np.float64)
+            if not values.flags.writeable:  # a shared NA bound (metric_intervals.na_array): the frame owns its data
+                values = values.copy()
             out[name] = pd.arrays.FloatingArray(values, np.isnan(values))  # NaN -> NA
         elif dtype == "Int64":
             values = np.asarray(values, dtype=np.int64)

@@ -22,7 +22,7 @@ from explain.browse import (COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, UNMATCH
                             filter_images, image_table)
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.tables import NA_DASH, download_csv, show_table
-from pages.reads import class_name, paired_test, predictions, usable_files
+from pages.reads import CLAIMS_AUTO_ROWS, class_name, paired_test, predictions, usable_files
 from pages.text import escape_markdown, plural
 from pages.run_state import require_run
 
@@ -425,7 +425,14 @@ def mcnemar_line(model_a: str, model_b: str, true: str) -> str:
             f"p = {p}{q}: **{escape_markdown(named)}**.")
 
 
-st.markdown(mcnemar_line(model_a, model_b, true))
+if len(table) > CLAIMS_AUTO_ROWS and not st.toggle(
+        "Exact McNemar test of A and B", key="mcnemar-on",
+        help=f"{len(table):,} predictions: the paired comparison (explain.compare, every statistic with its "
+             "bootstrap) takes a few seconds the first time for each pair, then it is cached."):
+    st.caption("Turn on for the exact McNemar test of the two models (as on the Results page, the paired tests of a "
+               "run this large are computed when asked).")
+else:
+    st.markdown(mcnemar_line(model_a, model_b, true))
 _keep_valid("cmp_group", list(GROUPS), "both_wrong")
 group = st.radio("Show", list(GROUPS), key="cmp_group", horizontal=True,
                  format_func=lambda g: f"{GROUP_LABELS[g]} ({counts[g]:,})")

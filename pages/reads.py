@@ -5,7 +5,7 @@ mutate what they get. No metric is computed here: the tables come from the run's
 (``explain.artefact``), the confusions and browse indexes from ``explain``."""
 from __future__ import annotations
 
-
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -144,8 +144,25 @@ def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> 
     ok = preds[preds["status"] == "ok"]
     if usable is not None:  # no manifest: every status-ok prediction counts (Run.usable_predictions)
         ok = ok[ok["image"].isin(usable)]
-    wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][["model", "true_wnid", "image", "pred_wnid", "prob_1"]]
-    return {key: group.reset_index(drop=True) for key, group in wrong.groupby(["model", "true_wnid"], sort=False)}
+    wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][_MISTAKE_COLUMNS]
+    # One stable sort by (model, true class) and the bounds of each run of rows, not a frame per
+    # group: 10,000 groups of a 1M-prediction run took 2 s to split (groupby's iterator), this 0.1 s.
+    # Within a group the rows keep their stored order, as groupby(sort=False) gave them.
+    model_codes, models = pd.factorize(wrong["model"])
+    true_codes, trues = pd.factorize(wrong["true_wnid"])
+    keyed = (model_codes >= 0) & (true_codes >= 0)  # groupby left rows with an NA key out
+    key = model_codes.astype("int64") * max(len(trues), 1) + true_codes
+    order = np.flatnonzero(keyed)[np.argsort(key[keyed], kind="stable")]
+    rows = wrong.take(order).reset_index(drop=True)
+    key = key[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
+    stops = np.r_[starts[1:], len(key)]
+    bounds = {(models[k // max(len(trues), 1)], trues[k % max(len(trues), 1)]): (int(a), int(b))
+              for k, a, b in zip(key[starts].tolist(), starts.tolist(), stops.tolist())}
+    return {"rows": rows, "bounds": bounds}
+
+
+_MISTAKE_COLUMNS = ["model", "true_wnid", "image", "pred_wnid", "prob_1"]
 
 
 def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
@@ -153,7 +170,10 @@ def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
     (image, pred_wnid, prob_1); every status-ok prediction of a run without a manifest. Indexed
     once per change of the predictions or the manifest."""
     index = _mistakes_by_class(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
-    return index.get((model, true_wnid), pd.DataFrame(columns=["model", "true_wnid", "image", "pred_wnid", "prob_1"]))
+    where = index["bounds"].get((model, true_wnid))
+    if where is None:
+        return pd.DataFrame(columns=_MISTAKE_COLUMNS)
+    return index["rows"].iloc[where[0]:where[1]].reset_index(drop=True)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

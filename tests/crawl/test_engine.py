@@ -247,6 +247,9 @@ def test_a_crawl_that_cannot_store_a_file_stops_with_one_line_and_loses_nothing(
             crawl_run(tmp_path, [TABBY], k=30, config=config)
         stored = check_consistent(tmp_path)
         assert 1 <= (stored["status"] == "accepted").sum() <= 8
+        # the downloads stopped at the failure: not every listed image was fetched and dropped
+        fetched = sum(n for path, n in engine.hits.items() if path.startswith("/g/"))
+        assert fetched <= 8 + 2 * config.threads, f"{fetched} images fetched after the disk filled"
         monkeypatch.setattr(crawl.store, "write_bytes_atomic", real)
         summary = crawl_run(tmp_path, [TABBY], k=30, config=config)
     assert summary.complete and (check_consistent(tmp_path)["status"] == "accepted").sum() == 30

@@ -482,3 +482,37 @@ def test_shared_na_bounds_cannot_be_written():
     assert all(v is first for v in bounds.values()) and np.isnan(first).all()
     with pytest.raises(ValueError):
         na_array(3)[0] = 1.0
+
+
+def test_a_value_refused_cold_is_refused_warm_too(table):
+    """The check that skips per-column validation once every distinct wnid was seen in this process
+    compares exact str values: 'n02123045\\x00' (numpy's str would drop the NUL) and a non-str whose
+    str() is a known wnid are refused on a warm call as on a cold one (review of the fast path)."""
+    compute_metric_tables(table, cache_dir=False)  # every wnid of the fixture is known now
+
+    class Lookalike:
+        def __str__(self):
+            return TABBY
+
+        def __hash__(self):
+            return hash(TABBY) + 1
+
+        def __eq__(self, other):
+            return self is other
+
+    for bad in (TABBY + "\x00", Lookalike()):
+        df = table.astype({"pred_wnid": object})
+        df.at[2, "pred_wnid"] = bad
+        with pytest.raises(PredictionsError) as info:
+            compute_metric_tables(df, cache_dir=False)
+        assert info.value.column == "pred_wnid" and info.value.row == 2, str(info.value)
+
+
+def test_tables_without_intervals_can_be_written_to(table):
+    """The NA bounds of --no-ci are one shared read-only array inside the computation; the tables
+    handed out own their columns (a caller's loc assignment raised 'read-only')."""
+    tables = compute_metric_tables(table, cache_dir=False, ci=None)
+    for frame in (tables.per_model, tables.per_class, tables.confusions):
+        column = next(c for c in frame.columns if c.endswith("_ci_low"))
+        frame.loc[frame.index[0], column] = 0.5
+        assert frame[column].iloc[0] == 0.5

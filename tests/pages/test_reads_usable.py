@@ -61,6 +61,38 @@ def test_a_run_with_a_manifest_counts_its_usable_images_only(tmp_path):
     assert misclassified_images(run, MODEL, TIGER_CAT)["image"].tolist() == [files[2]]
 
 
+def test_the_mistake_index_equals_a_groupby_of_the_mistakes(tmp_path):
+    """misclassified_images is indexed by one sort and the bounds of each (model, true class) run of
+    rows: every group equals what groupby(sort=False) gave, rows in stored order, and a class
+    without mistakes (or a model without rows) is empty."""
+    import numpy as np
+
+    from explain.export import import_predictions_as_run
+    from pages.reads import misclassified_images
+
+    rng = np.random.default_rng(3)
+    classes = [TABBY, TIGER_CAT, EGYPTIAN_CAT, LYNX]
+    n = 400
+    df = pd.DataFrame({"model": rng.choice(["m_b", "m_a", "m_c"], n), "image": [f"i{k % 150}" for k in range(n)],
+                       "true_wnid": rng.choice(classes, n), "pred_wnid": rng.choice(classes, n),
+                       "prob_1": rng.random(n), "label_space": "imagenet-1k"})
+    df = df.drop_duplicates(["model", "image"]).reset_index(drop=True)
+    file = tmp_path / "theirs.csv"
+    df.to_csv(file, index=False)
+    run, _ = import_predictions_as_run(file, RunStore(tmp_path / "home"), title="theirs")
+    stored = run.read_predictions()
+    wrong = stored[stored["pred_wnid"] != stored["true_wnid"]][["model", "true_wnid", "image", "pred_wnid", "prob_1"]]
+    groups = {key: g.reset_index(drop=True) for key, g in wrong.groupby(["model", "true_wnid"], sort=False)}
+    assert len(groups) == 12
+    for model in ("m_a", "m_b", "m_c", "nobody"):
+        for true in classes:
+            got = misclassified_images(run, model, true)
+            if (model, true) in groups:
+                pd.testing.assert_frame_equal(got, groups[(model, true)])
+            else:
+                assert got.empty
+
+
 def test_the_cached_matrix_is_the_library_matrix_and_follows_new_predictions(tmp_path):
     from explain.matrix import confusion_matrix as library, most_confused
     from explain.export import import_predictions_as_run
