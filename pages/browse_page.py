@@ -71,6 +71,22 @@ def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, label_spa
     return image_table(_predictions, _usable, label_space=label_space)
 
 
+@st.cache_data(max_entries=4, show_spinner=False)
+def _options(run_path: str, predictions_fp: str, manifest_fp: str, _table) -> tuple[list, list, list]:
+    """The models (first appearance), true and top-1 classes (sorted) of the image table, once per
+    table: iterating a million rows in Python on every click cost half a second."""
+    return ([str(m) for m in pd.unique(_table["model"].dropna())], sorted(_table["true_wnid"].dropna().unique()),
+            sorted(_table["pred_wnid_1"].dropna().unique()))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Comparing the two models…")
+def _two_models(run_path: str, predictions_fp: str, manifest_fp: str, model_a: str, model_b: str, true: str,
+                _table):
+    """explain.browse.compare_models of the image table (the true-class filter applied), per pair and
+    class: shared, read-only."""
+    return compare_models(filter_images(_table, true=true or None), model_a, model_b)
+
+
 def browse_table(run: Run) -> pd.DataFrame:
     usable = usable_files(run)  # None without a manifest: uploaded predictions, every row kept
     return _image_table(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
@@ -315,9 +331,8 @@ if table.empty:
     st.stop()
 has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None  # uploaded: none
 
-all_models = list(dict.fromkeys(table["model"]))
-true_options = sorted(table["true_wnid"].dropna().unique())
-pred_options = sorted(table["pred_wnid_1"].dropna().unique())
+all_models, true_options, pred_options = _options(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
+                                                  table)
 names = {w: _name(w) for w in set(true_options) | set(pred_options)}
 
 url = _url_state()
@@ -389,8 +404,8 @@ model_a = ca.selectbox("Model A", all_models, key="cmp_a")
 others = [m for m in all_models if m != model_a]
 _keep_valid("cmp_b", others, others[0])
 model_b = cb.selectbox("Model B", others, key="cmp_b")
-scope = filter_images(table, true=true or None)
-comparison = compare_models(scope, model_a, model_b)
+comparison = _two_models(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), model_a, model_b,
+                         true, table)
 where = f" of {escape_markdown(names[true])}" if true else ""
 cc.caption(f"A = {escape_markdown(model_a)}, B = {escape_markdown(model_b)}: top-1, strict, on the "
            f"{plural(comparison.n_images, 'image')}{where} that both predicted (the true-class filter above applies, "
