@@ -139,11 +139,11 @@ def predictions_only_note(cannot: str, instead: str) -> None:
 
 @st.cache_resource(max_entries=4, show_spinner="Indexing the mistakes…")
 def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> dict:
-    preds = _predictions(run_path, predictions_fp)
-    usable = _usable_files(run_path, manifest_fp)
-    ok = preds[preds["status"] == "ok"]
-    if usable is not None:  # no manifest: every status-ok prediction counts (Run.usable_predictions)
-        ok = ok[ok["image"].isin(usable)]
+    from explain.browse import usable_rows
+
+    # status 'ok' and, with a manifest, a usable image (each distinct image looked up once); no
+    # manifest: every status-ok prediction counts (Run.usable_predictions)
+    ok = usable_rows(_predictions(run_path, predictions_fp), _usable_files(run_path, manifest_fp))
     wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][_MISTAKE_COLUMNS]
     # One stable sort by (model, true class) and the bounds of each run of rows, not a frame per
     # group: 10,000 groups of a 1M-prediction run took 2 s to split (groupby's iterator), this 0.1 s.
