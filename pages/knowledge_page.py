@@ -79,7 +79,7 @@ def _knowledge_table(wnids: tuple) -> pd.DataFrame:
 def _prompts(label_set: tuple, wnid: str, tag: str) -> list[str]:
     from classify.zeroshot.prompts import Recipe, class_prompts
 
-    return class_prompts(label_set, Recipe.parse(tag))[wnid]
+    return class_prompts(label_set, Recipe.parse(tag), only=(wnid,))[wnid]
 
 
 st.title("Knowledge")

@@ -381,3 +381,18 @@ def test_a_knowledge_or_template_path_that_is_no_file_says_what_it_is(tmp_path, 
         read_knowledge_file(path)
     with pytest.raises(PromptError, match=rf"The template file .*given.tsv is {re.escape(kind)}, not a file"):
         templates_of(str(path))
+
+
+@pytest.mark.parametrize("recipe", [Recipe(), Recipe(knowledge="def+path", style="elevater"),
+                                    Recipe(names="openai", knowledge="path", templates="simple7")])
+def test_prompts_of_one_class_equal_that_class_in_the_whole_set(recipe):
+    """class_prompts(..., only=) (the Knowledge page's one class) gives what the whole set gives for
+    it, names made unique within the set: both cranes keep their qualified names."""
+    from classify.zeroshot.prompts import class_prompts
+
+    wnids = list(get_label_space("imagenet-1k").wnids[:40]) + ["n02012849", "n03126707"]  # crane: the bird, the machine
+    whole = class_prompts(wnids, recipe)
+    for w in ("n02012849", "n03126707", wnids[3]):
+        assert class_prompts(wnids, recipe, only=(w,)) == {w: whole[w]}
+    with pytest.raises(PromptError, match="not a class of this label set"):
+        class_prompts(wnids[:5], recipe, only=(wnids[10],))
