@@ -215,6 +215,25 @@ def resolve_names(monkeypatch, names: dict[str, str], delay: float = 0.0) -> Non
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
+def disk_full_after(monkeypatch, files: int):
+    """crawl.store's file writes succeed ``files`` times, then fail as a full disk does (ENOSPC);
+    returns the real writer, to put back for the resume."""
+    import errno
+
+    import crawl.store
+
+    real, calls = crawl.store.write_bytes_atomic, []
+
+    def full_disk(path, data):
+        calls.append(path)
+        if len(calls) > files:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(crawl.store, "write_bytes_atomic", full_disk)
+    return real
+
+
 def loopback_only(monkeypatch) -> None:
     """Refuse every connection and name lookup that is not loopback (a pytest guard)."""
     real_connect = socket.socket.connect

@@ -227,19 +227,9 @@ def test_a_crawl_that_cannot_store_a_file_stops_with_one_line_and_loses_nothing(
     """Accepted files are stored by writer threads (crawl.crawler.CRAWL_WRITERS): a full disk must
     still end the crawl with the one-line error, leave every accepted row with its file, and a
     re-run with room again must resume to k."""
-    import errno
-
     import crawl.store
 
-    real, calls = crawl.store.write_bytes_atomic, []
-
-    def full_disk(path, data):
-        calls.append(path)
-        if len(calls) > 8:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real(path, data)
-
-    monkeypatch.setattr(crawl.store, "write_bytes_atomic", full_disk)
+    real = T.disk_full_after(monkeypatch, 8)
     with good_engine(60, latency=0.01) as engine:
         config = fast_config(engine, threads=8)
         with pytest.raises(CollectError, match=r"^Cannot store images in .*No space left on device.*run the same "

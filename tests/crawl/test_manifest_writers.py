@@ -149,22 +149,12 @@ def test_an_import_killed_at_any_point_resumes_without_loss_or_duplicates(tmp_pa
 def test_a_file_that_cannot_be_stored_stops_the_import_with_one_line_and_loses_nothing(tmp_path, monkeypatch):
     """The files are stored by writer threads now: a failing one (a full disk) must still stop the
     import with a one-line error, and leave a manifest whose accepted rows all have their file."""
-    import errno
-
     import crawl.store
     from crawl.store import CollectError
 
     src = tmp_path / "src"
     _images(src / TABBY, range(4000, 4060))
-    real, calls = crawl.store.write_bytes_atomic, []
-
-    def full_disk(path, data):
-        calls.append(path)
-        if len(calls) > 25:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real(path, data)
-
-    monkeypatch.setattr(crawl.store, "write_bytes_atomic", full_disk)
+    real = T.disk_full_after(monkeypatch, 25)
     out = tmp_path / "out"
     with pytest.raises(CollectError, match=r"^Cannot store images in .*No space left on device.*run the same "
                                            r"command again to resume\.$"):
