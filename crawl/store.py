@@ -554,12 +554,19 @@ class Collector:
             self._wait_one()
 
     def _wait_one(self) -> None:
-        index, future = self._pending.pop(0)
-        try:
+        index, future = self._pending[0]  # taken off only once its outcome is known: a Ctrl-C while
+        try:                               # waiting leaves it pending, so a later save waits again
             future.result()
-        except Exception as exc:  # noqa: BLE001 - any failure leaves the row out, not only an OSError
+        except BaseException as exc:
+            if not future.done():  # the wait itself was interrupted (Ctrl-C here): the write is still pending
+                raise
+            # The writer failed, whatever with (an OSError, or a KeyboardInterrupt / SystemExit raised in
+            # its thread, which is no Ctrl-C of this process): the row is left out, the save says why.
+            self._pending.pop(0)
             self._failed.add(index)
-            self._store_error = self._store_error or (exc if isinstance(exc, OSError) else OSError(str(exc)))
+            self._store_error = self._store_error or (exc if isinstance(exc, OSError) else OSError(str(exc) or type(exc).__name__))
+            return
+        self._pending.pop(0)
 
     def _drain(self) -> None:
         """Wait for every file handed to a writer."""

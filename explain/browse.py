@@ -77,12 +77,14 @@ def usable_rows(predictions: pd.DataFrame, usable_images: Collection[str] | None
     if "status" in predictions.columns:
         keep &= (predictions["status"] == "ok").fillna(False).to_numpy(dtype=bool)
     if usable_images is not None:
+        if isinstance(usable_images, str):  # Series.isin's refusal: one file name is no collection of them
+            raise TypeError(f"usable_images must be a collection of image names, not the str {usable_images!r}")
         # Each distinct image looked up once (Series.isin converted the whole set per call: 0.6 s on
-        # a million rows); a missing image (code -1) is in no set.
+        # a million rows); a missing image (code -1) matches as isin matched it: when the set holds a NA.
         usable = usable_images if isinstance(usable_images, (set, frozenset)) else set(usable_images)
         codes, images = pd.factorize(predictions["image"])
         member = np.fromiter((image in usable for image in images), dtype=bool, count=len(images))
-        keep &= np.append(member, False)[codes]
+        keep &= np.append(member, any(v is None or v is pd.NA or (isinstance(v, float) and v != v) for v in usable))[codes]
     return predictions[keep]
 
 
@@ -184,11 +186,10 @@ def image_table(predictions: pd.DataFrame, usable_images: Collection[str] | None
     table = pd.DataFrame(out)
     for k in range(1, TOP_K + 1):
         table[f"prob_{k}"] = table[f"prob_{k}"].astype("Float64")
-    # Model in first-appearance order, then true class and image as sort_values orders them (NA last):
+    # Model in first-appearance order (NA too), then true class and image as sort_values orders them (NA last):
     # one stable lexsort of integer codes instead of a three-key sort of strings.
-    model_codes, _ = pd.factorize(model)
-    order = np.lexsort((_sort_codes(table["image"]), _sort_codes(table["true_wnid"]),
-                        np.where(model_codes < 0, model_codes.max(initial=-1) + 1, model_codes)))
+    model_codes, _ = pd.factorize(model, use_na_sentinel=False)  # a NA model at its first appearance too
+    order = np.lexsort((_sort_codes(table["image"]), _sort_codes(table["true_wnid"]), model_codes))
     return table.take(order)[list(COLUMNS)].reset_index(drop=True)
 
 

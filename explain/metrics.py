@@ -503,12 +503,17 @@ def _typed_frame(columns: dict, schema: dict[str, str]) -> pd.DataFrame:
     (``runstore.conform`` converts column by column and dominated small tables' time)."""
     assert list(columns) == list(schema), "columns must follow the schema"
     out = {}
+    used: set[int] = set()
     for name, dtype in schema.items():
         values = columns[name]
         if dtype == "Float64":
             values = np.asarray(values, dtype=np.float64)
-            if not values.flags.writeable:  # a shared NA bound (metric_intervals.na_array): the frame owns its data
+            # A shared NA bound (metric_intervals.na_array) or one array under two names
+            # (accuracy_balanced is accuracy per class): each column owns its data, so a write to one
+            # never shows in another (hostile campaign).
+            if not values.flags.writeable or id(values) in used:
                 values = values.copy()
+            used.add(id(values))
             out[name] = pd.arrays.FloatingArray(values, np.isnan(values))  # NaN -> NA
         elif dtype == "Int64":
             values = np.asarray(values, dtype=np.int64)

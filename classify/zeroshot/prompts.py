@@ -639,10 +639,10 @@ def class_prompts(wnids, recipe: Recipe | None = None, *, only=None) -> dict[str
     ``wnids``): the Knowledge page shows one class's prompts, and tokenising ELEVATER's suffix for
     all 1000 classes of ImageNet-1k cost 1.8 s of its first load."""
     recipe = recipe or Recipe()
+    wnids = _check(wnids)  # a list first: an iterator is read once (hostile campaign: a generator gave {})
     names = class_names(wnids, recipe.names)
-    wnids = _check(wnids)
     if only is not None:
-        chosen = set(_check(only))
+        chosen = set(_check((only,) if isinstance(only, str) else only))  # one wnid as text, or several
         outside = sorted(chosen - set(wnids))
         if outside:
             raise PromptError(f"{outside[0]} is not a class of this label set; build its prompts with the set it is in.")

@@ -260,3 +260,19 @@ def test_empty_predictions_give_an_empty_table(predictions):
     assert table.empty and list(table.columns) == list(COLUMNS)
     assert compare_models(table, "a", "b").counts == {g: 0 for g in GROUPS}
     assert np.all(filter_images(table, outcome="mistake").columns == table.columns)
+
+
+def test_a_row_without_a_model_keeps_its_place_and_usable_images_must_be_a_collection():
+    """Hostile campaign on the Arrow-based image table: models in first appearance, a missing one
+    included (a, NA, b stays so), as before the rewrite; one file name given as usable_images is
+    refused as Series.isin refused it, not read as a set of characters."""
+    from explain.browse import image_table, usable_rows
+
+    T, P = "n02123045", "n02123394"
+    df = pd.DataFrame({"model": ["a", None, "b"], "image": ["i1", "i2", "i3"], "true_wnid": [T, T, T],
+                       "pred_wnid": [T, P, T], "status": "ok"})
+    got = image_table(df, cache_dir=False)
+    assert got["model"].tolist() == ["a", pd.NA, "b"] and got["image"].tolist() == ["i1", "i2", "i3"]
+    with pytest.raises(TypeError, match="collection of image names"):
+        usable_rows(df, "i1")
+    assert usable_rows(df, ["i1", "i3"])["image"].tolist() == ["i1", "i3"]

@@ -516,3 +516,8 @@ def test_tables_without_intervals_can_be_written_to(table):
         column = next(c for c in frame.columns if c.endswith("_ci_low"))
         frame.loc[frame.index[0], column] = 0.5
         assert frame[column].iloc[0] == 0.5
+    # accuracy_balanced per class is accuracy: equal values, not one buffer (hostile campaign)
+    per_class = tables.per_class
+    before = per_class["accuracy_balanced"].copy()
+    per_class.loc[per_class.index[0], "accuracy"] = 0.123
+    pd.testing.assert_series_equal(per_class["accuracy_balanced"], before)

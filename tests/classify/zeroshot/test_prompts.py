@@ -397,3 +397,6 @@ def test_prompts_of_one_class_equal_that_class_in_the_whole_set(recipe):
         assert class_prompts(wnids, recipe, only=(w,)) == {w: whole[w]}
     with pytest.raises(PromptError, match="not a class of this label set"):
         class_prompts(wnids[:5], recipe, only=(wnids[10],))
+    # an iterator of wnids is read once (hostile campaign: a generator gave {}); one wnid as text
+    assert class_prompts(iter(wnids), recipe, only=wnids[3]) == {wnids[3]: whole[wnids[3]]}
+    assert class_prompts((w for w in wnids[:4]), recipe) == {w: whole[w] for w in wnids[:4]}
