@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 
 from .errors import WildLensError
@@ -110,6 +111,20 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
 
 
 # --------------------------------------------------------------------------- atomic files
+def is_member(values: pd.Series, members) -> np.ndarray:
+    """Per row, whether the value is one of ``members`` (a collection, not a str), as
+    ``Series.isin`` answers it (a missing value matches when ``members`` holds a NA), with each
+    distinct value looked up once. Why: isin on Arrow strings converted the whole collection on
+    every call, 0.6 s on a million rows against 100,000 usable images (3 s with a million)."""
+    if isinstance(members, str):  # Series.isin's refusal: one name is no collection of them
+        raise TypeError(f"expected a collection of values, not the str {members!r}")
+    allowed = members if isinstance(members, (set, frozenset)) else set(members)
+    codes, uniques = pd.factorize(values)
+    found = np.fromiter((value in allowed for value in uniques), dtype=bool, count=len(uniques))
+    missing = any(v is None or v is pd.NA or (isinstance(v, float) and v != v) for v in allowed)
+    return np.append(found, missing)[codes]  # code -1 (a missing value): the appended answer
+
+
 def probe_writable(folder: Path, probe_name: str) -> None:
     """Make ``folder`` if need be, create the file ``probe_name`` in it and remove it again:
     raises ``OSError`` whose ``filename`` is the folder when new files cannot be made there. The

@@ -25,6 +25,7 @@ import pandas as pd
 
 from core.errors import WildLensError
 from core.runstore import TOP_K
+from core.tables import is_member
 from .similarity import similarities_of_codes
 from .vocabulary import RELATIONS
 
@@ -77,21 +78,10 @@ def usable_rows(predictions: pd.DataFrame, usable_images: Collection[str] | None
     if "status" in predictions.columns:
         keep &= (predictions["status"] == "ok").fillna(False).to_numpy(dtype=bool)
     if usable_images is not None:
-        if isinstance(usable_images, str):  # Series.isin's refusal: one file name is no collection of them
+        if isinstance(usable_images, str):
             raise TypeError(f"usable_images must be a collection of image names, not the str {usable_images!r}")
-        # Each distinct image looked up once (Series.isin converted the whole set per call: 0.6 s on
-        # a million rows); a missing image (code -1) matches as isin matched it: when the set holds a NA.
-        usable = usable_images if isinstance(usable_images, (set, frozenset)) else set(usable_images)
-        codes, images = pd.factorize(predictions["image"])
-        member = np.fromiter((image in usable for image in images), dtype=bool, count=len(images))
-        keep &= np.append(member, any(v is None or v is pd.NA or (isinstance(v, float) and v != v) for v in usable))[codes]
+        keep &= is_member(predictions["image"], usable_images)  # each distinct image looked up once
     return predictions[keep]
-
-
-def _text(values) -> pd.api.extensions.ExtensionArray:
-    """A column as pandas' nullable string array (NA for a missing value), without a round trip
-    through Python objects."""
-    return pd.array(values, dtype="string") if not isinstance(values, pd.Series) else values.astype("string").array
 
 
 def _relations(true, pred, cache_dir=None) -> np.ndarray:
@@ -147,8 +137,8 @@ def image_table(predictions: pd.DataFrame, usable_images: Collection[str] | None
     rows = rows.drop_duplicates(["model", "image"], keep="last")
     n = len(rows)
 
-    def column(name: str):
-        return _text(rows[name]) if name in rows.columns else pd.array([pd.NA] * n, dtype="string")
+    def column(name: str):  # pandas' nullable string array: no round trip through Python objects
+        return rows[name].astype("string").array if name in rows.columns else pd.array([pd.NA] * n, dtype="string")
 
     model = column("model")
     true = column("true_wnid")

@@ -42,6 +42,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from core.tables import is_member
 from core.wordgraph import noun_of
 
 OTHER = "other"  # predictions outside the run's classes, not grouped (or not in WordNet)
@@ -145,10 +146,7 @@ def usable_rows(predictions: pd.DataFrame, model: str, usable: Iterable[str] | N
     keep &= (predictions["true_wnid"].notna() & predictions["pred_wnid"].notna()).to_numpy(dtype=bool)
     rows = predictions.loc[keep]
     if usable is not None:
-        usable = usable if isinstance(usable, (set, frozenset)) else set(usable)
-        # Set lookups on this model's rows: pandas' isin on Arrow strings converts the whole set
-        # on each call (3 s for a million usable images), this costs a hash per row.
-        rows = rows.loc[np.fromiter((image in usable for image in rows["image"].tolist()), dtype=bool, count=len(rows))]
+        rows = rows.loc[is_member(rows["image"], usable)]
     out = pd.DataFrame({c: rows[c] if c in rows.columns else pd.NA for c in CELL_COLUMNS})
     out["true_wnid"] = out["true_wnid"].astype(str)
     out["pred_wnid"] = out["pred_wnid"].astype(str)
