@@ -20,6 +20,10 @@ How it stays exact and safe:
   is ONNX protobuf (no pickle), written atomically, named by model id and key hash.
 * Exporting costs a second or two per model, so it is worth it only for enough images
   (``InferenceOptions.onnx_export_min_images``); a cached export is always used.
+* A model whose whole cannot be keyed on a weights file (a zero-shot head: its text classifier
+  depends on the label set and the prompts) exports a part alone (:func:`onnx_part`: the image
+  tower, keyed on the weights' hash and the library that builds it) and keeps the rest on PyTorch;
+  the check is still the whole module's logits.
 """
 from __future__ import annotations
 
@@ -77,6 +81,7 @@ class ExportKey:
     onnx: str
     opset: int = ONNX_OPSET
     export_format: int = EXPORT_FORMAT
+    library: str = ""  # the library that builds an exported part ('open_clip 3.3.0'); '' for whole timm models
 
     @classmethod
     def for_model(cls, model_id: str, weights_file: str | Path, input_size: int) -> "ExportKey":
@@ -86,9 +91,21 @@ class ExportKey:
         return cls(model_id, file_sha256(weights_file), int(input_size), torch.__version__, timm.__version__,
                    onnx.__version__)
 
+    @classmethod
+    def for_part(cls, part_id: str, weights_sha256: str, input_size: int, library: str) -> "ExportKey":
+        """The key of a part exported alone (:func:`onnx_part`), keyed on its model's weights hash."""
+        import onnx
+        import timm
+
+        return cls(part_id, weights_sha256, int(input_size), torch.__version__, timm.__version__, onnx.__version__,
+                   library=library)
+
     @property
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+        fields = asdict(self)
+        if not fields["library"]:  # why: keys made before ``library`` existed keep naming their cached files
+            del fields["library"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
     @property
     def stem(self) -> str:
@@ -228,17 +245,17 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
-def onnx_classifier(key: ExportKey, cache: OnnxCache, threads: int, load_model: Callable[[], torch.nn.Module],
-                    allow_export: bool) -> tuple[OnnxClassifier, torch.nn.Module | None]:
-    """An ONNX Runtime classifier for ``key``: from the cache, or exported now from
-    ``load_model()`` and checked against it. Returns (classifier, the PyTorch model if it had to be
-    loaded). Raises :class:`OnnxBackendError` with the reason when ONNX Runtime cannot be used."""
+def _session(key: ExportKey, cache: OnnxCache, threads: int, allow_export: bool,
+             export: Callable[[], tuple[bytes, Callable[[OnnxClassifier], float]]]) -> OnnxClassifier:
+    """The session of ``key``: from the cache, or ``export()`` (the graph and the check that
+    measures its largest logit difference from PyTorch) now, kept when the check passes. Raises
+    :class:`OnnxBackendError` with the reason when ONNX Runtime cannot be used."""
     if onnxruntime_version() is None:
         raise OnnxBackendError("onnxruntime/onnx are not installed (pip install -r requirements.txt)")
     model_path = cache.paths(key)[0]
     if cache.has(key):
         try:
-            return OnnxClassifier(make_session(model_path, threads), model_path, "cached export"), None
+            return OnnxClassifier(make_session(model_path, threads), model_path, "cached export")
         except Exception as exc:  # a damaged cache file: export again below
             cache.discard(key)
             if not allow_export:
@@ -248,14 +265,12 @@ def onnx_classifier(key: ExportKey, cache: OnnxCache, threads: int, load_model: 
         raise OnnxBackendError(f"export failed before with these versions: {known_failure}")
     if not allow_export:
         raise OnnxBackendError("no cached export and too few images to be worth exporting")
-    model = load_model()
     try:
-        data = export_onnx_bytes(model, key.input_size)
+        data, check = export()
         with tempfile.TemporaryDirectory(prefix="wildlens-onnx-check-") as tmp:
             candidate = Path(tmp) / "candidate.onnx"
             candidate.write_bytes(data)
-            difference = logit_difference(OnnxClassifier(make_session(candidate, threads), candidate, ""),
-                                          model, key.input_size)
+            difference = check(OnnxClassifier(make_session(candidate, threads), candidate, ""))
         if not difference <= VALIDATION_TOLERANCE:
             raise OnnxBackendError(f"ONNX Runtime and PyTorch logits differ by {difference:.3g} "
                                    f"(tolerance {VALIDATION_TOLERANCE:g})")
@@ -264,5 +279,61 @@ def onnx_classifier(key: ExportKey, cache: OnnxCache, threads: int, load_model: 
         cache.record_failure(key, reason)
         raise OnnxBackendError(reason) from None
     stored = cache.store(key, data, difference)
-    return OnnxClassifier(make_session(stored, threads), stored, f"exported now, max logit diff {difference:.1e}"), model
+    return OnnxClassifier(make_session(stored, threads), stored, f"exported now, max logit diff {difference:.1e}")
 
+
+def onnx_classifier(key: ExportKey, cache: OnnxCache, threads: int, load_model: Callable[[], torch.nn.Module],
+                    allow_export: bool) -> tuple[OnnxClassifier, torch.nn.Module | None]:
+    """An ONNX Runtime classifier for ``key``: from the cache, or exported now from
+    ``load_model()`` and checked against it. Returns (classifier, the PyTorch model if it had to be
+    loaded). Raises :class:`OnnxBackendError` with the reason when ONNX Runtime cannot be used."""
+    loaded: list[torch.nn.Module] = []
+
+    def export() -> tuple[bytes, Callable[[OnnxClassifier], float]]:
+        loaded.append(load_model())
+        model = loaded[0]
+        return (export_onnx_bytes(model, key.input_size),
+                lambda candidate: logit_difference(candidate, model, key.input_size))
+
+    classifier = _session(key, cache, threads, allow_export, export)
+    return classifier, (loaded[0] if loaded else None)
+
+
+class OnnxPart(torch.nn.Module):
+    """A submodule run by ONNX Runtime, in place in its PyTorch parent: float32 in, the graph's first
+    output out (an image tower that returns (pooled, tokens) exports both; the pooled comes out)."""
+
+    def __init__(self, session: OnnxClassifier):
+        super().__init__()
+        self.session = session
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.session(x)
+
+
+def onnx_part(key: ExportKey, cache: OnnxCache, threads: int, module: torch.nn.Module, attribute: str,
+              allow_export: bool) -> OnnxClassifier:
+    """``module`` with its submodule ``attribute`` (a zero-shot head's image tower) replaced, in place,
+    by :class:`OnnxPart`: from the cache, or exported alone now. The check is the whole module's:
+    its logits with the part on ONNX Runtime against PyTorch's on the probe batch, so a part is kept
+    only when what the pipeline reads is unchanged within :data:`VALIDATION_TOLERANCE`. On any
+    failure ``module`` is left as it was and :class:`OnnxBackendError` says why."""
+    original = getattr(module, attribute)
+
+    def export() -> tuple[bytes, Callable[[OnnxClassifier], float]]:
+        def check(candidate: OnnxClassifier) -> float:
+            probe = _probe(key.input_size)
+            with torch.inference_mode():
+                expected = module.eval()(probe).float()
+                setattr(module, attribute, OnnxPart(candidate))
+                try:
+                    got = module(probe).float()
+                finally:
+                    setattr(module, attribute, original)
+            return float((got - expected).abs().max()) if got.shape == expected.shape else float("inf")
+
+        return export_onnx_bytes(original, key.input_size), check
+
+    session = _session(key, cache, threads, allow_export, export)
+    setattr(module, attribute, OnnxPart(session))
+    return session

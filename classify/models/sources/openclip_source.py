@@ -33,8 +33,10 @@ What the source answers (:class:`ClipSource`, ``ModelEntry.source == 'clip'``):
   cached text classifier over the entry's label set (``ModelEntry.label_space``, whose wnids in
   ``core.labels`` order are the output order).
 
-ONNX export is off for these models (``weights_file = False``): an export keyed on the weights
-would not know the label set and the recipe. Everything imports open_clip lazily.
+The whole model is not exported to ONNX (``weights_file = False``): an export keyed on the weights
+would not know the label set and the recipe. Its image tower is (:meth:`ClipSource.onnx_part`): keyed
+on the weights' sha256 and open_clip's version, one export serves every label set and recipe, and
+the text classifier's matrix product stays on PyTorch. Everything imports open_clip lazily.
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ from classify.models.weights import WeightsError, download_from_hf, file_sha256,
 from classify.models.registry import ModelSource, register_source
 
 if TYPE_CHECKING:
-    from classify.models.registry import InputConfig, ModelEntry, WeightsStatus
+    from classify.models.registry import InputConfig, ModelEntry, OnnxPartSpec, WeightsStatus
     from classify.zeroshot.classifier import ZeroShotHead
 
 SOURCE_NAME = "clip"
@@ -265,6 +267,7 @@ class ClipSource(ModelSource):
     name = SOURCE_NAME
     description = "open_clip zero-shot model"
     weights_file = False  # an ONNX export keyed on the weights would not know the label set or recipe
+    part_export = True  # its image tower is exported alone (onnx_part)
 
     def model_name(self, entry: ModelEntry) -> str:
         return f"{entry.arch}.{entry.weights}" if entry.weights else entry.arch
@@ -317,6 +320,18 @@ class ClipSource(ModelSource):
     def build_untrained(self, entry: ModelEntry, num_classes: int):
         """The whole CLIP model (its text classifier is a buffer built from prompts, not parameters)."""
         return self.create(entry)
+
+    def onnx_part(self, entry: ModelEntry, module) -> OnnxPartSpec | None:
+        """The image tower of a :class:`~classify.zeroshot.classifier.ZeroShotHead` (``image_encoder``),
+        keyed on the model without its recipe ('clip/ViT-B-32.openai/image-tower'): the tower does not
+        depend on the label set or the prompts."""
+        from classify.models.registry import OnnxPartSpec
+
+        sha = getattr(module, "weights_sha256", None)
+        if not sha or not hasattr(module, "image_encoder"):
+            return None
+        return OnnxPartSpec("image_encoder", f"{parse_clip_name(entry.id).base_id}/image-tower", sha,
+                            f"open_clip {_open_clip().__version__}")
 
     def load(self, entry: ModelEntry, path: Path | None):
         if path is None:
@@ -402,6 +417,7 @@ def zero_shot_head(entry: ModelEntry, model, weights_sha256: str) -> "ZeroShotHe
     bias = getattr(model, "logit_bias", None)
     head = ZeroShotHead(model.visual, classifier, model.logit_scale.exp(), bias).eval()
     head.wnids = tuple(wnids)  # the classifier's column order: stored with features for probe/'s language-init head
+    head.weights_sha256 = weights_sha256  # what an ONNX export of its image tower is keyed on (ClipSource.onnx_part)
     return head
 
 

@@ -383,6 +383,68 @@ def test_a_folder_run_writes_the_label_set_and_keeps_it(tiny_arch, tiny_checkpoi
     assert "over label set imagenet-r, not sense:cat.n.01" in capsys.readouterr().err
 
 
+def _tower_views(tmp_path):
+    import shutil
+
+    from crawl.sample_photos import SAMPLE_PHOTOS, photo_path
+
+    folder = tmp_path / "images" / "n02123045"
+    folder.mkdir(parents=True)
+    for i, photo in enumerate(SAMPLE_PHOTOS):
+        shutil.copy(photo_path(photo), folder / f"photo-{i}.png")
+    return tmp_path / "images"
+
+
+def test_the_image_tower_runs_on_onnx_runtime_with_the_same_predictions(tiny_arch, tiny_checkpoint, tmp_path):
+    """A zero-shot head's image tower is exported alone (keyed on the weights, not the label set or
+    the recipe), checked on the head's logits, and gives PyTorch's predictions; the export is
+    cached, read by a run too small to export, and shared by another recipe."""
+    from classify.engine.types import InferenceOptions
+    from classify.targets import predict_folder
+
+    images = _tower_views(tmp_path)
+    models = [f"clip:{tiny_arch}+simple7"]
+    by_id = {f"clip/{tiny_arch}": str(tiny_checkpoint), f"clip/{tiny_arch}__simple7": str(tiny_checkpoint),
+             f"clip/{tiny_arch}__path": str(tiny_checkpoint)}
+    common = dict(device="cpu", cache_dir=str(tmp_path / "onnx"), checkpoints=by_id, num_workers=0)
+    with build_settings(cache_dir=tmp_path / "zeroshot"):
+        torch_table, torch_report = predict_folder(images, models, options=InferenceOptions(**common, backend="torch"))
+        onnx_table, onnx_report = predict_folder(images, models, options=InferenceOptions(**common, backend="onnxruntime"))
+        (backend,) = onnx_report.backends.values()
+        assert backend.startswith("onnxruntime image_encoder (exported now") and "the rest on torch" in backend
+        assert list(torch_report.backends.values()) == ["torch (asked for)"]
+        assert (onnx_table["pred_wnid"] == torch_table["pred_wnid"]).all()
+        assert np.abs(onnx_table["prob_1"] - torch_table["prob_1"]).max() < 1e-5
+        exports = sorted((tmp_path / "onnx").glob("*.onnx"))
+        assert len(exports) == 1 and "image-tower" in exports[0].name
+        # Too few images to export (the default threshold), but the cached export is read, by
+        # another recipe too: the tower does not depend on the prompts.
+        again_table, again = predict_folder(images, [f"clip:{tiny_arch}+path"], options=InferenceOptions(**common))
+        assert list(again.backends.values())[0].startswith("onnxruntime image_encoder (cached export)")
+        assert sorted((tmp_path / "onnx").glob("*.onnx")) == exports
+
+
+def test_an_image_tower_that_fails_its_check_stays_on_pytorch(tiny_arch, tiny_checkpoint, tmp_path, monkeypatch):
+    import classify.engine.onnx_backend as backend
+    from classify.engine.types import InferenceOptions
+    from classify.targets import predict_folder
+    from core.errors import OptionError
+
+    images = _tower_views(tmp_path)
+    models = [f"clip:{tiny_arch}+simple7"]
+    common = dict(device="cpu", cache_dir=str(tmp_path / "onnx"), num_workers=0,
+                  checkpoints={f"clip/{tiny_arch}__simple7": str(tiny_checkpoint)}, onnx_export_min_images=1)
+    real = backend.OnnxClassifier.__call__
+    monkeypatch.setattr(backend.OnnxClassifier, "__call__", lambda self, x: real(self, x) + 1.0)  # a wrong graph
+    with build_settings(cache_dir=tmp_path / "zeroshot"):
+        table, report = predict_folder(images, models, options=InferenceOptions(**common))
+        (reason,) = report.backends.values()
+        assert reason.startswith("torch (ONNX Runtime and PyTorch logits differ by") and (table["status"] == "ok").all()
+        with pytest.raises(OptionError, match="cannot run on ONNX Runtime: export failed before"):
+            predict_folder(images, models, options=InferenceOptions(**common, backend="onnxruntime"))
+    assert not list((tmp_path / "onnx").glob("*.onnx"))  # nothing kept
+
+
 def test_the_default_label_set_of_a_run_is_its_classes(tiny_arch):
     run = _sample_run()
     (entry,), _ = zero_shot_models([f"clip:{tiny_arch}"], None, None, run=run.run_id)
