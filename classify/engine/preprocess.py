@@ -47,7 +47,7 @@ import torch
 from PIL import Image
 
 from core.errors import OptionError
-from core.imageio import ImageLoadError, load_error, load_rgb, to_rgb
+from core.imageio import ImageLoadError, detached, load_error, load_rgb, to_rgb
 
 from classify.engine.options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from classify.models.registry import Geometry, InputConfig
@@ -222,6 +222,6 @@ def load_rgb_draft(source, min_side: int) -> Image.Image:
                 if img.format == "JPEG" and img.mode in ("RGB", "L"):  # CMYK/YCCK: full decode, as load_rgb
                     img.draft(img.mode, (min_side, min_side))
                 img.load()  # full decode of the (reduced) image: a truncated file fails here
-                return to_rgb(img).copy()
+                return detached(to_rgb(img), img)
     except Exception as exc:  # noqa: BLE001 - any failure is this image's, with load_rgb's words
         raise load_error(exc) from None
