@@ -103,9 +103,19 @@ def expanded_tail(level: float, n) -> np.ndarray:
     repetitions (tests/explain/test_interval_coverage.py). The expanded interval takes the percentile
     bounds at tail Phi(-sqrt(n / (n - 1)) t_{alpha/2, n-1}) instead of alpha / 2: 1.88 % instead of
     2.5 % at n = 30, 2.43 % at n = 300, 2.50 % at n = 10,000. NaN for n < 2."""
+    n = np.asarray(n, dtype=np.float64)
+    if n.ndim and n.size > 64:
+        # Elementwise, so computed once per distinct n and gathered: the same values bit for bit.
+        # Why: scipy's t.ppf costs ~0.4 us an element, and the bootstrap asks for 10,000 classes'
+        # counts (a few hundred distinct) per statistic and block: 4.4 -> 0.7 ms a call.
+        values, inverse = np.unique(n, return_inverse=True)  # NaNs: each its own value, NaN out
+        return _expanded_tail(level, values)[inverse.reshape(n.shape)]
+    return _expanded_tail(level, n)
+
+
+def _expanded_tail(level: float, n: np.ndarray) -> np.ndarray:
     from scipy.stats import norm, t
 
-    n = np.asarray(n, dtype=np.float64)
     alpha = 1.0 - level
     with np.errstate(invalid="ignore", divide="ignore"):
         ok = n >= 2
