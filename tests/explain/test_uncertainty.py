@@ -110,6 +110,12 @@ def test_expanded_tails_and_their_p_agree():
     for n in (2, 5, 30, 300, 10_000):
         assert expanded_tail(0.95, n) == pytest.approx(norm.cdf(-np.sqrt(n / (n - 1)) * t.ppf(0.975, n - 1)), rel=1e-12)
     assert expanded_tail(0.95, 30) == pytest.approx(0.0188, abs=1e-4) and np.isnan(expanded_tail(0.95, 1))
+    # Many counts (looked up per distinct value): the same as one at a time, NaN for n < 2 or NaN, any shape.
+    many = np.random.default_rng(3).integers(0, 40, (7, 30)).astype(np.float64)
+    many[0, :5] = np.nan
+    one_by_one = np.vectorize(lambda v: float(expanded_tail(0.95, v)))(many)
+    assert np.array_equal(expanded_tail(0.95, many), one_by_one, equal_nan=True)
+    assert np.isnan(expanded_tail(0.95, many)[0, :5]).all() and np.isnan(expanded_tail(0.95, many)[many < 2]).all()
     rng = np.random.default_rng(12)
     reps = rng.normal(rng.uniform(-3, 3, (300, 1)), 1, (300, 1999))
     n = rng.integers(5, 200, 300)
