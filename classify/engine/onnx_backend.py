@@ -154,8 +154,9 @@ def export_onnx_bytes(model: torch.nn.Module, input_size: int) -> bytes:
     return proto.SerializeToString()
 
 
-def make_session(model_path: str | Path, threads: int = 1):
-    """An ONNX Runtime CPU session with all graph optimisations and ``threads`` intra-op threads.
+def make_session(model: str | Path | bytes, threads: int = 1):
+    """An ONNX Runtime CPU session of a graph file (or its bytes, as read and verified by
+    :func:`read_verified`) with all graph optimisations and ``threads`` intra-op threads.
     The pipeline uses one thread per session and runs batches concurrently instead
     (``classify.engine.device.cpu_streams``); ``run`` is thread-safe and releases the GIL."""
     import onnxruntime as ort
@@ -166,7 +167,47 @@ def make_session(model_path: str | Path, threads: int = 1):
     options.intra_op_num_threads = max(1, int(threads))
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only: not the note about hardware-specific layouts
-    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    source = bytes(model) if isinstance(model, (bytes, bytearray)) else str(model)
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+META_MAX_BYTES = 1 << 16  # a cache's .json is a few hundred bytes: anything larger is not ours
+
+
+def _read_meta(path: Path) -> dict | None:
+    """A cache entry's JSON object, or None when absent, unreadable, too large or not an object."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(META_MAX_BYTES + 1)
+        meta = json.loads(raw) if len(raw) <= META_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def read_verified(model_path: Path, meta_path: Path) -> bytes:
+    """The bytes of a cached graph whose sha256 is the one its ``.json`` recorded when it was
+    checked and stored. Why: ONNX Runtime opens a damaged graph whose tensors changed (a flipped
+    bit on disk, another model's export under this name) and computes wrong logits without a
+    word; the hash is taken of the bytes the session is then built from. Raises
+    :class:`OnnxBackendError` naming what is wrong."""
+    meta = _read_meta(meta_path)
+    expected = meta.get("onnx_sha256") if meta else None
+    if not isinstance(expected, str):
+        raise OnnxBackendError("cached export has no checksum to verify it by")
+    try:
+        data = model_path.read_bytes()
+    except OSError as exc:
+        raise OnnxBackendError(f"cached export unreadable ({_first_line(exc)})") from None
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise OnnxBackendError("cached export damaged (its sha256 is not the one recorded when it was checked)")
+    return data
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """``text`` as one printable line of at most ``limit`` characters (a reason read back from a cache file)."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 class OnnxClassifier:
@@ -215,10 +256,8 @@ class OnnxCache:
         failed = self.paths(key)[2]
         if not failed.exists():
             return None
-        try:
-            return str(json.loads(failed.read_text()).get("reason", "export failed"))
-        except (OSError, ValueError):
-            return "export failed"
+        meta = _read_meta(failed)
+        return one_line(meta.get("reason", "export failed")) if meta else "export failed"
 
     def has(self, key: ExportKey) -> bool:
         return self.paths(key)[0].is_file()
@@ -227,7 +266,7 @@ class OnnxCache:
         model_path, meta_path, failed = self.paths(key)
         _atomic_write(model_path, data)
         meta = {**asdict(key), "max_abs_logit_difference": difference, "tolerance": VALIDATION_TOLERANCE,
-                "onnxruntime": onnxruntime_version()}
+                "onnxruntime": onnxruntime_version(), "onnx_sha256": hashlib.sha256(data).hexdigest()}
         _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
         failed.unlink(missing_ok=True)
         return model_path
@@ -252,17 +291,23 @@ def _session(key: ExportKey, cache: OnnxCache, threads: int, allow_export: bool,
     :class:`OnnxBackendError` with the reason when ONNX Runtime cannot be used."""
     if onnxruntime_version() is None:
         raise OnnxBackendError("onnxruntime/onnx are not installed (pip install -r requirements.txt)")
-    model_path = cache.paths(key)[0]
+    model_path, meta_path, failed_path = cache.paths(key)
     if cache.has(key):
         try:
-            return OnnxClassifier(make_session(model_path, threads), model_path, "cached export")
-        except Exception as exc:  # a damaged cache file: export again below
-            cache.discard(key)
+            verified = read_verified(model_path, meta_path)
+            return OnnxClassifier(make_session(verified, threads), model_path, "cached export")
+        except Exception as exc:  # a damaged or unverifiable cache file: export again below
+            reason = str(exc) if isinstance(exc, OnnxBackendError) else f"cached export unreadable ({_first_line(exc)})"
+            try:
+                cache.discard(key)
+            except OSError:
+                pass  # not removable (a folder at its name): the export below stores over it or says why
             if not allow_export:
-                raise OnnxBackendError(f"cached export unreadable ({_first_line(exc)})") from None
+                raise OnnxBackendError(f"{reason}; too few images to export it again") from None
     known_failure = cache.failure(key)
     if known_failure:
-        raise OnnxBackendError(f"export failed before with these versions: {known_failure}")
+        raise OnnxBackendError(f"export failed before with these versions: {known_failure} (delete "
+                               f"{failed_path} to try again)")
     if not allow_export:
         raise OnnxBackendError("no cached export and too few images to be worth exporting")
     try:
@@ -276,10 +321,19 @@ def _session(key: ExportKey, cache: OnnxCache, threads: int, allow_export: bool,
                                    f"(tolerance {VALIDATION_TOLERANCE:g})")
     except Exception as exc:  # the exporter raises many types for unsupported operators
         reason = str(exc) if isinstance(exc, OnnxBackendError) else _first_line(exc)
-        cache.record_failure(key, reason)
+        # Only what these versions will do again is remembered (an operator the exporter lacks, a
+        # difference): a full disk or a lack of memory is this run's, and the next one tries again.
+        if not isinstance(exc, (OSError, MemoryError)):
+            try:
+                cache.record_failure(key, reason)
+            except OSError:
+                pass  # remembering is a saving, not a need
         raise OnnxBackendError(reason) from None
-    stored = cache.store(key, data, difference)
-    return OnnxClassifier(make_session(stored, threads), stored, f"exported now, max logit diff {difference:.1e}")
+    try:
+        cache.store(key, data, difference)
+    except OSError as exc:  # a full disk, a read-only or odd cache folder: this run goes on without it
+        raise OnnxBackendError(f"the checked export cannot be stored in {cache.folder} ({_first_line(exc)})") from None
+    return OnnxClassifier(make_session(data, threads), model_path, f"exported now, max logit diff {difference:.1e}")
 
 
 def onnx_classifier(key: ExportKey, cache: OnnxCache, threads: int, load_model: Callable[[], torch.nn.Module],

@@ -54,7 +54,7 @@ from PIL import Image, ImageOps
 from core.imageio import load_rgb
 
 from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, OnnxClassifier, _atomic_write, _first_line,
-                                          make_session, onnx_classifier, onnxruntime_version)
+                                          make_session, onnx_classifier, onnxruntime_version, read_verified)
 from classify.engine.preprocess import DEFAULT_RESAMPLER, crop_to_tensor, normalizer
 from classify.models.registry import InputConfig
 
@@ -259,9 +259,10 @@ def int8_classifier(key: ExportKey, cache: OnnxCache, config: InputConfig, threa
     stem = qkey.stem(key.stem)
     model_path, meta_path = folder / f"{stem}.onnx", folder / f"{stem}.json"
     if model_path.is_file():
-        try:
-            return OnnxClassifier(make_session(model_path, threads), model_path, "cached int8 model")
-        except Exception:  # a damaged cache file: quantize again
+        try:  # verified by the sha256 recorded when it was checked (onnx_backend.read_verified)
+            return OnnxClassifier(make_session(read_verified(model_path, meta_path), threads), model_path,
+                                  "cached int8 model")
+        except Exception:  # a damaged or unverifiable cache file: quantize again
             model_path.unlink(missing_ok=True)
     fp32, _ = onnx_classifier(key, cache, threads, load_model, allow_export=True)
     batches = calibration_batches(config)
@@ -277,9 +278,15 @@ def int8_classifier(key: ExportKey, cache: OnnxCache, config: InputConfig, threa
     if agreement < MIN_CALIBRATION_AGREEMENT:
         raise OnnxBackendError(f"the int8 model{weights} agrees with fp32 on only {agreement:.0%} of the calibration "
                                f"views (at least {MIN_CALIBRATION_AGREEMENT:.0%} needed)")
-    _atomic_write(model_path, data)
     meta = {**asdict(qkey), "calibration_images": len(CALIBRATION_PHOTOS) * len(CALIBRATION_VIEWS),
-            "calibration_top1_agreement": agreement, "fp32_export": fp32.path.name}
-    _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
-    return OnnxClassifier(make_session(model_path, threads), model_path,
-                          f"quantized now{weights}, top-1 agreement on calibration {agreement:.0%}")
+            "calibration_top1_agreement": agreement, "fp32_export": fp32.path.name,
+            "onnx_sha256": hashlib.sha256(data).hexdigest()}
+    try:
+        _atomic_write(model_path, data)
+        _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+    except OSError as exc:  # a full disk or an odd cache folder: this run goes on with the checked bytes
+        note = f", not cached ({_first_line(exc)})"
+    else:
+        note = ""
+    return OnnxClassifier(make_session(data, threads), model_path,
+                          f"quantized now{weights}, top-1 agreement on calibration {agreement:.0%}{note}")

@@ -167,13 +167,70 @@ def test_a_damaged_cache_file_is_exported_again(lite0_key, shared_cache, tmp_pat
     cache = OnnxCache(tmp_path)
     model_path = cache.paths(lite0_key)[0]
     model_path.write_bytes(b"not a protobuf")
-    with pytest.raises(OnnxBackendError, match="cached export unreadable"):
+    with pytest.raises(OnnxBackendError, match="no checksum to verify it by; too few images to export it again"):
         onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=False)
     assert not model_path.exists()
     model_path.write_bytes(b"not a protobuf")
     classifier, loaded = onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=True)
     assert loaded is not None and classifier.note.startswith("exported now")
     assert model_path.read_bytes() == shared_cache.paths(lite0_key)[0].read_bytes()  # the export is deterministic
+
+
+def test_a_cached_export_that_still_loads_but_changed_is_never_used(lite0_key, shared_cache, tmp_path):
+    """Flipped bits inside a weight tensor leave a graph ONNX Runtime opens and runs, with wrong
+    logits: the sha256 recorded when the export was checked refuses it, and it is exported again."""
+    import shutil
+
+    cache = OnnxCache(tmp_path)
+    for source, target in zip(shared_cache.paths(lite0_key)[:2], cache.paths(lite0_key)[:2]):
+        shutil.copy(source, target)
+    model_path = cache.paths(lite0_key)[0]
+    data = bytearray(model_path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096:7] = bytes(b ^ 0x40 for b in data[middle:middle + 4096:7])
+    model_path.write_bytes(bytes(data))
+    backend.make_session(model_path)  # the damage is invisible to ONNX Runtime: it opens the graph
+    with pytest.raises(OnnxBackendError, match="cached export damaged"):
+        onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=False)
+    classifier, loaded = onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=True)
+    assert classifier.note.startswith("exported now") and loaded is not None
+    assert model_path.read_bytes() == shared_cache.paths(lite0_key)[0].read_bytes()
+    again, _ = onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=False)
+    assert again.note == "cached export"
+
+
+def test_a_failure_of_this_run_is_not_remembered_and_a_store_that_fails_falls_back(photo_folder, tmp_path, monkeypatch):
+    """Out of memory while exporting, or a full disk while storing, is this run's: the model runs on
+    PyTorch with the reason, nothing is recorded, and the next run exports."""
+    real_export, real_write = backend.export_onnx_bytes, backend._atomic_write
+    options = InferenceOptions(num_workers=0, device="cpu", cache_dir=str(tmp_path / "c"), onnx_export_min_images=1)
+    monkeypatch.setattr(backend, "export_onnx_bytes", lambda *a: (_ for _ in ()).throw(MemoryError("transient")))
+    _, report = predict_folder(photo_folder, DEFAULT_MODEL, options=options)
+    assert report.backends[DEFAULT_MODEL].startswith("torch (MemoryError: transient")
+    assert not list((tmp_path / "c").glob("*.failed.json"))
+    monkeypatch.setattr(backend, "export_onnx_bytes", real_export)
+
+    def full(target, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(backend, "_atomic_write", full)
+    table, report = predict_folder(photo_folder, DEFAULT_MODEL, options=options)
+    assert "the checked export cannot be stored in" in report.backends[DEFAULT_MODEL] and (table["status"] == "ok").all()
+    monkeypatch.setattr(backend, "_atomic_write", real_write)
+    _, report = predict_folder(photo_folder, DEFAULT_MODEL, options=options)
+    assert report.backends[DEFAULT_MODEL].startswith("onnxruntime (exported now")
+
+
+@pytest.mark.parametrize("content", ["[1]", '"x"', '{"reason": "ok\u001b[2J\u001b[31m FAKE\nsecond"}', "{" * 70000])
+def test_a_hostile_failure_record_gives_one_line_and_names_the_file_to_delete(lite0_key, tmp_path, content):
+    cache = OnnxCache(tmp_path)
+    failed = cache.paths(lite0_key)[2]
+    failed.write_text(content)
+    with pytest.raises(OnnxBackendError) as caught:
+        onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=True)
+    message = str(caught.value)
+    assert message.isprintable() and "\x1b" not in message and len(message) < 600
+    assert message.startswith("export failed before with these versions: ") and f"delete {failed} to try again" in message
 
 
 def test_gpu_and_test_doubles_keep_the_pytorch_path():
