@@ -560,12 +560,13 @@ def image_section(tmp: Path, copies: int, repeats: int, arch: str = CLIP_ARCH) -
             f"zero-shot/Lite0 {medians['zs-onnx'] / medians['lite0']:.2f}x")
     if arch == CLIP_ARCH and figures:
         c = in_child(tower_ceiling, arch)
-        medians = figures.get("steady") or figures["whole call"]
+        kind = "steady" if "steady" in figures else "whole call"
+        medians = figures[kind]
         rates = ", ".join(f"{k} {v:.0f}" for k, v in c["rates"].items())
         say(f"  the fp32 ceiling: the {arch} image tower is {c['gflop_per_image']:.1f} GFLOP per image; one core's best "
             f"sgemm on its MLP shape: {rates} GFLOP/s; x {c['cores']} cores -> at most {c['ceiling']:.1f} images/s "
             f"from any fp32 backend with no time left for decoding: "
-            f"{c['ceiling'] / medians['zs-torch']:.2f}x the PyTorch steady rate  [{load()}]")
+            f"{c['ceiling'] / medians['zs-torch']:.2f}x the PyTorch {kind} rate  [{load()}]")
         figures["ceiling"] = c["ceiling"]
     return figures
 

@@ -285,10 +285,13 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _session(key: ExportKey, cache: OnnxCache, threads: int, allow_export: bool,
-             export: Callable[[], tuple[bytes, Callable[[OnnxClassifier], float]]]) -> OnnxClassifier:
+             export: Callable[[], tuple[bytes, Callable[[OnnxClassifier], float]]],
+             prepare: Callable[[], object] | None = None) -> OnnxClassifier:
     """The session of ``key``: from the cache, or ``export()`` (the graph and the check that
     measures its largest logit difference from PyTorch) now, kept when the check passes. Raises
-    :class:`OnnxBackendError` with the reason when ONNX Runtime cannot be used."""
+    :class:`OnnxBackendError` with the reason when ONNX Runtime cannot be used. ``prepare()`` (loading
+    the PyTorch model) runs before an export, outside the failure record: a model that cannot be
+    loaded says so itself and is never remembered as one that cannot be exported."""
     if onnxruntime_version() is None:
         raise OnnxBackendError("onnxruntime/onnx are not installed (pip install -r requirements.txt)")
     model_path, meta_path, failed_path = cache.paths(key)
@@ -310,6 +313,8 @@ def _session(key: ExportKey, cache: OnnxCache, threads: int, allow_export: bool,
                                f"{failed_path} to try again)")
     if not allow_export:
         raise OnnxBackendError("no cached export and too few images to be worth exporting")
+    if prepare is not None:
+        prepare()
     try:
         data, check = export()
         with tempfile.TemporaryDirectory(prefix="wildlens-onnx-check-") as tmp:
@@ -344,13 +349,15 @@ def onnx_classifier(key: ExportKey, cache: OnnxCache, threads: int, load_model: 
     loaded: list[torch.nn.Module] = []
 
     def export() -> tuple[bytes, Callable[[OnnxClassifier], float]]:
-        loaded.append(load_model())
         model = loaded[0]
         return (export_onnx_bytes(model, key.input_size),
                 lambda candidate: logit_difference(candidate, model, key.input_size))
 
-    classifier = _session(key, cache, threads, allow_export, export)
+    classifier = _session(key, cache, threads, allow_export, export, prepare=lambda: loaded.append(load_model()))
     return classifier, (loaded[0] if loaded else None)
+
+
+PART_PROBE_IMAGES = 8  # random images a part's export is checked on (a whole model's: 2, _probe)
 
 
 class OnnxPart(torch.nn.Module):
@@ -368,16 +375,24 @@ class OnnxPart(torch.nn.Module):
 def onnx_part(key: ExportKey, cache: OnnxCache, threads: int, module: torch.nn.Module, attribute: str,
               allow_export: bool) -> OnnxClassifier:
     """``module`` with its submodule ``attribute`` (a zero-shot head's image tower) replaced, in place,
-    by :class:`OnnxPart`: from the cache, or exported alone now. The check is the whole module's:
-    its logits with the part on ONNX Runtime against PyTorch's on the probe batch, so a part is kept
-    only when what the pipeline reads is unchanged within :data:`VALIDATION_TOLERANCE`. On any
-    failure ``module`` is left as it was and :class:`OnnxBackendError` says why."""
+    by :class:`OnnxPart`: from the cache, or exported alone now. The check bounds what the pipeline
+    reads: the module's ``logit_bound(expected, got)`` of the part's outputs on a probe batch where it
+    has one (a zero-shot head: the largest logit difference over *any* label set, since the export is
+    shared by every label set and recipe), else the whole module's logits with the part on ONNX
+    Runtime against PyTorch's. On any failure ``module`` is left as it was and
+    :class:`OnnxBackendError` says why."""
     original = getattr(module, attribute)
 
     def export() -> tuple[bytes, Callable[[OnnxClassifier], float]]:
         def check(candidate: OnnxClassifier) -> float:
-            probe = _probe(key.input_size)
+            probe = torch.randn(PART_PROBE_IMAGES, 3, key.input_size, key.input_size,
+                                generator=torch.Generator().manual_seed(0))
             with torch.inference_mode():
+                bound = getattr(module, "logit_bound", None)
+                if bound is not None:
+                    expected, got = original.eval()(probe), candidate(probe)
+                    expected = expected[0] if isinstance(expected, (tuple, list)) else expected
+                    return float(bound(expected, got)) if got.shape == expected.shape else float("inf")
                 expected = module.eval()(probe).float()
                 setattr(module, attribute, OnnxPart(candidate))
                 try:

@@ -336,7 +336,7 @@ def _onnx_excluded(entry: ModelEntry, device: torch.device, options: InferenceOp
     if precision == "bf16":
         return "bf16 autocast; ONNX Runtime has no bf16 CPU kernels"
     source = get_source(entry)
-    if not source.weights_file and not source.part_export:
+    if not source.weights_file and (not source.part_export or precision == "int8"):
         return f"{source.description}: no weights file to key an export on"
     return None
 
@@ -392,9 +392,9 @@ def _load_one(entry: ModelEntry, geometry_index: int, n_images: int, settings: "
 def _load_part(entry: ModelEntry, result_id: str, geometry_index: int, normalize, module: torch.nn.Module,
                options: InferenceOptions, allow_export: bool) -> _LoadedModel:
     """The PyTorch module with the part its source names (``ModelSource.onnx_part``) on ONNX Runtime
-    (``classify.engine.onnx_backend.onnx_part``: checked on the whole module's logits). ViT-B-32's image
-    tower: 19.5 images/s on PyTorch, 22.5 on ONNX Runtime, two streams of one thread each on 2 cores
-    (bench_zeroshot.py has the pipeline's figures)."""
+    (``classify.engine.onnx_backend.onnx_part``: checked by the largest logit difference it can make).
+    ViT-B-32's image tower alone, two streams of one thread each on 2 cores: 19.5 images/s on
+    PyTorch, 22.5 on ONNX Runtime; the whole pipeline's steady rate 16.8 -> 19.7 (bench_zeroshot.py)."""
     spec = get_source(entry).onnx_part(entry, module)
     if spec is None:
         raise OnnxBackendError(f"{get_source(entry).description}: no part of it can be exported alone")

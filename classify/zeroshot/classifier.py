@@ -353,6 +353,14 @@ class ZeroShotHead(torch.nn.Module):
         bias = None if logit_bias is None else torch.as_tensor(logit_bias, dtype=torch.float32).detach().clone().reshape(())
         self.register_buffer("logit_bias", bias)
 
+    def logit_bound(self, features: torch.Tensor, other: torch.Tensor) -> float:
+        """The largest difference that image features ``other`` instead of ``features`` can make to
+        a logit over any label set: logit_scale x the largest distance between the normalised rows
+        (every classifier column has norm 1, so by Cauchy-Schwarz no logit moves further; the bias
+        cancels). ``classify.engine.onnx_backend.onnx_part`` checks an exported image tower with it."""
+        a, b = F.normalize(features.float(), dim=-1), F.normalize(other.float(), dim=-1)
+        return float(self.logit_scale) * float((a - b).norm(dim=-1).max())
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         features = self.image_encoder(images)
         if isinstance(features, (tuple, list)):  # CoCa-style towers return (pooled, tokens)

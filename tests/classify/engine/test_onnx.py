@@ -245,3 +245,27 @@ def test_gpu_and_test_doubles_keep_the_pytorch_path():
     double = make_test_double("test_efficientnet")
     assert "test double" in pipeline._onnx_excluded(double, cpu, InferenceOptions())
     assert pipeline._onnx_excluded(get_model(DEFAULT_MODEL), cpu, InferenceOptions()) is None
+
+
+@pytest.mark.parametrize("error", [MemoryError("transient"), OSError(5, "I/O error")])
+def test_a_model_that_cannot_be_loaded_is_not_remembered_as_one_that_cannot_be_exported(lite0_key, tmp_path, error):
+    cache = OnnxCache(tmp_path)
+
+    def broken():
+        raise error
+
+    with pytest.raises(type(error)):
+        onnx_classifier(lite0_key, cache, 1, broken, allow_export=True)
+    assert cache.failure(lite0_key) is None and not list(tmp_path.iterdir())
+    classifier, _ = onnx_classifier(lite0_key, cache, 1, load_efficientnet_lite0_package, allow_export=True)
+    assert classifier.note.startswith("exported now")
+
+
+def test_int8_never_exports_a_zero_shot_head():
+    """The image tower alone is exported for fp32; int8 would need the whole head, keyed on nothing."""
+    from classify.models.sources.openclip_source import clip_entry
+
+    entry = clip_entry("clip:ViT-B-32.openai")
+    cpu = torch.device("cpu")
+    assert pipeline._onnx_excluded(entry, cpu, InferenceOptions()) is None
+    assert "no weights file to key an export on" in pipeline._onnx_excluded(entry, cpu, InferenceOptions(), "int8")

@@ -424,6 +424,25 @@ def test_the_image_tower_runs_on_onnx_runtime_with_the_same_predictions(tiny_arc
         assert sorted((tmp_path / "onnx").glob("*.onnx")) == exports
 
 
+def test_the_towers_check_bounds_the_logits_of_every_label_set(tiny_model, tiny_checkpoint, tmp_path):
+    """ZeroShotHead.logit_bound: no unit-norm classifier moves a logit further than it says, and a
+    worst-case classifier (the difference's own direction) comes close, so one check of an exported
+    tower holds for every label set and recipe that shares it."""
+    entry = with_recipe(with_label_set(tiny_model[0], CAT), SIMPLE)
+    with build_settings(cache_dir=tmp_path):
+        head = get_source(entry).load(entry, tiny_checkpoint).eval()
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randn(8, 16, generator=gen)
+    b = a + 0.01 * torch.randn(8, 16, generator=gen)
+    bound = head.logit_bound(a, b)
+    na, nb = torch.nn.functional.normalize(a, dim=-1), torch.nn.functional.normalize(b, dim=-1)
+    for _ in range(5):
+        columns = torch.nn.functional.normalize(torch.randn(16, 1000, generator=gen), dim=0)
+        assert float((float(head.logit_scale) * (na - nb) @ columns).abs().max()) <= bound + 1e-6
+    worst = torch.nn.functional.normalize(na - nb, dim=-1).T  # each row's own direction
+    assert float((float(head.logit_scale) * (na - nb) @ worst).abs().max()) == pytest.approx(bound, rel=1e-5)
+
+
 def test_an_image_tower_that_fails_its_check_stays_on_pytorch(tiny_arch, tiny_checkpoint, tmp_path, monkeypatch):
     import classify.engine.onnx_backend as backend
     from classify.engine.types import InferenceOptions
