@@ -376,30 +376,23 @@ def onnx_part(key: ExportKey, cache: OnnxCache, threads: int, module: torch.nn.M
               allow_export: bool) -> OnnxClassifier:
     """``module`` with its submodule ``attribute`` (a zero-shot head's image tower) replaced, in place,
     by :class:`OnnxPart`: from the cache, or exported alone now. The check bounds what the pipeline
-    reads: the module's ``logit_bound(expected, got)`` of the part's outputs on a probe batch where it
-    has one (a zero-shot head: the largest logit difference over *any* label set, since the export is
-    shared by every label set and recipe), else the whole module's logits with the part on ONNX
-    Runtime against PyTorch's. On any failure ``module`` is left as it was and
-    :class:`OnnxBackendError` says why."""
+    reads: the module's ``logit_bound(expected, got)`` of the part's outputs on a probe batch (a
+    zero-shot head: the largest logit difference over *any* label set, since the export is shared by
+    every label set and recipe); a module without one has no part to export. On any failure
+    ``module`` is left as it was and :class:`OnnxBackendError` says why."""
     original = getattr(module, attribute)
+    bound = getattr(module, "logit_bound", None)
+    if bound is None:
+        raise OnnxBackendError(f"{type(module).__name__} has no logit_bound to check an export of its {attribute} by")
 
     def export() -> tuple[bytes, Callable[[OnnxClassifier], float]]:
         def check(candidate: OnnxClassifier) -> float:
             probe = torch.randn(PART_PROBE_IMAGES, 3, key.input_size, key.input_size,
                                 generator=torch.Generator().manual_seed(0))
             with torch.inference_mode():
-                bound = getattr(module, "logit_bound", None)
-                if bound is not None:
-                    expected, got = original.eval()(probe), candidate(probe)
-                    expected = expected[0] if isinstance(expected, (tuple, list)) else expected
-                    return float(bound(expected, got)) if got.shape == expected.shape else float("inf")
-                expected = module.eval()(probe).float()
-                setattr(module, attribute, OnnxPart(candidate))
-                try:
-                    got = module(probe).float()
-                finally:
-                    setattr(module, attribute, original)
-            return float((got - expected).abs().max()) if got.shape == expected.shape else float("inf")
+                expected, got = original.eval()(probe), candidate(probe)
+            expected = expected[0] if isinstance(expected, (tuple, list)) else expected  # (pooled, tokens) towers
+            return float(bound(expected, got)) if got.shape == expected.shape else float("inf")
 
         return export_onnx_bytes(original, key.input_size), check
 
