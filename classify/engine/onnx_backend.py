@@ -23,7 +23,9 @@ How it stays exact and safe:
 * A model whose whole cannot be keyed on a weights file (a zero-shot head: its text classifier
   depends on the label set and the prompts) exports a part alone (:func:`onnx_part`: the image
   tower, keyed on the weights' hash and the library that builds it) and keeps the rest on PyTorch;
-  the check is still the whole module's logits.
+  the check is the largest difference the part can make to the module's logits (``logit_bound``).
+* A cached graph is used only when its bytes have the sha256 recorded when it was checked
+  (:func:`write_verified`, :func:`read_verified`).
 """
 from __future__ import annotations
 
@@ -185,6 +187,14 @@ def _read_meta(path: Path) -> dict | None:
     return meta if isinstance(meta, dict) else None
 
 
+def write_verified(model_path: Path, meta_path: Path, data: bytes, meta: dict) -> None:
+    """Store a checked graph and, after it, its ``.json`` (``meta`` plus the graph's sha256, which
+    :func:`read_verified` asks for), each atomically: killed in between, the graph has no checksum
+    and is never used."""
+    _atomic_write(model_path, data)
+    _atomic_write(meta_path, json.dumps({**meta, "onnx_sha256": hashlib.sha256(data).hexdigest()}, indent=1).encode())
+
+
 def read_verified(model_path: Path, meta_path: Path) -> bytes:
     """The bytes of a cached graph whose sha256 is the one its ``.json`` recorded when it was
     checked and stored. Why: ONNX Runtime opens a damaged graph whose tensors changed (a flipped
@@ -264,10 +274,9 @@ class OnnxCache:
 
     def store(self, key: ExportKey, data: bytes, difference: float) -> Path:
         model_path, meta_path, failed = self.paths(key)
-        _atomic_write(model_path, data)
-        meta = {**asdict(key), "max_abs_logit_difference": difference, "tolerance": VALIDATION_TOLERANCE,
-                "onnxruntime": onnxruntime_version(), "onnx_sha256": hashlib.sha256(data).hexdigest()}
-        _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+        write_verified(model_path, meta_path, data, {**asdict(key), "max_abs_logit_difference": difference,
+                                                     "tolerance": VALIDATION_TOLERANCE,
+                                                     "onnxruntime": onnxruntime_version()})
         failed.unlink(missing_ok=True)
         return model_path
 

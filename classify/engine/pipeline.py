@@ -399,8 +399,7 @@ def _load_part(entry: ModelEntry, result_id: str, geometry_index: int, normalize
     if spec is None:
         raise OnnxBackendError(f"{get_source(entry).description}: no part of it can be exported alone")
     key = ExportKey.for_part(spec.part_id, spec.weights_sha256, entry.input_config().size, spec.library)
-    cache = OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
-    session = onnx_part(key, cache, 1, module, spec.attribute, allow_export)
+    session = onnx_part(key, _onnx_cache(options), 1, module, spec.attribute, allow_export)
     return _LoadedModel(_as(entry, result_id), module.eval(), geometry_index, normalize,
                         backend=f"onnxruntime {spec.attribute} ({session.note}), the rest on torch", channels_last=False)
 
@@ -415,7 +414,12 @@ def _export_key(entry: ModelEntry, checkpoint: str | None, torch_model: Callable
     if status.path is None:
         raise OnnxBackendError(f"no weights file to key {cache_name} on")
     key = ExportKey.for_model(entry.id, status.path, entry.input_config().size)
-    return key, OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
+    return key, _onnx_cache(options)
+
+
+def _onnx_cache(options: InferenceOptions) -> OnnxCache:
+    """The folder of ONNX exports: ``InferenceOptions.cache_dir``, else the run store's cache."""
+    return OnnxCache(Path(options.cache_dir) if options.cache_dir else default_cache_dir())
 
 
 def _as(entry: ModelEntry, result_id: str) -> ModelEntry:

@@ -53,8 +53,8 @@ from PIL import Image, ImageOps
 
 from core.imageio import load_rgb
 
-from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, OnnxClassifier, _atomic_write, _first_line,
-                                          make_session, onnx_classifier, onnxruntime_version, read_verified)
+from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, OnnxClassifier, _first_line,
+                                          make_session, onnx_classifier, onnxruntime_version, read_verified, write_verified)
 from classify.engine.preprocess import DEFAULT_RESAMPLER, crop_to_tensor, normalizer
 from classify.models.registry import InputConfig
 
@@ -279,11 +279,9 @@ def int8_classifier(key: ExportKey, cache: OnnxCache, config: InputConfig, threa
         raise OnnxBackendError(f"the int8 model{weights} agrees with fp32 on only {agreement:.0%} of the calibration "
                                f"views (at least {MIN_CALIBRATION_AGREEMENT:.0%} needed)")
     meta = {**asdict(qkey), "calibration_images": len(CALIBRATION_PHOTOS) * len(CALIBRATION_VIEWS),
-            "calibration_top1_agreement": agreement, "fp32_export": fp32.path.name,
-            "onnx_sha256": hashlib.sha256(data).hexdigest()}
+            "calibration_top1_agreement": agreement, "fp32_export": fp32.path.name}
     try:
-        _atomic_write(model_path, data)
-        _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+        write_verified(model_path, meta_path, data, meta)
     except OSError as exc:  # a full disk or an odd cache folder: this run goes on with the checked bytes
         note = f", not cached ({_first_line(exc)})"
     else:
