@@ -13,7 +13,7 @@ import numpy as np
 
 from core.intervals import wilson_interval
 from .schema import BOOTSTRAP_COLUMNS, WILSON_DENOMINATORS, interval_columns
-from .uncertainty import IntervalOptions, RatioStatistic, bootstrap_ratios
+from .uncertainty import CellFamily, IntervalOptions, RatioStatistic, bootstrap_families
 
 # Independent random streams for the two cell families (triples; top-5 rows).
 _TRIPLE_STREAM, _TOP5_STREAM = 1, 2
@@ -62,7 +62,8 @@ def _triple_statistics(values, mistake: np.ndarray, seen: np.ndarray, lin_ratio:
     stats["severity"] = RatioStatistic(severity * miss, miss, seen)
     stats["hdist_at_1"] = RatioStatistic(severity, one, seen)
     stats["lin_vs_best"] = RatioStatistic(ratio * ratio_defined, ratio_defined, ~seen)
-    stats["accuracy"] = RatioStatistic(1.0 - miss, one)  # per class only: the balanced accuracy's parts
+    # The balanced accuracy's parts: a class's own accuracy interval is Wilson's (wilson_bounds), not this.
+    stats["accuracy"] = RatioStatistic(1.0 - miss, one, per_group=False)
     return stats
 
 
@@ -79,15 +80,15 @@ def bootstrap_bounds(*, group_of_triple, count, values, mistake, seen_triple, li
     seen_group = np.ones(n_groups, dtype=bool)  # seen is a property of the (model, class) group
     seen_group[group_of_triple] = seen_triple
     stats = _triple_statistics(values, mistake, seen_group, lin_ratio)
-    triple = bootstrap_ratios(group_of_triple, count, stats, n_groups, options, stream=_TRIPLE_STREAM,
-                              model_of_group=group_model, n_models=n_models, balanced=balanced)
     top = _top5_cells(top_group, top_count, top_hdist, top_num, top_den)
     top_seen_group = seen_group.copy()
     top_seen_group[top_group] = top_seen
     top_stats = {"hdist_at_5": RatioStatistic(top["hdist"], np.ones(len(top["hdist"])), top_seen_group),
                  "hprec_at_5": RatioStatistic(np.nan_to_num(top["num"]), np.nan_to_num(top["den"]), top_seen_group)}
-    top_result = bootstrap_ratios(top["group"], top["count"], top_stats, n_groups, options, stream=_TOP5_STREAM,
-                                  model_of_group=group_model, n_models=n_models)
+    triple, top_result = bootstrap_families([
+        CellFamily(group_of_triple, count, stats, n_groups, _TRIPLE_STREAM, group_model, n_models, balanced,
+                   base_cells=~np.asarray(mistake, dtype=bool)),  # a class's correct predictions
+        CellFamily(top["group"], top["count"], top_stats, n_groups, _TOP5_STREAM, group_model, n_models)], options)
     per_class, per_model = {}, {}
     for column in BOOTSTRAP_COLUMNS["per_class"]:
         source = top_result if column in top_stats else triple
@@ -109,13 +110,19 @@ def _top5_cells(group, count, hdist, num, den) -> dict[str, np.ndarray]:
     ``np.unique(axis=0)`` over floats: 1.7 s -> 0.1 s on a million rows."""
     if not len(group):
         return {k: np.zeros(0) for k in ("hdist", "num", "den", "count")} | {"group": np.zeros(0, np.int64)}
+    import pandas as pd
+
     scaled = np.round(hdist * HDIST_SCALE).astype(np.int64)
     defined = ~np.isnan(num) & ~np.isnan(den)
     key = (group.astype(np.int64) * (scaled.max() + 1) + scaled) * 2 + defined
-    cells, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    weight = np.bincount(inverse.ravel(), weights=count, minlength=len(cells))
-    return {"group": group[first].astype(np.int64), "hdist": hdist[first], "num": num[first], "den": den[first],
-            "count": weight}
+    # Hashed, not np.unique's sort of every row (0.085 -> 0.03 s on a million rows); the cells come
+    # out sorted by key all the same (sort=True sorts the uniques), so by group.
+    inverse, cells = pd.factorize(key, sort=True)
+    weight = np.bincount(inverse, weights=count, minlength=len(cells))
+    member = np.empty(len(cells), dtype=np.int64)
+    member[inverse] = np.arange(len(key))  # any row of a cell: its values are the cell's (see above)
+    return {"group": group[member].astype(np.int64), "hdist": hdist[member], "num": num[member],
+            "den": den[member], "count": weight}
 
 
 def bound_names(table: str) -> list[str]:

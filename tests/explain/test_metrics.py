@@ -521,3 +521,23 @@ def test_tables_without_intervals_can_be_written_to(table):
     before = per_class["accuracy_balanced"].copy()
     per_class.loc[per_class.index[0], "accuracy"] = 0.123
     pd.testing.assert_series_equal(per_class["accuracy_balanced"], before)
+
+
+def test_top5_cells_equal_np_unique_cells():
+    """The hashed top-5 cells are np.unique's (sorted by key, the same weights and values)."""
+    from explain.metric_intervals import HDIST_SCALE, _top5_cells
+
+    rng = np.random.default_rng(6)
+    group = rng.integers(0, 50, 5000)
+    hdist = rng.integers(0, 40, 5000) / 5
+    den = np.where(rng.random(5000) < 0.1, np.nan, (group % 7 + 1).astype(np.float64))
+    num = np.where(np.isnan(den), np.nan, hdist * 5 + group)
+    count = np.ones(5000)
+    got = _top5_cells(group, count, hdist, num, den)
+    scaled = np.round(hdist * HDIST_SCALE).astype(np.int64)
+    key = (group * (scaled.max() + 1) + scaled) * 2 + (~np.isnan(num) & ~np.isnan(den))
+    cells, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    assert np.array_equal(got["group"], group[first])
+    assert np.array_equal(got["count"], np.bincount(inverse.ravel(), weights=count))
+    for name, values in (("hdist", hdist), ("num", num), ("den", den)):
+        assert np.array_equal(got[name], values[first], equal_nan=True)

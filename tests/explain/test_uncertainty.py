@@ -191,3 +191,153 @@ def test_mcnemar_interval_agrees_with_the_exact_test():
             assert low[0] <= (b - c) / 40 <= high[0]
     low, high = mcnemar_interval([5], [0], [30], 0.95)  # the review's case: p = 0.0625, so 0 is inside
     assert low[0] < 0 < high[0]
+
+
+# --------------------------------------------------------------------------- the fast paths, against the plain ones
+def _matrix(rng, kind: int, rows: int, width: int, dtype) -> np.ndarray:
+    if kind == 0:
+        a = rng.normal(size=(rows, width))
+    elif kind == 1:  # heavy ties: most of a row in one bracket
+        a = rng.integers(0, 5, size=(rows, width)).astype(float)
+    elif kind == 2:  # skewed
+        a = rng.exponential(size=(rows, width)) ** 3
+    elif kind == 3:  # light ties
+        a = np.round(rng.normal(size=(rows, width)), 2)
+    elif kind == 4:  # undefined resamples, and a row with none defined
+        a = rng.normal(size=(rows, width))
+        a[rng.random((rows, width)) < 0.01] = np.nan
+        a[0] = np.nan
+    else:  # infinities and a constant row
+        a = rng.normal(size=(rows, width))
+        a[:, :5], a[:, 5:9] = np.inf, -np.inf
+        a[1] = 0.0
+    return a.astype(dtype)
+
+
+@pytest.mark.parametrize("kind", range(6))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_order_statistics_equal_a_full_sort(kind, dtype):
+    """The bracketed selection gives the very values np.sort puts at each position, whatever the
+    rows hold (ties, NaN, infinities) and wherever the positions are (tails, near the middle)."""
+    from explain.uncertainty import order_statistics
+
+    rng = np.random.default_rng(kind)
+    for width in (100, 512, 2000, 4001):
+        a = _matrix(rng, kind, 40, width, dtype)
+        m = width - np.isnan(a).sum(axis=1)
+        for tail in (0.005, 0.025, 0.1, 0.3):
+            low = np.floor((np.maximum(m, 1) - 1) * tail).astype(np.int64)
+            high = np.floor((np.maximum(m, 1) - 1) * (1 - tail)).astype(np.int64)
+            ks = np.stack([low, np.minimum(low + 1, np.maximum(m - 1, 0)), high,
+                           np.minimum(high + 1, np.maximum(m - 1, 0))], axis=1)
+            want = np.take_along_axis(np.sort(a, axis=1), ks, axis=1)
+            assert np.array_equal(order_statistics(a, ks, m), want, equal_nan=True), (width, tail)
+
+
+def test_percentile_bounds_take_the_fast_path_and_match_numpy_quantile():
+    """Rows of 2000 resamples, the case the metric tables run: the bounds equal np.quantile, and
+    almost every row was answered without sorting it."""
+    import explain.uncertainty as uncertainty
+
+    rng = np.random.default_rng(5)
+    reps = (rng.normal(size=(300, 1)) + rng.gamma(2.0, size=(300, 2000))).astype(np.float32)
+    sorted_rows = []
+    real_sort = np.sort
+
+    def counting_sort(a, *args, **kwargs):
+        if np.ndim(a) == 2 and np.shape(a)[1] == 2000:
+            sorted_rows.append(len(a))
+        return real_sort(a, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(uncertainty.np, "sort", counting_sort)
+        low, high = percentile_bounds(reps, 0.95)
+    assert sum(sorted_rows) < 0.05 * len(reps)
+    want = np.quantile(reps.astype(np.float64), [0.025, 0.975], axis=1)
+    np.testing.assert_allclose(low, want[0], rtol=1e-12)
+    np.testing.assert_allclose(high, want[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("with_base", [False, True])
+def test_group_sums_equal_the_dense_sums(with_base):
+    """Each column's sum of value x weight over each group's cells, as a dense product gives it,
+    with shared, equal and all-zero columns, groups without cells, and two base cells in a group."""
+    from explain.uncertainty import group_sums, weights_by_count
+
+    rng = np.random.default_rng(3)
+    local = np.sort(rng.choice([0, 1, 2, 4, 5, 7], size=60))  # groups 3 and 6 have no cell
+    count = rng.integers(0, 40, size=60).astype(np.float64)
+    weights, row = weights_by_count(rng, count, 300)
+    v = rng.random(60)
+    miss = (rng.random(60) < 0.7).astype(np.float64)
+    columns = [v, v * miss, miss, np.ones(60), np.zeros(60), v.copy()]
+    base = None
+    if with_base:
+        base = np.zeros(60, dtype=bool)
+        for g in np.unique(local)[:-1]:
+            base[np.flatnonzero(local == g)[:1]] = True
+        base[np.flatnonzero(local == 0)[:2]] = True  # a second base cell in a group: summed with the rest
+    got = group_sums(local, 8, columns, weights, row, base)
+    for values, sums in zip(columns, got):
+        want = np.zeros((8, 300))
+        np.add.at(want, local, values[:, None] * weights[row].astype(np.float64))
+        np.testing.assert_allclose(sums, want, rtol=2e-6, atol=1e-4)
+
+
+def test_weights_by_count_rows_and_odd_counts():
+    """Row j is cell j's: zero counts weigh 0, counts above the table (sums of parts) and
+    fractional counts have Poisson's mean; the same seed gives the same weights."""
+    from explain.uncertainty import POISSON_TABLE_MAX, poisson_weights, weights_by_count
+
+    count = np.array([0, 1, 300, 1, 2.5, 0, 1000, 7], dtype=np.float64)
+    weights, row = weights_by_count(np.random.default_rng(1), count, 4000)
+    assert sorted(row.tolist()) == list(range(len(count)))
+    by_cell = weights[row]
+    assert (by_cell[[0, 5]] == 0).all() and count.max() > POISSON_TABLE_MAX
+    np.testing.assert_allclose(by_cell.mean(axis=1), count, rtol=0.05, atol=0.05)
+    assert np.array_equal(poisson_weights(np.random.default_rng(1), count, 4000), by_cell)
+    buffer = np.empty(len(count) * 4000 + 7, dtype=np.float32)
+    again, again_row = weights_by_count(np.random.default_rng(1), count, 4000, buffer=buffer)
+    assert np.shares_memory(again, buffer) and np.array_equal(again[again_row], by_cell)
+
+
+def test_model_sums_equal_the_sparse_product():
+    from explain.uncertainty import _csr, _model_sums
+
+    rng = np.random.default_rng(2)
+    values = rng.random((30, 3, 50)).astype(np.float32)[:, 1, :]  # a strided view, as the block's sums are
+    models = np.sort(rng.integers(0, 4, 30))
+    for mask in (rng.random(30) < 0.6, np.ones(30, dtype=bool), rng.random(30)):
+        want = _csr(models, mask, 5) @ np.ascontiguousarray(values)
+        np.testing.assert_allclose(_model_sums(models, mask, values, 5), want, rtol=1e-5)
+    shuffled = rng.permutation(models)  # not in model order: the sparse product
+    np.testing.assert_allclose(_model_sums(shuffled, mask, values, 5),
+                               _csr(shuffled, mask, 5) @ np.ascontiguousarray(values), rtol=1e-5)
+
+
+def test_families_at_once_equal_each_alone():
+    from explain.uncertainty import CellFamily, bootstrap_families
+
+    rng = np.random.default_rng(9)
+    options = IntervalOptions(resamples=500, seed=3)
+    families = []
+    for stream in (1, 2):
+        group = np.sort(rng.integers(0, 40, 400))
+        count = rng.integers(1, 6, 400).astype(np.float64)
+        stats = {"m": RatioStatistic(rng.random(400), np.ones(400), np.ones(40, dtype=bool))}
+        families.append(CellFamily(group, count, stats, 40, stream, np.arange(40) // 10, 4))
+    together = bootstrap_families(families, options)
+    for family, got in zip(families, together):
+        alone = bootstrap_ratios(family.group, family.count, family.stats, 40, options, stream=family.stream,
+                                 model_of_group=family.model_of_group, n_models=4)
+        for side in (0, 1):
+            assert np.array_equal(got.groups["m"][side], alone.groups["m"][side], equal_nan=True)
+            assert np.array_equal(got.models["m"][side], alone.models["m"][side], equal_nan=True)
+
+
+def test_expanded_tail_table_equals_the_direct_computation():
+    from explain.uncertainty import _expanded_tail, expanded_tail
+
+    n = np.random.default_rng(4).integers(0, 5000, (20, 40)).astype(np.float64)  # whole: the table path
+    assert np.array_equal(expanded_tail(0.95, n), _expanded_tail(0.95, n), equal_nan=True)
+    assert np.array_equal(expanded_tail(0.9, n[0]), _expanded_tail(0.9, n[0]), equal_nan=True)
