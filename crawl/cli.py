@@ -7,6 +7,8 @@
           decide folders whose name is ambiguous or unknown
   check   tell whether a search engine can be reached from this machine
   summary per-class figures of a run's or a folder's manifest
+  curate  tag, relabel, exclude or include images of a run, undo an entry, or list the log
+          (core.curation: an append-only log; images and the manifest are never changed)
 
 Exit status: 0 done; 1 done but some class is short of k; 2 bad input or other error;
 3 the search engine cannot be reached (no internet?).
@@ -262,6 +264,59 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def _images_named(args) -> list[str]:
+    """The images of a curate command: its arguments, then one per line of --from FILE ('-': stdin)."""
+    images = list(args.images or [])
+    if args.images_from:
+        if args.images_from == "-":
+            text = sys.stdin.read()
+        else:
+            from core.userfile import read_user_bytes
+
+            try:
+                text = read_user_bytes(args.images_from, what=f"--from {args.images_from}",
+                                       max_bytes=256 << 20).decode("utf-8")
+            except UnicodeDecodeError:
+                raise OptionError(f"--from {args.images_from} is not UTF-8 text; give one image name per line.") from None
+        images += [line.strip() for line in text.splitlines() if line.strip()]
+    return images
+
+
+def _print_log(run, state) -> None:
+    for entry in state.entries:
+        status = " (undone)" if entry.seq in state.undone else ""
+        note = f"  note: {entry.note}" if entry.note else ""
+        # every text in an entry is printable (core.curation refuses control characters): no terminal escapes
+        print(f"{entry.describe()}{status}  {entry.time}  by {entry.by or '?'}{note}")
+    for problem in state.problems:
+        print(f"skipped {problem}", file=sys.stderr)
+    print(f"{len(state.entries)} entries; in effect: {state.summary()}")
+
+
+def cmd_curate(args) -> int:
+    """Record one curation action of a run's images (core.curation), or list the log."""
+    from core.curation import read_curation, record, run_images, undo
+
+    run = RunStore().open_run(args.run)
+    if args.list:
+        _print_log(run, read_curation(run))
+        return 0
+    if args.undo is not None:
+        entry = undo(run, args.undo, note=args.note or "", by="cli")
+    else:
+        images = _images_named(args)
+        if not images:
+            raise OptionError("name the images to curate (as the run names them, e.g. n02123045/3f2a9c01d4e5b6a7.jpg), "
+                              "or --from FILE with one per line.")
+        action, value = next((a, v) for a, v in (("tag", args.tag), ("untag", args.untag), ("relabel", args.relabel),
+                                                 ("exclude", args.exclude or None), ("include", args.include or None))
+                             if v is not None)
+        entry = record(run, action, images, None if action in ("exclude", "include") else value,
+                       note=args.note or "", by="cli", known_images=run_images(run))
+    print(f"recorded {entry.describe()} in run {run.run_id}; in effect: {read_curation(run).summary()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m crawl", description="Collect images for WildLens: crawl or import.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each request")
@@ -337,6 +392,25 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--out", type=Path, metavar="DIR")
     p.add_argument("--k", type=int, help="requested images per class, to show short_by")
     p.set_defaults(func=cmd_summary)
+
+    from core.curation import BUILTIN_TAGS
+
+    p = sub.add_parser("curate", help="tag, relabel, exclude or include images of a run (an append-only log; "
+                                      "images and the manifest are never changed), undo an entry, or list the log")
+    p.add_argument("--run", metavar="RUN_ID", required=True)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--tag", metavar="TAG", help=f"add a tag: one of {', '.join(BUILTIN_TAGS)} or a word of your own")
+    what.add_argument("--untag", metavar="TAG", help="remove a tag")
+    what.add_argument("--relabel", metavar="WNID", help="give the images another true class: the wnid of any WordNet "
+                                                          "noun (find one with: python -m explain senses WORD)")
+    what.add_argument("--exclude", action="store_true", help="leave the images out of the curated metrics")
+    what.add_argument("--include", action="store_true", help="take excluded images back in")
+    what.add_argument("--undo", type=int, metavar="N", help="take entry #N of the log back (see --list)")
+    what.add_argument("--list", action="store_true", help="print the log and what is in effect")
+    p.add_argument("--note", help="why, in one line (kept with the entry)")
+    p.add_argument("--from", dest="images_from", metavar="FILE", help="more images, one per line ('-': standard input)")
+    p.add_argument("images", nargs="*", metavar="IMAGE", help="images as the run names them (the manifest's file)")
+    p.set_defaults(func=cmd_curate)
     return parser
 
 

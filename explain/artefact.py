@@ -9,9 +9,14 @@ Layout (``core.runstore`` owns the folder, this module its content)::
       confusions.parquet   explain.schema.CONFUSIONS columns, the top-3 per (model, true class)
       fingerprint.json     what the tables are: the inputs' fingerprints, the parameters, the
                            code and column versions, and each table file's sha256
+      curated/             the same files for the curated view (issue 24): the analyst's
+                           curation log applied (explain.curation_view), its fingerprint in
+                           fingerprint.json's "curation"
 
-The tables are exactly ``compute_metric_tables(run.usable_predictions(), confusion_top_k=3)``,
-what ``python -m explain metrics`` computes from the run's predictions.
+The raw tables are exactly ``compute_metric_tables(run.usable_predictions(), confusion_top_k=3)``,
+what ``python -m explain metrics`` computes from the run's predictions; the curated ones the
+same of ``explain.curation_view.view_predictions(run, "curated")``. A log that changes nothing
+(no entry, every entry undone) stores no curated copy: the curated tables are the raw ones.
 
 Why: the dashboard's first load of a 1,000,000-prediction run read every prediction and recomputed
 the tables on each new server (about 3 s on the day of the architecture issue). The stored tables
@@ -44,8 +49,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.curation import curation_fingerprint, read_curation
 from core.runstore import (SCHEMA_VERSION, Run, StoreError, manifest_fingerprint, now_iso, predictions_fingerprint,
                            read_parquet_bytes, table_to_parquet_bytes, write_bytes_atomic, write_json_atomic)
+from .curation_view import CURATED, RAW, ViewChange, check_view, view_predictions
 from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables, compute_metric_tables
 from .schema import METRIC_SCHEMAS
 
@@ -73,39 +80,49 @@ def _versions() -> dict:
             "columns": _schema_digest()}
 
 
-def table_path(run: Run, name: str) -> Path:
-    return run.metrics_dir / f"{name}.parquet"
+def view_dir(run: Run, view: str = RAW) -> Path:
+    """The folder of a view's tables: ``metrics/`` (raw) or ``metrics/curated/``."""
+    return run.metrics_dir if check_view(view) == RAW else run.metrics_dir / CURATED
 
 
-def fingerprint_path(run: Run) -> Path:
-    return run.metrics_dir / FINGERPRINT_FILE
+def table_path(run: Run, name: str, view: str = RAW) -> Path:
+    return view_dir(run, view) / f"{name}.parquet"
 
 
-def current_fingerprint(run: Run) -> dict:
-    """What a fresh artefact of ``run`` must claim: inputs, parameters and versions (JSON-ready)."""
-    return {"predictions": predictions_fingerprint(run), "manifest": manifest_fingerprint(run),
-            "parameters": dict(PARAMETERS), "versions": _versions()}
+def fingerprint_path(run: Run, view: str = RAW) -> Path:
+    return view_dir(run, view) / FINGERPRINT_FILE
 
 
-def stored_fingerprint(run: Run) -> dict | None:
+def current_fingerprint(run: Run, view: str = RAW) -> dict:
+    """What a fresh artefact of ``run`` must claim: inputs, parameters and versions (JSON-ready);
+    the curated view's also the curation log's fingerprint."""
+    out = {"predictions": predictions_fingerprint(run), "manifest": manifest_fingerprint(run),
+           "parameters": dict(PARAMETERS), "versions": _versions()}
+    if check_view(view) == CURATED:
+        out["curation"] = curation_fingerprint(run)
+    return out
+
+
+def stored_fingerprint(run: Run, view: str = RAW) -> dict | None:
     """The artefact's fingerprint.json, or None when it is missing or unreadable."""
     try:
-        data = json.loads(fingerprint_path(run).read_text())
+        data = json.loads(fingerprint_path(run, view).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def staleness(run: Run, expected: dict | None = None) -> str | None:
+def staleness(run: Run, expected: dict | None = None, view: str = RAW) -> str | None:
     """Why the stored fingerprint does not match the run now (one short phrase), or None when it
     matches. Cheap (file stats and one small JSON): table hashes are checked when reading."""
-    expected = expected or current_fingerprint(run)
-    stored = stored_fingerprint(run)
+    expected = expected or current_fingerprint(run, view)
+    stored = stored_fingerprint(run, view)
     if stored is None:
-        return "no stored metrics" if not fingerprint_path(run).exists() else "fingerprint.json is unreadable"
+        return "no stored metrics" if not fingerprint_path(run, view).exists() else "fingerprint.json is unreadable"
     for key, what in (("predictions", "the predictions changed"), ("manifest", "the manifest changed (an exclusion or "
-                      "an import)"), ("parameters", "other parameters"), ("versions", "computed by another version")):
-        if stored.get(key) != expected[key]:
+                      "an import)"), ("curation", "the curation log changed"), ("parameters", "other parameters"),
+                      ("versions", "computed by another version")):
+        if stored.get(key) != expected.get(key):
             return what
     return None
 
@@ -113,36 +130,41 @@ def staleness(run: Run, expected: dict | None = None) -> str | None:
 @dataclass(frozen=True)
 class MetricsResult:
     """Tables plus how they were obtained: ``recomputed`` (False: read from ``metrics/``),
-    ``stored`` (the artefact now holds them), ``reason`` (why recomputed) and ``store_error`` (why
-    they could not be written back)."""
+    ``stored`` (the artefact now holds them), ``reason`` (why recomputed), ``store_error`` (why
+    they could not be written back), the ``view`` and what the curation ``change``d (curated view)."""
 
     tables: MetricTables
     recomputed: bool
     stored: bool
     reason: str = ""
     store_error: str = ""
+    view: str = RAW
+    change: ViewChange = ViewChange()
 
     def describe(self, run: Run) -> str:
-        """One line for a command line: where the tables came from."""
+        """One line for a command line: which view, and where the tables came from."""
+        what = f"metrics of run {run.run_id}" + (f", curated view ({self.change.describe()})" if self.view == CURATED
+                                                 else ", raw view")
+        folder = view_dir(run, self.view) if self.change.any or self.view == RAW else run.metrics_dir
         if not self.recomputed:
-            return f"metrics of run {run.run_id}: read from {run.metrics_dir} (up to date)"
-        where = f"stored in {run.metrics_dir}" if self.stored else f"not stored ({self.store_error or 'asked not to'})"
-        return f"metrics of run {run.run_id}: recomputed ({self.reason}); {where}"
+            return f"{what}: read from {folder} (up to date)"
+        where = f"stored in {folder}" if self.stored else f"not stored ({self.store_error or 'asked not to'})"
+        return f"{what}: recomputed ({self.reason}); {where}"
 
 
-def read_stored_metrics(run: Run, expected: dict | None = None) -> MetricTables | None:
+def read_stored_metrics(run: Run, expected: dict | None = None, view: str = RAW) -> MetricTables | None:
     """The stored tables when the artefact is fresh and intact, else None (never raises for a
     damaged artefact: it is derived data, recomputed by the caller)."""
-    expected = expected or current_fingerprint(run)
-    if staleness(run, expected) is not None:
+    expected = expected or current_fingerprint(run, view)
+    if staleness(run, expected, view) is not None:
         return None
-    entries = (stored_fingerprint(run) or {}).get("tables")
+    entries = (stored_fingerprint(run, view) or {}).get("tables")
     frames = {}
     for name, schema in METRIC_SCHEMAS.items():
         entry = entries.get(name) if isinstance(entries, dict) else None
         if not isinstance(entry, dict):
             return None  # a hand-edited fingerprint.json
-        path = table_path(run, name)
+        path = table_path(run, name, view)
         try:
             data = path.read_bytes()
         except OSError:
@@ -160,7 +182,7 @@ class RunDeleted(StoreError):
     """The run was deleted while its tables were computed: nothing was written (the run stays deleted)."""
 
 
-def write_metrics(run: Run, tables: MetricTables, fingerprint: dict) -> Path:
+def write_metrics(run: Run, tables: MetricTables, fingerprint: dict, view: str = RAW) -> Path:
     """Store ``tables`` as the artefact claiming ``fingerprint`` (see the module docstring for the
     write order), holding the run in place (``core.locking.run_presence_lock``: a delete meanwhile
     is refused, one before is :class:`RunDeleted` and nothing is written; the run folder is never
@@ -170,7 +192,7 @@ def write_metrics(run: Run, tables: MetricTables, fingerprint: dict) -> Path:
     try:
         with run_presence_lock(run.path, f"Run {run.run_id} was deleted while its metrics were computed; nothing "
                                          "was written."):
-            return _write_metrics(run, tables, fingerprint)
+            return _write_metrics(run, tables, fingerprint, view)
     except RunGone as exc:
         raise RunDeleted(str(exc)) from None
     except OSError as exc:  # the lock file cannot be made: a read-only run folder
@@ -178,58 +200,90 @@ def write_metrics(run: Run, tables: MetricTables, fingerprint: dict) -> Path:
                          f"{exc.strerror or exc}; check the folder's permissions and free space.") from None
 
 
-def _write_metrics(run: Run, tables: MetricTables, fingerprint: dict) -> Path:
-    target = fingerprint_path(run)
+def _write_metrics(run: Run, tables: MetricTables, fingerprint: dict, view: str) -> Path:
+    target = fingerprint_path(run, view)
     try:
         run.metrics_dir.mkdir(exist_ok=True)  # not parents=True: the run folder is there (locked), never made
+        view_dir(run, view).mkdir(exist_ok=True)
         target.unlink(missing_ok=True)  # first: no claim while the tables change
         entries = {}
         for name, df in tables.as_dict().items():
             data = table_to_parquet_bytes(df, METRIC_SCHEMAS[name], table=name)
-            write_bytes_atomic(table_path(run, name), data)
-            entries[name] = {"file": table_path(run, name).name, "rows": len(df),
+            write_bytes_atomic(table_path(run, name, view), data)
+            entries[name] = {"file": table_path(run, name, view).name, "rows": len(df),
                              "sha256": hashlib.sha256(data).hexdigest()}
         write_json_atomic(target, {**fingerprint, "tables": entries, "written": now_iso()})  # last
     except OSError as exc:
-        raise StoreError(f"cannot write the metrics of run {run.run_id} to {run.metrics_dir}: "
+        raise StoreError(f"cannot write the metrics of run {run.run_id} to {view_dir(run, view)}: "
                          f"{exc.strerror or exc}; check the folder's permissions and free space.") from None
     return target
 
 
-def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_dir=None) -> MetricsResult:
-    """The run's metric tables: the stored ones when fresh, else recomputed from
-    ``run.usable_predictions()`` and (``store``) written back. A write that fails is reported in
-    the result, not raised: the tables are still right. ``force`` recomputes a fresh artefact."""
-    expected = current_fingerprint(run)  # before reading: a part added meanwhile leaves it stale, never wrong
-    if not force:
-        tables = read_stored_metrics(run, expected)
-        if tables is not None:
-            return MetricsResult(tables, recomputed=False, stored=True)
-    reason = "forced" if force else (staleness(run, expected) or "a stored table is damaged")
-    tables = compute_metric_tables(run.usable_predictions(), confusion_top_k=PARAMETERS["confusion_top_k"],
-                                   cache_dir=cache_dir, ci=DEFAULT_INTERVALS)
-    if not store:
-        return MetricsResult(tables, recomputed=True, stored=False, reason=reason)
+def _stored_change(run: Run) -> ViewChange:
+    """What the stored curated tables' fingerprint says the curation changed."""
+    data = (stored_fingerprint(run, CURATED) or {}).get("change")
     try:
-        write_metrics(run, tables, expected)
+        return ViewChange(**{k: int(data[k]) for k in ("relabelled_images", "excluded_images", "relabelled_rows",
+                                                        "excluded_rows")})
+    except (TypeError, KeyError, ValueError):
+        return ViewChange()
+
+
+def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_dir=None,
+                   view: str = RAW) -> MetricsResult:
+    """The run's metric tables in ``view`` (explain.curation_view): the stored ones when fresh,
+    else recomputed and (``store``) written back. A write that fails is reported in the result,
+    not raised: the tables are still right. ``force`` recomputes a fresh artefact. The curated
+    view of a run whose log changes none of its predictions is the raw view (stored once)."""
+    check_view(view)
+    expected = current_fingerprint(run, view)  # before reading: a part added meanwhile leaves it stale, never wrong
+    if not force:
+        tables = read_stored_metrics(run, expected, view)
+        if tables is not None:
+            return MetricsResult(tables, recomputed=False, stored=True, view=view,
+                                 change=_stored_change(run) if view == CURATED else ViewChange())
+    change = ViewChange()
+    if view == CURATED:
+        curation = read_curation(run)
+        rows, change = view_predictions(run, CURATED, curation) if curation.active else (None, ViewChange())
+        if not change.any:  # nothing curated that these predictions hold: the raw tables (not forced: not this view's)
+            raw = ensure_metrics(run, store=store, cache_dir=cache_dir)
+            return MetricsResult(raw.tables, raw.recomputed, raw.stored, raw.reason, raw.store_error, CURATED, change)
+    else:
+        rows = run.usable_predictions()
+    reason = "forced" if force else (staleness(run, expected, view) or "a stored table is damaged")
+    tables = compute_metric_tables(rows, confusion_top_k=PARAMETERS["confusion_top_k"], cache_dir=cache_dir,
+                                   ci=DEFAULT_INTERVALS)
+    if not store:
+        return MetricsResult(tables, recomputed=True, stored=False, reason=reason, view=view, change=change)
+    if view == CURATED:
+        expected = {**expected, "change": change.__dict__}
+    try:
+        write_metrics(run, tables, expected, view)
     except RunDeleted:
         raise  # not "tables not stored": there is no run any more to show them for
     except StoreError as exc:
-        return MetricsResult(tables, recomputed=True, stored=False, reason=reason, store_error=str(exc))
-    return MetricsResult(tables, recomputed=True, stored=True, reason=reason)
+        return MetricsResult(tables, recomputed=True, stored=False, reason=reason, store_error=str(exc), view=view,
+                             change=change)
+    return MetricsResult(tables, recomputed=True, stored=True, reason=reason, view=view, change=change)
 
 
 def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricTables:
-    """Make the stored artefact current (recompute and write only when stale, or ``force``) and
-    return the tables. Called after inference (``python -m classify --run``, the sample run).
-    Raises StoreError when the tables had to be written and could not be."""
+    """Make the stored raw artefact current (recompute and write only when stale, or ``force``)
+    and the curated one too when the run's curation changes its predictions; return the raw
+    tables. Called after inference (``python -m classify --run``, the sample run). Raises
+    StoreError when the tables had to be written and could not be."""
     result = ensure_metrics(run, force=force, cache_dir=cache_dir)
     if not result.stored:
         raise StoreError(result.store_error)
+    if read_curation(run).active:
+        curated = ensure_metrics(run, force=force, cache_dir=cache_dir, view=CURATED)
+        if not curated.stored:
+            raise StoreError(curated.store_error)
     return result.tables
 
 
-def load_metrics(run: Run, *, cache_dir=None) -> MetricTables:
-    """The run's tables for a reader (dashboard, CLI): stored when fresh, else recomputed and
-    written back when the folder allows (a read-only run still gets its tables)."""
-    return ensure_metrics(run, cache_dir=cache_dir).tables
+def load_metrics(run: Run, *, cache_dir=None, view: str = RAW) -> MetricTables:
+    """The run's tables in ``view`` for a reader (dashboard, CLI): stored when fresh, else
+    recomputed and written back when the folder allows (a read-only run still gets its tables)."""
+    return ensure_metrics(run, cache_dir=cache_dir, view=view).tables

@@ -60,6 +60,8 @@ def cmd_metrics(args) -> int:
         raise OptionError("--top-k must be 0 (all confusions) or a positive number.")
     if (args.predictions is None) == (args.run is None):
         raise OptionError("give either a predictions FILE or --run RUN_ID (python -m explain metrics --help).")
+    if (args.raw or args.curated) and not args.run:
+        raise OptionError("--raw and --curated choose a view of a run's curation: give --run RUN_ID.")
     if args.out:
         _check_out_outside_runs(args.out)
     ci = _interval_options(args)
@@ -122,15 +124,22 @@ def _run_tables(args, cache_dir, ci):
     from .artefact import PARAMETERS, ensure_metrics
     from .metrics import DEFAULT_INTERVALS, compute_metric_tables
 
+    from .curation_view import CURATED, RAW, default_view, view_predictions
+
     run = RunStore().open_run(args.run)
+    view = RAW if args.raw else CURATED if args.curated else default_view(run)
+    if view == CURATED and not (args.raw or args.curated):
+        print(f"run {run.run_id} has a curation log: the curated view (its relabels and exclusions applied; "
+              "--raw for the tables without them)", file=sys.stderr)
     if (args.top_k or None) != PARAMETERS["confusion_top_k"] or ci != DEFAULT_INTERVALS:
-        tables = compute_metric_tables(run.usable_predictions(), confusion_top_k=args.top_k or None,
-                                       cache_dir=cache_dir, ci=ci)
-        print(f"metrics of run {run.run_id}: computed with --top-k {args.top_k} and "
+        rows, change = view_predictions(run, view)
+        tables = compute_metric_tables(rows, confusion_top_k=args.top_k or None, cache_dir=cache_dir, ci=ci)
+        print(f"metrics of run {run.run_id}, {view} view" + (f" ({change.describe()})" if view == CURATED else "")
+              + f": computed with --top-k {args.top_k} and "
               f"{'no intervals' if ci is None else ci.describe()} (not stored: the run's metrics/ keeps top "
               f"{PARAMETERS['confusion_top_k']} and {DEFAULT_INTERVALS.describe()})", file=sys.stderr)
         return tables
-    result = ensure_metrics(run, cache_dir=cache_dir)
+    result = ensure_metrics(run, cache_dir=cache_dir, view=view)
     print(result.describe(run), file=sys.stderr)
     return result.tables
 
@@ -140,6 +149,11 @@ def _metrics_arguments(p: argparse.ArgumentParser) -> None:
                                                   "[, pred_wnid_2..5, prob_1..5, status]")
     p.add_argument("--run", metavar="RUN_ID", help="a stored run instead of a FILE: its metrics/ tables, "
                                                    "recomputed only when its predictions or manifest changed")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--raw", action="store_true", help="with --run: the tables without the run's curation "
+                                                         "(default once the run has a curation log: --curated)")
+    view.add_argument("--curated", action="store_true", help="with --run: the curation log's relabels and "
+                                                             "exclusions applied (python -m crawl curate)")
     p.add_argument("--out", help="folder for per_model.csv, per_class.csv, confusions.csv (needed with FILE)")
     p.add_argument("--top-k", type=int, default=3, help="confusions kept per true class (0 = all; default 3)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the on-disk similarity cache")
