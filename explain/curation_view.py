@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from core.curation import Curation, read_curation
+from core.explained import CURATED, RAW, VIEWS
 from core.runstore import Run
 
-RAW, CURATED = "raw", "curated"
-VIEWS = (RAW, CURATED)
+__all__ = ["CURATED", "RAW", "VIEWS", "VIEW_LABELS", "ViewChange", "apply_curation", "check_view", "default_view",
+           "view_predictions"]
 VIEW_LABELS = {RAW: "Raw", CURATED: "Curated"}
 
 

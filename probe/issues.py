@@ -29,21 +29,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from core.explained import LABEL_ISSUES_SCHEMA
+
 from .data import ProbeData
 from .fewshot import SEEDS
 from .linear import C_GRID, SoftmaxProbe, _validation_scores
 
 FOLDS = 5
-ISSUES_SCHEMA: dict[str, str] = {
-    "model": "string",
-    "image": "string",  # the manifest's 'file'
-    "true_wnid": "string",  # the class the image is stored under
-    "suggested_wnid": "string",  # the class the out-of-fold probe finds most probable
-    "label_quality": "Float64",  # out-of-fold probability of true_wnid (cleanlab self-confidence)
-    "suggested_prob": "Float64",  # out-of-fold probability of suggested_wnid
-    "is_issue": "boolean",  # flagged by cleanlab.filter.find_label_issues
-    "C": "Float64",  # the probe's inverse regularisation
-}
+ISSUES_SCHEMA = LABEL_ISSUES_SCHEMA  # core.explained: explain's error types read the table too
 
 
 def _neg_log_loss(estimator, X, y) -> float:

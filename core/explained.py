@@ -1,0 +1,154 @@
+"""Per-prediction explanations that several stages read: their schema, where they are stored and
+when they are fresh (issue 24).
+
+explain/ writes, for each view of a run (``raw``: the usable predictions as stored; ``curated``:
+the curation log applied, :mod:`core.curation`), one row per (model, image) that the metrics
+count, with the top-1's WordNet relation to the truth, its mistake severity and, for a mistake,
+its error type and the reason for it::
+
+    runs/<run_id>/metrics/images.parquet            (raw view)       EXPLAINED_SCHEMA
+    runs/<run_id>/metrics/images.json               what it was computed from (inputs_fingerprint)
+    runs/<run_id>/metrics/curated/images.parquet    (curated view)
+    runs/<run_id>/metrics/curated/images.json
+
+Readers (crawl's dataset export, the dashboard) use :func:`read_explained`, which returns the rows
+only while the stored inputs match the run now; the schema and the fingerprint live here, on the
+ground floor, so that a reader needs no import of the stage that wrote them.
+
+The label issues that the probe stage writes (``probes/label_issues.parquet``, one row per
+(model, image)) are read by explain's error types: their schema lives here too.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint, read_table, write_json_atomic, \
+    write_table
+
+RAW, CURATED = "raw", "curated"  # the two views of a run's predictions (explain.curation_view)
+VIEWS = (RAW, CURATED)
+
+EXPLAINED_SCHEMA: dict[str, str] = {
+    "model": "string",
+    "image": "string",  # the manifest's file (or a prediction's image id)
+    "true_wnid": "string",  # in this view: a relabel of the curated view is the truth
+    "pred_wnid": "string",  # top-1
+    "prob_1": "Float64",  # the model's probability of its top-1 (NA when not stored)
+    "correct": "boolean",  # top-1 == truth (strict)
+    "relation": "string",  # explain.vocabulary.RELATIONS: 'same' for a correct top-1
+    "severity": "Int64",  # mistake severity: hypernym steps from the truth up to the lowest common subsumer
+    "error_type": "string",  # explain.error_types.ERROR_TYPES; NA for a correct top-1
+    "error_reason": "string",  # why that type, one line (shown on hover and in CSVs)
+}
+EXPLAINED_FILE, EXPLAINED_FINGERPRINT = "images.parquet", "images.json"
+
+LABEL_ISSUES_SCHEMA: dict[str, str] = {
+    "model": "string",
+    "image": "string",  # the manifest's 'file'
+    "true_wnid": "string",  # the class the image is stored under
+    "suggested_wnid": "string",  # the class the out-of-fold probe finds most probable
+    "label_quality": "Float64",  # out-of-fold probability of true_wnid (cleanlab self-confidence)
+    "suggested_prob": "Float64",  # out-of-fold probability of suggested_wnid
+    "is_issue": "boolean",  # flagged by cleanlab.filter.find_label_issues
+    "C": "Float64",  # the probe's inverse regularisation
+}
+PROBES_DIR, LABEL_ISSUES_FILE = "probes", "label_issues.parquet"
+
+
+def label_issues_path(run: Run) -> Path:
+    return Path(run.path) / PROBES_DIR / LABEL_ISSUES_FILE
+
+
+def _file_fingerprint(path: Path) -> str:
+    try:
+        st = path.stat()
+    except OSError:
+        return "none"
+    return hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}".encode()).hexdigest()[:16]
+
+
+def label_issues_fingerprint(run: Run) -> str:
+    """Changes when the probe stage rewrites its label issues (written by atomic rename)."""
+    return _file_fingerprint(label_issues_path(run))
+
+
+def read_label_issues(run: Run) -> pd.DataFrame | None:
+    """The run's stored label issues, or None when the probe stage has written none."""
+    path = label_issues_path(run)
+    if not path.exists():
+        return None
+    return read_table(path, LABEL_ISSUES_SCHEMA, table="label issues")
+
+
+def view_folder(run: Run, view: str) -> Path:
+    """``metrics/`` for the raw view, ``metrics/curated/`` for the curated one."""
+    if view not in VIEWS:
+        raise StoreError(f"unknown view {str(view)[:20]!r}; one of {', '.join(VIEWS)}.")
+    return run.metrics_dir if view == RAW else run.metrics_dir / CURATED
+
+
+def inputs_fingerprint(run: Run, view: str, versions: dict | None = None) -> dict:
+    """What a view's explanations are computed from: the predictions, the manifest (exclusions,
+    near duplicates), the curation log (tags and relabels decide error types in both views), the
+    label issues, and the writer's code ``versions``."""
+    from .curation import curation_fingerprint
+
+    view_folder(run, view)  # checks the view
+    return {"view": view, "predictions": predictions_fingerprint(run), "manifest": manifest_fingerprint(run),
+            "curation": curation_fingerprint(run), "label_issues": label_issues_fingerprint(run),
+            "versions": dict(versions or {})}
+
+
+def read_explained(run: Run, view: str, versions: dict | None = None) -> pd.DataFrame | None:
+    """The stored explanations of ``view`` when they were computed from the run as it is now (and,
+    with ``versions``, by that code), else None: a reader then computes them (explain) or goes
+    without (crawl's export says which command adds them)."""
+    folder = view_folder(run, view)
+    try:
+        stored = json.loads((folder / EXPLAINED_FINGERPRINT).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict):
+        return None
+    expected = inputs_fingerprint(run, view, stored.get("versions") if versions is None else versions)
+    if any(stored.get(key) != value for key, value in expected.items()):
+        return None
+    path = folder / EXPLAINED_FILE
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != stored.get("sha256"):
+        return None
+    try:
+        return read_table(path, EXPLAINED_SCHEMA, table="explained predictions")
+    except StoreError:
+        return None
+
+
+def write_explained(run: Run, view: str, rows: pd.DataFrame, fingerprint: dict) -> Path:
+    """Store a view's explanations claiming ``fingerprint`` (:func:`inputs_fingerprint`, taken
+    before the inputs were read), the table first and its fingerprint last, holding the run in
+    place (a deleted run is not made again). Raises StoreError when it cannot be written."""
+    from .locking import RunGone, run_presence_lock
+
+    folder = view_folder(run, view)
+    try:
+        with run_presence_lock(run.path, f"Run {run.run_id} was deleted meanwhile; nothing was written."):
+            run.metrics_dir.mkdir(exist_ok=True)
+            folder.mkdir(exist_ok=True)
+            (folder / EXPLAINED_FINGERPRINT).unlink(missing_ok=True)
+            path = folder / EXPLAINED_FILE
+            write_table(rows, path, EXPLAINED_SCHEMA, table="explained predictions")
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            write_json_atomic(folder / EXPLAINED_FINGERPRINT, {**fingerprint, "sha256": digest, "rows": len(rows)})
+    except RunGone as exc:
+        raise StoreError(str(exc)) from None
+    except OSError as exc:
+        raise StoreError(f"cannot write the explanations of run {run.run_id} to {folder}: {exc.strerror or exc}; "
+                         "check the folder's permissions and free space.") from None
+    return path
