@@ -41,10 +41,12 @@ architecture: $(STAMP)
 ic: $(STAMP)
 	$(BIN)/python scripts/build_ic.py
 
-# The WordNet noun graph shipped with the package (core/data), which queries read without NLTK,
-# after a change to the vendored WordNet or to core.wordgraph.GRAPH_LAYOUT_VERSION (a test says when).
+# The WordNet noun graph and its meronym links shipped with the package (core/data), which queries and
+# error types read without NLTK, after a change to the vendored WordNet or to core.wordgraph.GRAPH_LAYOUT_VERSION
+# or core.meronyms.MERONYM_LAYOUT_VERSION (a test says when).
 wordgraph: $(STAMP)
 	$(BIN)/python scripts/build_wordgraph.py
+	$(BIN)/python scripts/build_meronyms.py
 
 # Debian's Chromium and ChromeDriver for the browser test. Installed when missing and we are
 # root on a Debian-like system; otherwise the browser test is skipped and says why.

@@ -614,6 +614,33 @@ def _rows_in_space(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
     return known, inside
 
 
+def _unseen_groups(rows: _Rows, group_of_row: np.ndarray, has_group: np.ndarray,
+                   n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per (model, true class) group: (unseen, every row's label space known, every row's truth inside
+    it), and per row whether its label space is known. Unseen: every row of the group names its label
+    space and the truth is outside it; a group with a row of unknown label space counts as seen (the
+    tables before issue 16). The one rule of "outside the label space" (explain.error_types' too)."""
+    row_known, row_in = _rows_in_space(rows)
+    rows_of_group = np.bincount(group_of_row[has_group], minlength=n_groups)
+    group_known = np.bincount(group_of_row[has_group & row_known], minlength=n_groups) == rows_of_group
+    group_in = np.bincount(group_of_row[has_group & row_in], minlength=n_groups) == rows_of_group
+    return group_known & ~group_in, group_known, group_in, row_known
+
+
+def _unseen_rows(rows: _Rows) -> np.ndarray:
+    """Per row: its (model, true class) group is unseen (:func:`_unseen_groups`), grouped as the
+    per-class table groups (every row with a model and a truth, counted or failed)."""
+    has_group = (rows.model >= 0) & (rows.true >= 0)
+    if not has_group.any():
+        return has_group
+    n_wnids = max(len(rows.wnids), 1)
+    keys, group_of = _unique((rows.model * n_wnids + rows.true)[has_group], inverse=True, sort=False)
+    group_of_row = np.zeros(len(has_group), dtype=np.int64)
+    group_of_row[has_group] = group_of
+    unseen = _unseen_groups(rows, group_of_row, has_group, len(keys))[0]
+    return has_group & unseen[group_of_row]
+
+
 @dataclass(frozen=True)
 class _TopK:
     hdist: np.ndarray  # per row: mean severity over the top-5; NaN when not all five are there
@@ -817,11 +844,7 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
 
     # Label spaces: a class outside its model's label space ("unseen") gets NA accuracies.
     n_groups = len(group_keys)
-    row_known, row_in = _rows_in_space(rows)
-    rows_of_group = np.bincount(group_of_row[has_group], minlength=n_groups)
-    group_known = np.bincount(group_of_row[has_group & row_known], minlength=n_groups) == rows_of_group
-    group_in = np.bincount(group_of_row[has_group & row_in], minlength=n_groups) == rows_of_group
-    unseen = group_known & ~group_in  # unknown label space: counted as seen (the tables before issue 16)
+    unseen, group_known, group_in, row_known = _unseen_groups(rows, group_of_row, has_group, n_groups)
     group_space = np.full(n_groups, -1, dtype=np.int64)
     group_space[group_of_row[has_group & row_known]] = rows.space[has_group & row_known]
     for column in _ACCURACY_COLUMNS:
