@@ -9,6 +9,8 @@
   summary per-class figures of a run's or a folder's manifest
   curate  tag, relabel, exclude or include images of a run, undo an entry, or list the log
           (core.curation: an append-only log; images and the manifest are never changed)
+  export  a run's curated image set (--raw: as collected) as an image folder or a FiftyOne image
+          classification dataset, into a new or empty folder (crawl/export.py)
 
 Exit status: 0 done; 1 done but some class is short of k; 2 bad input or other error;
 3 the search engine cannot be reached (no internet?).
@@ -317,6 +319,30 @@ def cmd_curate(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    """Export a run's image set (crawl.export.export_run): the summary on stdout, notes on stderr."""
+    from .export import CURATED, RAW, export_run
+
+    run = RunStore().open_run(args.run)
+    progress = None if args.no_progress else TerminalProgress()
+    try:
+        summary = export_run(run, args.out, args.format, view=RAW if args.raw else CURATED, progress=progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: nothing was exported; {args.out} is as it was", file=sys.stderr)
+        return 130
+    finally:
+        if progress is not None:
+            progress.close()
+    for line in summary.describe():
+        print(line, file=sys.stderr if line.startswith("note: ") else sys.stdout)
+    shown = 5  # the first few by name, so the user can look; the counts above say how many in all
+    for image, why in summary.skipped_images[:shown]:
+        print(f"skipped {image!r}: {why}", file=sys.stderr)
+    if len(summary.skipped_images) > shown:
+        print(f"... and {len(summary.skipped_images) - shown} more skipped", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m crawl", description="Collect images for WildLens: crawl or import.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each request")
@@ -411,6 +437,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="images_from", metavar="FILE", help="more images, one per line ('-': standard input)")
     p.add_argument("images", nargs="*", metavar="IMAGE", help="images as the run names them (the manifest's file)")
     p.set_defaults(func=cmd_curate)
+
+    from .export import FORMATS, IMAGEFOLDER
+
+    p = sub.add_parser("export", help="export a run's curated image set as an image folder or a FiftyOne dataset")
+    p.add_argument("--run", metavar="RUN_ID", required=True)
+    p.add_argument("--out", type=Path, metavar="DIR", required=True,
+                   help="a new or empty folder outside the run store (nothing in it is overwritten)")
+    p.add_argument("--format", choices=FORMATS, default=IMAGEFOLDER,
+                   help="imagefolder: DIR/<wnid>/<file> and DIR/export_manifest.csv; fiftyone: FiftyOne's "
+                        "FiftyOneImageClassificationDataset (DIR/data/, DIR/labels.json) with each model's top-1 "
+                        "(default %(default)s)")
+    p.add_argument("--raw", action="store_true", help="the run as collected: without the curation log's relabels "
+                                                      "and exclusions (default: the curated view)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_export)
     return parser
 
 

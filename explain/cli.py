@@ -146,7 +146,9 @@ def _run_tables(args, cache_dir, ci):
 
 def _metrics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("predictions", nargs="?", help="CSV or Parquet with model, image, true_wnid, pred_wnid "
-                                                  "[, pred_wnid_2..5, prob_1..5, status]")
+                                                  "[, pred_wnid_2..5, prob_1..5, status], or a FiftyOne export "
+                                                  "(its folder, labels.json or samples.json: ground_truth is the "
+                                                  "truth, every other Classification field a model's top-1)")
     p.add_argument("--run", metavar="RUN_ID", help="a stored run instead of a FILE: its metrics/ tables, "
                                                    "recomputed only when its predictions or manifest changed")
     view = p.add_mutually_exclusive_group()

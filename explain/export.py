@@ -1,4 +1,5 @@
-"""CSV export of the metric tables, and reading predictions made by any other tool.
+"""CSV export of the metric tables, and reading predictions made by any other tool (a CSV, a
+Parquet file, or a FiftyOne export: ``explain.fiftyone_import``).
 
 ``table_to_csv_bytes`` is the one serialisation: the dashboard's download buttons and
 ``python -m explain metrics`` both call it, so a downloaded file equals the library's table
@@ -182,6 +183,8 @@ def _check_parquet_types(data: bytes, name: str) -> None:
 def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     """A predictions CSV (.csv, .tsv) or Parquet (.parquet, .pq) file as a DataFrame, plus a
     function naming a row the way a person finds it in that file (a CSV row by its physical line).
+    A folder or a .json file is a FiftyOne export (``explain.fiftyone_import``: FiftyOne's
+    FiftyOneDataset or FiftyOneImageClassificationDataset, a row named by its sample and model).
     Raises PredictionsError with a one-line reason for an unreadable, empty or ill-typed file, and
     for a CSV row whose field count differs from the header's (never read shifted)."""
     import io
@@ -189,9 +192,14 @@ def read_predictions_file(path: Path | str) -> tuple[pd.DataFrame, callable]:
     from core.userfile import UserFileError, read_user_bytes
 
     path = Path(path)
+    from .fiftyone_import import is_fiftyone_source, read_fiftyone_predictions
+
+    if is_fiftyone_source(path):  # a FiftyOne export: its folder, labels.json or samples.json
+        return read_fiftyone_predictions(path)
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".tsv", ".txt", ".parquet", ".pq"):
-        raise PredictionsError(f"{path.name}: unknown file type {suffix or '(none)'}; use .csv, .tsv or .parquet.")
+        raise PredictionsError(f"{path.name}: unknown file type {suffix or '(none)'}; use .csv, .tsv or .parquet, or "
+                               "a FiftyOne export (its folder, labels.json or samples.json).")
     try:
         # Read once, as a regular file of bounded size (a FIFO blocked here for ever, /dev/zero read
         # until MemoryError); everything below parses these bytes.
