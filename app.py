@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages.access import note_serving_mode, require_password
 from pages.server import ensure_sample_run
-from pages.run_state import init_state, levels_toggle, run_selector
+from pages.run_state import init_state, levels_toggle, run_selector, saved_views_sidebar, view_switch
 
 st.set_page_config(page_title="WildLens", layout="wide", page_icon=(  # inline SVG: a data: URL, no request leaves the machine
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><circle cx="10" cy="10" r="6.5" fill="none" '
@@ -31,6 +31,7 @@ PAGES = [
     st.Page("pages/results_page.py", url_path="results", title="Results", icon=":material/leaderboard:"),
     st.Page("pages/confusions_page.py", url_path="confusions", title="Confusions", icon=":material/compare_arrows:"),
     st.Page("pages/browse_page.py", url_path="browse", title="Browse", icon=":material/grid_view:"),
+    st.Page("pages/image_page.py", url_path="image", title="Image", icon=":material/image:"),
     st.Page("pages/probes_page.py", url_path="probes", title="Probes", icon=":material/show_chart:"),
     st.Page("pages/knowledge_page.py", url_path="knowledge", title="Knowledge", icon=":material/menu_book:"),
     st.Page("pages/explain_page.py", url_path="explain", title="Explain", icon=":material/account_tree:"),
@@ -41,5 +42,7 @@ page = st.navigation(PAGES, position="hidden")
 st.session_state["_current_page"] = page  # links that keep the reader on this page (pages.run_state.require_run)
 with st.sidebar:
     run_selector(PAGES)
+    view_switch()
+    saved_views_sidebar()
     levels_toggle()
 page.run()

@@ -83,12 +83,16 @@ class Entry:
         return {"seq": self.seq, "time": self.time, "action": self.action, "value": self.value,
                 "images": list(self.images), "note": self.note, "by": self.by}
 
+    @property
+    def what(self) -> str:
+        """'tag not-a-photo', 'relabel to n02123159', 'undo #2': the action in words."""
+        return {"tag": f"tag {self.value}", "untag": f"untag {self.value}", "relabel": f"relabel to {self.value}",
+                "exclude": "exclude", "include": "include", "undo": f"undo #{self.value}"}[self.action]
+
     def describe(self) -> str:
         """'#3 tag not-a-photo (2 images)': one line for a history list (outside text: escape it)."""
-        what = {"tag": f"tag {self.value}", "untag": f"untag {self.value}", "relabel": f"relabel to {self.value}",
-                "exclude": "exclude", "include": "include", "undo": f"undo #{self.value}"}[self.action]
         n = len(self.images)
-        return f"#{self.seq} {what}" + (f" ({n} images)" if n != 1 else "")
+        return f"#{self.seq} {self.what}" + (f" ({n} images)" if n != 1 else "")
 
 
 @dataclass(frozen=True)

@@ -183,11 +183,27 @@ def image_table(predictions: pd.DataFrame, usable_images: Collection[str] | None
     return table.take(order)[list(COLUMNS)].reset_index(drop=True)
 
 
-def run_image_table(run) -> pd.DataFrame:
-    """:func:`image_table` of a ``core.runstore.Run``: its stored predictions, its usable images
-    (all of them when the run has no manifest), names in its label space."""
-    usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
-    return image_table(run.read_predictions(), usable, label_space=run.info.label_space or "imagenet-1k")
+def run_image_table(run, view: str = "raw", *, annotated: bool = True) -> pd.DataFrame:
+    """:func:`image_table` of a ``core.runstore.Run`` in ``view`` (explain.curation_view: its usable
+    predictions, raw or with the curation applied; every row when the run has no manifest), names
+    in its label space, and (``annotated``) with :func:`annotate`'s columns from the view's stored
+    explanations (explain.error_types.ensure_explained) and the curation's tags: the table the
+    Browse page shows and downloads."""
+    from core.curation import read_curation
+
+    from .curation_view import view_predictions
+
+    rows, _ = view_predictions(run, view)
+    table = image_table(rows, None, label_space=run.info.label_space or "imagenet-1k")
+    if not annotated:
+        return table
+    from .error_types import ensure_explained
+
+    try:
+        explained = ensure_explained(run, view)
+    except WildLensError:  # predictions the metrics refuse (a hand-made run): shown, without error types
+        explained = None
+    return annotate(table, explained, read_curation(run).tags)
 
 
 # --------------------------------------------------------------------------- filters
@@ -326,3 +342,85 @@ def compare_models(table: pd.DataFrame, a: str, b: str) -> ModelComparison:
     order = ["group", "image", "true_wnid", "true_name",
              *[p + c.removesuffix("_1") for p in ("a_", "b_") for c in _SIDE_COLUMNS]]
     return ModelComparison(a, b, both[order])
+
+
+# --------------------------------------------------------------------------- curation, error types, order
+ANNOTATION_DOCS: dict[str, str] = {
+    "margin": "Top-1 probability minus top-2 probability: how sure the model was against its runner-up (NA "
+              "without both).",
+    "error_type": "The mistake's error type (explain.error_types; empty for a correct top-1 or before the "
+                  "explanations are computed).",
+    "error_reason": "Why the mistake has that error type, in one line.",
+    "tags": "The image's curation tags ('; ' between them), from the run's curation log.",
+}
+SORTS = ("class", "confident", "unsure", "margin")
+SORT_LABELS = {"class": "True class, then image", "confident": "Most confident first", "unsure": "Least confident first",
+               "margin": "Smallest margin first (top-1 vs top-2)"}
+
+
+def annotate(table: pd.DataFrame, explained: pd.DataFrame | None = None, tags: dict | None = None) -> pd.DataFrame:
+    """:func:`image_table` rows with the columns of :data:`ANNOTATION_DOCS` after its own:
+    ``margin`` from the stored probabilities, ``error_type`` / ``error_reason`` from the view's
+    explanations (``core.explained`` rows: model, image, error_type, error_reason; NA where absent),
+    ``tags`` from the curation (image -> tags). Each distinct image is looked up once."""
+    out = table.copy()
+    p1 = out["prob_1"].astype("Float64")
+    p2 = out["prob_2"].astype("Float64") if "prob_2" in out else pd.Series(pd.NA, index=out.index, dtype="Float64")
+    out["margin"] = (p1 - p2).astype("Float64")
+    if explained is not None and len(explained) and len(out):
+        keyed = explained.drop_duplicates(["model", "image"], keep="last").set_index(["model", "image"])
+        index = pd.MultiIndex.from_arrays([out["model"].astype(object), out["image"].astype(object)])
+        found = keyed.reindex(index)
+        out["error_type"] = pd.array(found["error_type"].to_numpy(dtype=object), dtype="string")
+        out["error_reason"] = pd.array(found["error_reason"].to_numpy(dtype=object), dtype="string")
+    else:
+        out["error_type"] = pd.array([pd.NA] * len(out), dtype="string")
+        out["error_reason"] = pd.array([pd.NA] * len(out), dtype="string")
+    if tags and len(out):
+        codes, images = pd.factorize(out["image"])
+        joined = ["; ".join(sorted(tags.get(str(i), ()))) or None for i in images] + [None]
+        out["tags"] = pd.array(np.asarray(joined, dtype=object)[np.where(codes < 0, len(images), codes)], dtype="string")
+    else:
+        out["tags"] = pd.array([pd.NA] * len(out), dtype="string")
+    return out
+
+
+def filter_annotated(table: pd.DataFrame, *, error_types=None, tags=None, margin_max: float | None = None) -> pd.DataFrame:
+    """Rows of :func:`annotate`'s table with an error type among ``error_types``, a tag among
+    ``tags`` (the image carries at least one of them) or a margin at most ``margin_max`` (None: no
+    filter); filters combine, and with :func:`filter_images`'s."""
+    keep = np.ones(len(table), dtype=bool)
+    wanted = _as_set(error_types, "error types")
+    if wanted is not None:
+        keep &= table["error_type"].isin(wanted).fillna(False).to_numpy(dtype=bool)
+    wanted = _as_set(tags, "tags")
+    if wanted is not None:
+        codes, values = pd.factorize(table["tags"])
+        has = np.array([bool(set(str(v).split("; ")) & wanted) for v in values] + [False], dtype=bool)
+        keep &= has[np.where(codes < 0, len(values), codes)]
+    if margin_max is not None:
+        keep &= table["margin"].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan) <= float(margin_max)
+    return table[keep].reset_index(drop=True)
+
+
+def selection_images(rows: pd.DataFrame, sort: str = "class") -> pd.DataFrame:
+    """The distinct images of ``rows`` (an :func:`image_table`, filtered) as the grid and the Image
+    page page through them: ``image`` and ``true_wnid``, ordered by ``sort`` (:data:`SORTS`): true
+    class then image; or the matched rows' top-1 probability, highest or lowest first; or the margin,
+    smallest first (ties: true class, image; an image with several matched rows takes its first)."""
+    if sort not in SORTS:
+        raise BrowseError(f"Unknown order {sort!r}; allowed: {', '.join(SORTS)}.")
+    if rows.empty:
+        return pd.DataFrame({"image": pd.Series(dtype="string"), "true_wnid": pd.Series(dtype="string")})
+    frame = rows[["image", "true_wnid"]].copy()
+    if sort == "class":
+        order = np.lexsort((_sort_codes(frame["image"]), _sort_codes(frame["true_wnid"])))
+    else:
+        column = "margin" if sort == "margin" else "prob_1"
+        values = rows[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan) if column in rows \
+            else np.full(len(rows), np.nan)
+        key = -values if sort == "confident" else values
+        key = np.where(np.isnan(key), np.inf, key)  # unknown last
+        order = np.lexsort((_sort_codes(frame["image"]), _sort_codes(frame["true_wnid"]), key))
+    ordered = frame.take(order)
+    return ordered.drop_duplicates("image").reset_index(drop=True)

@@ -107,3 +107,42 @@ def default_view(run: Run) -> str:
         return CURATED if log_path(run).stat().st_size > 0 else RAW
     except OSError:
         return RAW
+
+
+VIEW_COMPARED = ("accuracy", "accuracy_top5", "sibling_rate", "wup_mistakes", "severity")
+COMPARISON_DOCS = {
+    "model": "The model's registry id.",
+    "n_raw": "Images counted in the raw view.",
+    "n_curated": "Images counted in the curated view (excluded images leave it).",
+    **{f"{c}_{side}": f"{c} in the {side} view (explain.metrics; with its interval in the *_ci_* columns)."
+       for c in VIEW_COMPARED for side in ("raw", "curated")},
+    **{f"{c}_change": f"{c} curated minus raw." for c in VIEW_COMPARED},
+}
+
+
+def compare_views(raw, curated, columns=VIEW_COMPARED) -> pd.DataFrame:
+    """Per model, each of ``columns`` of the per-model metric tables in the raw and the curated view
+    (``raw`` / ``curated``: explain.metrics.MetricTables) with their interval bounds, and the
+    change (curated - raw): what the curation moved. A model in one view only has NA on the other side."""
+    def side(tables, name: str) -> pd.DataFrame:
+        keep = ["model", "n"] + [c for c in columns if c in tables.per_model.columns]
+        keep += [f"{c}_ci_{b}" for c in columns for b in ("low", "high") if f"{c}_ci_{b}" in tables.per_model.columns]
+        frame = tables.per_model[keep].copy()
+        return frame.rename(columns={c: f"{c}_{name}" if not c.endswith(("_ci_low", "_ci_high")) else
+                                     c.replace("_ci_", f"_{name}_ci_") for c in keep if c != "model"})
+
+    out = side(raw, "raw").merge(side(curated, "curated"), on="model", how="outer", sort=False)
+    for c in columns:
+        if f"{c}_raw" in out and f"{c}_curated" in out:
+            out[f"{c}_change"] = (out[f"{c}_curated"].astype("Float64") - out[f"{c}_raw"].astype("Float64"))
+    return out.reset_index(drop=True)
+
+
+def change_sentence(row, change: ViewChange, metric: str = "accuracy") -> str:
+    """'efficientnet_lite0: accuracy 63.3 % raw -> 70.1 % curated (4 relabelled, 3 excluded)' for a
+    row of :func:`compare_views` (outside text: escape it where Markdown is read)."""
+    def pct(value) -> str:
+        return "NA" if value is None or pd.isna(value) else f"{float(value):.1%}".replace("%", " %")
+
+    return (f"{row['model']}: {metric} {pct(row.get(f'{metric}_raw'))} raw -> {pct(row.get(f'{metric}_curated'))} "
+            f"curated ({change.describe()})")

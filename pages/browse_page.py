@@ -18,25 +18,28 @@ import pandas as pd
 import streamlit as st
 
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
-from explain.browse import (COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, UNMATCHED, card_rows, compare_models,
-                            filter_images, image_table)
+from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, SORT_LABELS, SORTS, UNMATCHED,
+                            card_rows, compare_models, filter_annotated, filter_images, selection_images)
+from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.tables import NA_DASH, download_csv, show_table
-from pages.reads import CLAIMS_AUTO_ROWS, class_name, paired_test, predictions, usable_files
+from pages.reads import CLAIMS_AUTO_ROWS, class_name, curation, image_table, paired_test
 from pages.text import escape_markdown, plural
-from pages.run_state import require_run
+from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
 
 PER_PAGE = 24
 GRID_COLUMNS = 4
 THUMBNAIL = (320, 240)  # pixels of a grid image (4:3, the whole picture letterboxed)
 MAX_TABLE_ROWS = 5_000  # shown on screen; the CSV has every filtered row
-URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max", "page",
+URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max", "etype", "tag", "sort", "page",
             "cmp_a", "cmp_b", "cmp_group", "cmp_page")
+IMAGE_PAGE = "pages/image_page.py"
 OUTCOME_LABELS = {"all": "All", "correct": "Correct", "mistake": "Mistakes"}
 
 # Readable headers of explain.browse's tables; the raw names stay in the CSV and in each header's help.
 TABLE_LABELS = {"model": "Model", "image": "Image", "true_wnid": "True class id", "true_name": "True class",
                 "correct": "Correct", "in_top5": "In top-5", "relation": "Relation", "label_space": "Label space",
+                "margin": "Margin", "error_type": "Error type", "error_reason": "Why", "tags": "Tags",
                 **{f"pred_wnid_{k}": f"Top-{k} id" for k in range(1, 6)},
                 **{f"pred_name_{k}": f"Top-{k}" for k in range(1, 6)},
                 **{f"prob_{k}": f"Top-{k} prob." for k in range(1, 6)}}
@@ -64,15 +67,9 @@ def show_predictions(df: pd.DataFrame, docs: dict, labels: dict) -> None:
     show_table(df, docs=docs, labels=labels, column_config=probs)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Building the per-image table…")
-def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, label_space: str, _predictions, _usable):
-    """explain.browse.image_table of a run (shared, read-only), keyed by the fingerprints of its
-    predictions and manifest: new predictions or an exclusion build it again."""
-    return image_table(_predictions, _usable, label_space=label_space)
-
-
 @st.cache_data(max_entries=4, show_spinner=False)
-def _options(run_path: str, predictions_fp: str, manifest_fp: str, _table) -> tuple[list, list, list]:
+def _options(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
+             _table) -> tuple[list, list, list]:
     """The models (first appearance), true and top-1 classes (sorted) of the image table, once per
     table: iterating a million rows in Python on every click cost half a second."""
     return ([str(m) for m in pd.unique(_table["model"].dropna())], sorted(_table["true_wnid"].dropna().unique()),
@@ -80,17 +77,11 @@ def _options(run_path: str, predictions_fp: str, manifest_fp: str, _table) -> tu
 
 
 @st.cache_resource(max_entries=8, show_spinner="Comparing the two models…")
-def _two_models(run_path: str, predictions_fp: str, manifest_fp: str, model_a: str, model_b: str, true: str,
-                _table):
+def _two_models(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model_a: str,
+                model_b: str, true: str, _table):
     """explain.browse.compare_models of the image table (the true-class filter applied), per pair and
     class: shared, read-only."""
     return compare_models(filter_images(_table, true=true or None), model_a, model_b)
-
-
-def browse_table(run: Run) -> pd.DataFrame:
-    usable = usable_files(run)  # None without a manifest: uploaded predictions, every row kept
-    return _image_table(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
-                        run.info.label_space or "imagenet-1k", predictions(run), usable)
 
 
 # --------------------------------------------------------------------------- the URL
@@ -160,6 +151,18 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
         bounds.append(value)
     low, high = bounds
     st.session_state["browse_conf"] = (min(low, high), max(low, high))
+    from explain.error_types import ERROR_TYPES
+
+    st.session_state["browse_etypes"] = [e for e in ERROR_TYPES if e in url["etype"]]
+    odd = list(dict.fromkeys(e for e in url["etype"] if e and e not in ERROR_TYPES))
+    if odd:
+        bad.append(f"etype={_listed(odd)} (one of {', '.join(ERROR_TYPES)})")
+    st.session_state["browse_tags"] = list(dict.fromkeys(t for t in url["tag"] if t))
+    order = url["sort"][0] if url["sort"] else "class"
+    if order not in SORTS:
+        bad.append(f"sort={_listed([order], 1)} (one of {', '.join(SORTS)})")
+        order = "class"
+    st.session_state["browse_sort"] = order
     st.session_state["browse_page_no"] = _page_number(url["page"][0] if url["page"] else "", "page", bad)
     # The comparison: two different models of the run (a missing one named, the default kept), a group.
     for key in ("cmp_a", "cmp_b"):
@@ -198,12 +201,12 @@ def _write_params(values: dict) -> None:
     st.session_state["_browse_url"] = _url_state()
 
 
-def _write_url(models: list[str], all_models: list[str], true: str, pred: str, outcome: str, relations: list[str],
-               conf: tuple[float, float]) -> None:
-    _write_params({"model": [] if set(models) == set(all_models) else list(models), "true": true, "pred": pred,
-                   "outcome": "" if outcome == "all" else outcome, "relation": list(relations),
-                   "conf_min": f"{conf[0]:g}" if conf[0] > 0 else "",
-                   "conf_max": f"{conf[1]:g}" if conf[1] < 1 else ""})
+def _write_url(selection: Selection) -> None:
+    """The grid's selection (explain.selection) in the URL, the Browse page's own keys."""
+    params = selection.params()
+    _write_params({key: params.get(key, []) if key in ("model", "relation", "etype", "tag") else
+                   (params.get(key) or [""])[0] for key in ("model", "true", "pred", "outcome", "relation", "conf_min",
+                                                             "conf_max", "etype", "tag", "sort")})
 
 
 def _keep_valid(key: str, options: list, default) -> None:
@@ -283,11 +286,12 @@ def _top5(row) -> str:
     return "  \n".join(parts) or "no top-5 stored"
 
 
-def image_grid(images: pd.DataFrame, cards: pd.DataFrame) -> None:
+def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection | None = None) -> None:
     """A grid of images (``image``, ``true_wnid`` columns), each with its true class and its rows of
     ``cards`` (explain.browse.card_rows: what the filters matched first, then the chosen models'
     other predictions of the image, in italics): the top-1 (its relation's colour) and, in an
-    expander, the top-5."""
+    expander, the top-5; its tags and the error type of a matched mistake; and a link that opens it
+    on the Image page inside ``selection``."""
     by_image = {image: rows for image, rows in cards.groupby("image", sort=False)}
     for start in range(0, len(images), GRID_COLUMNS):
         cols = st.columns(GRID_COLUMNS)
@@ -299,6 +303,13 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame) -> None:
                 rows = by_image.get(item.image)
                 rows = [] if rows is None else rows.to_dict("records")
                 st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")
+                extra = [f"error type: {r['error_type']}" for r in rows[:1]
+                         if r.get("matched") and isinstance(r.get("error_type"), str)]
+                extra += [f"tags: {r['tags']}" for r in rows[:1] if isinstance(r.get("tags"), str)]
+                if extra:
+                    st.caption(escape_markdown(" · ".join(extra)))
+                if selection is not None:
+                    image_link(selection, "Open", item.image)
                 with st.expander("Top-5"):
                     st.caption(f"{escape_markdown(item.image)}  \n" + "  \n".join(
                         f"**{escape_markdown(r['model'])}**" + ("" if r["matched"] else f" ({UNMATCHED})")
@@ -321,18 +332,55 @@ def paged(count: int, key: str, param: str) -> slice:
     return slice(first, first + PER_PAGE)
 
 
+def image_link(selection: Selection, label: str, image: str | None = None, icon: str = ":material/open_in_full:") -> None:
+    """A link to the Image page: ``selection`` (explain.selection) in its URL, opened on ``image``."""
+    params = {RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]} if VIEW_PARAM in st.query_params
+                                        else {}), **selection.params()}
+    if image:
+        params["open"] = image
+    st.page_link(IMAGE_PAGE, label=label, icon=icon, query_params=params)
+
+
+def bulk_curation(images: list[str]) -> None:
+    """Tag, exclude or include every image the filters matched, as one entry of the run's curation
+    log (core.curation; one undo takes it back). Relabelling a whole selection is on the Image page."""
+    from core.curation import BUILTIN_TAGS, CurationError, record
+    from core.errors import one_line
+
+    with st.expander(f"Curate these {plural(len(images), 'image')} at once"):
+        st.caption("One entry of the run's curation log names them all (an undo on the Image page takes it back); "
+                   "images and the manifest are never changed. The curated view and Results show the effect.")
+        left, right = st.columns([2, 3], vertical_alignment="bottom")
+        tag = left.selectbox("Tag", BUILTIN_TAGS, key="bulk-browse-tag")
+        note = right.text_input("Note", key="bulk-browse-note", max_chars=500, placeholder="why, in one line")
+        c1, c2, c3 = st.columns(3)
+        action = ("tag" if c1.button(f"Tag them {tag}", key="bulk-browse-tag-go", icon=":material/sell:") else
+                  "exclude" if c2.button("Exclude them", key="bulk-browse-exclude", icon=":material/block:") else
+                  "include" if c3.button("Include them", key="bulk-browse-include") else None)
+        if action:
+            try:
+                entry = record(run, action, images, tag if action == "tag" else None, note=note, by="dashboard",
+                               known_images=set(table["image"].dropna()))
+            except CurationError as exc:
+                st.error(escape_markdown(one_line(exc)), icon=":material/error:")
+            else:
+                st.toast(escape_markdown(f"Recorded {entry.describe()}"), icon=":material/check:")
+                st.rerun()
+
+
 # --------------------------------------------------------------------------- the page
 st.title("Browse")
 run = require_run()
 label_space = run.info.label_space or "imagenet-1k"
-table = browse_table(run)
+view = current_view(run)
+table = image_table(run, view)  # pages.reads: explain.browse.image_table of the view, annotated (error types, tags)
 if table.empty:
     st.info("No predictions in this run yet: run models on the Models page.")
     st.stop()
 has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None  # uploaded: none
 
-all_models, true_options, pred_options = _options(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
-                                                  table)
+table_key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view, curation(run).fingerprint)
+all_models, true_options, pred_options = _options(*table_key, table)
 names = {w: _name(w) for w in set(true_options) | set(pred_options)}
 
 url = _url_state()
@@ -356,12 +404,35 @@ outcome = c4.radio("Outcome", list(OUTCOMES), key="browse_outcome", horizontal=T
 relations = c5.multiselect("Relation of the top-1 to the true class", list(RELATIONS), key="browse_relations",
                            placeholder="Any relation", help=relation_help(markdown=False))
 conf = c6.slider("Top-1 confidence", 0.0, 1.0, step=0.01, key="browse_conf")
-_write_url(models, all_models, true, pred, outcome, relations, conf)
+from explain.error_types import ERROR_TYPES  # noqa: E402
+
+tag_options = sorted(set(st.session_state.get("browse_tags", [])) | {t for value in table["tags"].dropna().unique()
+                                                                      for t in str(value).split("; ")})
+_keep_valid("browse_etypes", list(ERROR_TYPES), [])
+_keep_valid("browse_tags", tag_options, [])
+_keep_valid("browse_sort", list(SORTS), "class")
+c7, c8, c9 = st.columns([2, 1, 1])
+etypes = c7.multiselect("Error type of the mistake", list(ERROR_TYPES), key="browse_etypes",
+                        placeholder="Any error type", help=ANNOTATION_DOCS["error_type"])
+chosen_tags = c8.multiselect("Tag", tag_options, key="browse_tags", placeholder="Any tag",
+                             help=ANNOTATION_DOCS["tags"])
+order = c9.selectbox("Order", list(SORTS), key="browse_sort", format_func=SORT_LABELS.get)
+selection = Selection(source="browse", models=() if set(models) == set(all_models) else tuple(models), true=true,
+                      pred=pred, outcome=outcome, relations=tuple(relations),
+                      conf_min=conf[0] if conf[0] > 0 else None, conf_max=conf[1] if conf[1] < 1 else None,
+                      error_types=tuple(etypes), tags=tuple(chosen_tags), sort=order)
+_write_url(selection)
+from pages.run_state import save_view_form  # noqa: E402
+
+save_view_form("browse", {k: v for k, v in selection.params().items() if k != "src"}
+               | ({VIEW_PARAM: [st.query_params[VIEW_PARAM]]} if VIEW_PARAM in st.query_params else {}),
+               key="browse-save")
 st.caption(relation_help())
 
 filtered = filter_images(table, models=models, true=true or None, pred=pred or None, outcome=outcome,
                          relations=relations or None, conf_min=conf[0] if conf[0] > 0 else None,
                          conf_max=conf[1] if conf[1] < 1 else None)
+filtered = filter_annotated(filtered, error_types=etypes or None, tags=chosen_tags or None)
 
 # ------------------------------------------------------------------ the images
 st.subheader("Images")
@@ -370,7 +441,8 @@ if not models:
 elif filtered.empty:
     st.info("No image matches these filters.")
 else:
-    images = filtered.drop_duplicates("image")[["image", "true_wnid"]].sort_values(["true_wnid", "image"])
+    images = selection_images(filtered, order)  # the Image page pages through them in this order
+    image_link(selection, f"Page through these {plural(len(images), 'image')} one by one", images["image"].iloc[0])
     st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} match. Each image shows, "
                "per chosen model, its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best "
                f"guesses: first the predictions the filters matched, then, in italics and marked “{UNMATCHED}”, the "
@@ -380,7 +452,10 @@ else:
                 icon=":material/hide_image:")
     else:
         shown = images.iloc[paged(len(images), "browse_page_no", "page")]
-        image_grid(shown, card_rows(table, filtered, shown["image"], models))
+        image_grid(shown, card_rows(table, filtered, shown["image"], models), selection)
+
+    if not filtered.empty and has_files:
+        bulk_curation(images["image"].astype(str).tolist())
 
 # ------------------------------------------------------------------ the table
 st.subheader("Predictions per image")
@@ -404,7 +479,7 @@ model_a = ca.selectbox("Model A", all_models, key="cmp_a")
 others = [m for m in all_models if m != model_a]
 _keep_valid("cmp_b", others, others[0])
 model_b = cb.selectbox("Model B", others, key="cmp_b")
-comparison = _two_models(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), model_a, model_b,
+comparison = _two_models(*table_key, model_a, model_b,
                          true, table)
 where = f" of {escape_markdown(names[true])}" if true else ""
 cc.caption(f"A = {escape_markdown(model_a)}, B = {escape_markdown(model_b)}: top-1, strict, on the "
@@ -460,7 +535,8 @@ if chosen.empty:
 else:
     if has_files:
         shown = chosen.iloc[paged(len(chosen), "cmp_page_no", "cmp_page")]
-        image_grid(shown, card_rows(table, None, shown["image"], [model_a, model_b]))
+        pair = Selection(source="compare", true=true, compare=(model_a, model_b, group))
+        image_grid(shown, card_rows(table, None, shown["image"], [model_a, model_b]), pair)
     view = chosen.head(MAX_TABLE_ROWS)  # the group as the radio names it; the CSV keeps its raw value
     show_predictions(view.assign(group=view["group"].map(GROUP_LABELS)), COMPARE_DOCS, COMPARE_LABELS)
 safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_a}_vs_{model_b}")

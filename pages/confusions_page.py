@@ -16,11 +16,13 @@ from explain.vocabulary import RELATION_COLOURS, relation_help
 from pages.charts import error_offsets
 from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
                           table_column_config, without_bounds)
-from pages.run_state import RUN_PARAM, page_link, require_run
-from pages.reads import class_name, confusion_matrix, metric_tables, misclassified_images, predictions, usable_files
+from explain.selection import Selection
+from pages.run_state import RUN_PARAM, VIEW_PARAM, page_link, require_run
+from pages.reads import class_name, confusion_matrix, metric_tables, misclassified_images, view_predictions
 from pages.text import escape_markdown, plural
 
 BROWSE = "pages/browse_page.py"
+IMAGE_PAGE = "pages/image_page.py"
 MATRIX_CAP = 40  # classes a readable matrix shows by default (the slider goes further)
 
 
@@ -96,6 +98,17 @@ def thumbnails(rows: pd.DataFrame, model: str, links: bool = True, limit: int = 
         st.caption(f"Showing {limit} of {len(rows):,}.")
 
 
+def open_link(model: str, true: str, pred: str, label: str, image: str | None = None) -> None:
+    """The Image page on one (model, true, predicted) pair (explain.selection 'pair'): the pair's images
+    one by one, opened on ``image``."""
+    params = {RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]} if VIEW_PARAM in st.query_params
+                                        else {}),
+              **Selection(source="pair", models=(model,), true=true, pred=pred).params()}
+    if image:
+        params["open"] = image
+    st.page_link(IMAGE_PAGE, label=escape_markdown(label), icon=":material/open_in_full:", query_params=params)
+
+
 def image_grid(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
     grid = st.columns(6)
     for i, (_, p) in enumerate(rows.head(limit).iterrows()):
@@ -104,6 +117,7 @@ def image_grid(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
         with grid[i % 6]:
             # The caption holds a class name (a stored wnid where it has none: escaped) and a probability.
             st.image(str(run.image_path(p["image"])), width="stretch", caption=f"→ {escape_markdown(name_of(pred))}{prob}")
+            open_link(model, str(p["true_wnid"]), pred, "Open", str(p["image"]))
             if links and pred != str(p["true_wnid"]):
                 browse_link(model, str(p["true_wnid"]), pred, "Browse this pair")
 
@@ -201,9 +215,6 @@ normalised = controls[1].toggle("Row-normalised", key="matrix-normalise",
 grouped = controls[2].toggle("Group outside predictions", value=True, key="matrix-grouped",
                              help="On: one column per nearest WordNet node of the run's tree. Off: a single 'other' column.")
 outside = "ancestor" if grouped else "other"
-# The usable images, as the metrics take them (Run.usable_predictions): a run without a manifest
-# (predictions imported from elsewhere) keeps every row (usable_files is None there).
-usable = usable_files(run)
 run_classes = list(run.info.wnids) or true_wnids
 n_classes = len(set(run_classes) | set(true_wnids))
 cap = None
@@ -286,7 +297,8 @@ else:
                  label="Download the matrix as CSV (one row per cell)", label_space=label_space)
     if cell is not None:
         true, column = cell
-        images = cm.cell_images(predictions(run), matrix_model, true, column, run_classes, usable=usable,
+        # The view's usable predictions (pages.reads: raw, or the curation applied), as the metrics take them.
+        images = cm.cell_images(view_predictions(run), matrix_model, true, column, run_classes,
                                 outside=outside, shown=shown)
         st.markdown(f"**{escape_markdown(row_titles[list(counts.index).index(true)])} → "
                     f"{escape_markdown(column_title(column))}** · {plural(len(images), 'image')}")
@@ -294,6 +306,9 @@ else:
             preds_in_cell = images["pred_wnid"].value_counts()
             for pred in preds_in_cell.index[:6]:
                 browse_link(matrix_model, true, pred, f"{name_of(true)} → {name_of(pred)} ({pred}) in Browse")
+                open_link(matrix_model, true, pred, f"{name_of(true)} → {name_of(pred)}: page through its images")
+        else:
+            open_link(matrix_model, true, true, f"{name_of(true)}, correct: page through its images")
         thumbnails(images, matrix_model, links=False)  # the pairs are linked above
 
 # ------------------------------------------------------------------ misclassified images

@@ -1,10 +1,13 @@
-"""Images: the run's images per class with their provenance; exclude bad ones (kept, not deleted)."""
+"""Images: the run's images per class with their provenance; exclude bad ones (kept, not deleted);
+export the image set as an image folder or a FiftyOne dataset (crawl.export)."""
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
 from pages.tables import NA_DASH, download_csv, show_table, table_column_config
 from pages.reads import class_name, manifest
-from pages.text import plural
+from pages.text import escape_markdown, plural, show_error
 from pages.run_state import require_run
 
 PER_PAGE = 30
@@ -90,6 +93,12 @@ if _issues_path.exists():
                       len(_flagged) > len(_open) else "."))
         if _open.empty:
             st.success("No flagged image left to review.", icon=":material/check:")
+        else:
+            from pages.run_state import RUN_PARAM
+
+            st.page_link("pages/image_page.py", label="Page through the flagged images (tag, relabel, exclude in the "
+                         "curation log)", icon=":material/open_in_full:",
+                         query_params={RUN_PARAM: run.run_id, "src": "issues"})
         for _start in range(0, min(len(_open), FLAGGED_SHOWN), COLUMNS):
             _cols = st.columns(COLUMNS)
             for _col, (_, _row) in zip(_cols, _open.iloc[_start:min(_start + COLUMNS, FLAGGED_SHOWN)].iterrows()):
@@ -166,3 +175,33 @@ with tab_other:
         reasons = other.assign(reason=other["reason"].fillna("")).groupby(["status", "reason"]).size()
         show_table(pd.DataFrame({"count": reasons}).reset_index(), docs=MANIFEST_DOCS, labels=MANIFEST_LABELS,
                    width="content")
+
+# ------------------------------------------------------------------ export (issue 24 item 6)
+st.subheader("Export the image set")
+st.caption("The run's usable images as a dataset other tools read, in the same layout as `python -m crawl export`: "
+           "*imagefolder* (one folder per class, a manifest CSV) or *fiftyone* (FiftyOne's "
+           "FiftyOneImageClassificationDataset: `data/` and `labels.json`, with every model's prediction and "
+           "WildLens's relation, severity and error type). Curated: the curation log's relabels and exclusions "
+           "applied. Images are hard links to the run's files where the disk allows (no second copy): edit the "
+           "exported files only after copying them. The folder must be new or empty; nothing there is overwritten.")
+from crawl.export import ExportError, export_run  # noqa: E402
+from explain.curation_view import default_view  # noqa: E402
+
+left, middle, right = st.columns([1, 1, 3], vertical_alignment="bottom")
+export_format = left.radio("Format", ["imagefolder", "fiftyone"], key="export-format", horizontal=True)
+export_view = middle.radio("View", ["curated", "raw"], key="export-view", horizontal=True,
+                           index=0 if default_view(run) == "curated" else 1)
+target = right.text_input("Folder on this machine", key="export-folder",
+                          value=str(Path.home() / "wildlens-exports" / f"{run.run_id}-{export_view}-{export_format}"))
+if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=not target.strip()):
+    from pages.reads import explained
+
+    try:
+        if export_format == "fiftyone":
+            explained(run, export_view)  # the stored explanations fresh: relation, severity, error type go in
+        with st.spinner("Exporting…"):
+            summary = export_run(run, target.strip(), export_format, view=export_view)
+    except ExportError as exc:
+        show_error(exc)
+    else:
+        st.success(escape_markdown("  \n".join(summary.describe())), icon=":material/check:")

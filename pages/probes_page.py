@@ -343,6 +343,13 @@ def embedding_section(run: Run) -> None:
         return
     picked = table.iloc[[r for r in rows if 0 <= r < len(table)]]
     st.subheader(f"Selected: {plural(len(picked), 'image')}")
+    from explain.selection import MAX_LISTED, Selection
+    from pages.run_state import RUN_PARAM
+
+    chosen = Selection().with_images(picked["image"].astype(str))
+    st.page_link("pages/image_page.py", label=f"Page through {'the first ' if len(picked) > MAX_LISTED else ''}"
+                 f"{plural(min(len(picked), MAX_LISTED), 'image')} on the Image page (tag, relabel, exclude)",
+                 icon=":material/open_in_full:", query_params={RUN_PARAM: run.run_id, **chosen.params()})
     cols = st.columns(6)
     for i, (_, row) in enumerate(picked.head(SELECTED_SHOWN).iterrows()):
         verdict = "no prediction" if pd.isna(row["pred_name"]) else f"→ {row['pred_name']}"

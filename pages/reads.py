@@ -2,7 +2,12 @@
 read-only shared objects (a run's predictions and metric tables, keyed by ``core.runstore``'s
 fingerprints of the stored files, so a new inference run invalidates them), and pages never
 mutate what they get. No metric is computed here: the tables come from the run's stored artefact
-(``explain.artefact``), the confusions and browse indexes from ``explain``."""
+(``explain.artefact``), the confusions and browse indexes from ``explain``.
+
+Views (explain.curation_view): every read of predictions or tables takes the view the page shows
+(``pages.run_state.current_view``: raw, or curated with the run's curation log applied); the
+curated reads are keyed by the log's fingerprint too, so a tag or relabel made on the Image page
+or by ``python -m crawl curate`` is seen on the next rerun."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,27 +39,83 @@ def manifest(run: Run) -> pd.DataFrame:
 
 
 @st.cache_resource(max_entries=8, show_spinner="Reading the metric tables…")
-def _metric_tables(run_path: str, predictions_fp: str, manifest_fp: str):
-    from explain.artefact import load_metrics
+def _metric_tables(run_path: str, predictions_fp: str, manifest_fp: str, view: str = "raw", curation_fp: str = ""):
+    from explain.artefact import ensure_metrics
 
-    return load_metrics(Run(run_path))
+    return ensure_metrics(Run(run_path), view=view)
 
 
-def metric_tables(run: Run):
-    """explain.metrics tables of the run's usable predictions (shared, read-only), read from the
-    run's stored artefact (``metrics/``, :mod:`explain.artefact`). When the predictions or the
-    manifest changed since it was written (inference here, an exclusion on the Images page), the
-    changed fingerprint misses this cache, and the artefact, found stale, is recomputed and
-    rewritten once. Predictions the metrics refuse (a copied or hand-edited run: a probability of 7.5,
-    a class outside its label space) and a run deleted meanwhile are the error's one line, and the
-    page stops there."""
+VIEW_PARAM = "view"  # ?view=raw|curated: which view of the predictions every page shows (explain.curation_view)
+
+
+def current_view(run: Run) -> str:
+    """The view every page shows: ``?view=`` when it names one, else curated once the run has a
+    curation log (explain.curation_view.default_view), else raw."""
+    from explain.curation_view import VIEWS, default_view
+
+    wanted = st.query_params.get(VIEW_PARAM)
+    return wanted if wanted in VIEWS else default_view(run)
+
+
+def _view_of(run: Run, view: str | None) -> str:
+    return current_view(run) if view is None else view
+
+
+def _curation_fp(run: Run, view: str) -> str:
+    from core.curation import curation_fingerprint
+
+    return curation_fingerprint(run) if view == "curated" else ""
+
+
+def metrics_result(run: Run, view: str | None = None):
+    """explain.artefact.ensure_metrics of the run in ``view`` (default: the page's), shared and
+    read-only: its ``tables``, and for the curated view what the curation ``change``d. Read from
+    the run's stored artefact (``metrics/``, :mod:`explain.artefact`); when the predictions, the
+    manifest or (curated) the curation log changed since it was written, the changed fingerprint
+    misses this cache, and the artefact, found stale, is recomputed and rewritten once.
+    Predictions the metrics refuse (a copied or hand-edited run: a probability of 7.5, a class
+    outside its label space) and a run deleted meanwhile are the error's one line, and the page
+    stops there."""
     from core.errors import WildLensError
 
+    view = _view_of(run, view)
     try:
-        return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+        return _metric_tables(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                              _curation_fp(run, view))
     except WildLensError as exc:
         show_error(exc, note="The run's metrics cannot be shown until that is fixed.")
         st.stop()
+
+
+def metric_tables(run: Run, view: str | None = None):
+    """explain.metrics tables of the run's usable predictions in ``view`` (default: the view the
+    page shows), shared and read-only: :func:`metrics_result`'s tables."""
+    return metrics_result(run, view).tables
+
+
+@st.cache_resource(max_entries=4, show_spinner="Applying the curation…")
+def _view_rows(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str) -> pd.DataFrame:
+    from core.curation import read_curation
+    from explain.curation_view import apply_curation
+
+    rows = _usable_rows(run_path, predictions_fp, manifest_fp)
+    if view != "curated":
+        return rows
+    return apply_curation(rows, read_curation(Run(run_path)))[0]
+
+
+def view_predictions(run: Run, view: str | None = None) -> pd.DataFrame:
+    """The run's usable predictions in ``view`` (default: the page's): raw, or with the curation
+    log's relabels and exclusions applied (explain.curation_view). Shared, read-only."""
+    view = _view_of(run, view)
+    return _view_rows(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                      _curation_fp(run, view))
+
+
+def _key(run: Run, view: str | None) -> tuple:
+    """The cache key of a view's rows: the run, its fingerprints, the view and (curated) the log's."""
+    view = _view_of(run, view)
+    return str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view, _curation_fp(run, view)
 
 
 # cache_resource, not cache_data: class_name looks a level up for every class shown (200 heatmap
@@ -138,12 +199,13 @@ def predictions_only_note(cannot: str, instead: str) -> None:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Indexing the mistakes…")
-def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> dict:
+def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str, view: str = "raw",
+                       curation_fp: str = "") -> dict:
     from explain.browse import usable_rows
 
-    # status 'ok' and, with a manifest, a usable image (each distinct image looked up once); no
-    # manifest: every status-ok prediction counts (Run.usable_predictions)
-    ok = usable_rows(_predictions(run_path, predictions_fp), _usable_files(run_path, manifest_fp))
+    # status 'ok' of the view's rows (usable images; with a manifest, each distinct image looked up once;
+    # no manifest: every status-ok prediction counts, Run.usable_predictions)
+    ok = usable_rows(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp))
     wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][_MISTAKE_COLUMNS]
     # One stable sort by (model, true class) and the bounds of each run of rows, not a frame per
     # group: 10,000 groups of a 1M-prediction run took 2 s to split (groupby's iterator), this 0.1 s.
@@ -165,11 +227,11 @@ def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str) -> 
 _MISTAKE_COLUMNS = ["model", "true_wnid", "image", "pred_wnid", "prob_1"]
 
 
-def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
-    """The stored predictions of ``model`` on usable images of ``true_wnid`` whose top-1 is wrong
-    (image, pred_wnid, prob_1); every status-ok prediction of a run without a manifest. Indexed
-    once per change of the predictions or the manifest."""
-    index = _mistakes_by_class(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run))
+def misclassified_images(run: Run, model: str, true_wnid: str, view: str | None = None) -> pd.DataFrame:
+    """The predictions of ``model`` on usable images of ``true_wnid`` (in ``view``, default the
+    page's) whose top-1 is wrong (image, pred_wnid, prob_1); every status-ok prediction of a run
+    without a manifest. Indexed once per change of the predictions, the manifest or the log."""
+    index = _mistakes_by_class(*_key(run, view))
     where = index["bounds"].get((model, true_wnid))
     if where is None:
         return pd.DataFrame(columns=_MISTAKE_COLUMNS)
@@ -177,32 +239,30 @@ def misclassified_images(run: Run, model: str, true_wnid: str) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, model: str, classes: tuple,
-                   n: int) -> list:
+def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model: str,
+                   classes: tuple, n: int) -> list:
     from explain.matrix import most_confused
 
-    return most_confused(_predictions(run_path, predictions_fp), model, list(classes), n,
-                         usable=_usable_files(run_path, manifest_fp))
+    return most_confused(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), model, list(classes), n)
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting the confusions…")
-def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, model: str, classes: tuple,
-                      outside: str, shown: tuple | None) -> pd.DataFrame:
+def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model: str,
+                      classes: tuple, outside: str, shown: tuple | None) -> pd.DataFrame:
     from explain.matrix import confusion_matrix
 
-    return confusion_matrix(_predictions(run_path, predictions_fp), model, list(classes),
-                            usable=_usable_files(run_path, manifest_fp), outside=outside,
-                            shown=list(shown) if shown is not None else None)
+    return confusion_matrix(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), model,
+                            list(classes), outside=outside, shown=list(shown) if shown is not None else None)
 
 
 def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor",
-                     cap: int | None = None) -> tuple[pd.DataFrame, list | None]:
-    """``explain.matrix.confusion_matrix`` of ``model`` on the run's usable predictions (every
-    prediction of a run without a manifest) as counts, and the classes it shows: with ``cap``,
-    ``explain.matrix.most_confused``'s ``cap`` classes, else None (all). Cached per model, classes,
-    grouping and cap, keyed by the predictions' and the manifest's fingerprints (a new inference or
-    an exclusion recomputes it); what it returns is a copy."""
-    key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), model, tuple(classes))
+                     cap: int | None = None, view: str | None = None) -> tuple[pd.DataFrame, list | None]:
+    """``explain.matrix.confusion_matrix`` of ``model`` on the run's usable predictions in ``view``
+    (default the page's; every prediction of a run without a manifest) as counts, and the classes
+    it shows: with ``cap``, ``explain.matrix.most_confused``'s ``cap`` classes, else None (all).
+    Cached per model, classes, grouping and cap, keyed by the fingerprints of the predictions, the
+    manifest and (curated) the log; what it returns is a copy."""
+    key = _key(run, view) + (model, tuple(classes))
     shown = _most_confused(*key, int(cap)) if cap else None
     counts = _confusion_counts(*key, outside, tuple(shown) if shown is not None else None)
     return counts, shown
@@ -219,34 +279,139 @@ CLAIMS_AUTO_ROWS = 200_000  # above this many predictions the Results page compu
 
 
 @st.cache_data(max_entries=8, show_spinner="Comparing every pair of models and of families…")
-def _claims(run_path: str, predictions_fp: str, manifest_fp: str, families: tuple, ci: tuple) -> list:
+def _claims(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, families: tuple,
+            ci: tuple) -> list:
     from explain.claims import run_claims
     from explain.uncertainty import IntervalOptions
 
-    return run_claims(_usable_rows(run_path, predictions_fp, manifest_fp), families=dict(families),
+    return run_claims(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), families=dict(families),
                       options=IntervalOptions(*ci))
 
 
-def claims(run: Run, families: dict[str, str], ci: dict | None) -> list:
-    """explain.claims.run_claims of the run's usable predictions: every pair of models and of families
-    (``families``: model -> family, as the page shows them), at the metric tables' interval settings
-    (``ci``: MetricTables.ci; the defaults where the tables have none). Cached per change of the
-    predictions or the manifest, as the other reads."""
+def claims(run: Run, families: dict[str, str], ci: dict | None, view: str | None = None) -> list:
+    """explain.claims.run_claims of the run's usable predictions in ``view`` (default the page's):
+    every pair of models and of families (``families``: model -> family, as the page shows them),
+    at the metric tables' interval settings (``ci``: MetricTables.ci; the defaults where the tables
+    have none). Cached per change of the predictions, the manifest or the log, as the other reads."""
     from explain.uncertainty import IntervalOptions
 
     options = IntervalOptions(**{k: ci[k] for k in ("level", "resamples", "seed")}) if ci else IntervalOptions()
-    return _claims(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run),
-                   tuple(sorted(families.items())), (options.level, options.resamples, options.seed))
+    return _claims(*_key(run, view), tuple(sorted(families.items())), (options.level, options.resamples, options.seed))
 
 
 @st.cache_data(max_entries=16, show_spinner="Testing the two models…")
-def _paired_test(run_path: str, predictions_fp: str, manifest_fp: str, model_a: str, model_b: str) -> pd.DataFrame:
+def _paired_test(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model_a: str,
+                 model_b: str) -> pd.DataFrame:
     from explain.compare import compare_models
 
-    return compare_models(_usable_rows(run_path, predictions_fp, manifest_fp), model_a, model_b).table
+    return compare_models(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), model_a,
+                          model_b).table
 
 
-def paired_test(run: Run, model_a: str, model_b: str) -> pd.DataFrame:
-    """explain.compare.compare_models(...).table of two models on the run's usable predictions: one
-    row per class and the overall row (McNemar's b, c, p, q and the verdict), cached per pair."""
-    return _paired_test(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), model_a, model_b)
+def paired_test(run: Run, model_a: str, model_b: str, view: str | None = None) -> pd.DataFrame:
+    """explain.compare.compare_models(...).table of two models on the run's usable predictions in
+    ``view``: one row per class and the overall row (McNemar's b, c, p, q and the verdict), cached per pair."""
+    return _paired_test(*_key(run, view), model_a, model_b)
+
+
+# --------------------------------------------------------------------------- images, curation, explanations
+def curation(run: Run):
+    """The run's curation log replayed (core.curation.read_curation), read on every rerun: it is a
+    small file, and a tag made in another tab or by the command line must show at once. A log that
+    cannot be read is its one line, and the page stops there."""
+    from core.curation import CurationError, read_curation
+
+    try:
+        return read_curation(run)
+    except CurationError as exc:
+        show_error(exc, note="Curation is unavailable until that is fixed; nothing was changed.")
+        st.stop()
+
+
+def _explained_rows(run: Run, view: str) -> pd.DataFrame | None:
+    """The view's per-prediction explanations (error types): explain.error_types.ensure_explained
+    when that module is installed, else the stored ones when fresh (core.explained), else None."""
+    try:
+        from explain.error_types import ensure_explained
+    except ImportError:
+        from core.explained import read_explained
+
+        return read_explained(run, view)
+    return ensure_explained(run, view)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Building the per-image table…")
+def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
+                 issues_fp: str, label_space: str) -> pd.DataFrame:
+    from core.curation import read_curation
+    from explain.browse import annotate, image_table
+
+    run = Run(run_path)
+    table = image_table(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), None,
+                        label_space=label_space)
+    from core.errors import WildLensError
+
+    try:
+        explained_rows = _explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp)
+    except WildLensError:  # predictions the metrics refuse (a hand-made run): shown, without error types
+        explained_rows = None
+    return annotate(table, explained_rows, read_curation(run).tags)
+
+
+def image_table(run: Run, view: str | None = None) -> pd.DataFrame:
+    """explain.browse.image_table of the run's usable predictions in ``view`` (default the page's),
+    annotated (explain.browse.annotate: margin, error type and reason, curation tags): one row per
+    (model, image). Shared, read-only; keyed by the fingerprints of the predictions, the manifest,
+    the curation log and the label issues, so a tag shows on the next rerun."""
+    from core.curation import curation_fingerprint
+    from core.explained import label_issues_fingerprint
+
+    view = _view_of(run, view)
+    return _image_table(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                        curation_fingerprint(run), label_issues_fingerprint(run), run.info.label_space or "imagenet-1k")
+
+
+def label_issues(run: Run) -> pd.DataFrame | None:
+    """The probe stage's label issues of the run (core.explained.read_label_issues), or None."""
+    from core.explained import read_label_issues
+
+    return read_label_issues(run)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Typing every mistake…")
+def _explained(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
+               issues_fp: str) -> pd.DataFrame:
+    return _explained_rows(Run(run_path), view)
+
+
+def explained(run: Run, view: str | None = None) -> pd.DataFrame:
+    """explain.error_types.ensure_explained of the run in ``view`` (default the page's): one row per
+    counted prediction with its relation, severity, error type and reason. Shared, read-only; keyed
+    by the fingerprints of the predictions, the manifest, the curation log and the label issues."""
+    from core.curation import curation_fingerprint
+    from core.explained import label_issues_fingerprint
+
+    view = _view_of(run, view)
+    return _explained(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                      curation_fingerprint(run), label_issues_fingerprint(run))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _error_types(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, issues_fp: str,
+                 level: float) -> pd.DataFrame:
+    from explain.error_types import error_type_table
+
+    return error_type_table(_explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp),
+                            families=_predictions(run_path, predictions_fp), level=level)
+
+
+def error_types(run: Run, view: str | None = None, level: float = 0.95) -> pd.DataFrame:
+    """explain.error_types.error_type_table of the run in ``view``: per model each error type's
+    share of the mistakes with its Wilson interval, and the accuracy without the label and
+    duplicate mistakes (a copy)."""
+    from core.curation import curation_fingerprint
+    from core.explained import label_issues_fingerprint
+
+    view = _view_of(run, view)
+    return _error_types(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                        curation_fingerprint(run), label_issues_fingerprint(run), float(level))

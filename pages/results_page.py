@@ -19,8 +19,9 @@ from explain.metrics import column_docs
 from explain.schema import labels_of
 from pages.charts import claims_figure, error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
-from pages.reads import CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, model_family, predictions_only
-from pages.run_state import page_link, require_run
+from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_family,
+                         predictions_only)
+from pages.run_state import current_view, page_link, require_run
 from pages.text import escape_markdown, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
@@ -48,7 +49,9 @@ def chart_format(metric: str) -> str:
 
 st.title("Results")
 run = require_run()
-tables = metric_tables(run)
+view = current_view(run)
+result = metrics_result(run, view)
+tables = result.tables
 if tables.per_model.empty:
     st.info("No predictions in this run yet: run models on the Models page.")
     page_link("pages/models_page.py", run.run_id, "Models", icon=":material/memory:")
@@ -73,6 +76,30 @@ st.caption("Accuracy is strict (top-1 == true class); *Hier. accuracy* also coun
            "mistakes are the paper's figures; *(all)* columns average over every image. " + intervals
            + " Hover a column header for its definition and its name in the CSV; – marks a value that is not "
            "defined (e.g. no mistakes).")
+
+
+# ------------------------------------------------------------------ raw and curated (issue 24 item 3)
+from explain.curation_view import (COMPARISON_DOCS, CURATED, RAW, VIEW_COMPARED, change_sentence,  # noqa: E402
+                                   compare_views, default_view)
+
+if default_view(run) == CURATED:
+    st.subheader("Raw and curated")
+    raw_result, curated_result = metrics_result(run, RAW), metrics_result(run, CURATED)
+    compared = compare_views(raw_result.tables, curated_result.tables)
+    compared = compared[compared["model"].isin(chosen)]
+    st.markdown("  \n".join(escape_markdown(change_sentence(row, curated_result.change))
+                             for row in compared.to_dict("records")))
+    st.caption(f"The run's curation log ({escape_markdown(curated_result.change.describe())} images, "
+               "python -m crawl curate or the Image page): relabelled images count under their new class, excluded "
+               "images leave. Every other section of this page shows the "
+               f"**{view}** view (the sidebar switches it). Differences within the intervals may be chance.")
+    columns = ["model"] + [f"{c}_{side}" + b for c in VIEW_COMPARED for side in ("raw", "curated", "change")
+                           for b in (("", "_ci_low", "_ci_high") if side != "change" else ("",))
+                           if f"{c}_{side}" + b in compared.columns]
+    show_table(compared[columns], docs=COMPARISON_DOCS,
+               labels={f"{c}_{side}": f"{LABELS.get(c, c)} ({side})" for c in VIEW_COMPARED
+                       for side in ("raw", "curated", "change")})
+    download_csv(compared, f"{run.run_id}_raw_vs_curated.csv", key="dl-raw-curated", label_space=run.info.label_space)
 
 
 def bar_errors(frame: pd.DataFrame, column: str) -> dict:
@@ -118,6 +145,107 @@ if metric in RATE_COLUMNS:
 st.plotly_chart(fig, width="stretch")
 st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
            + (f" Whiskers: the {format_level(level)} interval." if has_bounds else ""))
+
+# ------------------------------------------------------------------ error types (issue 24 item 4)
+from explain.browse import selection_images, filter_images, filter_annotated  # noqa: E402
+from explain.error_types import (ERROR_TYPE_COLOURS, ERROR_TYPE_DOCS, ERROR_TYPE_TABLE_DOCS,  # noqa: E402
+                                 ERROR_TYPE_TABLE_LABELS, ERROR_TYPES, mistake_shares)
+from explain.selection import Selection  # noqa: E402
+from explain.vocabulary import RELATION_COLOURS  # noqa: E402
+from pages.reads import error_types, image_table  # noqa: E402
+from pages.run_state import RUN_PARAM, VIEW_PARAM  # noqa: E402
+
+st.subheader("Error types")
+st.caption("Every top-1 mistake gets one type, the first that applies, in the order of the legend: "
+           + ", ".join(f"**{t}**" for t in ERROR_TYPES) + ". *label* and *duplicate* are problems of the data, "
+           "*unseen* of the label space, the rest the model's (after ETH SRI's *Automated Classification of Model "
+           "Errors on ImageNet*; decided here from WordNet, the curation log, the label-issue probe and near "
+           "duplicates). Each image's reason is on the Image page and in the CSVs.")
+with st.expander("What each type means"):
+    st.markdown("\n".join(f"- **{t}**: {escape_markdown(ERROR_TYPE_DOCS[t])}" for t in ERROR_TYPES))
+types = error_types(run, view, level)
+types = types[types["model"].isin(chosen)]
+by = st.radio("Stack each model's mistakes by", ["error type", "relation"], horizontal=True, key="mistake-stack")
+shares = mistake_shares(types=types) if by == "error type" else mistake_shares(per_model=per_model)
+colours = ERROR_TYPE_COLOURS if by == "error type" else RELATION_COLOURS
+bars = shares.assign(model_label=shares["model"].map(html.escape),
+                     interval=[t or NA_DASH for t in interval_texts(shares.rename(columns={
+                         "share": "x_share", "share_ci_low": "x_share_ci_low", "share_ci_high": "x_share_ci_high"}),
+                         "x_share")])
+stack = px.bar(bars, x="model_label", y="share", color="kind", color_discrete_map=colours,
+               category_orders={"kind": list(ERROR_TYPES if by == "error type" else colours), "model_label":
+                                [html.escape(m) for m in shown["model"]]},
+               custom_data=["model_label", "kind"], hover_data={"count": True, "interval": True, "model_label": False,
+                                                           "share": ":" + PERCENT_D3},
+               labels={"model_label": "Model", "share": "Share of the mistakes", "kind": by.capitalize(),
+                       "count": "Mistakes", "interval": f"{format_level(level)} interval"})
+stack.update_yaxes(range=[0, 1.0001], tickformat=".0%")
+stack.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="", clickmode="event+select")
+event = st.plotly_chart(stack, width="stretch", on_select="rerun", selection_mode=("points",),
+                        key=f"mistake-stack-{by}-{view}")
+st.caption("Click a segment to see its images below. Hover for the count and the share's interval (Wilson over "
+           "the model's mistakes).")
+points = (event.selection.get("points") if event else None) or []
+model_of_label = {html.escape(m): m for m in shares["model"]}  # the chart carries escaped ids only (Plotly reads HTML)
+if points and points[0].get("customdata") and points[0]["customdata"][0] in model_of_label:
+    model_picked, kind_picked = model_of_label[points[0]["customdata"][0]], points[0]["customdata"][1]
+    table_view = image_table(run, view)
+    rows = filter_images(table_view, models=[model_picked], outcome="mistake",
+                         relations=[kind_picked] if by == "relation" else None)
+    if by == "error type":
+        rows = filter_annotated(rows, error_types=[kind_picked])
+    picked_images = selection_images(rows, "class")
+    chosen_selection = Selection(source="browse", models=(model_picked,), outcome="mistake",
+                                 relations=(kind_picked,) if by == "relation" else (),
+                                 error_types=(kind_picked,) if by == "error type" else ())
+    link_params = {RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]} if VIEW_PARAM in st.query_params
+                                             else {}), **chosen_selection.params()}
+    st.markdown(f"**{escape_markdown(model_picked)}**: {plural(len(picked_images), 'mistake')} of type "
+                f"**{escape_markdown(kind_picked)}**")
+    links = st.columns(2)
+    if len(picked_images):
+        links[0].page_link("pages/image_page.py", label="Page through them", icon=":material/open_in_full:",
+                           query_params={**link_params, "open": str(picked_images["image"].iloc[0])})
+    links[1].page_link("pages/browse_page.py", label="Browse them", icon=":material/grid_view:",
+                       query_params={k: v for k, v in link_params.items() if k != "src"})
+    grid = st.columns(6)
+    has_files = run.images_dir.is_dir()
+    for i, item in enumerate(picked_images.head(12).itertuples(index=False)):
+        with grid[i % 6]:
+            reason = rows[(rows["image"] == item.image)]["error_reason" if by == "error type" else "relation"]
+            reason = str(reason.iloc[0]) if len(reason) and isinstance(reason.iloc[0], str) else ""
+            if has_files:
+                try:
+                    st.image(str(run.image_path(str(item.image))), width="stretch")
+                except Exception:  # a missing or undecodable file: its name instead
+                    st.caption(escape_markdown(str(item.image)))
+            st.caption(escape_markdown(f"{class_name(item.true_wnid, run.info.label_space)} · {reason}"))
+            st.page_link("pages/image_page.py", label="Open", query_params={**link_params, "open": str(item.image)})
+show_table(types, docs=ERROR_TYPE_TABLE_DOCS, labels=ERROR_TYPE_TABLE_LABELS)
+download_csv(types, f"{run.run_id}_error_types.csv", key="dl-error-types", label_space=run.info.label_space)
+if len(types):
+    points_long = mistake_shares(types=types).merge(types[["model", "accuracy", "family"]], on="model")
+    points_long = points_long.assign(model=points_long["model"].map(html.escape),
+                                     family=points_long["family"].fillna("other"))
+    scatter_errors = error_offsets(points_long, "share")
+    if scatter_errors is not None:  # px takes column names: the offsets go in as columns (split per panel)
+        points_long = points_long.assign(_above=scatter_errors[0], _below=scatter_errors[1])
+    scatter_types = px.scatter(points_long, x="accuracy", y="share", color="family", facet_col="kind",
+                               facet_col_wrap=4, color_discrete_map=FAMILY_COLOURS, hover_name="model",
+                               category_orders={"kind": list(ERROR_TYPES)},
+                               error_y="_above" if scatter_errors is not None else None,
+                               error_y_minus="_below" if scatter_errors is not None else None,
+                               hover_data={"_above": False, "_below": False} if scatter_errors is not None else None,
+                               labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type"})
+    scatter_types.update_traces(marker=dict(size=10))
+    scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    scatter_types.update_yaxes(tickformat=".0%", matches=None, showticklabels=True, rangemode="tozero")
+    scatter_types.update_xaxes(tickformat=".0%")
+    scatter_types.update_layout(height=520, margin=dict(t=40, b=10), legend_title_text="")
+    st.plotly_chart(scatter_types, width="stretch")
+    st.caption("ETH's figure: each model's accuracy against the share of its mistakes of each type, one point per "
+               "model coloured by family; whiskers: the share's Wilson interval. With more models a trend shows how "
+               "much of a better model's remaining error is the data's.")
 
 # ------------------------------------------------------------------ claims
 st.subheader("Claims")

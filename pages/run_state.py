@@ -9,7 +9,8 @@ import streamlit as st
 
 from core.runstore import Run, RunStore, StoreError
 
-from pages.reads import LEVELS_SEEN, concepts_table
+from pages.reads import LEVELS_SEEN, VIEW_PARAM, concepts_table
+from pages.reads import current_view as _view_of_run
 from pages.text import escape_markdown, plural
 
 
@@ -147,8 +148,11 @@ def select_run(run_id: str, page: str | None = None) -> None:
 
 
 def page_link(page: str, run_id: str, label: str, icon: str = ":material/arrow_forward:", **params) -> None:
-    """A link to another page that carries the run (and any selection in ``params``) in its URL."""
-    st.page_link(page, label=label, icon=icon, query_params={RUN_PARAM: run_id, **params})
+    """A link to another page that carries the run, the view (when chosen) and any selection in
+    ``params`` in its URL."""
+    view = st.query_params.get(VIEW_PARAM)
+    st.page_link(page, label=label, icon=icon, query_params={RUN_PARAM: run_id, **({VIEW_PARAM: view} if view else {}),
+                                                             **params})
 
 
 def make_current(run_id: str) -> None:
@@ -222,8 +226,10 @@ def resend_if_relabelled(key: str, label: str | None) -> None:
 def _nav_links(pages, run_id: str | None) -> None:
     """The sidebar's links to the pages (app.py hides st.navigation's own), each carrying
     ``?run=<current>``: a link opened in a new tab opens the same run."""
+    view = st.query_params.get(VIEW_PARAM)  # a view chosen in the sidebar follows the reader from page to page
+    params = ({RUN_PARAM: run_id} | ({VIEW_PARAM: view} if view else {})) if run_id else None
     for page in pages:
-        st.page_link(page, query_params={RUN_PARAM: run_id} if run_id else None)
+        st.page_link(page, query_params=params)
     if pages:
         st.divider()
 
@@ -269,6 +275,31 @@ def run_selector(pages=()) -> None:
         st.session_state["_url_run"] = st.session_state["run_id"]
 
 
+def current_view(run: Run | None = None) -> str:
+    """The view every page shows (pages.reads.current_view) of ``run``, default the current run's;
+    raw without a run."""
+    run = run or current_run()
+    return _view_of_run(run) if run is not None else "raw"
+
+
+def view_switch() -> None:
+    """The sidebar's choice between the raw and the curated view, shown once the run has a curation
+    log (the Image page and ``python -m crawl curate`` write one); kept in the URL as ``?view=``."""
+    from explain.curation_view import CURATED, RAW, VIEW_LABELS, default_view
+
+    run = current_run()
+    if run is None or default_view(run) == RAW and st.query_params.get(VIEW_PARAM) != CURATED:
+        return
+    view = current_view(run)
+    picked = st.segmented_control(
+        "Predictions", [RAW, CURATED], default=view, key=f"view-{run.run_id}-{view}", format_func=VIEW_LABELS.get,
+        help="Curated: the run's curation log applied (relabelled images take their new class, excluded images "
+             "leave); raw: the predictions as stored. Every page shows the view chosen here; Results shows both.")
+    if picked and picked != view:
+        st.query_params[VIEW_PARAM] = picked
+        st.rerun()
+
+
 def levels_toggle() -> None:
     """Sidebar switch for the levels in class names (ranking 21,843 concepts costs seconds once)."""
     st.toggle("ImageNet-CoG levels", key="show_levels",
@@ -282,3 +313,55 @@ def levels_toggle() -> None:
         note = why_no_level(run.info.wnids, concepts_table(LEVELS_SEEN), LEVELS_SEEN)
         if note:
             st.caption(escape_markdown(note))
+
+
+# --------------------------------------------------------------------------- saved views (issue 24 item 5)
+VIEW_PAGES = {"browse": "pages/browse_page.py", "image": "pages/image_page.py", "results": "pages/results_page.py",
+              "confusions": "pages/confusions_page.py"}
+
+
+def saved_views_sidebar() -> None:
+    """The current run's saved views (core.saved_views) as links in the sidebar, each opening its page
+    with its filters (the same URL a colleague can be sent)."""
+    from core.saved_views import read_views
+
+    run = current_run()
+    if run is None:
+        return
+    views, problem = read_views(run)
+    views = [v for v in views if v.page in VIEW_PAGES]
+    if not views and not problem:
+        return
+    st.markdown("**Saved views**")
+    for view in views:
+        st.page_link(VIEW_PAGES[view.page], label=escape_markdown(view.name), icon=":material/bookmark:",
+                     query_params={**view.params, RUN_PARAM: run.run_id})
+    if problem:
+        st.caption(escape_markdown(problem))
+
+
+def save_view_form(page: str, params: dict, key: str) -> None:
+    """'Save this view': the page (a key of VIEW_PAGES) with ``params`` under a name, listed in the
+    sidebar; a second view of the same name replaces the first; one can be removed here too."""
+    from core.errors import one_line
+    from core.saved_views import SavedViewError, read_views, remove_view, save_view
+
+    run = current_run()
+    if run is None:
+        return
+    with st.popover("Save this view", icon=":material/bookmark_add:"):
+        name = st.text_input("Name", key=f"{key}-name", max_chars=60, placeholder="e.g. cartoon cats")
+        if st.button("Save", key=f"{key}-save", disabled=not name.strip()):
+            try:
+                save_view(run, name, page, {k: v for k, v in params.items() if k != RUN_PARAM})
+            except SavedViewError as exc:
+                st.error(escape_markdown(one_line(exc)), icon=":material/error:")
+            else:
+                st.rerun()
+        views, _ = read_views(run)
+        if views:
+            gone = st.selectbox("Remove a saved view", [""] + [v.name for v in views], key=f"{key}-remove",
+                                format_func=lambda n: n or "…")
+            if gone and st.button(f"Remove {gone}", key=f"{key}-remove-go"):
+                remove_view(run, gone)
+                st.rerun()

@@ -76,13 +76,30 @@ def _label(column: str, labels: dict) -> str:
     return text[:1].upper() + text[1:]
 
 
+VIEW_SUFFIXES = ("_raw", "_curated", "_change")  # explain.curation_view.compare_views' columns
+
+
+def _base(column: str) -> str:
+    """A column's metric: 'accuracy' for 'accuracy_curated' (the raw / curated comparison's columns)."""
+    for suffix in VIEW_SUFFIXES:
+        if column.endswith(suffix):
+            return column[:-len(suffix)]
+    return column
+
+
+def is_rate(column: str) -> bool:
+    """A share (shown as a percentage): the tables' rates, any '*_rate' or '*_share' (explain.error_types)."""
+    base = _base(column)
+    return base in RATE_COLUMNS or base.endswith(("_rate", "_share")) or base == "accuracy_clean"
+
+
 def _cell_format(column: str, dtype) -> str | None:
     """Python format of a number column's cells (the Styler's), None for other columns."""
-    if column in RATE_COLUMNS:
+    if is_rate(column):
         return "{:.1%}"
-    if column in SIMILARITY_COLUMNS and _is_float(dtype):
+    if _base(column) in SIMILARITY_COLUMNS and _is_float(dtype):
         return "{:.3f}"
-    if column in STEP_COLUMNS and _is_float(dtype):
+    if _base(column) in STEP_COLUMNS and _is_float(dtype):
         return "{:.2f}"
     if _is_float(dtype):
         return "{:.4g}"
@@ -113,7 +130,7 @@ def table_column_config(table: str | None, columns, df: pd.DataFrame | None = No
         doc = all_docs.get(column, "")
         help_text = f"`{column}`" + (f": {doc}" if doc else "")
         if dtype is not None and (_is_float(dtype) or str(dtype) in ("Int64", "boolean")):
-            if "NA" in doc or column in RATE_COLUMNS or column in SIMILARITY_COLUMNS:
+            if "NA" in doc or is_rate(column) or _base(column) in SIMILARITY_COLUMNS:
                 help_text += f"\n\n{NA_HELP}"
         if column in bounded:
             help_text += "\n\n" + interval_help()
@@ -126,7 +143,7 @@ def table_column_config(table: str | None, columns, df: pd.DataFrame | None = No
         if dtype is not None and _is_float(dtype) and not formats:
             config[column] = st.column_config.NumberColumn(label, help=help_text)
         elif dtype is not None and _is_float(dtype):
-            if column in RATE_COLUMNS:
+            if is_rate(column):
                 # step 0.001: Streamlit's "percent" then shows one decimal, like "{:.1%}" and PERCENT_D3.
                 config[column] = st.column_config.NumberColumn(label, help=help_text, format="percent", step=0.001)
             else:
@@ -224,9 +241,9 @@ def without_bounds(df: pd.DataFrame) -> pd.DataFrame:
 
 def _interval_style(column: str) -> tuple[float, int, str]:
     """(scale, decimals, unit) of a column's value in the one interval format."""
-    if column in RATE_COLUMNS or column.endswith("_rate"):
+    if is_rate(column):
         return 100.0, 1, " %"
-    if column in STEP_COLUMNS:
+    if _base(column) in STEP_COLUMNS:
         return 1.0, 2, ""
     return 1.0, 3, ""
 

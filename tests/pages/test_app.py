@@ -23,6 +23,7 @@ PAGES = {
     "results": "pages/results_page.py",
     "confusions": "pages/confusions_page.py",
     "browse": "pages/browse_page.py",
+    "image": "pages/image_page.py",
     "probes": "pages/probes_page.py",
     "knowledge": "pages/knowledge_page.py",
     "explain": "pages/explain_page.py",
@@ -49,12 +50,13 @@ def test_every_page_renders(app, name):
     assert not at.error, [e.value for e in at.error]
     titles = {"runs": "Runs", "query": "Query", "images": "Images", "models": "Models", "results": "Results",
               "confusions": "Confusions", "explain": "Explain a confusion", "import": "Import",
-              "browse": "Browse", "probes": "Probes", "knowledge": "Knowledge"}
+              "browse": "Browse", "image": "Image", "probes": "Probes", "knowledge": "Knowledge"}
     assert [t.value for t in at.title] == [titles[name]]
     if name not in ("runs", "query", "import"):  # those three make runs; the others read the current one
         assert any("Sample run" in i.value for i in at.info), "the sample banner must be shown"
-    # Import shows a table once a folder is named, Probes once probe results exist (their own test files).
-    if name not in ("import", "probes"):
+    # Import shows a table once a folder is named, Probes once probe results exist (their own test files);
+    # the Image page shows one image (its tables are the grids').
+    if name not in ("import", "probes", "image"):
         assert at.get("download_button"), "every page's tables can be downloaded as CSV"
 
 
@@ -450,11 +452,13 @@ def test_the_levels_toggle_names_each_class_with_its_cog_level(app, app_home):
     app.run()
     app.sidebar.selectbox(key="run_id").set_value("levels").run()
     at = open_page(app, "results")
-    per_class = at.dataframe[1].value
-    assert per_class["class_name"].tolist() == ["gamecock"]
+    def per_class(at):  # the per-class table: the one with a class_name column
+        return next(d.value for d in at.dataframe if "class_name" in d.value.columns)
+
+    assert per_class(at)["class_name"].tolist() == ["gamecock"]
     at.sidebar.toggle(key="show_levels").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.dataframe[1].value["class_name"].tolist() == ["gamecock · L1"]
+    assert per_class(at)["class_name"].tolist() == ["gamecock · L1"]
 
 
 def _second_run(app_home, run_id="second"):

@@ -213,7 +213,7 @@ def test_the_sidebar_links_carry_the_run(home):
     make_run(home, "x-run", "x")
     at = start(run_id="x-run")
     links = at.sidebar.get("page_link")
-    assert len(links) == 11, [link.proto.page for link in links]  # every page of app.py
+    assert len(links) == 12, [link.proto.page for link in links]  # every page of app.py
     assert {link.proto.query_string for link in links} == {"run=x-run"}
     at.sidebar.selectbox(key="run_id").set_value("sample").run()
     assert {link.proto.query_string for link in at.sidebar.get("page_link")} == {"run=sample"}

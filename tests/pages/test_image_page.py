@@ -1,0 +1,146 @@
+"""The Image page and curation on the dashboard (issue 24), through AppTest on a copy of the sample
+run: a selection opened from a link pages with Next / Previous and keeps the open image in the URL;
+tags, a relabel, an exclusion and an undo go to the run's curation log (core.curation) and the
+curated view and Results follow; hostile tags and notes are shown as text; Browse filters by tag
+and curates a whole selection; saved views are listed in the sidebar."""
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+from tests.pages.conftest import APP_TIMEOUT, copy_store
+
+TABBY, TIGER_CAT, EGYPTIAN_CAT = "n02123045", "n02123159", "n02124075"
+PAGE = "pages/image_page.py"
+
+
+@pytest.fixture
+def home(sample_store, tmp_path_factory, monkeypatch):
+    """A fresh copy of the sample store per test: each curates on its own."""
+    home = copy_store(sample_store, tmp_path_factory, "curation_home")
+    monkeypatch.setenv("WILDLENS_HOME", str(home))
+    return home
+
+
+def _app(**params) -> AppTest:
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _log(home):
+    from core.curation import read_curation
+    from core.runstore import RunStore
+
+    return read_curation(RunStore(home).open_run("sample"))
+
+
+def _pair_images(home, model="efficientnet_lite0", true=TABBY, pred=EGYPTIAN_CAT):
+    from core.runstore import RunStore
+
+    rows = RunStore(home).open_run("sample").usable_predictions()
+    rows = rows[(rows["model"] == model) & (rows["true_wnid"] == true) & (rows["pred_wnid"] == pred)]
+    return sorted(rows["image"])
+
+
+def test_paging_through_a_confusion_pair(home):
+    images = _pair_images(home)
+    assert len(images) >= 2
+    at = _app(src="pair", model="efficientnet_lite0", true=TABBY, pred=EGYPTIAN_CAT)
+    assert [t.value for t in at.title] == ["Image"]
+    assert at.query_params["open"] == images[0]
+    assert any(f"Image 1 of {len(images)}" in m.value for m in at.markdown)
+    assert at.button(key="image-previous").disabled
+    at.button(key="image-next").click().run()
+    assert at.query_params["open"] == images[1]
+    at.button(key="image-previous").click().run()
+    assert at.query_params["open"] == images[0]
+    predictions = " ".join(m.value for m in at.markdown)
+    assert "efficientnet\\_lite0" in predictions and "efficientnet\\_lite2" in predictions  # every model's top-5
+
+
+def test_tag_relabel_exclude_undo_and_the_views_follow(home):
+    images = _pair_images(home)
+    at = _app(src="pair", model="efficientnet_lite0", true=TABBY, pred=EGYPTIAN_CAT)
+    pills = next(b for b in at.button_group if b.key.startswith(f"tags-{images[0]}-False-"))
+    pills.set_value(["not-a-photo"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _log(home).tags == {images[0]: {"not-a-photo"}}
+    # a relabel to another noun: search, pick the sense, press
+    at.text_input(key=f"relabel-query-{images[0]}").input("tiger cat").run()
+    sense = at.selectbox(key=f"relabel-sense-{images[0]}")
+    assert sense.value.wnid == TIGER_CAT
+    at.button(key="relabel-go").click().run()
+    assert _log(home).relabels == {images[0]: TIGER_CAT}
+    # the curated view: the image is now a tiger cat, so it left the tabby -> Egyptian cat pair; it stays
+    # open, said so, and Next goes on with the pair's image now in its place
+    assert at.query_params["open"] == images[0]
+    assert any("Not in this selection now" in m.value for m in at.markdown)
+    assert any("**True class**: tiger cat" in m.value for m in at.markdown)
+    at.button(key="image-next").click().run()
+    assert at.query_params["open"] == images[1]
+    at.button(key="exclude").click().run()
+    assert at.query_params["open"] == images[1]  # excluded: still open, to include it again
+    assert not at.button(key="include").disabled
+    assert _log(home).excluded == {images[1]}
+    # the Results page shows raw and curated side by side
+    at.switch_page("pages/results_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [s.value for s in at.subheader][0] == "Raw and curated"
+    sentences = " ".join(m.value for m in at.markdown)
+    assert "raw \\-" in sentences and "curated \\(1 relabelled, 1 excluded\\)" in sentences
+    # undo everything from the history: the curated view is the raw one again
+    from core.curation import undo
+    from core.runstore import RunStore
+
+    run = RunStore(home).open_run("sample")
+    for seq in (1, 2, 3):
+        undo(run, seq)
+    assert not _log(home).active
+
+
+def test_hostile_tags_and_notes_are_text(home):
+    from core.curation import record
+    from core.runstore import RunStore
+
+    images = _pair_images(home)
+    run = RunStore(home).open_run("sample")
+    record(run, "tag", images[0], "**bold** [x](http://evil)", note="<img src=x onerror=alert(1)> $x$")
+    at = _app(src="list", img=images[0])
+    shown = " ".join(c.value for c in at.caption)
+    assert "\\*\\*bold\\*\\* \\[x\\]\\(http\\:" in shown  # escaped: no bold, no link
+    assert "\\<img src\\=x onerror\\=alert\\(1\\)\\> \\$x\\$" in shown
+
+
+def test_bulk_actions_on_browse_and_a_saved_view(home):
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
+    at.query_params["true"] = TABBY
+    at.query_params["outcome"] = "mistake"
+    at.switch_page("pages/browse_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.selectbox(key="bulk-browse-tag").select("wrong-class").run()
+    at.button(key="bulk-browse-tag-go").click().run()
+    state = _log(home)
+    assert len(state.entries) == 1 and state.entries[0].value == "wrong-class" and len(state.entries[0].images) > 1
+    at.multiselect(key="browse_tags").select("wrong-class").run()
+    assert at.query_params["tag"] == "wrong-class"
+    at.text_input(key="browse-save-name").input("wrong tabbies").run()
+    at.button(key="browse-save-save").click().run()
+    from core.runstore import RunStore
+    from core.saved_views import read_views
+
+    views, _ = read_views(RunStore(home).open_run("sample"))
+    assert [(v.name, v.page, v.params.get("tag")) for v in views] == [("wrong tabbies", "browse", ["wrong-class"])]
+    assert any(link.label == "wrong tabbies" for link in at.sidebar.get("page_link"))
