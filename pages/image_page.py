@@ -250,7 +250,8 @@ with right:
         if found:
             choice = st.selectbox("Sense", found, key=f"relabel-sense-{image}",
                                   format_func=lambda s: f"{s.name} · {s.definition[:90]}"
-                                                        + (f" · {s.n_classes} classes here" if s.n_classes else ""))
+                                                        + (f" · {plural(s.n_classes, 'class')} of the label space"
+                                                           if s.n_classes else ""))
             st.caption(escape_markdown(f"{choice.wnid}: {choice.definition}"))
             if st.button(f"Relabel {plural(len(targets), 'image')} as {choice.name}", key="relabel-go",
                          icon=":material/label:", disabled=not bulk and choice.wnid == truth):

@@ -89,9 +89,9 @@ if default_view(run) == CURATED:
     compared = compared[compared["model"].isin(chosen)]
     st.markdown("  \n".join(escape_markdown(change_sentence(row, curated_result.change))
                              for row in compared.to_dict("records")))
-    st.caption(f"The run's curation log ({escape_markdown(curated_result.change.describe())} images, "
-               "python -m crawl curate or the Image page): relabelled images count under their new class, excluded "
-               "images leave. Every other section of this page shows the "
+    st.caption(f"What the run's curation log changed: {escape_markdown(curated_result.change.describe())} (images; "
+               "from the Image page or python -m crawl curate): relabelled images count under their new class, "
+               "excluded images leave. Every other section of this page shows the "
                f"**{view}** view (the sidebar switches it). Differences within the intervals may be chance.")
     columns = ["model"] + [f"{c}_{side}" + b for c in VIEW_COMPARED for side in ("raw", "curated", "change")
                            for b in (("", "_ci_low", "_ci_high") if side != "change" else ("",))
@@ -149,7 +149,7 @@ st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
 # ------------------------------------------------------------------ error types (issue 24 item 4)
 from explain.browse import selection_images, filter_images, filter_annotated  # noqa: E402
 from explain.error_types import (ERROR_TYPE_COLOURS, ERROR_TYPE_DOCS, ERROR_TYPE_TABLE_DOCS,  # noqa: E402
-                                 ERROR_TYPE_TABLE_LABELS, ERROR_TYPES, mistake_shares)
+                                 ERROR_TYPE_TABLE_LABELS, ERROR_TYPES, data_problem_sentence, mistake_shares)
 from explain.selection import Selection  # noqa: E402
 from explain.vocabulary import RELATION_COLOURS  # noqa: E402
 from pages.reads import error_types, image_table  # noqa: E402
@@ -221,6 +221,7 @@ if points and points[0].get("customdata") and points[0]["customdata"][0] in mode
                     st.caption(escape_markdown(str(item.image)))
             st.caption(escape_markdown(f"{class_name(item.true_wnid, run.info.label_space)} · {reason}"))
             st.page_link("pages/image_page.py", label="Open", query_params={**link_params, "open": str(item.image)})
+st.markdown("  \n".join(escape_markdown(data_problem_sentence(row)) for row in types.to_dict("records")))
 show_table(types, docs=ERROR_TYPE_TABLE_DOCS, labels=ERROR_TYPE_TABLE_LABELS)
 download_csv(types, f"{run.run_id}_error_types.csv", key="dl-error-types", label_space=run.info.label_space)
 if len(types):

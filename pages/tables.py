@@ -96,7 +96,7 @@ def is_rate(column: str) -> bool:
 def _cell_format(column: str, dtype) -> str | None:
     """Python format of a number column's cells (the Styler's), None for other columns."""
     if is_rate(column):
-        return "{:.1%}"
+        return "{:+.1%}" if column.endswith("_change") else "{:.1%}"  # a change between views: signed
     if _base(column) in SIMILARITY_COLUMNS and _is_float(dtype):
         return "{:.3f}"
     if _base(column) in STEP_COLUMNS and _is_float(dtype):
