@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import WildLensError
-from .runstore import Run, now_iso, waiting_lock, write_bytes_atomic
+from .runstore import Run, StoreError, now_iso, waiting_lock, write_bytes_atomic
 
 CURATION_DIR = "curation"
 LOG_FILE = "log.jsonl"
@@ -61,6 +61,7 @@ MAX_TAG_CHARS = 40
 MAX_NOTE_CHARS = 500
 MAX_IMAGE_CHARS = 1000
 MAX_LOG_BYTES = 256 << 20  # a log past this is no log a person made: refused, not read
+TAG_SEPARATOR = "; "  # between an image's tags wherever they are listed as text (explain.browse.annotate)
 
 
 class CurationError(WildLensError, ValueError):
@@ -150,6 +151,9 @@ def clean_tag(tag) -> str:
     if len(text) > MAX_TAG_CHARS or not _printable(text):
         raise CurationError(f"a tag is one line of at most {MAX_TAG_CHARS} printable characters; "
                             f"{text[:20]!r}... is not.")
+    if TAG_SEPARATOR.strip() in text:  # the tables and CSVs list an image's tags joined by '; '
+        raise CurationError(f"a tag cannot hold {TAG_SEPARATOR.strip()!r} (it separates an image's tags in tables); "
+                            f"give {text.replace(';', ',')[:40]!r} or two tags.")
     return text
 
 
@@ -185,6 +189,20 @@ def clean_images(images) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _check_value(action: str, value):
+    """The value an entry of ``action`` stores (a clean tag, a noun's wnid, an undo's seq, None),
+    or CurationError: one rule for what is recorded and for what a log line may hold."""
+    if action in ("tag", "untag"):
+        return clean_tag(value)
+    if action == "relabel":
+        return check_wnid(value)
+    if action == "undo":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise CurationError(f"undo takes the number (#) of an entry of the log, not {str(value)[:20]!r}.")
+        return value
+    return None
+
+
 def check_wnid(value) -> str:
     """The wnid of a WordNet 3.0 noun ('n02123045'), or CurationError saying how to find one."""
     from .wordgraph import noun_of
@@ -207,8 +225,7 @@ def log_path(run: Run) -> Path:
 def _read_bytes(path: Path) -> bytes:
     """The log's bytes (b'' when there is none); a log that is no regular file, or too large, or
     a curation folder that is a link, is refused (a link could lead anywhere)."""
-    if path.parent.is_symlink():
-        raise CurationError(f"{path.parent} is a symbolic link, not the run's curation folder; move it away.")
+    _check_folder(path.parent)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -216,15 +233,26 @@ def _read_bytes(path: Path) -> bytes:
     except OSError as exc:
         raise CurationError(f"the curation log {path} cannot be opened ({exc.strerror or exc}); it must be a regular "
                             "file (not a link): move it away and curate again.") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # checked on the descriptor, before a read could wait or fail
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise CurationError(f"the curation log {path} is {kind}; move it away and curate again.")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise CurationError(f"the curation log {path} is not a regular file; move it away and curate again.")
         data = handle.read(MAX_LOG_BYTES + 1)
     if len(data) > MAX_LOG_BYTES:
         raise CurationError(f"the curation log {path} is larger than {MAX_LOG_BYTES >> 20} MiB; it is not one "
                             "WildLens wrote: move it away.")
     return data
+
+
+def _check_folder(folder: Path) -> None:
+    """The run's curation folder is missing or a real folder: a link could lead anywhere, a file in
+    its place would make every write fail with an odd message."""
+    if folder.is_symlink():
+        raise CurationError(f"{folder} is a symbolic link, not the run's curation folder; move it away.")
+    if folder.exists() and not folder.is_dir():
+        raise CurationError(f"{folder} is a file, not the run's curation folder; move it away and curate again.")
 
 
 def _entry(obj) -> Entry:
@@ -242,30 +270,33 @@ def _entry(obj) -> Entry:
         note = clean_note(obj.get("note", ""))
     except CurationError as exc:
         raise ValueError(str(exc)) from None
-    value = obj.get("value")
-    if action in ("tag", "untag"):
-        value = clean_tag(value)
-    elif action == "relabel":
-        value = check_wnid(value)
-    elif action == "undo":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError("an undo names the seq of an entry")
-    else:
-        value = None
+    value = _check_value(action, obj.get("value"))
     time, by = obj.get("time", ""), obj.get("by", "")
-    return Entry(seq, time if isinstance(time, str) else "", action, images, value, note,
-                 by if isinstance(by, str) and _printable(by) else "")
+    # Every text of an entry is printable, whoever wrote the line: the command line prints them as they are.
+    return Entry(seq, time if isinstance(time, str) and _printable(time) and len(time) <= 40 else "", action, images,
+                 value, note, by if isinstance(by, str) and _printable(by) and len(by) <= 40 else "")
 
 
 def parse_log(data: bytes) -> tuple[list[Entry], list[str]]:
     """(entries in seq order, one line per line that is no valid entry). A seq that repeats an
     earlier one is a problem too (only the first counts)."""
-    entries, problems, seen = [], [], set()
+    entries, problems, _ = _parse(data)
+    return entries, problems
+
+
+def _parse(data: bytes) -> tuple[list[Entry], list[str], int]:
+    """parse_log's answer and the highest seq any line names, valid or not: the next entry's seq
+    is above it, so a line this version cannot read (a newer action) never shares its number
+    with a new entry (hostile campaign: the new entry stopped counting once the old line parsed)."""
+    entries, problems, seen, highest = [], [], set(), 0
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         try:
-            entry = _entry(json.loads(raw.decode("utf-8")))
+            obj = json.loads(raw.decode("utf-8"))
+            if isinstance(obj, dict) and isinstance(obj.get("seq"), int) and not isinstance(obj.get("seq"), bool):
+                highest = max(highest, min(obj["seq"], 1 << 62))
+            entry = _entry(obj)
         except CurationError as exc:
             problems.append(f"line {number}: {exc}")
             continue
@@ -277,7 +308,7 @@ def parse_log(data: bytes) -> tuple[list[Entry], list[str]]:
             continue
         seen.add(entry.seq)
         entries.append(entry)
-    return sorted(entries, key=lambda e: e.seq), problems
+    return sorted(entries, key=lambda e: e.seq), problems, highest
 
 
 def log_fingerprint(data: bytes) -> str:
@@ -332,8 +363,18 @@ def read_curation(run: Run) -> Curation:
 
 
 def curation_fingerprint(run: Run) -> str:
-    """The fingerprint of the run's log now ('none' without one): what curated tables are keyed by."""
-    return log_fingerprint(_read_bytes(log_path(run)))
+    """The fingerprint of the run's log now ('none' without one): what curated tables and every
+    page's reads are keyed by. From the file's size, time and inode, not its bytes: a page asks on
+    every rerun, and the log is only ever replaced by an atomic rename (a new inode), so any entry
+    shows. A log that cannot be read has its own fingerprint; reading it says what is wrong."""
+    path = log_path(run)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "none"
+    except OSError as exc:
+        return "unreadable-" + hashlib.sha256(str(exc).encode()).hexdigest()[:8]
+    return hashlib.sha256(f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}:{info.st_mode}".encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- writing
@@ -348,15 +389,7 @@ def record(run: Run, action: str, images, value=None, *, note: str = "", by: str
         raise CurationError(f"unknown action {str(action)[:20]!r}; one of {', '.join(ACTIONS)}.")
     images = clean_images(images)
     note = clean_note(note)
-    if action in ("tag", "untag"):
-        value = clean_tag(value)
-    elif action == "relabel":
-        value = check_wnid(value)
-    elif action == "undo":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise CurationError(f"undo takes the number (#) of an entry of the log, not {str(value)[:20]!r}.")
-    else:
-        value = None
+    value = _check_value(action, value)
     if known_images is not None:
         known = known_images if isinstance(known_images, (set, frozenset)) else set(known_images)
         unknown = [image for image in images if image not in known]
@@ -367,13 +400,12 @@ def record(run: Run, action: str, images, value=None, *, note: str = "", by: str
     path = log_path(run)
     try:
         with run_presence_lock(run.path, f"Run {run.run_id} is gone; nothing was recorded."):
-            if path.parent.is_symlink():
-                raise CurationError(f"{path.parent} is a symbolic link, not the run's curation folder; move it away.")
+            _check_folder(path.parent)
             path.parent.mkdir(exist_ok=True)  # the run folder is there (locked): never made again
-            with waiting_lock(path.parent, LOCK_NAME):
+            with waiting_lock(path.parent, LOCK_NAME, required=True):
                 data = _read_bytes(path)
-                entries, _ = parse_log(data)
-                seq = max((e.seq for e in entries), default=0) + 1
+                entries, _, highest = _parse(data)
+                seq = max(highest, max((e.seq for e in entries), default=0)) + 1
                 if action == "undo":
                     state = replay(entries)
                     target = state.entry(value)
@@ -389,7 +421,7 @@ def record(run: Run, action: str, images, value=None, *, note: str = "", by: str
                 line = json.dumps(entry.as_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
                 prefix = data if not data or data.endswith(b"\n") else data + b"\n"
                 write_bytes_atomic(path, prefix + line + b"\n")
-    except RunGone as exc:
+    except (RunGone, StoreError) as exc:  # gone, or a lock that cannot be taken: its one line
         raise CurationError(str(exc)) from None
     except OSError as exc:
         raise CurationError(f"cannot write the curation log of run {run.run_id} ({exc.strerror or exc}); check that "

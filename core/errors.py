@@ -27,3 +27,14 @@ def one_line(exc: BaseException, limit: int = 500) -> str:
     text = str(text).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     return first[:limit]
+
+
+def printable(text) -> str:
+    """``text`` for a terminal: every control, format or unassigned character (an escape sequence, a
+    bell, a right-to-left override, a newline in a model id) written as its escape, the rest as
+    it is. Outside text a command prints (model ids from a predictions file, names from a FiftyOne
+    export) goes through here: printed raw it could clear the screen or retitle the window."""
+    import unicodedata
+
+    return "".join(c if not unicodedata.category(c).startswith("C") else c.encode("unicode_escape").decode("ascii")
+                   for c in str(text))

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint, read_table, write_json_atomic, \
-    write_table
+from .runstore import (Run, StoreError, manifest_fingerprint, predictions_fingerprint, read_parquet_bytes,
+                       table_to_parquet_bytes, write_bytes_atomic, write_json_atomic)
+from .tables import read_stored_bytes, real_folder
 
 RAW, CURATED = "raw", "curated"  # the two views of a run's predictions (explain.curation_view)
 VIEWS = (RAW, CURATED)
@@ -39,12 +40,17 @@ EXPLAINED_SCHEMA: dict[str, str] = {
     "pred_wnid": "string",  # top-1
     "prob_1": "Float64",  # the model's probability of its top-1 (NA when not stored)
     "correct": "boolean",  # top-1 == truth (strict)
+    "in_label_space": "boolean",  # the truth is a class of the model's label space (False: unseen; NA: space unknown)
     "relation": "string",  # explain.vocabulary.RELATIONS: 'same' for a correct top-1
     "severity": "Int64",  # mistake severity: hypernym steps from the truth up to the lowest common subsumer
     "error_type": "string",  # explain.error_types.ERROR_TYPES; NA for a correct top-1
     "error_reason": "string",  # why that type, one line (shown on hover and in CSVs)
 }
 EXPLAINED_FILE, EXPLAINED_FINGERPRINT = "images.parquet", "images.json"
+# Bump when an error type or its reason changes for the same inputs (explain.error_types's rules, or
+# anything they read: relations, meronyms, thresholds): stored explanations are then stale for every
+# reader, crawl's export too, which cannot ask explain which code made them (code review).
+ERROR_TYPES_CODE_VERSION = 2  # 2: in_label_space; the per-model table over the in-space classes
 
 LABEL_ISSUES_SCHEMA: dict[str, str] = {
     "model": "string",
@@ -77,11 +83,17 @@ def label_issues_fingerprint(run: Run) -> str:
 
 
 def read_label_issues(run: Run) -> pd.DataFrame | None:
-    """The run's stored label issues, or None when the probe stage has written none."""
+    """The run's stored label issues, or None when the probe stage has written none. A file that is
+    not a regular one (a FIFO, a link, a folder) or does not read as the table raises StoreError
+    with its one line (never a wait on a FIFO)."""
     path = label_issues_path(run)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
-    return read_table(path, LABEL_ISSUES_SCHEMA, table="label issues")
+    data = read_stored_bytes(path)
+    if data is None:
+        raise StoreError(f"{path} is not a regular file of the probe stage; move it away (python -m probe "
+                         "--label-issues writes it again).")
+    return read_parquet_bytes(data, LABEL_ISSUES_SCHEMA, table="label issues", source=path)
 
 
 def view_folder(run: Run, view: str) -> Path:
@@ -108,24 +120,26 @@ def read_explained(run: Run, view: str, versions: dict | None = None) -> pd.Data
     with ``versions``, by that code), else None: a reader then computes them (explain) or goes
     without (crawl's export says which command adds them)."""
     folder = view_folder(run, view)
+    raw = read_stored_bytes(folder / EXPLAINED_FINGERPRINT, 1 << 20)  # a FIFO, a link: stale, never waited on
     try:
-        stored = json.loads((folder / EXPLAINED_FINGERPRINT).read_text())
-    except (OSError, ValueError):
+        stored = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (ValueError, RecursionError):
         return None
     if not isinstance(stored, dict):
         return None
-    expected = inputs_fingerprint(run, view, stored.get("versions") if versions is None else versions)
+    if versions is None:  # a reader that is not explain: the stored versions, made by this code's rules
+        versions = stored.get("versions")
+        if not isinstance(versions, dict) or versions.get("error_types") != ERROR_TYPES_CODE_VERSION:
+            return None
+    expected = inputs_fingerprint(run, view, versions)
     if any(stored.get(key) != value for key, value in expected.items()):
         return None
     path = folder / EXPLAINED_FILE
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if hashlib.sha256(data).hexdigest() != stored.get("sha256"):
+    data = read_stored_bytes(path)
+    if data is None or hashlib.sha256(data).hexdigest() != stored.get("sha256"):
         return None
     try:
-        return read_table(path, EXPLAINED_SCHEMA, table="explained predictions")
+        return read_parquet_bytes(data, EXPLAINED_SCHEMA, table="explained predictions", source=path)
     except StoreError:
         return None
 
@@ -137,15 +151,22 @@ def write_explained(run: Run, view: str, rows: pd.DataFrame, fingerprint: dict) 
     from .locking import RunGone, run_presence_lock
 
     folder = view_folder(run, view)
+    for place in (run.metrics_dir, folder):
+        if not real_folder(place):  # a link would have the table written wherever it leads (hostile campaign)
+            raise StoreError(f"cannot write the explanations of run {run.run_id}: {place} is a link or a file, not a "
+                             "folder; move it away.")
     try:
         with run_presence_lock(run.path, f"Run {run.run_id} was deleted meanwhile; nothing was written."):
             run.metrics_dir.mkdir(exist_ok=True)
             folder.mkdir(exist_ok=True)
             (folder / EXPLAINED_FINGERPRINT).unlink(missing_ok=True)
             path = folder / EXPLAINED_FILE
-            write_table(rows, path, EXPLAINED_SCHEMA, table="explained predictions")
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            write_json_atomic(folder / EXPLAINED_FINGERPRINT, {**fingerprint, "sha256": digest, "rows": len(rows)})
+            # The hash of the bytes this call writes, never of the file read back: another writer's table
+            # landing in between would be claimed with this call's (fresher) fingerprint (code review).
+            data = table_to_parquet_bytes(rows, EXPLAINED_SCHEMA, table="explained predictions")
+            write_bytes_atomic(path, data)
+            write_json_atomic(folder / EXPLAINED_FINGERPRINT, {**fingerprint, "sha256": hashlib.sha256(data).hexdigest(),
+                                                               "rows": len(rows)})
     except RunGone as exc:
         raise StoreError(str(exc)) from None
     except OSError as exc:

@@ -432,12 +432,15 @@ _held_locks = threading.local()  # per thread: lock file path -> depth (waiting_
 
 
 @contextmanager
-def waiting_lock(folder: Path, name: str) -> Iterator[None]:
+def waiting_lock(folder: Path, name: str, *, required: bool = False) -> Iterator[None]:
     """Wait for, then hold, ``folder/name`` (an advisory ``flock``, released by the OS if the
     process dies). Re-entrant within a thread: a holder may call code that takes it again. Two
     threads of one process exclude each other like two processes (each opens its own handle).
     A folder that is missing or read-only is not locked: the read or write that follows says what
-    is wrong."""
+    is wrong. With ``required`` a lock that cannot be opened (a folder, a dangling link or another
+    user's file in its place) is refused with one line instead: a writer that read-changes-writes
+    a file shared with others (the curation log, saved views) must never run unlocked, where
+    360 acknowledged entries of 6 processes kept 42 (hostile campaign)."""
     try:
         import fcntl
     except ImportError:  # Windows: no advisory locks
@@ -455,8 +458,12 @@ def waiting_lock(folder: Path, name: str) -> Iterator[None]:
             depth[path] -= 1
         return
     try:
-        handle = open(path, "a+")
-    except OSError:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+        handle = os.fdopen(fd, "a+")
+    except OSError as exc:
+        if required:
+            raise StoreError(f"cannot take the lock {path} ({exc.strerror or exc}); move away whatever is at that "
+                             "path, or make the folder writable, and try again.") from None
         handle = None
     if handle is None:
         yield

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ VIEWS_FILE = "views.json"
 LOCK_NAME = ".wildlens-views.lock"
 MAX_NAME_CHARS = 60
 MAX_VIEWS = 200
-MAX_PARAMS_BYTES = 16_000  # a view's parameters as JSON (a lasso of 500 images fits)
+MAX_PARAMS_BYTES = 64_000  # a view's parameters as JSON: a lasso of 500 images (about 17,000) fits
 MAX_FILE_BYTES = 4 << 20
 
 
@@ -64,62 +65,71 @@ def _clean_params(params) -> dict[str, list[str]]:
 def read_views(run: Run) -> tuple[list[SavedView], str]:
     """(the run's saved views in the order saved, a one-line problem or ''): a damaged file gives no
     views and says so."""
+    from .tables import read_stored_bytes
+
     path = _path(run)
+    if not path.exists() and not path.is_symlink():
+        return [], ""
+    raw = read_stored_bytes(path, MAX_FILE_BYTES)  # a link, a FIFO or a giant file: never read
+    if raw is None:
+        return [], f"{path} is not a regular file of at most {MAX_FILE_BYTES >> 20} MiB; move it away to save views."
     try:
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            return [], f"{path} is not a regular file; move it away to save views."
-        if path.exists() and path.stat().st_size > MAX_FILE_BYTES:
-            return [], f"{path} is larger than {MAX_FILE_BYTES >> 20} MiB; move it away to save views."
-        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"views": []}
-    except (OSError, ValueError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
         return [], f"{path} cannot be read ({str(exc)[:80]}); move it away to save views."
+    items = data.get("views") if isinstance(data, dict) else None
+    if not isinstance(items, list) or set(data) - {"views"}:
+        return [], f"{path} is not a views file this WildLens wrote; move it away to save views."
     views = []
-    for item in data.get("views", []) if isinstance(data, dict) else []:
+    for item in items:
         try:
             views.append(SavedView(_clean_name(item["name"]), str(item["page"]), _clean_params(item["params"]),
                                    str(item.get("saved", ""))))
-        except (KeyError, TypeError, SavedViewError):
-            continue
+        except (KeyError, TypeError, AttributeError, SavedViewError):
+            # Never dropped silently: a save would rewrite the file without it (hostile campaign).
+            return views, (f"{path} holds a view this WildLens cannot read ({str(item)[:40]!r}); fix or move the file "
+                           "away to save views.")
     return views, ""
+
+
+@contextmanager
+def _changing(run: Run):
+    """The run's saved views, read under its lock and presence (a deleted run is never made again)
+    for one change: yields the list; what the block leaves in it is written atomically."""
+    from .locking import RunGone, run_presence_lock
+    from .tables import StoreError
+
+    try:
+        with run_presence_lock(run.path, f"Run {run.run_id} is gone; nothing was saved."), \
+                waiting_lock(run.path, LOCK_NAME, required=True):
+            views, problem = read_views(run)
+            if problem:
+                raise SavedViewError(problem)
+            before = list(views)
+            yield views
+            if views != before:
+                write_json_atomic(_path(run), {"views": [v.__dict__ for v in views]})
+    except (RunGone, StoreError) as exc:
+        raise SavedViewError(str(exc)) from None
+    except OSError as exc:
+        raise SavedViewError(f"cannot change the saved views in {run.path} ({exc.strerror or exc}).") from None
 
 
 def save_view(run: Run, name: str, page: str, params: dict) -> SavedView:
     """Save (or replace, by name) a view of ``run``; SavedViewError when it cannot be."""
-    from .locking import RunGone, run_presence_lock
-
     view = SavedView(_clean_name(name), page, _clean_params(params), now_iso())
-    try:
-        with run_presence_lock(run.path, f"Run {run.run_id} is gone; nothing was saved."), \
-                waiting_lock(run.path, LOCK_NAME):
-            views, problem = read_views(run)
-            if problem:
-                raise SavedViewError(problem)
-            views = [v for v in views if v.name != view.name] + [view]
-            if len(views) > MAX_VIEWS:
-                raise SavedViewError(f"run {run.run_id} has {MAX_VIEWS} saved views already; remove one first.")
-            write_json_atomic(_path(run), {"views": [v.__dict__ for v in views]})
-    except RunGone as exc:
-        raise SavedViewError(str(exc)) from None
-    except OSError as exc:
-        raise SavedViewError(f"cannot save the view in {run.path} ({exc.strerror or exc}).") from None
+    with _changing(run) as views:
+        kept = [v for v in views if v.name != view.name]
+        if len(kept) + 1 > MAX_VIEWS:
+            raise SavedViewError(f"run {run.run_id} has {MAX_VIEWS} saved views already; remove one first.")
+        views[:] = kept + [view]
     return view
 
 
 def remove_view(run: Run, name: str) -> bool:
     """Remove the view named ``name`` (what the analyst asked for); False when there is none."""
-    from .locking import RunGone, run_presence_lock
-
-    try:
-        with run_presence_lock(run.path, f"Run {run.run_id} is gone."), waiting_lock(run.path, LOCK_NAME):
-            views, problem = read_views(run)
-            if problem:
-                raise SavedViewError(problem)
-            kept = [v for v in views if v.name != name]
-            if len(kept) == len(views):
-                return False
-            write_json_atomic(_path(run), {"views": [v.__dict__ for v in kept]})
-    except RunGone as exc:
-        raise SavedViewError(str(exc)) from None
-    except OSError as exc:
-        raise SavedViewError(f"cannot change the saved views in {run.path} ({exc.strerror or exc}).") from None
-    return True
+    with _changing(run) as views:
+        kept = [v for v in views if v.name != name]
+        removed = len(kept) < len(views)
+        views[:] = kept
+    return removed

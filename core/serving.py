@@ -9,6 +9,9 @@ does it, and app.py for an address given to ``streamlit run`` directly), and the
   visitor could otherwise read any folder the server's user can). The root is enforced on
   loopback too when it is set. The library's import entry point checks it (crawl.importer calls
   :func:`check_import_source`), so no page can forget it;
+* export writes only into folders under ``WILDLENS_EXPORT_ROOT``, and nowhere when it is unset
+  (a visitor could otherwise fill any disk the server's user can write); enforced on loopback too
+  when set, by the library's export entry point (crawl.export calls :func:`check_export_destination`);
 * the password gate (pages/access.py) asks for ``WILDLENS_PASSWORD`` when it is set;
 * the Models page does not join a typed Ray address (only RAY_ADDRESS, set by the operator):
   joining a cluster lets that cluster run code in the dashboard's process.
@@ -32,6 +35,7 @@ from .errors import WildLensError
 LOOPBACK = "127.0.0.1"
 SHARE_ENV = "WILDLENS_SHARE"
 IMPORT_ROOT_ENV = "WILDLENS_IMPORT_ROOT"
+EXPORT_ROOT_ENV = "WILDLENS_EXPORT_ROOT"
 PASSWORD_ENV = "WILDLENS_PASSWORD"
 UPLOAD_MAX_MB_ENV = "WILDLENS_UPLOAD_MAX_MB"
 UPLOAD_MAX_ROWS_ENV = "WILDLENS_UPLOAD_MAX_ROWS"
@@ -112,6 +116,36 @@ def check_import_source(src: Path | str, follow_links: bool = False) -> None:
                            f"images under {root} instead.")
 
 
+# --------------------------------------------------------------------------- the export root
+def export_root() -> Path | None:
+    """``WILDLENS_EXPORT_ROOT`` as a real path, or None when unset."""
+    text = os.environ.get(EXPORT_ROOT_ENV, "").strip()
+    if not text:
+        return None
+    root = Path(text).expanduser().resolve()
+    if not root.is_dir():
+        raise ServingError(f"{EXPORT_ROOT_ENV}={text} is not a folder: set it to the folder exports may be written "
+                           "into, and restart WildLens.")
+    return root
+
+
+def check_export_destination(out: Path | str) -> Path | None:
+    """Refuse an export folder outside the export root (judged by its real path: '..' and links
+    resolved), and every export on a shared dashboard without a root. Returns the root (None: any
+    folder, the command line's and loopback's default)."""
+    root = export_root()
+    if root is None:
+        if sharing():
+            raise ServingError(f"Export is off on a shared dashboard: set {EXPORT_ROOT_ENV} to the one folder exports "
+                               "may be written into, and restart WildLens.")
+        return None
+    real = Path(out).expanduser().resolve()
+    if real == root or root not in real.parents:
+        raise ServingError(f"{out} is not a folder inside the export folder {root} ({EXPORT_ROOT_ENV}): give a new "
+                           "folder under it.")
+    return root
+
+
 # --------------------------------------------------------------------------- upload caps
 @dataclass(frozen=True)
 class UploadLimits:
@@ -190,6 +224,15 @@ def exposure_notice(address: str, port: int | str) -> str:
         "Anyone who can reach it can see every run and image, rename and delete runs, crawl the web, classify, "
         f"and create runs by uploading predictions (at most {limits.max_mb:,.0f} MB, {limits.max_rows:,} rows, "
         f"{limits.max_models:,} models a file).",
-        imports + " Ray: only RAY_ADDRESS, never an address typed on the Models page.",
+        imports + " " + _exports_line() + " Ray: only RAY_ADDRESS, never an address typed on the Models page.",
         gate,
     ])
+
+
+def _exports_line() -> str:
+    try:
+        root = export_root()
+    except ServingError as exc:
+        return str(exc)
+    return (f"Export: only into folders under {root} ({EXPORT_ROOT_ENV})." if root is not None else
+            f"Export: off (set {EXPORT_ROOT_ENV} to the one folder it may write into).")

@@ -158,6 +158,47 @@ def atomic_path(target: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+def read_stored_bytes(path: Path, max_bytes: int = 1 << 30) -> bytes | None:
+    """The bytes of a file WildLens itself stored (a fingerprint, a derived table), or None when it
+    is missing, a link, not a regular file, or larger than ``max_bytes``: derived data read through
+    here is recomputed, never waited on. Why: ``read_text()`` of a FIFO put at a fingerprint hung
+    every reader (the dashboard 200 s and more), a link to /dev/zero ran out of memory, and a link
+    out of the run was read as the run's own (hostile campaign)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+        return None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def real_folder(path: Path) -> bool:
+    """Whether ``path`` is missing or a real folder: not a link (to anywhere) and not a file. A
+    derived-data folder that is a link is written through by nobody (hostile campaign: a linked
+    ``metrics/curated`` had WildLens overwrite files outside the run)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode)
+
+
 def write_bytes_atomic(target: Path, data: bytes) -> None:
     """``atomic_path``'s write (same temporary name, fsync, rename) in one open: an import stores
     every accepted image through it, and the three opens and a stat it used to cost were a good

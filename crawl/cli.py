@@ -326,7 +326,8 @@ def cmd_export(args) -> int:
     run = RunStore().open_run(args.run)
     progress = None if args.no_progress else TerminalProgress()
     try:
-        summary = export_run(run, args.out, args.format, view=RAW if args.raw else CURATED, progress=progress)
+        summary = export_run(run, args.out, args.format, view=RAW if args.raw else CURATED, link=args.link,
+                             progress=progress)
     except KeyboardInterrupt:
         print(f"interrupted: nothing was exported; {args.out} is as it was", file=sys.stderr)
         return 130
@@ -450,6 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default %(default)s)")
     p.add_argument("--raw", action="store_true", help="the run as collected: without the curation log's relabels "
                                                       "and exclusions (default: the curated view)")
+    p.add_argument("--link", action="store_true", help="hard links to the run's stored files instead of copies (no "
+                                                       "second copy on disk, but editing an exported image in place "
+                                                       "then changes the run's copy too)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_export)
     return parser

@@ -25,18 +25,25 @@ When they are missing or stale the export goes on without those three and says w
 them. Load it with ``fiftyone.Dataset.from_dir(DIR,
 dataset_type=fiftyone.types.FiftyOneImageClassificationDataset)``.
 
-**Files.** Each image is a hard link to the run's stored file (no second copy on disk; the run's
-images are never written, so the link shares nothing that changes) where the file system allows
-it, else a copy (another file system: the summary counts the copies). File names come from the
-image's content hash and the class's wnid, never from a web string. An image whose file is
-missing, is a link out of the run's images folder, or is not a regular file (a FIFO, a device) is
-skipped and counted, never fatal.
+**Files.** Each image is a copy of the run's stored file: a copy-on-write clone where the file
+system makes one (btrfs, XFS: no second copy on disk, yet editing one never changes the other),
+else a plain copy. ``link=True`` (``--link``) makes hard links instead, as the issue first asked:
+no second copy anywhere, but a hard link IS the run's file, so editing an exported image in place
+(``mogrify``, a cleaning script) rewrites the run's stored image and breaks its sha256 (the
+hostile campaign did exactly that); the summary says so whenever links were made. File names
+come from the image's content hash and the class's wnid, never from a web string. An image whose
+file is missing, is a link out of the run's images folder, or is not a regular file (a FIFO, a
+device) is skipped and counted, never fatal.
 
 **Safety.** DIR must be missing or an empty folder (nothing in it is ever overwritten or deleted),
-and outside the run store's runs folder. The export is built in a hidden sibling folder
-(``.<DIR name>.wildlens-export-<hex>.tmp``) and renamed to DIR at the end, in one step: an export
-that fails or is interrupted removes that folder and leaves DIR as it was; a process killed
-outright (SIGKILL, power) leaves the hidden folder beside DIR, never a half dataset at DIR.
+outside the run store's runs folder, and under ``WILDLENS_EXPORT_ROOT`` when that is set (on a
+shared dashboard an export needs it: ``core.serving.check_export_destination``). The export is
+built in a hidden folder and put at DIR at the end: a missing DIR is a renamed sibling
+(``.<DIR name>.wildlens-export-<hex>.tmp``, one step); an empty folder you made is kept (its owner,
+mode and inode) and the entries move into it, the labels or manifest last, so an export is
+complete exactly when its ``labels.json`` / ``export_manifest.csv`` is there. An export that fails
+or is interrupted removes what it wrote and leaves DIR as it was; a process killed outright
+(SIGKILL, power) leaves only the hidden folder.
 """
 from __future__ import annotations
 
@@ -100,8 +107,9 @@ class ExportSummary:
     view: str  # 'curated' or 'raw'
     images: int  # images exported
     classes: int  # classes they fall in
-    linked: int  # hard links to the run's files
-    copied: int  # copies (where a hard link was not possible)
+    linked: int  # hard links to the run's files (--link)
+    copied: int  # plain copies
+    cloned: int = 0  # copy-on-write clones (a file system that makes them: no second copy on disk)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> images skipped for it
     skipped_images: list[tuple[str, str]] = field(default_factory=list)  # (the run's image, reason)
     relabelled: int = 0  # images of the set whose class the curation changed (curated view)
@@ -128,9 +136,14 @@ class ExportSummary:
                  else f"{self.destination}/{DATA_DIR}/ and {LABELS_FILE}")
         lines = [self.describe_view(),
                  f"exported {self.images} images of {self.classes} classes as {self.format}: {where}"]
-        if self.copied:
-            lines.append(f"{self.linked} hard-linked, {self.copied} copied (a hard link was not possible: another "
-                         "file system than the run store's, or one without hard links)")
+        if self.linked:
+            lines.append(f"{self.linked} hard-linked: these ARE the run's stored files, so editing one in place "
+                         "changes the run's copy too; edit copies (an export without --link writes copies)"
+                         + (f"; {self.copied + self.cloned} copied (no hard link possible there)"
+                            if self.copied + self.cloned else ""))
+        elif self.cloned:
+            lines.append(f"{self.cloned} copy-on-write clones (no second copy on disk until one is edited)"
+                         + (f", {self.copied} copied" if self.copied else ""))
         if self.skipped:
             total = sum(self.skipped.values())
             lines.append(f"skipped {total} image{'s' * (total != 1)}: "
@@ -143,7 +156,10 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
     """DIR as a path, or ExportError (one line) when it may not receive an export: inside the run
     store's runs folder (the default store's, and the run's own), a link, not a folder, or a folder
     with anything in it. Nothing is created or changed."""
+    from core.serving import check_export_destination
+
     out = Path(out).expanduser()
+    check_export_destination(out)  # WILDLENS_EXPORT_ROOT: no export outside it (none on a shared dashboard without it)
     where = out.resolve()
     runs_folders = {RunStore().runs_dir.resolve()}
     if run is not None:
@@ -271,9 +287,13 @@ def _source(run: Run, row: dict) -> Path:
     return path
 
 
-def _copy(source: Path, target: Path) -> None:
+_FICLONE = 0x40049409  # Linux's ioctl that makes target a copy-on-write clone of source (btrfs, XFS, ...)
+
+
+def _copy(source: Path, target: Path) -> str:
     """Copy a regular file, opened without following a link or waiting on a FIFO (a file swapped
-    after the check is refused, not read)."""
+    after the check is refused, not read): 'cloned' where the file system makes a copy-on-write
+    clone (no second copy on disk, yet writing one never changes the other), else 'copied'."""
     try:
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -285,13 +305,25 @@ def _copy(source: Path, target: Path) -> None:
             raise _Skip(SKIP_NOT_REGULAR)
         out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         with os.fdopen(out, "wb") as dst:
+            try:
+                import fcntl
+
+                fcntl.ioctl(dst.fileno(), _FICLONE, src.fileno())
+                return "cloned"
+            except (ImportError, OSError):  # no such file system (ext4, tmpfs): a plain copy
+                pass
             shutil.copyfileobj(src, dst, 1 << 20)
             dst.flush()
             os.fsync(dst.fileno())
+    return "copied"
 
 
-def _place(source: Path, target: Path) -> str:
-    """Put the run's file ``source`` at ``target``: 'linked' (a hard link) or 'copied'."""
+def _place(source: Path, target: Path, link: bool = False) -> str:
+    """Put the run's file ``source`` at ``target``: 'cloned' or 'copied' (:func:`_copy`), or with
+    ``link`` 'linked' (a hard link: the same file as the run's, so an edit of one is an edit of the
+    other; a file system without hard links copies)."""
+    if not link:
+        return _copy(source, target)
     try:
         # follow_symlinks=False: a link swapped in after the check is linked as a link, never followed.
         os.link(source, target, follow_symlinks=False)
@@ -301,8 +333,7 @@ def _place(source: Path, target: Path) -> str:
     except OSError as exc:
         if exc.errno not in _NO_LINK:
             raise
-    _copy(source, target)
-    return "copied"
+    return _copy(source, target)
 
 
 # --------------------------------------------------------------------------- predictions
@@ -416,14 +447,15 @@ def _labels_bytes(labels: dict) -> bytes:
                       separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def export_run(run: Run, out: Path | str, fmt: str = IMAGEFOLDER, *, view: str = CURATED,
+def export_run(run: Run, out: Path | str, fmt: str = IMAGEFOLDER, *, view: str = CURATED, link: bool = False,
                progress=None) -> ExportSummary:
     """Export ``run``'s image set (``view``: 'curated' or 'raw') to the new or empty folder ``out``
     as ``fmt`` ('imagefolder' or 'fiftyone'); see the module docstring. Returns where it wrote and
     what it skipped (:class:`ExportSummary`; ``.describe()`` gives the lines to show). Raises
     ExportError (one line) before writing anything when ``out`` may not receive an export or the
     set is empty; any other failure removes what this call wrote and leaves ``out`` as it was.
-    ``progress``: a core.progress callback (stage 'export', one unit per image)."""
+    ``progress``: a core.progress callback (stage 'export', one unit per image). ``link``: hard
+    links to the run's files instead of clones or copies (``--link``; see the module docstring)."""
     _check_choice(fmt, view)
     out = check_destination(out, run)
     label_space = run.info.label_space
@@ -457,7 +489,8 @@ def export_run(run: Run, out: Path | str, fmt: str = IMAGEFOLDER, *, view: str =
         summary.models, summary.explained = models, explained is not None
 
         try:
-            _build(run, images, out, fmt, summary, label_space, models, predictions, explained, keys, progress)
+            _build(run, images, out, fmt, summary, label_space, models, predictions, explained, keys, progress,
+                   link)
         except OSError as exc:  # a folder that cannot be written, a full disk: one line, the destination as it was
             raise ExportError(f"cannot write the export to {out}: {exc.strerror or exc}; check that {out.parent} is "
                               "writable and has room (nothing was left at --out).") from None
@@ -465,18 +498,22 @@ def export_run(run: Run, out: Path | str, fmt: str = IMAGEFOLDER, *, view: str =
 
 
 def _build(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportSummary, label_space: str,
-           models: list[str], predictions: dict, explained: dict | None, keys: dict, progress) -> None:
-    """Write the export into a hidden sibling of ``out`` and rename it to ``out`` in one step; on
-    any failure remove that sibling (this call's own folder) and leave ``out`` as it was."""
+           models: list[str], predictions: dict, explained: dict | None, keys: dict, progress, link: bool) -> None:
+    """Write the export into a hidden folder and put it at ``out`` at the end; on any failure
+    remove that hidden folder (this call's own) and leave ``out`` as it was. A missing ``out``:
+    the hidden folder is its sibling, renamed to it in one step. An empty folder the user made:
+    the hidden folder is inside it and its entries move in at the end, the labels or manifest
+    last, so the folder keeps its owner, mode and inode (a shell inside it stays there), and an
+    export is complete exactly when its labels.json / export_manifest.csv is there."""
+    if out.is_dir():
+        _build_into(run, images, out, fmt, summary, label_space, models, predictions, explained, keys, progress, link)
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.parent / f".{out.name}{TEMP_PREFIX}{secrets.token_hex(4)}{TEMP_SUFFIX}"
     os.mkdir(temp)
     try:
-        _write(run, images, temp, fmt, summary, label_space, models, predictions, explained, keys, progress)
-        if not summary.images:
-            raise ExportError(f"nothing exported from run {run.run_id}: all {len(images)} images were skipped ("
-                              + ", ".join(f"{n} {why}" for why, n in summary.skipped.items())
-                              + "); check the run's images folder.")
+        _write(run, images, temp, fmt, summary, label_space, models, predictions, explained, keys, progress, link)
+        _check_exported(run, images, summary)
         try:
             # One step: rename() puts the folder at DIR, replacing DIR only when it is an empty folder.
             os.rename(temp, out)
@@ -491,8 +528,43 @@ def _build(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportS
         raise
 
 
+def _check_exported(run: Run, images: list[_Image], summary: ExportSummary) -> None:
+    """ExportError when every image of the set was skipped (nothing is put at DIR)."""
+    if not summary.images:
+        raise ExportError(f"nothing exported from run {run.run_id}: all {len(images)} images were skipped ("
+                          + ", ".join(f"{n} {why}" for why, n in summary.skipped.items())
+                          + "); check the run's images folder.")
+
+
+def _build_into(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportSummary, label_space: str,
+                models: list[str], predictions: dict, explained: dict | None, keys: dict, progress,
+                link: bool) -> None:
+    """:func:`_build` into the existing empty folder ``out``."""
+    temp = out / f".{out.name}{TEMP_PREFIX}{secrets.token_hex(4)}{TEMP_SUFFIX}"  # hidden, the sibling's name
+    os.mkdir(temp)
+    moved: list[Path] = []
+    try:
+        _write(run, images, temp, fmt, summary, label_space, models, predictions, explained, keys, progress, link)
+        _check_exported(run, images, summary)
+        last = LABELS_FILE if fmt == FIFTYONE else MANIFEST_FILE
+        entries = sorted(os.listdir(temp), key=lambda name: name == last)  # the labels or manifest last
+        if set(os.listdir(out)) - {temp.name}:
+            raise ExportError(f"--out {out} was changed while exporting (it is no longer empty); nothing was written "
+                              "there: run the export again with an empty folder.")
+        for name in entries:
+            os.rename(temp / name, out / name)
+            moved.append(out / name)
+        os.rmdir(temp)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)  # this call's own folder, never the user's
+        for path in moved:  # what this call moved in, never anything of the user's (the folder was empty)
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(
+                missing_ok=True)
+        raise
+
+
 def _write(run: Run, images: list[_Image], temp: Path, fmt: str, summary: ExportSummary, label_space: str,
-           models: list[str], predictions: dict, explained: dict | None, keys: dict, progress) -> None:
+           models: list[str], predictions: dict, explained: dict | None, keys: dict, progress, link: bool) -> None:
     """Place every image of the set in ``temp`` and write the manifest or labels there."""
     skipped: Counter = Counter()
     manifest_rows, labels, classes, taken = [], {}, set(), set()
@@ -513,7 +585,7 @@ def _write(run: Run, images: list[_Image], temp: Path, fmt: str, summary: Export
                 raise _Skip(SKIP_SAME_FILE)
             target = temp / relative
             target.parent.mkdir(exist_ok=True)
-            how = _place(source, target)
+            how = _place(source, target, link)
         except _Skip as skip:
             skipped[skip.reason] += 1
             summary.skipped_images.append((image_id, skip.reason))
@@ -523,6 +595,8 @@ def _write(run: Run, images: list[_Image], temp: Path, fmt: str, summary: Export
         classes.add(image.truth)
         if how == "linked":
             summary.linked += 1
+        elif how == "cloned":
+            summary.cloned += 1
         else:
             summary.copied += 1
         if fmt == IMAGEFOLDER:
@@ -536,7 +610,7 @@ def _write(run: Run, images: list[_Image], temp: Path, fmt: str, summary: Export
                                                         label_space))
             labels[uuid] = {"label": image.truth, "attributes": attributes}
         report(progress, "export", done, total, task=fmt)
-    summary.images, summary.classes = summary.linked + summary.copied, len(classes)
+    summary.images, summary.classes = summary.linked + summary.cloned + summary.copied, len(classes)
     summary.skipped = dict(skipped.most_common())
     if not summary.images:
         return

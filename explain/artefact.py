@@ -52,6 +52,7 @@ from pathlib import Path
 from core.curation import curation_fingerprint, read_curation
 from core.runstore import (SCHEMA_VERSION, Run, StoreError, manifest_fingerprint, now_iso, predictions_fingerprint,
                            read_parquet_bytes, table_to_parquet_bytes, write_bytes_atomic, write_json_atomic)
+from core.tables import read_stored_bytes, real_folder
 from .curation_view import CURATED, RAW, ViewChange, check_view, view_predictions
 from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables, compute_metric_tables
 from .schema import METRIC_SCHEMAS
@@ -105,9 +106,10 @@ def current_fingerprint(run: Run, view: str = RAW) -> dict:
 
 def stored_fingerprint(run: Run, view: str = RAW) -> dict | None:
     """The artefact's fingerprint.json, or None when it is missing or unreadable."""
+    raw = read_stored_bytes(fingerprint_path(run, view), 1 << 20)  # a FIFO or a link: stale, never waited on
     try:
-        data = json.loads(fingerprint_path(run, view).read_text())
-    except (OSError, ValueError):
+        data = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -165,9 +167,8 @@ def read_stored_metrics(run: Run, expected: dict | None = None, view: str = RAW)
         if not isinstance(entry, dict):
             return None  # a hand-edited fingerprint.json
         path = table_path(run, name, view)
-        try:
-            data = path.read_bytes()
-        except OSError:
+        data = read_stored_bytes(path)
+        if data is None:
             return None
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
             return None  # damaged, hand-edited, or another refresh's table
@@ -202,6 +203,10 @@ def write_metrics(run: Run, tables: MetricTables, fingerprint: dict, view: str =
 
 def _write_metrics(run: Run, tables: MetricTables, fingerprint: dict, view: str) -> Path:
     target = fingerprint_path(run, view)
+    for folder in (run.metrics_dir, view_dir(run, view)):
+        if not real_folder(folder):  # a link would have the tables written wherever it leads (hostile campaign)
+            raise StoreError(f"cannot write the metrics of run {run.run_id}: {folder} is a link or a file, not a "
+                             "folder; move it away.")
     try:
         run.metrics_dir.mkdir(exist_ok=True)  # not parents=True: the run folder is there (locked), never made
         view_dir(run, view).mkdir(exist_ok=True)
@@ -245,7 +250,8 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
     change = ViewChange()
     if view == CURATED:
         curation = read_curation(run)
-        rows, change = view_predictions(run, CURATED, curation) if curation.active else (None, ViewChange())
+        changes_rows = bool(curation.relabels or curation.excluded)  # tags alone change no row: nothing to read
+        rows, change = view_predictions(run, CURATED, curation) if changes_rows else (None, ViewChange())
         if not change.any:  # nothing curated that these predictions hold: the raw tables (not forced: not this view's)
             raw = ensure_metrics(run, store=store, cache_dir=cache_dir)
             return MetricsResult(raw.tables, raw.recomputed, raw.stored, raw.reason, raw.store_error, CURATED, change)
@@ -276,7 +282,8 @@ def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricT
     result = ensure_metrics(run, force=force, cache_dir=cache_dir)
     if not result.stored:
         raise StoreError(result.store_error)
-    if read_curation(run).active:
+    state = read_curation(run)
+    if state.relabels or state.excluded:
         curated = ensure_metrics(run, force=force, cache_dir=cache_dir, view=CURATED)
         if not curated.stored:
             raise StoreError(curated.store_error)

@@ -82,7 +82,8 @@ def cmd_metrics(args) -> int:
             tables, written = metrics_from_file(args.predictions, args.out, confusion_top_k=args.top_k or None,
                                                 cache_dir=cache_dir, ci=ci)
     except OSError as exc:  # e.g. an output folder that cannot be written
-        raise MetricsOutputError(f"cannot write the tables to {args.out}: {exc.strerror or exc}") from None
+        where = f"write the tables to {args.out}" if args.out else f"read or store the tables of run {args.run}"
+        raise MetricsOutputError(f"cannot {where}: {exc.strerror or exc}") from None
 
     import pandas as pd  # here, not at the top: `senses` and --help need no pandas
 
@@ -97,8 +98,15 @@ def cmd_metrics(args) -> int:
         return fmt(getattr(row, column)) + ("" if pd.isna(low) else f" [{fmt(low)}, {fmt(high)}]")
 
     print(ci.describe() if ci else "intervals: not computed (--no-ci; the *_ci_* columns are NA)", file=sys.stderr)
-    for row in tables.per_model.itertuples(index=False):
-        print(f"{row.model}\tn={row.n}\taccuracy={with_ci(row, 'accuracy')}\tsibling_rate={with_ci(row, 'sibling_rate')}")
+    from core.errors import printable
+
+    if tables.per_model.empty:
+        print("no predictions to count" + (" (the curated view excludes every image: --raw shows the run as "
+                                            "collected)" if getattr(args, "_all_excluded", False) else ""),
+              file=sys.stderr)
+    for row in tables.per_model.itertuples(index=False):  # a model id is outside text: printed escaped
+        print(f"{printable(row.model)}\tn={row.n}\taccuracy={with_ci(row, 'accuracy')}\t"
+              f"sibling_rate={with_ci(row, 'sibling_rate')}")
     for path in written.values():
         print(f"wrote {path}")
     return 0
@@ -141,6 +149,16 @@ def _run_tables(args, cache_dir, ci):
         return tables
     result = ensure_metrics(run, cache_dir=cache_dir, view=view)
     print(result.describe(run), file=sys.stderr)
+    args._all_excluded = view == CURATED and result.tables.per_model.empty and not run.usable_predictions().empty
+    # The per-prediction explanations (relation, severity, error type) of this view, stored beside the
+    # tables: what crawl's FiftyOne export reads and tells the user to make with this command.
+    from core.runstore import StoreError
+    from .error_types import ensure_explained
+
+    try:
+        ensure_explained(run, view, cache_dir=cache_dir)
+    except StoreError:  # a run that cannot be written: the tables are still right
+        pass
     return result.tables
 
 

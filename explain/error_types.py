@@ -49,8 +49,8 @@ import pandas as pd
 
 from core.curation import Curation, read_curation
 from core.errors import WildLensError
-from core.explained import (CURATED, EXPLAINED_SCHEMA, RAW, inputs_fingerprint, read_explained, read_label_issues,
-                            write_explained)
+from core.explained import (CURATED, ERROR_TYPES_CODE_VERSION, EXPLAINED_SCHEMA, RAW, inputs_fingerprint,
+                            read_explained, read_label_issues, write_explained)
 from core.intervals import DEFAULT_LEVEL, wilson_interval
 from core.phash import NEAR_DUPLICATE_DISTANCE, hamming, near_duplicate_groups, parse_phashes
 from core.runstore import Run, StoreError
@@ -61,8 +61,6 @@ from .similarity import (COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATED, SIBLING, S
                          PairSimilarities, similarities_of_codes, wnid_of_offset)
 from .vocabulary import RELATED_MAX_SEVERITY, RELATIONS, lcs_phrase, plural
 
-# Bump when a type or a reason changes for the same inputs: stored explanations are then stale.
-ERROR_TYPES_CODE_VERSION = 1
 PART_WHOLE_MAX_STEPS = 2  # the issue's rule: a hypernym of the other class at most 2 steps up
 LABEL_TAGS = ("wrong-class", "not-a-photo")  # core.curation.BUILTIN_TAGS that put the label in doubt
 _NOTE_CHARS = 120  # a tag's note shown in a reason (notes hold up to 500): one line stays readable
@@ -126,6 +124,8 @@ EXPLAINED_COLUMNS: dict[str, Column] = {
     "pred_wnid": Column("string", "The model's top-1 prediction."),
     "prob_1": Column("Float64", "The model's probability of its top-1 (NA when not stored)."),
     "correct": Column("boolean", "The top-1 is the true class (strict)."),
+    "in_label_space": Column("boolean", "The true class is a class of the model's label space (False: the model cannot "
+                                        "name it, an unseen class; the metric tables' in_label_space)."),
     "relation": Column("string", "WordNet relation of the top-1 to the truth: " + ", ".join(RELATIONS)
                                  + " ('same' when correct; explain.vocabulary)."),
     "severity": Column("Int64", "Mistake severity: hypernym steps from the true class up to the pair's lowest common "
@@ -175,12 +175,15 @@ def _steps(n: int) -> str:
 def _tag_notes(curation: Curation) -> dict[str, str]:
     """image -> the note of the latest entry still in effect that tagged it with a label tag (and had a note)."""
     notes: dict[str, str] = {}
-    for entry in curation.entries:  # seq order: a later note replaces an earlier one
-        if entry.action != "tag" or entry.value not in LABEL_TAGS or entry.seq in curation.undone or not entry.note:
+    for entry in curation.entries:  # seq order: a later entry replaces an earlier one's note, an untag ends it
+        if entry.action not in ("tag", "untag") or entry.value not in LABEL_TAGS or entry.seq in curation.undone:
             continue
         note = entry.note if len(entry.note) <= _NOTE_CHARS else entry.note[:_NOTE_CHARS - 1] + "…"
         for image in entry.images:
-            notes[image] = note
+            if entry.action == "tag" and note:
+                notes[image] = note
+            else:  # untagged, or tagged again without a note: the old note is no longer what was said
+                notes.pop(image, None)
     return notes
 
 
@@ -216,7 +219,10 @@ def _label_reasons(run: Run, view: str, curation: Curation) -> dict[str, list[st
         for image, wnid in curation.relabels.items():
             if stored.get(image) != wnid:  # a relabel to the class it has changes nothing (curation_view)
                 reasons.setdefault(image, []).append(f"relabelled to {_name(wnid)} ({wnid})")
-    issues = read_label_issues(run)
+    try:
+        issues = read_label_issues(run)
+    except StoreError:  # a damaged probe file: no probe flags here (the Images page says what is wrong with it)
+        issues = None
     if issues is not None and len(issues):
         flagged = issues[issues["is_issue"].fillna(False).to_numpy(dtype=bool)]
         if view == CURATED and curation.relabels:  # a relabel settles what the probe doubted
@@ -274,10 +280,9 @@ def _duplicate_reasons(run: Run, view: str, curation: Curation) -> dict[str, lis
         for file, own, others in zip(files, truth, images["other_wnids"].tolist()):
             if not isinstance(others, str) or not others.strip():
                 continue
+            if view == CURATED and file in curation.relabels:  # the analyst's relabel settles which class it is
+                continue
             also = [w for w in dict.fromkeys(w.strip() for w in others.split(",")) if w and w != own]
-            if view == CURATED and file in curation.relabels:  # the class it was stored under is another one now
-                stored = images.loc[images["file"] == file, "wnid"].iloc[0]
-                also = [w for w in dict.fromkeys([*also, stored]) if w != own]
             if also:
                 named = ", ".join(f"{_name(w)} ({w})" for w in also[:3]) + (f" and {len(also) - 3} more"
                                                                                if len(also) > 3 else "")
@@ -499,7 +504,8 @@ def explain_predictions(predictions: pd.DataFrame, flags: pd.DataFrame | None = 
     error_type = pair_type[pair_of_row]
     reason = pair_reason[pair_of_row]
     mistake = error_type >= 0
-    unseen = mistake & _unseen_rows(rows)[idx]
+    outside = _unseen_rows(rows)[idx]  # the truth is no class of the row's label space
+    unseen = mistake & outside
     if unseen.any():
         space_of = rows.space[idx]
         keys, inverse = _unique(space_of[unseen] * n + true[unseen], inverse=True, sort=False)
@@ -529,6 +535,7 @@ def explain_predictions(predictions: pd.DataFrame, flags: pd.DataFrame | None = 
         "pred_wnid": _string_column(rows.wnids, pred),
         "prob_1": prob,
         "correct": pd.arrays.BooleanArray(true == pred, np.zeros(len(idx), dtype=bool)),
+        "in_label_space": pd.arrays.BooleanArray(~outside, np.zeros(len(idx), dtype=bool)),
         "relation": _string_column(RELATIONS, relation[pair_of_row]),
         "severity": pd.arrays.IntegerArray(severity, np.zeros(len(idx), dtype=bool)),
         "error_type": _string_column(ERROR_TYPES, error_type),
@@ -543,16 +550,19 @@ ERROR_TYPE_TABLE: dict[str, Column] = {
     "model": Column("string", "The model's registry id."),
     "family": Column("string", "The family the model ran as (CNN, transformer, hybrid, language-augmented), from "
                                "the predictions' family column; NA when not recorded."),
-    "n": Column("Int64", "Predictions counted (status 'ok'; an exact repeat once), every class: those outside the "
-                         "model's label space too (the metric tables' per-model n leaves them out)."),
-    "n_mistakes": Column("Int64", "Counted predictions whose top-1 is not the true class (strict)."),
-    "accuracy": Column("Float64", "Strict top-1 accuracy over n (every class; NA for n = 0)."),
+    "n": Column("Int64", "Predictions counted (status 'ok'; an exact repeat once) over the model's in-space classes, "
+                         "as the metric tables' per-model n."),
+    "n_unseen": Column("Int64", "Predictions of classes outside the model's label space (every one a mistake of "
+                                "type unseen, or label / duplicate before it), as the metric tables' n_unseen."),
+    "n_mistakes": Column("Int64", "Mistakes typed: counted predictions whose top-1 is not the true class (strict), "
+                                  "unseen classes included: the denominator of every share."),
+    "accuracy": Column("Float64", "Strict top-1 accuracy over n, the in-space classes: the metric tables' per-model "
+                                  "accuracy (NA for n = 0)."),
     "accuracy_clean": Column("Float64", "The accuracy the model would have if its label and duplicate mistakes were "
-                                        "not counted: correct / (n - label_count - duplicate_count). NA when nothing "
-                                        "is left."),
-    "accuracy_clean_ci_low": Column("Float64", "Lower bound of accuracy_clean: Wilson score interval over "
-                                               "n - label_count - duplicate_count, at the table's level (default "
-                                               "95 %)."),
+                                        "not counted: correct / (n - its in-space label and duplicate mistakes). NA "
+                                        "when nothing is left."),
+    "accuracy_clean_ci_low": Column("Float64", "Lower bound of accuracy_clean: Wilson score interval over n less "
+                                               "those mistakes, at the table's level (default 95 %)."),
     "accuracy_clean_ci_high": Column("Float64", "Upper bound of accuracy_clean (Wilson, as its lower bound)."),
 }
 for _t in _TYPES:
@@ -568,7 +578,8 @@ for _t in _TYPES:
 ERROR_TYPE_TABLE_SCHEMA = schema_of(ERROR_TYPE_TABLE)
 # Readable column headers (the raw name stays in the CSV and in each header's help), as explain.schema.LABELS.
 ERROR_TYPE_TABLE_LABELS: dict[str, str] = {
-    "model": "Model", "family": "Family", "n": "Images", "n_mistakes": "Mistakes", "accuracy": "Accuracy",
+    "model": "Model", "family": "Family", "n": "Images", "n_unseen": "Images (unseen classes)",
+    "n_mistakes": "Mistakes", "accuracy": "Accuracy",
     "accuracy_clean": "Accuracy without label and duplicate mistakes", "accuracy_clean_ci_low": "Accuracy (clean) low",
     "accuracy_clean_ci_high": "Accuracy (clean) high",
     **{f"{t.name}{suffix}": f"{t.label}{words}" for t in _TYPES for suffix, words in (
@@ -604,6 +615,10 @@ def error_type_table(explained: pd.DataFrame, *, families: Mapping[str, str] | p
     keep = model_codes >= 0
     model_codes = model_codes[keep]
     correct = explained["correct"].to_numpy(dtype=bool, na_value=False)[keep]
+    # The metric tables' per-model population: the model's in-space classes (an unseen class's strict
+    # accuracy is NA, never 0, SPEC); its unseen mistakes still count among the mistakes typed.
+    seen = (explained["in_label_space"].to_numpy(dtype=bool, na_value=True)[keep]
+            if "in_label_space" in explained.columns else np.ones(len(correct), dtype=bool))
     codes, found = pd.factorize(explained["error_type"])  # hashing: pd.Categorical's lookup took 0.9 s of 1M rows
     unknown = [str(t) for t in found if t not in ERROR_TYPE_INFO]
     if unknown:
@@ -611,18 +626,25 @@ def error_type_table(explained: pd.DataFrame, *, families: Mapping[str, str] | p
                              f"explain_predictions or ensure_explained (types: {', '.join(ERROR_TYPES)}).")
     position = np.array([ERROR_TYPES.index(t) for t in found] + [-1], dtype=np.int64)
     type_codes = position[codes][keep]  # codes -1 (NA) pick the -1 at the end
-    n = np.bincount(model_codes, minlength=n_models)
-    right = np.bincount(model_codes[correct], minlength=n_models)
-    n_mistakes = n - right
-    counts = np.bincount(model_codes * len(ERROR_TYPES) + np.where(type_codes >= 0, type_codes, 0),
-                         weights=(type_codes >= 0).astype(np.float64), minlength=n_models * len(ERROR_TYPES))
-    counts = counts.reshape(n_models, len(ERROR_TYPES)).round().astype(np.int64)
-    clean_n = n - counts[:, LABEL] - counts[:, DUPLICATE]
+    n = np.bincount(model_codes[seen], minlength=n_models)
+    n_unseen = np.bincount(model_codes[~seen], minlength=n_models)
+    right = np.bincount(model_codes[correct & seen], minlength=n_models)
+    n_mistakes = n + n_unseen - right  # every mistake typed, those of unseen classes included
+
+    def type_counts(mask: np.ndarray) -> np.ndarray:
+        typed = mask & (type_codes >= 0)
+        counted = np.bincount(model_codes[typed] * len(ERROR_TYPES) + type_codes[typed],
+                              minlength=n_models * len(ERROR_TYPES))
+        return counted.reshape(n_models, len(ERROR_TYPES)).astype(np.int64)
+
+    counts = type_counts(np.ones(len(type_codes), dtype=bool))
+    in_space = type_counts(seen)
+    clean_n = n - in_space[:, LABEL] - in_space[:, DUPLICATE]
     with np.errstate(invalid="ignore", divide="ignore"):
         columns: dict[str, np.ndarray] = {
             "model": np.asarray([str(m) for m in models], dtype=object),
             "family": np.asarray([families.get(str(m)) for m in models], dtype=object),
-            "n": n, "n_mistakes": n_mistakes,
+            "n": n, "n_unseen": n_unseen, "n_mistakes": n_mistakes,
             "accuracy": np.where(n > 0, right / np.maximum(n, 1), np.nan),
             "accuracy_clean": np.where(clean_n > 0, right / np.maximum(clean_n, 1), np.nan),
         }

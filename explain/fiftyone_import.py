@@ -118,7 +118,11 @@ def _confidence(value, name: str, where: str):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PredictionsError(f"{name}: {where}: confidence {str(value)[:40]!r} is not a number.")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer of 400 digits: no probability (hostile campaign: a traceback)
+        raise PredictionsError(f"{name}: {where}: confidence is a number out of range; give a probability from 0 "
+                               "to 1.") from None
 
 
 def _attribute_rows(attributes: dict, truth: str, image: str, labels: _Labels, where: str) -> list[dict]:
@@ -274,6 +278,9 @@ def read_fiftyone_predictions(path: Path | str) -> tuple[pd.DataFrame, callable]
                                f"{LABELS_FILE} or {SAMPLES_FILE} FiftyOne wrote.") from None
     except RecursionError:
         raise PredictionsError(f"{name} is nested too deeply to be a FiftyOne export.") from None
+    except ValueError as exc:  # Python's 4,300-digit limit on integer literals
+        raise PredictionsError(f"{name} holds a number that cannot be read ({str(exc)[:60]}); give the JSON file "
+                               "FiftyOne wrote.") from None
     del data
     labels = _Labels(name)
     if isinstance(obj, dict) and isinstance(obj.get("samples"), list):

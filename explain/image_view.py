@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from core.curation import Curation
-from core.phash import NEAR_DUPLICATE_DISTANCE
+from core.phash import NEAR_DUPLICATE_DISTANCE, hamming, parse_phashes
 from core.runstore import TOP_K
 from .browse import _relations
 
@@ -43,34 +43,21 @@ def provenance(manifest: pd.DataFrame, image: str) -> dict[str, str]:
             if column in row.index and not pd.isna(row[column]) and str(row[column]) != ""}
 
 
-def _hash(value) -> int | None:
-    text = value.strip().lower() if isinstance(value, str) else ""
-    if len(text) != 16:
-        return None
-    try:
-        return int(text, 16)
-    except ValueError:
-        return None
-
-
 def near_duplicates(manifest: pd.DataFrame, image: str, threshold: int = NEAR_DUPLICATE_DISTANCE) -> pd.DataFrame:
     """The run's other stored images whose perceptual hash is at most ``threshold`` bits from the
-    image's (core.phash), closest first: ``file``, ``wnid``, ``distance``, ``status``; empty when
-    the image has no pHash. One XOR and popcount over the manifest's hashes."""
+    image's (core.phash: the same parsing and distance as the ``duplicate`` error type), closest
+    first: ``file``, ``wnid``, ``distance``, ``status``; empty when the image has no pHash."""
     empty = pd.DataFrame({"file": pd.Series(dtype="string"), "wnid": pd.Series(dtype="string"),
                           "distance": pd.Series(dtype="int64"), "status": pd.Series(dtype="string")})
     mine = manifest[manifest["file"] == image]
-    target = _hash(mine["phash"].iloc[-1]) if len(mine) and "phash" in mine else None
-    if target is None:
+    target, _ = parse_phashes(mine["phash"].tolist()[-1:] if len(mine) and "phash" in mine else [])
+    if not len(target):
         return empty
     stored = manifest[manifest["file"].notna() & (manifest["file"] != image)]
-    hashes = [_hash(v) for v in stored["phash"]]
-    has = np.array([h is not None for h in hashes], dtype=bool)
-    if not has.any():
+    values, rows = parse_phashes(stored["phash"].tolist())
+    if not len(values):
         return empty
-    values = np.array([h for h in hashes if h is not None], dtype=np.uint64)
-    distance = np.bitwise_count(values ^ np.uint64(target)).astype(np.int64)
-    near = stored[has].assign(distance=distance)
+    near = stored.iloc[rows].assign(distance=hamming(values, target[0]).astype(np.int64))
     near = near[near["distance"] <= threshold].sort_values(["distance", "file"], kind="stable")
     return near[["file", "wnid", "distance", "status"]].astype({"file": "string", "wnid": "string",
                                                                  "status": "string"}).reset_index(drop=True)

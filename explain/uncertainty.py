@@ -10,7 +10,8 @@ weight w ~ Poisson(1) per resample (Hanley & MacGibbon 2006; the multinomial boo
 converge to it). The images of one (model, true, predicted) triple share every value a mean over
 them uses, so the sum of their c weights, w ~ Poisson(c), is all a resample needs of them: one draw
 per *cell* (a triple, or a (class, value) pair for the top-5 statistics) instead of one per image,
-the same bootstrap distribution, exactly. A statistic is then sum(w * num) / sum(w * den) per
+the same bootstrap distribution (exactly, but for the lookup table that draws Poisson(c): each of its
+probabilities to within 2^-16, :func:`_poisson_table`). A statistic is then sum(w * num) / sum(w * den) per
 group: one sparse matrix product per block of cells gives every numerator and denominator
 (:func:`group_sums`), never a loop over resamples or classes, and the percentile bounds are
 order statistics found without sorting each row (:func:`order_statistics`). A per-model interval sums the same cell weights over the model's classes: the image

@@ -22,8 +22,10 @@ from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, 
                             card_rows, compare_models, filter_annotated, filter_images, selection_images)
 from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
+from pages.pictures import stored_picture
 from pages.tables import NA_DASH, download_csv, show_table
-from pages.reads import CLAIMS_AUTO_ROWS, class_name, curation, image_table, paired_test
+from pages.reads import (CLAIMS_AUTO_ROWS, class_name, curation, image_table, no_predictions_note,
+                         paired_test)
 from pages.text import escape_markdown, plural
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
 
@@ -256,12 +258,8 @@ def _thumbnail(path: str, mtime_ns: int) -> bytes | None:
 
 def _image(path_of: str) -> None:
     """The image file when the run has it; a note otherwise (uploaded predictions have none)."""
-    try:
-        path = run.image_path(path_of)
-    except StoreError:
-        path = None
-    if path is None or not path.is_file():
-        st.caption(f"No image file: {escape_markdown(path_of)}")
+    path = stored_picture(run, path_of)
+    if path is None:
         return
     thumbnail = _thumbnail(str(path), path.stat().st_mtime_ns)
     if thumbnail is None:
@@ -375,7 +373,7 @@ label_space = run.info.label_space or "imagenet-1k"
 view = current_view(run)
 table = image_table(run, view)  # pages.reads: explain.browse.image_table of the view, annotated (error types, tags)
 if table.empty:
-    st.info("No predictions in this run yet: run models on the Models page.")
+    no_predictions_note(run, view)
     st.stop()
 has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None  # uploaded: none
 

@@ -17,8 +17,9 @@ from pages.charts import error_offsets
 from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
                           table_column_config, without_bounds)
 from explain.selection import Selection
-from pages.run_state import RUN_PARAM, VIEW_PARAM, page_link, require_run
-from pages.reads import class_name, confusion_matrix, metric_tables, misclassified_images, view_predictions
+from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, page_link, require_run
+from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, no_predictions_note,
+                         view_predictions)
 from pages.text import escape_markdown, plural
 
 BROWSE = "pages/browse_page.py"
@@ -38,10 +39,11 @@ def relation_style(value: str) -> str:
 
 st.title("Confusions")
 run = require_run()
-tables = metric_tables(run)
+view = current_view(run)
+tables = metric_tables(run, view)
 confusions = tables.confusions
 if tables.per_model.empty:
-    st.info("No predictions in this run yet: run models on the Models page.")
+    no_predictions_note(run, view)
     st.stop()
 
 label_space = run.info.label_space

@@ -20,14 +20,14 @@ import streamlit as st
 
 from core.curation import BUILTIN_TAGS, TAG_HELP, CurationError, record, undo
 from core.errors import WildLensError, one_line
-from core.runstore import StoreError
 from explain.browse import BrowseError
 from explain.curation_view import CURATED, RAW
 from explain.image_view import history, model_rows, near_duplicates, provenance
 from explain.selection import SOURCE_LABELS, Selection, describe, resolve
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
-from pages.reads import class_name, curation, image_table, label_issues, manifest
+from pages.reads import class_name, curation, image_table, label_issues, manifest, no_predictions_note
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
+from pages.pictures import stored_picture
 from pages.tables import NA_DASH
 from pages.text import escape_markdown, plural
 
@@ -68,12 +68,8 @@ def _picture(path: str, mtime_ns: int) -> tuple[bytes | None, str, int]:
 def _show_picture(image: str, width="native") -> None:
     """The image at its own size (a larger one fits the column), its file and size below; ``width``
     in pixels for a small copy."""
-    try:
-        path = run.image_path(image)
-    except StoreError:
-        path = None
-    if path is None or not path.is_file():
-        st.caption(f"No image file: {escape_markdown(image)}")
+    path = stored_picture(run, image)
+    if path is None:
         return
     data, size, shown = _picture(str(path), path.stat().st_mtime_ns)
     if data is None:
@@ -110,7 +106,7 @@ label_space = run.info.label_space or "imagenet-1k"
 view = current_view(run)
 table = image_table(run, view)
 if table.empty:
-    st.info("No predictions in this run yet: run models on the Models page.")
+    no_predictions_note(run, view)
     st.stop()
 selection, notes = Selection.from_params(st.query_params.get_all)
 if notes:
@@ -302,7 +298,8 @@ with where:
     found = provenance(manifest(run), image)
     if found:
         # Text, never a link: a URL from a search engine is outside text.
-        st.markdown("  \n".join(f"**{escape_markdown(k)}**: `{v.replace('`', '′')}`" for k, v in found.items()))
+        st.markdown("  \n".join(f"**{escape_markdown(k)}**: {escape_markdown(' '.join(v.split()))}"
+                                 for k, v in found.items()))
     else:
         st.caption("No manifest row: the run's predictions were uploaded without images.")
 with twins:

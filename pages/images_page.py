@@ -184,7 +184,8 @@ st.caption("The run's usable images as a dataset other tools read, in the same l
            "WildLens's relation, severity and error type). Curated: the curation log's relabels and exclusions "
            "applied. Images are hard links to the run's files where the disk allows (no second copy): edit the "
            "exported files only after copying them. The folder must be new or empty; nothing there is overwritten.")
-from crawl.export import ExportError, export_run  # noqa: E402
+from core.errors import WildLensError  # noqa: E402
+from crawl.export import export_run  # noqa: E402
 from explain.curation_view import default_view  # noqa: E402
 
 left, middle, right = st.columns([1, 1, 3], vertical_alignment="bottom")
@@ -201,7 +202,7 @@ if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=no
             explained(run, export_view)  # the stored explanations fresh: relation, severity, error type go in
         with st.spinner("Exporting…"):
             summary = export_run(run, target.strip(), export_format, view=export_view)
-    except ExportError as exc:
+    except WildLensError as exc:  # ExportError, and a damaged log or predictions the explanations refuse
         show_error(exc)
     else:
         st.success(escape_markdown("  \n".join(summary.describe())), icon=":material/check:")

@@ -179,7 +179,9 @@ def probes_section(run: Run) -> None:
                 "features (for Probes)*, or the first command), then train the probes:", icon=":material/info:")
         st.code(probe_commands(run), language="sh")
         return
-    tables = metric_tables(run)
+    # The raw view: the probes are trained and tested on the stored labels, so their fixed-head line is
+    # the raw accuracy whatever the sidebar shows (code review).
+    tables = metric_tables(run, "raw")
     per_model = tables.per_model
     fixed = dict(zip(per_model["model"], per_model["accuracy"])) if not per_model.empty else {}
     summary = summarise(results)

@@ -108,8 +108,8 @@ def view_predictions(run: Run, view: str | None = None) -> pd.DataFrame:
     """The run's usable predictions in ``view`` (default: the page's): raw, or with the curation
     log's relabels and exclusions applied (explain.curation_view). Shared, read-only."""
     view = _view_of(run, view)
-    return _view_rows(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
-                      _curation_fp(run, view))
+    return _guarded(_view_rows, str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                    _curation_fp(run, view))
 
 
 def _key(run: Run, view: str | None) -> tuple:
@@ -347,8 +347,8 @@ def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str
     from explain.browse import annotate, image_table
 
     run = Run(run_path)
-    table = image_table(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), None,
-                        label_space=label_space)
+    rows = _view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp if view == "curated" else "")
+    table = image_table(rows, None, label_space=label_space)
     from core.errors import WildLensError
 
     try:
@@ -356,6 +356,18 @@ def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str
     except WildLensError:  # predictions the metrics refuse (a hand-made run): shown, without error types
         explained_rows = None
     return annotate(table, explained_rows, read_curation(run).tags)
+
+
+def _guarded(read, *args):
+    """``read(*args)``, or the error's one line on the page and a stop: a damaged curation log, a
+    label-issues file that is no table, predictions the metrics refuse."""
+    from core.errors import WildLensError
+
+    try:
+        return read(*args)
+    except WildLensError as exc:
+        show_error(exc, note="Nothing was changed; the page shows nothing more until that is fixed.")
+        st.stop()
 
 
 def image_table(run: Run, view: str | None = None) -> pd.DataFrame:
@@ -367,15 +379,21 @@ def image_table(run: Run, view: str | None = None) -> pd.DataFrame:
     from core.explained import label_issues_fingerprint
 
     view = _view_of(run, view)
-    return _image_table(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
-                        curation_fingerprint(run), label_issues_fingerprint(run), run.info.label_space or "imagenet-1k")
+    return _guarded(_image_table, str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                    curation_fingerprint(run), label_issues_fingerprint(run), run.info.label_space or "imagenet-1k")
 
 
 def label_issues(run: Run) -> pd.DataFrame | None:
-    """The probe stage's label issues of the run (core.explained.read_label_issues), or None."""
+    """The probe stage's label issues of the run (core.explained.read_label_issues), or None; a file
+    that cannot be read is said in one line (and counts as none)."""
     from core.explained import read_label_issues
+    from core.runstore import StoreError
 
-    return read_label_issues(run)
+    try:
+        return read_label_issues(run)
+    except StoreError as exc:
+        show_error(exc, note="The label issues are left out until that is fixed.")
+        return None
 
 
 @st.cache_resource(max_entries=4, show_spinner="Typing every mistake…")
@@ -392,8 +410,8 @@ def explained(run: Run, view: str | None = None) -> pd.DataFrame:
     from core.explained import label_issues_fingerprint
 
     view = _view_of(run, view)
-    return _explained(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
-                      curation_fingerprint(run), label_issues_fingerprint(run))
+    return _guarded(_explained, str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                    curation_fingerprint(run), label_issues_fingerprint(run))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -413,5 +431,20 @@ def error_types(run: Run, view: str | None = None, level: float = 0.95) -> pd.Da
     from core.explained import label_issues_fingerprint
 
     view = _view_of(run, view)
-    return _error_types(str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
-                        curation_fingerprint(run), label_issues_fingerprint(run), float(level))
+    return _guarded(_error_types, str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
+                    curation_fingerprint(run), label_issues_fingerprint(run), float(level))
+
+
+def no_predictions_note(run: Run, view: str | None = None) -> None:
+    """What a page says when the view has no prediction to show: the run has none yet, or the
+    curated view excludes every image (then how to see them again), and a link that helps."""
+    view = _view_of(run, view)
+    if view == "curated" and not view_predictions(run, "raw").empty:
+        st.info("The curated view excludes every image of this run (the curation log). Switch the sidebar to the raw "
+                "view to see them, or take the exclusions back on the Image page (its curation history has an Undo "
+                "per entry) or with python -m crawl curate --include.", icon=":material/filter_alt_off:")
+        st.page_link("pages/image_page.py", label="Open the Image page on the raw view",
+                     icon=":material/arrow_forward:", query_params={"run": run.run_id, VIEW_PARAM: "raw"})
+    else:
+        st.info("No predictions in this run yet: run models on the Models page.")
+        st.page_link("pages/models_page.py", label="Models", icon=":material/memory:", query_params={"run": run.run_id})

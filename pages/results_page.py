@@ -20,7 +20,7 @@ from explain.schema import labels_of
 from pages.charts import claims_figure, error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_family,
-                         predictions_only)
+                         no_predictions_note, predictions_only)
 from pages.run_state import current_view, page_link, require_run
 from pages.text import escape_markdown, plural, show_error
 
@@ -53,8 +53,7 @@ view = current_view(run)
 result = metrics_result(run, view)
 tables = result.tables
 if tables.per_model.empty:
-    st.info("No predictions in this run yet: run models on the Models page.")
-    page_link("pages/models_page.py", run.run_id, "Models", icon=":material/memory:")
+    no_predictions_note(run, view)
     st.stop()
 
 models = tables.per_model["model"].tolist()
@@ -227,7 +226,7 @@ download_csv(types, f"{run.run_id}_error_types.csv", key="dl-error-types", label
 if len(types):
     points_long = mistake_shares(types=types).merge(types[["model", "accuracy", "family"]], on="model")
     points_long = points_long.assign(model=points_long["model"].map(html.escape),
-                                     family=points_long["family"].fillna("other"))
+                                     family=points_long["family"].fillna("other").map(html.escape))
     scatter_errors = error_offsets(points_long, "share")
     if scatter_errors is not None:  # px takes column names: the offsets go in as columns (split per panel)
         points_long = points_long.assign(_above=scatter_errors[0], _below=scatter_errors[1])

@@ -362,6 +362,6 @@ def save_view_form(page: str, params: dict, key: str) -> None:
         if views:
             gone = st.selectbox("Remove a saved view", [""] + [v.name for v in views], key=f"{key}-remove",
                                 format_func=lambda n: n or "…")
-            if gone and st.button(f"Remove {gone}", key=f"{key}-remove-go"):
+            if gone and st.button(f"Remove {escape_markdown(gone)}", key=f"{key}-remove-go"):
                 remove_view(run, gone)
                 st.rerun()

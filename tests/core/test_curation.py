@@ -118,7 +118,7 @@ def test_damaged_lines_are_kept_reported_and_skipped(run):
     assert len(state.problems) == 4 and state.tags == {IMAGES[0]: {"duplicate"}}
     assert any("unknown action" in p for p in state.problems) and any("repeats" in p for p in state.problems)
     entry = record(run, "exclude", IMAGES[1])
-    assert entry.seq == 2  # the next after the valid ones
+    assert entry.seq == 3  # above every seq a line names, valid or not (the 'explode' line holds 2)
     data = path.read_bytes()
     assert data.startswith(good + junk + b'{"seq": 9, "action": "excl\n')  # kept byte for byte
     assert read_curation(run).excluded == {IMAGES[1]}
@@ -187,3 +187,39 @@ def test_replay_reports_an_undo_of_nothing():
     state = replay(entries, problems)
     assert state.problems and not state.active
     assert set(BUILTIN_TAGS) >= {"not-a-photo", "wrong-class"}
+
+
+def test_a_lock_that_cannot_be_taken_refuses_the_write(run):
+    """A folder (or a dangling link) where the curation lock belongs: one line, nothing written
+    unlocked (hostile campaign: 360 acknowledged entries of 6 writers kept 42)."""
+    folder = log_path(run).parent
+    folder.mkdir()
+    (folder / ".wildlens-curation.lock").mkdir()
+    with pytest.raises(CurationError, match="cannot take the lock"):
+        record(run, "exclude", IMAGES[0])
+    assert not log_path(run).exists()
+    (folder / ".wildlens-curation.lock").rmdir()
+    os.symlink(folder / "nowhere", folder / ".wildlens-curation.lock")
+    with pytest.raises(CurationError, match="cannot take the lock"):
+        record(run, "exclude", IMAGES[0])
+
+
+def test_a_folder_or_file_in_place_of_the_log_says_so(run):
+    folder = log_path(run).parent
+    folder.mkdir()
+    log_path(run).mkdir()
+    with pytest.raises(CurationError, match="is a folder; move it away"):
+        read_curation(run)
+    log_path(run).rmdir()
+    folder.rmdir()
+    folder.write_text("not a folder")
+    with pytest.raises(CurationError, match="is a file, not the run's curation folder"):
+        record(run, "exclude", IMAGES[0])
+
+
+def test_a_tag_cannot_hold_the_separator_and_times_are_printable(run):
+    with pytest.raises(CurationError, match="cannot hold ';'"):
+        record(run, "tag", IMAGES[0], "blurry; small")
+    line = rb'{"seq":1,"action":"exclude","images":["a"],"time":"\u001b[2J\u202e","by":"\u0007x"}'  # JSON escapes
+    entries, _ = parse_log(line + b"\n")
+    assert entries[0].time == "" and entries[0].by == ""

@@ -52,3 +52,29 @@ def test_two_tabs_saving_at_once_keep_both(run):
     for t in threads:
         t.join()
     assert sorted(v.name for v in read_views(run)[0]) == sorted(f"view {i}" for i in range(12))
+
+
+@pytest.mark.parametrize("content", [
+    '{"views": [{"name": "' + "x" * 61 + '", "page": "browse", "params": {}}]}',  # a name this version refuses
+    '{"views": [{"name": "a", "page": "browse", "params": {"n": [1]}}]}',  # a value that is no text
+    '{"views": {"name": "a"}}', '[]', '{"views": [], "pinned": ["a"]}'])
+def test_a_view_it_cannot_read_is_never_dropped_by_a_save(run, content):
+    path = run.path / "views.json"
+    path.write_text(content)
+    views, problem = read_views(run)
+    assert problem
+    with pytest.raises(SavedViewError):
+        save_view(run, "new", "browse", {})
+    assert path.read_text() == content
+
+
+def test_a_special_file_or_a_lasso_of_500(run):
+    import os
+
+    os.mkfifo(run.path / "views.json")
+    views, problem = read_views(run)  # returns at once, never waits on the FIFO
+    assert views == [] and "not a regular file" in problem
+    os.unlink(run.path / "views.json")
+    images = [f"n02123045/{i:016x}.jpg" for i in range(500)]
+    save_view(run, "lasso", "image", {"src": ["list"], "img": images})
+    assert len(read_views(run)[0][0].params["img"]) == 500

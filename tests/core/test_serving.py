@@ -159,3 +159,27 @@ def test_is_loopback(address, loopback):
     from core.serving import is_loopback
 
     assert is_loopback(address) is loopback
+
+
+def test_exports_stay_under_the_export_root(tmp_path, monkeypatch):
+    """WILDLENS_EXPORT_ROOT fences where an export may write (checked by crawl.export, so no page can
+    forget it), and a shared dashboard without one exports nowhere (code review: a visitor could fill
+    any disk the server's user can write)."""
+    from core.serving import EXPORT_ROOT_ENV, ServingError, check_export_destination
+
+    root = tmp_path / "exports"
+    root.mkdir()
+    monkeypatch.delenv(EXPORT_ROOT_ENV, raising=False)
+    monkeypatch.delenv("WILDLENS_SHARE", raising=False)
+    assert check_export_destination(tmp_path / "anywhere") is None  # the command line on loopback: any folder
+    monkeypatch.setenv("WILDLENS_SHARE", "1")
+    with pytest.raises(ServingError, match="Export is off on a shared dashboard"):
+        check_export_destination(root / "a")
+    monkeypatch.setenv(EXPORT_ROOT_ENV, str(root))
+    assert check_export_destination(root / "a") == root.resolve()
+    for outside in (tmp_path / "elsewhere", root / ".." / "escape", root):
+        with pytest.raises(ServingError, match="inside the export folder"):
+            check_export_destination(outside)
+    (root / "link").symlink_to(tmp_path)
+    with pytest.raises(ServingError):
+        check_export_destination(root / "link" / "x")

@@ -16,7 +16,8 @@ from PIL import Image
 
 from core.csvsafe import read_csv
 from core.curation import record
-from core.explained import CURATED, EXPLAINED_SCHEMA, RAW, inputs_fingerprint, write_explained
+from core.explained import (CURATED, ERROR_TYPES_CODE_VERSION, EXPLAINED_SCHEMA, RAW, inputs_fingerprint,
+                            write_explained)
 from core.fiftyone_layout import models_in
 from core.runstore import RunStore
 from crawl import export as export_module
@@ -122,14 +123,16 @@ def test_fiftyone_samples_carry_each_models_top1(tmp_path):
     assert "." not in "".join(attributes) and "/" not in "".join(attributes)  # valid FiftyOne field names
 
 
-def _explain(run, view, relation="sibling"):
+def _explain(run, view, relation="sibling", version=None):
     rows = run.read_predictions()[["model", "image", "true_wnid", "pred_wnid", "prob_1"]].copy()
     rows["correct"] = rows["true_wnid"] == rows["pred_wnid"]
+    rows["in_label_space"] = True
     rows["relation"] = [("same" if c else relation) for c in rows["correct"]]
     rows["severity"] = [0 if c else 1 for c in rows["correct"]]
     rows["error_type"] = [pd.NA if c else "fine-grained" for c in rows["correct"]]
     rows["error_reason"] = pd.NA
-    write_explained(run, view, rows[list(EXPLAINED_SCHEMA)], inputs_fingerprint(run, view))
+    write_explained(run, view, rows[list(EXPLAINED_SCHEMA)],
+                    inputs_fingerprint(run, view, {"error_types": version or ERROR_TYPES_CODE_VERSION}))
 
 
 def _relations(out):
@@ -160,6 +163,14 @@ def test_explanations_are_in_when_fresh_and_out_with_a_note_when_stale(tmp_path)
     assert stale.images == 5  # never fails for it
 
 
+def test_explanations_of_older_rules_are_left_out(tmp_path):
+    """Stored by another version of explain's error-type rules: not exported as current (code review)."""
+    run, _ = _make_run()
+    _explain(run, RAW, version=ERROR_TYPES_CODE_VERSION - 1)
+    summary = export_run(run, tmp_path / "fo", "fiftyone", view=RAW)
+    assert not summary.explained and summary.notes
+
+
 def test_explanations_of_an_uncurated_run_come_from_the_raw_view(tmp_path):
     run, _ = _make_run()
     _explain(run, RAW, relation="cousin")
@@ -167,18 +178,20 @@ def test_explanations_of_an_uncurated_run_come_from_the_raw_view(tmp_path):
     assert summary.explained and "cousin" in {r[0] for r in _relations(tmp_path / "fo").values()}
 
 
-def test_imagefolder_links_the_runs_files_and_writes_a_manifest(tmp_path):
+def test_imagefolder_copies_the_runs_files_and_writes_a_manifest(tmp_path):
     run, files = _make_run()
     _curate(run, files)
     out = tmp_path / "set"
     summary = export_run(run, out, "imagefolder")
-    assert (summary.linked, summary.copied, summary.images, summary.classes) == (5, 0, 5, 3)
+    assert (summary.linked, summary.copied + summary.cloned, summary.images, summary.classes) == (0, 5, 5, 3)
     manifest = read_csv(out / "export_manifest.csv", dtype=str, keep_default_na=False)
     assert len(manifest) == 5
     for row in manifest.itertuples():
         exported, stored = out / row.file, run.images_dir / row.image
         assert row.file == f"{row.true_wnid}/{stored.name}"
-        assert os.stat(exported).st_ino == os.stat(stored).st_ino  # a hard link, no second copy
+        # a copy (or a copy-on-write clone): editing it in place never changes the run's image (hostile campaign)
+        assert os.stat(exported).st_ino != os.stat(stored).st_ino
+        assert exported.read_bytes() == stored.read_bytes()
     by_image = manifest.set_index("image")
     assert by_image.loc[files[4], "true_wnid"] == PERSIAN and by_image.loc[files[4], "relabelled"] == "True"
     assert by_image.loc[files[4], "collected_wnid"] == TIGER_CAT and by_image.loc[files[4], "engine"] == "bing"
@@ -201,6 +214,16 @@ def test_hostile_text_is_neutralised_in_the_manifest(tmp_path):
     assert manifest.loc[files[0], "notes"] == HOSTILE_NOTE and manifest.loc[files[0], "url"] == HOSTILE_URL
 
 
+def test_links_on_request_say_what_they_are(tmp_path):
+    run, files = _make_run()
+    out = tmp_path / "linked"
+    summary = export_run(run, out, "imagefolder", view=RAW, link=True)
+    assert (summary.linked, summary.copied) == (6, 0)
+    assert any("ARE the run's stored files" in line for line in summary.describe())
+    for file in files:
+        assert os.stat(out / file).st_ino == os.stat(run.images_dir / file).st_ino  # no second copy
+
+
 def test_a_hard_link_across_file_systems_falls_back_to_a_copy(tmp_path, monkeypatch):
     run, files = _make_run()
 
@@ -209,9 +232,9 @@ def test_a_hard_link_across_file_systems_falls_back_to_a_copy(tmp_path, monkeypa
 
     monkeypatch.setattr(export_module.os, "link", no_link)
     out = tmp_path / "set"
-    summary = export_run(run, out, "imagefolder", view=RAW)
-    assert (summary.linked, summary.copied) == (0, 6)
-    assert any("6 copied" in line for line in summary.describe())
+    summary = export_run(run, out, "imagefolder", view=RAW, link=True)
+    assert (summary.linked, summary.copied + summary.cloned) == (0, 6)
+    assert not any("ARE the run's" in line for line in summary.describe())
     for file in files:
         exported = out / file  # raw view: the class it was collected for
         assert exported.read_bytes() == (run.images_dir / file).read_bytes()
@@ -252,11 +275,11 @@ def test_a_killed_export_leaves_no_destination(tmp_path, monkeypatch):
     placed = []
     real = export_module._place
 
-    def dies_on_the_third(source, target):
+    def dies_on_the_third(source, target, link=False):
         if len(placed) == 2:
             raise KeyboardInterrupt
         placed.append(target)
-        return real(source, target)
+        return real(source, target, link)
 
     monkeypatch.setattr(export_module, "_place", dies_on_the_third)
     with pytest.raises(KeyboardInterrupt):
@@ -269,6 +292,24 @@ def test_a_killed_export_leaves_no_destination(tmp_path, monkeypatch):
         export_run(run, empty, "imagefolder")
     assert [p.name for p in tmp_path.iterdir()] == ["empty"] and not list(empty.iterdir())
     assert len(list(run.images_dir.rglob("*.png"))) == 7  # the run's files are all there
+
+
+def test_an_empty_folder_of_yours_is_filled_not_replaced(tmp_path, monkeypatch):
+    """Its inode and mode stay (a private folder stays private, a shell inside it stays there), and
+    `--out .` works (hostile campaign: the folder was swapped for a new one, mode 755)."""
+    run, _ = _make_run()
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    before = os.stat(mine)
+    summary = export_run(run, mine, "fiftyone", view=RAW)
+    after = os.stat(mine)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode) and summary.images == 6
+    assert sorted(p.name for p in mine.iterdir()) == ["data", "labels.json"]
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert export_run(run, ".", "imagefolder", view=RAW).images == 6
+    assert (here / "export_manifest.csv").exists()
 
 
 def test_missing_and_special_image_files_are_skipped_and_counted(tmp_path):

@@ -108,3 +108,25 @@ def test_the_command_line_says_which_view(run, capsys):
     assert "curated view (3 relabelled, 3 excluded): computed" in capsys.readouterr().err
     assert explain_main(["metrics", "x.csv", "--raw", "--out", "/tmp/x"]) == 2
     assert "--raw and --curated" in capsys.readouterr().err
+
+
+def test_a_linked_curated_folder_is_never_written_through_and_a_fifo_never_waited_on(run, tmp_path):
+    """Hostile campaign: a link at metrics/curated had the tables written wherever it led, and a FIFO
+    at a fingerprint hung every reader."""
+    import os
+
+    _curate(run)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "fingerprint.json").write_text("DATA")
+    run.metrics_dir.mkdir(exist_ok=True)
+    (run.metrics_dir / "curated").symlink_to(victim)
+    result = ensure_metrics(run, view=CURATED)
+    assert result.recomputed and not result.stored and "is a link or a file" in result.store_error
+    assert sorted(p.name for p in victim.iterdir()) == ["fingerprint.json"]
+    assert (victim / "fingerprint.json").read_text() == "DATA"
+    (run.metrics_dir / "curated").unlink()
+    refresh_metrics(run)
+    os.unlink(fingerprint_path(run, RAW))
+    os.mkfifo(fingerprint_path(run, RAW))
+    assert staleness(run, view=RAW) is not None  # at once, never a wait on the FIFO

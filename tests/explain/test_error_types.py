@@ -192,8 +192,14 @@ def test_the_table_per_model_and_its_wilson_intervals_equal_scipys(run):
     big = pd.DataFrame({"model": np.asarray(["a", "b", "c"], dtype=object)[rng.integers(0, 3, n)],
                         "correct": pd.array([k is None for k in kinds], dtype="boolean"),
                         "error_type": pd.array(kinds, dtype="string")})
-    for frame, level in ((table.reset_index(), 0.95), (error_type_table(big, level=0.9), 0.9)):
+    for frame, source, level in ((table.reset_index(), explained, 0.95), (error_type_table(big, level=0.9), big, 0.9)):
         for _, row in frame.iterrows():
+            rows = source[source["model"] == row["model"]]
+            seen = (rows["in_label_space"].fillna(True).astype(bool) if "in_label_space" in rows.columns
+                    else pd.Series(True, index=rows.index))
+            correct = int((rows["correct"].astype(bool) & seen).sum())
+            clean = int(seen.sum() - (seen & rows["error_type"].isin(["label", "duplicate"]).fillna(False)).sum())
+            assert (row["n"], row["n_unseen"]) == (int(seen.sum()), int((~seen).sum()))
             assert sum(row[f"{t}_count"] for t in ERROR_TYPES) == row["n_mistakes"]
             assert sum(row[f"{t}_share"] for t in ERROR_TYPES) == pytest.approx(1.0, abs=1e-12)
             for name in ERROR_TYPES:
@@ -201,14 +207,21 @@ def test_the_table_per_model_and_its_wilson_intervals_equal_scipys(run):
                     confidence_level=level, method="wilson")
                 assert row[f"{name}_share_ci_low"] == pytest.approx(ci.low, abs=1e-12)
                 assert row[f"{name}_share_ci_high"] == pytest.approx(ci.high, abs=1e-12)
-            clean = int(row["n"] - row["label_count"] - row["duplicate_count"])
-            correct = int(row["n"] - row["n_mistakes"])
             assert row["accuracy_clean"] == pytest.approx(correct / clean, abs=1e-15)
             ci = binomtest(correct, clean).proportion_ci(confidence_level=level, method="wilson")
             assert (row["accuracy_clean_ci_low"], row["accuracy_clean_ci_high"]) == (
                 pytest.approx(ci.low, abs=1e-12), pytest.approx(ci.high, abs=1e-12))
     m1k = table.loc["m1k"]
     assert (m1k["label_count"], m1k["duplicate_count"], m1k["unseen_count"], m1k["part-whole_count"]) == (4, 3, 2, 1)
+    # The accuracy is the metric tables' per-model accuracy (over the in-space classes: an unseen class's is NA,
+    # never a 0 counted in), and n and n_unseen theirs too (code review).
+    from explain.metrics import compute_metric_tables
+
+    per_model = compute_metric_tables(predictions, cache_dir=False, ci=None).per_model.set_index("model")
+    for model in table.index:
+        assert table.loc[model, "accuracy"] == pytest.approx(float(per_model.loc[model, "accuracy"]), abs=1e-15)
+        assert (table.loc[model, "n"], table.loc[model, "n_unseen"]) == (per_model.loc[model, "n"],
+                                                                         per_model.loc[model, "n_unseen"])
 
 
 def test_stored_explanations_are_fresh_until_an_input_changes(run, monkeypatch):

@@ -201,3 +201,19 @@ def test_a_fifo_and_an_empty_folder_are_refused(tmp_path):
     empty.mkdir()
     with pytest.raises(PredictionsError, match="a folder without samples.json or labels.json"):
         read_predictions_file(empty)
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "1" + "0" * 5000])
+def test_a_number_out_of_range_is_one_line(tmp_path, number):
+    """An integer of 400 digits as a confidence (float() overflows) or of 5,000 (JSON's digit limit):
+    one line naming the file, never a traceback (hostile campaign)."""
+    from explain.fiftyone_import import read_fiftyone_predictions as read_fiftyone
+    from explain.metrics import PredictionsError
+
+    path = tmp_path / "labels.json"
+    path.write_text('{"classes": null, "labels": {"a": {"label": "n02123045", "attributes": {'
+                    '"wildlens_m0_model": "m", "wildlens_m0_label": "n02123045", "wildlens_m0_confidence": '
+                    + number + '}}}}')
+    with pytest.raises(PredictionsError) as info:
+        read_fiftyone(path)
+    assert "\n" not in str(info.value) and "labels.json" in str(info.value)

@@ -90,6 +90,10 @@ def test_tag_relabel_exclude_undo_and_the_views_follow(home):
     at.button(key="exclude").click().run()
     assert at.query_params["open"] == images[1]  # excluded: still open, to include it again
     assert not at.button(key="include").disabled
+    at.button(key="undo-3").click().run()  # the curation history's Undo of the exclusion (entry #3)
+    assert not at.exception, [e.value for e in at.exception]
+    assert _log(home).excluded == frozenset() and _log(home).undone == {3}
+    at.button(key="exclude").click().run()  # excluded again, for Results below (#5)
     assert _log(home).excluded == {images[1]}
     # the Results page shows raw and curated side by side
     at.switch_page("pages/results_page.py").run()
@@ -102,7 +106,7 @@ def test_tag_relabel_exclude_undo_and_the_views_follow(home):
     from core.runstore import RunStore
 
     run = RunStore(home).open_run("sample")
-    for seq in (1, 2, 3):
+    for seq in (1, 2, 5):
         undo(run, seq)
     assert not _log(home).active
 
