@@ -192,8 +192,17 @@ left, middle, right = st.columns([1, 1, 3], vertical_alignment="bottom")
 export_format = left.radio("Format", ["imagefolder", "fiftyone"], key="export-format", horizontal=True)
 export_view = middle.radio("View", ["curated", "raw"], key="export-view", horizontal=True,
                            index=0 if default_view(run) == "curated" else 1)
-target = right.text_input("Folder on this machine", key="export-folder",
-                          value=str(Path.home() / "wildlens-exports" / f"{run.run_id}-{export_view}-{export_format}"))
+from core.serving import ServingError, check_export_destination, export_root  # noqa: E402
+
+try:
+    fence = export_root()
+    check_export_destination(fence / "x" if fence else Path.home())  # a shared dashboard without a root: off
+except ServingError as exc:
+    show_error(exc)
+    st.stop()
+target = right.text_input("Folder" + (f" (under {fence}, WILDLENS_EXPORT_ROOT)" if fence else " on this machine"),
+                          key="export-folder",
+                          value=str((fence or Path.home() / "wildlens-exports") / f"{run.run_id}-{export_view}-{export_format}"))
 if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=not target.strip()):
     from pages.reads import explained
 
