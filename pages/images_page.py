@@ -200,7 +200,7 @@ try:
 except ServingError as exc:
     show_error(exc)
     st.stop()
-target = right.text_input("Folder" + (f" (under {fence}, WILDLENS_EXPORT_ROOT)" if fence else " on this machine"),
+target = right.text_input("Folder" + (f" (under {escape_markdown(fence)}, WILDLENS_EXPORT_ROOT)" if fence else " on this machine"),
                           key="export-folder",
                           value=str((fence or Path.home() / "wildlens-exports") / f"{run.run_id}-{export_view}-{export_format}"))
 if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=not target.strip()):
