@@ -12,7 +12,7 @@ item 1), opened from any grid. One selection is one of :data:`SOURCES`:
 :func:`resolve` turns a selection into its ordered images with the library's own filters
 (:mod:`explain.browse`), so the Image page's next and previous follow the grid's order exactly.
 The URL form uses the Browse page's parameter names (``model``, ``true``, ``pred``, ``outcome``,
-``relation``, ``conf_min``, ``conf_max``) plus ``src``, ``etype``, ``tag``, ``sort``, ``cmp_a``,
+``relation``, ``conf_min``, ``conf_max``) plus ``src``, ``etype``, ``tag``, ``margin_max``, ``sort``, ``cmp_a``,
 ``cmp_b``, ``cmp_group`` and ``img``; a value at its default is left out.
 """
 from __future__ import annotations
@@ -44,6 +44,7 @@ class Selection:
     conf_max: float | None = None
     error_types: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    margin_max: float | None = None
     sort: str = "class"
     compare: tuple[str, str, str] = ("", "", "both_wrong")
     images: tuple[str, ...] = field(default=())
@@ -77,6 +78,8 @@ class Selection:
                 out["etype"] = list(self.error_types)
             if self.tags:
                 out["tag"] = list(self.tags)
+            if self.margin_max is not None:
+                out["margin_max"] = [f"{self.margin_max:g}"]
             if self.sort != "class":
                 out["sort"] = [self.sort]
         return out
@@ -114,7 +117,7 @@ class Selection:
         if odd:
             notes.append(f"relation={odd[0][:30]} (one of {', '.join(RELATIONS)})")
         bounds = []
-        for key in ("conf_min", "conf_max"):
+        for key in ("conf_min", "conf_max", "margin_max"):
             text = one(key)
             value = None
             if text:
@@ -135,7 +138,7 @@ class Selection:
         return cls(source=source, models=tuple(dict.fromkeys(m for m in get_all("model") if m)), true=one("true"),
                    pred=one("pred"), outcome=outcome, relations=relations, conf_min=bounds[0], conf_max=bounds[1],
                    error_types=tuple(dict.fromkeys(e for e in get_all("etype") if e)),
-                   tags=tuple(dict.fromkeys(t for t in get_all("tag") if t)), sort=sort), notes
+                   tags=tuple(dict.fromkeys(t for t in get_all("tag") if t)), margin_max=bounds[2], sort=sort), notes
 
     def with_images(self, images) -> "Selection":
         return replace(self, source="list", images=tuple(images)[:MAX_LISTED])
@@ -172,7 +175,8 @@ def resolve(selection: Selection, table: pd.DataFrame, label_issues: pd.DataFram
                          outcome=s.outcome if s.source == "browse" else "all",
                          relations=list(s.relations) or None, conf_min=s.conf_min, conf_max=s.conf_max)
     if s.source == "browse":
-        rows = filter_annotated(rows, error_types=list(s.error_types) or None, tags=list(s.tags) or None)
+        rows = filter_annotated(rows, error_types=list(s.error_types) or None, tags=list(s.tags) or None,
+                                margin_max=s.margin_max)
     return selection_images(rows, s.sort if s.source == "browse" else "class")
 
 

@@ -33,7 +33,8 @@ PER_PAGE = 24
 GRID_COLUMNS = 4
 THUMBNAIL = (320, 240)  # pixels of a grid image (4:3, the whole picture letterboxed)
 MAX_TABLE_ROWS = 5_000  # shown on screen; the CSV has every filtered row
-URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max", "etype", "tag", "sort", "page",
+URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max", "etype", "tag", "margin_max", "sort",
+            "page",
             "cmp_a", "cmp_b", "cmp_group", "cmp_page")
 IMAGE_PAGE = "pages/image_page.py"
 OUTCOME_LABELS = {"all": "All", "correct": "Correct", "mistake": "Mistakes"}
@@ -165,6 +166,12 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
         bad.append(f"sort={_listed([order], 1)} (one of {', '.join(SORTS)})")
         order = "class"
     st.session_state["browse_sort"] = order
+    text = url["margin_max"][0] if url["margin_max"] else ""
+    margin = _float(text) if text else 1.0
+    if margin is None:
+        bad.append(f"margin_max={_listed([text], 1)} (a number from 0 to 1)")
+        margin = 1.0
+    st.session_state["browse_margin"] = margin
     st.session_state["browse_page_no"] = _page_number(url["page"][0] if url["page"] else "", "page", bad)
     # The comparison: two different models of the run (a missing one named, the default kept), a group.
     for key in ("cmp_a", "cmp_b"):
@@ -208,7 +215,7 @@ def _write_url(selection: Selection) -> None:
     params = selection.params()
     _write_params({key: params.get(key, []) if key in ("model", "relation", "etype", "tag") else
                    (params.get(key) or [""])[0] for key in ("model", "true", "pred", "outcome", "relation", "conf_min",
-                                                             "conf_max", "etype", "tag", "sort")})
+                                                             "conf_max", "etype", "tag", "margin_max", "sort")})
 
 
 def _keep_valid(key: str, options: list, default) -> None:
@@ -301,11 +308,13 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
                 rows = by_image.get(item.image)
                 rows = [] if rows is None else rows.to_dict("records")
                 st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")
-                extra = [f"error type: {r['error_type']}" for r in rows[:1]
-                         if r.get("matched") and isinstance(r.get("error_type"), str)]
-                extra += [f"tags: {r['tags']}" for r in rows[:1] if isinstance(r.get("tags"), str)]
-                if extra:
-                    st.caption(escape_markdown(" · ".join(extra)))
+                typed = [r for r in rows[:1] if r.get("matched") and isinstance(r.get("error_type"), str)]
+                if typed:  # the reason on hover (help), as the issue asks, and in the table and CSV below
+                    st.markdown(f":gray[error type: {escape_markdown(typed[0]['error_type'])}]",
+                                help=escape_markdown(str(typed[0].get("error_reason") or "")) or None)
+                tagged = [r["tags"] for r in rows[:1] if isinstance(r.get("tags"), str)]
+                if tagged:
+                    st.caption(escape_markdown(f"tags: {tagged[0]}"))
                 if selection is not None:
                     image_link(selection, "Open", item.image)
                 with st.expander("Top-5"):
@@ -409,16 +418,19 @@ tag_options = sorted(set(st.session_state.get("browse_tags", [])) | {t for value
 _keep_valid("browse_etypes", list(ERROR_TYPES), [])
 _keep_valid("browse_tags", tag_options, [])
 _keep_valid("browse_sort", list(SORTS), "class")
-c7, c8, c9 = st.columns([2, 1, 1])
+st.session_state.setdefault("browse_margin", 1.0)
+c7, c8, c9, c10 = st.columns([2, 1, 1, 1])
 etypes = c7.multiselect("Error type of the mistake", list(ERROR_TYPES), key="browse_etypes",
                         placeholder="Any error type", help=ANNOTATION_DOCS["error_type"])
 chosen_tags = c8.multiselect("Tag", tag_options, key="browse_tags", placeholder="Any tag",
                              help=ANNOTATION_DOCS["tags"])
-order = c9.selectbox("Order", list(SORTS), key="browse_sort", format_func=SORT_LABELS.get)
+margin = c9.slider("Top-1 margin at most", 0.0, 1.0, step=0.01, key="browse_margin", help=ANNOTATION_DOCS["margin"])
+order = c10.selectbox("Order", list(SORTS), key="browse_sort", format_func=SORT_LABELS.get)
 selection = Selection(source="browse", models=() if set(models) == set(all_models) else tuple(models), true=true,
                       pred=pred, outcome=outcome, relations=tuple(relations),
                       conf_min=conf[0] if conf[0] > 0 else None, conf_max=conf[1] if conf[1] < 1 else None,
-                      error_types=tuple(etypes), tags=tuple(chosen_tags), sort=order)
+                      error_types=tuple(etypes), tags=tuple(chosen_tags),
+                      margin_max=margin if margin < 1 else None, sort=order)
 _write_url(selection)
 from pages.run_state import save_view_form  # noqa: E402
 
@@ -430,7 +442,8 @@ st.caption(relation_help())
 filtered = filter_images(table, models=models, true=true or None, pred=pred or None, outcome=outcome,
                          relations=relations or None, conf_min=conf[0] if conf[0] > 0 else None,
                          conf_max=conf[1] if conf[1] < 1 else None)
-filtered = filter_annotated(filtered, error_types=etypes or None, tags=chosen_tags or None)
+filtered = filter_annotated(filtered, error_types=etypes or None, tags=chosen_tags or None,
+                            margin_max=margin if margin < 1 else None)
 
 # ------------------------------------------------------------------ the images
 st.subheader("Images")

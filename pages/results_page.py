@@ -240,7 +240,7 @@ if len(types):
     scatter_types.update_traces(marker=dict(size=10))
     scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     scatter_types.update_yaxes(tickformat=".0%", matches=None, showticklabels=True, rangemode="tozero")
-    scatter_types.update_xaxes(tickformat=".0%")
+    scatter_types.update_xaxes(tickformat=".0%", range=[0, 1.02])
     scatter_types.update_layout(height=520, margin=dict(t=40, b=10), legend_title_text="")
     st.plotly_chart(scatter_types, width="stretch")
     st.caption("ETH's figure: each model's accuracy against the share of its mistakes of each type, one point per "

@@ -48,6 +48,9 @@ def test_orders_the_grid_and_the_image_page_share(table):
 
 def test_a_selection_survives_its_url_and_resolves_like_the_grid(table):
     s = Selection(source="browse", models=("a",), true=TABBY, outcome="mistake", conf_max=0.8, sort="unsure")
+    narrow = Selection(source="browse", margin_max=0.06)
+    assert Selection.from_params(lambda key: narrow.params().get(key, []))[0] == narrow
+    assert set(resolve(narrow, table)["image"]) == {"img1.jpg", "img3.jpg"}
     params = s.params()
     back, notes = Selection.from_params(lambda key: params.get(key, []))
     assert back == s and notes == []

@@ -1,6 +1,6 @@
 """Issue 24 in a real browser against the real server (`python -m wildlens app` on a copy of the
 sample store): open an image from a confusion pair on the Confusions page, page through the pair
-with the keyboard, tag one not-a-photo, relabel another, and see Results show the raw and the
+with the keyboard, tag two images, relabel one, and see Results show the raw and the
 curated accuracy side by side and the label mistakes counted. Screenshots of each step go to
 $WILDLENS_SHOTS when set, else tmp_path."""
 from __future__ import annotations
@@ -83,6 +83,11 @@ def test_curate_a_confusion_pair_and_see_results_change(server, shots):
         driver.save_screenshot(str(shots / "curation-3-tagged.png"))
         _press(driver, Keys.ARROW_RIGHT)
         wait_for_text(driver, "Image 2 of", STEP)
+        pill = wait_for(driver, lambda d: [b for b in d.find_elements(By.CSS_SELECTOR, "button")
+                                           if b.text.strip() == "wrong-class"], STEP, "the wrong-class pill")[0]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", pill)
+        pill.click()  # the second image tagged too
+        wait_for_text(driver, "tags: wrong-class", STEP)
         type_into(driver, "Search WordNet for the right class", "tiger cat")
         wait_for_text(driver, "tiger_cat.n.02", STEP)
         click_button(driver, re.compile(r"Relabel 1 image as tiger_cat\.n\.02"))
@@ -107,4 +112,4 @@ def test_curate_a_confusion_pair_and_see_results_change(server, shots):
     from core.runstore import RunStore
 
     state = read_curation(RunStore(home).open_run("sample"))
-    assert [e.action for e in state.entries] == ["tag", "relabel"] and len(state.tags) == 1
+    assert [e.action for e in state.entries] == ["tag", "tag", "relabel"] and len(state.tags) == 2
