@@ -310,8 +310,8 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
                 st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")
                 typed = [r for r in rows[:1] if r.get("matched") and isinstance(r.get("error_type"), str)]
                 if typed:  # the reason on hover (help), as the issue asks, and in the table and CSV below
-                    st.markdown(f":gray[error type: {escape_markdown(typed[0]['error_type'])}]",
-                                help=escape_markdown(str(typed[0].get("error_reason") or "")) or None)
+                    st.caption(escape_markdown(f"error type: {typed[0]['error_type']}"),
+                               help=escape_markdown(str(typed[0].get("error_reason") or "")) or None)
                 tagged = [r["tags"] for r in rows[:1] if isinstance(r.get("tags"), str)]
                 if tagged:
                     st.caption(escape_markdown(f"tags: {tagged[0]}"))
