@@ -1,7 +1,8 @@
 """A new user's whole day in a real browser against the real server (issue 12's browser test).
 
-``python -m wildlens app`` (what ``make run`` starts) runs on a fresh WILDLENS_HOME, so the sample
-run is built offline at first start; headless Chromium then:
+``python -m wildlens app`` (what ``make run`` starts) runs on a copy of the session's sample store
+(SERVER_ON_SAMPLE: the first start, which builds the sample run offline, is test_browser.py's; building it
+again here was ~20 s of the suite's CPU); headless Chromium then:
 
 1. opens the Runs page; a deep link to the sample's Results; a link naming a run that does not exist;
 2. imports a folder of real photographs (the ones installed packages ship, as JPEG views) with an
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.skipif(
     reason="Debian's chromium and chromium-driver are not installed (make browser-deps, as root)",
 )
 
-SLOW = 600  # the first page builds the sample run (three models on 30 images) on a shared 2-core machine
+SERVER_ON_SAMPLE = True  # tests/pages/conftest.py `server`: a copy of the built sample store
+SLOW = 600  # the first page: the app's imports and the sample's tables on a shared 2-core machine
 STEP = 300  # any later step: one page's rerun, an import of 12 images, three models on 12 images
 
 # Folder -> the photograph an installed package ships (the sample run's, plus scikit-image's rocket
@@ -131,7 +133,7 @@ def test_a_new_users_day(server, tmp_path, shots):
 
     try:
         # ---------------------------------------------------------------- 1. Runs, a deep link, a bad link
-        driver.get(url)  # the first visit builds the sample run (real offline predictions)
+        driver.get(url)  # the server's first request: the app's imports, the sample's tables
         text = wait_for_text(driver, "Start here", SLOW)
         clean(text)
         assert "Runs" in text and "Sample photographs" in text, text[:2000]
