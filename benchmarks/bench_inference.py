@@ -70,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from classify.engine.options import PLAIN_INT8  # noqa: E402
 from classify.engine.types import InferenceOptions  # noqa: E402
 from classify.engine.preprocess import crop_to_tensor, normalizer  # noqa: E402
 from classify.models.registry import DEFAULT_MODEL, class_wnids  # noqa: E402
@@ -363,18 +364,24 @@ def cpu_section(args, folder: Path, paths: list[Path], cache: Path) -> None:
                           f"{median_rate(samples):7.1f} images/s (load {samples[-1].load:.2f})")
 
 
+def _precision_options(precision: str, cache: Path) -> InferenceOptions:
+    """The pipeline's options for a column of the precision section ('int8-plain': int8 alone)."""
+    return InferenceOptions(device="cpu", precision="int8" if precision == PLAIN_INT8 else precision,
+                            int8_recheck="none" if precision == PLAIN_INT8 else "auto", cache_dir=str(cache))
+
+
 def _forward_ms(entry, precision: str, cache: Path, batch: torch.Tensor, backend: str = "auto") -> float:
     """ms of one core (CPU time of this thread) per image: normalise + forward, batch 8, as the
     pipeline runs ``precision`` (ONNX Runtime fp32 / int8, PyTorch bf16 autocast)."""
     from classify.engine.device import cpu_threads
-    from classify.engine.types import InferenceOptions as Options
     from classify.engine.pipeline import _load_one, _Settings, _forward
     from classify.engine.device import autocast_dtype, resolve_precision
 
     device = torch.device("cpu")
-    options = Options(device="cpu", precision=precision, cache_dir=str(cache), backend=backend)
-    resolved = resolve_precision(precision, device)
-    settings = _Settings(device, autocast_dtype(precision, device), 8, 0, 1, options, resolved)
+    options = _precision_options(precision, cache)
+    options.backend = backend
+    resolved = resolve_precision(options.precision, device)
+    settings = _Settings(device, autocast_dtype(options.precision, device), 8, 0, 1, options, resolved)
     with cpu_threads(device), torch.inference_mode():
         model = _load_one(entry, 0, 10_000, settings)
         for _ in range(2):
@@ -397,7 +404,8 @@ def precision_section(tmp: Path, models: list[str], repeats: int) -> dict:
     paths = make_views(views_root)
     cache = tmp / "precision-cache"
     bf16 = cpu_bf16_instructions()
-    precisions = ["fp32"] + (["bf16"] if bf16 else []) + ["int8"]
+    # int8 is the int8 -> fp32 cascade (classify.engine.quantize.Int8Cascade); int8-plain is int8 alone.
+    precisions = ["fp32"] + (["bf16"] if bf16 else []) + ["int8", PLAIN_INT8]
     cores = os.cpu_count() or 1
     print(f"CPU precisions: {len(paths)} views of {len(PRECISION_PHOTOS)} packaged photographs, {cores} cores, "
           f"native bf16: {', '.join(bf16) or 'none (bf16 not measured)'}, load average {os.getloadavg()[0]:.2f}")
@@ -407,18 +415,22 @@ def precision_section(tmp: Path, models: list[str], repeats: int) -> dict:
         config = entry.input_config()
         batch = normalizer(config, torch.device("cpu"))(
             torch.stack([crop_to_tensor(load_rgb(p), config.geometry) for p in paths[:8]]))
-        tops, rates = {}, {p: [] for p in precisions}
+        tops, rates, rechecked = {}, {p: [] for p in precisions}, 0.0
         for precision in precisions:  # warm-up: exports, quantizes, fills the page cache
-            options = InferenceOptions(device="cpu", precision=precision, cache_dir=str(cache))
-            table, result = predict_folder(views_root, [model], options=options)
+            table, result = predict_folder(views_root, [model], options=_precision_options(precision, cache))
             assert (table["status"] == "ok").all()
             tops[precision] = table.set_index("image")["pred_wnid"].sort_index()
+            if precision == "int8":
+                rechecked = float(table["int8_rechecked"].astype(bool).mean())
             print(f"  {model} {precision}: {result.backends[precision_model_id(entry.id, precision)]}")
         for _ in range(repeats):  # interleaved rounds: load from other processes hits all alike
             for precision in precisions:
-                options = InferenceOptions(device="cpu", precision=precision, cache_dir=str(cache))
-                rates[precision].append(measure(len(paths), pipeline, views_root, options, model))
-        forward = {p: _forward_ms(entry, p, cache, batch) for p in precisions}
+                rates[precision].append(measure(len(paths), pipeline, views_root, _precision_options(precision, cache),
+                                                model))
+        forward = {p: _forward_ms(entry, p, cache, batch) for p in precisions if p != "int8"}
+        # The cascade's forward cost over all views: int8 on each, fp32 again on the re-checked share
+        # (8 views of a batch would say little about a share measured over 324).
+        forward["int8"] = forward[PLAIN_INT8] + rechecked * forward["fp32"]
         torch_fp32 = _forward_ms(entry, "fp32", cache, batch, backend="torch")
         fp32_rate = statistics.median(s.rate for s in rates["fp32"])
         figures[model] = {}
@@ -427,10 +439,14 @@ def precision_section(tmp: Path, models: list[str], repeats: int) -> dict:
             agree = float((tops[precision] == tops["fp32"].reindex(tops[precision].index)).mean())
             figures[model][precision] = {"images_per_s": rate, "forward_ms": forward[precision], "agreement": agree}
             others = "/".join(f"{100 * s.foreign:.0f}" for s in rates[precision] if s.foreign is not None)
-            print(f"  {model:18s} {precision:4s} pipeline {rate:6.1f} images/s ({rate / fp32_rate:4.2f}x fp32; "
+            print(f"  {model:18s} {precision:10s} pipeline {rate:6.1f} images/s ({rate / fp32_rate:4.2f}x fp32; "
                   f"others used {others}% CPU), forward {forward[precision]:5.1f} ms/image on one core "
                   f"({forward['fp32'] / forward[precision]:4.2f}x fp32), top-1 agreement with fp32 {100 * agree:5.1f}% "
                   f"({round(agree * len(paths))}/{len(paths)})")
+            if precision == "int8":
+                print(f"  {'':18s}            (the int8 -> fp32 cascade: fp32 re-checked {100 * rechecked:.1f}% of the "
+                      f"views; its forward figure is int8-plain's + that share of fp32's; target >= 99.5% agreement "
+                      f"at >= 1.4x fp32)")
             if precision == "bf16":
                 print(f"  {'':18s}      (PyTorch fp32, BN folded, channels-last: forward {torch_fp32:5.1f} ms/image; "
                       f"bf16 autocast is {torch_fp32 / forward['bf16']:4.2f}x that, on the same backend)")

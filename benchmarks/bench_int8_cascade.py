@@ -115,6 +115,11 @@ def main() -> int:
                 share = float(again.float().mean())
                 return agree, share, t_fp32 / (t_int8 + share * t_fp32)
 
+            gate = int8.gate  # the built cascade's (classify.engine.quantize.Gate: chosen on the gate set)
+            agree, share, speed = cascade(statistics_of(lq)["prob margin"], gate.threshold)
+            print(f"  built cascade: prob margin <= {gate.threshold:.3f} (>= {TARGET_AGREEMENT:.1%} agreement on "
+                  f"{gate.views} gate views, re-checking {gate.rechecked:.1%} of them): agreement {agree:6.1%}, "
+                  f"re-checked {share:5.1%}, {speed:.2f}x")
             evaluated, calibrated = statistics_of(lq), statistics_of(cq)
             for label, stat in evaluated.items():
                 from_cal = float(calibrated[label][cal_wrong].max()) if cal_wrong.any() else float("-inf")

@@ -114,7 +114,7 @@ def _zero_shot_selection(args, names: list[str], checkpoints: dict[str, str]):
 
 
 def build_predict_parser() -> argparse.ArgumentParser:
-    from classify.engine.options import BACKENDS, DEFAULT_RESAMPLER, ENGINES, GPU_DECODE, PRECISIONS, RESAMPLERS
+    from classify.engine.options import BACKENDS, DEFAULT_RESAMPLER, ENGINES, GPU_DECODE, INT8_RECHECK, PRECISIONS, RESAMPLERS
 
     p = argparse.ArgumentParser(
         prog="python -m classify",
@@ -138,8 +138,14 @@ def build_predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU. On the CPU also bf16 (PyTorch "
                         "autocast, where the CPU has AVX-512 BF16 or AMX) and int8 (CNNs: ONNX Runtime static "
-                        "quantization, calibrated on a fixed packaged set). Rows of a precision other than fp32 "
-                        "are stored as MODEL--bf16, MODEL--int8, ...")
+                        "quantization, calibrated on a fixed packaged set, with fp32 re-checking the images it is "
+                        "unsure of: --int8-recheck). Rows of a precision other than fp32 are stored as MODEL--bf16, "
+                        "MODEL--int8, ...")
+    p.add_argument("--int8-recheck", default="auto", choices=INT8_RECHECK,
+                   help="with --precision int8. auto (default): the fp32 model classifies again every image whose "
+                        "int8 top-1 probability margin is at or below a gate chosen on the packaged calibration set "
+                        "(never the evaluated images), for >= 99.5%% top-1 agreement with fp32; each row says "
+                        "whether it was re-checked (int8_rechecked). none: int8 alone, stored as MODEL--int8-plain")
     p.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="auto: ONNX Runtime on the CPU where installed and verified against PyTorch (exports are "
                         "cached in $WILDLENS_HOME/cache/onnx), PyTorch otherwise and on GPUs")
@@ -353,7 +359,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                      "python -m crawl import DIR --run RUN_ID)")
     models, checkpoints = _model_selection(args)
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
-                               precision=args.precision, allow_download=args.download, backend=args.backend,
+                               precision=args.precision, int8_recheck=args.int8_recheck,
+                               allow_download=args.download, backend=args.backend,
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=checkpoints, engine=args.engine, ray_address=args.ray_address,
                                ray_actors=args.ray_actors, ray_gpus_per_actor=args.ray_gpus_per_actor,

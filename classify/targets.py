@@ -407,8 +407,10 @@ def _sweep_out_temporaries(out: Path) -> int:
 
 # --------------------------------------------------------------------------- what --out may replace
 OUT_MARKER_NAME = ".wildlens-out.json"  # in the parts folder: the images folder, and the file as last written
-# The columns of a predictions file before the model stamps (issue 22): an older WildLens's --out.
-_OLDER_OUT_COLUMNS = tuple(c for c in PREDICTION_SCHEMA if c not in MODEL_STAMP_COLUMNS)
+# The columns of a predictions file an older WildLens wrote to --out: before the int8 cascade's
+# int8_rechecked, and before the model stamps too (issue 22).
+_OLDER_OUT_COLUMNS = (tuple(c for c in PREDICTION_SCHEMA if c != "int8_rechecked"),
+                      tuple(c for c in PREDICTION_SCHEMA if c not in (*MODEL_STAMP_COLUMNS, "int8_rechecked")))
 
 
 def check_out_outside_the_store(out: Path) -> None:
@@ -515,7 +517,7 @@ def check_out_claim(out: Path, parts: PredictionParts, images: Path, model_ids: 
     else:
         columns = _columns_of(out)
         if marker is not None or not _legacy_parts(parts) or columns is None or \
-                tuple(columns) not in (_OLDER_OUT_COLUMNS, tuple(PREDICTION_SCHEMA)):
+                tuple(columns) not in (*_OLDER_OUT_COLUMNS, tuple(PREDICTION_SCHEMA)):
             raise OutputError(f"--out {out} exists and is not a predictions file WildLens wrote for {images}; "
                               f"it is not replaced: {fix}.")
         held = _models_of(out)

@@ -78,6 +78,9 @@ PREDICTION_SCHEMA: dict[str, str] = {
     "weights_sha256": "string",  # sha256 of the weights file (package, cache or --checkpoint); NA: none
     "class_order": "string",  # how output i maps to a wnid: 'label-space' or a named order ('swin-22k')
     "family": "string",  # the family it ran as: CNN, transformer, hybrid, language-augmented
+    # MODEL--int8 rows (the int8 -> fp32 cascade, classify.engine.quantize.Int8Cascade): whether the fp32
+    # model classified this image again (its int8 margin was at or below the gate); NA in other rows. Optional.
+    "int8_rechecked": "boolean",
 }
 PREDICTION_STATUSES = ("ok", "failed")
 # The columns above that say which model made a row (NA in rows stored before they existed).

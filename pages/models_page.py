@@ -235,8 +235,15 @@ with st.expander("Options"):
     precision = c3.selectbox("Precision", PRECISIONS,
                              help="auto: bf16/fp16 autocast on a GPU, fp32 on the CPU. fp32 on a GPU is true fp32. "
                                   f"bf16 on the CPU needs native bf16 instructions (this CPU: {bf16_here}). int8: "
-                                  "CNNs only, ONNX Runtime static quantization calibrated on a fixed packaged set. "
-                                  "Results of bf16 / int8 are stored as MODEL--bf16 / MODEL--int8, beside fp32's.")
+                                  "CNNs only, ONNX Runtime static quantization calibrated on a fixed packaged set, "
+                                  "with fp32 re-checking the images int8 is unsure of. Results of bf16 / int8 are "
+                                  "stored as MODEL--bf16 / MODEL--int8, beside fp32's.")
+    # python -m classify --int8-recheck none: int8 alone, its own model id (classify.engine.options.PLAIN_INT8).
+    int8_alone = precision == "int8" and c3.checkbox(
+        "int8 alone", key="int8-alone",
+        help="No fp32 re-check: faster, but top-1 agrees with fp32 on only 87-93 % of the benchmark's views. "
+             "Stored as MODEL--int8-plain. Without it, fp32 classifies again every image whose int8 top-1 "
+             "probability margin is at or below a gate chosen on the calibration set (>= 99.5 % agreement there).")
     resampler = c4.selectbox("Resize", RESAMPLERS, index=RESAMPLERS.index(DEFAULT_RESAMPLER),
                              help="torch: torchvision's uint8 kernel, 2-3x faster, within 1/255 of Pillow on under "
                                   "1% of the values. pil: Pillow, exactly the pixels of timm's eval transform.")
@@ -277,6 +284,7 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
 
     # Worker processes are for the command line; inside the server one process decodes.
     options = InferenceOptions(batch_size=batch_size or None, device=device, num_workers=0, precision=precision,
+                               int8_recheck="none" if int8_alone else "auto",
                                resampler=resampler, engine=engine, ray_address=ray_address, ray_actors=ray_actors)
     try:
         if store_features:  # the command line's own step (classify.cli): features on, PyTorch backend

@@ -43,7 +43,7 @@ def result_entries(models: str | Iterable[str | ModelEntry], options: InferenceO
     ``engine='ray'``, the actors' device and precision, ``classify.engine.ray_engine.actor_precision``)."""
     if options.engine == "ray":
         _, precision, default = actor_precision(options)
-        return precision_entries(resolve_models(models), precision, default)
+        return precision_entries(resolve_models(models), precision, default, options.int8_recheck)
     device = select_device(options.device)
     return precision_entries(resolve_models(models), resolve_precision(options.precision, device),
-                             resolve_precision("auto", device))
+                             resolve_precision("auto", device), options.int8_recheck)

@@ -14,7 +14,24 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 # torchvision or Hugging Face Hub name contains '--' (the Hub forbids it), so the suffix is never
 # part of a model's own name.
 PRECISION_SEPARATOR = "--"
-SUFFIXED_PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # the suffixes a stored model id can carry
+# int8 is a cascade (classify.engine.quantize.Int8Cascade): int8 on every image, fp32 again on those
+# whose int8 top-1 margin is at or below a gate chosen on the calibration set. '--int8-recheck none'
+# gives int8 alone, stored as 'MODEL--int8-plain': another model to compare, never mixed on resume
+# with the cascade's rows (rows stored as '--int8' before the cascade existed are int8 alone, and
+# their int8_rechecked column reads NA: 'not recorded').
+INT8_RECHECK = ("auto", "none")  # auto: the gate from the calibration set; none: int8 alone
+PLAIN_INT8 = "int8-plain"
+SUFFIXED_PRECISIONS = ("fp32", "bf16", "fp16", "int8", PLAIN_INT8)  # the suffixes a stored model id can carry
+
+
+def stored_precision(precision: str, int8_recheck: str = "auto") -> str:
+    """The precision a stored model id carries: ``precision`` (resolved), except int8 alone
+    (``int8_recheck='none'``), which is :data:`PLAIN_INT8`."""
+    if int8_recheck not in INT8_RECHECK:
+        from core.errors import OptionError
+
+        raise OptionError(f"--int8-recheck {int8_recheck!r}: choose one of {', '.join(INT8_RECHECK)}.")
+    return PLAIN_INT8 if precision == "int8" and int8_recheck == "none" else precision
 
 
 def precision_model_id(model_id: str, precision: str, default: str = "fp32") -> str:

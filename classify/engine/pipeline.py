@@ -73,9 +73,10 @@ from classify.engine.device import (DEFAULT_BATCH, autocast_dtype, check_backend
 from classify.engine.onnx_backend import (ExportKey, OnnxBackendError, OnnxCache, default_cache_dir, onnx_classifier, onnx_part,
                                           onnxruntime_version)
 from classify.engine.optimize import fold_batchnorm
-from classify.engine.options import precision_model_id, split_model_id
+from classify.engine.options import precision_model_id, split_model_id, stored_precision
 from classify.engine.preprocess import (DEFAULT_RESAMPLER, check_image_header, check_resampler, crop_to_tensor, load_rgb_draft,
                                         normalizer, read_image_file)
+from classify.engine.quantize import Int8Cascade
 from classify.engine.types import DECODE_CPU, ImageTask, InferenceOptions, InferenceReport, ModelReport  # noqa: F401
 from classify.models.lookup import resolve_models
 from classify.models.registry import Geometry, ModelEntry, class_wnids, get_source
@@ -83,13 +84,15 @@ from classify.models.weights import WeightsError, file_sha256, load_model, requi
 
 
 # --------------------------------------------------------------------------- precision ids
-def precision_entries(entries: Sequence[ModelEntry], precision: str, default: str = "fp32") -> list[ModelEntry]:
+def precision_entries(entries: Sequence[ModelEntry], precision: str, default: str = "fp32",
+                      int8_recheck: str = "auto") -> list[ModelEntry]:
     """The entries as results of ``precision`` (a resolved one) are stored: same model, id
-    ``<id>--<precision>`` unless it is the device's ``default`` (``classify.engine.options.precision_model_id``).
-    Idempotent."""
+    ``<id>--<precision>`` unless it is the device's ``default`` (``classify.engine.options.precision_model_id``);
+    int8 alone (``int8_recheck='none'``) is ``<id>--int8-plain`` (``options.stored_precision``). Idempotent."""
+    stored = stored_precision(precision, int8_recheck)
     out = []
     for entry in entries:
-        model_id = precision_model_id(entry.id, precision, default)
+        model_id = precision_model_id(entry.id, stored, default)
         out.append(entry if model_id == entry.id else dataclasses.replace(entry, id=model_id))
     return out
 
@@ -429,20 +432,23 @@ def _as(entry: ModelEntry, result_id: str) -> ModelEntry:
 def _load_int8(entry: ModelEntry, result_id: str, geometry_index: int, normalize, checkpoint: str | None,
                torch_model: Callable[[], torch.nn.Module], settings: "_Settings", excluded: str | None) -> _LoadedModel:
     """The int8 ONNX Runtime model (``classify.engine.quantize``): quantized once from the fp32 export and
-    cached; no fallback, since PyTorch would not be int8 (an OptionError says why)."""
-    from classify.engine.quantize import int8_classifier
+    cached; gated onto the fp32 export (:class:`~classify.engine.quantize.Int8Cascade`) unless
+    ``int8_recheck`` is 'none'; no fallback, since PyTorch would not be int8 (an OptionError says why)."""
+    from classify.engine.quantize import int8_cascade, int8_classifier
 
     options = settings.options
     config = entry.input_config()
+    cascade = options.int8_recheck != "none"
     try:
         if excluded is not None:
             raise OnnxBackendError(excluded)
         key, cache = _export_key(entry, checkpoint, torch_model, options, "the quantized model's cache")
-        classifier = int8_classifier(key, cache, config, 1, torch_model)
+        classifier = (int8_cascade if cascade else int8_classifier)(key, cache, config, 1, torch_model)
     except OnnxBackendError as exc:
         raise OptionError(f"{entry.id} cannot run in int8: {exc}. Use --precision fp32 or bf16.") from None
+    what = "onnxruntime int8 -> fp32 cascade" if cascade else "onnxruntime int8 alone (--int8-recheck none)"
     return _LoadedModel(_as(entry, result_id), classifier, geometry_index, normalize,
-                        backend=f"onnxruntime int8 ({classifier.note})", channels_last=False)
+                        backend=f"{what} ({classifier.note})", channels_last=False)
 
 
 def _load_pass(entries: Sequence[ModelEntry], geometries: list[Geometry], images: dict[str, int],
@@ -503,6 +509,8 @@ def _batch_rows(batch: CropBatch, tasks: Sequence[ImageTask], loaded: Sequence[_
             crops = crops if len(rows) == len(batch.indices) else crops[rows]
             probs = _forward(model, crops, settings.device, settings.amp)
             frame = prediction_rows(model.entry, [tasks[batch.indices[k]] for k in rows], probs)
+            if isinstance(model.module, Int8Cascade):  # this thread's call just marked them
+                frame["int8_rechecked"] = model.module.last_rechecked().numpy()
             if model.tap is not None:  # this thread's forward pass just captured them (classify.features)
                 frame = model.tap.attach(frame)
             frames.append(frame)
@@ -572,10 +580,22 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
 
     if decoder is not None and decode_log is not None:
         decode_log.passes.append(decoder.counts)
+    try:
+        _compute_and_store(batches, decoder, compute, store, tasks, pending, settings)
+    finally:
+        for model in loaded:  # what the cascade's fp32 pass re-checked (each row says so too)
+            if isinstance(model.module, Int8Cascade):
+                backends[model.entry.id] = (f"{model.backend}; fp32 re-checked {model.module.rechecked} of "
+                                            f"{model.module.seen} images")
+    return done
+
+
+def _compute_and_store(batches, decoder, compute, store, tasks: Sequence[ImageTask], pending: dict[str, set[str]],
+                       settings: _Settings) -> None:
     if settings.streams <= 1:
         for batch in _decoded_ahead(batches, decoder):
             store(batch, compute(batch, _wanted(batch, tasks, pending)))
-        return done
+        return
     # CPU: several batches in flight, each forward pass single-threaded in its own thread (PyTorch
     # and ONNX Runtime release the GIL), so the cores are shared without intra-op barriers and
     # while one batch waits for decoding another computes. Rows are stored in batch order.
@@ -593,7 +613,6 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
         finally:
             for _, future in in_flight:
                 future.cancel()
-    return done
 
 
 @dataclass
@@ -648,7 +667,7 @@ def _plan(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry], alread
     else:
         device, precision, default = where
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    entries = precision_entries(resolve_models(models), precision, default)
+    entries = precision_entries(resolve_models(models), precision, default, options.int8_recheck)
     check_backend(options.backend, device, precision)
     check_precision_models(entries, precision)
     check_resampler(options.resampler)  # a typo fails here, not inside every worker

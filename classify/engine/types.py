@@ -34,6 +34,10 @@ class InferenceOptions:
     # 'auto' (bf16/fp16 autocast on a GPU, fp32 on the CPU), 'fp32', 'bf16' (GPU, or a CPU with
     # AVX-512 BF16/AMX), 'fp16' (GPU), 'int8' (CPU, CNNs: ONNX Runtime static quantization)
     precision: str = "auto"
+    # int8 only (classify.engine.quantize.Int8Cascade): 'auto' re-runs in fp32 the images whose int8
+    # top-1 probability margin is at or below the gate chosen on the calibration set (stored as
+    # MODEL--int8, each row's int8_rechecked says whether it was); 'none': int8 alone (MODEL--int8-plain).
+    int8_recheck: str = "auto"
     channels_last: bool = True
     fold_batchnorm: bool = True  # exact up to float rounding, checked per model (classify.engine.optimize)
     max_params_per_pass: int = 300_000_000  # models held in memory together (fp32: 1.2 GB)

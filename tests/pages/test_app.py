@@ -147,6 +147,30 @@ def test_models_page_reports_a_precision_this_machine_lacks(app):
     assert any("needs a GPU" in e.value for e in at.error), [e.value for e in at.error]
 
 
+def test_models_page_runs_int8_as_the_cascade_or_alone(app, monkeypatch):
+    """--int8-recheck on the page: int8 is the int8 -> fp32 cascade unless 'int8 alone' is ticked."""
+    import classify.targets
+    from core.errors import WildLensError
+
+    seen = []
+
+    def spy(run, models, options, *args, **kwargs):
+        seen.append(options)
+        raise WildLensError("stopped by the test")
+
+    monkeypatch.setattr(classify.targets, "predict_run", spy)
+    at = open_page(app, "models")
+    assert not [c for c in at.checkbox if c.label == "int8 alone"]  # only offered with int8
+    [s for s in at.selectbox if s.label == "Precision"][0].set_value("int8")
+    at.run()
+    for alone in (False, True):
+        [c for c in at.checkbox if c.label == "int8 alone"][0].set_value(alone)
+        at.run()
+        [b for b in at.button if b.label.startswith("Run ")][0].click().run()
+        assert not at.exception, [e.value for e in at.exception]
+    assert [(o.precision, o.int8_recheck) for o in seen] == [("int8", "auto"), ("int8", "none")]
+
+
 def test_results_tables_and_csv_equal_the_library(app, app_home, monkeypatch):
     from explain.export import table_to_csv_bytes
     from explain.metrics import compute_metric_tables

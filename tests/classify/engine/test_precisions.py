@@ -14,7 +14,7 @@ import torch
 import classify.engine.device as device_mod
 from classify.cli import main
 from classify.engine.device import check_backend, cpu_bf16_instructions, cpu_int8_dot_instructions, resolve_precision
-from classify.engine.options import PRECISIONS, precision_model_id, split_model_id
+from classify.engine.options import PLAIN_INT8, PRECISIONS, precision_model_id, split_model_id
 from classify.engine.types import InferenceOptions
 from classify.engine.dispatch import result_entries, run_inference
 from classify.models.registry import DEFAULT_MODEL
@@ -54,10 +54,11 @@ def sample_run(tmp_path_factory, shared_cache):
     run = store.create_run(RunInfo(run_id="precisions", label_space="imagenet-1k"))
     write_sample_images(run)
     reports = {}
-    for precision in ("fp32", "bf16", "int8"):
+    for precision in ("fp32", "bf16", "int8", PLAIN_INT8):
         if precision == "bf16" and not HAS_BF16:
             continue
-        options = InferenceOptions(device="cpu", precision=precision, num_workers=0, cache_dir=str(shared_cache))
+        options = InferenceOptions(device="cpu", precision=precision.split("-")[0], num_workers=0,
+                                   cache_dir=str(shared_cache), int8_recheck="none" if precision == PLAIN_INT8 else "auto")
         reports[precision] = predict_run(run, DEFAULT_MODEL, options)
     return run, reports
 
@@ -84,14 +85,103 @@ def test_bf16_on_this_cpu_agrees_with_fp32(sample_run):
 
 def test_int8_agrees_with_fp32_and_runs_on_a_quantized_model(sample_run):
     run, reports = sample_run
-    assert reports["int8"].precision == "int8"
-    assert reports["int8"].backends[precision_model_id(DEFAULT_MODEL, "int8")].startswith("onnxruntime int8")
-    assert _agreement(run, "int8") >= INT8_MIN_AGREEMENT
+    assert reports[PLAIN_INT8].precision == "int8"
+    assert reports[PLAIN_INT8].backends[precision_model_id(DEFAULT_MODEL, PLAIN_INT8)].startswith(
+        "onnxruntime int8 alone (--int8-recheck none)")
+    assert _agreement(run, PLAIN_INT8) >= INT8_MIN_AGREEMENT
+    assert run.read_predictions([precision_model_id(DEFAULT_MODEL, PLAIN_INT8)])["int8_rechecked"].isna().all()
+
+
+def test_the_int8_cascade_re_checks_in_fp32_exactly_the_images_under_its_gate(sample_run, shared_cache):
+    """--precision int8 (issue 26 item 5): int8 on every image, fp32 again where the int8 top-1
+    probability margin is at or below the gate from the gate set; each row says which it was."""
+    import classify.engine.quantize as quantize
+    from classify.engine.onnx_backend import ExportKey, OnnxCache
+    from classify.models.lookup import get_model
+    from classify.models.weights import weights_status
+
+    run, reports = sample_run
+    entry = get_model(DEFAULT_MODEL)
+    key = ExportKey.for_model(entry.id, weights_status(entry).path, entry.input_config().size)
+    gate = quantize.int8_classifier(key, OnnxCache(shared_cache), entry.input_config(), 1,
+                                    lambda: pytest.fail("no reload")).gate
+    assert gate.views == len(quantize.CALIBRATION_PHOTOS) * len(quantize.GATE_VIEWS) and gate.disagreements > 0
+
+    def rows(precision):
+        model = DEFAULT_MODEL if precision == "fp32" else precision_model_id(DEFAULT_MODEL, precision)
+        return run.read_predictions([model]).set_index("image").sort_index()
+
+    fp32, plain, cascade = rows("fp32"), rows(PLAIN_INT8), rows("int8")
+    assert fp32["int8_rechecked"].isna().all() and cascade["int8_rechecked"].notna().all()
+    again = cascade["int8_rechecked"].astype(bool)
+    margin = plain["prob_1"].astype(float) - plain["prob_2"].astype(float)
+    assert (again == (margin <= gate.threshold + 1e-6)).all()  # stored probabilities are the float32 ones
+    assert 0 < again.sum() < len(again)  # both kinds on the sample: the test would catch either path's bug
+    top5 = [f"pred_wnid_{k}" if k > 1 else "pred_wnid" for k in range(1, 6)]
+    probs = [f"prob_{k}" for k in range(1, 6)]
+    # Not re-checked: the int8 rows themselves. Re-checked: fp32's (its ONNX export: within 1e-3 of PyTorch).
+    assert cascade.loc[~again, top5 + probs].equals(plain.loc[~again, top5 + probs])
+    assert (cascade.loc[again, "pred_wnid"] == fp32.loc[again[again].index, "pred_wnid"]).all()
+    assert np.allclose(cascade.loc[again, probs].astype(float), fp32.loc[again[again].index, probs].astype(float),
+                       atol=2e-3)
+    assert _agreement(run, "int8") >= max(_agreement(run, PLAIN_INT8), 29 / 30)
+    backend = reports["int8"].backends[precision_model_id(DEFAULT_MODEL, "int8")]
+    assert backend.startswith("onnxruntime int8 -> fp32 cascade") and f"<= {gate.threshold:.4f}" in backend
+    assert backend.endswith(f"fp32 re-checked {int(again.sum())} of 30 images")
+
+
+def test_the_gate_re_checks_every_gate_view_on_which_int8_and_fp32_disagree():
+    from classify.engine.quantize import Gate, Int8Cascade
+
+    fp32 = torch.tensor([[3.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 5.0], [1.0, 1.1, 0.0]])
+    int8 = torch.tensor([[2.9, 0.1, 0.0], [2.1, 2.0, 0.0], [0.0, 0.0, 4.0], [1.0, 0.0, 1.3]])
+    gate = Gate.choose(int8, fp32)
+    top = int8.softmax(1).topk(2, 1).values
+    margins = top[:, 0] - top[:, 1]
+    assert gate.disagreements == 2 and gate.views == 4 and gate.threshold == pytest.approx(float(margins[[1, 3]].max()))
+    assert gate.rechecked == float((margins <= gate.threshold).float().mean())
+    assert Gate.choose(fp32, fp32).threshold == -1.0  # no disagreement: nothing is re-checked
+    # 400 views: 99.5 % agreement leaves 2 disagreements, so the gate is the third largest margin among them.
+    logits = torch.zeros(400, 3)
+    logits[:, 0] = torch.linspace(0.5, 6.0, 400)
+    truth = logits.argmax(1).clone()
+    disagree = torch.tensor([10, 50, 90, 200, 300])
+    wrong = logits.clone()
+    wrong[disagree, 1] = wrong[disagree, 0] + 0.01  # int8's top-1 is class 1 there, by a hair
+    wrong[disagree, 0] = 0.0
+    wrong[disagree, 1] += torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5])
+    m = wrong.softmax(1).topk(2, 1).values
+    m = m[:, 0] - m[:, 1]
+    many = Gate.choose(wrong, logits)
+    assert truth.tolist() == [0] * 400 and many.disagreements == 5
+    assert many.threshold == pytest.approx(float(torch.sort(m[disagree], descending=True).values[2]))
+    assert Gate.from_meta({"gate": {"threshold": gate.threshold, "views": 4, "disagreements": 2,
+                                    "rechecked": gate.rechecked}}) == gate
+    for bad in (None, {}, {"gate": "x"}, {"gate": {"threshold": 2.0, "views": 4, "disagreements": 2, "rechecked": 0}},
+                {"gate": {"threshold": 0.1, "views": 1, "disagreements": 2, "rechecked": 0}}):
+        assert Gate.from_meta(bad) is None
+
+    class Fixed:  # a classifier that answers from a table by the input's first value
+        def __init__(self, table):
+            self.table, self.note = table, "fixed"
+
+        def __call__(self, x):
+            return self.table[x[:, 0, 0, 0].long()].clone()
+
+    cascade = Int8Cascade(Fixed(int8), Fixed(fp32), gate)
+    x = torch.arange(4, dtype=torch.float32).view(4, 1, 1, 1).expand(4, 3, 2, 2)
+    out = cascade(x)
+    again = cascade.last_rechecked()
+    assert again.tolist() == (margins <= gate.threshold).tolist()
+    assert torch.equal(out[again], fp32[again]) and torch.equal(out[~again], int8[~again])
+    assert out.argmax(1).tolist() == fp32.argmax(1).tolist()
+    assert (cascade.seen, cascade.rechecked) == (4, int(again.sum()))
 
 
 def test_each_precision_is_its_own_model_id_in_the_run(sample_run, shared_cache):
     run, _ = sample_run
-    ids = [DEFAULT_MODEL] + [precision_model_id(DEFAULT_MODEL, p) for p in (["bf16"] if HAS_BF16 else []) + ["int8"]]
+    ids = [DEFAULT_MODEL] + [precision_model_id(DEFAULT_MODEL, p)
+                             for p in (["bf16"] if HAS_BF16 else []) + ["int8", PLAIN_INT8]]
     assert set(run.read_predictions()["model"]) == set(ids)
     assert run.info.models == ids  # run.json lists them, fp32 under the plain id as before
     for model_id in ids:
@@ -115,6 +205,12 @@ def test_model_ids_round_trip():
     assert split_model_id("resnet50.tv_in1k") == ("resnet50.tv_in1k", None)
     assert [e.id for e in result_entries(DEFAULT_MODEL, InferenceOptions(device="cpu", precision="int8"))] == [
         "efficientnet_lite0--int8"]
+    # int8 alone is another model beside the cascade, never resumed as its rows.
+    plain = InferenceOptions(device="cpu", precision="int8", int8_recheck="none")
+    assert [e.id for e in result_entries(DEFAULT_MODEL, plain)] == ["efficientnet_lite0--int8-plain"]
+    assert split_model_id("efficientnet_lite0--int8-plain") == ("efficientnet_lite0", PLAIN_INT8)
+    with pytest.raises(OptionError, match=r"--int8-recheck 'sometimes': choose one of auto, none"):
+        result_entries(DEFAULT_MODEL, InferenceOptions(device="cpu", precision="int8", int8_recheck="sometimes"))
     assert "int8" in PRECISIONS
 
 
@@ -176,7 +272,8 @@ def _view_hashes(images):
 
 def test_calibration_set_is_packaged_fixed_and_disjoint_from_the_evaluated_images():
     from crawl.sample_photos import SAMPLE_PHOTOS, VIEWS, photo_path
-    from classify.engine.quantize import CALIBRATION_PHOTOS, calibration_digest, calibration_files, calibration_images
+    from classify.engine.quantize import (CALIBRATION_PHOTOS, calibration_digest, calibration_files, calibration_images,
+                                          gate_images)
     from core.imageio import load_rgb
 
     sys_path = __import__("sys").path
@@ -194,6 +291,7 @@ def test_calibration_set_is_packaged_fixed_and_disjoint_from_the_evaluated_image
     # The pixels too: no calibration view is one of the sample run's views.
     sample_views = _view_hashes(view(load_rgb(photo_path(p))) for p in SAMPLE_PHOTOS for _, view in VIEWS)
     assert not _view_hashes(image for _, image in calibration_images()) & sample_views
+    assert not _view_hashes(image for _, image in gate_images()) & sample_views  # the int8 cascade's gate set
     assert calibration_digest() == calibration_digest()  # fixed: part of the quantized model's cache key
 
 
