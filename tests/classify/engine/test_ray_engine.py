@@ -132,7 +132,7 @@ def ray_instance(tmp_path_factory):
     ray.init(num_cpus=2, object_store_memory=256 * 1024 ** 2, include_dashboard=False, log_to_driver=False,
              logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "WILDLENS_HOME": str(home)},
-                          "worker_process_setup_hook": "tests.classify.doubles.register_tiny_clip"})
+                          "worker_process_setup_hook": "tests.classify.doubles.register_tiny_clip_on_import"})
     yield ray
     ray.shutdown()
 
