@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from .tables import (_RUN_ID_RE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
-                     probe_writable, read_table, write_table)
+                     open_table_file, probe_writable, read_table, write_table)
 
 
 _PART_NAME = r"part-\d{20}-[0-9a-f]{6}\.parquet"  # append(): part-<UTC time, 20 digits>-<6 hex>.parquet
@@ -75,6 +75,31 @@ class PredictionParts:
             write_table(part, folder / name, PREDICTION_SCHEMA, table="predictions")
             written.append(folder / name)
         return written
+
+    def recorded_families(self) -> dict[str, str]:
+        """model -> the family its stored rows record (its model stamp: one model per id, which
+        ``classify.targets`` keeps), for the models whose rows record one; read from the 'model' and
+        'family' columns alone. Why: the Results page read every stored row for this (0.8 s at
+        1,000,000 predictions)."""
+        import pyarrow.parquet as pq
+
+        out: dict[str, str] = {}
+        if not self.folder.exists():
+            return out
+        for folder in sorted(p for p in self.folder.iterdir() if p.is_dir()):
+            for path in sorted(folder.glob("part-*.parquet")):
+                with open_table_file(path) as handle:
+                    try:
+                        parquet = pq.ParquetFile(handle)
+                        if not {"model", "family"} <= set(parquet.schema_arrow.names):
+                            continue
+                        pairs = parquet.read(columns=["model", "family"]).group_by(["model", "family"]).aggregate([])
+                    except Exception as exc:  # pyarrow raises several types for a damaged file
+                        raise StoreError(f"{path} is not a readable Parquet file ({exc}).") from None
+                for model, family in zip(pairs.column("model").to_pylist(), pairs.column("family").to_pylist()):
+                    if model is not None and family is not None:
+                        out.setdefault(str(model), str(family))
+        return out
 
     def read(self, models: list[str] | None = None) -> pd.DataFrame:
         """All stored predictions (of ``models``, else of every model); the latest row wins where

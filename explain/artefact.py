@@ -276,17 +276,24 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
 
 def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricTables:
     """Make the stored raw artefact current (recompute and write only when stale, or ``force``)
-    and the curated one too when the run's curation changes its predictions; return the raw
+    and the curated one too when the run's curation changes its predictions, each with its
+    per-prediction explanations (``explain.error_types.ensure_explained``); return the raw
     tables. Called after inference (``python -m classify --run``, the sample run). Raises
     StoreError when the tables had to be written and could not be."""
+    from .error_types import ensure_explained
+
     result = ensure_metrics(run, force=force, cache_dir=cache_dir)
     if not result.stored:
         raise StoreError(result.store_error)
+    # The per-prediction explanations (error types) too, which Results and Browse read: typed here, after
+    # inference, rather than on the first page load (1.5 s at 1,000,000 predictions; bench_app.py).
+    ensure_explained(run, RAW, cache_dir=cache_dir, force=force)
     state = read_curation(run)
     if state.relabels or state.excluded:
         curated = ensure_metrics(run, force=force, cache_dir=cache_dir, view=CURATED)
         if not curated.stored:
             raise StoreError(curated.store_error)
+        ensure_explained(run, CURATED, cache_dir=cache_dir, force=force)
     return result.tables
 
 

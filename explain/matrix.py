@@ -166,6 +166,8 @@ def _assigned(predictions: pd.DataFrame, model: str, classes: Sequence[str], usa
     pred_codes, preds = pd.factorize(rows["pred_wnid"])
     width = max(len(preds), 1)
     codes, keys = pd.factorize(true_codes.astype(np.int64) * width + pred_codes)  # first appearance, as before
+    # Plain lists: an Arrow-backed Index read element by element cost 0.25 s per 100,000 pairs.
+    trues, preds = trues.tolist(), preds.tolist()
     pairs = [(trues[k // width], preds[k % width]) for k in keys.tolist()]
     columns = column_of(pairs, classes, outside=outside, shown=None if shown is None else visible)
     rows = rows.assign(column=np.array([columns[pair] for pair in pairs] or [OTHER], dtype=object)[codes]

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from core.runstore import Run, manifest_fingerprint, predictions_fingerprint
+from core.tables import is_member
 
 from pages.text import show_error
 
@@ -272,7 +273,9 @@ def _usable_rows(run_path: str, predictions_fp: str, manifest_fp: str) -> pd.Dat
     """The run's usable predictions (Run.usable_predictions) from the cached reads."""
     preds = _predictions(run_path, predictions_fp)
     usable = _usable_files(run_path, manifest_fp)
-    return preds if usable is None else preds[preds["image"].isin(usable)]
+    # is_member, not Series.isin: isin on Arrow strings turned the 100,000 usable names into an
+    # array on every call (0.4 s of Confusions' first load at 1M predictions).
+    return preds if usable is None else preds[is_member(preds["image"], usable)]
 
 
 CLAIMS_AUTO_ROWS = 200_000  # above this many predictions the Results page computes the claims when asked
@@ -420,7 +423,19 @@ def _error_types(run_path: str, predictions_fp: str, manifest_fp: str, view: str
     from explain.error_types import error_type_table
 
     return error_type_table(_explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp),
-                            families=_predictions(run_path, predictions_fp), level=level)
+                            families=_recorded_families(run_path, predictions_fp), level=level)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _recorded_families(run_path: str, predictions_fp: str) -> dict[str, str]:
+    return Run(run_path).prediction_parts.recorded_families()
+
+
+def model_families(run: Run, models) -> dict[str, str]:
+    """model -> family for ``models``: the family the run's rows record (the model they ran as,
+    ``--family`` included), else :func:`model_family`'s from the registry or the architecture."""
+    recorded = _recorded_families(str(run.path), predictions_fingerprint(run))
+    return {m: recorded.get(m) or model_family(m) for m in models}
 
 
 def error_types(run: Run, view: str | None = None, level: float = 0.95) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from explain.metrics import column_docs
 from explain.schema import labels_of
 from pages.charts import claims_figure, error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
-from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_family,
+from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
 from pages.run_state import current_view, page_link, require_run
 from pages.text import escape_markdown, plural, show_error
@@ -57,7 +57,7 @@ if tables.per_model.empty:
     st.stop()
 
 models = tables.per_model["model"].tolist()
-family = {m: model_family(m) for m in models}
+family = model_families(run, models)
 models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
 chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, default=models,
                         format_func=lambda m: f"{m} ({family[m]})")

@@ -3,6 +3,7 @@
 spreadsheet-safe (``core.csvsafe``)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -248,18 +249,16 @@ def _interval_style(column: str) -> tuple[float, int, str]:
     return 1.0, 3, ""
 
 
-_number = finite_or_none  # core.intervals: None, NA, NaN and non-numbers are 'not defined'
-
-
 def bound_texts(df: pd.DataFrame, column: str) -> list:
     """'[45.5, 78.1]' per row: ``column``'s bounds in the one format (None where they are NA)."""
     scale, digits, _ = _interval_style(column)
-    out = []
-    for low, high in zip(df[f"{column}{CI_LOW}"], df[f"{column}{CI_HIGH}"]):
-        low, high = _number(low), _number(high)
-        out.append(None if low is None or high is None else
-                   f"[{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]")
-    return out
+    # As arrays, not finite_or_none per cell: 0.35 s of Results' first load at 10,000 class rows.
+    lows, highs = (pd.to_numeric(df[c], errors="coerce").astype("float64").to_numpy(na_value=float("nan"))
+                   for c in (f"{column}{CI_LOW}", f"{column}{CI_HIGH}"))
+    defined = ~(np.isnan(lows) | np.isnan(highs))  # finite_or_none's 'not defined': None, NA, NaN, non-numbers
+    defined = defined.tolist()
+    return [f"[{low + 0.0:.{digits}f}, {high + 0.0:.{digits}f}]" if ok else None
+            for low, high, ok in zip((lows * scale).tolist(), (highs * scale).tolist(), defined)]
 
 
 def interval_texts(df: pd.DataFrame, column: str) -> list:

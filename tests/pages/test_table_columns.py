@@ -81,3 +81,22 @@ def test_run_label_keeps_title_and_short_id():
     details = run_details(info)
     assert "domestic cats and their wild relatives" in details and "`20261129-161500-cats-3f2a`" in details
     assert "1 class" in details and "2 models" in details
+
+
+def test_bound_texts_are_the_per_cell_rule_on_arrays():
+    """bound_texts formats whole columns at once; each cell is what finite_or_none and the one format give."""
+    from core.intervals import finite_or_none
+    from pages.tables import bound_texts
+
+    lows = [0.4551, None, pd.NA, float("nan"), float("inf"), 0.0, 1e-9, -0.0, 0.99995, 2]
+    highs = [0.7813, 0.5, 0.5, 0.5, 0.5, -0.0, 0.5, 0.0, 1.0, float("-inf")]
+    for column, scale, digits in (("accuracy", 100.0, 1), ("severity", 1.0, 2), ("wup_mistakes", 1.0, 3)):
+        df = pd.DataFrame({f"{column}_ci_low": pd.array(lows, dtype="Float64") if column == "accuracy" else lows,
+                           f"{column}_ci_high": highs})
+        expected = []
+        for low, high in zip(lows, highs):
+            low, high = finite_or_none(low), finite_or_none(high)
+            expected.append(None if low is None or high is None else
+                            f"[{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]")
+        assert bound_texts(df, column) == expected
+        assert not any(t is not None and ("nan" in t or "-0.0" in t) for t in expected)
