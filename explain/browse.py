@@ -358,6 +358,27 @@ SORT_LABELS = {"class": "True class, then image", "confident": "Most confident f
                "margin": "Smallest margin first (top-1 vs top-2)"}
 
 
+def _matching_rows(left: pd.DataFrame, right: pd.DataFrame) -> np.ndarray:
+    """Per row of ``left``, the position in ``right`` of the last row with the same (model, image),
+    or -1 (none, or a missing key). Integer codes of both columns factorised together, one sort and
+    one search: a MultiIndex of Python strings cost 1.2 s for 1,000,000 rows on each side."""
+    n = len(left)
+    codes = []
+    for column in ("model", "image"):
+        both = pd.concat([left[column].astype("string"), right[column].astype("string")], ignore_index=True)
+        codes.append(pd.factorize(both)[0])
+    width = int(codes[1].max(initial=-1)) + 2
+    key = codes[0].astype(np.int64) * width + codes[1]
+    key[(codes[0] < 0) | (codes[1] < 0)] = -1
+    mine, theirs = key[:n], key[n:]
+    order = np.argsort(theirs, kind="stable")  # equal keys keep their order: the last of a run is the last row
+    ranked = theirs[order]
+    last = np.searchsorted(ranked, mine, side="right") - 1
+    hit = (last >= 0) & (mine >= 0)
+    hit[hit] = ranked[last[hit]] == mine[hit]
+    return np.where(hit, order[np.where(hit, last, 0)], -1)
+
+
 def annotate(table: pd.DataFrame, explained: pd.DataFrame | None = None, tags: dict | None = None) -> pd.DataFrame:
     """:func:`image_table` rows with the columns of :data:`ANNOTATION_DOCS` after its own:
     ``margin`` from the stored probabilities, ``error_type`` / ``error_reason`` from the view's
@@ -368,11 +389,12 @@ def annotate(table: pd.DataFrame, explained: pd.DataFrame | None = None, tags: d
     p2 = out["prob_2"].astype("Float64") if "prob_2" in out else pd.Series(pd.NA, index=out.index, dtype="Float64")
     out["margin"] = (p1 - p2).astype("Float64")
     if explained is not None and len(explained) and len(out):
-        keyed = explained.drop_duplicates(["model", "image"], keep="last").set_index(["model", "image"])
-        index = pd.MultiIndex.from_arrays([out["model"].astype(object), out["image"].astype(object)])
-        found = keyed.reindex(index)
-        out["error_type"] = pd.array(found["error_type"].to_numpy(dtype=object), dtype="string")
-        out["error_reason"] = pd.array(found["error_reason"].to_numpy(dtype=object), dtype="string")
+        row = _matching_rows(out, explained)  # explained's row of each (model, image), the last of a repeat; -1: none
+        found = row >= 0
+        for column in ("error_type", "error_reason"):
+            values = explained[column].astype("string").array.take(np.where(found, row, 0))
+            values[~found] = pd.NA
+            out[column] = values
     else:
         out["error_type"] = pd.array([pd.NA] * len(out), dtype="string")
         out["error_reason"] = pd.array([pd.NA] * len(out), dtype="string")

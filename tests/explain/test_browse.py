@@ -276,3 +276,24 @@ def test_a_row_without_a_model_keeps_its_place_and_usable_images_must_be_a_colle
     with pytest.raises(TypeError, match="collection of image names"):
         usable_rows(df, "i1")
     assert usable_rows(df, ["i1", "i3"])["image"].tolist() == ["i1", "i3"]
+
+
+def test_annotations_join_by_model_and_image_as_a_reindex_does():
+    """annotate's join (integer codes, one sort) equals the MultiIndex reindex it replaced, with
+    repeated keys (the last row wins), missing models or images, and keys on one side only."""
+    import numpy as np
+
+    from explain.browse import _matching_rows
+
+    rng = np.random.default_rng(7)
+    models = np.array(["a", "b", "c--int8", None], dtype=object)
+    images = np.array([f"n0/{i}.jpg" for i in range(40)] + [None], dtype=object)
+    left = pd.DataFrame({"model": models[rng.integers(0, 4, 300)], "image": images[rng.integers(0, 41, 300)]})
+    right = pd.DataFrame({"model": models[rng.integers(0, 4, 500)], "image": images[rng.integers(0, 41, 500)]})
+    right["row"] = np.arange(len(right))
+    got = _matching_rows(left.astype("string"), right.astype({"model": "string", "image": "string"}))
+    keyed = right.dropna(subset=["model", "image"]).drop_duplicates(["model", "image"], keep="last")
+    expected = keyed.set_index(["model", "image"])["row"].reindex(
+        pd.MultiIndex.from_arrays([left["model"], left["image"]]))
+    expected = np.where(left["model"].isna() | left["image"].isna(), -1, expected.fillna(-1).to_numpy()).astype(int)
+    assert (got == expected).all() and (got >= 0).sum() > 100 and (got < 0).sum() > 10
