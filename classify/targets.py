@@ -113,6 +113,14 @@ def _stored_difference(stored: pd.DataFrame, entry: ModelEntry, stamp: dict, che
     families = [v for v in known("family") if v != entry.family]
     if families:
         return f"as family {families[0]}, not {entry.family}"
+    from classify.engine.options import split_model_id
+
+    # MODEL--int8 is the int8 -> fp32 cascade, whose rows say whether fp32 re-checked them; rows without
+    # that were stored by int8 alone, before the cascade existed: another model under the same id.
+    if split_model_id(entry.id)[1] == "int8" and "int8_rechecked" in stored.columns \
+            and stored["int8_rechecked"].isna().any():
+        return ("made by int8 alone, before --precision int8 re-checked unsure images in fp32 (their int8_rechecked "
+                "is empty; int8 alone is now stored as MODEL--int8-plain)")
     return None
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 ZERO_SHOT_PREFIX = "clip/"  # classify.models.sources.openclip_source.STORED_PREFIX: what runs store for zero-shot models
 RECIPE_SEPARATOR = "__"  # classify.zeroshot.prompts.RECIPE_SEPARATOR
 PRECISION_SEPARATOR = "--"  # classify.engine.options.PRECISION_SEPARATOR
-PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # classify.engine.options.SUFFIXED_PRECISIONS
+PRECISIONS = ("fp32", "bf16", "fp16", "int8", "int8-plain")  # classify.engine.options.SUFFIXED_PRECISIONS
 _FILE_TOKEN = re.compile(r"^(kf|tf)-[0-9a-f]{8}$")
 
 # Human labels: the knowledge a recipe adds, then what else it changes (classify.zeroshot.prompts.Recipe).

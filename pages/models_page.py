@@ -37,7 +37,10 @@ REGISTRY_DOCS = {
 }
 REPORT_DOCS = {"model": "The model's registry id.", "predicted": "Predictions stored now (status ok).",
                "failed": "Images that could not be classified now (stored with status failed).",
-               "skipped": "Images whose prediction was stored before: not classified again."}
+               "skipped": "Images whose prediction was stored before: not classified again.",
+               "rechecked": "int8 (the int8 -> fp32 cascade): images of this call whose int8 top-1 margin was at or "
+                            "below the gate, so the fp32 model classified them again; each stored row says so "
+                            "(int8_rechecked)."}
 
 
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
@@ -326,7 +329,10 @@ if st.button(f"Run {plural(len(runnable), 'model')}", type="primary", disabled=n
     except WildLensError as exc:  # missing weights; a device or precision this machine lacks
         show_error(exc)
         st.stop()
-    show_table(pd.DataFrame([vars(r) for r in report.models.values()]), docs=REPORT_DOCS, width="content")
+    reported = pd.DataFrame([vars(r) for r in report.models.values()])
+    if reported["rechecked"].isna().all():  # no int8 cascade ran: the column would say nothing
+        reported = reported.drop(columns="rechecked")
+    show_table(reported, docs=REPORT_DOCS, width="content")
     st.caption(escape_markdown(report.summary()))
     show_state()  # run.json now lists the models just run
     if store_features:

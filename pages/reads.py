@@ -428,7 +428,12 @@ def _error_types(run_path: str, predictions_fp: str, manifest_fp: str, view: str
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _recorded_families(run_path: str, predictions_fp: str) -> dict[str, str]:
-    return Run(run_path).prediction_parts.recorded_families()
+    from core.runstore import StoreError
+
+    try:
+        return Run(run_path).prediction_parts.recorded_families()
+    except (StoreError, OSError):  # a damaged part or one compacted away meanwhile: the registry's families
+        return {}
 
 
 def model_families(run: Run, models) -> dict[str, str]:

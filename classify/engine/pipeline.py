@@ -522,11 +522,14 @@ def _batch_rows(batch: CropBatch, tasks: Sequence[ImageTask], loaded: Sequence[_
 
 def mark_stored(frame: pd.DataFrame, pending: dict[str, set[str]], reports: dict[str, ModelReport]) -> None:
     """After the sink stored ``frame``: its (model, image) pairs are no longer pending, and each
-    is counted predicted or failed (both engines)."""
-    for model_id, image, status in zip(frame["model"], frame["image"], frame["status"]):
+    is counted predicted or failed, and an int8 cascade's re-checked rows (both engines)."""
+    rechecked = frame["int8_rechecked"] if "int8_rechecked" in frame.columns else pd.Series(None, index=frame.index)
+    for model_id, image, status, again in zip(frame["model"], frame["image"], frame["status"], rechecked):
         pending[model_id].discard(image)
         if status == "ok":
             reports[model_id].predicted += 1
+            if again is not None and not pd.isna(again):  # a cascade's row: re-checked or not
+                reports[model_id].rechecked = (reports[model_id].rechecked or 0) + bool(again)
         else:
             reports[model_id].failed += 1
 

@@ -399,8 +399,13 @@ def int8_classifier(key: ExportKey, cache: OnnxCache, config: InputConfig, threa
             candidate.write_bytes(data)
             quantized = OnnxClassifier(make_session(candidate, threads), candidate, "")
             agreement = top1_agreement(quantized, fp32, batches)
-            gate_batches = [torch.from_numpy(b) for b in calibration_batches(config, gate_images())]
-            gate = Gate.choose(torch.cat([quantized(b) for b in gate_batches]), torch.cat([fp32(b) for b in gate_batches]))
+            views, logits = gate_images(), ([], [])
+            for start in range(0, len(views), 64):  # 64 views at a time: all 448 as float32 were up to 0.8 GB
+                for batch in calibration_batches(config, views[start:start + 64]):
+                    x = torch.from_numpy(batch)
+                    logits[0].append(quantized(x))
+                    logits[1].append(fp32(x))
+            gate = Gate.choose(torch.cat(logits[0]), torch.cat(logits[1]))
     except Exception as exc:
         raise OnnxBackendError(f"int8 quantization failed: {_first_line(exc)}") from None
     weights = " (7-bit weights: this CPU has no 8-bit dot product)" if qkey.reduce_range else ""

@@ -85,6 +85,7 @@ class ModelReport:
     predicted: int = 0  # rows stored now with status 'ok'
     failed: int = 0  # rows stored now with status 'failed'
     skipped: int = 0  # already stored 'ok' before this call
+    rechecked: int | None = None  # the int8 cascade: rows stored now that its fp32 pass classified again
 
 
 @dataclass

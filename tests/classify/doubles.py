@@ -121,6 +121,8 @@ def register_tiny_clip_on_import() -> None:
                 return None
             sys.meta_path.remove(self)  # the real spec, found by the finders after this one
             spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None:  # open_clip is not installed: nothing to register
+                return None
             run = spec.loader.exec_module
 
             def exec_module(module):

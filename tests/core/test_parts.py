@@ -27,3 +27,23 @@ def test_a_plain_folder_keeps_parts_without_being_a_run(tmp_path):
     assert parts.read().equals(before)
     with pytest.raises(StoreError, match="not a usable model id"):
         parts.model_dir("../elsewhere")
+
+
+def test_recorded_families_read_the_ok_rows_family_stamp_latest_part_first(tmp_path):
+    """What the Results page reads instead of every row (three columns): each model's recorded family."""
+    import time
+
+    parts = PredictionParts(tmp_path / "p")
+    assert parts.recorded_families() == {}
+    parts.append(_preds("a", ["1", "2"]).assign(family="CNN"))
+    parts.append(_preds("b", ["1"], pred=None, status="failed").assign(family="hybrid"))  # failed rows only
+    parts.append(_preds("c", ["1"]))  # recorded no family (rows stored before the stamps)
+    time.sleep(0.002)  # part names carry the time: the next part sorts after the first
+    parts.append(_preds("a", ["3"]).assign(family="transformer"))  # --family changed: the latest rows win
+    parts.append(_preds("torchvision/m", ["1"]).assign(family="CNN"))
+    assert parts.recorded_families() == {"a": "transformer", "torchvision/m": "CNN"}
+    ok = parts.read().query("status == 'ok'").dropna(subset=["family"])  # the old way: every row read
+    assert parts.recorded_families() == dict(ok.drop_duplicates("model", keep="last")[["model", "family"]].values)
+    (tmp_path / "p" / "a" / "part-99999999999999999999-000000.parquet").write_bytes(b"not parquet")
+    with pytest.raises(StoreError, match="not a readable Parquet file"):
+        parts.recorded_families()

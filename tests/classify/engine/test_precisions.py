@@ -128,6 +128,8 @@ def test_the_int8_cascade_re_checks_in_fp32_exactly_the_images_under_its_gate(sa
     backend = reports["int8"].backends[precision_model_id(DEFAULT_MODEL, "int8")]
     assert backend.startswith("onnxruntime int8 -> fp32 cascade") and f"<= {gate.threshold:.4f}" in backend
     assert backend.endswith(f"fp32 re-checked {int(again.sum())} of 30 images")
+    assert reports["int8"].models[precision_model_id(DEFAULT_MODEL, "int8")].rechecked == int(again.sum())
+    assert reports[PLAIN_INT8].models[precision_model_id(DEFAULT_MODEL, PLAIN_INT8)].rechecked is None
 
 
 def test_the_gate_re_checks_every_gate_view_on_which_int8_and_fp32_disagree():
@@ -309,3 +311,27 @@ def test_quantized_model_is_cached_and_keyed_by_the_calibration(shared_cache, sa
     assert not list(first.path.parent.glob("*.tmp"))
     other = quantize.QuantKey(key.digest, key.model_id, "x", "another calibration set")
     assert other.digest != quantize.QuantKey.for_export(key).digest
+
+
+def test_rows_int8_alone_stored_before_the_cascade_are_not_resumed_as_its_rows(tmp_path):
+    """MODEL--int8 rows without int8_rechecked were made by int8 alone (before the cascade): resuming
+    --precision int8 there would mix two models under one id, so it is refused in one line."""
+    import pandas as pd
+
+    from classify.targets import StoredModelError, check_stored_models
+    from core.parts import PredictionParts
+
+    parts = PredictionParts(tmp_path / "parts")
+    model = precision_model_id(DEFAULT_MODEL, "int8")
+    parts.append(pd.DataFrame({"model": model, "image": ["a.jpg"], "true_wnid": "n02123045", "pred_wnid": "n02123045",
+                               "label_space": "imagenet-1k", "status": "ok", "family": "CNN"}))
+    entries = result_entries(DEFAULT_MODEL, InferenceOptions(device="cpu", precision="int8"))
+    with pytest.raises(StoredModelError, match=r"holds efficientnet_lite0--int8 predictions made by int8 alone.*"
+                                               r"MODEL--int8-plain.*another run"):
+        check_stored_models(parts, entries, None, "Run r", lambda m: "Classify into another run.")
+    parts.append(pd.DataFrame({"model": model, "image": ["b.jpg"], "true_wnid": "n02123045", "pred_wnid": "n02123045",
+                               "label_space": "imagenet-1k", "status": "ok", "family": "CNN", "int8_rechecked": True}))
+    fresh = PredictionParts(tmp_path / "fresh")
+    fresh.append(pd.DataFrame({"model": model, "image": ["b.jpg"], "true_wnid": "n02123045", "pred_wnid": "n02123045",
+                               "label_space": "imagenet-1k", "status": "ok", "family": "CNN", "int8_rechecked": False}))
+    check_stored_models(fresh, entries, None, "Run r", lambda m: "")  # the cascade's own rows resume
