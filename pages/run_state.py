@@ -45,8 +45,13 @@ def current_run() -> Run | None:
         return None
     try:
         return store().open_run(run_id)
-    except StoreError:
-        st.session_state["run_id"] = None
+    except StoreError:  # deleted meanwhile (another tab, the command line)
+        from streamlit.errors import StreamlitAPIException
+
+        try:
+            st.session_state["run_id"] = None
+        except StreamlitAPIException:  # the sidebar's selector drew this run already: it picks again next rerun
+            pass
         return None
 
 
