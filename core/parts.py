@@ -90,7 +90,11 @@ class PredictionParts:
             return out
         for folder in sorted(p for p in self.folder.iterdir() if p.is_dir()):
             for path in sorted(folder.glob("part-*.parquet")):
-                with open_table_file(path) as handle:
+                try:
+                    handle = open_table_file(path)
+                except OSError as exc:  # a dangling link, a loop: as damaged as a bad file
+                    raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
+                with handle:
                     try:
                         parquet = pq.ParquetFile(handle)
                         if not {"model", "family", "status"} <= set(parquet.schema_arrow.names):
@@ -99,7 +103,8 @@ class PredictionParts:
                         pairs = rows.filter(pc.equal(rows.column("status"), "ok")).group_by(
                             ["model", "family"]).aggregate([])
                     except Exception as exc:  # pyarrow raises several types for a damaged file
-                        raise StoreError(f"{path} is not a readable Parquet file ({exc}).") from None
+                        raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") \
+                            from None
                 for model, family in zip(pairs.column("model").to_pylist(), pairs.column("family").to_pylist()):
                     if model is not None and family is not None:
                         out[str(model)] = str(family)  # parts sort by time: the latest wins

@@ -177,12 +177,16 @@ META_MAX_BYTES = 1 << 16  # a cache's .json is a few hundred bytes: anything lar
 
 
 def _read_meta(path: Path) -> dict | None:
-    """A cache entry's JSON object, or None when absent, unreadable, too large or not an object."""
+    """A cache entry's JSON object, or None when absent, unreadable, too large, not a regular file
+    (a FIFO in its place hung the run: core.tables.open_table_file opens without blocking and
+    refuses it) or not an object."""
+    from core.tables import StoreError, open_table_file
+
     try:
-        with open(path, "rb") as handle:
+        with open_table_file(path) as handle:
             raw = handle.read(META_MAX_BYTES + 1)
         meta = json.loads(raw) if len(raw) <= META_MAX_BYTES else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, StoreError):
         return None
     return meta if isinstance(meta, dict) else None
 

@@ -224,10 +224,13 @@ class Gate:
     def from_meta(cls, meta: dict | None) -> "Gate | None":
         """The gate a cached model's .json holds, or None when it holds none that is well formed."""
         raw = meta.get("gate") if isinstance(meta, dict) else None
-        try:
-            gate = cls(float(raw["threshold"]), int(raw["views"]), int(raw["disagreements"]), float(raw["rechecked"]))
-        except (TypeError, KeyError, ValueError):
+        if not isinstance(raw, dict):
             return None
+        fields = [raw.get(name) for name in ("threshold", "views", "disagreements", "rechecked")]
+        # Numbers as written, nothing coerced: a "0.5" string or a true read as 1.0 changed what is re-checked.
+        if not all(type(v) in (int, float) for v in fields) or any(type(v) is not int for v in fields[1:3]):
+            return None
+        gate = cls(float(fields[0]), fields[1], fields[2], float(fields[3]))
         ok = -1.0 <= gate.threshold <= 1.0 and 0 <= gate.disagreements <= gate.views and 0.0 <= gate.rechecked <= 1.0
         return gate if ok else None
 

@@ -47,3 +47,17 @@ def test_recorded_families_read_the_ok_rows_family_stamp_latest_part_first(tmp_p
     (tmp_path / "p" / "a" / "part-99999999999999999999-000000.parquet").write_bytes(b"not parquet")
     with pytest.raises(StoreError, match="not a readable Parquet file"):
         parts.recorded_families()
+
+
+def test_recorded_families_refuse_special_part_files_in_one_line(tmp_path):
+    """A part that is a dangling link, a link loop or a FIFO is a one-line StoreError, never a hang."""
+    import os
+
+    for name, make in (("dangling", lambda p: p.symlink_to(tmp_path / "nowhere")), ("loop", lambda p: p.symlink_to(p)),
+                       ("fifo", lambda p: os.mkfifo(p))):
+        parts = PredictionParts(tmp_path / name)
+        parts.append(_preds("a", ["1"]).assign(family="CNN"))
+        make(tmp_path / name / "a" / "part-99999999999999999999-000000.parquet")
+        with pytest.raises(StoreError) as caught:
+            parts.recorded_families()
+        assert "\n" not in str(caught.value) and "part-99999999999999999999" in str(caught.value)

@@ -269,3 +269,19 @@ def test_int8_never_exports_a_zero_shot_head():
     cpu = torch.device("cpu")
     assert pipeline._onnx_excluded(entry, cpu, InferenceOptions()) is None
     assert "no weights file to key an export on" in pipeline._onnx_excluded(entry, cpu, InferenceOptions(), "int8")
+
+
+def test_a_cache_json_that_is_a_fifo_is_no_cache_entry_and_never_blocks(tmp_path):
+    """Hostile campaign: a FIFO in place of a cached model's .json hung the run at 'loading model'
+    (a plain open() waits for a writer). It reads as no entry now, at once (read on a daemon thread,
+    so a regression fails here instead of hanging the suite)."""
+    import os
+    import threading
+
+    fifo = tmp_path / "model-int8-x.json"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(backend._read_meta(fifo)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert got == [None], "reading a FIFO as a cache .json blocked"

@@ -159,9 +159,15 @@ def test_the_gate_re_checks_every_gate_view_on_which_int8_and_fp32_disagree():
     assert many.threshold == pytest.approx(float(torch.sort(m[disagree], descending=True).values[2]))
     assert Gate.from_meta({"gate": {"threshold": gate.threshold, "views": 4, "disagreements": 2,
                                     "rechecked": gate.rechecked}}) == gate
-    for bad in (None, {}, {"gate": "x"}, {"gate": {"threshold": 2.0, "views": 4, "disagreements": 2, "rechecked": 0}},
-                {"gate": {"threshold": 0.1, "views": 1, "disagreements": 2, "rechecked": 0}}):
-        assert Gate.from_meta(bad) is None
+    good = {"threshold": 0.1, "views": 4, "disagreements": 2, "rechecked": 0.5}
+    assert Gate.from_meta({"gate": good}) == Gate(0.1, 4, 2, 0.5)
+    # The hostile campaign's cache files: nothing coerced ("0.5" and true changed what was re-checked).
+    for bad in (None, {}, {"gate": "x"}, {"gate": [0.1, 4, 2, 0.5]}, {"gate": {**good, "threshold": 2.0}},
+                {"gate": {**good, "views": 1}}, {"gate": {**good, "threshold": "0.5"}},
+                {"gate": {**good, "threshold": True}}, {"gate": {**good, "threshold": float("nan")}},
+                {"gate": {**good, "views": float("inf")}}, {"gate": {**good, "views": 4.0}},
+                {"gate": {k: v for k, v in good.items() if k != "threshold"}}):
+        assert Gate.from_meta(bad) is None, bad
 
     class Fixed:  # a classifier that answers from a table by the input's first value
         def __init__(self, table):
