@@ -141,7 +141,7 @@ def build_predict_parser() -> argparse.ArgumentParser:
                         "quantization, calibrated on a fixed packaged set, with fp32 re-checking the images it is "
                         "unsure of: --int8-recheck). Rows of a precision other than fp32 are stored as MODEL--bf16, "
                         "MODEL--int8, ...")
-    p.add_argument("--int8-recheck", default="auto", choices=INT8_RECHECK,
+    p.add_argument("--int8-recheck", choices=INT8_RECHECK,
                    help="with --precision int8. auto (default): the fp32 model classifies again every image whose "
                         "int8 top-1 probability margin is at or below a gate chosen on the packaged calibration set "
                         "(never the evaluated images), for >= 99.5%% top-1 agreement with fp32; each row says "
@@ -350,6 +350,8 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         parser.error("--out is for --images; with --run the predictions are stored in the run")
     if args.overwrite and not args.out:
         parser.error("--overwrite is for --images ... --out FILE")
+    if args.int8_recheck is not None and args.precision != "int8":
+        parser.error("--int8-recheck is for --precision int8 (the int8 -> fp32 cascade)")
     ray_given = [o for o in ("ray_address", "ray_actors", "ray_gpus_per_actor", "ray_join_timeout")
                  if getattr(args, o) is not None]
     if ray_given and args.engine != "ray":
@@ -359,7 +361,7 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                      "python -m crawl import DIR --run RUN_ID)")
     models, checkpoints = _model_selection(args)
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
-                               precision=args.precision, int8_recheck=args.int8_recheck,
+                               precision=args.precision, int8_recheck=args.int8_recheck or "auto",
                                allow_download=args.download, backend=args.backend,
                                jpeg_draft=args.jpeg_draft, resampler=args.resampler,
                                checkpoints=checkpoints, engine=args.engine, ray_address=args.ray_address,

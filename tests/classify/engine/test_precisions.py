@@ -219,6 +219,16 @@ def test_model_ids_round_trip():
     assert split_model_id("efficientnet_lite0--int8-plain") == ("efficientnet_lite0", PLAIN_INT8)
     with pytest.raises(OptionError, match=r"--int8-recheck 'sometimes': choose one of auto, none"):
         result_entries(DEFAULT_MODEL, InferenceOptions(device="cpu", precision="int8", int8_recheck="sometimes"))
+
+
+def test_int8_recheck_without_int8_is_one_line(tmp_path, capsys):
+    """Hostile campaign: --int8-recheck none with --precision fp32 was silently ignored."""
+    (tmp_path / "photos" / "n02123045").mkdir(parents=True)
+    with pytest.raises(SystemExit) as exited:
+        main(["--images", str(tmp_path / "photos"), "--out", str(tmp_path / "x.csv"), "--precision", "fp32",
+              "--int8-recheck", "none", "--no-progress"])
+    assert exited.value.code == 2
+    assert "--int8-recheck is for --precision int8" in capsys.readouterr().err
     assert "int8" in PRECISIONS
 
 
