@@ -80,17 +80,22 @@ def password_set() -> bool:
     return bool(os.environ.get(PASSWORD_ENV, ""))
 
 
-# --------------------------------------------------------------------------- the import root
-def import_root() -> Path | None:
-    """``WILDLENS_IMPORT_ROOT`` as a real path, or None when unset."""
-    text = os.environ.get(IMPORT_ROOT_ENV, "").strip()
+# --------------------------------------------------------------------------- the import and export roots
+def _root_from(env: str, what: str) -> Path | None:
+    """The folder ``env`` names, as a real path, or None when unset; ServingError when it is no folder
+    (``what``: what the folder is for, ending the message's advice)."""
+    text = os.environ.get(env, "").strip()
     if not text:
         return None
     root = Path(text).expanduser().resolve()
     if not root.is_dir():
-        raise ServingError(f"{IMPORT_ROOT_ENV}={text} is not a folder: set it to the folder Import may read, "
-                           "and restart WildLens.")
+        raise ServingError(f"{env}={text} is not a folder: set it to the folder {what}, and restart WildLens.")
     return root
+
+
+def import_root() -> Path | None:
+    """``WILDLENS_IMPORT_ROOT`` as a real path, or None when unset."""
+    return _root_from(IMPORT_ROOT_ENV, "Import may read")
 
 
 def check_import_allowed() -> Path | None:
@@ -116,17 +121,9 @@ def check_import_source(src: Path | str, follow_links: bool = False) -> None:
                            f"images under {root} instead.")
 
 
-# --------------------------------------------------------------------------- the export root
 def export_root() -> Path | None:
     """``WILDLENS_EXPORT_ROOT`` as a real path, or None when unset."""
-    text = os.environ.get(EXPORT_ROOT_ENV, "").strip()
-    if not text:
-        return None
-    root = Path(text).expanduser().resolve()
-    if not root.is_dir():
-        raise ServingError(f"{EXPORT_ROOT_ENV}={text} is not a folder: set it to the folder exports may be written "
-                           "into, and restart WildLens.")
-    return root
+    return _root_from(EXPORT_ROOT_ENV, "exports may be written into")
 
 
 def check_export_destination(out: Path | str) -> Path | None:

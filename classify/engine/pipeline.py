@@ -586,10 +586,11 @@ def _run_pass(entries: Sequence[ModelEntry], tasks: Sequence[ImageTask], pending
     try:
         _compute_and_store(batches, decoder, compute, store, tasks, pending, settings)
     finally:
-        for model in loaded:  # what the cascade's fp32 pass re-checked (each row says so too)
-            if isinstance(model.module, Int8Cascade):
-                backends[model.entry.id] = (f"{model.backend}; fp32 re-checked {model.module.rechecked} of "
-                                            f"{model.module.seen} images")
+        for model in loaded:  # what the cascade's fp32 pass re-checked, counted from the stored rows (mark_stored)
+            counted = reports[model.entry.id]  # not 'report': the closure above calls core.progress's report
+            if isinstance(model.module, Int8Cascade) and counted.rechecked is not None:
+                backends[model.entry.id] = (f"{model.backend}; fp32 re-checked {counted.rechecked} of "
+                                            f"{counted.predicted} images")
     return done
 
 

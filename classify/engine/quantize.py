@@ -56,6 +56,7 @@ import hashlib
 import importlib.util
 import json
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -246,22 +247,16 @@ class Int8Cascade:
     item 5). Which rows were re-checked in the last call of this thread: :meth:`last_rechecked`."""
 
     def __init__(self, int8: OnnxClassifier, fp32: OnnxClassifier, gate: Gate):
-        import threading
-
         self.int8, self.fp32, self.gate = int8, fp32, gate
         self.note = f"{int8.note}; {gate.describe()}"
-        self.seen = self.rechecked = 0  # images classified, and of them re-checked in fp32
-        self._local, self._lock = threading.local(), threading.Lock()
+        self._local = threading.local()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.int8(x)
         again = probability_margin(logits) <= self.gate.threshold
         if bool(again.any()):
             logits[again] = self.fp32(x[again]).to(logits.dtype)
-        self._local.rechecked = again
-        with self._lock:  # forward passes run in several threads (pipeline streams)
-            self.seen += len(again)
-            self.rechecked += int(again.sum())
+        self._local.rechecked = again  # forward passes run in several threads (pipeline streams)
         return logits
 
     def last_rechecked(self) -> torch.Tensor:
