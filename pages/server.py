@@ -45,7 +45,7 @@ def ensure_sample_run() -> None:
 
 def hold_ray_for_the_server(address: str | None, waiting=None) -> str:
     """Ray started (a local instance) or joined for ``address`` before a run, with the wait shown;
-    returns where Ray runs. ``classify.engine.ray_engine.ray_session`` starts it in a thread that lives as
+    returns where Ray runs. ``core.raysession.ray_session`` starts it in a thread that lives as
     long as the server (Ray's local processes die with the *thread* that started them, and
     Streamlit runs every rerun in a new thread: an instance started by a run died when the run
     ended, and the whole dashboard 60 s later), so it stays for the next runs, and the engine's
@@ -56,7 +56,7 @@ def hold_ray_for_the_server(address: str | None, waiting=None) -> str:
     import time
     from concurrent.futures import ThreadPoolExecutor, TimeoutError as Pending
 
-    from classify.engine.ray_engine import ray_session
+    from core.raysession import ray_session
 
     def enter() -> str:
         with ray_session(address) as where:

@@ -46,3 +46,18 @@ def honour_xdist_groups(config, items) -> None:
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Each test gets its own WILDLENS_HOME so runs never touch ~/.wildlens."""
     monkeypatch.setenv("WILDLENS_HOME", str(tmp_path_factory.mktemp("wildlens_home")))
+
+
+# The suite's Ray cluster (head + 2 worker nodes), shared by every test of the xdist group "ray".
+from tests.raycluster import ray_cluster, stop_after_the_ray_group  # noqa: E402,F401  (a fixture)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    stop_after_the_ray_group(item, nextitem)
+
+
+def pytest_sessionfinish(session):
+    from tests.raycluster import stop_cluster
+
+    stop_cluster()

@@ -30,43 +30,47 @@ rows exactly as the local engine does. How:
 * The actors' device and precision are theirs (:func:`actor_precision`: resolved by a task with an
   actor's resources, on the actors' hardware), so ids and autocast follow the actors, not the driver.
 
-Where Ray runs (:func:`ray_session`): ``InferenceOptions.ray_address`` (``--ray-address``), else
-``RAY_ADDRESS``, joins a cluster (checked for a connection first); else a local instance is
-started for this process (``address='local'``, no dashboard) and kept for its later runs; a Ray
-initialised by whoever embeds WildLens is used as it is. Off the main thread Ray is started in a
-thread of its own that lives as long as the process (:func:`_init_lasting`). Every worker needs
-WildLens and its packages installed (``pip install -e '.[ray]'`` on each node, the same version)
-and must read the images at the same absolute paths as the driver: today that means a filesystem
-every node mounts at the same place (NFS, a shared volume), with ``WILDLENS_HOME`` on it. Before
-the first row is stored, a probe on every alive node that can host an actor
-(:func:`start_probes`, :func:`finish_probes`, running while the actors start) imports WildLens,
-reads sample images and checks the models' weights, and refuses in one line naming the node and
-what it lacks.
+Where Ray runs (:func:`core.raysession.ray_session`): ``InferenceOptions.ray_address``
+(``--ray-address``), else ``RAY_ADDRESS``, joins a cluster; else a local instance is started for
+this process. Every worker needs WildLens and its packages installed (``pip install -e '.[ray]'``
+on each node, the same version). Images in the driver's run store travel as paths relative to it
+(:func:`_portable`): a node reads them under its own ``WILDLENS_HOME`` when its Ray was started with
+one (the shared store mounted at another path there), else under the driver's path; images outside
+the store must be at the same absolute path on every node (NFS, a shared volume). Before the first
+row is stored, a probe on every alive node that can host an actor (:func:`start_probes`,
+:func:`finish_probes`, running while the actors start) imports WildLens, reads sample images and
+checks the models' weights, and refuses in one line naming the node and what it lacks.
+
+A node lost mid-run (its raylet gone): Ray retries the lost actor's batches where it can; where it
+gives up, the driver waits for the cluster to mark the node dead (:data:`NODE_LOSS_WAIT`) and goes on
+with the images still to do on as many actors as the nodes left hold. Stored rows stay stored, no
+row is stored twice, and the report names the node (``InferenceReport.lost_nodes``).
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import io
 import json
 import math
 import os
-import queue
 import re
-import threading
 import time
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from core.errors import OptionError, WildLensError
 from core.progress import ProgressCallback, report
+from core.runstore import HOME_ENV, default_root
+# Ray itself (installed or not, the session, joining a cluster) lives in core: probe sweeps run on it too.
+from core.raysession import (INSTALL_HINT, JOIN_SECONDS, RAY_CLIENT_HINT, RAY_REQUIREMENT, RayEngineError,  # noqa: F401
+                             _check_reachable, _import_ray, ray_available, ray_client_available, ray_session,
+                             ray_version)
 
 from classify.engine import gpu_decode
 from classify.engine.device import precision_name
@@ -77,260 +81,25 @@ from classify.models.registry import ModelEntry
 if TYPE_CHECKING:
     import torch
 
-RAY_REQUIREMENT = "ray[data]==2.60.0"
-INSTALL_HINT = f"pip install '{RAY_REQUIREMENT}' (or pip install -e '.[ray]')"
 SAMPLE_IMAGES = 8  # images each node must read before the run starts (check_workers)
 MAX_RETRIES = 3  # restarts of a dead actor, and retries of its batches
 MAX_BLOCKS = 10_000  # Ray blocks per pass: each holds a whole number of batches
 PROBE_SECONDS = 300  # the node probes' overall deadline
-# Joining a cluster (--ray-address, RAY_ADDRESS): connection, protocol check and ray.init together.
-# A server that accepted TCP but was not Ray kept ray.init retrying past 300 s.
-JOIN_SECONDS = 30.0
-RAY_CLIENT_HINT = f"pip install 'ray[client]=={RAY_REQUIREMENT.split('==')[1]}'"
-# What a gRPC server (Ray's GCS, the Ray Client server) sends first: its HTTP/2 SETTINGS frame.
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 ACTOR_THREADS = "the actors' CPU threads"  # InferenceReport.decode when no image was decoded on a device
 FEATURES = "features"
 KIND = "feature_kind"
 TEXT = "text_classifier"
 _TEXT_FIELDS = ("text_values", "text_rows", "text_wnids", "text_logit_scale")
-
-
-class RayEngineError(WildLensError, RuntimeError):
-    """The Ray engine cannot run here (Ray missing, a node that cannot read the images or lacks
-    the weights); the message says what to do."""
-
-
-# --------------------------------------------------------------------------- Ray itself
-def ray_available() -> bool:
-    """Whether ``import ray.data`` can work here (the Models page offers the engine then)."""
-    return importlib.util.find_spec("ray") is not None
-
-
-def ray_version() -> str | None:
-    if not ray_available():
-        return None
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ray")
-    except PackageNotFoundError:
-        return None
-
-
-def _import_ray():
-    try:
-        import ray
-        import ray.data  # noqa: F401  (the engine is Ray Data's map_batches)
-    except ImportError:
-        raise RayEngineError(f"--engine ray needs Ray Data, which is not installed: {INSTALL_HINT}; or use "
-                             "--engine local.") from None
-    return ray
-
-
-def _project_root() -> str:
-    return str(Path(__file__).resolve().parent.parent)
-
-
-_STARTED = {"where": None, "address": None}  # the Ray this module initialised in this process, if any
-_SESSION_LOCK = threading.Lock()  # one thread at a time starts, joins or replaces it
-
-
-@contextmanager
-def ray_session(address: str | None = None, join_timeout: float | None = None) -> Iterator[str]:
-    """Ray ready for a run; yields where it runs ('local instance' or the address). ``address``
-    (else ``RAY_ADDRESS``) joins a cluster, checked for a connection first; else a local instance
-    starts, kept for this process's later runs (starting one costs ~4 s here) and stopped with it.
-    A Ray initialised by whoever embeds WildLens (a notebook, a test) is used as it is; one this
-    module started is replaced when another address is asked for (the dashboard's address box).
-    Started off the main thread, Ray is started in a thread that lives on (:func:`_init_lasting`).
-    Ray's own progress bars are off (the engine reports through ``core.progress``). Joining a
-    cluster has one deadline, ``join_timeout`` seconds (:data:`JOIN_SECONDS` by default;
-    ``--ray-join-timeout``) for the connection, the protocol check (:func:`_check_reachable`) and
-    ``ray.init`` together, then a one-line :class:`RayEngineError`."""
-    ray = _import_ray()
-    import logging
-
-    import ray.data
-
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
-    context.print_on_execution_start = False
-    # Its per-dataset INFO lines, the bar notice, and its ERROR report of a worker's exception, which
-    # the engine turns into the one line of the WildLensError inside (_user_error) or raises whole.
-    logging.getLogger("ray.data").setLevel(logging.CRITICAL)
-    # Offline by default: Ray uploads usage statistics unless told not to (its processes started here
-    # read this); RAY_USAGE_STATS_ENABLED=1 set by the user wins.
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if join_timeout is not None and not (float(join_timeout) > 0 and math.isfinite(float(join_timeout))):
-        raise OptionError(f"--ray-join-timeout {join_timeout:g}: give a number of seconds above 0 (default {JOIN_SECONDS:g}).")
-    asked = address or os.environ.get("RAY_ADDRESS") or None
-    deadline = time.monotonic() + (JOIN_SECONDS if join_timeout is None else float(join_timeout))
-    if asked:
-        _check_reachable(asked, deadline)  # before anything else: ray.init would retry for minutes
-    with _SESSION_LOCK:
-        where = _ready(ray, asked, deadline)
-    yield where
-
-
-def _ready(ray, asked: str | None, deadline: float | None = None) -> str:
-    """Under the session lock: Ray initialised for ``asked`` (see :func:`ray_session`); joining a
-    cluster ends by ``deadline`` (time.monotonic()), else one line."""
-    if ray.is_initialized():
-        if _STARTED["where"] is None or asked == _STARTED["address"]:
-            # Initialised by whoever embeds us (a test, a notebook), or by us for the same address.
-            return _STARTED["where"] or "the Ray instance of this process"
-        ray.shutdown()  # ours, for another address: the analyst picked another cluster
-        _STARTED.update(where=None, address=None)
-    # The workers import WildLens from this checkout's path (a local instance; on a cluster, where each
-    # node has the checkout at the same path, or WildLens installed) and keep their caches in this
-    # WILDLENS_HOME (on a cluster, a shared folder).
-    env = {"PYTHONPATH": os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)}
-    if os.environ.get("WILDLENS_HOME"):
-        env["WILDLENS_HOME"] = os.environ["WILDLENS_HOME"]
-    try:
-        if asked:
-            _join_lasting(ray, asked, deadline, log_to_driver=False, logging_level="WARNING",
-                          runtime_env={"env_vars": env})
-            where = f"the Ray cluster at {asked}"
-        else:
-            # 'local': a new instance, even where 'ray start' left a cluster on this machine for 'auto' to find
-            _init_lasting(ray, address="local", include_dashboard=False, log_to_driver=False, logging_level="WARNING",
-                          runtime_env={"env_vars": env})
-            where = "a local Ray instance"
-    except ConnectionError as exc:
-        raise RayEngineError(f"Cannot join the Ray cluster at {asked} ({exc}); check --ray-address / RAY_ADDRESS "
-                             "('ray status' on the head node prints it), or drop it for a local instance.") from None
-    _STARTED.update(where=where, address=asked)
-    return where
-
-
-class _LastingThread:
-    """One daemon thread that runs the calls given to it, for the life of the process. Not a
-    ThreadPoolExecutor worker: those are joined when the interpreter exits, before the atexit
-    handlers, so Ray's GCS and raylet died with it before Ray's own exit handler could stop them,
-    and its dashboard and runtime-env agents (which ignore SIGTERM) stayed behind after every
-    stop of the dashboard (tests/classify/engine/test_ray_engine.py: a server stopped with SIGTERM)."""
-
-    def __init__(self):
-        self.calls: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="wildlens-ray", daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            fn, done = self.calls.get()
-            try:
-                done.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001  (handed to the caller)
-                done.set_exception(exc)
-
-    def call(self, fn, timeout: float | None = None):
-        done: Future = Future()
-        self.calls.put((fn, done))
-        return done.result(timeout=timeout)
-
-
-_RAY_THREAD: _LastingThread | None = None  # ray.init off the main thread runs here (see _init_lasting)
-
-
-def _init_lasting(ray, **kwargs) -> None:
-    """``ray.init(**kwargs)``, from the main thread as it is, else from one thread that lives as
-    long as the process. Ray starts a local instance's GCS and raylet with PR_SET_PDEATHSIG, which
-    Linux sends when the *thread* that started them ends: a server that runs each request in a
-    new thread (Streamlit's reruns) lost its instance when that request ended, and Ray's core
-    worker ended the whole process 60 s later ("Failed to connect to GCS within 60 seconds"; seen
-    with the dashboard, found by its browser check)."""
-    global _RAY_THREAD
-    if threading.current_thread() is threading.main_thread():
-        ray.init(**kwargs)
-        return
-    if _RAY_THREAD is None:
-        _RAY_THREAD = _LastingThread()
-    _RAY_THREAD.call(lambda: ray.init(**kwargs))
-
-
-def ray_client_available() -> bool:
-    """Whether ray:// (Ray Client) can work here: it needs the ray[client] extra (grpcio)."""
-    return importlib.util.find_spec("grpc") is not None
-
-
-def _check_reachable(address: str, deadline: float | None = None) -> None:
-    """A cluster address ('HOST:PORT' or 'ray://HOST:PORT') that takes no connection, or takes
-    one but does not answer as Ray does, is one line by ``deadline`` (time.monotonic(); default
-    :data:`JOIN_SECONDS` from now): ``ray.init`` would retry it for minutes. Ray's GCS and its
-    Ray Client server are gRPC servers, which greet a connection with an HTTP/2 SETTINGS frame;
-    a silent server or one that answers anything else is refused (with ``RAY_USE_TLS`` set the
-    greeting is TLS's, so only the connection is checked). 'auto' and 'local' are Ray's to resolve."""
-    import socket
-
-    if address in ("auto", "local"):
-        return
-    deadline = time.monotonic() + JOIN_SECONDS if deadline is None else deadline
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise RayEngineError(f"--ray-address {address}: write HOST:PORT (the head node's GCS port, 6379 by default), "
-                             "ray://HOST:10001 for a Ray client, or auto.")
-    seconds = max(0.0, deadline - time.monotonic())
-    try:
-        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=max(0.1, min(5.0, seconds)))
-    except OSError as exc:
-        raise RayEngineError(f"Cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with 'ray start "
-                             "--head' on the head node, check --ray-address / RAY_ADDRESS, or drop it for a local "
-                             "instance.") from None
-    if address.startswith("ray://") and not ray_client_available():
-        sock.close()
-        raise RayEngineError(f"--ray-address {address}: a ray:// address joins through Ray Client, which needs the "
-                             f"ray[client] extra (grpcio), not installed here: {RAY_CLIENT_HINT}; or run on a node of "
-                             "the cluster with --ray-address auto (or the head node's HOST:6379).")
-    if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes", "on"):
-        sock.close()
-        return
-    fix = ("check --ray-address / RAY_ADDRESS (the head node's GCS port, 6379 by default, or ray://HOST:10001 for Ray "
-           "Client; 'ray status' on the head node prints it), raise --ray-join-timeout, or drop it for a local instance.")
-    with sock:
-        head = b""
-        try:
-            sock.settimeout(max(0.1, deadline - time.monotonic()))
-            sock.sendall(_HTTP2_PREFACE)
-            while len(head) < 9:
-                sock.settimeout(max(0.1, deadline - time.monotonic()))
-                chunk = sock.recv(9 - len(head))
-                if not chunk:
-                    break
-                head += chunk
-        except socket.timeout:
-            raise RayEngineError(f"--ray-address {address} accepts connections but did not answer as a Ray cluster "
-                                 f"within {round(seconds, 1):g} s; {fix}") from None
-        except OSError as exc:
-            if not head:
-                raise RayEngineError(f"--ray-address {address} accepts connections but closed them without answering "
-                                     f"as a Ray cluster ({exc.strerror or exc}); {fix}") from None
-    if len(head) < 9:
-        raise RayEngineError(f"--ray-address {address} accepts connections but closed them without answering as a Ray "
-                             f"cluster; {fix}")
-    length, kind, stream = int.from_bytes(head[:3], "big"), head[3], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
-    if kind != 0x04 or stream != 0 or length % 6:
-        raise RayEngineError(f"--ray-address {address} answers, but not as a Ray cluster (it began {head[:9]!r}, not "
-                             f"gRPC's HTTP/2 greeting); {fix}")
-
-
-def _join_lasting(ray, address: str, deadline: float | None, **kwargs) -> None:
-    """``ray.init(address, **kwargs)`` for a cluster at ``address`` in the lasting thread, waited for until
-    ``deadline`` at most; past it, one line. The thread that is still waiting in ray.init is left
-    to Ray (a daemon thread) and a fresh one serves later calls, so nothing queues behind it."""
-    global _RAY_THREAD
-    from concurrent.futures import TimeoutError as FutureTimeout
-
-    if _RAY_THREAD is None:
-        _RAY_THREAD = _LastingThread()
-    seconds = None if deadline is None else max(0.1, deadline - time.monotonic())
-    try:
-        _RAY_THREAD.call(lambda: ray.init(address=address, **kwargs), timeout=seconds)
-    except FutureTimeout:
-        _RAY_THREAD = None
-        raise RayEngineError(f"--ray-address {address}: joining the Ray cluster did not finish within the join "
-                             "deadline (--ray-join-timeout); check that it is the head node's address and that this "
-                             "machine's Ray version is the cluster's, or raise --ray-join-timeout.") from None
+# An image path as the actors receive it when it lies in the driver's run store: relative to the store
+# (_portable), so a node that mounts the shared store at another path (its own WILDLENS_HOME) reads it.
+HOME_PREFIX = "wildlens-home:"
+# This worker process's own WILDLENS_HOME as it started (its node's, or a job's runtime_env): read
+# before _node_home sets the driver's in a process whose node has none.
+_NODE_HOME = os.environ.get(HOME_ENV) or None
+# Seconds to wait, after a batch failed for a reason that is not the user's, for the Ray cluster to
+# list a node as dead (node loss: redo its batches elsewhere) before the failure is reported as it is.
+# Ray marks a node dead after its health checks fail (3 s apart, 5 in a row by default: ~15 s).
+NODE_LOSS_WAIT = 30.0
 
 
 # --------------------------------------------------------------------------- the actors' device
@@ -388,17 +157,58 @@ def actor_precision(options: InferenceOptions) -> tuple["torch.device", str, str
 
 
 # --------------------------------------------------------------------------- the node check
-def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | None]], allow_download: bool) -> dict:
+def node_name(node: dict) -> str:
+    """A node of ``ray.nodes()`` as a person finds it in ``ray status``: its address and the start of
+    its node id (the nodes of one machine share an address)."""
+    where = node.get("NodeManagerAddress") or node.get("NodeManagerHostname") or "?"
+    return f"{where} (node {str(node.get('NodeID', ''))[:8]})"
+
+
+def _portable(path: str, home: Path | None) -> str:
+    """``path`` as the actors receive it: below the driver's store ``home`` (resolved), the part
+    below it after :data:`HOME_PREFIX`, which each node reads under its own store (:func:`_local`);
+    any other path as it is (every node must see it there)."""
+    if not path or home is None:
+        return path
+    try:
+        return HOME_PREFIX + Path(path).relative_to(home).as_posix()
+    except ValueError:
+        return path
+
+
+def _node_home(driver_home: str | None) -> Path | None:
+    """On a node: the run store this worker reads store-relative images from and keeps its caches
+    in: the node's own WILDLENS_HOME where its Ray was started with one (the shared store mounted at
+    another path there), else the driver's (``driver_home``)."""
+    home = _NODE_HOME or driver_home
+    if home:
+        os.environ[HOME_ENV] = home
+    return Path(home) if home else None
+
+
+def _local(path: str, home: Path | None) -> str:
+    """:func:`_portable`'s inverse on a node whose store is ``home``."""
+    if path.startswith(HOME_PREFIX):
+        return str((home or default_root()) / path[len(HOME_PREFIX):])
+    return path
+
+
+def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | None]], allow_download: bool,
+                driver_home: str | None = None) -> dict:
     """Run on a node: can it import WildLens, read ``paths`` and load each model's weights?"""
     import socket
 
-    out = {"node": socket.gethostname(), "unreadable": None, "weights": []}
+    home = _node_home(driver_home)
+    out = {"node": socket.gethostname(), "unreadable": None, "weights": [], "home": str(home) if home else None,
+           "in_store": False}
     for path in paths:
+        local = _local(path, home)
         try:
-            with open(path, "rb") as handle:
+            with open(local, "rb") as handle:
                 handle.read(1)
         except OSError as exc:
-            out["unreadable"] = f"{path} ({exc.strerror or exc})"
+            out["unreadable"] = f"{local} ({exc.strerror or exc})"
+            out["in_store"] = path.startswith(HOME_PREFIX)
             break
     from classify.models.weights import require_weights
 
@@ -410,12 +220,22 @@ def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | N
     return out
 
 
+@dataclass(frozen=True)
+class Probe:
+    node: str  # node_name()
+    node_id: str
+    future: object
+    driver_home: str | None = None
+
+
 def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,
-                 allow_download: bool = False, layout: "RayPlan | None" = None) -> list[tuple[str, object]]:
+                 allow_download: bool = False, layout: "RayPlan | None" = None,
+                 driver_home: str | None = None) -> list[Probe]:
     """Start :func:`_probe_node` on every alive node that can host an actor of ``layout`` (every
-    alive node without one): (node name, its future). The run starts its actors meanwhile (a
-    probe's fresh worker imports torch: ~4 s here) and waits for the answers
-    (:func:`finish_probes`) before it stores the first row."""
+    alive node without one). The run starts its actors meanwhile (a probe's fresh worker imports
+    torch: ~4 s here) and waits for the answers (:func:`finish_probes`) before it stores the
+    first row. ``driver_home``: the driver's run store, against which store-relative ``paths``
+    (:func:`_portable`) are read on a node without a WILDLENS_HOME of its own."""
     ray = _import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -425,27 +245,34 @@ def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkp
     if layout is not None:  # a head node with no CPUs for actors does not need the images
         nodes = [n for n in nodes if float(n.get("Resources", {}).get("CPU", 0)) >= layout.cpus_per_actor
                  and float(n.get("Resources", {}).get("GPU", 0)) >= layout.gpus_per_actor]
-    return [(n.get("NodeManagerAddress") or n["NodeID"][:12],
-             probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-             .remote(list(paths), pairs, allow_download)) for n in nodes]
+    return [Probe(node_name(n), n["NodeID"],
+                  probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                  .remote(list(paths), pairs, allow_download, driver_home), driver_home) for n in nodes]
 
 
-def finish_probes(probes: list[tuple[str, object]]) -> int:
+def finish_probes(probes: list[Probe]) -> int:
     """The probes' answers; raises :class:`RayEngineError` naming the first node that cannot
     run WildLens, read the images or find the weights. Returns the number of nodes checked."""
     if not probes:
         return 0
     ray = _import_ray()
-    ready, _ = ray.wait([future for _, future in probes], num_returns=len(probes), timeout=PROBE_SECONDS)
-    for name, future in probes:
-        if future not in ready:
+    ready, _ = ray.wait([p.future for p in probes], num_returns=len(probes), timeout=PROBE_SECONDS)
+    for probe in probes:
+        name = probe.node
+        if probe.future not in ready:
             raise RayEngineError(f"Ray node {name} did not answer the image and weights check within {PROBE_SECONDS} s "
                                  "(busy, or its workers cannot start); check 'ray status', or run with --engine local.")
         try:
-            answer = ray.get(future)
+            answer = ray.get(probe.future)
         except Exception as exc:  # noqa: BLE001  (ray wraps a worker's import error in its own types)
             raise RayEngineError(f"Ray node {name} cannot run WildLens ({_last_line(exc)}); install it there the same "
                                  "way as here (pip install -e '.[ray]' in the same checkout).") from None
+        if answer["unreadable"] and answer.get("in_store"):
+            raise RayEngineError(
+                f"Ray node {name} cannot read this run's images: {answer['unreadable']}; its WildLens store is "
+                f"{answer['home']}, not the one this run is in ({probe.driver_home}). Start Ray on that node with "
+                f"{HOME_ENV} set to where it mounts this store (e.g. {HOME_ENV}={probe.driver_home} ray start "
+                "--address HEAD:6379), or without it to use this machine's path.")
         if answer["unreadable"]:
             raise RayEngineError(f"Ray node {name} cannot read {answer['unreadable']}: with --engine ray every node must "
                                  "read the images at the same path as this machine; put the run store on a "
@@ -541,10 +368,12 @@ class PredictActor:
     (decode in a thread pool, forward, rows as one Arrow IPC stream)."""
 
     def __init__(self, entries: Sequence[ModelEntry], geometries: Sequence, images: dict[str, int],
-                 options: InferenceOptions, batch_size: int, threads: int, tap=None):
+                 options: InferenceOptions, batch_size: int, threads: int, tap=None, driver_home: str | None = None):
         import torch
 
         from classify.engine.device import autocast_dtype, resolve_precision, select_device
+
+        self.home = _node_home(driver_home)  # before the models load: their caches are kept there
 
         device = select_device(options.device)
         threads = max(1, threads)
@@ -574,7 +403,7 @@ class PredictActor:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
 
-        tasks = [ImageTask(str(image), str(path), str(true) or None, str(error) or None)
+        tasks = [ImageTask(str(image), _local(str(path), self.home), str(true) or None, str(error) or None)
                  for image, path, true, error in zip(batch["image"], batch["path"], batch["true_wnid"], batch["error"])]
         crops = DecodedCrops(tasks, self.geometries, self.settings.options.jpeg_draft, self.settings.options.resampler,
                              device_jpeg=self.decoder is not None)
@@ -636,12 +465,15 @@ def _split(batch: CropBatch, parts: int) -> list[CropBatch]:
             for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
 
-def _pass_rows(tasks: Sequence[ImageTask], entries: Sequence[ModelEntry], pending: dict[str, set[str]]) -> list[dict]:
+def _pass_rows(tasks: Sequence[ImageTask], entries: Sequence[ModelEntry], pending: dict[str, set[str]],
+               home: Path | None = None) -> list[dict]:
+    """The Ray Dataset's rows of a pass: each image some model of it still needs, its path relative to
+    the driver's store ``home`` where it lies in it (:func:`_portable`)."""
     rows = []
     for task in tasks:
         models = [e.id for e in entries if task.image in pending[e.id]]
         if models:
-            rows.append({"image": task.image, "path": task.path, "true_wnid": task.true_wnid or "",
+            rows.append({"image": task.image, "path": _portable(task.path, home), "true_wnid": task.true_wnid or "",
                          "error": task.error or "", "models": "\n".join(models)})
     return rows
 
@@ -721,12 +553,53 @@ def plan_actors(options: InferenceOptions, nodes: Sequence[dict[str, float]]) ->
     return RayPlan(actors, gpus, cpus, batch)
 
 
+class _NodesLost(Exception):
+    """Raised inside :func:`_store_pass` when a batch failed because Ray nodes died (their names)."""
+
+    def __init__(self, names: list[str], done: int = 0):
+        super().__init__(", ".join(names))
+        self.names, self.done = names, done  # done: images the pass finished before the loss
+
+
+def _alive_nodes(ray) -> dict[str, str]:
+    """Node id -> :func:`node_name` of every node Ray lists as alive."""
+    return {n["NodeID"]: node_name(n) for n in ray.nodes() if n.get("Alive")}
+
+
+def _lost_since(ray, alive: dict[str, str], wait: float = NODE_LOSS_WAIT) -> list[str]:
+    """Names of the nodes of ``alive`` that Ray lists as dead now, waiting up to ``wait`` seconds for
+    its health checks to notice (a batch fails as soon as its actor's node goes; the cluster marks
+    the node dead a few seconds later). Empty when every node is still alive after the wait."""
+    deadline = time.monotonic() + wait
+    while True:
+        now = _alive_nodes(ray)
+        lost = [name for node, name in alive.items() if node not in now]
+        if lost or time.monotonic() >= deadline:
+            return lost
+        time.sleep(0.25)
+
+
+def _layout_left(ray, options: InferenceOptions, before: RayPlan, lost: list[str]) -> RayPlan:
+    """The actor layout on the nodes left after a loss: as many of ``before``'s actors as still fit."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    for actors in range(before.actors, 0, -1):
+        try:
+            return plan_actors(dataclasses.replace(options, ray_actors=actors), nodes)
+        except OptionError:
+            continue
+    raise RayEngineError(f"Lost Ray node{'s' if len(lost) > 1 else ''} {', '.join(lost)} and no node left can run an "
+                         "actor; every row stored so far is kept: start nodes ('ray start --address HEAD:6379') and run "
+                         "the same command again to finish, or use --engine local.")
+
+
 def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEntry],
                       sink: Callable[[pd.DataFrame], object], already_done: dict[str, set[str]] | None = None,
                       options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
                       tap: Callable | None = None) -> InferenceReport:
     """:func:`classify.engine.pipeline.run_local` on Ray Data (the module docstring says how); ``tap``
-    is sent to the actors by reference (``classify.features.FeatureTap``, importable on every node)."""
+    is sent to the actors by reference (``classify.features.FeatureTap``, importable on every node).
+    A node lost mid-run (its raylet gone): the pass goes on with the images still to do, on as many
+    actors as the nodes left can hold; the report names the node (``InferenceReport.lost_nodes``)."""
     options = options or InferenceOptions(engine="ray")
     _import_ray()  # the install hint before anything else
     import ray
@@ -743,51 +616,80 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
         decoded = 0
         backends: dict[str, str] = {}
         decoded_by = {"device": 0, "cpu": 0, "reasons": set()}  # images decoded on actors' devices / in their threads
+        home = default_root().resolve()  # the driver's run store: its images travel relative to it
+        alive = _alive_nodes(ray)
+        lost_nodes: list[str] = []
         layout = plan_actors(options, [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         todo = [e for e in plan.entries if pending[e.id]]
-        probes = start_probes(sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)]), todo,
-                              options.checkpoints, options.allow_download, layout) if todo else []
+        probes = start_probes([_portable(p, home) for p in
+                               sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)])], todo,
+                              options.checkpoints, options.allow_download, layout, str(home)) if todo else []
         for number, pass_entries in enumerate(plan.passes, 1):
-            rows = _pass_rows(tasks, pass_entries, pending)
-            if not rows:
-                continue
-            label = _pass_label(pass_entries)
-            report(progress, "inference", 0, len(rows), task=label,
-                   message=f"loading model{'s' if len(pass_entries) > 1 else ''} on {layout.actors} Ray "
-                           f"actor{'s' if layout.actors > 1 else ''} (pass {number}/{len(plan.passes)})")
-            geometries = sorted({e.input_config().geometry for e in pass_entries})
-            images = {e.id: len(pending[e.id]) for e in pass_entries}
-            blocks = _blocks(len(rows), layout.batch_size)
-            with warnings.catch_warnings():
-                # Ray 2.60 (pinned) names no other way to bound an actor pool's restarts and retries
-                # than these remote arguments, which it marks deprecated for 2.64.
-                warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-                dataset = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
-                    PredictActor, batch_format="numpy", batch_size=layout.batch_size,
-                    fn_constructor_kwargs={"entries": list(pass_entries), "geometries": geometries, "images": images,
-                                           "options": options, "batch_size": layout.batch_size,
-                                           "threads": int(layout.cpus_per_actor), "tap": tap},
-                    compute=ray.data.ActorPoolStrategy(size=layout.actors),
-                    num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor,
-                    # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a
-                    # few tries instead of looping (Ray Data's default is forever); rows stored stay stored.
-                    ray_remote_args_fn=_retries)
-            decoded += _store_pass(dataset, rows, pass_entries, pending, reports, stamping(sink, plan.stamps), progress,
-                                   label, backends, lambda: finish_probes(probes), decoded_by)
-            probes = []  # answered
+            while True:  # once, or again on the nodes left after a node was lost
+                rows = _pass_rows(tasks, pass_entries, pending, home)
+                if not rows:
+                    break
+                label = _pass_label(pass_entries)
+                report(progress, "inference", 0, len(rows), task=label,
+                       message=f"loading model{'s' if len(pass_entries) > 1 else ''} on {layout.actors} Ray "
+                               f"actor{'s' if layout.actors > 1 else ''} (pass {number}/{len(plan.passes)})")
+                geometries = sorted({e.input_config().geometry for e in pass_entries})
+                images = {e.id: len(pending[e.id]) for e in pass_entries}
+                blocks = _blocks(len(rows), layout.batch_size)
+                with warnings.catch_warnings():
+                    # Ray 2.60 (pinned) names no other way to bound an actor pool's restarts and retries
+                    # than these remote arguments, which it marks deprecated for 2.64.
+                    warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+                    dataset = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
+                        PredictActor, batch_format="numpy", batch_size=layout.batch_size,
+                        fn_constructor_kwargs={"entries": list(pass_entries), "geometries": geometries,
+                                               "images": images, "options": options, "batch_size": layout.batch_size,
+                                               "threads": int(layout.cpus_per_actor), "tap": tap,
+                                               "driver_home": str(home)},
+                        compute=ray.data.ActorPoolStrategy(size=layout.actors),
+                        num_gpus=layout.gpus_per_actor or None, num_cpus=layout.cpus_per_actor,
+                        # A batch whose worker keeps dying (out of memory, a native crash) fails the run after a
+                        # few tries instead of looping (Ray Data's default is forever); rows stored stay stored.
+                        ray_remote_args_fn=_retries)
+                answer = probes
+                try:
+                    decoded += _store_pass(dataset, rows, pass_entries, pending, reports, stamping(sink, plan.stamps),
+                                           progress, label, backends, lambda: finish_probes(answer), decoded_by,
+                                           watch=lambda: _lost_since(ray, alive))
+                    probes = []  # answered
+                    # Ray may have retried a lost node's batches on its own (an actor restarted elsewhere):
+                    # the pass then ends well, and the node is still named.
+                    now = _alive_nodes(ray)
+                    lost_nodes += [name for node, name in alive.items() if node not in now]
+                    alive = {node: name for node, name in alive.items() if node in now}
+                    break
+                except _NodesLost as lost:
+                    # What the lost node stored is kept (the sink wrote it); what it had in flight is in
+                    # pending still and is planned again on the nodes left.
+                    lost_nodes += lost.names
+                    decoded += lost.done
+                    alive = {node: name for node, name in alive.items() if name not in lost.names}
+                    probes = [p for p in probes if p.node_id in alive]
+                    layout = _layout_left(ray, options, layout, lost_nodes)
+                    report(progress, "inference", 0, len(rows), task=label,
+                           message=f"lost Ray node {', '.join(lost.names)}: going on with {layout.actors} "
+                                   f"actor{'s' if layout.actors > 1 else ''} on the nodes left")
     precision_text = "int8" if precision == "int8" else precision_name(plan.settings.amp)
     return InferenceReport(dict(reports), decoded, time.perf_counter() - started, f"{device.type} (Ray actors)",
                            precision_text, backends, options.resampler, decode=_decode_text(decoded_by),
                            engine=f"ray ({layout.actors} actor{'s' if layout.actors > 1 else ''}"
-                                  f"{f' x {layout.gpus_per_actor:g} GPU' if layout.gpus_per_actor else ''}, {where})")
+                                  f"{f' x {layout.gpus_per_actor:g} GPU' if layout.gpus_per_actor else ''}, {where})",
+                           lost_nodes=lost_nodes)
 
 
 def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pending: dict[str, set[str]],
                 reports: dict, sink, progress, label: str, backends: dict[str, str],
-                before_first_row: Callable[[], object] = lambda: None, decoded_by: dict | None = None) -> int:
+                before_first_row: Callable[[], object] = lambda: None, decoded_by: dict | None = None,
+                watch: Callable[[], list[str]] | None = None) -> int:
     """The driver's loop: each finished batch's new rows to the sink, then progress. Returns the
     images whose every model of the pass is done. ``before_first_row`` (the node probes' answers)
-    runs before anything is stored."""
+    runs before anything is stored. ``watch``: after a failure that is not the user's, the names of
+    the nodes lost meanwhile (:func:`_lost_since`); any, and :class:`_NodesLost` is raised."""
     waiting = {row["image"]: len(row["models"].split("\n")) for row in rows}
     decoded_by = decoded_by if decoded_by is not None else {"device": 0, "cpu": 0, "reasons": set()}
     done = 0
@@ -827,9 +729,12 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
     except WildLensError:
         raise
     except Exception as exc:  # noqa: BLE001  (a worker's WildLensError arrives wrapped by Ray)
+        user = _user_error(exc)
+        lost = watch() if watch is not None and user is None else []
+        if lost:  # the cluster lost a node: the caller goes on with what is left
+            raise _NodesLost(lost, done) from None
         if not answered:  # a node that lacks the weights says so, rather than the actor it broke
             before_first_row()
-        user = _user_error(exc)
         if user is not None:
             raise user from None
         from ray.exceptions import RayActorError

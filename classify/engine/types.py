@@ -103,6 +103,9 @@ class InferenceReport:
     engine: str = "local"  # InferenceOptions.engine; 'ray (2 actors, local instance)' and the like
     # Which path decoded the images: DECODE_CPU, or the device path with its counts (classify.engine.gpu_decode)
     decode: str = DECODE_CPU
+    # Ray nodes lost during the run (classify.engine.ray_engine): their unfinished batches were redone
+    # on the nodes left; nothing they stored is lost, nothing is stored twice.
+    lost_nodes: list[str] = field(default_factory=list)
 
     @property
     def images_per_second(self) -> float:
@@ -116,4 +119,6 @@ class InferenceReport:
                                   f"{self.resampler} resize"
                                   + (f", {self.engine} engine" if self.engine != "local" else "")
                                   + (f", decode: {self.decode}" if self.decode != DECODE_CPU else "") + ")"
-                + (f" [{ran_on}]" if ran_on else ""))
+                + (f" [{ran_on}]" if ran_on else "")
+                + (f"; lost Ray node{'s' if len(self.lost_nodes) > 1 else ''} {', '.join(self.lost_nodes)}: "
+                   "unfinished batches redone on the nodes left" if self.lost_nodes else ""))

@@ -139,14 +139,14 @@ def test_a_ray_error_is_one_escaped_line(app, monkeypatch, kind):
 
 
 def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypatch):
-    """pages.server.hold_ray_for_the_server enters the engine's ray_session (which starts Ray in
+    """pages.server.hold_ray_for_the_server enters core.raysession.ray_session (which starts Ray in
     a thread that outlives the rerun: tests/classify/engine/test_ray_engine.py checks that with a real
     instance) off the script thread, shows the wait each second, and hands the engine's errors to
     the caller."""
     import threading
     from contextlib import contextmanager
 
-    import classify.engine.ray_engine
+    import core.raysession
     import pages.server
 
     entered, answer = [], threading.Event()
@@ -154,15 +154,15 @@ def test_the_page_waits_for_ray_with_a_clock_and_hands_back_its_errors(monkeypat
     @contextmanager
     def fake_session(address=None):
         if address == "refused:1":
-            raise classify.engine.ray_engine.RayEngineError("Cannot reach the Ray cluster at refused:1")
+            raise core.raysession.RayEngineError("Cannot reach the Ray cluster at refused:1")
         if address == "slow:1":
             answer.wait(30)
         entered.append(address)
         yield f"at {address}"
 
-    monkeypatch.setattr(classify.engine.ray_engine, "ray_session", fake_session)
+    monkeypatch.setattr(core.raysession, "ray_session", fake_session)
     assert pages.server.hold_ray_for_the_server(None) == "at None"
-    with pytest.raises(classify.engine.ray_engine.RayEngineError, match="refused:1"):
+    with pytest.raises(core.raysession.RayEngineError, match="refused:1"):
         pages.server.hold_ray_for_the_server("refused:1")
     waits = []
 

@@ -1,9 +1,10 @@
 """The Ray engine (classify.engine.ray_engine): same rows as the local engine, one writer, faults survived.
 
-The tests that need Ray share one local instance per test process (2 CPUs, 256 MiB object store,
-no dashboard), and run the real EfficientNet-Lite weights on the 30 views of the packaged
-photographs (written as JPEG files): a few seconds of inference each, most of the time is Ray's
-start and the actors' model load.
+The tests that need Ray share the suite's Ray cluster (tests/raycluster.py: a head without CPUs
+and two worker nodes of 1 CPU each, ray.cluster_utils.Cluster), and run the real EfficientNet-Lite
+weights on the 30 views of the packaged photographs (written as JPEG files): a few seconds of
+inference each, most of the time is Ray's start and the actors' model load. Nodes are removed and
+added mid-run (a lost node, a node with another store) and the cluster restored after.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from classify.engine.ray_engine import (RayEngineError, check_workers, decode_fr
 from classify.targets import predict_folder
 from core.errors import OptionError
 from tests.conftest import ROOT
+from tests.raycluster import _restore_workers, _without_home
 
 MODELS = "efficientnet_lite0,efficientnet_lite1"
 PROBS = [f"prob_{i}" for i in range(1, 6)]
@@ -118,23 +120,12 @@ def _views(folder: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def ray_instance(tmp_path_factory):
-    if not ray_available():
-        pytest.skip("ray is not installed (pip install -r requirements.txt)")
+@pytest.fixture()
+def ray_instance(ray_cluster):
+    """The ray module, connected to the suite's cluster."""
     import ray
 
-    # The workers' WILDLENS_HOME (their caches) is a temporary folder too; the tiny CLIP test double
-    # is registered in each worker as in this process (tests.classify.doubles).
-    home = tmp_path_factory.mktemp("ray-workers-home")
-    if ray.is_initialized():  # an earlier --engine ray call in this test process started its own
-        ray.shutdown()
-    ray.init(num_cpus=2, object_store_memory=256 * 1024 ** 2, include_dashboard=False, log_to_driver=False,
-             logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "WILDLENS_HOME": str(home)},
-                          "worker_process_setup_hook": "tests.classify.doubles.register_tiny_clip_on_import"})
-    yield ray
-    ray.shutdown()
+    return ray
 
 
 @pytest.fixture(scope="module")
@@ -162,9 +153,12 @@ def _assert_same_predictions(table: pd.DataFrame, reference: pd.DataFrame) -> No
 
 
 @needs_ray
-def test_ray_gives_the_local_engines_rows(ray_instance, views, local_table, tmp_path):
+def test_ray_gives_the_local_engines_rows(ray_cluster, views, local_table, tmp_path):
     out = tmp_path / "ray.parquet"
-    table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", ray_actors=2, batch_size=4))
+    spread = []
+    table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", ray_actors=2, batch_size=4),
+                                   _spread(ray_cluster, spread))
+    assert spread == [2], "the two actors run on the two worker nodes"
     _assert_same_predictions(table, local_table)
     assert report.engine.startswith("ray (2 actors") and "ray (2 actors" in report.summary()
     assert {m: (r.predicted, r.failed) for m, r in report.models.items()} == {
@@ -192,11 +186,11 @@ def test_ray_gives_the_local_engines_rows(ray_instance, views, local_table, tmp_
                        InferenceOptions(engine="ray"))
 
 
-def _ray_workers(ray) -> list[int]:
-    """PIDs of this instance's Ray Data actors (children of its raylet named MapWorker)."""
-    node = ray._private.worker._global_node
-    raylet = node.all_processes["raylet"][0].process.pid
-    pids = []
+def _ray_workers(cluster) -> dict[str, list[int]]:
+    """PIDs of the cluster's Ray Data actors (children of a node's raylet named MapWorker), per worker
+    node (its raylet socket)."""
+    raylets = {node.all_processes["raylet"][0].process.pid: node for node in cluster.worker_nodes}
+    found: dict[str, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -206,18 +200,26 @@ def _ray_workers(ray) -> list[int]:
         except OSError:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == raylet and "MapWorker" in cmdline:
-            pids.append(int(entry.name))
-    return pids
+        if parent in raylets and "MapWorker" in cmdline:
+            found.setdefault(raylets[parent].unique_id, []).append(int(entry.name))
+    return found
+
+
+def _spread(cluster, seen: list):
+    """A progress callback that records, at the first stored batch, how many worker nodes run an actor."""
+    def watch(event):
+        if event.done and not seen:
+            seen.append(len(_ray_workers(cluster)))
+    return watch
 
 
 @needs_ray
-def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_instance, views, local_table, tmp_path):
+def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_cluster, views, local_table, tmp_path):
     killed = []
 
     def kill_a_worker_after_the_first_batch(event):
         if event.done and not killed:
-            pids = _ray_workers(ray_instance)
+            pids = [pid for node in _ray_workers(ray_cluster).values() for pid in node]
             assert pids, "the actor is running"
             os.kill(pids[0], signal.SIGKILL)
             killed.append((pids[0], event.done))
@@ -264,10 +266,69 @@ def test_a_killed_driver_resumes_like_the_local_engine(ray_instance, views, loca
 def test_a_node_that_cannot_read_the_images_stops_the_run_before_any_work(ray_instance, views, tmp_path):
     readable = sample_paths([_task(p) for p in sorted(views.rglob("*.jpg"))])
     assert len(readable) == 8
-    assert check_workers(readable) == 1
+    assert check_workers(readable) == 3, "the head and both worker nodes"
     missing = str(tmp_path / "elsewhere" / "a.jpg")  # as a path only the driver's machine has
     with pytest.raises(RayEngineError, match=r"Ray node .* cannot read .*elsewhere/a.jpg .*same path.*NFS"):
         check_workers(readable + [missing])
+
+
+@needs_ray
+def test_a_worker_node_removed_mid_run_loses_nothing_and_the_summary_says_so(ray_cluster, views, local_table,
+                                                                              tmp_path):
+    """A classify run on the cluster that loses a worker node (its raylet, object store and actor
+    gone: Cluster.remove_node) after its first batch is stored: every row stored once, equal to the
+    local engine's, the run finished on the node left, and the summary names the lost node."""
+    removed = []
+
+    def remove_a_node_after_the_first_batch(event):
+        if event.done and not removed:
+            node = next(iter(ray_cluster.worker_nodes))
+            removed.append((event.done, node.node_id[:8]))
+            ray_cluster.remove_node(node, allow_graceful=False)
+
+    out = tmp_path / "lost.parquet"
+    try:
+        table, report = predict_folder(views, MODELS, out, InferenceOptions(engine="ray", ray_actors=2, batch_size=2),
+                                       remove_a_node_after_the_first_batch)
+    finally:
+        _restore_workers(ray_cluster)
+    assert removed and removed[0][0] < 30, "a node was removed mid-run, with images still to do"
+    assert len(report.lost_nodes) == 1 and f"(node {removed[0][1]})" in report.lost_nodes[0]
+    assert f"lost Ray node {report.lost_nodes[0]}: unfinished batches redone on the nodes left" in report.summary()
+    assert all(r.predicted + r.skipped == 30 and r.failed == 0 for r in report.models.values())
+    _assert_same_predictions(table, local_table)
+    parts = pd.concat([pd.read_parquet(p) for p in (tmp_path / ".lost.parquet.parts").rglob("*.parquet")])
+    assert len(parts) == 60 and not parts.duplicated(["model", "image"]).any(), "every row stored once"
+
+
+@needs_ray
+def test_a_node_with_another_store_is_refused_by_name_before_any_row(ray_cluster, tmp_path):
+    """A node whose Ray was started with another WILDLENS_HOME (another store than the one the run is
+    in) cannot read the run's images: the probe refuses the run naming that node and the fix, before
+    any row is stored; the other nodes read the run through the driver's store path."""
+    from classify.targets import predict_run
+    from core.runstore import RunInfo, RunStore
+    from crawl.sample_photos import write_sample_images
+
+    run = RunStore().create_run(RunInfo(run_id="shared", label_space="imagenet-1k"))  # in this test's WILDLENS_HOME
+    write_sample_images(run)
+    other = tmp_path / "another-store"
+    other.mkdir()
+    with _without_home():
+        stranger = ray_cluster.add_node(num_cpus=1, object_store_memory=96 * 1024 ** 2,
+                                        env_vars={"WILDLENS_HOME": str(other)})
+        ray_cluster.wait_for_nodes()
+    try:
+        with pytest.raises(RayEngineError) as caught:
+            predict_run(run, "efficientnet_lite0", InferenceOptions(engine="ray", batch_size=4))
+    finally:
+        ray_cluster.remove_node(stranger)
+    text = str(caught.value)
+    home = Path(os.environ["WILDLENS_HOME"]).resolve()
+    assert text.startswith(f"Ray node ") and f"(node {stranger.node_id[:8]}) cannot read this run's images: " in text
+    assert f"its WildLens store is {other}, not the one this run is in ({home})" in text
+    assert f"WILDLENS_HOME={home} ray start --address HEAD:6379" in text and "\n" not in text
+    assert not list(run.predictions_dir.rglob("*.parquet")), "nothing stored"
 
 
 def _task(path: Path):
@@ -277,7 +338,7 @@ def _task(path: Path):
 
 
 @needs_ray
-def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
+def test_features_through_ray_equal_the_local_engines(ray_cluster, tmp_path):
     from classify.targets import extract_features
     from core.features import read_features
     from core.runstore import RunInfo, RunStore
@@ -287,7 +348,11 @@ def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
     for engine in ("local", "ray"):
         run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="features", label_space="imagenet-1k"))
         write_sample_images(run)
-        extract_features(run, "efficientnet_lite0", InferenceOptions(engine=engine, batch_size=8))
+        spread = []
+        extract_features(run, "efficientnet_lite0", InferenceOptions(engine=engine, batch_size=4,
+                                                                     ray_actors=2 if engine == "ray" else None),
+                         _spread(ray_cluster, spread))
+        assert engine == "local" or spread == [2], "the two actors run on the two worker nodes"
         runs.append(run)
     (local_index, local_vectors), (ray_index, ray_vectors) = (read_features(run, "efficientnet_lite0") for run in runs)
     order = [list(local_index["image"]).index(image) for image in ray_index["image"]]
@@ -313,7 +378,7 @@ def test_features_through_ray_equal_the_local_engines(ray_instance, tmp_path):
 
 
 @needs_ray
-def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_instance, tmp_path, monkeypatch):
+def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_cluster, tmp_path, monkeypatch):
     """A zero-shot model (the tiny random open_clip test double, given as a safetensors checkpoint:
     plumbing only) with --features on both engines: the same rows, embeddings and text classifier."""
     import torch
@@ -339,7 +404,11 @@ def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_instance, tm
     for engine in ("local", "ray"):
         run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="zs", label_space="imagenet-1k"))
         write_sample_images(run)
-        extract_features(run, entries, InferenceOptions(engine=engine, batch_size=8, checkpoints=checkpoints))
+        spread = []
+        extract_features(run, entries, InferenceOptions(engine=engine, batch_size=4, checkpoints=checkpoints,
+                                                        ray_actors=2 if engine == "ray" else None),
+                         _spread(ray_cluster, spread))
+        assert engine == "local" or spread == [2], "the two actors run on the two worker nodes"
         stored.append((run, read_features(run, entries[0].id), read_feature_meta(run, entries[0].id)))
     (local, (li, lv), lmeta), (ray, (ri, rv), rmeta) = stored
     _assert_same_predictions(ray.read_predictions(), _sorted(local.read_predictions()))
@@ -361,6 +430,58 @@ def test_the_node_probe_names_what_a_node_lacks(tmp_path):
                          False)
     assert answer["unreadable"] == f"{tmp_path / 'gone.jpg'} (No such file or directory)"
     assert len(answer["weights"]) == 1 and "resnet50" in answer["weights"][0] and "timm.create_model" in answer["weights"][0]
+
+
+def test_store_relative_paths_are_read_under_each_nodes_own_store(tmp_path, monkeypatch):
+    """An image in the driver's store travels relative to it; a node reads it under its own
+    WILDLENS_HOME when its Ray was started with one, else under the driver's; other paths as they are."""
+    import classify.engine.ray_engine as engine
+
+    home = tmp_path / "store"
+    image = home / "runs" / "r" / "images" / "n1" / "a.jpg"
+    portable = engine._portable(str(image), home)
+    assert portable == "wildlens-home:runs/r/images/n1/a.jpg"
+    assert engine._portable("/elsewhere/b.jpg", home) == "/elsewhere/b.jpg" and engine._portable("", home) == ""
+    monkeypatch.setattr(engine, "_NODE_HOME", None)
+    assert engine._local(portable, engine._node_home(str(home))) == str(image)
+    assert os.environ["WILDLENS_HOME"] == str(home), "the node's caches go to the driver's store"
+    monkeypatch.setattr(engine, "_NODE_HOME", "/mnt/shared")
+    assert engine._local(portable, engine._node_home(str(home))) == "/mnt/shared/runs/r/images/n1/a.jpg"
+    assert engine._local("/elsewhere/b.jpg", Path("/mnt/shared")) == "/elsewhere/b.jpg"
+
+
+def test_a_batch_lost_with_its_node_goes_back_to_the_nodes_left():
+    """When Ray gives up a batch because its node died (it raised ActorUnavailableError with Ray's
+    default health checks), the driver's loop hands the lost nodes to the run, which plans the
+    images still to do on the nodes left: as many actors as still fit, or one line when none does."""
+    import classify.engine.ray_engine as engine
+
+    class Failing:
+        def iter_batches(self, **kwargs):
+            raise RuntimeError("The actor is temporarily unavailable: RpcError: failed to connect to all addresses")
+            yield
+
+    rows = [{"image": "a", "models": "m"}]
+    with pytest.raises(engine._NodesLost) as caught:
+        engine._store_pass(Failing(), rows, [], {"m": {"a"}}, {}, lambda frame: None, None, "m", {},
+                           watch=lambda: ["192.0.2.2 (node 0a1b2c3d)"])
+    assert caught.value.names == ["192.0.2.2 (node 0a1b2c3d)"]
+    with pytest.raises(RuntimeError, match="temporarily unavailable"):  # no node lost: the failure as it is
+        engine._store_pass(Failing(), rows, [], {"m": {"a"}}, {}, lambda frame: None, None, "m", {}, watch=lambda: [])
+
+    class Left:
+        def __init__(self, cpus):
+            self.cpus = cpus
+
+        def nodes(self):
+            return [{"Alive": True, "Resources": {"CPU": c}} for c in self.cpus]
+
+    before = engine.RayPlan(actors=3, gpus_per_actor=0.0, cpus_per_actor=1.0, batch_size=4)
+    options = InferenceOptions(engine="ray", ray_actors=3)
+    assert engine._layout_left(Left([0, 1, 1]), options, before, ["x"]).actors == 2
+    with pytest.raises(RayEngineError, match=r"^Lost Ray node x and no node left can run an actor; every row stored so "
+                                             r"far is kept: start nodes"):
+        engine._layout_left(Left([0]), options, before, ["x"])
 
 
 @pytest.fixture()
@@ -504,7 +625,7 @@ def test_an_address_that_does_not_speak_ray_is_one_line_within_the_join_deadline
     too), here with Ray Client reported present so the check itself is what answers."""
     if not ray_available():
         pytest.skip("ray is not installed")
-    import classify.engine.ray_engine as engine
+    import core.raysession as engine  # where the Ray session lives
 
     monkeypatch.setattr(engine, "ray_client_available", lambda: True)
     address = scheme + not_ray(mode)
@@ -540,7 +661,7 @@ def test_a_ray_client_address_without_ray_client_names_the_install_command(not_r
     where the ray[client] extra (grpcio) is not installed; now one line with the command."""
     if not ray_available():
         pytest.skip("ray is not installed")
-    import classify.engine.ray_engine as engine
+    import core.raysession as engine  # where the Ray session lives
 
     monkeypatch.setattr(engine, "ray_client_available", lambda: False)
     address = "ray://" + not_ray("silent")
@@ -561,29 +682,10 @@ def test_a_real_ray_cluster_passes_the_protocol_check(ray_instance):
     assert time.monotonic() - started < 5
 
 @needs_ray
-def test_a_local_instance_started_from_a_thread_that_ends_lives_on(tmp_path):
-    """A server runs each request in a new thread (Streamlit's reruns); Ray's local instance dies
-    with the thread that started it (PR_SET_PDEATHSIG), so the engine starts it in a lasting one.
-    In a fresh process: start it from a thread that ends, then use it."""
-    script = (
-        "import threading, time, ray\n"
-        "from classify.engine.ray_engine import ray_session\n"
-        "def start():\n"
-        "    with ray_session(None) as where: print(where)\n"
-        "t = threading.Thread(target=start); t.start(); t.join()\n"
-        "time.sleep(3)\n"
-        "print(ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=60))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", "WILDLENS_HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["a", "local", "Ray", "instance", "42"]
-
-
-@needs_ray
 def test_ray_sessions_upload_no_usage_statistics(monkeypatch):
     """Ray uploads usage statistics by default; WildLens is offline by default, so ray_session
     turns that off before it starts or joins Ray, unless the user said otherwise."""
-    import classify.engine.ray_engine as engine
+    import core.raysession as engine  # where the Ray session lives
 
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     monkeypatch.setattr(engine, "_ready", lambda ray, asked, *deadline: "stub")
@@ -594,37 +696,65 @@ def test_ray_sessions_upload_no_usage_statistics(monkeypatch):
         assert os.environ["RAY_USAGE_STATS_ENABLED"] == "1"
 
 
-@needs_ray
-def test_a_server_stopped_with_sigterm_leaves_no_ray_process(tmp_path):
-    """The dashboard's case: the local instance started from a thread that ends, then the server
-    stopped with SIGTERM (its handler exits, as Streamlit's does). Ray's own exit left its
-    dashboard and runtime-env agents behind (they ignore SIGTERM), and a shutdown from the main
-    thread hung once the starting thread was gone; the engine stops what it started."""
+@pytest.fixture(scope="module")
+def server_with_ray(tmp_path_factory):
+    """The dashboard's case, in a fresh process: Ray's local instance started through ray_session
+    from a thread that ends (Streamlit runs each rerun in a new thread), then used; the process
+    waits for SIGTERM as a server does (its handler exits, as Streamlit's does). One process for
+    the two tests below: each local instance costs ~10 CPU-seconds to start here."""
     script = (
-        "import signal, sys, threading, time\n"
+        "import signal, sys, threading, time, ray\n"
         "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
-        "from classify.engine.ray_engine import ray_session\n"
+        "from core.raysession import ray_session\n"
         "def start():\n"
-        "    with ray_session(None): pass\n"
+        "    with ray_session(None) as where: print(where, flush=True)\n"
         "t = threading.Thread(target=start); t.start(); t.join()\n"
+        "time.sleep(3)\n"
+        "print(ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=60), flush=True)\n"
         "print('ready', flush=True)\n"
         "time.sleep(300)\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", "WILDLENS_HOME": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "",
+           "WILDLENS_HOME": str(tmp_path_factory.mktemp("server-home"))}
     server = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    lines = []
     try:
-        assert server.stdout.readline().strip() == "ready"
-        time.sleep(3)  # the agents are up
-        assert len(_group(server.pid)) > 1, "Ray's processes run in the server's process group"
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=60)
-        deadline = time.monotonic() + 20
-        while _group(server.pid) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _group(server.pid) == [], "no Ray process left behind"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and (not lines or lines[-1] != "ready"):
+            line = server.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+        yield server, lines
     finally:
         if server.poll() is None or _group(server.pid):
             os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+@needs_ray
+def test_a_local_instance_started_from_a_thread_that_ends_lives_on(server_with_ray):
+    """A server runs each request in a new thread (Streamlit's reruns); Ray's local instance dies
+    with the thread that started it (PR_SET_PDEATHSIG), so the engine starts it in a lasting one:
+    started from a thread that ended, it still answers."""
+    _, lines = server_with_ray
+    assert lines == ["a local Ray instance", "42", "ready"]
+
+
+@needs_ray
+def test_a_server_stopped_with_sigterm_leaves_no_ray_process(server_with_ray):
+    """Then the server stopped with SIGTERM. Ray's own exit left its dashboard and runtime-env agents
+    behind (they ignore SIGTERM), and a shutdown from the main thread hung once the starting thread
+    was gone; the engine stops what it started."""
+    server, lines = server_with_ray
+    assert lines[-1:] == ["ready"]
+    assert len(_group(server.pid)) > 1, "Ray's processes run in the server's process group"
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=60)
+    deadline = time.monotonic() + 20
+    while _group(server.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _group(server.pid) == [], "no Ray process left behind"
 
 
 def _group(pgid: int) -> list[str]:
@@ -662,7 +792,7 @@ def test_a_ray_init_that_does_not_return_ends_at_the_join_deadline():
     until the deadline, then one line; the next call is not queued behind the stuck one."""
     import threading
 
-    import classify.engine.ray_engine as engine
+    import core.raysession as engine  # where the Ray session lives
 
     release = threading.Event()
 

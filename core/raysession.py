@@ -1,0 +1,276 @@
+"""Ray for every stage that runs on it (classify's engine, probe sweeps): installed or not, one session per
+process, joined or started safely.
+
+:func:`ray_session` gives a stage Ray ready for work: ``address`` (``--ray-address``), else
+``RAY_ADDRESS``, joins a cluster, checked for a connection and Ray's greeting first (``ray.init``
+retries a wrong address for minutes); else a local instance is started for this process
+(``address='local'``, no dashboard) and kept for its later runs; a Ray initialised by whoever embeds
+WildLens (a notebook, a test) is used as it is. Off the main thread Ray is started in a thread of its
+own that lives as long as the process (:func:`_init_lasting`). Every failure is one
+:class:`RayEngineError` line that says the fix.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from core.errors import OptionError, WildLensError
+from core.runstore import HOME_ENV
+
+RAY_REQUIREMENT = "ray[data]==2.60.0"
+INSTALL_HINT = f"pip install '{RAY_REQUIREMENT}' (or pip install -e '.[ray]')"
+# Joining a cluster (--ray-address, RAY_ADDRESS): connection, protocol check and ray.init together.
+# A server that accepted TCP but was not Ray kept ray.init retrying past 300 s.
+JOIN_SECONDS = 30.0
+RAY_CLIENT_HINT = f"pip install 'ray[client]=={RAY_REQUIREMENT.split('==')[1]}'"
+# What a gRPC server (Ray's GCS, the Ray Client server) sends first: its HTTP/2 SETTINGS frame.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+class RayEngineError(WildLensError, RuntimeError):
+    """Ray cannot run the work here (Ray missing, a cluster that cannot be joined, a node that
+    cannot read the images or lacks the weights); the message says what to do."""
+
+
+
+# --------------------------------------------------------------------------- Ray itself
+def ray_available() -> bool:
+    """Whether ``import ray.data`` can work here (the Models page offers the engine then)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+def ray_version() -> str | None:
+    if not ray_available():
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ray")
+    except PackageNotFoundError:
+        return None
+
+
+def _import_ray():
+    try:
+        import ray
+        import ray.data  # noqa: F401  (the engine is Ray Data's map_batches)
+    except ImportError:
+        raise RayEngineError(f"--engine ray needs Ray Data, which is not installed: {INSTALL_HINT}; or use "
+                             "--engine local.") from None
+    return ray
+
+
+def _project_root() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+_STARTED = {"where": None, "address": None}  # the Ray this module initialised in this process, if any
+_SESSION_LOCK = threading.Lock()  # one thread at a time starts, joins or replaces it
+
+
+@contextmanager
+def ray_session(address: str | None = None, join_timeout: float | None = None) -> Iterator[str]:
+    """Ray ready for a run; yields where it runs ('local instance' or the address). ``address``
+    (else ``RAY_ADDRESS``) joins a cluster, checked for a connection first; else a local instance
+    starts, kept for this process's later runs (starting one costs ~4 s here) and stopped with it.
+    A Ray initialised by whoever embeds WildLens (a notebook, a test) is used as it is; one this
+    module started is replaced when another address is asked for (the dashboard's address box).
+    Started off the main thread, Ray is started in a thread that lives on (:func:`_init_lasting`).
+    Ray's own progress bars are off (the engine reports through ``core.progress``). Joining a
+    cluster has one deadline, ``join_timeout`` seconds (:data:`JOIN_SECONDS` by default;
+    ``--ray-join-timeout``) for the connection, the protocol check (:func:`_check_reachable`) and
+    ``ray.init`` together, then a one-line :class:`RayEngineError`."""
+    ray = _import_ray()
+    import logging
+
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    # Its per-dataset INFO lines, the bar notice, and its ERROR report of a worker's exception, which
+    # the engine turns into the one line of the WildLensError inside (_user_error) or raises whole.
+    logging.getLogger("ray.data").setLevel(logging.CRITICAL)
+    # Offline by default: Ray uploads usage statistics unless told not to (its processes started here
+    # read this); RAY_USAGE_STATS_ENABLED=1 set by the user wins.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if join_timeout is not None and not (float(join_timeout) > 0 and math.isfinite(float(join_timeout))):
+        raise OptionError(f"--ray-join-timeout {join_timeout:g}: give a number of seconds above 0 (default {JOIN_SECONDS:g}).")
+    asked = address or os.environ.get("RAY_ADDRESS") or None
+    deadline = time.monotonic() + (JOIN_SECONDS if join_timeout is None else float(join_timeout))
+    if asked:
+        _check_reachable(asked, deadline)  # before anything else: ray.init would retry for minutes
+    with _SESSION_LOCK:
+        where = _ready(ray, asked, deadline)
+    yield where
+
+
+def _ready(ray, asked: str | None, deadline: float | None = None) -> str:
+    """Under the session lock: Ray initialised for ``asked`` (see :func:`ray_session`); joining a
+    cluster ends by ``deadline`` (time.monotonic()), else one line."""
+    if ray.is_initialized():
+        if _STARTED["where"] is None or asked == _STARTED["address"]:
+            # Initialised by whoever embeds us (a test, a notebook), or by us for the same address.
+            return _STARTED["where"] or "the Ray instance of this process"
+        ray.shutdown()  # ours, for another address: the analyst picked another cluster
+        _STARTED.update(where=None, address=None)
+    # The workers import WildLens from this checkout's path (a local instance; on a cluster, where each
+    # node has the checkout at the same path, or WildLens installed) and keep their caches in this
+    # WILDLENS_HOME (on a cluster, a shared folder).
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)}
+    # A local instance's workers keep this process's WILDLENS_HOME. A cluster's nodes keep their own
+    # where their Ray was started with one (the shared store mounted at another path); the others
+    # take the driver's, sent with each run (_node_home).
+    if os.environ.get(HOME_ENV) and not asked:
+        env[HOME_ENV] = os.environ[HOME_ENV]
+    try:
+        if asked:
+            _join_lasting(ray, asked, deadline, log_to_driver=False, logging_level="WARNING",
+                          runtime_env={"env_vars": env})
+            where = f"the Ray cluster at {asked}"
+        else:
+            # 'local': a new instance, even where 'ray start' left a cluster on this machine for 'auto' to find
+            _init_lasting(ray, address="local", include_dashboard=False, log_to_driver=False, logging_level="WARNING",
+                          runtime_env={"env_vars": env})
+            where = "a local Ray instance"
+    except ConnectionError as exc:
+        raise RayEngineError(f"Cannot join the Ray cluster at {asked} ({exc}); check --ray-address / RAY_ADDRESS "
+                             "('ray status' on the head node prints it), or drop it for a local instance.") from None
+    _STARTED.update(where=where, address=asked)
+    return where
+
+
+class _LastingThread:
+    """One daemon thread that runs the calls given to it, for the life of the process. Not a
+    ThreadPoolExecutor worker: those are joined when the interpreter exits, before the atexit
+    handlers, so Ray's GCS and raylet died with it before Ray's own exit handler could stop them,
+    and its dashboard and runtime-env agents (which ignore SIGTERM) stayed behind after every
+    stop of the dashboard (tests/classify/engine/test_ray_engine.py: a server stopped with SIGTERM)."""
+
+    def __init__(self):
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="wildlens-ray", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, done = self.calls.get()
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+                done.set_exception(exc)
+
+    def call(self, fn, timeout: float | None = None):
+        done: Future = Future()
+        self.calls.put((fn, done))
+        return done.result(timeout=timeout)
+
+
+_RAY_THREAD: _LastingThread | None = None  # ray.init off the main thread runs here (see _init_lasting)
+
+
+def _init_lasting(ray, **kwargs) -> None:
+    """``ray.init(**kwargs)``, from the main thread as it is, else from one thread that lives as
+    long as the process. Ray starts a local instance's GCS and raylet with PR_SET_PDEATHSIG, which
+    Linux sends when the *thread* that started them ends: a server that runs each request in a
+    new thread (Streamlit's reruns) lost its instance when that request ended, and Ray's core
+    worker ended the whole process 60 s later ("Failed to connect to GCS within 60 seconds"; seen
+    with the dashboard, found by its browser check)."""
+    global _RAY_THREAD
+    if threading.current_thread() is threading.main_thread():
+        ray.init(**kwargs)
+        return
+    if _RAY_THREAD is None:
+        _RAY_THREAD = _LastingThread()
+    _RAY_THREAD.call(lambda: ray.init(**kwargs))
+
+
+def ray_client_available() -> bool:
+    """Whether ray:// (Ray Client) can work here: it needs the ray[client] extra (grpcio)."""
+    return importlib.util.find_spec("grpc") is not None
+
+
+def _check_reachable(address: str, deadline: float | None = None) -> None:
+    """A cluster address ('HOST:PORT' or 'ray://HOST:PORT') that takes no connection, or takes
+    one but does not answer as Ray does, is one line by ``deadline`` (time.monotonic(); default
+    :data:`JOIN_SECONDS` from now): ``ray.init`` would retry it for minutes. Ray's GCS and its
+    Ray Client server are gRPC servers, which greet a connection with an HTTP/2 SETTINGS frame;
+    a silent server or one that answers anything else is refused (with ``RAY_USE_TLS`` set the
+    greeting is TLS's, so only the connection is checked). 'auto' and 'local' are Ray's to resolve."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    deadline = time.monotonic() + JOIN_SECONDS if deadline is None else deadline
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RayEngineError(f"--ray-address {address}: write HOST:PORT (the head node's GCS port, 6379 by default), "
+                             "ray://HOST:10001 for a Ray client, or auto.")
+    seconds = max(0.0, deadline - time.monotonic())
+    try:
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=max(0.1, min(5.0, seconds)))
+    except OSError as exc:
+        raise RayEngineError(f"Cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with 'ray start "
+                             "--head' on the head node, check --ray-address / RAY_ADDRESS, or drop it for a local "
+                             "instance.") from None
+    if address.startswith("ray://") and not ray_client_available():
+        sock.close()
+        raise RayEngineError(f"--ray-address {address}: a ray:// address joins through Ray Client, which needs the "
+                             f"ray[client] extra (grpcio), not installed here: {RAY_CLIENT_HINT}; or run on a node of "
+                             "the cluster with --ray-address auto (or the head node's HOST:6379).")
+    if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes", "on"):
+        sock.close()
+        return
+    fix = ("check --ray-address / RAY_ADDRESS (the head node's GCS port, 6379 by default, or ray://HOST:10001 for Ray "
+           "Client; 'ray status' on the head node prints it), raise --ray-join-timeout, or drop it for a local instance.")
+    with sock:
+        head = b""
+        try:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.sendall(_HTTP2_PREFACE)
+            while len(head) < 9:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except socket.timeout:
+            raise RayEngineError(f"--ray-address {address} accepts connections but did not answer as a Ray cluster "
+                                 f"within {round(seconds, 1):g} s; {fix}") from None
+        except OSError as exc:
+            if not head:
+                raise RayEngineError(f"--ray-address {address} accepts connections but closed them without answering "
+                                     f"as a Ray cluster ({exc.strerror or exc}); {fix}") from None
+    if len(head) < 9:
+        raise RayEngineError(f"--ray-address {address} accepts connections but closed them without answering as a Ray "
+                             f"cluster; {fix}")
+    length, kind, stream = int.from_bytes(head[:3], "big"), head[3], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+    if kind != 0x04 or stream != 0 or length % 6:
+        raise RayEngineError(f"--ray-address {address} answers, but not as a Ray cluster (it began {head[:9]!r}, not "
+                             f"gRPC's HTTP/2 greeting); {fix}")
+
+
+def _join_lasting(ray, address: str, deadline: float | None, **kwargs) -> None:
+    """``ray.init(address, **kwargs)`` for a cluster at ``address`` in the lasting thread, waited for until
+    ``deadline`` at most; past it, one line. The thread that is still waiting in ray.init is left
+    to Ray (a daemon thread) and a fresh one serves later calls, so nothing queues behind it."""
+    global _RAY_THREAD
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    if _RAY_THREAD is None:
+        _RAY_THREAD = _LastingThread()
+    seconds = None if deadline is None else max(0.1, deadline - time.monotonic())
+    try:
+        _RAY_THREAD.call(lambda: ray.init(address=address, **kwargs), timeout=seconds)
+    except FutureTimeout:
+        _RAY_THREAD = None
+        raise RayEngineError(f"--ray-address {address}: joining the Ray cluster did not finish within the join "
+                             "deadline (--ray-join-timeout); check that it is the head node's address and that this "
+                             "machine's Ray version is the cluster's, or raise --ray-join-timeout.") from None

@@ -1,0 +1,98 @@
+"""The test suite's Ray cluster: three nodes on this machine, started once per test process that needs it.
+
+``ray.cluster_utils.Cluster`` (Ray's own utility for a cluster of several nodes on one machine: each
+node its own raylet and object store): a head without CPUs, where the driver connects and zero-CPU
+tasks run, and two worker nodes of 1 CPU each, so two actors always sit on two nodes. Every test that
+uses it is in the xdist group "ray" (one worker: the cluster starts once, ~5 s and its daemons' CPU),
+the classify engine's and the probe sweeps' alike. Health checks every 0.5 s, 3 misses: a removed node
+is marked dead in ~2 s (Ray's default is ~15 s).
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+import pytest
+
+from tests.conftest import ROOT
+
+FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
+WORKER_STORE = 96 * 1024 ** 2  # each worker node's object store
+
+
+@contextmanager
+def _without_home():
+    """The nodes' processes inherit this process's environment: started without WILDLENS_HOME, their
+    workers take each run's driver store (classify.engine.ray_engine._node_home), as nodes started
+    without one on a cluster do."""
+    saved = os.environ.pop("WILDLENS_HOME", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["WILDLENS_HOME"] = saved
+
+
+def _restore_workers(cluster, nodes: int = 2) -> None:
+    """The cluster's worker nodes back to ``nodes`` (after a test removed one)."""
+    with _without_home():
+        while len(cluster.worker_nodes) < nodes:
+            cluster.add_node(num_cpus=1, object_store_memory=WORKER_STORE)
+        cluster.wait_for_nodes()
+
+
+_RUNNING: dict = {}  # the cluster of this test process while the Ray tests run: {"cluster": Cluster}
+
+
+@pytest.fixture()
+def ray_cluster():
+    """The suite's cluster, started at the first test that asks for it and stopped after the last
+    test of the xdist group "ray" (:func:`stop_after_the_ray_group`), so its daemons do not idle
+    beside the rest of the worker's tests."""
+    from classify.engine.ray_engine import ray_available
+
+    if not ray_available():
+        pytest.skip("ray is not installed (pip install -r requirements.txt)")
+    if "cluster" not in _RUNNING:
+        _RUNNING["cluster"] = _start()
+    yield _RUNNING["cluster"]
+
+
+def _start():
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():  # an earlier --engine ray call in this test process started its own
+        ray.shutdown()
+    with _without_home():
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "object_store_memory": 128 * 1024 ** 2,
+            "_system_config": FAST_HEALTH})
+    _restore_workers(cluster)
+    # The tiny CLIP test double is registered in each worker as in this process (tests.classify.doubles).
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)},
+                          "worker_process_setup_hook": "tests.classify.doubles.register_tiny_clip_on_import"})
+    return cluster
+
+
+def stop_cluster() -> None:
+    """Stop the suite's cluster if this process started it (a later test that asks starts it again)."""
+    cluster = _RUNNING.pop("cluster", None)
+    if cluster is not None:
+        import ray
+
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def in_ray_group(item) -> bool:
+    marker = item.get_closest_marker("xdist_group")
+    return marker is not None and (marker.args[:1] or (marker.kwargs.get("name"),))[0] == "ray"
+
+
+def stop_after_the_ray_group(item, nextitem) -> None:
+    """Called after each test's teardown (tests/conftest.py): the cluster stops when the next test
+    is not one of the group (loadgroup runs the group's tests one after another on one worker)."""
+    if "cluster" in _RUNNING and (nextitem is None or not in_ray_group(nextitem)):
+        stop_cluster()
