@@ -28,7 +28,8 @@ from core.phash import NEAR_DUPLICATE_DISTANCE
 
 from .data import ProbeData, load_probe_data
 from .duplicates import group_summary
-from .fewshot import PER_CLASS_SCHEMA, RESULTS_SCHEMA, SEEDS, SHOTS, capped_shots, shot_limit, sort_results, sweep
+from .fewshot import (PER_CLASS_SCHEMA, RESULTS_SCHEMA, SEEDS, SHOTS, capped_shots, local_fits, shot_limit, sort_results,
+                      sweep)
 from .issues import ISSUES_SCHEMA, label_issues
 
 PROBES_DIR = "probes"
@@ -65,12 +66,13 @@ def _merge_write(run: Run, name: str, new: pd.DataFrame, models: Sequence[str], 
 
 def run_probes(run: Run, models: Sequence[str], shots: Sequence[int] = SHOTS, seeds: Sequence[int] = SEEDS,
                progress: Callable[[int, int, str], None] | None = None,
-               notes: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+               notes: Callable[[str], None] | None = None, fits: Callable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Probe each model's stored features over the run's classes; write and return
     ``(results, per_class)`` for these models. ``notes`` receives one line per thing the tables
     do not show (dropped classes, images without features, no language-initialised variant, N
     capped at what the classes hold); a line that starts with ``warning: `` is one the results
-    should be read with (near duplicates among the images)."""
+    should be read with (near duplicates among the images). ``fits``: where the fits run
+    (:func:`probe.fewshot.local_fits` by default; :func:`probe.ray_fits.ray_fits` on Ray)."""
     datas = [load_probe_data(run, m) for m in models]  # every input checked before any work
     results, per_class = [], []
     with single_threaded():
@@ -84,7 +86,7 @@ def run_probes(run: Run, models: Sequence[str], shots: Sequence[int] = SHOTS, se
                           f"more than {limit + 1} distinct images and each keeps one for testing; running N = "
                           f"{', '.join(map(str, capped_shots(shots, limit)))}")
             r, p = sweep(data.model, data.features, data.labels, data.classes, shots=shots, seeds=seeds,
-                         prior_coef=data.prior_coef, groups=data.groups, progress=progress)
+                         prior_coef=data.prior_coef, groups=data.groups, progress=progress, fits=fits or local_fits)
             results.append(r)
             per_class.append(p)
     results_df = sort_results(pd.concat(results, ignore_index=True), RESULTS_SCHEMA)

@@ -59,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-issues", action="store_true",
                    help="instead of the few-shot sweep: cleanlab's find_label_issues on out-of-fold probe "
                         "probabilities, written to probes/label_issues.parquet")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where the fits run: 'local' (this process, default) or 'ray' (each (model, N, seed) fit a Ray "
+                        "task, on a local Ray instance or the cluster at --ray-address / RAY_ADDRESS; the same tables "
+                        "bit for bit)")
+    p.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="the Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a local instance)")
     return p
 
 
@@ -82,6 +88,10 @@ def _run(args) -> int:
     models = list(dict.fromkeys(models))
     shots = _int_list("--shots", args.shots, 1)
     seeds = _int_list("--seeds", args.seeds, 0, SEED_MAX)
+    if args.ray_address and args.engine != "ray":
+        raise OptionError("--ray-address is for --engine ray; add --engine ray or drop it.")
+    if args.engine == "ray" and args.label_issues:
+        raise OptionError("--label-issues runs in this process (one cross-validated fit per model); drop --engine ray.")
     run = RunStore().open_run(args.run)
 
     from .artefact import LABEL_ISSUES, PER_CLASS, RESULTS, probes_dir, run_label_issues, run_probes
@@ -101,7 +111,12 @@ def _run(args) -> int:
 
     import pandas as pd  # here, not at the top: --help needs no pandas
 
-    results, _ = run_probes(run, models, shots, seeds, notes=note)
+    fits = None
+    if args.engine == "ray":
+        from .ray_fits import ray_fits
+
+        fits = ray_fits(args.ray_address)
+    results, _ = run_probes(run, models, shots, seeds, notes=note, fits=fits)
     summary = (results.groupby(["model", "variant", "shots"], sort=True)
                .agg(seeds=("top1", "size"), n_train=("n_train", "first"), capped=("capped_classes", "first"),
                     top1=("top1", "mean"), top1_std=("top1", "std"), top5=("top5", "mean"),

@@ -37,7 +37,7 @@ Top-5 is NA when the probe has five classes or fewer (it would be 1 by construct
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -187,15 +187,59 @@ def _per_class_rows(base: dict, classes: Sequence[str], codes: np.ndarray, top1,
     return rows
 
 
+@dataclass(frozen=True)
+class ProbeInputs:
+    """What every fit of one model's sweep reads (sent once to a Ray cluster's object store)."""
+
+    model: str
+    features: np.ndarray  # [images, dim], the probe's classes only
+    labels: np.ndarray  # wnid per row
+    codes: np.ndarray  # class index per row
+    classes: tuple[str, ...]
+    groups: np.ndarray | None  # near-duplicate group per row, or None
+    prior_coef: np.ndarray | None  # the language-initialised variant's W0, or None
+    limit: int  # shot_limit
+    dup_groups: int
+
+
+def probe_one(inputs: ProbeInputs, job: tuple[int, int, str]) -> tuple[dict, list[dict]]:
+    """One (seed, N, variant) probe of a sweep: its results row and per-class rows. A pure function of
+    its arguments (the draw is recomputed from the seed), so it runs the same in this process or as a
+    Ray task (:mod:`probe.ray_fits`)."""
+    seed, n, variant = job
+    classes, codes, k = list(inputs.classes), inputs.codes, len(inputs.classes)
+    d = draw(inputs.labels, classes, n, seed, class_permutations(inputs.labels, classes, seed), inputs.groups)
+    prior = inputs.prior_coef if variant == VARIANT_LANGUAGE else None
+    fit: SearchResult = search_probe(inputs.features[d.train], inputs.labels[d.train], d.val_mask, classes,
+                                     prior_coef=prior)
+    scores = fit.estimator.decision_function(inputs.features[d.test])
+    top1, top5 = _scores(scores, codes[d.test], k)
+    base = {"model": inputs.model, "variant": variant, "shots": n, "seed": seed}
+    result = {**base, "n_classes": k, "n_train": len(d.train), "n_val": int(d.val_mask.sum()),
+              "n_test": len(d.test), "capped_classes": int((d.per_class["n_train"] < n).sum()),
+              "shots_limit": inputs.limit, "near_dup_groups": inputs.dup_groups, "C": fit.C, "hp_source": fit.hp_source,
+              "val_top1": fit.val_top1 if fit.val_top1 is not None else np.nan,
+              "top1": float(top1.mean()), "top5": float(top5.mean()) if top5 is not None else np.nan}
+    return result, _per_class_rows(base, classes, codes[d.test], top1, top5, d.per_class)
+
+
+def local_fits(fn, inputs: ProbeInputs, jobs: list[tuple]) -> Iterator[tuple[dict, list[dict]]]:
+    """The fits one after another in this process (the default runner of :func:`sweep`)."""
+    for job in jobs:
+        yield fn(inputs, job)
+
+
 def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequence[str], *,
           shots: Sequence[int] = SHOTS, seeds: Sequence[int] = SEEDS, prior_coef: np.ndarray | None = None,
-          groups: np.ndarray | None = None, progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+          groups: np.ndarray | None = None, progress=None, fits=local_fits) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every (variant, N, seed) probe of one model: ``(results, per_class)`` tables (schemas
     :data:`RESULTS_SCHEMA`, :data:`PER_CLASS_SCHEMA`), sorted. ``prior_coef`` [classes, dim] (the
     text classifier times its logit scale, rows in ``classes`` order) adds the language-initialised
     variant and its N = 0 row. ``groups`` (one near-duplicate group id per row) keeps each group on
     one side of every draw. N above :func:`shot_limit` is run once, as the limit
-    (:func:`capped_shots`). ``progress(done, total, message)`` is called after each probe."""
+    (:func:`capped_shots`). ``progress(done, total, message)`` is called after each probe.
+    ``fits(probe_one, inputs, jobs)`` runs the fits and yields their answers in the jobs' order:
+    :func:`local_fits` here, :func:`probe.ray_fits.ray_fits` as Ray tasks (the same tables)."""
     from .duplicates import group_summary
 
     classes = list(classes)
@@ -209,7 +253,7 @@ def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequenc
     dup_groups = group_summary(groups)[0] if groups is not None else 0
     codes = np.array([lookup[c] for c in labels.tolist()], dtype=np.int64)
     k = len(classes)
-    variants = [(VARIANT_LINEAR, None)] + ([(VARIANT_LANGUAGE, prior_coef)] if prior_coef is not None else [])
+    variants = [VARIANT_LINEAR] + ([VARIANT_LANGUAGE] if prior_coef is not None else [])
     results, per_class = [], []
     total = len(variants) * len(shots) * len(seeds) + (prior_coef is not None)
     done = 0
@@ -227,25 +271,15 @@ def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequenc
         if progress:
             progress(done, total, f"{model} zero-shot")
 
-    for seed in seeds:
-        perms = class_permutations(labels, classes, seed)
-        for n in shots:
-            d = draw(labels, classes, n, seed, perms, groups)
-            for variant, prior in variants:
-                fit: SearchResult = search_probe(features[d.train], labels[d.train], d.val_mask, classes,
-                                                 prior_coef=prior)
-                scores = fit.estimator.decision_function(features[d.test])
-                top1, top5 = _scores(scores, codes[d.test], k)
-                base = {"model": model, "variant": variant, "shots": n, "seed": seed}
-                results.append({**base, "n_classes": k, "n_train": len(d.train), "n_val": int(d.val_mask.sum()),
-                                "n_test": len(d.test), "capped_classes": int((d.per_class["n_train"] < n).sum()),
-                                "shots_limit": limit, "near_dup_groups": dup_groups, "C": fit.C, "hp_source": fit.hp_source,
-                                "val_top1": fit.val_top1 if fit.val_top1 is not None else np.nan,
-                                "top1": float(top1.mean()), "top5": float(top5.mean()) if top5 is not None else np.nan})
-                per_class += _per_class_rows(base, classes, codes[d.test], top1, top5, d.per_class)
-                done += 1
-                if progress:
-                    progress(done, total, f"{model} {variant} N={n} seed={seed} top-1 {top1.mean():.3f}")
+    inputs = ProbeInputs(model, features, labels, codes, tuple(classes), groups,
+                         None if prior_coef is None else np.asarray(prior_coef), limit, dup_groups)
+    jobs = [(int(seed), int(n), variant) for seed in seeds for n in shots for variant in variants]
+    for (seed, n, variant), (result, rows) in zip(jobs, fits(probe_one, inputs, jobs)):
+        results.append(result)
+        per_class += rows
+        done += 1
+        if progress:
+            progress(done, total, f"{model} {variant} N={n} seed={seed} top-1 {result['top1']:.3f}")
     return sort_results(pd.DataFrame(results), RESULTS_SCHEMA), sort_results(pd.DataFrame(per_class), PER_CLASS_SCHEMA)
 
 
