@@ -19,6 +19,12 @@ Prints:
    predictions of section 2, 10 models, with one image in 250 flagged as a label problem and one in
    400 as a near duplicate, warm (similarity matrices built, the first call not counted), and the
    per-model error-type table with its Wilson intervals; target: well under 2 s on a 2-core machine.
+6. ``--stream`` (issue 27 item 3): ``--rows`` predictions (900 models x ``--rows / 900`` images; the ETH
+   study's 45,000,000 with ``--rows 45000000``) written as a run's part files (not counted), then the
+   run's metric tables with every interval column streamed a chunk of models at a time
+   (``explain.streaming.stream_metric_tables``) in a fresh process: its wall time and peak resident
+   memory (targets: <= 5 min and <= 4 GB); then, on the first 2,000,000 predictions, the streamed tables
+   (chunks of one model) against the in-memory ones, which must be equal to the last bit.
 
 The synthetic predictions are realistic rather than uniform: each model has its own accuracy
 (55-90 %), its mistakes fall mostly on classes near the truth in WordNet (sampled by path
@@ -175,6 +181,83 @@ def error_types_section(args) -> int:
     return 0
 
 
+STREAM_MODELS = 900  # the ETH error-analysis study's models
+
+
+def stream_section(args) -> int:
+    """Section 6: a synthetic run of ``args.rows`` predictions over 900 models, its tables streamed."""
+    import resource
+    import subprocess
+
+    from core.parts import PredictionParts
+    from core.runstore import RunInfo, RunStore
+
+    per_model = max(1, args.rows // STREAM_MODELS)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load:.2f}")
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["WILDLENS_HOME"] = home
+        matrices = similarity.label_space_matrices("imagenet-1k")
+        run = RunStore(home).create_run(RunInfo(run_id="eth", label_space="imagenet-1k"))
+        parts = PredictionParts(run.predictions_dir)
+        started = time.perf_counter()
+        batch = max(1, 1_000_000 // per_model)  # models generated together: about a million rows at a time
+        for first in range(0, STREAM_MODELS, batch):
+            models = min(batch, STREAM_MODELS - first)
+            df = synthetic_predictions(per_model * N_MODELS, matrices, seed=first)
+            df = df.iloc[: per_model * min(models, N_MODELS)]
+            frames = [df]
+            for extra in range(N_MODELS, models, N_MODELS):  # more models than one draw holds: draw again
+                more = synthetic_predictions(per_model * N_MODELS, matrices, seed=first * 1000 + extra)
+                frames.append(more.iloc[: per_model * min(N_MODELS, models - extra)])
+            df = pd.concat(frames, ignore_index=True)
+            codes = np.repeat(np.arange(first, first + models), per_model)
+            df["model"] = pd.array([f"model_{i:03d}" for i in codes], dtype=df["model"].dtype)
+            df["image"] = pd.array(np.char.add("img_", (np.arange(len(df)) % per_model).astype(str)),
+                                   dtype=df["image"].dtype)
+            parts.append(df)
+            del df, frames
+        rows = per_model * STREAM_MODELS
+        print(f"synthetic run: {rows:,} predictions, {STREAM_MODELS} models x {per_model:,} images, written as part "
+              f"files in {time.perf_counter() - started:.0f} s (not counted)")
+        script = ("import sys, time\n"
+                  f"sys.path.insert(0, {str(ROOT)!r})\n"
+                  "from core.runstore import RunStore\n"
+                  "from explain.streaming import stream_metric_tables\n"
+                  "start = time.perf_counter()\n"
+                  f"tables, _ = stream_metric_tables(RunStore({home!r}).open_run('eth'))\n"
+                  "print(f'{time.perf_counter() - start:.1f} {len(tables.per_model)} {len(tables.per_class)} '\n"
+                  "      f'{len(tables.confusions)}')\n")
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env={**os.environ, "WILDLENS_HOME": home})
+        wall = time.perf_counter() - started
+        if done.returncode:
+            print(done.stderr[-3000:])
+            return 1
+        peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 ** 2  # kB on Linux
+        inner, n_models, n_classes, n_confusions = done.stdout.split()
+        print(f"streamed metric tables with intervals ({IntervalOptions().describe()}): {wall:.0f} s wall for the "
+              f"process ({float(inner):.0f} s in stream_metric_tables), peak resident memory {peak_gb:.2f} GB "
+              f"(targets: <= 300 s {'met' if wall <= 300 else 'NOT met'}, <= 4 GB "
+              f"{'met' if peak_gb <= 4 else 'NOT met'}) -> {int(n_models):,} models, {int(n_classes):,} per-class rows, "
+              f"{int(n_confusions):,} confusions")
+        # The same tables either way: the first 2,000,000 predictions, in memory and streamed a model at a time.
+        from explain.metrics import compute_metric_tables
+        from explain.streaming import stream_metric_tables
+
+        sample = RunStore(home).create_run(RunInfo(run_id="sample", label_space="imagenet-1k"))
+        PredictionParts(sample.predictions_dir).append(
+            run.read_predictions([f"model_{i:03d}" for i in range(max(1, 2_000_000 // per_model))]))
+        in_memory = compute_metric_tables(sample.read_predictions())
+        streamed, _ = stream_metric_tables(sample, chunk_rows=1)
+        for name in ("per_model", "per_class", "confusions"):
+            pd.testing.assert_frame_equal(getattr(streamed, name), getattr(in_memory, name), check_exact=True)
+        print(f"  the same tables as in memory on {len(sample.read_predictions()):,} predictions "
+              f"({len(in_memory.per_model)} models streamed one at a time): equal to the last bit")
+    return 0
+
+
 def timed(func, *args, **kwargs):
     start = time.perf_counter()
     result = func(*args, **kwargs)
@@ -190,7 +273,11 @@ def main() -> int:
     parser.add_argument("--in21k", action="store_true", help="only section 4: 1M predictions in the 21k space")
     parser.add_argument("--error-types", action="store_true",
                         help="only section 5: error types of 1M predictions (explain.error_types)")
+    parser.add_argument("--stream", action="store_true",
+                        help="only section 6: --rows predictions over 900 models as a run, its tables streamed")
     args = parser.parse_args()
+    if args.stream:
+        return stream_section(args)
     if args.error_types:
         return error_types_section(args)
     if args.in21k:

@@ -15,7 +15,8 @@ Layout (``core.runstore`` owns the folder, this module its content)::
 
 The raw tables are exactly ``compute_metric_tables(run.usable_predictions(), confusion_top_k=3)``,
 what ``python -m explain metrics`` computes from the run's predictions; the curated ones the
-same of ``explain.curation_view.view_predictions(run, "curated")``. A log that changes nothing
+same of ``explain.curation_view.view_predictions(run, "curated")``, both computed a chunk of models at a
+time (``explain.streaming``: the same tables, in bounded memory). A log that changes nothing
 (no entry, every entry undone) stores no curated copy: the curated tables are the raw ones.
 
 Why: the dashboard's first load of a 1,000,000-prediction run read every prediction and recomputed
@@ -53,20 +54,22 @@ from core.curation import curation_fingerprint, read_curation
 from core.runstore import (SCHEMA_VERSION, Run, StoreError, manifest_fingerprint, now_iso, predictions_fingerprint,
                            read_parquet_bytes, table_to_parquet_bytes, write_bytes_atomic, write_json_atomic)
 from core.tables import read_stored_bytes, real_folder
-from .curation_view import CURATED, RAW, ViewChange, check_view, view_predictions
-from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables, compute_metric_tables
+from .curation_view import CURATED, RAW, ViewChange, check_view
+from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables
+from .streaming import stream_metric_tables
 from .schema import METRIC_SCHEMAS
 
 # Bump when a metric's value changes meaning for the same predictions (stored tables are then stale).
-METRICS_CODE_VERSION = 7  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
+METRICS_CODE_VERSION = 8  # 2: issue 16 (label spaces, top-k MBM metrics); 3: per-class sim_to_seen;
 # 4: the 'related' relation and related_count (issue 12 point 6); 5: empty top-5 columns are no top-5;
 # 6: issue 22 (item 10: exact repeats count once, a group with a top-1-only row has no top-5 accuracy;
 # item 12: per-model rows over the in-space classes only; item 13: accuracy_hier for unseen classes);
-# 7: issue 23 (interval columns, relation rates)
+# 7: issue 23 (interval columns, relation rates); 8: issue 27 (each model's bootstrap draws keyed by its id)
 FINGERPRINT_FILE = "fingerprint.json"
 # What `python -m explain metrics` and the dashboard use; the artefact stores these tables only
 # (the interval settings too: other --ci / --resamples / --seed values are computed, not stored).
 PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K, "ci": DEFAULT_INTERVALS.as_dict()}
+_PARAMETERS = {"confusion_top_k": DEFAULT_CONFUSION_TOP_K, "ci": DEFAULT_INTERVALS}  # the computation's arguments
 
 
 def _schema_digest() -> str:
@@ -248,18 +251,19 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
             return MetricsResult(tables, recomputed=False, stored=True, view=view,
                                  change=_stored_change(run) if view == CURATED else ViewChange())
     change = ViewChange()
+    # The run's predictions are read a chunk of models at a time (explain.streaming): the same tables as
+    # compute_metric_tables of them all, in bounded memory.
     if view == CURATED:
         curation = read_curation(run)
         changes_rows = bool(curation.relabels or curation.excluded)  # tags alone change no row: nothing to read
-        rows, change = view_predictions(run, CURATED, curation) if changes_rows else (None, ViewChange())
+        tables, change = (stream_metric_tables(run, CURATED, curation=curation, cache_dir=cache_dir, **_PARAMETERS)
+                          if changes_rows else (None, ViewChange()))
         if not change.any:  # nothing curated that these predictions hold: the raw tables (not forced: not this view's)
             raw = ensure_metrics(run, store=store, cache_dir=cache_dir)
             return MetricsResult(raw.tables, raw.recomputed, raw.stored, raw.reason, raw.store_error, CURATED, change)
     else:
-        rows = run.usable_predictions()
+        tables, _ = stream_metric_tables(run, RAW, cache_dir=cache_dir, **_PARAMETERS)
     reason = "forced" if force else (staleness(run, expected, view) or "a stored table is damaged")
-    tables = compute_metric_tables(rows, confusion_top_k=PARAMETERS["confusion_top_k"], cache_dir=cache_dir,
-                                   ci=DEFAULT_INTERVALS)
     if not store:
         return MetricsResult(tables, recomputed=True, stored=False, reason=reason, view=view, change=change)
     if view == CURATED:

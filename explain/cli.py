@@ -130,9 +130,10 @@ def _run_tables(args, cache_dir, ci):
     artefact's parameters; other --top-k or interval settings are computed and not stored."""
     from core.runstore import RunStore
     from .artefact import PARAMETERS, ensure_metrics
-    from .metrics import DEFAULT_INTERVALS, compute_metric_tables
+    from .metrics import DEFAULT_INTERVALS
+    from .streaming import stream_metric_tables
 
-    from .curation_view import CURATED, RAW, default_view, view_predictions
+    from .curation_view import CURATED, RAW, default_view
 
     run = RunStore().open_run(args.run)
     view = RAW if args.raw else CURATED if args.curated else default_view(run)
@@ -140,8 +141,8 @@ def _run_tables(args, cache_dir, ci):
         print(f"run {run.run_id} has a curation log: the curated view (its relabels and exclusions applied; "
               "--raw for the tables without them)", file=sys.stderr)
     if (args.top_k or None) != PARAMETERS["confusion_top_k"] or ci != DEFAULT_INTERVALS:
-        rows, change = view_predictions(run, view)
-        tables = compute_metric_tables(rows, confusion_top_k=args.top_k or None, cache_dir=cache_dir, ci=ci)
+        # A chunk of models at a time (explain.streaming): the tables of every prediction, in bounded memory.
+        tables, change = stream_metric_tables(run, view, confusion_top_k=args.top_k or None, cache_dir=cache_dir, ci=ci)
         print(f"metrics of run {run.run_id}, {view} view" + (f" ({change.describe()})" if view == CURATED else "")
               + f": computed with --top-k {args.top_k} and "
               f"{'no intervals' if ci is None else ci.describe()} (not stored: the run's metrics/ keeps top "

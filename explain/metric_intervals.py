@@ -69,7 +69,7 @@ def _triple_statistics(values, mistake: np.ndarray, seen: np.ndarray, lin_ratio:
 
 def bootstrap_bounds(*, group_of_triple, count, values, mistake, seen_triple, lin_ratio, group_model, n_models,
                      balanced, top_group, top_count, top_hdist, top_num, top_den, top_seen,
-                     options: IntervalOptions) -> tuple[dict, dict]:
+                     options: IntervalOptions, model_keys=None) -> tuple[dict, dict]:
     """(per-class bounds, per-model bounds): column -> array, for the bootstrap columns of the schema.
 
     Triple cells: ``group_of_triple`` (non-decreasing), ``count``, the pairs' ``values``, ``mistake``,
@@ -87,8 +87,10 @@ def bootstrap_bounds(*, group_of_triple, count, values, mistake, seen_triple, li
                  "hprec_at_5": RatioStatistic(np.nan_to_num(top["num"]), np.nan_to_num(top["den"]), top_seen_group)}
     triple, top_result = bootstrap_families([
         CellFamily(group_of_triple, count, stats, n_groups, _TRIPLE_STREAM, group_model, n_models, balanced,
-                   base_cells=~np.asarray(mistake, dtype=bool)),  # a class's correct predictions
-        CellFamily(top["group"], top["count"], top_stats, n_groups, _TOP5_STREAM, group_model, n_models)], options)
+                   base_cells=~np.asarray(mistake, dtype=bool),  # a class's correct predictions
+                   model_keys=model_keys),
+        CellFamily(top["group"], top["count"], top_stats, n_groups, _TOP5_STREAM, group_model, n_models,
+                   model_keys=model_keys)], options)
     per_class, per_model = {}, {}
     for column in BOOTSTRAP_COLUMNS["per_class"]:
         source = top_result if column in top_stats else triple

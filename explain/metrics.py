@@ -36,7 +36,7 @@ from core.wordnet import WORDNET_VERSION, is_wnid
 from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
                      PER_CLASS_SCHEMA, PER_MODEL_COLUMNS, PER_MODEL_SCHEMA, docs_of)
 from .similarity import COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATED, PairSimilarities, similarities_of_codes, wnid_of_offset
-from .uncertainty import IntervalOptions
+from .uncertainty import IntervalOptions, model_stream_key
 from .vocabulary import RELATIONS
 from . import metric_intervals
 
@@ -917,7 +917,7 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
             lin_ratio=ratio, group_model=model_of_group, n_models=n_models, balanced=balanced,
             top_group=group_of_row[top_rows], top_count=np.ones(int(top_rows.sum())), top_hdist=topk.hdist[top_rows],
             top_num=topk.hprec_num[top_rows], top_den=topk.hprec_den[top_rows], top_seen=seen_row[top_rows],
-            options=ci)
+            options=ci, model_keys=np.array([model_stream_key(m) for m in rows.models], dtype=np.uint64))
         class_columns.update(class_bounds)
         model_columns.update(model_bounds)
     for columns_, table, size in ((class_columns, "per_class", n_groups), (model_columns, "per_model", n_models)):

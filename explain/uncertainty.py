@@ -516,6 +516,22 @@ def _blocks(group: np.ndarray, resamples: int) -> list[tuple[int, int]]:
     return [b for b in blocks if b[1] > b[0]]
 
 
+def _keyed_blocks(group: np.ndarray, resamples: int, model_of_group: np.ndarray | None,
+                  model_keys: np.ndarray | None) -> list[tuple[tuple, tuple[int, int]]]:
+    """:func:`_blocks` with each block's random stream key: ``(block,)``, or with ``model_keys`` the
+    blocks of each model's cells (contiguous: groups are sorted by model) keyed ``(model key, block
+    within the model)``, so a model's draws are its own."""
+    if model_keys is None or model_of_group is None or not len(group):
+        return [((b,), span) for b, span in enumerate(_blocks(group, resamples))]
+    models = np.asarray(model_of_group)[group]
+    starts = np.flatnonzero(np.r_[True, models[1:] != models[:-1]])
+    out = []
+    for begin, end in zip(starts.tolist(), starts[1:].tolist() + [len(group)]):
+        key = int(model_keys[models[begin]])
+        out += [((key, b), (begin + a, begin + z)) for b, (a, z) in enumerate(_blocks(group[begin:end], resamples))]
+    return out
+
+
 def _csr(rows: np.ndarray, values: np.ndarray, n_rows: int):
     """The (n_rows x cells) matrix summing cells into their rows, weighted by ``values``: rows are
     non-decreasing, so CSR's arrays are built directly (scipy's COO conversion sorted them again)."""
@@ -592,9 +608,21 @@ def ordered_map(func, items: list[tuple], threads: int | None = None):
             yield pending.popleft().result()
 
 
+def model_stream_key(model: str) -> int:
+    """A model's own random stream within a family: 64 bits of sha256 of its id. Why: the weights a
+    model's cells draw must not depend on which other models are in the table (their order, their
+    cell counts), so that its intervals are the same computed alone, beside others, or a chunk of
+    models at a time (explain.streaming); adding a model to a run no longer moves another's bounds."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(str(model).encode("utf-8")).digest()[:8], "big")
+
+
 @dataclass
 class CellFamily:
-    """The cells of one bootstrap (the arguments of :func:`bootstrap_ratios`)."""
+    """The cells of one bootstrap (the arguments of :func:`bootstrap_ratios`). With ``model_keys``
+    (one :func:`model_stream_key` per model code) each model's cells are blocked and drawn on their
+    own: its bounds do not depend on the other models'."""
 
     group: np.ndarray
     count: np.ndarray
@@ -605,6 +633,7 @@ class CellFamily:
     n_models: int = 0
     balanced: np.ndarray | None = None
     base_cells: np.ndarray | None = None
+    model_keys: np.ndarray | None = None
 
 
 def bootstrap_ratios(group: np.ndarray, count: np.ndarray, stats: dict[str, RatioStatistic], n_groups: int,
@@ -635,10 +664,10 @@ def bootstrap_families(families: list[CellFamily], options: IntervalOptions) -> 
     are those it gets alone, bit for bit."""
     runs = [_FamilyRun(family, options) for family in families]
     buffers = _ThreadBuffers(max([run.buffer_size for run in runs], default=0))
-    items = [(i, b, start, stop) for i, run in enumerate(runs) for b, (start, stop) in enumerate(run.blocks)]
+    items = [(i, key, start, stop) for i, run in enumerate(runs) for key, (start, stop) in run.blocks]
 
-    def work(i: int, block: int, start: int, stop: int):
-        return i, runs[i].work(block, start, stop, buffers.get())
+    def work(i: int, key: tuple, start: int, stop: int):
+        return i, runs[i].work(key, start, stop, buffers.get())
 
     # Blocks run on the machine's cores (NumPy's sort, table lookups and scipy's sparse products release
     # the GIL); results are added in block order, so the bounds are the same bit for bit whatever the threads.
@@ -657,7 +686,9 @@ class _FamilyRun:
         n_groups, n_models, stats = family.n_groups, family.n_models, family.stats
         self.group = group = np.asarray(family.group, dtype=np.int64)
         self.count = count = np.asarray(family.count, dtype=np.float64)
-        self.blocks = _blocks(group, resamples) if n_groups else []
+        # (random stream key, (start, stop)) per block: the block's number in the family, or with
+        # model_keys the model's key and the block's number within the model (blocks never span models).
+        self.blocks = _keyed_blocks(group, resamples, family.model_of_group, family.model_keys) if n_groups else []
         self.buffer_size = BLOCK_WEIGHTS + resamples * int(np.bincount(group).max(initial=0)) if n_groups else 0
         self.observations = {name: np.bincount(group, weights=s.n_obs if s.n_obs is not None else count * (s.den > 0),
                                                minlength=n_groups) for name, s in stats.items()}
@@ -673,11 +704,11 @@ class _FamilyRun:
         self.bal_n = np.zeros((n_models, resamples)) if balanced else None
         self.arrays = list({id(a): a for st in stats.values() for a in (st.num, st.den)}.values())  # shared once
 
-    def work(self, block: int, start: int, stop: int, buffer: np.ndarray) -> dict:
+    def work(self, key: tuple, start: int, stop: int, buffer: np.ndarray) -> dict:
         """One block's group bounds and its contributions to its models' sums (a contiguous model range)."""
         family, level, resamples = self.family, self.level, self.resamples
         model_of_group, balanced = family.model_of_group, family.balanced
-        rng = np.random.default_rng([int(self.options.seed), int(family.stream), block])
+        rng = np.random.default_rng([int(self.options.seed), int(family.stream), *key])
         weights, row = weights_by_count(rng, self.count[start:stop], resamples, buffer=buffer)
         g = self.group[start:stop]
         first, last = int(g[0]), int(g[-1]) + 1

@@ -77,13 +77,13 @@ def _assert_tables_equal(got, expected):
 
 def _count_computations(monkeypatch) -> list:
     calls = []
-    real = artefact.compute_metric_tables
+    real = artefact.stream_metric_tables
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(artefact, "compute_metric_tables", counting)
+    monkeypatch.setattr(artefact, "stream_metric_tables", counting)
     return calls
 
 

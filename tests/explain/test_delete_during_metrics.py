@@ -41,14 +41,14 @@ def _gone(store: RunStore, run_id: str = "r") -> None:
 def test_a_delete_while_the_tables_are_computed_leaves_nothing(monkeypatch):
     store = RunStore()
     run = _make_run(store)
-    real = artefact.compute_metric_tables
+    real = artefact.stream_metric_tables
 
     def deleted_meanwhile(*args, **kwargs):
         tables = real(*args, **kwargs)
         store.delete_run("r")  # the Runs page's delete, between the read and the write
         return tables
 
-    monkeypatch.setattr(artefact, "compute_metric_tables", deleted_meanwhile)
+    monkeypatch.setattr(artefact, "stream_metric_tables", deleted_meanwhile)
     # WildLensError, not artefact.RunDeleted, so that on the unfixed code this fails by its assertion
     # (nothing raised, runs/r/metrics/ made again), not by an import.
     with pytest.raises(WildLensError, match="Run r was deleted while its metrics were computed; nothing was written") \
@@ -85,13 +85,13 @@ _CHILD = textwrap.dedent("""
     from pathlib import Path
     import explain.artefact as artefact
     from explain.cli import main
-    real = artefact.compute_metric_tables
+    real = artefact.stream_metric_tables
     def slow(*args, **kwargs):
         tables = real(*args, **kwargs)
         Path(sys.argv[1]).write_text("computed")
         time.sleep(4)  # the parent deletes the run now
         return tables
-    artefact.compute_metric_tables = slow
+    artefact.stream_metric_tables = slow
     sys.exit(main(["metrics", "--run", "r"]))
 """)
 
