@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from core.errors import OptionError, WildLensError
-from core.runstore import HOME_ENV
+from core.runstore import HOME_ENV, default_root
 
 RAY_REQUIREMENT = "ray[data]==2.60.0"
 INSTALL_HINT = f"pip install '{RAY_REQUIREMENT}' (or pip install -e '.[ray]')"
@@ -33,6 +33,15 @@ JOIN_SECONDS = 30.0
 RAY_CLIENT_HINT = f"pip install 'ray[client]=={RAY_REQUIREMENT.split('==')[1]}'"
 # What a gRPC server (Ray's GCS, the Ray Client server) sends first: its HTTP/2 SETTINGS frame.
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+# A path as a Ray task or actor receives it when it lies in the driver's run store: relative to the
+# store (portable_path), so a node that mounts the shared store at another path (its own WILDLENS_HOME)
+# reads it (node_path). The classify engine sends images so, explain.ray_metrics prediction parts.
+HOME_PREFIX = "wildlens-home:"
+# This worker process's own WILDLENS_HOME as it started (its node's, or a job's runtime_env): read
+# before node_home sets the driver's in a process whose node has none.
+_NODE_HOME = os.environ.get(HOME_ENV) or None
 
 
 class RayEngineError(WildLensError, RuntimeError):
@@ -274,3 +283,33 @@ def _join_lasting(ray, address: str, deadline: float | None, **kwargs) -> None:
         raise RayEngineError(f"--ray-address {address}: joining the Ray cluster did not finish within the join "
                              "deadline (--ray-join-timeout); check that it is the head node's address and that this "
                              "machine's Ray version is the cluster's, or raise --ray-join-timeout.") from None
+
+
+# --------------------------------------------------------------------------- the shared store on nodes
+def portable_path(path: str, home: Path | None) -> str:
+    """``path`` as the actors receive it: below the driver's store ``home`` (resolved), the part
+    below it after :data:`HOME_PREFIX`, which each node reads under its own store (:func:`node_path`);
+    any other path as it is (every node must see it there)."""
+    if not path or home is None:
+        return path
+    try:
+        return HOME_PREFIX + Path(path).relative_to(home).as_posix()
+    except ValueError:
+        return path
+
+
+def node_home(driver_home: str | None) -> Path | None:
+    """On a node: the run store this worker reads store-relative images from and keeps its caches
+    in: the node's own WILDLENS_HOME where its Ray was started with one (the shared store mounted at
+    another path there), else the driver's (``driver_home``)."""
+    home = _NODE_HOME or driver_home
+    if home:
+        os.environ[HOME_ENV] = home
+    return Path(home) if home else None
+
+
+def node_path(path: str, home: Path | None) -> str:
+    """:func:`portable_path`'s inverse on a node whose store is ``home``."""
+    if path.startswith(HOME_PREFIX):
+        return str((home or default_root()) / path[len(HOME_PREFIX):])
+    return path

@@ -238,11 +238,12 @@ def _stored_change(run: Run) -> ViewChange:
 
 
 def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_dir=None,
-                   view: str = RAW) -> MetricsResult:
+                   view: str = RAW, engine: str = "local", ray_address: str | None = None) -> MetricsResult:
     """The run's metric tables in ``view`` (explain.curation_view): the stored ones when fresh,
     else recomputed and (``store``) written back. A write that fails is reported in the result,
     not raised: the tables are still right. ``force`` recomputes a fresh artefact. The curated
-    view of a run whose log changes none of its predictions is the raw view (stored once)."""
+    view of a run whose log changes none of its predictions is the raw view (stored once).
+    ``engine='ray'`` computes them on Ray (:mod:`explain.ray_metrics`, the same tables)."""
     check_view(view)
     expected = current_fingerprint(run, view)  # before reading: a part added meanwhile leaves it stale, never wrong
     if not force:
@@ -256,13 +257,13 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
     if view == CURATED:
         curation = read_curation(run)
         changes_rows = bool(curation.relabels or curation.excluded)  # tags alone change no row: nothing to read
-        tables, change = (stream_metric_tables(run, CURATED, curation=curation, cache_dir=cache_dir, **_PARAMETERS)
+        tables, change = (_tables(run, CURATED, curation, cache_dir, engine, ray_address)
                           if changes_rows else (None, ViewChange()))
         if not change.any:  # nothing curated that these predictions hold: the raw tables (not forced: not this view's)
-            raw = ensure_metrics(run, store=store, cache_dir=cache_dir)
+            raw = ensure_metrics(run, store=store, cache_dir=cache_dir, engine=engine, ray_address=ray_address)
             return MetricsResult(raw.tables, raw.recomputed, raw.stored, raw.reason, raw.store_error, CURATED, change)
     else:
-        tables, _ = stream_metric_tables(run, RAW, cache_dir=cache_dir, **_PARAMETERS)
+        tables, _ = _tables(run, RAW, None, cache_dir, engine, ray_address)
     reason = "forced" if force else (staleness(run, expected, view) or "a stored table is damaged")
     if not store:
         return MetricsResult(tables, recomputed=True, stored=False, reason=reason, view=view, change=change)
@@ -276,6 +277,15 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
         return MetricsResult(tables, recomputed=True, stored=False, reason=reason, store_error=str(exc), view=view,
                              change=change)
     return MetricsResult(tables, recomputed=True, stored=True, reason=reason, view=view, change=change)
+
+
+def _tables(run: Run, view: str, curation, cache_dir, engine: str, ray_address: str | None):
+    """(tables, what the curation changed) of the artefact's parameters, here or on Ray."""
+    if engine == "ray":
+        from .ray_metrics import ray_metric_tables
+
+        return ray_metric_tables(run, view, curation=curation, address=ray_address, **_PARAMETERS)
+    return stream_metric_tables(run, view, curation=curation, cache_dir=cache_dir, **_PARAMETERS)
 
 
 def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricTables:

@@ -62,6 +62,10 @@ def cmd_metrics(args) -> int:
         raise OptionError("give either a predictions FILE or --run RUN_ID (python -m explain metrics --help).")
     if (args.raw or args.curated) and not args.run:
         raise OptionError("--raw and --curated choose a view of a run's curation: give --run RUN_ID.")
+    if args.engine == "ray" and not args.run:
+        raise OptionError("--engine ray computes a stored run's tables on Ray: give --run RUN_ID.")
+    if args.ray_address and args.engine != "ray":
+        raise OptionError("--ray-address is for --engine ray; add --engine ray or drop it.")
     if args.out:
         _check_out_outside_runs(args.out)
     ci = _interval_options(args)
@@ -142,13 +146,20 @@ def _run_tables(args, cache_dir, ci):
               "--raw for the tables without them)", file=sys.stderr)
     if (args.top_k or None) != PARAMETERS["confusion_top_k"] or ci != DEFAULT_INTERVALS:
         # A chunk of models at a time (explain.streaming): the tables of every prediction, in bounded memory.
-        tables, change = stream_metric_tables(run, view, confusion_top_k=args.top_k or None, cache_dir=cache_dir, ci=ci)
+        if args.engine == "ray":
+            from .ray_metrics import ray_metric_tables
+
+            tables, change = ray_metric_tables(run, view, confusion_top_k=args.top_k or None, ci=ci,
+                                               address=args.ray_address)
+        else:
+            tables, change = stream_metric_tables(run, view, confusion_top_k=args.top_k or None, cache_dir=cache_dir,
+                                                  ci=ci)
         print(f"metrics of run {run.run_id}, {view} view" + (f" ({change.describe()})" if view == CURATED else "")
               + f": computed with --top-k {args.top_k} and "
               f"{'no intervals' if ci is None else ci.describe()} (not stored: the run's metrics/ keeps top "
               f"{PARAMETERS['confusion_top_k']} and {DEFAULT_INTERVALS.describe()})", file=sys.stderr)
         return tables
-    result = ensure_metrics(run, cache_dir=cache_dir, view=view)
+    result = ensure_metrics(run, cache_dir=cache_dir, view=view, engine=args.engine, ray_address=args.ray_address)
     print(result.describe(run), file=sys.stderr)
     args._all_excluded = view == CURATED and result.tables.per_model.empty and not run.usable_predictions().empty
     # The per-prediction explanations (relation, severity, error type) of this view, stored beside the
@@ -180,6 +191,12 @@ def _metrics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the on-disk similarity cache")
     _interval_arguments(p)
     p.add_argument("--no-ci", action="store_true", help="no intervals (the *_ci_low / *_ci_high columns stay NA)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="with --run: where the tables are computed: 'local' (this process, a chunk of models at a "
+                        "time) or 'ray' (each chunk a Ray Data task on a local instance or the cluster at "
+                        "--ray-address / RAY_ADDRESS; nodes read the shared run store; the same tables)")
+    p.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="the Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a local instance)")
 
 
 def _interval_arguments(p: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ WORKER_STORE = 96 * 1024 ** 2  # each worker node's object store
 @contextmanager
 def _without_home():
     """The nodes' processes inherit this process's environment: started without WILDLENS_HOME, their
-    workers take each run's driver store (classify.engine.ray_engine._node_home), as nodes started
+    workers take each run's driver store (core.raysession.node_home), as nodes started
     without one on a cluster do."""
     saved = os.environ.pop("WILDLENS_HOME", None)
     try:

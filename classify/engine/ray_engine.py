@@ -71,6 +71,8 @@ from core.runstore import HOME_ENV, default_root
 from core.raysession import (INSTALL_HINT, JOIN_SECONDS, RAY_CLIENT_HINT, RAY_REQUIREMENT, RayEngineError,  # noqa: F401
                              _check_reachable, _import_ray, ray_available, ray_client_available, ray_session,
                              ray_version)
+# Paths in the driver's run store travel relative to it; each node reads them under its own store.
+from core.raysession import HOME_PREFIX, node_home as _node_home, node_path as _local, portable_path as _portable
 
 from classify.engine import gpu_decode
 from classify.engine.device import precision_name
@@ -90,12 +92,6 @@ FEATURES = "features"
 KIND = "feature_kind"
 TEXT = "text_classifier"
 _TEXT_FIELDS = ("text_values", "text_rows", "text_wnids", "text_logit_scale")
-# An image path as the actors receive it when it lies in the driver's run store: relative to the store
-# (_portable), so a node that mounts the shared store at another path (its own WILDLENS_HOME) reads it.
-HOME_PREFIX = "wildlens-home:"
-# This worker process's own WILDLENS_HOME as it started (its node's, or a job's runtime_env): read
-# before _node_home sets the driver's in a process whose node has none.
-_NODE_HOME = os.environ.get(HOME_ENV) or None
 # Seconds to wait, after a batch failed for a reason that is not the user's, for the Ray cluster to
 # list a node as dead (node loss: redo its batches elsewhere) before the failure is reported as it is.
 # Ray marks a node dead after its health checks fail (3 s apart, 5 in a row by default: ~15 s).
@@ -162,35 +158,6 @@ def node_name(node: dict) -> str:
     its node id (the nodes of one machine share an address)."""
     where = node.get("NodeManagerAddress") or node.get("NodeManagerHostname") or "?"
     return f"{where} (node {str(node.get('NodeID', ''))[:8]})"
-
-
-def _portable(path: str, home: Path | None) -> str:
-    """``path`` as the actors receive it: below the driver's store ``home`` (resolved), the part
-    below it after :data:`HOME_PREFIX`, which each node reads under its own store (:func:`_local`);
-    any other path as it is (every node must see it there)."""
-    if not path or home is None:
-        return path
-    try:
-        return HOME_PREFIX + Path(path).relative_to(home).as_posix()
-    except ValueError:
-        return path
-
-
-def _node_home(driver_home: str | None) -> Path | None:
-    """On a node: the run store this worker reads store-relative images from and keeps its caches
-    in: the node's own WILDLENS_HOME where its Ray was started with one (the shared store mounted at
-    another path there), else the driver's (``driver_home``)."""
-    home = _NODE_HOME or driver_home
-    if home:
-        os.environ[HOME_ENV] = home
-    return Path(home) if home else None
-
-
-def _local(path: str, home: Path | None) -> str:
-    """:func:`_portable`'s inverse on a node whose store is ``home``."""
-    if path.startswith(HOME_PREFIX):
-        return str((home or default_root()) / path[len(HOME_PREFIX):])
-    return path
 
 
 def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | None]], allow_download: bool,

@@ -435,19 +435,19 @@ def test_the_node_probe_names_what_a_node_lacks(tmp_path):
 def test_store_relative_paths_are_read_under_each_nodes_own_store(tmp_path, monkeypatch):
     """An image in the driver's store travels relative to it; a node reads it under its own
     WILDLENS_HOME when its Ray was started with one, else under the driver's; other paths as they are."""
-    import classify.engine.ray_engine as engine
+    import core.raysession as engine  # where the store-relative paths live
 
     home = tmp_path / "store"
     image = home / "runs" / "r" / "images" / "n1" / "a.jpg"
-    portable = engine._portable(str(image), home)
+    portable = engine.portable_path(str(image), home)
     assert portable == "wildlens-home:runs/r/images/n1/a.jpg"
-    assert engine._portable("/elsewhere/b.jpg", home) == "/elsewhere/b.jpg" and engine._portable("", home) == ""
+    assert engine.portable_path("/elsewhere/b.jpg", home) == "/elsewhere/b.jpg" and engine.portable_path("", home) == ""
     monkeypatch.setattr(engine, "_NODE_HOME", None)
-    assert engine._local(portable, engine._node_home(str(home))) == str(image)
+    assert engine.node_path(portable, engine.node_home(str(home))) == str(image)
     assert os.environ["WILDLENS_HOME"] == str(home), "the node's caches go to the driver's store"
     monkeypatch.setattr(engine, "_NODE_HOME", "/mnt/shared")
-    assert engine._local(portable, engine._node_home(str(home))) == "/mnt/shared/runs/r/images/n1/a.jpg"
-    assert engine._local("/elsewhere/b.jpg", Path("/mnt/shared")) == "/elsewhere/b.jpg"
+    assert engine.node_path(portable, engine.node_home(str(home))) == "/mnt/shared/runs/r/images/n1/a.jpg"
+    assert engine.node_path("/elsewhere/b.jpg", Path("/mnt/shared")) == "/elsewhere/b.jpg"
 
 
 def test_a_batch_lost_with_its_node_goes_back_to_the_nodes_left():

@@ -1,0 +1,131 @@
+"""The metric tables on Ray Data (``python -m explain metrics --run R --engine ray``): chunks of models on the nodes.
+
+The same computation as :func:`explain.streaming.stream_metric_tables`, spread over a Ray cluster for
+runs whose predictions are more than one machine should read: the run's model folders are cut into
+the same chunks (:func:`explain.streaming.model_chunks`), a Ray Dataset holds one row per chunk, and
+``map`` computes each chunk's tables where Ray places it: the task reads the chunk's part files from
+the shared run store (paths relative to the driver's store, read under the node's own
+``WILDLENS_HOME`` when its Ray was started with one: :func:`core.raysession.node_path`), keeps the
+usable images (the set the driver read from the manifest, sent once through the object store),
+applies the curated view's relabels and exclusions, and returns the three tables as one Arrow IPC
+stream each (float64 bit for bit, no pickle in the payload). The driver puts the chunks back in
+order and concatenates them: every model's numbers are its own (its bootstrap streams keyed by its
+id), so the tables equal the local ones bit for bit (a test compares them on the suite's multi-node
+cluster). Nothing is written by the nodes; the driver stores the artefact as the local path does.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+from typing import Callable
+
+import pandas as pd
+
+from core.curation import Curation, read_curation
+from core.runstore import Run, default_root
+from .curation_view import RAW, ViewChange, check_view
+from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables
+from .streaming import STREAM_ROWS, ChangeCount, concat_tables, model_chunks
+
+TABLES = ("per_model", "per_class", "confusions")
+MAX_RETRIES = 3  # a chunk whose worker died is computed again (a pure function of the stored parts)
+
+
+def _to_arrow(frame: pd.DataFrame) -> bytes:
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _from_arrow(data: bytes) -> pd.DataFrame:
+    """:func:`_to_arrow`'s inverse, into pandas' nullable dtypes (a null stays NA, a NaN stays NaN)."""
+    import pyarrow as pa
+
+    nullable = {pa.int64(): pd.Int64Dtype(), pa.float64(): pd.Float64Dtype(), pa.bool_(): pd.BooleanDtype(),
+                pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all().to_pandas(types_mapper=nullable.get)
+
+
+def _chunk_tables(row: dict, *, parts_dir: str, driver_home: str, usable, view: str, curation: Curation | None,
+                  confusion_top_k, ci) -> dict:
+    """On a node: one chunk's tables (and what the curation changed in it) as Arrow IPC bytes."""
+    from core.parts import PredictionParts
+    from core.raysession import node_home, node_path
+    from .curation_view import apply_curation
+    from .metrics import compute_metric_tables
+
+    home = node_home(driver_home)
+    folders = [node_path(str(f), home) for f in row["folders"]]
+    from pathlib import Path
+
+    rows = PredictionParts(node_path(parts_dir, home)).read_folders([Path(f) for f in folders])
+    if usable is not None:
+        rows = rows[rows["image"].isin(usable)].reset_index(drop=True)
+    counted = ChangeCount()
+    if view != RAW:
+        curated, change = apply_curation(rows, curation)
+        counted.add(rows, change, curation)
+        rows = curated
+    tables = compute_metric_tables(rows, confusion_top_k=confusion_top_k, ci=ci)
+    return {"index": row["index"], **{name: _to_arrow(getattr(tables, name)) for name in TABLES},
+            "relabelled": sorted(counted.relabelled), "excluded": sorted(counted.excluded),
+            "relabelled_rows": counted.relabelled_rows, "excluded_rows": counted.excluded_rows}
+
+
+def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = None,
+                      confusion_top_k: int | None = DEFAULT_CONFUSION_TOP_K, ci=DEFAULT_INTERVALS,
+                      chunk_rows: int = STREAM_ROWS, address: str | None = None,
+                      progress: Callable[[int, int], None] | None = None) -> tuple[MetricTables, ViewChange]:
+    """:func:`explain.streaming.stream_metric_tables` with each chunk of models computed by a Ray
+    Data task on the cluster at ``address`` (else ``RAY_ADDRESS``, else a local instance); the same
+    tables. ``progress(done, total)`` as chunks come back."""
+    from core.raysession import _import_ray, portable_path, ray_session
+    from .schema import METRIC_SCHEMAS
+
+    check_view(view)
+    ray = _import_ray()
+    import ray.data
+
+    home = default_root().resolve()
+    chunks = model_chunks(run, chunk_rows)
+    if not chunks:
+        from .streaming import stream_metric_tables
+
+        return stream_metric_tables(run, view, confusion_top_k=confusion_top_k, ci=ci)
+    usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
+    if view != RAW and curation is None:
+        curation = read_curation(run)
+    items = [{"index": i, "folders": [portable_path(str(f.resolve()), home) for f in chunk]}
+             for i, chunk in enumerate(chunks)]
+    with ray_session(address):
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        context.print_on_execution_start = False
+        with warnings.catch_warnings():
+            # Ray 2.60 (pinned) names no other way to bound a task's retries in map than this remote
+            # argument, which it marks deprecated for 2.64 (as classify.engine.ray_engine says).
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+            dataset = ray.data.from_items(items, override_num_blocks=len(items)).map(
+                _chunk_tables, num_cpus=1, max_retries=MAX_RETRIES,
+                fn_kwargs={"parts_dir": portable_path(str(run.predictions_dir.resolve()), home),
+                           "driver_home": str(home), "usable": usable, "view": view, "curation": curation,
+                           "confusion_top_k": confusion_top_k, "ci": ci})
+        answers = {}
+        for answer in dataset.iter_rows():
+            answers[int(answer["index"])] = answer
+            if progress is not None:
+                progress(len(answers), len(items))
+    counted = ChangeCount()
+    parts = []
+    for i in range(len(items)):
+        answer = answers[i]
+        parts.append(MetricTables(*(_from_arrow(answer[name]).astype(METRIC_SCHEMAS[name]) for name in TABLES)))
+        counted.relabelled |= set(answer["relabelled"])
+        counted.excluded |= set(answer["excluded"])
+        counted.relabelled_rows += int(answer["relabelled_rows"])
+        counted.excluded_rows += int(answer["excluded_rows"])
+    return concat_tables(parts, ci), counted.view_change()
