@@ -118,10 +118,11 @@ class PredictionParts:
         folders = [self.model_dir(m) for m in models] if models else sorted(p for p in self.folder.iterdir() if p.is_dir())
         return self.read_folders(folders)
 
-    def read_folders(self, folders: list[Path]) -> pd.DataFrame:
-        """The stored predictions of these model folders (of this parts folder), in the order given;
-        the latest row wins where an image was predicted twice (explain.streaming reads a run a few
-        models at a time with it)."""
+    @staticmethod
+    def read_folders(folders: list[Path]) -> pd.DataFrame:
+        """The stored predictions of these model folders (a parts folder's sub-folders), in the order
+        given; the latest row wins where an image was predicted twice (explain.streaming reads a run a
+        few models at a time with it)."""
         parts = [read_table(p, PREDICTION_SCHEMA, table="predictions")
                  for folder in folders if folder.exists() for p in sorted(folder.glob("part-*.parquet"))]
         if not parts:

@@ -42,6 +42,9 @@ HOME_PREFIX = "wildlens-home:"
 # This worker process's own WILDLENS_HOME as it started (its node's, or a job's runtime_env): read
 # before node_home sets the driver's in a process whose node has none.
 _NODE_HOME = os.environ.get(HOME_ENV) or None
+# Set in the workers of a local instance this module started: they run on the driver's machine, so the
+# store each run names is the one to read, whatever WILDLENS_HOME the instance started with.
+LOCAL_ENV = "WILDLENS_RAY_LOCAL"
 
 
 class RayEngineError(WildLensError, RuntimeError):
@@ -140,6 +143,8 @@ def _ready(ray, asked: str | None, deadline: float | None = None) -> str:
     # take the driver's, sent with each run (_node_home).
     if os.environ.get(HOME_ENV) and not asked:
         env[HOME_ENV] = os.environ[HOME_ENV]
+    if not asked:  # this machine's workers: each run's driver store wins over the one they started with (node_home)
+        env[LOCAL_ENV] = "1"
     try:
         if asked:
             _join_lasting(ray, asked, deadline, log_to_driver=False, logging_level="WARNING",
@@ -292,8 +297,8 @@ def portable_path(path: str, home: Path | None) -> str:
     any other path as it is (every node must see it there)."""
     if not path or home is None:
         return path
-    try:
-        return HOME_PREFIX + Path(path).relative_to(home).as_posix()
+    try:  # normalised first: a path that climbs out of the store ('..') is not in it
+        return HOME_PREFIX + Path(os.path.normpath(path)).relative_to(home).as_posix()
     except ValueError:
         return path
 
@@ -302,14 +307,37 @@ def node_home(driver_home: str | None) -> Path | None:
     """On a node: the run store this worker reads store-relative images from and keeps its caches
     in: the node's own WILDLENS_HOME where its Ray was started with one (the shared store mounted at
     another path there), else the driver's (``driver_home``)."""
-    home = _NODE_HOME or driver_home
+    home = driver_home if os.environ.get(LOCAL_ENV) == "1" else (_NODE_HOME or driver_home)
     if home:
         os.environ[HOME_ENV] = home
     return Path(home) if home else None
 
 
 def node_path(path: str, home: Path | None) -> str:
-    """:func:`portable_path`'s inverse on a node whose store is ``home``."""
+    """:func:`portable_path`'s inverse on a node whose store is ``home``. A store-relative path that
+    is absolute or climbs out of the store ('..') is refused: the node reads inside its store only."""
     if path.startswith(HOME_PREFIX):
-        return str((home or default_root()) / path[len(HOME_PREFIX):])
+        relative = path[len(HOME_PREFIX):]
+        parts = Path(relative).parts
+        if not relative or Path(relative).is_absolute() or ".." in parts:
+            raise RayEngineError(f"{path!r} is not a path inside the run store; the driver sends only paths below "
+                                 "its WILDLENS_HOME (a mismatched WildLens version on this node?).")
+        return str((home or default_root()) / relative)
     return path
+
+
+# --------------------------------------------------------------------------- command lines
+def add_engine_arguments(parser, work: str) -> None:
+    """``--engine local|ray`` and ``--ray-address`` for a stage's command line; ``work`` says what
+    runs on Ray (e.g. "each (model, N, seed) fit a Ray task")."""
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help=f"where the work runs: 'local' (this process, default) or 'ray' ({work}, on a local Ray "
+                             "instance or the cluster at --ray-address / RAY_ADDRESS; the same tables)")
+    parser.add_argument("--ray-address", metavar="HOST:PORT",
+                        help="the Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a local instance)")
+
+
+def check_engine_arguments(args) -> None:
+    """--ray-address without --engine ray is a one-line usage error (it would be ignored)."""
+    if getattr(args, "ray_address", None) and getattr(args, "engine", "local") != "ray":
+        raise OptionError("--ray-address is for --engine ray; add --engine ray or drop it.")

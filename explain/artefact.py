@@ -238,7 +238,8 @@ def _stored_change(run: Run) -> ViewChange:
 
 
 def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_dir=None,
-                   view: str = RAW, engine: str = "local", ray_address: str | None = None) -> MetricsResult:
+                   view: str = RAW, engine: str = "local", ray_address: str | None = None,
+                   _computed: MetricTables | None = None) -> MetricsResult:
     """The run's metric tables in ``view`` (explain.curation_view): the stored ones when fresh,
     else recomputed and (``store``) written back. A write that fails is reported in the result,
     not raised: the tables are still right. ``force`` recomputes a fresh artefact. The curated
@@ -260,8 +261,12 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
         tables, change = (_tables(run, CURATED, curation, cache_dir, engine, ray_address)
                           if changes_rows else (None, ViewChange()))
         if not change.any:  # nothing curated that these predictions hold: the raw tables (not forced: not this view's)
-            raw = ensure_metrics(run, store=store, cache_dir=cache_dir, engine=engine, ray_address=ray_address)
+            # (the tables just computed are the raw ones: no second pass over the predictions)
+            raw = ensure_metrics(run, store=store, cache_dir=cache_dir, engine=engine, ray_address=ray_address,
+                                 _computed=tables)
             return MetricsResult(raw.tables, raw.recomputed, raw.stored, raw.reason, raw.store_error, CURATED, change)
+    elif _computed is not None:  # the raw tables, computed by the curated view's call (nothing curated)
+        tables = _computed
     else:
         tables, _ = _tables(run, RAW, None, cache_dir, engine, ray_address)
     reason = "forced" if force else (staleness(run, expected, view) or "a stored table is damaged")
@@ -284,7 +289,7 @@ def _tables(run: Run, view: str, curation, cache_dir, engine: str, ray_address: 
     if engine == "ray":
         from .ray_metrics import ray_metric_tables
 
-        return ray_metric_tables(run, view, curation=curation, address=ray_address, **_PARAMETERS)
+        return ray_metric_tables(run, view, curation=curation, address=ray_address, cache_dir=cache_dir, **_PARAMETERS)
     return stream_metric_tables(run, view, curation=curation, cache_dir=cache_dir, **_PARAMETERS)
 
 

@@ -64,8 +64,9 @@ def cmd_metrics(args) -> int:
         raise OptionError("--raw and --curated choose a view of a run's curation: give --run RUN_ID.")
     if args.engine == "ray" and not args.run:
         raise OptionError("--engine ray computes a stored run's tables on Ray: give --run RUN_ID.")
-    if args.ray_address and args.engine != "ray":
-        raise OptionError("--ray-address is for --engine ray; add --engine ray or drop it.")
+    from core.raysession import check_engine_arguments
+
+    check_engine_arguments(args)
     if args.out:
         _check_out_outside_runs(args.out)
     ci = _interval_options(args)
@@ -135,7 +136,7 @@ def _run_tables(args, cache_dir, ci):
     from core.runstore import RunStore
     from .artefact import PARAMETERS, ensure_metrics
     from .metrics import DEFAULT_INTERVALS
-    from .streaming import stream_metric_tables
+    from .streaming import EXPLAINED_IN_MEMORY, part_rows, stream_metric_tables, usable_chunks
 
     from .curation_view import CURATED, RAW, default_view
 
@@ -150,7 +151,7 @@ def _run_tables(args, cache_dir, ci):
             from .ray_metrics import ray_metric_tables
 
             tables, change = ray_metric_tables(run, view, confusion_top_k=args.top_k or None, ci=ci,
-                                               address=args.ray_address)
+                                               address=args.ray_address, cache_dir=cache_dir)
         else:
             tables, change = stream_metric_tables(run, view, confusion_top_k=args.top_k or None, cache_dir=cache_dir,
                                                   ci=ci)
@@ -161,12 +162,22 @@ def _run_tables(args, cache_dir, ci):
         return tables
     result = ensure_metrics(run, cache_dir=cache_dir, view=view, engine=args.engine, ray_address=args.ray_address)
     print(result.describe(run), file=sys.stderr)
-    args._all_excluded = view == CURATED and result.tables.per_model.empty and not run.usable_predictions().empty
+    # Every prediction excluded by the curation (the raw view has rows): counted a chunk at a time.
+    args._all_excluded = (view == CURATED and result.tables.per_model.empty
+                          and any(len(rows) for rows in usable_chunks(run, RAW)))
     # The per-prediction explanations (relation, severity, error type) of this view, stored beside the
-    # tables: what crawl's FiftyOne export reads and tells the user to make with this command.
+    # tables: what crawl's FiftyOne export reads and tells the user to make with this command. They are
+    # typed with every prediction in memory (explain.error_types), so a run larger than one streamed
+    # chunk gets its tables only, and the command says so.
     from core.runstore import StoreError
     from .error_types import ensure_explained
 
+    stored = sum(part_rows(run).values())
+    if stored > EXPLAINED_IN_MEMORY:
+        print(f"note: per-prediction explanations (error types, for Browse and the FiftyOne export) not made: the run "
+              f"holds {stored:,} predictions, more than the {EXPLAINED_IN_MEMORY:,} typed in memory; the tables above "
+              "are complete", file=sys.stderr)
+        return result.tables
     try:
         ensure_explained(run, view, cache_dir=cache_dir)
     except StoreError:  # a run that cannot be written: the tables are still right
@@ -191,12 +202,9 @@ def _metrics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the on-disk similarity cache")
     _interval_arguments(p)
     p.add_argument("--no-ci", action="store_true", help="no intervals (the *_ci_low / *_ci_high columns stay NA)")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="with --run: where the tables are computed: 'local' (this process, a chunk of models at a "
-                        "time) or 'ray' (each chunk a Ray Data task on a local instance or the cluster at "
-                        "--ray-address / RAY_ADDRESS; nodes read the shared run store; the same tables)")
-    p.add_argument("--ray-address", metavar="HOST:PORT",
-                   help="the Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a local instance)")
+    from core.raysession import add_engine_arguments
+
+    add_engine_arguments(p, "with --run: each chunk of models a Ray Data task; nodes read the shared run store")
 
 
 def _interval_arguments(p: argparse.ArgumentParser) -> None:

@@ -50,8 +50,8 @@ def _from_arrow(data: bytes) -> pd.DataFrame:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all().to_pandas(types_mapper=nullable.get)
 
 
-def _chunk_tables(row: dict, *, parts_dir: str, driver_home: str, usable, view: str, curation: Curation | None,
-                  confusion_top_k, ci) -> dict:
+def _chunk_tables(row: dict, *, driver_home: str, usable, view: str, curation: Curation | None,
+                  confusion_top_k, ci, cache_dir) -> dict:
     """On a node: one chunk's tables (and what the curation changed in it) as Arrow IPC bytes."""
     from core.parts import PredictionParts
     from core.raysession import node_home, node_path
@@ -62,7 +62,7 @@ def _chunk_tables(row: dict, *, parts_dir: str, driver_home: str, usable, view: 
     folders = [node_path(str(f), home) for f in row["folders"]]
     from pathlib import Path
 
-    rows = PredictionParts(node_path(parts_dir, home)).read_folders([Path(f) for f in folders])
+    rows = PredictionParts.read_folders([Path(f) for f in folders])
     if usable is not None:
         rows = rows[rows["image"].isin(usable)].reset_index(drop=True)
     counted = ChangeCount()
@@ -70,7 +70,8 @@ def _chunk_tables(row: dict, *, parts_dir: str, driver_home: str, usable, view: 
         curated, change = apply_curation(rows, curation)
         counted.add(rows, change, curation)
         rows = curated
-    tables = compute_metric_tables(rows, confusion_top_k=confusion_top_k, ci=ci)
+    # cache_dir False (--no-cache): memory only on the node too; None: the node's store's cache.
+    tables = compute_metric_tables(rows, confusion_top_k=confusion_top_k, ci=ci, cache_dir=cache_dir)
     return {"index": row["index"], **{name: _to_arrow(getattr(tables, name)) for name in TABLES},
             "relabelled": sorted(counted.relabelled), "excluded": sorted(counted.excluded),
             "relabelled_rows": counted.relabelled_rows, "excluded_rows": counted.excluded_rows}
@@ -78,7 +79,7 @@ def _chunk_tables(row: dict, *, parts_dir: str, driver_home: str, usable, view: 
 
 def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = None,
                       confusion_top_k: int | None = DEFAULT_CONFUSION_TOP_K, ci=DEFAULT_INTERVALS,
-                      chunk_rows: int = STREAM_ROWS, address: str | None = None,
+                      chunk_rows: int = STREAM_ROWS, address: str | None = None, cache_dir=None,
                       progress: Callable[[int, int], None] | None = None) -> tuple[MetricTables, ViewChange]:
     """:func:`explain.streaming.stream_metric_tables` with each chunk of models computed by a Ray
     Data task on the cluster at ``address`` (else ``RAY_ADDRESS``, else a local instance); the same
@@ -95,25 +96,22 @@ def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = 
     if not chunks:
         from .streaming import stream_metric_tables
 
-        return stream_metric_tables(run, view, confusion_top_k=confusion_top_k, ci=ci)
+        return stream_metric_tables(run, view, confusion_top_k=confusion_top_k, ci=ci, cache_dir=cache_dir)
     usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
     if view != RAW and curation is None:
         curation = read_curation(run)
     items = [{"index": i, "folders": [portable_path(str(f.resolve()), home) for f in chunk]}
              for i, chunk in enumerate(chunks)]
-    with ray_session(address):
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
-        context.print_on_execution_start = False
+    with ray_session(address):  # (which turns Ray Data's progress bars off)
         with warnings.catch_warnings():
             # Ray 2.60 (pinned) names no other way to bound a task's retries in map than this remote
             # argument, which it marks deprecated for 2.64 (as classify.engine.ray_engine says).
             warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
             dataset = ray.data.from_items(items, override_num_blocks=len(items)).map(
                 _chunk_tables, num_cpus=1, max_retries=MAX_RETRIES,
-                fn_kwargs={"parts_dir": portable_path(str(run.predictions_dir.resolve()), home),
-                           "driver_home": str(home), "usable": usable, "view": view, "curation": curation,
-                           "confusion_top_k": confusion_top_k, "ci": ci})
+                fn_kwargs={"driver_home": str(home), "usable": usable, "view": view, "curation": curation,
+                           "confusion_top_k": confusion_top_k, "ci": ci,
+                           "cache_dir": False if cache_dir is False else None})
         answers = {}
         for answer in dataset.iter_rows():
             answers[int(answer["index"])] = answer

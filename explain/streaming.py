@@ -36,6 +36,10 @@ from .schema import METRIC_SCHEMAS
 # issue allows with room for the tables; smaller chunks cost more per-chunk overhead (the similarity
 # lookups and the thread pool start per chunk).
 STREAM_ROWS = 2_000_000
+# The per-prediction explanations (explain.error_types) still type every prediction of a view at once:
+# python -m explain metrics --run makes them only up to this many stored predictions (one chunk's worth
+# of memory), and says so above it. Streaming them is not built yet.
+EXPLAINED_IN_MEMORY = STREAM_ROWS
 
 
 def part_rows(run: Run) -> dict[Path, int]:
@@ -105,8 +109,8 @@ class ChangeCount:
 
 
 def usable_chunks(run: Run, view: str = RAW, curation: Curation | None = None, chunk_rows: int = STREAM_ROWS,
-                  counted: ChangeCount | None = None) -> Iterator[pd.DataFrame]:
-    """The run's usable predictions in ``view``, one chunk of models at a time (see
+                  counted: ChangeCount | None = None, chunks: list[list[Path]] | None = None) -> Iterator[pd.DataFrame]:
+    """The run's usable predictions in ``view``, one chunk of models at a time (``chunks``, else
     :func:`model_chunks`): each chunk is what ``explain.curation_view.view_predictions`` gives for
     those models. ``counted`` adds up what the curation changed."""
     from core.parts import PredictionParts
@@ -115,9 +119,8 @@ def usable_chunks(run: Run, view: str = RAW, curation: Curation | None = None, c
     usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
     if view != RAW and curation is None:
         curation = read_curation(run)
-    parts = PredictionParts(run.predictions_dir)
-    for folders in model_chunks(run, chunk_rows):
-        rows = parts.read_folders(folders)
+    for folders in (chunks if chunks is not None else model_chunks(run, chunk_rows)):
+        rows = PredictionParts.read_folders(folders)
         if usable is not None:
             rows = rows[rows["image"].isin(usable)].reset_index(drop=True)
         if view != RAW:
@@ -150,7 +153,7 @@ def stream_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None
     counted = ChangeCount()
     chunks = model_chunks(run, chunk_rows)
     parts = []
-    for i, rows in enumerate(usable_chunks(run, view, curation, chunk_rows, counted)):
+    for i, rows in enumerate(usable_chunks(run, view, curation, chunk_rows, counted, chunks)):
         parts.append(compute_metric_tables(rows, confusion_top_k=confusion_top_k, cache_dir=cache_dir, ci=ci))
         del rows
         if progress is not None:

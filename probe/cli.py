@@ -59,12 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-issues", action="store_true",
                    help="instead of the few-shot sweep: cleanlab's find_label_issues on out-of-fold probe "
                         "probabilities, written to probes/label_issues.parquet")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="where the fits run: 'local' (this process, default) or 'ray' (each (model, N, seed) fit a Ray "
-                        "task, on a local Ray instance or the cluster at --ray-address / RAY_ADDRESS; the same tables "
-                        "bit for bit)")
-    p.add_argument("--ray-address", metavar="HOST:PORT",
-                   help="the Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a local instance)")
+    from core.raysession import add_engine_arguments
+
+    add_engine_arguments(p, "each (model, N, seed, variant) fit a Ray task; bit for bit")
     return p
 
 
@@ -88,8 +85,9 @@ def _run(args) -> int:
     models = list(dict.fromkeys(models))
     shots = _int_list("--shots", args.shots, 1)
     seeds = _int_list("--seeds", args.seeds, 0, SEED_MAX)
-    if args.ray_address and args.engine != "ray":
-        raise OptionError("--ray-address is for --engine ray; add --engine ray or drop it.")
+    from core.raysession import check_engine_arguments
+
+    check_engine_arguments(args)
     if args.engine == "ray" and args.label_issues:
         raise OptionError("--label-issues runs in this process (one cross-validated fit per model); drop --engine ray.")
     run = RunStore().open_run(args.run)

@@ -200,6 +200,7 @@ class ProbeInputs:
     prior_coef: np.ndarray | None  # the language-initialised variant's W0, or None
     limit: int  # shot_limit
     dup_groups: int
+    permutations: dict  # seed -> class_permutations(labels, classes, seed): drawn once per seed, not per fit
 
 
 def probe_one(inputs: ProbeInputs, job: tuple[int, int, str]) -> tuple[dict, list[dict]]:
@@ -208,7 +209,7 @@ def probe_one(inputs: ProbeInputs, job: tuple[int, int, str]) -> tuple[dict, lis
     Ray task (:mod:`probe.ray_fits`)."""
     seed, n, variant = job
     classes, codes, k = list(inputs.classes), inputs.codes, len(inputs.classes)
-    d = draw(inputs.labels, classes, n, seed, class_permutations(inputs.labels, classes, seed), inputs.groups)
+    d = draw(inputs.labels, classes, n, seed, inputs.permutations[seed], inputs.groups)
     prior = inputs.prior_coef if variant == VARIANT_LANGUAGE else None
     fit: SearchResult = search_probe(inputs.features[d.train], inputs.labels[d.train], d.val_mask, classes,
                                      prior_coef=prior)
@@ -272,9 +273,10 @@ def sweep(model: str, features: np.ndarray, labels: np.ndarray, classes: Sequenc
             progress(done, total, f"{model} zero-shot")
 
     inputs = ProbeInputs(model, features, labels, codes, tuple(classes), groups,
-                         None if prior_coef is None else np.asarray(prior_coef), limit, dup_groups)
+                         None if prior_coef is None else np.asarray(prior_coef), limit, dup_groups,
+                         {int(seed): class_permutations(labels, classes, int(seed)) for seed in seeds})
     jobs = [(int(seed), int(n), variant) for seed in seeds for n in shots for variant in variants]
-    for (seed, n, variant), (result, rows) in zip(jobs, fits(probe_one, inputs, jobs)):
+    for (seed, n, variant), (result, rows) in zip(jobs, fits(probe_one, inputs, jobs), strict=True):
         results.append(result)
         per_class += rows
         done += 1

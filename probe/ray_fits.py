@@ -43,10 +43,15 @@ def ray_fits(address: str | None = None, join_timeout: float | None = None) -> C
             task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_fit)
             shared = ray.put(inputs)
             pending = [task.remote(fn, shared, job, THREADS) for job in jobs[:IN_FLIGHT]]
-            for i in range(len(jobs)):
-                if i + IN_FLIGHT < len(jobs):
-                    pending.append(task.remote(fn, shared, jobs[i + IN_FLIGHT], THREADS))
-                yield ray.get(pending[i])
-                pending[i] = None  # read: its result may go
+            try:
+                for i in range(len(jobs)):
+                    if i + IN_FLIGHT < len(jobs):
+                        pending.append(task.remote(fn, shared, jobs[i + IN_FLIGHT], THREADS))
+                    yield ray.get(pending[i])
+                    pending[i] = None  # read: its result may go
+            finally:  # a fit that failed, or a sweep stopped early: the fits still queued are cancelled
+                for ref in pending:
+                    if ref is not None:
+                        ray.cancel(ref)
 
     return run

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+ROOT = Path(__file__).resolve().parent.parent  # (not imported from tests.conftest, which imports this module)
 
 FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
+# Idle workers kept (2 per node, for 10 min) instead of Ray's default (up to a node's CPUs, killed after
+# 1 s idle): a later run's probes and actors reuse processes that already imported PyTorch. Measured on
+# five of the engine's tests: 130 CPU-seconds of the whole process tree -> 98 (cgroup cpuacct), 84 -> 71 s.
+WARM_WORKERS = {"num_workers_soft_limit": 2, "idle_worker_killing_time_threshold_ms": 600_000}
 WORKER_STORE = 96 * 1024 ** 2  # each worker node's object store
 
 
@@ -67,7 +72,7 @@ def _start():
     with _without_home():
         cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "include_dashboard": False, "object_store_memory": 128 * 1024 ** 2,
-            "_system_config": FAST_HEALTH})
+            "_system_config": {**FAST_HEALTH, **WARM_WORKERS}})
     _restore_workers(cluster)
     # The tiny CLIP test double is registered in each worker as in this process (tests.classify.doubles).
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR",

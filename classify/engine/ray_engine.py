@@ -68,8 +68,9 @@ from core.errors import OptionError, WildLensError
 from core.progress import ProgressCallback, report
 from core.runstore import HOME_ENV, default_root
 # Ray itself (installed or not, the session, joining a cluster) lives in core: probe sweeps run on it too.
-from core.raysession import (INSTALL_HINT, JOIN_SECONDS, RAY_CLIENT_HINT, RAY_REQUIREMENT, RayEngineError,  # noqa: F401
-                             _check_reachable, _import_ray, ray_available, ray_client_available, ray_session,
+# ray_available, ray_session, ray_version and _check_reachable are also read through this module (pages,
+# benchmarks, tests): the engine's names for them.
+from core.raysession import (RayEngineError, _check_reachable, _import_ray, ray_available, ray_session,  # noqa: F401
                              ray_version)
 # Paths in the driver's run store travel relative to it; each node reads them under its own store.
 from core.raysession import HOME_PREFIX, node_home as _node_home, node_path as _local, portable_path as _portable
@@ -92,8 +93,9 @@ FEATURES = "features"
 KIND = "feature_kind"
 TEXT = "text_classifier"
 _TEXT_FIELDS = ("text_values", "text_rows", "text_wnids", "text_logit_scale")
-# Seconds to wait, after a batch failed for a reason that is not the user's, for the Ray cluster to
-# list a node as dead (node loss: redo its batches elsewhere) before the failure is reported as it is.
+# Seconds to wait, after a batch failed the way a lost node makes it fail (an actor, worker or object
+# gone: _may_be_node_loss), for the Ray cluster to list a node as dead (node loss: redo its batches
+# elsewhere) before the failure is reported as it is.
 # Ray marks a node dead after its health checks fail (3 s apart, 5 in a row by default: ~15 s).
 NODE_LOSS_WAIT = 30.0
 
@@ -161,20 +163,26 @@ def node_name(node: dict) -> str:
 
 
 def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | None]], allow_download: bool,
-                driver_home: str | None = None) -> dict:
-    """Run on a node: can it import WildLens, read ``paths`` and load each model's weights?"""
+                driver_home: str | None = None, sizes: Sequence[int] | None = None) -> dict:
+    """Run on a node: can it import WildLens, read ``paths`` (each of the size the driver saw, when
+    ``sizes`` are given: another file at the same path is another store's) and load each model's weights?"""
     import socket
 
     home = _node_home(driver_home)
     out = {"node": socket.gethostname(), "unreadable": None, "weights": [], "home": str(home) if home else None,
            "in_store": False}
-    for path in paths:
+    for i, path in enumerate(paths):
         local = _local(path, home)
         try:
             with open(local, "rb") as handle:
                 handle.read(1)
-        except OSError as exc:
-            out["unreadable"] = f"{local} ({exc.strerror or exc})"
+                size = os.fstat(handle.fileno()).st_size
+        except (OSError, ValueError) as exc:
+            out["unreadable"] = f"{local} ({getattr(exc, 'strerror', None) or exc})"
+            out["in_store"] = path.startswith(HOME_PREFIX)
+            break
+        if sizes is not None and i < len(sizes) and size != sizes[i]:
+            out["unreadable"] = f"{local} (another file: {size:,} bytes there, {sizes[i]:,} on this machine)"
             out["in_store"] = path.startswith(HOME_PREFIX)
             break
     from classify.models.weights import require_weights
@@ -197,7 +205,7 @@ class Probe:
 
 def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,
                  allow_download: bool = False, layout: "RayPlan | None" = None,
-                 driver_home: str | None = None) -> list[Probe]:
+                 driver_home: str | None = None, sizes: Sequence[int] | None = None) -> list[Probe]:
     """Start :func:`_probe_node` on every alive node that can host an actor of ``layout`` (every
     alive node without one). The run starts its actors meanwhile (a probe's fresh worker imports
     torch: ~4 s here) and waits for the answers (:func:`finish_probes`) before it stores the
@@ -214,7 +222,8 @@ def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkp
                  and float(n.get("Resources", {}).get("GPU", 0)) >= layout.gpus_per_actor]
     return [Probe(node_name(n), n["NodeID"],
                   probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                  .remote(list(paths), pairs, allow_download, driver_home), driver_home) for n in nodes]
+                  .remote(list(paths), pairs, allow_download, driver_home, None if sizes is None else list(sizes)),
+                  driver_home) for n in nodes]
 
 
 def finish_probes(probes: list[Probe]) -> int:
@@ -234,12 +243,17 @@ def finish_probes(probes: list[Probe]) -> int:
         except Exception as exc:  # noqa: BLE001  (ray wraps a worker's import error in its own types)
             raise RayEngineError(f"Ray node {name} cannot run WildLens ({_last_line(exc)}); install it there the same "
                                  "way as here (pip install -e '.[ray]' in the same checkout).") from None
-        if answer["unreadable"] and answer.get("in_store"):
+        if answer["unreadable"] and answer.get("in_store") and answer["home"] != probe.driver_home:
             raise RayEngineError(
                 f"Ray node {name} cannot read this run's images: {answer['unreadable']}; its WildLens store is "
                 f"{answer['home']}, not the one this run is in ({probe.driver_home}). Start Ray on that node with "
                 f"{HOME_ENV} set to where it mounts this store (e.g. {HOME_ENV}={probe.driver_home} ray start "
                 "--address HEAD:6379), or without it to use this machine's path.")
+        if answer["unreadable"] and answer.get("in_store"):
+            raise RayEngineError(
+                f"Ray node {name} cannot read this run's images at this machine's store path: {answer['unreadable']}; "
+                f"mount the run store there ({probe.driver_home}), or start Ray on that node with {HOME_ENV} set to "
+                f"where it mounts the store ({HOME_ENV}=/its/mount ray start --address HEAD:6379).")
         if answer["unreadable"]:
             raise RayEngineError(f"Ray node {name} cannot read {answer['unreadable']}: with --engine ray every node must "
                                  "read the images at the same path as this machine; put the run store on a "
@@ -255,6 +269,17 @@ def check_workers(paths: Sequence[str], models: Sequence[ModelEntry] = (), check
     the weights of ``models``; returns the number of nodes checked, or raises
     :class:`RayEngineError` naming the node and what it lacks."""
     return finish_probes(start_probes(paths, models, checkpoints, allow_download))
+
+
+def _sizes(paths: Sequence[str]) -> list[int]:
+    """The driver's size of each sample image (a node reading another file at the same path differs)."""
+    out = []
+    for path in paths:
+        try:
+            out.append(os.stat(path).st_size)
+        except OSError:
+            out.append(-1)  # gone since sampled: any size there is "another file"
+    return out
 
 
 def _last_line(exc: BaseException) -> str:
@@ -528,6 +553,47 @@ class _NodesLost(Exception):
         self.names, self.done = names, done  # done: images the pass finished before the loss
 
 
+# What Ray raises when an actor, its worker or its node is gone (the failure a lost node gives).
+_LOSS_WORDS = re.compile(r"ActorUnavailableError|ActorDiedError|NodeDiedError|WorkerCrashedError|ObjectLostError|"
+                         r"actor is (temporarily )?unavailable|node .{0,60}(died|dead)")
+
+
+def _may_be_node_loss(exc: BaseException) -> bool:
+    """Whether Ray's failure is of the kind a lost node gives (an actor, worker or object gone)."""
+    from ray.exceptions import NodeDiedError, ObjectLostError, RayActorError, WorkerCrashedError
+
+    seen, stack = set(), [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, (RayActorError, NodeDiedError, ObjectLostError, WorkerCrashedError)):
+            return True
+        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
+    return bool(_LOSS_WORDS.search(str(exc)))
+
+
+def _raise_ray_failure(exc: BaseException, watch, answered: bool, before_first_row, done: int):
+    """Turn what Ray raised while the driver waited for a batch into what the user should see: the
+    nodes lost meanwhile (:class:`_NodesLost`, for the caller to go on without them), the worker's
+    own WildLensError in one line, a node's probe refusal, or an actor that could not start."""
+    user = _user_error(exc)
+    lost = watch() if watch is not None and user is None and _may_be_node_loss(exc) else []
+    if lost:  # the cluster lost a node: the caller goes on with what is left
+        raise _NodesLost(lost, done) from None
+    if not answered:  # a node that lacks the weights says so, rather than the actor it broke
+        before_first_row()
+    if user is not None:
+        raise user from None
+    from ray.exceptions import RayActorError
+
+    if isinstance(exc, RayActorError):  # an actor that could not start: its exception is only text
+        raise RayEngineError(f"A Ray actor could not start ({_last_line(exc)}); "
+                             "fix that on the node, or run with --engine local.") from None
+    raise exc
+
+
 def _alive_nodes(ray) -> dict[str, str]:
     """Node id -> :func:`node_name` of every node Ray lists as alive."""
     return {n["NodeID"]: node_name(n) for n in ray.nodes() if n.get("Alive")}
@@ -550,8 +616,9 @@ def _layout_left(ray, options: InferenceOptions, before: RayPlan, lost: list[str
     """The actor layout on the nodes left after a loss: as many of ``before``'s actors as still fit."""
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     for actors in range(before.actors, 0, -1):
-        try:
-            return plan_actors(dataclasses.replace(options, ray_actors=actors), nodes)
+        try:  # the same kind of actor (its GPUs): a GPU run never falls back to CPU actors asking for CUDA
+            return plan_actors(dataclasses.replace(options, ray_actors=actors, ray_gpus_per_actor=before.gpus_per_actor),
+                               nodes)
         except OptionError:
             continue
     raise RayEngineError(f"Lost Ray node{'s' if len(lost) > 1 else ''} {', '.join(lost)} and no node left can run an "
@@ -588,9 +655,9 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
         lost_nodes: list[str] = []
         layout = plan_actors(options, [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         todo = [e for e in plan.entries if pending[e.id]]
-        probes = start_probes([_portable(p, home) for p in
-                               sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)])], todo,
-                              options.checkpoints, options.allow_download, layout, str(home)) if todo else []
+        samples = sample_paths([t for t in tasks if any(t.image in pending[e.id] for e in todo)]) if todo else []
+        probes = start_probes([_portable(p, home) for p in samples], todo, options.checkpoints, options.allow_download,
+                              layout, str(home), _sizes(samples)) if todo else []
         for number, pass_entries in enumerate(plan.passes, 1):
             while True:  # once, or again on the nodes left after a node was lost
                 rows = _pass_rows(tasks, pass_entries, pending, home)
@@ -627,8 +694,11 @@ def run_inference_ray(tasks: Sequence[ImageTask], models: Iterable[str | ModelEn
                     # Ray may have retried a lost node's batches on its own (an actor restarted elsewhere):
                     # the pass then ends well, and the node is still named.
                     now = _alive_nodes(ray)
-                    lost_nodes += [name for node, name in alive.items() if node not in now]
-                    alive = {node: name for node, name in alive.items() if node in now}
+                    absorbed = [name for node, name in alive.items() if node not in now]
+                    if absorbed:  # the next pass plans on what is left
+                        lost_nodes += absorbed
+                        alive = {node: name for node, name in alive.items() if node in now}
+                        layout = _layout_left(ray, options, layout, lost_nodes)
                     break
                 except _NodesLost as lost:
                     # What the lost node stored is kept (the sink wrote it); what it had in flight is in
@@ -655,8 +725,10 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
                 watch: Callable[[], list[str]] | None = None) -> int:
     """The driver's loop: each finished batch's new rows to the sink, then progress. Returns the
     images whose every model of the pass is done. ``before_first_row`` (the node probes' answers)
-    runs before anything is stored. ``watch``: after a failure that is not the user's, the names of
-    the nodes lost meanwhile (:func:`_lost_since`); any, and :class:`_NodesLost` is raised."""
+    runs before anything is stored. ``watch``: after a Ray failure of the kind a lost node gives
+    (:func:`_may_be_node_loss`), the names of the nodes lost meanwhile (:func:`_lost_since`); any,
+    and :class:`_NodesLost` is raised. Failures of the driver itself (storing rows) are raised as
+    they are."""
     waiting = {row["image"]: len(row["models"].split("\n")) for row in rows}
     decoded_by = decoded_by if decoded_by is not None else {"device": 0, "cpu": 0, "reasons": set()}
     done = 0
@@ -664,7 +736,15 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
     batches = iter(dataset.iter_batches(batch_size=None, batch_format="numpy"))
     try:
         # Execution starts at the first batch asked for, so the probes run while the actors start.
-        for out in batches:
+        while True:
+            try:
+                out = next(batches)
+            except StopIteration:
+                break
+            except WildLensError:
+                raise
+            except Exception as exc:  # noqa: BLE001  (Ray's failures; the driver's own below are not caught)
+                _raise_ray_failure(exc, watch, answered, before_first_row, done)
             if not answered:
                 before_first_row()
                 answered = True
@@ -684,7 +764,7 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
                 decoded_by["cpu"] += decode["cpu"]
                 if decode["reason"]:
                     decoded_by["reasons"].add(decode["reason"])
-                sink(frame)
+                sink(frame)  # a failure to store (a full disk) is the driver's: raised as it is, never a node loss
                 mark_stored(frame, pending, reports)
                 for image in frame["image"]:
                     waiting[image] -= 1
@@ -693,23 +773,6 @@ def _store_pass(dataset, rows: list[dict], entries: Sequence[ModelEntry], pendin
                 failed_now = sum(r.failed for r in reports.values())
                 report(progress, "inference", done, len(rows), task=label,
                        message=f"{failed_now} unreadable" if failed_now else "classifying on Ray")
-    except WildLensError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (a worker's WildLensError arrives wrapped by Ray)
-        user = _user_error(exc)
-        lost = watch() if watch is not None and user is None else []
-        if lost:  # the cluster lost a node: the caller goes on with what is left
-            raise _NodesLost(lost, done) from None
-        if not answered:  # a node that lacks the weights says so, rather than the actor it broke
-            before_first_row()
-        if user is not None:
-            raise user from None
-        from ray.exceptions import RayActorError
-
-        if isinstance(exc, RayActorError):  # an actor that could not start: its exception is only text
-            raise RayEngineError(f"A Ray actor could not start ({_last_line(exc)}); "
-                                 "fix that on the node, or run with --engine local.") from None
-        raise
     finally:
         close = getattr(batches, "close", None)
         if close is not None:  # stops the actors now, not when the traceback is collected

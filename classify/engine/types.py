@@ -68,7 +68,7 @@ class InferenceOptions:
     ray_actors: int | None = None  # actors (each holds the models once); None: 1 per GPU, else 1
     ray_gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0 (CPU actors)
     # Seconds to join the cluster at ray_address (connection, protocol check, ray.init), then one line
-    # (classify.engine.ray_engine.ray_session); a server that accepted TCP but was not Ray hung past 300 s.
+    # (core.raysession.ray_session); a server that accepted TCP but was not Ray hung past 300 s.
     ray_join_timeout: float = 30.0
     # 'auto': JPEGs decode, resize and crop on a CUDA device (nvJPEG, classify.engine.gpu_decode) when its
     # probe works, other formats and refusals on the CPU; 'off': always the CPU workers. Local engine. A

@@ -448,6 +448,48 @@ def test_store_relative_paths_are_read_under_each_nodes_own_store(tmp_path, monk
     monkeypatch.setattr(engine, "_NODE_HOME", "/mnt/shared")
     assert engine.node_path(portable, engine.node_home(str(home))) == "/mnt/shared/runs/r/images/n1/a.jpg"
     assert engine.node_path("/elsewhere/b.jpg", Path("/mnt/shared")) == "/elsewhere/b.jpg"
+    monkeypatch.setenv("WILDLENS_RAY_LOCAL", "1")  # a local instance's workers: the run's own store wins
+    assert engine.node_path(portable, engine.node_home(str(home))) == str(image)
+    # Nothing outside the store: a path that climbs out is not store-relative, and a node refuses one that is.
+    climbing = str(home / "runs" / ".." / ".." / "etc" / "passwd")
+    assert engine.portable_path(climbing, home) == climbing, "outside the store: sent as it is, never store-relative"
+    for hostile in ("wildlens-home:../../etc/passwd", "wildlens-home:/etc/passwd", "wildlens-home:runs/../../x",
+                    "wildlens-home:"):
+        with pytest.raises(engine.RayEngineError, match="is not a path inside the run store"):
+            engine.node_path(hostile, home)
+
+
+def test_the_probe_tells_a_node_without_the_store_or_with_another_one_what_to_do(monkeypatch, tmp_path):
+    """What a node's probe answer becomes: a node reading the driver's store path that lacks the run
+    is told to mount it; a node with a store of its own elsewhere is told which; a node whose file at
+    the same path has another size holds another store's copy (not silently read)."""
+    import classify.engine.ray_engine as engine
+
+    class AnsweredRay:
+        def wait(self, futures, num_returns, timeout):
+            return futures, []
+
+        def get(self, future):
+            return future
+
+    monkeypatch.setattr(engine, "_import_ray", lambda: AnsweredRay())
+    answer = {"unreadable": "/d/runs/r/images/a.jpg (No such file or directory)", "in_store": True, "home": "/d",
+              "weights": []}
+    with pytest.raises(RayEngineError, match=r"^Ray node 10\.0\.0\.7 \(node ab12cd34\) cannot read this run's images at "
+                                             r"this machine's store path: .*; mount the run store there \(/d\)"):
+        engine.finish_probes([engine.Probe("10.0.0.7 (node ab12cd34)", "ab12cd34", answer, "/d")])
+    with pytest.raises(RayEngineError, match=r"its WildLens store is /other, not the one this run is in \(/d\)"):
+        engine.finish_probes([engine.Probe("10.0.0.7 (node ab12cd34)", "ab12cd34", {**answer, "home": "/other"}, "/d")])
+    image = tmp_path / "runs" / "r" / "images" / "a.jpg"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"a stale copy")
+    import core.raysession
+
+    monkeypatch.setattr(core.raysession, "_NODE_HOME", None)
+    probed = engine._probe_node(["wildlens-home:runs/r/images/a.jpg"], [], False, str(tmp_path), [12])
+    assert probed["unreadable"] is None, "the same size: read"
+    probed = engine._probe_node(["wildlens-home:runs/r/images/a.jpg"], [], False, str(tmp_path), [4096])
+    assert probed["unreadable"] == f"{image} (another file: 12 bytes there, 4,096 on this machine)" and probed["in_store"]
 
 
 def test_a_batch_lost_with_its_node_goes_back_to_the_nodes_left():
