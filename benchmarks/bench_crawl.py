@@ -18,7 +18,14 @@ is compared with every accepted pHash (one vectorised XOR + popcount). This time
 ``Collector._nearest``, over N stored pHashes, and extrapolates its whole cost for an import of N
 files (the sum of one search per image over 0..N hashes, about per-hash time x N^2 / 2).
 
+Crawl on Ray (``--ray-actors 1 2 4``, issue 27 item 2): the same k images spread over 8 classes (the
+unit an actor takes), the loopback engine in its own process, on a local Ray instance of this machine;
+each actor downloads with ``--ray-threads`` threads, the per-host limit lifted (one loopback host
+serves everything); the local crawl of the same 8 classes with 16 threads is the yardstick, in the
+same run. The whole call is timed, the actors' start included.
+
     .venv/bin/python benchmarks/bench_crawl.py [--k 600] [--latency 0.05] [--threads 1 8 16]
+    .venv/bin/python benchmarks/bench_crawl.py --ray-actors 1 2 4 [--ray-threads 8]
     .venv/bin/python benchmarks/bench_crawl.py --import-sizes 5000 10000 20000 40000
     .venv/bin/python benchmarks/bench_crawl.py --nearest-sizes 40000 1000000
 """
@@ -138,6 +145,66 @@ def bench_nearest(sizes: list[int], queries: int = 200) -> None:
                   f"-> ~{total / 60:6.1f} min of searching in an import of N files", flush=True)
 
 
+RAY_CLASSES = ("n02123045", "n02123159", "n02123394", "n02123597", "n02124075", "n02125311", "n02127052",
+               "n02128385")
+
+
+def _serve_classes(latency: float, per_class: list[list[bytes]], pipe) -> None:
+    """The loopback engine for several classes, in a process of its own, answering until the pipe closes."""
+    from crawl.crawler import search_terms
+
+    with T.FakeEngine(latency=latency) as engine:
+        for c, (wnid, images) in enumerate(zip(RAY_CLASSES, per_class)):
+            engine.results[search_terms(wnid)[0]] = [engine.add(f"/{c}/{i}.jpg", data) for i, data in enumerate(images)]
+        pipe.send(engine.base_url)
+        try:
+            pipe.recv()
+        except EOFError:
+            pass
+
+
+def bench_ray(k: int, latency: float, actors: list[int], threads: int) -> None:
+    """Section 'crawl on Ray': the local crawl of 8 classes, then the same on 1, 2, 4 ... Ray actors."""
+    import multiprocessing
+
+    from core.raysession import ray_session
+    from crawl.ray_crawl import ray_classes
+
+    per = max(1, k // len(RAY_CLASSES))
+    per_class = [[T.jpeg(20_000 + 1000 * c + i, size=(640, 480), quality=85) for i in range(per + 5)]
+                 for c in range(len(RAY_CLASSES))]
+    context = multiprocessing.get_context("fork")
+    ours, theirs = context.Pipe()
+    server = context.Process(target=_serve_classes, args=(latency, per_class, theirs), daemon=True)
+    server.start()
+    theirs.close()
+    try:
+        base_url = ours.recv()
+        print(f"crawl on Ray: {per * len(RAY_CLASSES)} images over {len(RAY_CLASSES)} classes, loopback engine in its "
+              f"own process, {latency * 1000:.0f} ms per image answer, {os.cpu_count()} CPU(s)")
+
+        def crawl(classes=None, threads_=16) -> tuple[float, int]:
+            with tempfile.TemporaryDirectory() as out:
+                config = CrawlConfig(base_url=base_url, threads=threads_, max_terms=1, read_timeout=5)
+                started = time.perf_counter()
+                summary = crawl_run(out, list(RAY_CLASSES), per, config=config,
+                                    **({"classes": classes} if classes else {}))
+                return time.perf_counter() - started, summary.new_accepted
+
+        seconds, accepted = crawl()
+        baseline = accepted / seconds
+        print(f"  local crawl, 16 threads:        {accepted} accepted in {seconds:6.2f} s -> {baseline:6.1f} images/s (1.00x)")
+        with ray_session(None):  # one local instance for every measurement (its start is not counted)
+            for n in actors:
+                seconds, accepted = crawl(ray_classes(actors=n, per_host=1024), threads)
+                rate = accepted / seconds
+                print(f"  Ray, {n} actor{'s' if n > 1 else ' '} x {threads} threads:    {accepted} accepted in {seconds:6.2f} s -> "
+                      f"{rate:6.1f} images/s ({rate / baseline:.2f}x)")
+    finally:
+        ours.send("stop")
+        server.join(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=600, help="images to accept (default 600: 120 was mostly start-up)")
@@ -151,7 +218,13 @@ def main() -> None:
                         help="measure import scaling at these sizes instead of crawl throughput")
     parser.add_argument("--nearest-sizes", type=int, nargs="+", metavar="N",
                         help="time one near-duplicate search over N stored pHashes instead")
+    parser.add_argument("--ray-actors", type=int, nargs="+", metavar="N",
+                        help="measure the crawl on Ray with these actor counts instead (e.g. 1 2 4)")
+    parser.add_argument("--ray-threads", type=int, default=8, help="download threads per Ray actor (default 8)")
     args = parser.parse_args()
+    if args.ray_actors:
+        bench_ray(args.k, args.latency, args.ray_actors, args.ray_threads)
+        return
     if args.nearest_sizes:
         bench_nearest(args.nearest_sizes)
         return

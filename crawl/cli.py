@@ -146,6 +146,14 @@ def cmd_terms(args) -> int:
 
 def cmd_fetch(args) -> int:
     _check_k(args.k)
+    given = [flag for flag, value in (("--ray-address", args.ray_address), ("--ray-actors", args.ray_actors),
+                                      ("--ray-per-host", args.ray_per_host)) if value is not None]
+    if given and not args.ray:
+        raise OptionError(f"{given[0]} is for --ray (the crawl on Ray actors); add --ray or drop it.")
+    if args.ray:  # the actor counts checked before any work (ray_classes says the same)
+        from .ray_crawl import ray_classes
+
+        ray_classes(args.ray_address, args.ray_actors, 16 if args.ray_per_host is None else args.ray_per_host)
     label_space = args.label_space or (RunStore().open_run(args.run).info.label_space
                                        if args.run and _run_exists(args.run) else DEFAULT_LABEL_SPACE)
     wnids = _classes(args, label_space)
@@ -167,9 +175,15 @@ def cmd_fetch(args) -> int:
     target, _ = _destination(args, query=args.query or "", sense=args.query or "", wnids=wnids,
                              images_per_class=args.k, source=f"crawl:{args.engine}")
     progress = None if args.no_progress else TerminalProgress()
+    kwargs = {}
+    if args.ray:
+        from .ray_crawl import DEFAULT_PER_HOST, ray_classes
+
+        kwargs["classes"] = ray_classes(args.ray_address, args.ray_actors,
+                                        DEFAULT_PER_HOST if args.ray_per_host is None else args.ray_per_host)
     try:
         summary = crawl_run(target, wnids, args.k, engine=args.engine, config=config, progress=progress,
-                            label_space=label_space, search_terms=terms)
+                            label_space=label_space, search_terms=terms, **kwargs)
     except EngineUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_OFFLINE
@@ -374,6 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "(refused by default as 'private-address': a result list must not reach into your network)")
     p.add_argument("--api-key", help="Flickr API key (else $FLICKR_APIKEY)")
     p.add_argument("--filter", action="append", metavar="KEY=VALUE", help="icrawler engine filter, e.g. type=photo")
+    p.add_argument("--ray", action="store_true",
+                   help="crawl the classes on Ray actors (a local Ray instance, or the cluster at --ray-address / "
+                        "RAY_ADDRESS): they search, download and validate; this process stores every image")
+    p.add_argument("--ray-address", metavar="HOST:PORT", help="with --ray: the Ray cluster to join")
+    p.add_argument("--ray-actors", type=int, metavar="N",
+                   help="with --ray: crawling actors (default one per CPU of the cluster, at most the classes)")
+    p.add_argument("--ray-per-host", type=int, metavar="N", default=None,
+                   help="with --ray: requests in flight to one host across all actors (default 16)")
     p.add_argument("--no-progress", action="store_true")
     _add_destination_args(p)
     _add_validation_args(p)

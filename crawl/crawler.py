@@ -31,6 +31,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -250,16 +251,53 @@ class CrawlSummary:
 
 
 # --------------------------------------------------------------------------- crawl
+@dataclass
+class ClassWork:
+    """What a runner of a crawl's classes needs (``crawl_run(classes=...)``): the classes still short of
+    k in order, their search terms, the engine and its settings, and the crawl's callbacks."""
+
+    collector: Collector
+    todo: list[str]
+    k: int
+    spec: object  # crawl.engines.Engine
+    config: CrawlConfig
+    base_url: str
+    api_key: str | None
+    label_space: str
+    plan: dict[str, list[str]]
+    tick: Callable[[str], None]  # progress after a class (or during one), from the caller's thread
+    network_check: Callable[[], str | None]
+
+
+def local_classes(work: ClassWork) -> list[str]:
+    """The classes one after another in this process (``crawl_run``'s default runner): each class's
+    search terms in turn, its images fetched by ``config.threads`` threads; the manifest saved after
+    each class. Returns the notes."""
+    notes: list[str] = []
+    if work.todo:
+        work.tick(work.todo[0])
+    for wnid in work.todo:
+        notes += _crawl_class(work.collector, wnid, work.k, work.spec, work.config, work.base_url, work.api_key,
+                              work.label_space, work.plan[wnid], on_tick=lambda w=wnid: work.tick(w),
+                              network_check=work.network_check)
+        work.collector.save()
+        work.tick(wnid)
+    return notes
+
+
 def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig = CrawlConfig(),
               progress: ProgressCallback | None = None, label_space: str | None = None,
-              search_terms: dict | None = None) -> CrawlSummary:
+              search_terms: dict | None = None, classes: Callable[[ClassWork], list[str]] = local_classes) -> CrawlSummary:
     """Top every class in ``wnids`` up to ``k`` accepted images in ``run`` (a Run, or a folder
     path for a plain DIR/<wnid>/ + DIR/manifest.csv layout). Raises EngineUnreachable (with the
     partial summary) when the engine cannot be reached, CrawlError for other blocking problems.
 
     ``search_terms``: {wnid: [terms]} (or {wnid: 'term; term'}) replaces the default terms of those
     classes (``default_search_terms``), tried in the order given; each image's manifest row
-    records the term that found it (``search_term``). Checked before anything is contacted."""
+    records the term that found it (``search_term``). Checked before anything is contacted.
+
+    ``classes`` runs the classes still short of k (:func:`local_classes` here;
+    ``crawl.ray_crawl.ray_classes`` on Ray actors); this process stays the only writer either way."""
     engine_name = (engine or config.engine).lower()
     spec = get_engine(engine_name)
     config = config.with_changes(engine=engine_name)
@@ -311,13 +349,8 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
             return None if reach.ok else f"{host}: {reach.detail}"
 
         try:
-            if todo:
-                tick(todo[0])
-            for wnid in todo:
-                summary.notes += _crawl_class(collector, wnid, k, spec, config, base_url, api_key, label_space,
-                                              plan[wnid], on_tick=lambda w=wnid: tick(w), network_check=network_check)
-                collector.save()
-                tick(wnid)
+            summary.notes += classes(ClassWork(collector, todo, k, spec, config, base_url, api_key, label_space, plan,
+                                               tick, network_check))
         except CrawlError as exc:
             exc.summary = summary
             raise
@@ -331,7 +364,10 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
 
 
 def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlConfig, base_url: str,
-                 api_key: str | None, label_space: str, terms: list[str], on_tick, network_check) -> list[str]:
+                 api_key: str | None, label_space: str, terms: list[str], on_tick, network_check,
+                 gate=None) -> list[str]:
+    """One class's search terms in turn until it has k accepted images; its notes. ``gate(url)``: a
+    context manager around each request (crawl.ray_crawl's cluster-wide per-host limit)."""
     notes: list[str] = []
     name = get_label_space(label_space).display_name(wnid)
     ends: list[tuple[str, str, TermJob]] = []  # (term, how its crawl ended, its job), for a short class's note
@@ -343,6 +379,8 @@ def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlCon
         budget = min(spec.max_results, config.max_results, seen_for_term + math.ceil(needed * config.oversample))
         budget = max(spec.page_size, math.ceil(budget / spec.page_size) * spec.page_size)  # whole pages
         job = TermJob(wnid, term, k, spec, config, collector, base_url, api_key)
+        if gate is not None:
+            job.gate = gate
         crawler = EngineCrawler(spec, config, base_url)
         feeder_kwargs = {"keyword": term, "offset": 0, "max_num": budget}
         feeder_kwargs.update({"apikey": api_key} if spec.needs_api_key else {"filters": config.filters})

@@ -33,7 +33,9 @@ import os
 import queue
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Callable
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 from icrawler import Crawler, ImageDownloader
@@ -111,6 +113,9 @@ class TermJob:
     results: int = 0  # image URLs the engine listed
     rate_limited: bool = False  # the engine answered HTTP 429 (Too Many Requests): this term was stopped
     last_page_full: bool = False  # the last result page read listed a whole page of URLs (there may be more)
+    # A context manager around every request, given the URL: crawl.ray_crawl's holds a slot of the
+    # cluster-wide per-host limit; here, nothing.
+    gate: Callable[[str], AbstractContextManager] = field(default=lambda url: nullcontext(), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -190,7 +195,8 @@ class _LimitedParser:
                     break
                 continue
             try:
-                fetched = fetch(page.url, job.page_limits, job.config.user_agent, headers={"Referer": job.base_url})
+                with job.gate(page.url):
+                    fetched = fetch(page.url, job.page_limits, job.config.user_agent, headers={"Referer": job.base_url})
             except Rejected as exc:
                 if exc.code in (CONNECTION, TIMEOUT):
                     # The engine itself cannot be reached: retrying every page would only hang.
@@ -396,7 +402,8 @@ class ValidatingDownloader(ImageDownloader):
                 task["outcome"] = outcome
                 return False
         try:
-            fetched = fetch(task["file_url"], job.image_limits, job.config.user_agent)
+            with job.gate(task["file_url"]):
+                fetched = fetch(task["file_url"], job.image_limits, job.config.user_agent)
             task["data"] = fetched.content
             with _DECODE_SLOTS:
                 task["facts"] = validate_image(fetched.content, job.config.validation)

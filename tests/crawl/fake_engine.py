@@ -52,6 +52,8 @@ class FakeEngine:
         self.page_status = 200  # e.g. 429 to imitate a rate-limited engine
         self.page_delay = 0.0  # seconds before a result page is answered
         self.probe_answers: int | None = None  # HEAD requests answered before the engine "goes offline"
+        self.in_flight = 0  # GET requests being answered now
+        self.most_in_flight = 0  # the most at once (a per-host limit holds when this stays within it)
         self._lock = threading.Lock()
         engine = self
 
@@ -86,14 +88,20 @@ class FakeEngine:
                 with engine._lock:
                     engine.hits[path] += 1
                     engine.user_agents.add(self.headers.get("User-Agent", ""))
-                if path == "/images/async":
-                    return self._results()
-                route = engine.routes.get(path)
-                if route is None:
-                    return self._send(Route(b"not found", 404, {"Content-Type": "text/plain"}))
-                if engine.latency:
-                    time.sleep(engine.latency)
-                return self._send(route)
+                    engine.in_flight += 1
+                    engine.most_in_flight = max(engine.most_in_flight, engine.in_flight)
+                try:
+                    if path == "/images/async":
+                        return self._results()
+                    route = engine.routes.get(path)
+                    if route is None:
+                        return self._send(Route(b"not found", 404, {"Content-Type": "text/plain"}))
+                    if engine.latency:
+                        time.sleep(engine.latency)
+                    return self._send(route)
+                finally:
+                    with engine._lock:
+                        engine.in_flight -= 1
 
             def _results(self):
                 query = parse_qs(urlsplit(self.path).query)

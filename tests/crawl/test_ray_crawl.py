@@ -1,0 +1,85 @@
+"""The crawl on Ray (crawl.ray_crawl): classes on actors of the suite's multi-node cluster
+(tests/raycluster.py), this process the only writer; the same accepted set as the local crawl, a
+per-host limit across the actors, and a killed crawl that resumes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from crawl.crawler import crawl_run
+from crawl.ray_crawl import ray_classes
+from tests.crawl import fake_engine as T
+from tests.crawl.test_engine import PERSIAN, TABBY, TIGER_CAT, check_consistent, fast_config, zoo  # noqa: F401
+
+pytestmark = pytest.mark.xdist_group("ray")  # the cluster starts once, on the worker of the Ray tests
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEY = ["wnid", "url", "status", "reason", "sha256", "file", "duplicate_of", "other_wnids", "search_term", "rank"]
+
+
+def _rows(folder) -> pd.DataFrame:
+    manifest = check_consistent(folder)
+    return manifest[KEY].astype(str).sort_values(["wnid", "url"]).reset_index(drop=True)
+
+
+def test_a_crawl_on_ray_accepts_what_the_local_crawl_accepts(ray_cluster, zoo, tmp_path):  # noqa: F811
+    """The zoo of good and bad answers (test_engine.py), two classes whose results overlap: every row
+    (verdict, reason, stored file, cross-class duplicate) as the local crawl gives it."""
+    config = fast_config(zoo, max_terms=1)
+    local = crawl_run(tmp_path / "local", [TABBY, TIGER_CAT], k=50, config=config)
+    on_ray = crawl_run(tmp_path / "ray", [TABBY, TIGER_CAT], k=50, config=config, classes=ray_classes(actors=2))
+    pd.testing.assert_frame_equal(_rows(tmp_path / "ray"), _rows(tmp_path / "local"))
+    assert on_ray.new_accepted == local.new_accepted > 0
+    pd.testing.assert_frame_equal(on_ray.per_class, local.per_class)
+    again = crawl_run(tmp_path / "ray", [TABBY, TIGER_CAT], k=50, config=config, classes=ray_classes(actors=2))
+    assert again.new_rows == 0 or set(pd.DataFrame(again.per_class)["accepted"]) == set(local.per_class["accepted"])
+
+
+@pytest.fixture()
+def many():
+    """Four classes of 12 images each behind 0.1 s of latency per image."""
+    with T.FakeEngine(latency=0.1) as engine:
+        for c, term in enumerate(("tabby", "tiger cat", "Persian cat", "Siamese cat")):  # the classes' first terms
+            engine.results[term] = [engine.add(f"/{c}/{i}.jpg", T.jpeg(1000 + 100 * c + i)) for i in range(12)]
+        yield engine
+
+
+def test_requests_in_flight_per_host_stay_within_the_limit_across_actors(ray_cluster, many, tmp_path):
+    wnids = [TABBY, TIGER_CAT, PERSIAN, "n02123597"]
+    config = fast_config(many, max_terms=1, threads=4, read_timeout=2.0, file_deadline=5.0)
+    summary = crawl_run(tmp_path / "out", wnids, k=12, config=config, classes=ray_classes(actors=2, per_host=2))
+    assert summary.complete and summary.new_accepted == 48
+    assert many.most_in_flight <= 2, "2 actors x 4 threads, at most 2 requests in flight to the one host"
+    check_consistent(tmp_path / "out")
+
+
+def test_a_killed_crawl_on_ray_resumes_without_loss(ray_cluster, many, tmp_path):
+    """The driver killed mid-crawl (its actors die with its job): the manifest and files agree, and the
+    same command finishes the crawl with every class full, each image once."""
+    out = tmp_path / "out"
+    wnids = "n02123045,n02123159,n02123394,n02123597"
+    env = {**os.environ, "PYTHONPATH": ROOT, "RAY_ADDRESS": ray_cluster.address}
+    command = [sys.executable, "-m", "crawl", "fetch", "--wnids", wnids, "--k", "12", "--out", str(out), "--base-url",
+               many.base_url, "--threads", "2", "--ray", "--ray-actors", "2", "--no-progress"]
+    driver = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(out.glob("n*/*.jpg")):
+            assert driver.poll() is None, driver.stderr.read().decode()[-2000:]
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    stored = list(out.glob("n*/*.jpg"))
+    assert 0 < len(stored) < 48, "killed mid-crawl"  # (rows journalled since the last manifest write: folded in on resume)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = check_consistent(out)
+    accepted = manifest[manifest["status"] == "accepted"]
+    assert len(accepted) == 48 and not accepted.duplicated("sha256").any()
