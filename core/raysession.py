@@ -15,6 +15,7 @@ import importlib.util
 import math
 import os
 import queue
+import re
 import threading
 import time
 from concurrent.futures import Future
@@ -335,9 +336,54 @@ def add_engine_arguments(parser, work: str) -> None:
                              "instance or the cluster at --ray-address / RAY_ADDRESS; the same tables)")
     parser.add_argument("--ray-address", metavar="HOST:PORT",
                         help="the Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a local instance)")
+    parser.add_argument("--ray-join-timeout", type=float, metavar="SECONDS", default=None,
+                        help=f"with --ray-address: seconds to join the cluster, then one line (default {JOIN_SECONDS:g})")
 
 
 def check_engine_arguments(args) -> None:
-    """--ray-address without --engine ray is a one-line usage error (it would be ignored)."""
-    if getattr(args, "ray_address", None) and getattr(args, "engine", "local") != "ray":
-        raise OptionError("--ray-address is for --engine ray; add --engine ray or drop it.")
+    """--ray-address or --ray-join-timeout without --engine ray, or an empty --ray-address, is a
+    one-line usage error (each would be ignored)."""
+    address = getattr(args, "ray_address", None)
+    if address is not None and not address.strip():
+        raise OptionError("--ray-address is empty: give HOST:PORT (the head node's, 6379 by default), or drop it for "
+                          "RAY_ADDRESS or a local instance.")
+    for flag, value in (("--ray-address", address), ("--ray-join-timeout", getattr(args, "ray_join_timeout", None))):
+        if value is not None and getattr(args, "engine", "local") != "ray":
+            raise OptionError(f"{flag} is for --engine ray; add --engine ray or drop it.")
+
+
+# --------------------------------------------------------------------------- errors from workers
+def user_error(exc: BaseException) -> WildLensError | None:
+    """The WildLensError inside what Ray raised, if any. Ray keeps a worker's exception as an
+    object only sometimes (a task's); Ray Data hands the driver a ``UserCodeException`` whose text
+    holds the original's traceback, so a WildLensError is found by its class name in that text and
+    raised again with its one line."""
+    seen = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, WildLensError) and not type(current).__module__.startswith("ray."):
+            return current
+        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
+    classes = {cls.__name__: cls for cls in _subclasses(WildLensError)}
+    found = None
+    for match in re.finditer(r"(?m)^(?:\x1b\[[0-9;]*m)?(?:[\w.]+\.)?(\w+): (.+)$", str(exc)):
+        if match.group(1) in classes:
+            found = match
+    if found is None:
+        return None
+    cls, message = classes[found.group(1)], found.group(2).strip()
+    try:
+        return cls(message)
+    except Exception:  # noqa: BLE001  (a class with another signature: the words still reach the user)
+        return RayEngineError(message)
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out

@@ -239,7 +239,7 @@ def _stored_change(run: Run) -> ViewChange:
 
 def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_dir=None,
                    view: str = RAW, engine: str = "local", ray_address: str | None = None,
-                   _computed: MetricTables | None = None) -> MetricsResult:
+                   ray_join_timeout: float | None = None, _computed: MetricTables | None = None) -> MetricsResult:
     """The run's metric tables in ``view`` (explain.curation_view): the stored ones when fresh,
     else recomputed and (``store``) written back. A write that fails is reported in the result,
     not raised: the tables are still right. ``force`` recomputes a fresh artefact. The curated
@@ -258,17 +258,17 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
     if view == CURATED:
         curation = read_curation(run)
         changes_rows = bool(curation.relabels or curation.excluded)  # tags alone change no row: nothing to read
-        tables, change = (_tables(run, CURATED, curation, cache_dir, engine, ray_address)
+        tables, change = (_tables(run, CURATED, curation, cache_dir, engine, ray_address, ray_join_timeout)
                           if changes_rows else (None, ViewChange()))
         if not change.any:  # nothing curated that these predictions hold: the raw tables (not forced: not this view's)
             # (the tables just computed are the raw ones: no second pass over the predictions)
             raw = ensure_metrics(run, store=store, cache_dir=cache_dir, engine=engine, ray_address=ray_address,
-                                 _computed=tables)
+                                 ray_join_timeout=ray_join_timeout, _computed=tables)
             return MetricsResult(raw.tables, raw.recomputed, raw.stored, raw.reason, raw.store_error, CURATED, change)
     elif _computed is not None:  # the raw tables, computed by the curated view's call (nothing curated)
         tables = _computed
     else:
-        tables, _ = _tables(run, RAW, None, cache_dir, engine, ray_address)
+        tables, _ = _tables(run, RAW, None, cache_dir, engine, ray_address, ray_join_timeout)
     reason = "forced" if force else (staleness(run, expected, view) or "a stored table is damaged")
     if not store:
         return MetricsResult(tables, recomputed=True, stored=False, reason=reason, view=view, change=change)
@@ -284,12 +284,14 @@ def ensure_metrics(run: Run, *, store: bool = True, force: bool = False, cache_d
     return MetricsResult(tables, recomputed=True, stored=True, reason=reason, view=view, change=change)
 
 
-def _tables(run: Run, view: str, curation, cache_dir, engine: str, ray_address: str | None):
+def _tables(run: Run, view: str, curation, cache_dir, engine: str, ray_address: str | None,
+            join_timeout: float | None = None):
     """(tables, what the curation changed) of the artefact's parameters, here or on Ray."""
     if engine == "ray":
         from .ray_metrics import ray_metric_tables
 
-        return ray_metric_tables(run, view, curation=curation, address=ray_address, cache_dir=cache_dir, **_PARAMETERS)
+        return ray_metric_tables(run, view, curation=curation, address=ray_address, join_timeout=join_timeout,
+                                 cache_dir=cache_dir, **_PARAMETERS)
     return stream_metric_tables(run, view, curation=curation, cache_dir=cache_dir, **_PARAMETERS)
 
 

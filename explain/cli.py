@@ -151,7 +151,8 @@ def _run_tables(args, cache_dir, ci):
             from .ray_metrics import ray_metric_tables
 
             tables, change = ray_metric_tables(run, view, confusion_top_k=args.top_k or None, ci=ci,
-                                               address=args.ray_address, cache_dir=cache_dir)
+                                               address=args.ray_address, join_timeout=args.ray_join_timeout,
+                                               cache_dir=cache_dir)
         else:
             tables, change = stream_metric_tables(run, view, confusion_top_k=args.top_k or None, cache_dir=cache_dir,
                                                   ci=ci)
@@ -160,7 +161,8 @@ def _run_tables(args, cache_dir, ci):
               f"{'no intervals' if ci is None else ci.describe()} (not stored: the run's metrics/ keeps top "
               f"{PARAMETERS['confusion_top_k']} and {DEFAULT_INTERVALS.describe()})", file=sys.stderr)
         return tables
-    result = ensure_metrics(run, cache_dir=cache_dir, view=view, engine=args.engine, ray_address=args.ray_address)
+    result = ensure_metrics(run, cache_dir=cache_dir, view=view, engine=args.engine, ray_address=args.ray_address,
+                            ray_join_timeout=args.ray_join_timeout)
     print(result.describe(run), file=sys.stderr)
     # Every prediction excluded by the curation (the raw view has rows): counted a chunk at a time.
     args._all_excluded = (view == CURATED and result.tables.per_model.empty

@@ -25,7 +25,7 @@ from core.curation import Curation, read_curation
 from core.runstore import Run, default_root
 from .curation_view import RAW, ViewChange, check_view
 from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables
-from .streaming import STREAM_ROWS, ChangeCount, concat_tables, model_chunks
+from .streaming import STREAM_ROWS, ChangeCount, concat_tables, model_chunks, part_rows
 
 TABLES = ("per_model", "per_class", "confusions")
 MAX_RETRIES = 3  # a chunk whose worker died is computed again (a pure function of the stored parts)
@@ -50,19 +50,32 @@ def _from_arrow(data: bytes) -> pd.DataFrame:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all().to_pandas(types_mapper=nullable.get)
 
 
-def _chunk_tables(row: dict, *, driver_home: str, usable, view: str, curation: Curation | None,
+def _chunk_tables(row: dict, *, driver_home: str, predictions: str, usable, view: str, curation: Curation | None,
                   confusion_top_k, ci, cache_dir) -> dict:
-    """On a node: one chunk's tables (and what the curation changed in it) as Arrow IPC bytes."""
-    from core.parts import PredictionParts
-    from core.raysession import node_home, node_path
-    from .curation_view import apply_curation
-    from .metrics import compute_metric_tables
-
-    home = node_home(driver_home)
-    folders = [node_path(str(f), home) for f in row["folders"]]
+    """On a node: one chunk's tables (and what the curation changed in it) as Arrow IPC bytes. The
+    chunk's model folders must hold there the rows the driver counted (from the same Parquet
+    footers): a node that sees another store, or none, is refused by name, never read as empty."""
+    import socket
     from pathlib import Path
 
-    rows = PredictionParts.read_folders([Path(f) for f in folders])
+    from core.parts import PredictionParts
+    from core.raysession import RayEngineError, node_home, node_path
+    from .curation_view import apply_curation
+    from .metrics import compute_metric_tables
+    from .streaming import folder_rows
+
+    home = node_home(driver_home)
+    where = Path(node_path(predictions, home))
+    folders = [where / name for name in row["folders"]]
+    for folder, expected in zip(folders, row["rows"]):
+        found = folder_rows(folder) if folder.is_dir() else None
+        if found != expected:
+            seen = "no such folder" if found is None else f"{found:,} rows there, {expected:,} on the driver"
+            raise RayEngineError(f"Ray node {socket.gethostname()} cannot read this run's predictions: {folder} "
+                                 f"({seen}); its WildLens store is {home}. Every node must read the run store the "
+                                 f"driver uses ({driver_home}): mount it there, or start that node's Ray with "
+                                 "WILDLENS_HOME set to where it mounts it.")
+    rows = PredictionParts.read_folders(folders)
     if usable is not None:
         rows = rows[rows["image"].isin(usable)].reset_index(drop=True)
     counted = ChangeCount()
@@ -79,12 +92,14 @@ def _chunk_tables(row: dict, *, driver_home: str, usable, view: str, curation: C
 
 def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = None,
                       confusion_top_k: int | None = DEFAULT_CONFUSION_TOP_K, ci=DEFAULT_INTERVALS,
-                      chunk_rows: int = STREAM_ROWS, address: str | None = None, cache_dir=None,
+                      chunk_rows: int = STREAM_ROWS, address: str | None = None, join_timeout: float | None = None,
+                      cache_dir=None,
                       progress: Callable[[int, int], None] | None = None) -> tuple[MetricTables, ViewChange]:
     """:func:`explain.streaming.stream_metric_tables` with each chunk of models computed by a Ray
     Data task on the cluster at ``address`` (else ``RAY_ADDRESS``, else a local instance); the same
     tables. ``progress(done, total)`` as chunks come back."""
-    from core.raysession import _import_ray, portable_path, ray_session
+    from core.errors import WildLensError
+    from core.raysession import _import_ray, portable_path, ray_session, user_error
     from .schema import METRIC_SCHEMAS
 
     check_view(view)
@@ -100,9 +115,12 @@ def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = 
     usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
     if view != RAW and curation is None:
         curation = read_curation(run)
-    items = [{"index": i, "folders": [portable_path(str(f.resolve()), home) for f in chunk]}
+    counts = part_rows(run)
+    # Folder names below the run's predictions folder (sent as a store-relative path): a folder that is a
+    # link is followed on the node as it is here.
+    items = [{"index": i, "folders": [f.name for f in chunk], "rows": [counts[f] for f in chunk]}
              for i, chunk in enumerate(chunks)]
-    with ray_session(address):  # (which turns Ray Data's progress bars off)
+    with ray_session(address, join_timeout):  # (which turns Ray Data's progress bars off)
         with warnings.catch_warnings():
             # Ray 2.60 (pinned) names no other way to bound a task's retries in map than this remote
             # argument, which it marks deprecated for 2.64 (as classify.engine.ray_engine says).
@@ -110,18 +128,28 @@ def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = 
             dataset = ray.data.from_items(items, override_num_blocks=len(items)).map(
                 _chunk_tables, num_cpus=1, max_retries=MAX_RETRIES,
                 fn_kwargs={"driver_home": str(home), "usable": usable, "view": view, "curation": curation,
+                           "predictions": portable_path(str(run.predictions_dir.resolve()), home),
                            "confusion_top_k": confusion_top_k, "ci": ci,
                            "cache_dir": False if cache_dir is False else None})
         answers = {}
-        for answer in dataset.iter_rows():
-            answers[int(answer["index"])] = answer
-            if progress is not None:
-                progress(len(answers), len(items))
+        try:
+            for answer in dataset.iter_rows():
+                answers[int(answer["index"])] = answer
+                if progress is not None:
+                    progress(len(answers), len(items))
+        except WildLensError:
+            raise
+        except Exception as exc:  # a node's WildLensError (a damaged part, another store) arrives wrapped by Ray
+            found = user_error(exc)
+            if found is not None:
+                raise found from None
+            raise
     counted = ChangeCount()
     parts = []
     for i in range(len(items)):
         answer = answers[i]
-        parts.append(MetricTables(*(_from_arrow(answer[name]).astype(METRIC_SCHEMAS[name]) for name in TABLES)))
+        parts.append((chunks[i], MetricTables(*(_from_arrow(answer[name]).astype(METRIC_SCHEMAS[name])
+                                                for name in TABLES))))
         counted.relabelled |= set(answer["relabelled"])
         counted.excluded |= set(answer["excluded"])
         counted.relabelled_rows += int(answer["relabelled_rows"])

@@ -48,8 +48,20 @@ def part_rows(run: Run) -> dict[Path, int]:
     folder = run.predictions_dir
     if not folder.is_dir():
         return {}
-    return {model_dir: sum(_stored_rows(p) for p in sorted(model_dir.glob("part-*.parquet")))
-            for model_dir in sorted(p for p in folder.iterdir() if p.is_dir())}
+    return {model_dir: folder_rows(model_dir) for model_dir in sorted(p for p in folder.iterdir() if p.is_dir())}
+
+
+def folder_rows(model_dir: Path) -> int:
+    """Rows stored in one model folder's parts (their footers). A part that vanished while listed (a
+    compaction writes the merged part before it removes the old ones) is listed again, once."""
+    for attempt in (1, 2):
+        try:
+            return sum(_stored_rows(p) for p in sorted(model_dir.glob("part-*.parquet")))
+        except FileNotFoundError as exc:
+            if attempt == 2:
+                raise StoreError(f"{exc.filename or model_dir} is listed but cannot be opened (a dangling link, or "
+                                 "removed meanwhile); move it away, or run again once the other process is done.") from None
+    raise AssertionError("unreachable")
 
 
 def _stored_rows(path: Path) -> int:
@@ -131,8 +143,19 @@ def usable_chunks(run: Run, view: str = RAW, curation: Curation | None = None, c
         yield rows
 
 
-def concat_tables(parts: list[MetricTables], ci) -> MetricTables:
-    """The tables of consecutive chunks of models as one (rows in chunk order, the schemas' dtypes)."""
+def concat_tables(chunked: list[tuple[list[Path], MetricTables]], ci) -> MetricTables:
+    """The tables of consecutive chunks of models (each with its model folders) as one, rows in chunk
+    order, the schemas' dtypes. A model with rows in two chunks' folders (a copy such as
+    ``alpha.bak`` beside ``alpha``) would be two rows of one model: refused in one line naming them."""
+    first: dict[str, list[Path]] = {}
+    for folders, tables_ in chunked:
+        for model in tables_.per_model["model"].astype(str):
+            if model in first and first[model] is not folders:
+                raise StoreError(f"Model {model}'s predictions are in more than one folder of the run "
+                                 f"({', '.join(f.name for f in first[model])} and {', '.join(f.name for f in folders)}): "
+                                 f"move the copy out of {folders[0].parent}, then run again.")
+            first[model] = folders
+    parts = [t for _, t in chunked]
     tables = {}
     for name, schema in METRIC_SCHEMAS.items():
         frames = [getattr(p, name) for p in parts if len(getattr(p, name))]
@@ -154,11 +177,12 @@ def stream_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None
     chunks = model_chunks(run, chunk_rows)
     parts = []
     for i, rows in enumerate(usable_chunks(run, view, curation, chunk_rows, counted, chunks)):
-        parts.append(compute_metric_tables(rows, confusion_top_k=confusion_top_k, cache_dir=cache_dir, ci=ci))
+        parts.append((chunks[i], compute_metric_tables(rows, confusion_top_k=confusion_top_k, cache_dir=cache_dir,
+                                                       ci=ci)))
         del rows
         if progress is not None:
             progress(i + 1, len(chunks))
     if not parts:  # no predictions: the empty tables, as the in-memory path gives them
-        parts = [compute_metric_tables(empty_table(PREDICTION_SCHEMA), confusion_top_k=confusion_top_k,
-                                       cache_dir=cache_dir, ci=ci)]
+        parts = [([], compute_metric_tables(empty_table(PREDICTION_SCHEMA), confusion_top_k=confusion_top_k,
+                                            cache_dir=cache_dir, ci=ci))]
     return concat_tables(parts, ci), counted.view_change()

@@ -113,7 +113,7 @@ def _run(args) -> int:
     if args.engine == "ray":
         from .ray_fits import ray_fits
 
-        fits = ray_fits(args.ray_address)
+        fits = ray_fits(args.ray_address, args.ray_join_timeout)
     results, _ = run_probes(run, models, shots, seeds, notes=note, fits=fits)
     summary = (results.groupby(["model", "variant", "shots"], sort=True)
                .agg(seeds=("top1", "size"), n_train=("n_train", "first"), capped=("capped_classes", "first"),

@@ -74,6 +74,7 @@ from core.raysession import (RayEngineError, _check_reachable, _import_ray, ray_
                              ray_version)
 # Paths in the driver's run store travel relative to it; each node reads them under its own store.
 from core.raysession import HOME_PREFIX, node_home as _node_home, node_path as _local, portable_path as _portable
+from core.raysession import user_error as _user_error  # a worker's WildLensError out of what Ray raised
 
 from classify.engine import gpu_decode
 from classify.engine.device import precision_name
@@ -468,42 +469,6 @@ def _pass_rows(tasks: Sequence[ImageTask], entries: Sequence[ModelEntry], pendin
             rows.append({"image": task.image, "path": _portable(task.path, home), "true_wnid": task.true_wnid or "",
                          "error": task.error or "", "models": "\n".join(models)})
     return rows
-
-
-def _user_error(exc: BaseException) -> WildLensError | None:
-    """The WildLensError inside what Ray raised, if any. Ray keeps a worker's exception as an
-    object only sometimes (a task's); Ray Data hands the driver a ``UserCodeException`` whose text
-    holds the original's traceback, so a WildLensError is found by its class name in that text and
-    raised again with its one line."""
-    seen = set()
-    stack = [exc]
-    while stack:
-        current = stack.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, WildLensError) and not type(current).__module__.startswith("ray."):
-            return current
-        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
-    classes = {cls.__name__: cls for cls in _subclasses(WildLensError)}
-    found = None
-    for match in re.finditer(r"(?m)^(?:\x1b\[[0-9;]*m)?(?:[\w.]+\.)?(\w+): (.+)$", str(exc)):
-        if match.group(1) in classes:
-            found = match
-    if found is None:
-        return None
-    cls, message = classes[found.group(1)], found.group(2).strip()
-    try:
-        return cls(message)
-    except Exception:  # noqa: BLE001  (a class with another signature: the words still reach the user)
-        return RayEngineError(message)
-
-
-def _subclasses(cls: type) -> list[type]:
-    out = []
-    for sub in cls.__subclasses__():
-        out += [sub, *_subclasses(sub)]
-    return out
 
 
 @dataclass

@@ -32,6 +32,17 @@ def test_tables_on_ray_equal_the_local_tables_bit_for_bit(ray_cluster):
     local, local_change = stream_metric_tables(run, "curated", ci=CI, cache_dir=False)
     _assert_equal(curated, local)
     assert change == local_change and change.excluded_images == 1 and change.relabelled_rows == 3
+    # A part a node cannot read (here: written by a newer WildLens) is the node's one line, not Ray's traceback.
+    import pyarrow.parquet as pq
+
+    from core.runstore import StoreError
+
+    part = next((run.predictions_dir / "beta").glob("part-*.parquet"))
+    table = pq.read_table(part)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"wildlens.schema_version": b"999"}), part)
+    with pytest.raises(StoreError) as caught:
+        ray_metric_tables(run, ci=CI, chunk_rows=1)
+    assert "was written by a newer WildLens (schema 999" in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_the_command_line_takes_the_engine_and_refuses_it_without_a_run(ray_cluster, capsys, tmp_path):

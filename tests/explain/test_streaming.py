@@ -103,3 +103,56 @@ def test_a_run_without_predictions_streams_to_empty_tables(tmp_path):
     streamed, _ = stream_metric_tables(run, ci=CI, cache_dir=False)
     empty = compute_metric_tables(run.usable_predictions(), ci=CI, cache_dir=False)
     _assert_equal(streamed, empty)
+
+
+def test_a_model_whose_rows_sit_in_two_chunks_is_refused_not_counted_twice(tmp_path):
+    """A copy of a model's folder (alpha.bak beside alpha) read in another chunk would make two rows of
+    one model: one line naming both folders; in one chunk the rows count once, as in memory."""
+    import shutil
+
+    from core.runstore import StoreError
+
+    run = RunStore(tmp_path).create_run(RunInfo(run_id="copied", label_space="imagenet-1k"))
+    PredictionParts(run.predictions_dir).append(_predictions(["alpha", "beta"], 30, seed=5))
+    shutil.copytree(run.predictions_dir / "alpha", run.predictions_dir / "alpha.bak")
+    with pytest.raises(StoreError, match=r"^Model alpha's predictions are in more than one folder of the run \(alpha "
+                                         r"and alpha\.bak\): move the copy out of .*predictions, then run again\.$"):
+        stream_metric_tables(run, ci=None, cache_dir=False, chunk_rows=1)
+    whole, _ = stream_metric_tables(run, ci=None, cache_dir=False)
+    _assert_equal(whole, compute_metric_tables(run.usable_predictions(), ci=None, cache_dir=False))
+
+
+def test_a_part_that_is_a_dangling_link_is_named(tmp_path):
+    from core.runstore import StoreError
+    from explain.streaming import part_rows
+
+    run = RunStore(tmp_path).create_run(RunInfo(run_id="dangling", label_space="imagenet-1k"))
+    PredictionParts(run.predictions_dir).append(_predictions(["alpha"], 10, seed=6))
+    link = run.predictions_dir / "alpha" / "part-20261205000000000000-abcdef.parquet"
+    link.symlink_to(tmp_path / "gone.parquet")
+    with pytest.raises(StoreError, match=r"part-20261205000000000000-abcdef\.parquet is listed but cannot be opened"):
+        part_rows(run)
+
+
+def test_a_node_that_sees_another_store_is_refused_by_the_chunk_task(tmp_path, monkeypatch):
+    """What each Ray Data task checks first (explain.ray_metrics, called here in this process): the
+    chunk's folders hold the rows the driver counted; a node whose store lacks them says so, by name."""
+    import core.raysession
+    from core.raysession import RayEngineError, portable_path
+    from explain.ray_metrics import _chunk_tables
+    from explain.streaming import part_rows
+
+    home = tmp_path / "store"
+    run = RunStore(home).create_run(RunInfo(run_id="shared", label_space="imagenet-1k"))
+    PredictionParts(run.predictions_dir).append(_predictions(["alpha"], 10, seed=8))
+    row = {"index": 0, "folders": ["alpha"], "rows": list(part_rows(run).values())}
+    kwargs = dict(driver_home=str(home.resolve()), predictions=portable_path(str(run.predictions_dir.resolve()),
+                                                                           home.resolve()),
+                  usable=None, view="raw", curation=None, confusion_top_k=3, ci=None, cache_dir=False)
+    monkeypatch.setattr(core.raysession, "_NODE_HOME", None)
+    assert _chunk_tables(row, **kwargs)["index"] == 0
+    monkeypatch.setattr(core.raysession, "_NODE_HOME", str(tmp_path / "elsewhere"))
+    with pytest.raises(RayEngineError, match=r"cannot read this run's predictions: .*elsewhere/runs/shared/predictions/"
+                                             r"alpha \(no such folder\); its WildLens store is .*elsewhere"):
+        _chunk_tables(row, **kwargs)
+

@@ -52,3 +52,7 @@ def test_the_command_line_runs_the_sweep_on_ray_and_refuses_what_does_not_fit(ra
     assert capsys.readouterr().err.strip() == "error: --ray-address is for --engine ray; add --engine ray or drop it."
     assert main(["--run", "ray-cli", "--models", "synthnet", "--label-issues", "--engine", "ray"]) == 2
     assert "--label-issues runs in this process" in capsys.readouterr().err
+    assert main(["--run", "ray-cli", "--models", "synthnet", "--engine", "ray", "--ray-address", ""]) == 2
+    assert capsys.readouterr().err.startswith("error: --ray-address is empty: give HOST:PORT")
+    assert main(["--run", "ray-cli", "--models", "synthnet", "--ray-join-timeout", "5"]) == 2
+    assert "--ray-join-timeout is for --engine ray" in capsys.readouterr().err
