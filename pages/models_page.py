@@ -186,8 +186,8 @@ show_state()
 
 ENGINES = {"local": "Local (this machine)", "ray": "Ray (actors on a Ray instance or cluster)"}
 RAY_FOR = ("Ray is for a cluster or many GPUs; on one small machine the local engine is faster. Every worker needs "
-           "WildLens installed (`pip install -e '.[ray]'`, same version) and the images at the same path as here "
-           "(a shared filesystem, with WILDLENS_HOME on it).")
+           "WildLens installed (`pip install -e '.[ray]'`, same version) and this run's store on a shared "
+           "filesystem: at the same path as here, or where the node's Ray was started with WILDLENS_HOME.")
 RAY_HELP = ("Local: this process classifies. Ray: Ray Data actors, each holding the models once, classify shares "
             "of the images and this process stores the rows (the same rows and resume as local). " + RAY_FOR)
 
