@@ -21,10 +21,16 @@ How the classes run:
 * A per-host limit on requests in flight holds across the cluster (``--ray-per-host``): every request
   of every actor holds a slot of one :class:`HostSlots` actor for its host while it runs.
 
+* A class still short of k by two result pages or more, with several actors, is split by result pages:
+  its first search term's first pages (as many as k still needs) go to the actors in ranges, each
+  actor's threads sharing one provisional count of the class (:class:`ClassCount`, as a local crawl's
+  threads share its Collector's), so together they stop at k. The ranges are replayed together, by
+  rank, with each URL once per class; a class still short after them goes on as one class job (every
+  search term in turn, the URLs already seen skipped), as a local crawl would.
+
 An actor's count of accepted images is provisional (a copy of an image another class keeps, or a near
 duplicate of one, is only known here): a class that ends short of k after the replay says so, and the
-same command run again looks further, as the local crawl's notes say. Result pages of one class are
-not split over actors (one class, one actor).
+same command run again looks further, as the local crawl's notes say.
 """
 from __future__ import annotations
 
@@ -78,10 +84,11 @@ class BufferingCollector:
     class, verdicts and accepted bytes kept in memory (:attr:`items`), a provisional count of accepted
     images that stops the class at k. Nothing is written; the driver's Collector decides for real."""
 
-    def __init__(self, wnid: str, usable: int, seen_urls, rows: list[dict]):
+    def __init__(self, wnid: str, usable: int, seen_urls, rows: list[dict], shared=None):
         self.wnid = wnid
         self.usable_before = int(usable)
         self.accepted_here = 0
+        self.shared = shared  # a ClassCount actor: the class's provisional count over every actor crawling its pages
         self.rows = [dict(r) for r in rows]  # {'wnid', 'search_term'} of the class's rows (look-ahead budgets)
         self.items: list[dict] = []
         self._seen = set(seen_urls)
@@ -101,6 +108,10 @@ class BufferingCollector:
             self._claimed.discard(url)
 
     def usable_count(self, wnid: str) -> int:
+        if self.shared is not None:
+            import ray
+
+            return self.usable_before + int(ray.get(self.shared.total.remote()))
         with self._lock:
             return self.usable_before + self.accepted_here
 
@@ -110,6 +121,15 @@ class BufferingCollector:
     def raise_if_store_failed(self) -> None:
         return None  # nothing is stored here
 
+    def _accept(self, target: int) -> bool:
+        """Whether one more image may be accepted for the class (and counted, when shared)."""
+        if self.shared is None:
+            return self.usable_before + self.accepted_here < target
+        import ray
+
+        return bool(ray.get(self.shared.take.remote(target - self.usable_before)))
+
+
     def record(self, wnid: str, provenance: dict, *, facts: ImageFacts | None = None, data: bytes | None = None,
                rejection: Rejected | None = None, target: int | None = None) -> Outcome:
         with self._lock:
@@ -117,7 +137,7 @@ class BufferingCollector:
             if rejection is None and facts is not None:
                 if facts.sha256 in self._shas:
                     status = "duplicate"
-                elif target is not None and self.usable_before + self.accepted_here >= target:
+                elif target is not None and self._accept(target) is False:
                     return Outcome("surplus")
                 else:
                     status = "accepted"
@@ -133,6 +153,23 @@ class BufferingCollector:
                                "reject_detail": rejection.detail if rejection is not None else None})
             self.rows.append({"wnid": wnid, "search_term": provenance.get("search_term")})
             return Outcome(status)
+
+
+class ClassCount:
+    """A Ray actor: the provisional count of accepted images of one class whose result pages several
+    actors crawl at once (their threads share it, as a local crawl's threads share the Collector's)."""
+
+    def __init__(self):
+        self.count = 0
+
+    def take(self, limit: int) -> bool:
+        if self.count >= limit:
+            return False
+        self.count += 1
+        return True
+
+    def total(self) -> int:
+        return self.count
 
 
 def encode_items(items: list[dict], meta: dict) -> bytes:
@@ -201,6 +238,37 @@ class CrawlActor:
             meta.update(error=str(exc), unreachable=isinstance(exc, EngineUnreachable))
         return encode_items(collector.items, meta)
 
+    def crawl_pages(self, job: dict) -> bytes:
+        """One range of result pages of a class's first search term (``offset``, ``max_num``), with the
+        class's count shared with the other actors crawling its other pages (:class:`ClassCount`)."""
+        from core.labels import get_label_space
+
+        from .engines import EngineCrawler, TermJob
+
+        wnid, config = job["wnid"], job["config"]
+        spec = get_engine(config.engine)
+        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"], shared=job["count"])
+        term = TermJob(wnid, job["term"], job["k"], spec, config, collector, job["base_url"], job["api_key"])
+        term.gate = self._gate
+        feeder = {"keyword": job["term"], "offset": job["offset"], "max_num": job["max_num"]}
+        feeder.update({"apikey": job["api_key"]} if spec.needs_api_key else {"filters": config.filters})
+
+        def network_check() -> str | None:
+            reach = check_engine(config.engine, config)
+            return None if reach.ok else f"{reach.host}: {reach.detail}"
+
+        crawler = EngineCrawler(spec, config, job["base_url"])
+        crawler.run(term, feeder, on_network_suspect=network_check)
+        name = get_label_space(job["label_space"]).display_name(wnid)
+        meta: dict = {"notes": [f"{wnid} {name}: {text}" for text in term.notes], "error": None, "unreachable": False}
+        error = crawler.signal.get("engine_error")
+        if error:
+            host, _, detail = error.partition(": ")
+            from .crawler import unreachable_message
+
+            meta.update(error=unreachable_message(host, detail or error) + " Re-run later to resume.", unreachable=True)
+        return encode_items(collector.items, meta)
+
 
 def _job(work: ClassWork, wnid: str) -> dict:
     rows = [r for r in work.collector.rows if r.get("wnid") == wnid]
@@ -210,6 +278,27 @@ def _job(work: ClassWork, wnid: str) -> dict:
             "base_url": work.base_url, "api_key": work.api_key, "label_space": work.label_space}
 
 
+SPLIT_FROM_PAGES = 2  # a class still short of k by this many result pages or more is split over actors
+
+
+def _jobs(work: ClassWork, index: int, wnid: str, actors: int, ray) -> list[tuple[int, str, dict]]:
+    """A class's jobs: one class job (every search term in turn, as a local crawl), or, for a class
+    short by :data:`SPLIT_FROM_PAGES` result pages or more with several actors, the first term's first
+    pages (as many as k still needs) split into ranges over the actors, sharing one count; a class
+    still short after them goes on as one class job (its seen URLs skipped)."""
+    job = _job(work, wnid)
+    page = work.spec.page_size
+    need = work.k - job["usable"]
+    pages = -(-need // page)
+    if actors < 2 or pages < SPLIT_FROM_PAGES:
+        return [(index, "class", job)]
+    parts = min(actors, pages)
+    count = ray.remote(num_cpus=0)(ClassCount).remote()
+    bounds = [round(p * pages / parts) for p in range(parts + 1)]
+    return [(index, "pages", {**job, "term": job["terms"][0], "offset": a * page, "max_num": (b - a) * page,
+                              "count": count}) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
 def _replay(work: ClassWork, wnid: str, items: list[dict]) -> None:
     """A class's verdicts through the real Collector, in term order then rank (deterministic)."""
     order = {term: i for i, term in enumerate(work.plan[wnid])}
@@ -217,12 +306,19 @@ def _replay(work: ClassWork, wnid: str, items: list[dict]) -> None:
                                          i["rank"] if i["rank"] is not None else 1 << 62))
     for item in items:
         provenance = {k: item[k] for k in _PROVENANCE}
+        url = item["url"]
+        # One row per (class, URL): an engine that lists a URL on two pages crawled by two actors.
+        if url and work.collector.claim_url(wnid, url) == "seen":
+            continue
         if item["reject_code"] is not None:
-            work.collector.record(wnid, provenance, rejection=Rejected(item["reject_code"], item["reject_detail"] or ""),
-                                  target=work.k)
+            outcome = work.collector.record(wnid, provenance, rejection=Rejected(item["reject_code"],
+                                                                                 item["reject_detail"] or ""),
+                                            target=work.k)
         else:
             facts = ImageFacts(*(item[k] for k in _FACTS))
-            work.collector.record(wnid, provenance, facts=facts, data=item["data"], target=work.k)
+            outcome = work.collector.record(wnid, provenance, facts=facts, data=item["data"], target=work.k)
+        if outcome.status == "surplus" and url:
+            work.collector.release_url(wnid, url)
     work.collector.raise_if_store_failed()
 
 
@@ -253,7 +349,7 @@ def _class_notes(work: ClassWork, wnid: str, notes: list[str]) -> list[str]:
 def ray_classes(address: str | None = None, actors: int | None = None, per_host: int = DEFAULT_PER_HOST,
                 join_timeout: float | None = None) -> Callable[[ClassWork], list[str]]:
     """A runner of a crawl's classes on Ray actors (the module docstring says how), for
-    ``crawl_run(classes=...)``: ``actors`` (default: one per CPU of the cluster, at most the classes)
+    ``crawl_run(classes=...)``: ``actors`` (default: one per CPU of the cluster)
     on the cluster at ``address`` (else ``RAY_ADDRESS``, else a local instance), ``per_host``
     requests in flight per host across them."""
     from core.errors import OptionError
@@ -272,13 +368,18 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
             return notes
         with ray_session(address, join_timeout):
             cpus = int(sum(float(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")))
-            size = max(1, min(actors or max(1, cpus), len(work.todo)))
+            size = max(1, actors or max(1, cpus))
             slots = ray.remote(num_cpus=0)(HostSlots).options(name=f"wildlens-host-slots-{uuid.uuid4().hex[:12]}",
                                                             max_concurrency=1000).remote(per_host)
             pool = [ray.remote(num_cpus=0, max_restarts=0)(CrawlActor).options(
                 scheduling_strategy="SPREAD", max_concurrency=1).remote(slots) for _ in range(size)]
-            pending = {}  # class index -> its actor's result
-            queue = list(enumerate(work.todo))
+            from collections import Counter, defaultdict
+
+            queue = [entry for index, wnid in enumerate(work.todo) for entry in _jobs(work, index, wnid, size, ray)]
+            outstanding = Counter(index for index, _, _ in queue)  # a class's jobs not back yet
+            results = defaultdict(list)  # class index -> its jobs' results (blobs)
+            split = {index for index, kind, _ in queue if kind == "pages"}
+            counts = [job["count"] for _, kind, job in queue if kind == "pages"]
             free = list(range(size))
             busy = {}  # future -> (actor index, class index)
             done_to = 0
@@ -286,29 +387,47 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
             try:
                 while done_to < len(work.todo):
                     while free and queue:
-                        actor, (index, wnid) = free.pop(), queue.pop(0)
-                        busy[pool[actor].crawl_class.remote(_job(work, wnid))] = (actor, index)
+                        actor, (index, kind, job) = free.pop(), queue.pop(0)
+                        method = pool[actor].crawl_pages if kind == "pages" else pool[actor].crawl_class
+                        busy[method.remote(job)] = (actor, index)
                     ready, _ = ray.wait(list(busy), num_returns=1, timeout=0.2)
                     for future in ready:
                         actor, index = busy.pop(future)
                         free.append(actor)
-                        pending[index] = future
-                    while done_to in pending:  # replay in class order: the accepted set is the local crawl's
+                        results[index].append(future)
+                        outstanding[index] -= 1
+                    # Classes are replayed in order (a class done early waits): the accepted set is the local crawl's.
+                    while done_to < len(work.todo) and outstanding[done_to] == 0:
                         wnid = work.todo[done_to]
-                        items, meta = decode_items(ray.get(pending.pop(done_to)))
+                        items, meta = [], {"notes": [], "error": None, "unreachable": False}
+                        futures = results.pop(done_to)
+                        for future in futures:
+                            more, part = decode_items(ray.get(future))
+                            items += more
+                            meta["notes"] += [n for n in part["notes"] if n not in meta["notes"]]
+                            if part["error"] and not meta["error"]:
+                                meta.update(error=part["error"], unreachable=part["unreachable"])
                         _replay(work, wnid, items)
                         work.collector.save()
+                        if done_to in split and not meta["error"]:
+                            split.discard(done_to)
+                            notes += [n for n in meta["notes"] if not _SHORT.match(n)]
+                            notes.append(f"{wnid}: its first result pages were crawled by {len(futures)} actors at once")
+                            if work.collector.usable_count(wnid) < work.k:  # the rest as a local crawl would go on
+                                queue.insert(0, (done_to, "class", _job(work, wnid)))
+                                outstanding[done_to] += 1
+                                break
+                            meta["notes"] = []
                         notes += _class_notes(work, wnid, meta["notes"])
                         work.tick(wnid)
                         if meta["error"]:
                             raise (EngineUnreachable if meta["unreachable"] else CrawlError)(meta["error"])
                         done_to += 1
-                    if not ready and busy:
+                    if not ready and busy and done_to < len(work.todo):
                         work.tick(work.todo[done_to])
             finally:
-                for handle in pool:
+                for handle in [*pool, *counts, slots]:
                     ray.kill(handle)
-                ray.kill(slots)
         return notes
 
     run.per_host = per_host

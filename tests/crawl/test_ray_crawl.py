@@ -86,3 +86,18 @@ def test_a_killed_crawl_on_ray_resumes_without_loss(ray_cluster, many, tmp_path)
     manifest = check_consistent(out)
     accepted = manifest[manifest["status"] == "accepted"]
     assert len(accepted) == 48 and not accepted.duplicated("sha256").any()
+
+
+def test_a_large_class_is_split_over_actors_by_result_pages(ray_cluster, tmp_path):
+    """k of one class spans several result pages: its first pages go to two actors at once (sharing
+    the class's count), and the stored rows are the local crawl's, each URL once per class."""
+    with T.FakeEngine(latency=0.02) as engine:
+        urls = [engine.add(f"/t/{i}.jpg", T.jpeg(3000 + i)) for i in range(50)]
+        engine.results["tabby"] = urls[:45] + urls[:5]  # the engine lists five URLs twice, on another page
+        config = fast_config(engine, max_terms=1, threads=2)
+        local = crawl_run(tmp_path / "local", [TABBY], k=45, config=config)
+        on_ray = crawl_run(tmp_path / "ray", [TABBY], k=45, config=config, classes=ray_classes(actors=2))
+    assert f"{TABBY}: its first result pages were crawled by 2 actors at once" in on_ray.notes
+    assert on_ray.complete and on_ray.new_accepted == local.new_accepted == 45
+    pd.testing.assert_frame_equal(_rows(tmp_path / "ray"), _rows(tmp_path / "local"))
+
