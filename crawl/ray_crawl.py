@@ -21,10 +21,11 @@ How the classes run:
 * A per-host limit on requests in flight holds across the cluster (``--ray-per-host``): every request
   of every actor holds a slot of one :class:`HostSlots` actor for its host while it runs.
 
-* A class still short of k by two result pages or more, with several actors, is split by result pages:
+* When there are fewer classes than actors, a class still short of k by two result pages or more is
+  split by result pages:
   its first search term's first pages (as many as k still needs) go to the actors in ranges, each
-  actor's threads sharing one provisional count of the class (:class:`ClassCount`, as a local crawl's
-  threads share its Collector's), so together they stop at k. The ranges are replayed together, by
+  actor's threads sharing one provisional count of the class (kept by the crawl's state actor, as a
+  local crawl's threads share its Collector's), so together they stop at k. The ranges are replayed together, by
   rank, with each URL once per class; a class still short after them goes on as one class job (every
   search term in turn, the URLs already seen skipped), as a local crawl would.
 
@@ -54,13 +55,15 @@ _PROVENANCE = ("source", "search_term", "url", "rank", "fetched_at")
 
 
 class HostSlots:
-    """A Ray actor (asyncio): at most ``limit`` requests in flight per host, over every actor."""
+    """A Ray actor (asyncio), one per crawl: at most ``limit`` requests in flight per host over every
+    actor, and the shared counts of classes split over actors (:meth:`take`)."""
 
     def __init__(self, limit: int):
         self.limit = int(limit)
         self.slots: dict = {}
         self.busy: dict = {}
         self.peak: dict = {}
+        self.counts: dict = {}  # class -> provisional accepted images, for classes split over actors
 
     async def acquire(self, host: str) -> None:
         import asyncio
@@ -78,6 +81,19 @@ class HostSlots:
         """The most requests each host had in flight at once."""
         return dict(self.peak)
 
+    # The provisional count of accepted images of each class whose result pages several actors crawl at
+    # once (their threads share it, as a local crawl's threads share the Collector's): kept here, in the
+    # crawl's one state actor, not in an actor per class (each actor is a process: 8 of them halved the
+    # crawl's speed on this 2-core machine).
+    async def take(self, wnid: str, limit: int) -> bool:
+        if self.counts.get(wnid, 0) >= limit:
+            return False
+        self.counts[wnid] = self.counts.get(wnid, 0) + 1
+        return True
+
+    async def total(self, wnid: str) -> int:
+        return self.counts.get(wnid, 0)
+
 
 class BufferingCollector:
     """What a crawl's threads ask of a :class:`crawl.store.Collector`, on an actor: URLs claimed once per
@@ -88,7 +104,7 @@ class BufferingCollector:
         self.wnid = wnid
         self.usable_before = int(usable)
         self.accepted_here = 0
-        self.shared = shared  # a ClassCount actor: the class's provisional count over every actor crawling its pages
+        self.shared = shared  # the crawl's HostSlots actor when the class's pages are split: its count is shared there
         self.rows = [dict(r) for r in rows]  # {'wnid', 'search_term'} of the class's rows (look-ahead budgets)
         self.items: list[dict] = []
         self._seen = set(seen_urls)
@@ -111,7 +127,7 @@ class BufferingCollector:
         if self.shared is not None:
             import ray
 
-            return self.usable_before + int(ray.get(self.shared.total.remote()))
+            return self.usable_before + int(ray.get(self.shared.total.remote(self.wnid)))
         with self._lock:
             return self.usable_before + self.accepted_here
 
@@ -127,7 +143,7 @@ class BufferingCollector:
             return self.usable_before + self.accepted_here < target
         import ray
 
-        return bool(ray.get(self.shared.take.remote(target - self.usable_before)))
+        return bool(ray.get(self.shared.take.remote(self.wnid, target - self.usable_before)))
 
 
     def record(self, wnid: str, provenance: dict, *, facts: ImageFacts | None = None, data: bytes | None = None,
@@ -153,23 +169,6 @@ class BufferingCollector:
                                "reject_detail": rejection.detail if rejection is not None else None})
             self.rows.append({"wnid": wnid, "search_term": provenance.get("search_term")})
             return Outcome(status)
-
-
-class ClassCount:
-    """A Ray actor: the provisional count of accepted images of one class whose result pages several
-    actors crawl at once (their threads share it, as a local crawl's threads share the Collector's)."""
-
-    def __init__(self):
-        self.count = 0
-
-    def take(self, limit: int) -> bool:
-        if self.count >= limit:
-            return False
-        self.count += 1
-        return True
-
-    def total(self) -> int:
-        return self.count
 
 
 def encode_items(items: list[dict], meta: dict) -> bytes:
@@ -240,14 +239,14 @@ class CrawlActor:
 
     def crawl_pages(self, job: dict) -> bytes:
         """One range of result pages of a class's first search term (``offset``, ``max_num``), with the
-        class's count shared with the other actors crawling its other pages (:class:`ClassCount`)."""
+        class's count shared with the other actors crawling its other pages (:meth:`HostSlots.take`)."""
         from core.labels import get_label_space
 
         from .engines import EngineCrawler, TermJob
 
         wnid, config = job["wnid"], job["config"]
         spec = get_engine(config.engine)
-        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"], shared=job["count"])
+        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"], shared=self.slots)
         term = TermJob(wnid, job["term"], job["k"], spec, config, collector, job["base_url"], job["api_key"])
         term.gate = self._gate
         feeder = {"keyword": job["term"], "offset": job["offset"], "max_num": job["max_num"]}
@@ -281,7 +280,7 @@ def _job(work: ClassWork, wnid: str) -> dict:
 SPLIT_FROM_PAGES = 2  # a class still short of k by this many result pages or more is split over actors
 
 
-def _jobs(work: ClassWork, index: int, wnid: str, actors: int, ray) -> list[tuple[int, str, dict]]:
+def _jobs(work: ClassWork, index: int, wnid: str, actors: int) -> list[tuple[int, str, dict]]:
     """A class's jobs: one class job (every search term in turn, as a local crawl), or, for a class
     short by :data:`SPLIT_FROM_PAGES` result pages or more with several actors, the first term's first
     pages (as many as k still needs) split into ranges over the actors, sharing one count; a class
@@ -290,13 +289,15 @@ def _jobs(work: ClassWork, index: int, wnid: str, actors: int, ray) -> list[tupl
     page = work.spec.page_size
     need = work.k - job["usable"]
     pages = -(-need // page)
-    if actors < 2 or pages < SPLIT_FROM_PAGES:
+    # Only when the classes alone cannot keep the actors busy: splitting costs a round trip to the shared
+    # count per image and a class waits for all its ranges (bench_crawl.py: 8 classes on 2 actors, 81 images/s
+    # split against 94 whole).
+    if actors < 2 or pages < SPLIT_FROM_PAGES or len(work.todo) >= actors:
         return [(index, "class", job)]
     parts = min(actors, pages)
-    count = ray.remote(num_cpus=0)(ClassCount).remote()
     bounds = [round(p * pages / parts) for p in range(parts + 1)]
-    return [(index, "pages", {**job, "term": job["terms"][0], "offset": a * page, "max_num": (b - a) * page,
-                              "count": count}) for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [(index, "pages", {**job, "term": job["terms"][0], "offset": a * page, "max_num": (b - a) * page})
+            for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def _replay(work: ClassWork, wnid: str, items: list[dict]) -> None:
@@ -375,11 +376,10 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
                 scheduling_strategy="SPREAD", max_concurrency=1).remote(slots) for _ in range(size)]
             from collections import Counter, defaultdict
 
-            queue = [entry for index, wnid in enumerate(work.todo) for entry in _jobs(work, index, wnid, size, ray)]
+            queue = [entry for index, wnid in enumerate(work.todo) for entry in _jobs(work, index, wnid, size)]
             outstanding = Counter(index for index, _, _ in queue)  # a class's jobs not back yet
             results = defaultdict(list)  # class index -> its jobs' results (blobs)
             split = {index for index, kind, _ in queue if kind == "pages"}
-            counts = [job["count"] for _, kind, job in queue if kind == "pages"]
             free = list(range(size))
             busy = {}  # future -> (actor index, class index)
             done_to = 0
@@ -426,7 +426,7 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
                     if not ready and busy and done_to < len(work.todo):
                         work.tick(work.todo[done_to])
             finally:
-                for handle in [*pool, *counts, slots]:
+                for handle in [*pool, slots]:
                     ray.kill(handle)
         return notes
 
