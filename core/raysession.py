@@ -158,7 +158,8 @@ def _ready(ray, asked: str | None, deadline: float | None = None) -> str:
             where = "a local Ray instance"
     except ConnectionError as exc:
         raise RayEngineError(f"Cannot join the Ray cluster at {asked} ({exc}); check --ray-address / RAY_ADDRESS "
-                             "('ray status' on the head node prints it), or drop it for a local instance.") from None
+                             "('ray status' on the head node prints it)" + _auth_hint() + ", or drop it for a local "
+                             "instance.") from None
     _STARTED.update(where=where, address=asked)
     return where
 
@@ -272,6 +273,15 @@ def _check_reachable(address: str, deadline: float | None = None) -> None:
                              f"gRPC's HTTP/2 greeting); {fix}")
 
 
+def _auth_hint() -> str:
+    """Ray 2.60 turns token authentication on for clusters started where ~/.ray/auth_token exists; a
+    driver without RAY_AUTH_MODE=token is then refused with only log lines ('InvalidAuthToken', found by
+    the hostile-input campaign): said in the join's one line when that file is here and the mode unset."""
+    if os.environ.get("RAY_AUTH_MODE") or not (Path.home() / ".ray" / "auth_token").exists():
+        return ""
+    return "; if the cluster uses Ray's token authentication (~/.ray/auth_token is here), set RAY_AUTH_MODE=token"
+
+
 def _join_lasting(ray, address: str, deadline: float | None, **kwargs) -> None:
     """``ray.init(address, **kwargs)`` for a cluster at ``address`` in the lasting thread, waited for until
     ``deadline`` at most; past it, one line. The thread that is still waiting in ray.init is left
@@ -288,7 +298,8 @@ def _join_lasting(ray, address: str, deadline: float | None, **kwargs) -> None:
         _RAY_THREAD = None
         raise RayEngineError(f"--ray-address {address}: joining the Ray cluster did not finish within the join "
                              "deadline (--ray-join-timeout); check that it is the head node's address and that this "
-                             "machine's Ray version is the cluster's, or raise --ray-join-timeout.") from None
+                             "machine's Ray version is the cluster's" + _auth_hint() + ", or raise "
+                             "--ray-join-timeout.") from None
 
 
 # --------------------------------------------------------------------------- the shared store on nodes

@@ -859,3 +859,18 @@ def test_a_ray_init_that_does_not_return_ends_at_the_join_deadline():
         assert engine._RAY_THREAD is None, "a fresh lasting thread serves the next call"
     finally:
         release.set()
+
+
+def test_a_join_that_token_authentication_refuses_names_ray_auth_mode(tmp_path, monkeypatch):
+    """Ray 2.60 turns token authentication on for a cluster started where ~/.ray/auth_token exists; a
+    driver without RAY_AUTH_MODE=token was refused with log lines only: the join's one line says so."""
+    import core.raysession as session
+
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: tmp_path))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    assert session._auth_hint() == "", "no token file: nothing to say"
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("token")
+    assert session._auth_hint().endswith("set RAY_AUTH_MODE=token")
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert session._auth_hint() == ""
