@@ -309,6 +309,24 @@ def read_table(source: Path, schema: dict[str, str] | None = None, table: str = 
     return _from_arrow(arrow, source, schema, table)
 
 
+def ipc_bytes(table) -> bytes:
+    """A pyarrow Table as one Arrow IPC stream: how rows and tables cross between Ray processes here
+    (the classify engine's batches, the crawl actors' verdicts, the metric chunks), never a pickle."""
+    import pyarrow as pa
+
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def ipc_table(data: bytes):
+    """:func:`ipc_bytes`'s inverse."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
 def read_parquet_bytes(data: bytes, schema: dict[str, str] | None = None, table: str = "table",
                        source: Path | str = "table") -> pd.DataFrame:
     """``read_table`` of bytes already in memory (read once, checksummed, then parsed); ``source``

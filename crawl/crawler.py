@@ -363,6 +363,28 @@ def crawl_run(run, wnids, k: int, engine: str | None = None, config: CrawlConfig
     return summary
 
 
+def crawl_term(collector, wnid: str, term: str, k: int, spec, config: CrawlConfig, base_url: str, api_key: str | None,
+               offset: int, max_num: int, on_tick, network_check, gate=None, notes=None) -> tuple[TermJob, EngineCrawler]:
+    """One search term's result pages ``offset`` .. ``offset + max_num`` for class ``wnid``, until the
+    collector has k accepted images; returns the term's job and crawler (how it ended). ``notes``
+    receives the term's notes before an unreachable engine is raised (EngineUnreachable)."""
+    job = TermJob(wnid, term, k, spec, config, collector, base_url, api_key)
+    if gate is not None:
+        job.gate = gate
+    crawler = EngineCrawler(spec, config, base_url)
+    feeder_kwargs = {"keyword": term, "offset": offset, "max_num": max_num}
+    feeder_kwargs.update({"apikey": api_key} if spec.needs_api_key else {"filters": config.filters})
+    crawler.run(job, feeder_kwargs, on_tick=on_tick, on_network_suspect=network_check)
+    collector.raise_if_store_failed()  # a full disk: the crawl's error, not the next term's crawl
+    if notes is not None:
+        notes(job.notes)
+    error = crawler.signal.get("engine_error")
+    if error:
+        host, _, detail = error.partition(": ")
+        raise EngineUnreachable(unreachable_message(host, detail or error) + " Re-run later to resume.")
+    return job, crawler
+
+
 def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlConfig, base_url: str,
                  api_key: str | None, label_space: str, terms: list[str], on_tick, network_check,
                  gate=None) -> list[str]:
@@ -378,19 +400,8 @@ def _crawl_class(collector: Collector, wnid: str, k: int, spec, config: CrawlCon
         seen_for_term = sum(1 for row in collector.rows if row["wnid"] == wnid and row["search_term"] == term)
         budget = min(spec.max_results, config.max_results, seen_for_term + math.ceil(needed * config.oversample))
         budget = max(spec.page_size, math.ceil(budget / spec.page_size) * spec.page_size)  # whole pages
-        job = TermJob(wnid, term, k, spec, config, collector, base_url, api_key)
-        if gate is not None:
-            job.gate = gate
-        crawler = EngineCrawler(spec, config, base_url)
-        feeder_kwargs = {"keyword": term, "offset": 0, "max_num": budget}
-        feeder_kwargs.update({"apikey": api_key} if spec.needs_api_key else {"filters": config.filters})
-        crawler.run(job, feeder_kwargs, on_tick=on_tick, on_network_suspect=network_check)
-        collector.raise_if_store_failed()  # a full disk: the crawl's error, not the next term's crawl
-        notes += [f"{wnid} {name}: {text}" for text in job.notes]
-        error = crawler.signal.get("engine_error")
-        if error:
-            host, _, detail = error.partition(": ")
-            raise EngineUnreachable(unreachable_message(host, detail or error) + " Re-run later to resume.")
+        job, crawler = crawl_term(collector, wnid, term, k, spec, config, base_url, api_key, 0, budget, on_tick,
+                                  network_check, gate, notes=lambda texts: notes.extend(f"{wnid} {name}: {t}" for t in texts))
         if job.rate_limited:
             ends.append((term, "rate-limited", job))
             break  # the engine asked to slow down: the class's other terms would be refused too

@@ -35,7 +35,6 @@ same command run again looks further, as the local crawl's notes say.
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 import threading
@@ -44,7 +43,9 @@ from contextlib import contextmanager
 from typing import Callable
 
 
-from .crawler import ClassWork, CrawlError, EngineUnreachable, _crawl_class, check_engine
+from core.tables import ipc_bytes, ipc_table
+
+from .crawler import ClassWork, CrawlError, EngineUnreachable, _crawl_class, check_engine, crawl_term
 from .engines import get_engine
 from .store import Outcome
 from .validate import ImageFacts, Rejected
@@ -182,17 +183,11 @@ def encode_items(items: list[dict], meta: dict) -> bytes:
         **{k: pa.array([i[k] for i in items], type=pa.int64()) for k in ("rank", "width", "height", "bytes")},
         "data": pa.array([i["data"] for i in items], type=pa.binary()),
     }
-    table = pa.table(columns).replace_schema_metadata({"wildlens": json.dumps(meta)})
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
+    return ipc_bytes(pa.table(columns).replace_schema_metadata({"wildlens": json.dumps(meta)}))
 
 
 def decode_items(blob: bytes) -> tuple[list[dict], dict]:
-    import pyarrow as pa
-
-    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+    table = ipc_table(blob)
     meta = json.loads((table.schema.metadata or {}).get(b"wildlens", b"{}"))
     return table.to_pylist(), meta
 
@@ -219,20 +214,22 @@ class CrawlActor:
         finally:
             self.slots.release.remote(host)
 
-    def crawl_class(self, job: dict) -> bytes:
-        wnid, config = job["wnid"], job["config"]
-        spec = get_engine(config.engine)
-        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"])
-        meta: dict = {"notes": [], "error": None, "unreachable": False}
-
-        def network_check() -> str | None:
+    @staticmethod
+    def _network_check(config) -> Callable[[], str | None]:
+        """The local crawl's check after many image hosts fail: is the engine still reachable?"""
+        def check() -> str | None:
             reach = check_engine(config.engine, config)
             return None if reach.ok else f"{reach.host}: {reach.detail}"
+        return check
 
+    def crawl_class(self, job: dict) -> bytes:
+        wnid, config = job["wnid"], job["config"]
+        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"])
+        meta: dict = {"notes": [], "error": None, "unreachable": False}
         try:
-            meta["notes"] = _crawl_class(collector, wnid, job["k"], spec, config, job["base_url"], job["api_key"],
-                                         job["label_space"], job["terms"], on_tick=lambda: None,
-                                         network_check=network_check, gate=self._gate)
+            meta["notes"] = _crawl_class(collector, wnid, job["k"], get_engine(config.engine), config, job["base_url"],
+                                         job["api_key"], job["label_space"], job["terms"], on_tick=lambda: None,
+                                         network_check=self._network_check(config), gate=self._gate)
         except CrawlError as exc:  # the engine lost: what was found so far still goes back to be stored
             meta.update(error=str(exc), unreachable=isinstance(exc, EngineUnreachable))
         return encode_items(collector.items, meta)
@@ -242,30 +239,16 @@ class CrawlActor:
         class's count shared with the other actors crawling its other pages (:meth:`HostSlots.take`)."""
         from core.labels import get_label_space
 
-        from .engines import EngineCrawler, TermJob
-
         wnid, config = job["wnid"], job["config"]
-        spec = get_engine(config.engine)
-        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"], shared=self.slots)
-        term = TermJob(wnid, job["term"], job["k"], spec, config, collector, job["base_url"], job["api_key"])
-        term.gate = self._gate
-        feeder = {"keyword": job["term"], "offset": job["offset"], "max_num": job["max_num"]}
-        feeder.update({"apikey": job["api_key"]} if spec.needs_api_key else {"filters": config.filters})
-
-        def network_check() -> str | None:
-            reach = check_engine(config.engine, config)
-            return None if reach.ok else f"{reach.host}: {reach.detail}"
-
-        crawler = EngineCrawler(spec, config, job["base_url"])
-        crawler.run(term, feeder, on_network_suspect=network_check)
         name = get_label_space(job["label_space"]).display_name(wnid)
-        meta: dict = {"notes": [f"{wnid} {name}: {text}" for text in term.notes], "error": None, "unreachable": False}
-        error = crawler.signal.get("engine_error")
-        if error:
-            host, _, detail = error.partition(": ")
-            from .crawler import unreachable_message
-
-            meta.update(error=unreachable_message(host, detail or error) + " Re-run later to resume.", unreachable=True)
+        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"], shared=self.slots)
+        meta: dict = {"notes": [], "error": None, "unreachable": False}
+        try:
+            crawl_term(collector, wnid, job["term"], job["k"], get_engine(config.engine), config, job["base_url"],
+                       job["api_key"], job["offset"], job["max_num"], None, self._network_check(config), self._gate,
+                       notes=lambda texts: meta["notes"].extend(f"{wnid} {name}: {t}" for t in texts))
+        except CrawlError as exc:
+            meta.update(error=str(exc), unreachable=isinstance(exc, EngineUnreachable))
         return encode_items(collector.items, meta)
 
 
@@ -355,8 +338,8 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
     requests in flight per host across them."""
     from core.errors import OptionError
 
-    if actors is not None and actors < 1:
-        raise OptionError(f"--ray-actors {actors}: give at least 1.")
+    if actors is not None and not 1 <= actors <= 1024:
+        raise OptionError(f"--ray-actors {actors}: give 1 to 1024 actors.")
     if not 1 <= int(per_host) <= 1024:
         raise OptionError(f"--ray-per-host {per_host}: give 1 to 1024 requests in flight per host.")
 
@@ -369,7 +352,9 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
             return notes
         with ray_session(address, join_timeout):
             cpus = int(sum(float(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")))
-            size = max(1, actors or max(1, cpus))
+            # Never more actors than jobs: classes, or page ranges where there are fewer classes than actors.
+            wanted = max(1, actors or max(1, cpus))
+            size = min(wanted, max(len(work.todo), sum(len(_jobs(work, i, w, wanted)) for i, w in enumerate(work.todo))))
             slots = ray.remote(num_cpus=0)(HostSlots).options(name=f"wildlens-host-slots-{uuid.uuid4().hex[:12]}",
                                                             max_concurrency=1000).remote(per_host)
             pool = [ray.remote(num_cpus=0, max_restarts=0)(CrawlActor).options(

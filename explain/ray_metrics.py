@@ -15,7 +15,6 @@ cluster). Nothing is written by the nodes; the driver stores the artefact as the
 """
 from __future__ import annotations
 
-import io
 import warnings
 from typing import Callable
 
@@ -23,9 +22,10 @@ import pandas as pd
 
 from core.curation import Curation, read_curation
 from core.runstore import Run, default_root
+from core.tables import ipc_bytes, ipc_table
 from .curation_view import RAW, ViewChange, check_view
 from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables
-from .streaming import STREAM_ROWS, ChangeCount, concat_tables, model_chunks, part_rows
+from .streaming import STREAM_ROWS, ChangeCount, concat_tables, model_chunks, part_rows, usable_files
 
 TABLES = ("per_model", "per_class", "confusions")
 MAX_RETRIES = 3  # a chunk whose worker died is computed again (a pure function of the stored parts)
@@ -34,11 +34,7 @@ MAX_RETRIES = 3  # a chunk whose worker died is computed again (a pure function 
 def _to_arrow(frame: pd.DataFrame) -> bytes:
     import pyarrow as pa
 
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
+    return ipc_bytes(pa.Table.from_pandas(frame, preserve_index=False))
 
 
 def _from_arrow(data: bytes) -> pd.DataFrame:
@@ -47,7 +43,7 @@ def _from_arrow(data: bytes) -> pd.DataFrame:
 
     nullable = {pa.int64(): pd.Int64Dtype(), pa.float64(): pd.Float64Dtype(), pa.bool_(): pd.BooleanDtype(),
                 pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all().to_pandas(types_mapper=nullable.get)
+    return ipc_table(data).to_pandas(types_mapper=nullable.get)
 
 
 def _chunk_tables(row: dict, *, driver_home: str, predictions: str, usable, view: str, curation: Curation | None,
@@ -107,15 +103,15 @@ def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = 
     import ray.data
 
     home = default_root().resolve()
-    chunks = model_chunks(run, chunk_rows)
+    counts = part_rows(run)  # the footers, read once: the chunks, and what each node must find
+    chunks = model_chunks(run, chunk_rows, counts)
     if not chunks:
         from .streaming import stream_metric_tables
 
         return stream_metric_tables(run, view, confusion_top_k=confusion_top_k, ci=ci, cache_dir=cache_dir)
-    usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
+    usable = usable_files(run)
     if view != RAW and curation is None:
         curation = read_curation(run)
-    counts = part_rows(run)
     # Folder names below the run's predictions folder (sent as a store-relative path): a folder that is a
     # link is followed on the node as it is here.
     items = [{"index": i, "folders": [f.name for f in chunk], "rows": [counts[f] for f in chunk]}

@@ -78,12 +78,12 @@ def _stored_rows(path: Path) -> int:
         raise StoreError(f"{path} is not a readable Parquet file ({exc}).") from None
 
 
-def model_chunks(run: Run, chunk_rows: int = STREAM_ROWS) -> list[list[Path]]:
+def model_chunks(run: Run, chunk_rows: int = STREAM_ROWS, rows_by_folder: dict[Path, int] | None = None) -> list[list[Path]]:
     """The run's model folders cut into consecutive chunks of at most ``chunk_rows`` stored rows (a
-    model with more is a chunk of its own)."""
+    model with more is a chunk of its own); ``rows_by_folder``: :func:`part_rows` when already read."""
     chunks: list[list[Path]] = []
     size = 0
-    for model_dir, rows in part_rows(run).items():
+    for model_dir, rows in (part_rows(run) if rows_by_folder is None else rows_by_folder).items():
         if not chunks or size + rows > chunk_rows:
             chunks.append([])
             size = 0
@@ -120,6 +120,12 @@ class ChangeCount:
                           relabelled_rows=self.relabelled_rows, excluded_rows=self.excluded_rows)
 
 
+def usable_files(run: Run) -> set[str] | None:
+    """The images whose predictions count (accepted, not excluded), or None for a run without a
+    manifest (uploaded predictions: every row counts), as ``Run.usable_predictions`` decides."""
+    return set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
+
+
 def usable_chunks(run: Run, view: str = RAW, curation: Curation | None = None, chunk_rows: int = STREAM_ROWS,
                   counted: ChangeCount | None = None, chunks: list[list[Path]] | None = None) -> Iterator[pd.DataFrame]:
     """The run's usable predictions in ``view``, one chunk of models at a time (``chunks``, else
@@ -128,7 +134,7 @@ def usable_chunks(run: Run, view: str = RAW, curation: Curation | None = None, c
     from core.parts import PredictionParts
 
     check_view(view)
-    usable = set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
+    usable = usable_files(run)
     if view != RAW and curation is None:
         curation = read_curation(run)
     for folders in (chunks if chunks is not None else model_chunks(run, chunk_rows)):

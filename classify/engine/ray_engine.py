@@ -49,7 +49,6 @@ row is stored twice, and the report names the node (``InferenceReport.lost_nodes
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import math
 import os
@@ -67,6 +66,7 @@ import pandas as pd
 from core.errors import OptionError, WildLensError
 from core.progress import ProgressCallback, report
 from core.runstore import HOME_ENV, default_root
+from core.tables import ipc_bytes, ipc_table
 # Ray itself (installed or not, the session, joining a cluster) lives in core: probe sweeps run on it too.
 # ray_available, ray_session, ray_version and _check_reachable are also read through this module (pages,
 # benchmarks, tests): the engine's names for them.
@@ -328,18 +328,13 @@ def encode_frame(frame: pd.DataFrame) -> bytes:
         for name, data, kind in zip(_TEXT_FIELDS, (values, rows, wnids, scales),
                                     (pa.list_(pa.float32()), pa.int64(), pa.list_(pa.string()), pa.float64())):
             table = table.append_column(name, pa.array(data, type=kind))
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
+    return ipc_bytes(table)
 
 
 def decode_frame(data: bytes) -> pd.DataFrame:
     """:func:`encode_frame`'s inverse: features back as float32 arrays, the text classifier as
     the dict ``classify.features.FeatureSink`` stores."""
-    import pyarrow as pa
-
-    table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    table = ipc_table(data)
     extra = [c for c in (FEATURES, *_TEXT_FIELDS) if c in table.column_names]
     frame = table.drop_columns(extra).to_pandas()
     if FEATURES in table.column_names:

@@ -101,3 +101,11 @@ def test_a_large_class_is_split_over_actors_by_result_pages(ray_cluster, tmp_pat
     assert on_ray.complete and on_ray.new_accepted == local.new_accepted == 45
     pd.testing.assert_frame_equal(_rows(tmp_path / "ray"), _rows(tmp_path / "local"))
 
+
+
+@pytest.mark.parametrize("actors, per_host", [(0, 4), (5000, 4), (2, 0)])
+def test_actor_and_host_limits_out_of_range_are_one_line(actors, per_host):
+    from core.errors import OptionError
+
+    with pytest.raises(OptionError, match=r"^--ray-(actors|per-host) -?\d+: give 1 to 1024"):
+        ray_classes(actors=actors, per_host=per_host)
