@@ -22,10 +22,11 @@ run: $(STAMP)
 # One test worker per core, at most 4 (pytest-xdist). loadgroup, not worksteal: the Ray module
 # (xdist_group "ray") stays on one worker, so its Ray instance starts once (on 4 worksteal workers
 # its tests summed to 758 s: every worker that stole one started its own); tests marked `long` are
-# collected first (tests/conftest.py). The suite is CPU-bound: on this 2-core machine it needs
-# ~1,300 CPU-seconds (the machine is 99 % busy throughout; a third of it is Ray's daemons and
-# Chromium, which the tests' own rusage misses), so more workers do not help (2026-12-03: -n 2 567-630 s,
-# -n 3 600 s, -n 4 646 s). A single file or test: .venv/bin/python -m pytest tests/explain (one process).
+# collected first (tests/conftest.py), and each worker's native thread pools get the cores over the
+# workers (tests/conftest.py THREAD_POOLS). The suite is CPU-bound: on this 2-core machine it needs
+# ~850-900 CPU-seconds of the whole process tree (cgroup cpuacct; Ray's workers and daemons ~220, the
+# browser tests' servers and Chromium ~150), so more workers do not help (2026-12-06, quiet: -n 2
+# 490-526 s, -n 3 551 s and 1,050 CPU-seconds). A single file or test: .venv/bin/python -m pytest tests/explain (one process).
 test: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
 
