@@ -17,6 +17,10 @@ from core.errors import OptionError
 from core.features import featured_images, read_features, read_feature_meta
 from core.runstore import RunInfo, RunStore
 
+# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
+# over two workers each built them (the timelines of 2026-12-06: the module on both workers).
+pytestmark = pytest.mark.xdist_group("features")
+
 OPTIONS = InferenceOptions(device="cpu", num_workers=0, batch_size=8)
 
 

@@ -21,6 +21,10 @@ from core.wordnet import synset_of
 from explain.compare import compare_models
 from explain.metrics import compute_metric_tables
 
+# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
+# over two workers each built them (the timelines of 2026-12-06: the module on both workers).
+pytestmark = pytest.mark.xdist_group("interval-coverage")
+
 TRUTH = "n02123045"  # tabby cat
 # Why these rates: the percentile bootstrap cannot cover a mean whose spread comes from an outcome so
 # rare that 30 images often miss it (a Chihuahua at 5 %: absent from 21 % of samples, whose interval is

@@ -22,6 +22,10 @@ from classify.targets import predict_run
 from core.errors import OptionError
 from core.runstore import RunInfo, RunStore
 
+# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
+# over two workers each built them (the timelines of 2026-12-06: the module on both workers).
+pytestmark = pytest.mark.xdist_group("precisions")
+
 pytest.importorskip("onnxruntime")
 
 CPU = torch.device("cpu")

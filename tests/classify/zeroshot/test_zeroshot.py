@@ -29,6 +29,10 @@ from core.runstore import RunInfo, RunStore, valid_run_id
 from tests.classify.doubles import TINY_CLIP, TINY_CLIP_CONFIG, register_tiny_clip
 from tests.conftest import ROOT
 
+# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
+# over two workers each built them (the timelines of 2026-12-06: the module on both workers).
+pytestmark = pytest.mark.xdist_group("zeroshot")
+
 open_clip = pytest.importorskip("open_clip")
 
 TINY, TINY_CONFIG = TINY_CLIP, TINY_CLIP_CONFIG  # an open_clip architecture of the tests only
