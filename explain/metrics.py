@@ -22,7 +22,6 @@ are also in ``compute_metric_tables.__doc__``):
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import WildLensError
+from core.machine import available_cores as _cores  # looked up at each call: a test replaces it
 from core.runstore import PREDICTION_STATUSES, TOP_K
 from core.wordnet import WORDNET_VERSION, is_wnid
 from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
@@ -119,13 +119,6 @@ def _unique(keys: np.ndarray, *, inverse: bool = False, counts: bool = False, so
 
 
 _PARALLEL_FROM = 200_000  # rows; below this a thread's start costs more than it overlaps
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # the cores this process may run on, not the machine's
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _start(func, *args, parallel: bool):

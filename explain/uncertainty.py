@@ -30,7 +30,6 @@ so few images have too little spread to resample (the coverage measured there wa
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -580,11 +579,9 @@ MAX_THREADS = 4  # blocks in flight: each holds ~32 MB of weights and its produc
 def worker_threads() -> int:
     """Threads for the bootstrap's blocks: the cores this process may use (detected, not assumed),
     at most MAX_THREADS."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_THREADS, cores))
+    from core.machine import available_cores
+
+    return max(1, min(MAX_THREADS, available_cores()))
 
 
 def ordered_map(func, items: list[tuple], threads: int | None = None):

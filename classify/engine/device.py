@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import platform
 import subprocess
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import torch
 
 from core.errors import OptionError
+from core.machine import available_cores  # noqa: F401  (looked up here at each call: tests replace it)
 
 from classify.engine.options import BACKENDS, DEVICES, PRECISIONS  # noqa: F401  (the option lists live there; re-exported)
 
@@ -175,13 +175,6 @@ def check_counts(batch_size: int | None, num_workers: int | None) -> None:
 
 MAX_BATCH_SIZE = 65_536  # images per forward pass
 MAX_WORKERS = 256  # decode processes
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def default_num_workers(device: torch.device) -> int:

@@ -17,10 +17,7 @@ from core.errors import OptionError
 from core.features import featured_images, read_features, read_feature_meta
 from core.runstore import RunInfo, RunStore
 
-# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
-# over two workers each built them (timelines of 2026-12-06: test_precisions 20.5 s on one worker, 17.4 s on the
-# other). Saves CPU; the suite's wall from a fresh clone stayed within its spread (474 -> 480 s).
-pytestmark = pytest.mark.xdist_group("features")
+pytestmark = pytest.mark.xdist_group("features")  # its module fixtures built once (tests/conftest.py)
 
 OPTIONS = InferenceOptions(device="cpu", num_workers=0, batch_size=8)
 

@@ -21,10 +21,7 @@ from core.wordnet import synset_of
 from explain.compare import compare_models
 from explain.metrics import compute_metric_tables
 
-# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
-# over two workers each built them (timelines of 2026-12-06: test_precisions 20.5 s on one worker, 17.4 s on the
-# other). Saves CPU; the suite's wall from a fresh clone stayed within its spread (474 -> 480 s).
-pytestmark = pytest.mark.xdist_group("interval-coverage")
+pytestmark = pytest.mark.xdist_group("interval-coverage")  # its module fixtures built once (tests/conftest.py)
 
 TRUTH = "n02123045"  # tabby cat
 # Why these rates: the percentile bootstrap cannot cover a mean whose spread comes from an outcome so

@@ -22,10 +22,7 @@ from classify.targets import predict_run
 from core.errors import OptionError
 from core.runstore import RunInfo, RunStore
 
-# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
-# over two workers each built them (timelines of 2026-12-06: test_precisions 20.5 s on one worker, 17.4 s on the
-# other). Saves CPU; the suite's wall from a fresh clone stayed within its spread (474 -> 480 s).
-pytestmark = pytest.mark.xdist_group("precisions")
+pytestmark = pytest.mark.xdist_group("precisions")  # its module fixtures built once (tests/conftest.py)
 
 pytest.importorskip("onnxruntime")
 

@@ -29,10 +29,7 @@ from core.runstore import RunInfo, RunStore, valid_run_id
 from tests.classify.doubles import TINY_CLIP, TINY_CLIP_CONFIG, register_tiny_clip
 from tests.conftest import ROOT
 
-# One worker runs this module (make test's --dist loadgroup): its module fixtures are the cost, and split
-# over two workers each built them (timelines of 2026-12-06: test_precisions 20.5 s on one worker, 17.4 s on the
-# other). Saves CPU; the suite's wall from a fresh clone stayed within its spread (474 -> 480 s).
-pytestmark = pytest.mark.xdist_group("zeroshot")
+pytestmark = pytest.mark.xdist_group("zeroshot")  # its module fixtures built once (tests/conftest.py)
 
 open_clip = pytest.importorskip("open_clip")
 
