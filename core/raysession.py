@@ -364,21 +364,26 @@ def check_engine_arguments(args) -> None:
 
 
 # --------------------------------------------------------------------------- errors from workers
-def user_error(exc: BaseException) -> WildLensError | None:
-    """The WildLensError inside what Ray raised, if any. Ray keeps a worker's exception as an
-    object only sometimes (a task's); Ray Data hands the driver a ``UserCodeException`` whose text
-    holds the original's traceback, so a WildLensError is found by its class name in that text and
-    raised again with its one line."""
-    seen = set()
-    stack = [exc]
+def exception_chain(exc: BaseException):
+    """``exc`` and every exception behind it, each once: Ray's ``cause``, ``__cause__`` and ``__context__``."""
+    seen, stack = set(), [exc]
     while stack:
         current = stack.pop()
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
+        yield current
+        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
+
+
+def user_error(exc: BaseException) -> WildLensError | None:
+    """The WildLensError inside what Ray raised, if any. Ray keeps a worker's exception as an
+    object only sometimes (a task's); Ray Data hands the driver a ``UserCodeException`` whose text
+    holds the original's traceback, so a WildLensError is found by its class name in that text and
+    raised again with its one line."""
+    for current in exception_chain(exc):
         if isinstance(current, WildLensError) and not type(current).__module__.startswith("ray."):
             return current
-        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
     classes = {cls.__name__: cls for cls in _subclasses(WildLensError)}
     found = None
     for match in re.finditer(r"(?m)^(?:\x1b\[[0-9;]*m)?(?:[\w.]+\.)?(\w+): (.+)$", str(exc)):

@@ -262,10 +262,13 @@ class Run:
         inference keeps its stored rows but leaves the metrics. Runs without a manifest (predictions
         imported from elsewhere) keep every row."""
         df = self.read_predictions()
-        if not self.manifest_path.exists():
-            return df
-        usable = set(self.usable_images()["file"].dropna())
-        return df[df["image"].isin(usable)].reset_index(drop=True)
+        usable = self.usable_files()
+        return df if usable is None else df[df["image"].isin(usable)].reset_index(drop=True)
+
+    def usable_files(self) -> set[str] | None:
+        """Files of the accepted, not excluded images, whose predictions count; None for a run without a
+        manifest (predictions imported from elsewhere), where every prediction counts."""
+        return set(self.usable_images()["file"].dropna()) if self.manifest_path.exists() else None
 
     def predicted_images(self, model: str, include_failed: bool = False) -> set[str]:
         return self.prediction_parts.predicted_images(model, include_failed)

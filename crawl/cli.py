@@ -150,10 +150,12 @@ def cmd_fetch(args) -> int:
                                       ("--ray-per-host", args.ray_per_host)) if value is not None]
     if given and not args.ray:
         raise OptionError(f"{given[0]} is for --ray (the crawl on Ray actors); add --ray or drop it.")
-    if args.ray:  # the actor counts checked before any work (ray_classes says the same)
-        from .ray_crawl import ray_classes
+    kwargs = {}
+    if args.ray:  # the actor counts checked before any work
+        from .ray_crawl import DEFAULT_PER_HOST, ray_classes
 
-        ray_classes(args.ray_address, args.ray_actors, 16 if args.ray_per_host is None else args.ray_per_host)
+        kwargs["classes"] = ray_classes(args.ray_address, args.ray_actors,
+                                        DEFAULT_PER_HOST if args.ray_per_host is None else args.ray_per_host)
     label_space = args.label_space or (RunStore().open_run(args.run).info.label_space
                                        if args.run and _run_exists(args.run) else DEFAULT_LABEL_SPACE)
     wnids = _classes(args, label_space)
@@ -175,12 +177,6 @@ def cmd_fetch(args) -> int:
     target, _ = _destination(args, query=args.query or "", sense=args.query or "", wnids=wnids,
                              images_per_class=args.k, source=f"crawl:{args.engine}")
     progress = None if args.no_progress else TerminalProgress()
-    kwargs = {}
-    if args.ray:
-        from .ray_crawl import DEFAULT_PER_HOST, ray_classes
-
-        kwargs["classes"] = ray_classes(args.ray_address, args.ray_actors,
-                                        DEFAULT_PER_HOST if args.ray_per_host is None else args.ray_per_host)
     try:
         summary = crawl_run(target, wnids, args.k, engine=args.engine, config=config, progress=progress,
                             label_space=label_space, search_terms=terms, **kwargs)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import uuid
 from contextlib import contextmanager
 from typing import Callable
 
@@ -62,8 +61,6 @@ class HostSlots:
     def __init__(self, limit: int):
         self.limit = int(limit)
         self.slots: dict = {}
-        self.busy: dict = {}
-        self.peak: dict = {}
         self.counts: dict = {}  # class -> provisional accepted images, for classes split over actors
 
     async def acquire(self, host: str) -> None:
@@ -71,16 +68,9 @@ class HostSlots:
 
         slot = self.slots.setdefault(host, asyncio.Semaphore(self.limit))
         await slot.acquire()
-        self.busy[host] = self.busy.get(host, 0) + 1
-        self.peak[host] = max(self.peak.get(host, 0), self.busy[host])
 
     async def release(self, host: str) -> None:
-        self.busy[host] -= 1
         self.slots[host].release()
-
-    async def peaks(self) -> dict:
-        """The most requests each host had in flight at once."""
-        return dict(self.peak)
 
     # The provisional count of accepted images of each class whose result pages several actors crawl at
     # once (their threads share it, as a local crawl's threads share the Collector's): kept here, in the
@@ -195,8 +185,8 @@ def decode_items(blob: bytes) -> tuple[list[dict], dict]:
 class CrawlActor:
     """A Ray actor that crawls whole classes (:meth:`crawl_class`) with the local crawl's code."""
 
-    def __init__(self, slots=None):
-        self.slots = slots
+    def __init__(self, slots):
+        self.slots = slots  # the crawl's HostSlots actor
 
     @contextmanager
     def _gate(self, url: str):
@@ -204,9 +194,6 @@ class CrawlActor:
 
         import ray
 
-        if self.slots is None:
-            yield
-            return
         host = (urlsplit(url).hostname or "").lower()
         ray.get(self.slots.acquire.remote(host))
         try:
@@ -354,14 +341,13 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
             cpus = int(sum(float(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")))
             # Never more actors than jobs: classes, or page ranges where there are fewer classes than actors.
             wanted = max(1, actors or max(1, cpus))
-            size = min(wanted, max(len(work.todo), sum(len(_jobs(work, i, w, wanted)) for i, w in enumerate(work.todo))))
-            slots = ray.remote(num_cpus=0)(HostSlots).options(name=f"wildlens-host-slots-{uuid.uuid4().hex[:12]}",
-                                                            max_concurrency=1000).remote(per_host)
+            queue = [entry for index, wnid in enumerate(work.todo) for entry in _jobs(work, index, wnid, wanted)]
+            size = min(wanted, len(queue))  # planned for fewer actors, the jobs would be the same ones
+            slots = ray.remote(num_cpus=0)(HostSlots).options(max_concurrency=1000).remote(per_host)
             pool = [ray.remote(num_cpus=0, max_restarts=0)(CrawlActor).options(
                 scheduling_strategy="SPREAD", max_concurrency=1).remote(slots) for _ in range(size)]
             from collections import Counter, defaultdict
 
-            queue = [entry for index, wnid in enumerate(work.todo) for entry in _jobs(work, index, wnid, size)]
             outstanding = Counter(index for index, _, _ in queue)  # a class's jobs not back yet
             results = defaultdict(list)  # class index -> its jobs' results (blobs)
             split = {index for index, kind, _ in queue if kind == "pages"}
@@ -415,5 +401,4 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
                     ray.kill(handle)
         return notes
 
-    run.per_host = per_host
     return run

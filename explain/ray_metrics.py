@@ -25,7 +25,7 @@ from core.runstore import Run, default_root
 from core.tables import ipc_bytes, ipc_table
 from .curation_view import RAW, ViewChange, check_view
 from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables
-from .streaming import STREAM_ROWS, ChangeCount, concat_tables, model_chunks, part_rows, usable_files
+from .streaming import STREAM_ROWS, ChangeCount, concat_tables, model_chunks, part_rows
 
 TABLES = ("per_model", "per_class", "confusions")
 MAX_RETRIES = 3  # a chunk whose worker died is computed again (a pure function of the stored parts)
@@ -109,7 +109,7 @@ def ray_metric_tables(run: Run, view: str = RAW, *, curation: Curation | None = 
         from .streaming import stream_metric_tables
 
         return stream_metric_tables(run, view, confusion_top_k=confusion_top_k, ci=ci, cache_dir=cache_dir)
-    usable = usable_files(run)
+    usable = run.usable_files()
     if view != RAW and curation is None:
         curation = read_curation(run)
     # Folder names below the run's predictions folder (sent as a store-relative path): a folder that is a

@@ -120,12 +120,6 @@ class ChangeCount:
                           relabelled_rows=self.relabelled_rows, excluded_rows=self.excluded_rows)
 
 
-def usable_files(run: Run) -> set[str] | None:
-    """The images whose predictions count (accepted, not excluded), or None for a run without a
-    manifest (uploaded predictions: every row counts), as ``Run.usable_predictions`` decides."""
-    return set(run.usable_images()["file"].dropna()) if run.manifest_path.exists() else None
-
-
 def usable_chunks(run: Run, view: str = RAW, curation: Curation | None = None, chunk_rows: int = STREAM_ROWS,
                   counted: ChangeCount | None = None, chunks: list[list[Path]] | None = None) -> Iterator[pd.DataFrame]:
     """The run's usable predictions in ``view``, one chunk of models at a time (``chunks``, else
@@ -134,7 +128,7 @@ def usable_chunks(run: Run, view: str = RAW, curation: Curation | None = None, c
     from core.parts import PredictionParts
 
     check_view(view)
-    usable = usable_files(run)
+    usable = run.usable_files()
     if view != RAW and curation is None:
         curation = read_curation(run)
     for folders in (chunks if chunks is not None else model_chunks(run, chunk_rows)):

@@ -167,10 +167,8 @@ def class_name(wnid: str, label_space: str = "imagenet-1k") -> str:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _usable_files(run_path: str, fingerprint: str) -> frozenset | None:
-    run = Run(run_path)
-    if not run.manifest_path.exists():  # fingerprint 'none': predictions imported from elsewhere
-        return None
-    return frozenset(run.usable_images()["file"].dropna())
+    usable = Run(run_path).usable_files()  # None (fingerprint 'none'): predictions imported from elsewhere
+    return None if usable is None else frozenset(usable)
 
 
 def usable_files(run: Run) -> frozenset | None:

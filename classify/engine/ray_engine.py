@@ -74,7 +74,7 @@ from core.raysession import (RayEngineError, _check_reachable, _import_ray, ray_
                              ray_version)
 # Paths in the driver's run store travel relative to it; each node reads them under its own store.
 from core.raysession import HOME_PREFIX, node_home as _node_home, node_path as _local, portable_path as _portable
-from core.raysession import user_error as _user_error  # a worker's WildLensError out of what Ray raised
+from core.raysession import exception_chain, user_error as _user_error  # a worker's WildLensError out of what Ray raised
 
 from classify.engine import gpu_decode
 from classify.engine.device import precision_name
@@ -522,16 +522,8 @@ def _may_be_node_loss(exc: BaseException) -> bool:
     """Whether Ray's failure is of the kind a lost node gives (an actor, worker or object gone)."""
     from ray.exceptions import NodeDiedError, ObjectLostError, RayActorError, WorkerCrashedError
 
-    seen, stack = set(), [exc]
-    while stack:
-        current = stack.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, (RayActorError, NodeDiedError, ObjectLostError, WorkerCrashedError)):
-            return True
-        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
-    return bool(_LOSS_WORDS.search(str(exc)))
+    lost = (RayActorError, NodeDiedError, ObjectLostError, WorkerCrashedError)
+    return any(isinstance(e, lost) for e in exception_chain(exc)) or bool(_LOSS_WORDS.search(str(exc)))
 
 
 def _raise_ray_failure(exc: BaseException, watch, answered: bool, before_first_row, done: int):
