@@ -37,17 +37,20 @@ def browser(width: int = 1400, height: int = 1000):
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+POLL = 0.2  # seconds between two looks at the page (innerText costs the renderer ~0.02 s)
 BUSY_SELECTORS = ('[data-testid="stStatusWidget"]', '[data-testid="stSpinner"]', '[data-stale="true"]')
 
 
-def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 1.5) -> str:
+def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 0.5) -> str:
     """Wait until Streamlit has finished running the script: a title is shown, no running
     indicator, spinner or stale element is present, every Plotly chart has drawn, and the visible
     text has not changed for ``settle`` seconds. Returns the visible text.
 
-    Why 1.5 s: the running indicator covers a script run; the settle only catches deltas still in
-    flight after it (a fragment, a late chart). It was 4 s, which was 84 s of test_day's 124 s of
-    waiting (21 waits) and kept the suite over 6 minutes on 2 cores."""
+    Why 0.5 s: the running indicator covers a script run from the moment a widget asks for one
+    (Streamlit's frontend shows it for RUNNING and RERUN_REQUESTED alike), Plotly charts are waited
+    for by their drawn SVG, and no page runs a timed fragment, so the settle only catches a delta
+    still in flight. It was 4 s, then 1.5 s: about 1.9 s of idle per wait over the ~80 waits of
+    the browser tests, which kept the suite over 6 minutes on 2 cores."""
     from selenium.webdriver.common.by import By
 
     deadline = time.monotonic() + timeout
@@ -65,7 +68,7 @@ def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 1.5) -> 
         else:
             quiet_since = None
         last_text = text
-        time.sleep(0.4)
+        time.sleep(POLL)
     raise TimeoutError(f"{driver.current_url} did not finish rendering in {timeout:.0f} s")
 
 
@@ -137,7 +140,7 @@ def wait_for(driver, condition, timeout: float = 180.0, what: str = "the conditi
         if time.monotonic() > deadline:
             raise TimeoutError(f"{driver.current_url}: {what} not seen in {timeout:.0f} s; the page reads:\n"
                                + body_text(driver)[-3000:])
-        time.sleep(0.4)
+        time.sleep(POLL)
 
 
 def wait_for_text(driver, text: str | re.Pattern, timeout: float = 180.0) -> str:
