@@ -242,7 +242,8 @@ class CrawlActor:
 def _job(work: ClassWork, wnid: str) -> dict:
     rows = [r for r in work.collector.rows if r.get("wnid") == wnid]
     return {"wnid": wnid, "k": work.k, "terms": list(work.plan[wnid]), "usable": work.collector.usable_count(wnid),
-            "seen_urls": sorted({r["url"] for r in rows if isinstance(r.get("url"), str)}),
+            "seen_urls": sorted({r["url"] for r in rows if isinstance(r.get("url"), str)
+                                 and not work.collector.will_retry(wnid, r["url"])}),  # (fetched again: a failure that may pass)
             "rows": [{"wnid": wnid, "search_term": r.get("search_term")} for r in rows], "config": work.config,
             "base_url": work.base_url, "api_key": work.api_key, "label_space": work.label_space}
 

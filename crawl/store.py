@@ -19,6 +19,11 @@ next collection replays the journal into the manifest and drops a replayed row w
 arrived. Nothing is ever deleted except temporary files that ``core.runstore.atomic_path``
 itself names (``.<name>.<12 hex>.tmp``).
 
+A URL rejected for a reason that may pass (``crawl.validate.retried_on_resume``: the connection
+failed, a timeout, HTTP 408/425/429/5xx) is fetched again by the next run of the crawl, once per
+run: its row is replaced in place (journalled at its own index like any change), so the manifest
+keeps one row per (class, URL) and a kill mid-way leaves either the old verdict or the new one.
+
 A manifest that is missing beside stored images, or that cannot be read, stops collection with
 a one-line error saying how to rebuild it (re-import the stored images into a new destination):
 treating every stored image as unrecorded would delete them all.
@@ -54,7 +59,7 @@ from core.runstore import (MANIFEST_LOCK_NAME, MANIFEST_SCHEMA, Run, StoreError,
                            waiting_lock, write_bytes_atomic, write_table)
 
 from .config import FORMAT_EXTENSIONS, ValidationConfig
-from .validate import (EXACT_DUPLICATE, NEAR_DUPLICATE, TRANSIENT_CODES, ImageFacts, Rejected, phash_int,
+from .validate import (EXACT_DUPLICATE, NEAR_DUPLICATE, TRANSIENT_CODES, ImageFacts, Rejected, phash_int, retried_on_resume,
                        reason_code)
 
 _EXTENSIONS = "|".join(sorted(set(FORMAT_EXTENSIONS.values())))
@@ -381,6 +386,14 @@ class Collector:
         self.closed = False
         for index, row in enumerate(self.rows):
             self._index(index, row)
+        # Rows of earlier runs whose URL is fetched again in this one (a failure that may pass), by
+        # (class, URL) -> row index: not 'seen' for claim_url; the new verdict replaces the row.
+        self._retry: dict[tuple, int] = {}
+        for index, row in enumerate(self.rows):
+            if row.get("status") == "rejected" and row.get("url") and retried_on_resume(row.get("reason")):
+                self._retry[(row["wnid"], row["url"])] = index
+                self._seen.discard((row["wnid"], row["url"]))
+        self._replaced: set[int] = set()  # rows of earlier runs replaced in this one
         if self.replayed or not had_manifest:
             self.save()  # the journal folded in; a new destination gets its manifest before its first file
 
@@ -412,7 +425,7 @@ class Collector:
             return 0
         except OSError as exc:
             raise self.dest.damaged(f"{self.dest.journal_path} cannot be read ({exc.strerror or exc})") from None
-        applied, appended = 0, []
+        applied, appended, replaced = 0, [], {}
         for line in lines:
             try:
                 entry = json.loads(line)
@@ -426,6 +439,11 @@ class Collector:
             if index == len(self.rows):
                 self.rows.append(row)
                 appended.append(index)
+            elif (self.rows[index].get("status") == "rejected" and retried_on_resume(self.rows[index].get("reason"))
+                  and all(self.rows[index].get(col) == row[col] for col in ("wnid", "url")) and row["url"]):
+                # a URL fetched again (a failure that may pass): the new verdict in place of the old
+                replaced.setdefault(index, self.rows[index])
+                self.rows[index] = row
             else:  # a row the manifest holds: only other_wnids is ever changed on a recorded row; an
                 # exclusion made since (the dashboard) is kept
                 known = self.rows[index]
@@ -433,10 +451,14 @@ class Collector:
                     break  # not this manifest's row
                 known["other_wnids"] = row["other_wnids"]
             applied += 1
-        missing = {i for i in appended if self.rows[i]["status"] == "accepted"
+        changed = appended + list(replaced)
+        missing = {i for i in changed if self.rows[i]["status"] == "accepted"
                    and not (self.dest.images_dir / str(self.rows[i]["file"])).is_file()}
         lost = {self.rows[i]["file"] for i in missing}  # a copy journaled while its kept file was being stored
-        missing |= {i for i in appended if self.rows[i]["status"] == "duplicate" and self.rows[i]["duplicate_of"] in lost}
+        missing |= {i for i in changed if self.rows[i]["status"] == "duplicate" and self.rows[i]["duplicate_of"] in lost}
+        for i in missing & set(replaced):  # its file never arrived: the old verdict stands, fetched again later
+            self.rows[i] = replaced[i]
+        missing -= set(replaced)
         if missing:
             self.rows = [row for i, row in enumerate(self.rows) if i not in missing]
         return applied
@@ -446,7 +468,9 @@ class Collector:
         wnid, url = row.get("wnid"), row.get("url")
         if url:
             self._seen.add((wnid, url))
-            self._by_url.setdefault(url, []).append(index)
+            rows = self._by_url.setdefault(url, [])
+            if index not in rows:  # (a row replaced in place keeps its index)
+                rows.append(index)
         if row.get("original_name"):
             self._seen.add((wnid, row["original_name"], row.get("sha256")))
         if row.get("status") == "accepted" and row.get("sha256"):
@@ -536,8 +560,9 @@ class Collector:
                 raise self._store_failure()   # appended would share its index with the next one
             row["file"] = facts.stored_name(wnid)
             row.update(status="accepted", reason=None)
-            self._journal(len(self.rows), row)  # first the row, then the file: a kill leaves no file without a row
-            self._store(len(self.rows), self.dest.images_dir / row["file"], data)  # temp + fsync + rename
+            index = self._slot(row)
+            self._journal(index, row)  # first the row, then the file: a kill leaves no file without a row
+            self._store(index, self.dest.images_dir / row["file"], data)  # temp + fsync + rename
             return Outcome("accepted", self._append(row, journaled=True))
 
     # storing files ----------------------------------------------------------------------
@@ -624,11 +649,26 @@ class Collector:
     def _class_note(self, index: int) -> str:
         return f" (found for {self.rows[index]['wnid']})"
 
+    def _slot(self, row: dict) -> int:
+        """The index ``row`` goes to: the row of an earlier run it replaces (its URL fetched again), else a new one."""
+        return self._retry.get((row["wnid"], row["url"]), len(self.rows)) if row.get("url") else len(self.rows)
+
+    def will_retry(self, wnid: str, url: str) -> bool:
+        """Whether this run fetches ``url`` again for ``wnid`` (an earlier failure that may pass, not yet replaced)."""
+        with self._lock:
+            return (wnid, url) in self._retry
+
     def _append(self, row: dict, journaled: bool = False) -> dict:
+        index = self._slot(row)
         if not journaled:
-            self._journal(len(self.rows), row)
-        self.rows.append(row)
-        self._index(len(self.rows) - 1, row)
+            self._journal(index, row)
+        if index == len(self.rows):
+            self.rows.append(row)
+        else:
+            del self._retry[(row["wnid"], row["url"])]
+            self.rows[index] = row
+            self._replaced.add(index)
+        self._index(index, row)
         self._unsaved += 1
         # A quarter of the manifest at least: each save costs O(rows), so saving every few rows made
         # an import quadratic; the journal holds the rows in between, so a kill loses none of them.
@@ -691,8 +731,9 @@ class Collector:
 
     @property
     def new_rows(self) -> list[dict]:
+        """The rows this run added, and those of earlier runs it replaced (URLs fetched again)."""
         with self._lock:
-            return list(self.rows[self.initial_rows:])
+            return [self.rows[i] for i in sorted(self._replaced)] + list(self.rows[self.initial_rows:])
 
     def manifest(self) -> pd.DataFrame:
         with self._lock:

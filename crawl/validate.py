@@ -78,6 +78,25 @@ def reason_code(reason: str | None) -> str:
     return (reason or "").split(":", 1)[0].strip()
 
 
+# HTTP answers that say "not now" rather than "no": a request timeout, too early, too many requests,
+# and the server-side failures (RFC 9110 15.5.9, RFC 8470, RFC 6585, RFC 9110 15.6). A 404 or a 403
+# is the server's verdict on the URL and is kept.
+RETRY_HTTP_STATUS = frozenset({408, 425, 429}) | frozenset(range(500, 600))
+
+
+def retried_on_resume(reason: str | None) -> bool:
+    """Whether a URL rejected with ``reason`` is fetched again by the next run of the same crawl:
+    a connection that failed (refused, reset, DNS), a timeout, or an HTTP status of
+    :data:`RETRY_HTTP_STATUS`. Its row is then replaced in place (``crawl.store.Collector``)."""
+    code = reason_code(reason)
+    if code in (CONNECTION, TIMEOUT):
+        return True
+    if code != HTTP_ERROR:
+        return False
+    detail = (reason or "").split(":", 1)[-1].split()
+    return len(detail) >= 2 and detail[0] == "HTTP" and detail[1].isdigit() and int(detail[1]) in RETRY_HTTP_STATUS
+
+
 @dataclass(frozen=True)
 class ImageFacts:
     """What is recorded about an accepted image. ``width``/``height`` are as displayed (EXIF

@@ -321,6 +321,66 @@ def test_rows_recorded_after_the_last_manifest_write_survive_a_kill(tmp_path, mo
     assert not (tmp_path / JOURNAL_NAME).exists()  # folded into the manifest
 
 
+def test_failures_that_may_pass_are_fetched_again_by_the_next_run(tmp_path):
+    """A URL refused, timed out or answered 408/429/5xx is fetched again by the next run of the crawl
+    (once per run), its row replaced in place: one row per (class, URL); a 404 is the server's verdict
+    and is kept, as is every accepted image."""
+    with good_engine(4) as engine:
+        flaky = {"/g/503.jpg": 503, "/g/429.jpg": 429, "/g/404.jpg": 404}
+        for path, status in flaky.items():
+            engine.add(path, b"try later", status=status, headers={"Content-Type": "text/plain"})
+        refused = T.closed_port_url() + "/r.jpg"
+        engine.results["tabby"] += [engine.absolute(p) for p in flaky] + [refused]
+        config = fast_config(engine, threads=2, allow_private_hosts=True)  # (the refused URL's port is not the engine's)
+        first = crawl_run(tmp_path, [TABBY], k=20, config=config)
+        before = check_consistent(tmp_path).set_index("url")
+        assert first.new_accepted == 4 and len(before) == 8
+        assert before.loc[refused, "reason"] == "connection: connection refused"
+        for path, status in flaky.items():
+            assert before.loc[engine.absolute(path), "reason"] == f"http-error: HTTP {status}"
+            engine.add(path, T.jpeg(1100 + status))  # the server answers now
+        second = crawl_run(tmp_path, [TABBY], k=20, config=config)
+        after = check_consistent(tmp_path).set_index("url")
+        assert list(after.index) == list(before.index), "the same rows, in place"
+        assert second.new_accepted == 2 and second.new_rows == 3  # 503 and 429 now accepted; the refused URL again
+        assert (after.loc[[engine.absolute("/g/503.jpg"), engine.absolute("/g/429.jpg")], "status"] == "accepted").all()
+        assert after.loc[engine.absolute("/g/404.jpg"), "reason"] == "http-error: HTTP 404"
+        assert after.loc[refused, "reason"] == "connection: connection refused"
+        assert engine.hits["/g/503.jpg"] == engine.hits["/g/429.jpg"] == 2 and engine.hits["/g/404.jpg"] == 1
+        assert all(engine.hits[f"/g/{i}.jpg"] == 1 for i in range(4)), "accepted images are never fetched again"
+        third = crawl_run(tmp_path, [TABBY], k=20, config=config)
+        assert third.new_rows == 1 and third.new_accepted == 0  # only the refused URL, once
+        assert engine.hits["/g/503.jpg"] == 2 and len(check_consistent(tmp_path)) == 8
+
+
+def test_a_url_fetched_again_survives_a_kill_as_its_old_or_its_new_verdict(tmp_path):
+    """The replacement row is journalled at its own index: replayed, it replaces the old verdict;
+    journalled but its file never stored, the old verdict stands and the next run tries again."""
+    from crawl.store import Collector, JOURNAL_NAME
+    from crawl.validate import Rejected, validate_image
+
+    dest = FolderDestination(tmp_path)
+    urls = ["http://img.test/a.jpg", "http://img.test/b.jpg"]
+    collector = Collector(dest, ValidationConfig(), save_every=1000)
+    for url in urls:
+        collector.record(TABBY, {"source": "bing", "url": url}, rejection=Rejected("timeout", "no answer in 2 s"))
+    collector.save()
+    resumed = Collector(dest, ValidationConfig(), save_every=1000)
+    assert [resumed.will_retry(TABBY, url) for url in urls] == [True, True]
+    assert resumed.claim_url(TABBY, urls[0]) == "new" and resumed.claim_url(TIGER_CAT, urls[0]) == "new"
+    for i, url in enumerate(urls):
+        data = T.jpeg(3200 + i)
+        resumed.record(TABBY, {"source": "bing", "url": url}, facts=validate_image(data), data=data)
+    assert (tmp_path / JOURNAL_NAME).exists()  # killed here: the manifest still holds the two timeouts
+    lost = dest.read_manifest()
+    assert (lost["status"] == "rejected").all()
+    (tmp_path / resumed.rows[1]["file"]).unlink()  # as if killed between b's journal line and its file
+    again = Collector(dest, ValidationConfig())
+    rows = check_consistent(tmp_path)
+    assert rows["url"].tolist() == urls and rows["status"].tolist() == ["accepted", "rejected"]
+    assert again.claim_url(TABBY, urls[0]) == "seen" and again.will_retry(TABBY, urls[1])
+
+
 def test_replaying_the_journal_keeps_an_exclusion_made_since(tmp_path):
     """A journaled change to a recorded row (its other classes) must not undo what an analyst did
     to the manifest between the kill and the resume."""
