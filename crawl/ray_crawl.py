@@ -20,6 +20,10 @@ How the classes run:
   the local crawl's for the same search terms and budget.
 * A per-host limit on requests in flight holds across the cluster (``--ray-per-host``): every request
   of every actor holds a slot of one :class:`HostSlots` actor for its host while it runs.
+* An actor that dies (its process killed, its node lost) loses only its current job, which wrote
+  nothing: the slots it held are freed (:meth:`HostSlots.forget`), a new actor takes its place and
+  the job runs again from the start, up to :data:`JOB_TRIES` times, then the crawl stops in one line
+  (the classes stored so far stay stored; the same command resumes).
 
 * When there are fewer classes than actors, a class still short of k by two result pages or more is
   split by result pages:
@@ -49,6 +53,7 @@ from .engines import get_engine
 from .store import Outcome
 from .validate import ImageFacts, Rejected
 
+JOB_TRIES = 3  # runs of one job on actors that die before the crawl stops (a job that kills its actor each time)
 DEFAULT_PER_HOST = 16  # requests in flight to one host across the cluster (the local crawl's default threads)
 _FACTS = ("sha256", "phash", "width", "height", "format", "mode", "bytes")
 _PROVENANCE = ("source", "search_term", "url", "rank", "fetched_at")
@@ -56,21 +61,46 @@ _PROVENANCE = ("source", "search_term", "url", "rank", "fetched_at")
 
 class HostSlots:
     """A Ray actor (asyncio), one per crawl: at most ``limit`` requests in flight per host over every
-    actor, and the shared counts of classes split over actors (:meth:`take`)."""
+    actor, and the shared counts of classes split over actors (:meth:`take`). Slots are held in the
+    name of a ``holder`` (a crawl actor), so a holder that dies can be forgotten with its slots."""
 
     def __init__(self, limit: int):
         self.limit = int(limit)
         self.slots: dict = {}
+        self.held: dict = {}  # holder -> {host: slots held}
+        self.gone: set = set()  # holders forgotten (dead): a slot granted to one afterwards is given back
         self.counts: dict = {}  # class -> provisional accepted images, for classes split over actors
 
-    async def acquire(self, host: str) -> None:
+    async def acquire(self, host: str, holder: int = 0) -> None:
         import asyncio
 
         slot = self.slots.setdefault(host, asyncio.Semaphore(self.limit))
         await slot.acquire()
+        if holder in self.gone:  # asked before its actor died, granted after: nobody will release it
+            slot.release()
+            return
+        hosts = self.held.setdefault(holder, {})
+        hosts[host] = hosts.get(host, 0) + 1
 
-    async def release(self, host: str) -> None:
-        self.slots[host].release()
+    async def release(self, host: str, holder: int = 0) -> None:
+        hosts = self.held.get(holder, {})
+        if hosts.get(host, 0) > 0:  # (a forgotten holder's late release: its slots were given back already)
+            hosts[host] -= 1
+            self.slots[host].release()
+
+    async def forget(self, holder: int) -> int:
+        """Give back every slot ``holder`` holds (its actor died mid-request); returns how many."""
+        self.gone.add(holder)
+        freed = 0
+        for host, n in self.held.pop(holder, {}).items():
+            for _ in range(n):
+                self.slots[host].release()
+            freed += n
+        return freed
+
+    async def in_use(self, host: str) -> int:
+        """Slots of ``host`` taken now (tests)."""
+        return sum(hosts.get(host, 0) for hosts in self.held.values())
 
     # The provisional count of accepted images of each class whose result pages several actors crawl at
     # once (their threads share it, as a local crawl's threads share the Collector's): kept here, in the
@@ -185,8 +215,9 @@ def decode_items(blob: bytes) -> tuple[list[dict], dict]:
 class CrawlActor:
     """A Ray actor that crawls whole classes (:meth:`crawl_class`) with the local crawl's code."""
 
-    def __init__(self, slots):
+    def __init__(self, slots, holder: int = 0):
         self.slots = slots  # the crawl's HostSlots actor
+        self.holder = holder  # the name this actor's requests hold their slots in
 
     @contextmanager
     def _gate(self, url: str):
@@ -195,11 +226,11 @@ class CrawlActor:
         import ray
 
         host = (urlsplit(url).hostname or "").lower()
-        ray.get(self.slots.acquire.remote(host))
+        ray.get(self.slots.acquire.remote(host, self.holder))
         try:
             yield
         finally:
-            self.slots.release.remote(host)
+            self.slots.release.remote(host, self.holder)
 
     @staticmethod
     def _network_check(config) -> Callable[[], str | None]:
@@ -318,6 +349,11 @@ def _class_notes(work: ClassWork, wnid: str, notes: list[str]) -> list[str]:
     return out
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
 def ray_classes(address: str | None = None, actors: int | None = None, per_host: int = DEFAULT_PER_HOST,
                 join_timeout: float | None = None) -> Callable[[ClassWork], list[str]]:
     """A runner of a crawl's classes on Ray actors (the module docstring says how), for
@@ -345,36 +381,60 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
             queue = [entry for index, wnid in enumerate(work.todo) for entry in _jobs(work, index, wnid, wanted)]
             size = min(wanted, len(queue))  # planned for fewer actors, the jobs would be the same ones
             slots = ray.remote(num_cpus=0)(HostSlots).options(max_concurrency=1000).remote(per_host)
-            pool = [ray.remote(num_cpus=0, max_restarts=0)(CrawlActor).options(
-                scheduling_strategy="SPREAD", max_concurrency=1).remote(slots) for _ in range(size)]
+            holders = iter(range(1 << 62))  # each actor, replacements included, holds slots in its own name
+
+            def new_actor():
+                holder = next(holders)
+                return holder, ray.remote(num_cpus=0, max_restarts=0)(CrawlActor).options(
+                    scheduling_strategy="SPREAD", max_concurrency=1).remote(slots, holder)
+
+            pool = [new_actor() for _ in range(size)]
             from collections import Counter, defaultdict
+
+            from ray.exceptions import RayActorError
 
             outstanding = Counter(index for index, _, _ in queue)  # a class's jobs not back yet
             results = defaultdict(list)  # class index -> its jobs' results (blobs)
             split = {index for index, kind, _ in queue if kind == "pages"}
             free = list(range(size))
-            busy = {}  # future -> (actor index, class index)
+            busy = {}  # future -> (actor index, class index, kind, job)
+            tries = Counter()  # class index -> its jobs run on an actor that died
             done_to = 0
             work.tick(work.todo[0])
             try:
                 while done_to < len(work.todo):
                     while free and queue:
                         actor, (index, kind, job) = free.pop(), queue.pop(0)
-                        method = pool[actor].crawl_pages if kind == "pages" else pool[actor].crawl_class
-                        busy[method.remote(job)] = (actor, index)
+                        handle = pool[actor][1]
+                        method = handle.crawl_pages if kind == "pages" else handle.crawl_class
+                        busy[method.remote(job)] = (actor, index, kind, job)
                     ready, _ = ray.wait(list(busy), num_returns=1, timeout=0.2)
                     for future in ready:
-                        actor, index = busy.pop(future)
+                        actor, index, kind, job = busy.pop(future)
+                        try:
+                            blob = ray.get(future)
+                        except RayActorError as exc:  # the actor died with the job: it wrote nothing, run it again
+                            ray.get(slots.forget.remote(pool[actor][0]))
+                            ray.kill(pool[actor][1])  # (if only unreachable, not dead: gone for good)
+                            pool[actor] = new_actor()
+                            free.append(actor)
+                            tries[index] += 1
+                            if tries[index] >= JOB_TRIES:
+                                raise CrawlError(f"{work.todo[index]}: its crawl on Ray lost its actor {tries[index]} "
+                                                 f"times ({_first_line(exc)}); the classes before it are stored: run "
+                                                 "the same command again to resume") from None
+                            queue.insert(0, (index, kind, job))
+                            continue
                         free.append(actor)
-                        results[index].append(future)
+                        results[index].append(blob)
                         outstanding[index] -= 1
                     # Classes are replayed in order (a class done early waits): the accepted set is the local crawl's.
                     while done_to < len(work.todo) and outstanding[done_to] == 0:
                         wnid = work.todo[done_to]
                         items, meta = [], {"notes": [], "error": None, "unreachable": False}
                         futures = results.pop(done_to)
-                        for future in futures:
-                            more, part = decode_items(ray.get(future))
+                        for blob in futures:
+                            more, part = decode_items(blob)
                             items += more
                             meta["notes"] += [n for n in part["notes"] if n not in meta["notes"]]
                             if part["error"] and not meta["error"]:
@@ -398,7 +458,7 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
                     if not ready and busy and done_to < len(work.todo):
                         work.tick(work.todo[done_to])
             finally:
-                for handle in [*pool, slots]:
+                for handle in [*(h for _, h in pool), slots]:
                     ray.kill(handle)
         return notes
 

@@ -393,7 +393,7 @@ class Collector:
             if row.get("status") == "rejected" and row.get("url") and retried_on_resume(row.get("reason")):
                 self._retry[(row["wnid"], row["url"])] = index
                 self._seen.discard((row["wnid"], row["url"]))
-        self._replaced: set[int] = set()  # rows of earlier runs replaced in this one
+        self._replaced: dict[int, dict] = {}  # rows of earlier runs replaced in this one -> the row replaced
         if self.replayed or not had_manifest:
             self.save()  # the journal folded in; a new destination gets its manifest before its first file
 
@@ -439,9 +439,11 @@ class Collector:
             if index == len(self.rows):
                 self.rows.append(row)
                 appended.append(index)
-            elif (self.rows[index].get("status") == "rejected" and retried_on_resume(self.rows[index].get("reason"))
-                  and all(self.rows[index].get(col) == row[col] for col in ("wnid", "url")) and row["url"]):
-                # a URL fetched again (a failure that may pass): the new verdict in place of the old
+            elif (self.rows[index].get("status") == "rejected" and row["url"]
+                  and all(self.rows[index].get(col) == row[col] for col in ("wnid", "url"))):
+                # a URL fetched again (a failure that may pass): the new verdict in place of the old. Any
+                # rejection of the same class and URL qualifies, not only one whose reason still says it may
+                # pass (a hand edit since): a rejected row has no file, so replacing it orphans nothing.
                 replaced.setdefault(index, self.rows[index])
                 self.rows[index] = row
             else:  # a row the manifest holds: only other_wnids is ever changed on a recorded row; an
@@ -666,8 +668,8 @@ class Collector:
             self.rows.append(row)
         else:
             del self._retry[(row["wnid"], row["url"])]
+            self._replaced.setdefault(index, self.rows[index])
             self.rows[index] = row
-            self._replaced.add(index)
         self._index(index, row)
         self._unsaved += 1
         # A quarter of the manifest at least: each save costs O(rows), so saving every few rows made
@@ -689,9 +691,15 @@ class Collector:
             self._take_exclusions()
             rows = self.rows
             if self._failed:  # rows whose file could not be stored, and the copies pointing to one: left out,
-                # so the next run imports them again (the journal, numbered like self.rows, is emptied below)
-                lost = {self.rows[i]["file"] for i in self._failed}
-                rows = [row for i, row in enumerate(self.rows) if i not in self._failed and row["duplicate_of"] not in lost]
+                # so the next run imports them again (the journal, numbered like self.rows, is emptied below);
+                # a row of an earlier run replaced by one of them gets its old verdict back, in its place
+                lost = {self.rows[i]["file"] for i in self._failed} - {None}
+                gone = {i for i, row in enumerate(self.rows) if i in self._failed or row["duplicate_of"] in lost}
+                for i in gone & set(self._replaced):
+                    self.rows[i] = self._replaced.pop(i)
+                    self._failed.discard(i)  # the old row is no failed one (a later save keeps it)
+                    gone.discard(i)
+                rows = [row for i, row in enumerate(self.rows) if i not in gone]
             df = pd.DataFrame(rows, columns=list(MANIFEST_SCHEMA)) if rows else empty_table(MANIFEST_SCHEMA)
             self.dest.write_manifest(df)
             self._written = _stamp(self.dest.manifest_path)
@@ -704,7 +712,8 @@ class Collector:
 
     def _take_exclusions(self) -> None:
         """Copy 'excluded' and 'excluded_reason' from the manifest on disk onto the rows held here
-        (the same row: same position, class, file and hash; rows are only ever appended), and
+        (the same row: same position, class, file and hash; rows are appended, or a rejection replaced in
+        place by its URL's new verdict, which then differs in file and hash), and
         count the change in the usable images of its class. A manifest that cannot be read is
         left to the write that follows (which restores it from the rows held here)."""
         try:

@@ -10,6 +10,7 @@ per-class figures count.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from PIL import Image
@@ -93,8 +94,11 @@ def retried_on_resume(reason: str | None) -> bool:
         return True
     if code != HTTP_ERROR:
         return False
-    detail = (reason or "").split(":", 1)[-1].split()
-    return len(detail) >= 2 and detail[0] == "HTTP" and detail[1].isdigit() and int(detail[1]) in RETRY_HTTP_STATUS
+    status = _HTTP_STATUS.match((reason or "").split(":", 1)[-1])  # (hand-edited text: ASCII digits only)
+    return status is not None and int(status[1]) in RETRY_HTTP_STATUS
+
+
+_HTTP_STATUS = re.compile(r"\s*HTTP (\d{3})\b", re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,92 @@ def test_a_killed_crawl_on_ray_resumes_without_loss(ray_cluster, many, tmp_path)
     assert len(accepted) == 48 and not accepted.duplicated("sha256").any()
 
 
+def _crawl_actor_pids() -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    if f.read().startswith(b"ray::CrawlActor"):
+                        pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_an_actor_killed_mid_request_frees_its_host_slots_and_its_job_runs_again(ray_cluster, many, tmp_path):
+    """One request in flight per host across the cluster (--ray-per-host 1), and the actor holding it
+    killed mid-download: its slot is given back (else every other request would wait forever), a new
+    actor runs the lost job again, and the crawl ends full, each image once."""
+    import threading
+
+    wnids = [TABBY, TIGER_CAT, PERSIAN, "n02123597"]
+    config = fast_config(many, max_terms=1, threads=2, read_timeout=2.0, file_deadline=5.0)
+    killed, outcome = [], {}
+
+    def kill_one_mid_request():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            if many.in_flight and sum(n for path, n in many.hits.items() if path.endswith(".jpg")) >= 3:
+                pids = _crawl_actor_pids()
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(pids[0])
+            time.sleep(0.02)
+
+    def crawl():
+        try:
+            outcome["summary"] = crawl_run(tmp_path / "out", wnids, k=12, config=config,
+                                           classes=ray_classes(actors=2, per_host=1))
+        except Exception as exc:  # noqa: BLE001
+            outcome["error"] = exc
+
+    killer, crawler = threading.Thread(target=kill_one_mid_request), threading.Thread(target=crawl, daemon=True)
+    killer.start(), crawler.start()
+    killer.join()
+    crawler.join(120)
+    assert killed, "an actor was killed while a request was in flight"
+    assert not crawler.is_alive(), "the crawl waited for a slot the dead actor held"
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["summary"].complete and outcome["summary"].new_accepted == 48
+    # at most one at a time, except while the server still answers the killed actor's request (its slot
+    # given back when the driver saw the actor die, not when the server's answer ended)
+    assert many.most_in_flight <= 2
+    accepted = check_consistent(tmp_path / "out").query("status == 'accepted'")
+    assert len(accepted) == 48 and not accepted.duplicated("sha256").any()
+
+
+def test_host_slots_of_a_forgotten_holder_are_given_back():
+    """HostSlots alone (no Ray): slots per holder; forget() frees a dead holder's, and a slot granted
+    to it after it was forgotten goes straight back."""
+    import asyncio
+
+    from crawl.ray_crawl import HostSlots
+
+    async def scenario():
+        slots = HostSlots(2)
+        await slots.acquire("a.test", 1)
+        await slots.acquire("a.test", 1)
+        waiting = asyncio.ensure_future(slots.acquire("a.test", 2))  # no slot left: waits
+        await asyncio.sleep(0)
+        assert not waiting.done() and await slots.in_use("a.test") == 2
+        assert await slots.forget(1) == 2
+        await waiting
+        assert await slots.in_use("a.test") == 1
+        await slots.release("a.test", 1)  # a dead holder's late release changes nothing
+        assert await slots.in_use("a.test") == 1
+        late = asyncio.ensure_future(slots.acquire("a.test", 3))
+        await slots.acquire("a.test", 4)
+        blocked = asyncio.ensure_future(slots.acquire("a.test", 5))
+        await asyncio.sleep(0)
+        await slots.forget(5)  # forgotten while it waited: granted later, given back at once
+        await slots.release("a.test", 2)
+        await asyncio.sleep(0)
+        await late, blocked
+        assert await slots.in_use("a.test") == 2  # holders 3 and 4
+    asyncio.run(scenario())
+
+
 def test_a_large_class_is_split_over_actors_by_result_pages(ray_cluster, tmp_path):
     """k of one class spans several result pages: its first pages go to two actors at once (sharing
     the class's count), and the stored rows are the local crawl's, each URL once per class."""
