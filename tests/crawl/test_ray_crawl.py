@@ -147,6 +147,39 @@ def test_an_actor_killed_mid_request_frees_its_host_slots_and_its_job_runs_again
     assert len(accepted) == 48 and not accepted.duplicated("sha256").any()
 
 
+def test_a_job_whose_actor_keeps_dying_stops_the_crawl_in_one_line(ray_cluster, many, tmp_path):
+    """Every actor killed as soon as it exists: each job is run again on a new actor, three times, then
+    the crawl stops with one line naming the class and saying how to resume; what is stored is consistent."""
+    import threading
+
+    from crawl.crawler import CrawlError
+
+    stop = threading.Event()
+
+    def kill_every_actor():
+        while not stop.is_set():
+            for pid in _crawl_actor_pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_every_actor, daemon=True)
+    killer.start()
+    try:
+        with pytest.raises(CrawlError) as caught:
+            crawl_run(tmp_path / "out", [TABBY, TIGER_CAT], k=12, config=fast_config(many, max_terms=1, threads=2),
+                      classes=ray_classes(actors=2))
+    finally:
+        stop.set()
+        killer.join()
+    text = str(caught.value)
+    assert "its crawl on Ray lost its actor 3 times" in text and "run the same command again to resume" in text
+    assert "\n" not in text
+    check_consistent(tmp_path / "out")
+
+
 def test_host_slots_of_a_forgotten_holder_are_given_back():
     """HostSlots alone (no Ray): slots per holder; forget() frees a dead holder's, and a slot granted
     to it after it was forgotten goes straight back."""
