@@ -111,7 +111,7 @@ def test_an_actor_killed_mid_request_frees_its_host_slots_and_its_job_runs_again
     actor runs the lost job again, and the crawl ends full, each image once."""
     import threading
 
-    wnids = [TABBY, TIGER_CAT, PERSIAN, "n02123597"]
+    wnids = [TABBY, TIGER_CAT]  # (two classes of the four: 24 downloads one at a time, 0.1 s each)
     config = fast_config(many, max_terms=1, threads=2, read_timeout=2.0, file_deadline=5.0)
     killed, outcome = [], {}
 
@@ -139,12 +139,12 @@ def test_an_actor_killed_mid_request_frees_its_host_slots_and_its_job_runs_again
     assert killed, "an actor was killed while a request was in flight"
     assert not crawler.is_alive(), "the crawl waited for a slot the dead actor held"
     assert "error" not in outcome, outcome.get("error")
-    assert outcome["summary"].complete and outcome["summary"].new_accepted == 48
+    assert outcome["summary"].complete and outcome["summary"].new_accepted == 24
     # at most one at a time, except while the server still answers the killed actor's request (its slot
     # given back when the driver saw the actor die, not when the server's answer ended)
     assert many.most_in_flight <= 2
     accepted = check_consistent(tmp_path / "out").query("status == 'accepted'")
-    assert len(accepted) == 48 and not accepted.duplicated("sha256").any()
+    assert len(accepted) == 24 and not accepted.duplicated("sha256").any()
 
 
 def test_a_job_whose_actor_keeps_dying_stops_the_crawl_in_one_line(ray_cluster, many, tmp_path):
@@ -169,8 +169,8 @@ def test_a_job_whose_actor_keeps_dying_stops_the_crawl_in_one_line(ray_cluster, 
     killer.start()
     try:
         with pytest.raises(CrawlError) as caught:
-            crawl_run(tmp_path / "out", [TABBY, TIGER_CAT], k=12, config=fast_config(many, max_terms=1, threads=2),
-                      classes=ray_classes(actors=2))
+            crawl_run(tmp_path / "out", [TABBY], k=12, config=fast_config(many, max_terms=1, threads=2),
+                      classes=ray_classes(actors=1))  # (one actor: three actor starts, each ~2.5 CPU-s here)
     finally:
         stop.set()
         killer.join()
