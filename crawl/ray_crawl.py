@@ -59,6 +59,10 @@ _FACTS = ("sha256", "phash", "width", "height", "format", "mode", "bytes")
 _PROVENANCE = ("source", "search_term", "url", "rank", "fetched_at")
 
 
+class HolderGone(RuntimeError):
+    """A crawl actor asked for a slot after the driver forgot it (it was taken for dead)."""
+
+
 class HostSlots:
     """A Ray actor (asyncio), one per crawl: at most ``limit`` requests in flight per host over every
     actor, and the shared counts of classes split over actors (:meth:`take`). Slots are held in the
@@ -70,27 +74,33 @@ class HostSlots:
         self.held: dict = {}  # holder -> {host: slots held}
         self.gone: set = set()  # holders forgotten (dead): a slot granted to one afterwards is given back
         self.counts: dict = {}  # class -> provisional accepted images, for classes split over actors
+        self.taken: dict = {}  # holder -> {class: its part of counts}, given back when it is forgotten
 
-    async def acquire(self, host: str, holder: int = 0) -> None:
+    async def acquire(self, host: str, holder: int) -> None:
         import asyncio
 
         slot = self.slots.setdefault(host, asyncio.Semaphore(self.limit))
+        if holder in self.gone:
+            raise HolderGone(holder)
         await slot.acquire()
-        if holder in self.gone:  # asked before its actor died, granted after: nobody will release it
-            slot.release()
-            return
+        if holder in self.gone:  # asked before it was forgotten, granted after: nobody would release it, and
+            slot.release()       # its job's results are dropped (an actor only unreachable must not go over the limit)
+            raise HolderGone(holder)
         hosts = self.held.setdefault(holder, {})
         hosts[host] = hosts.get(host, 0) + 1
 
-    async def release(self, host: str, holder: int = 0) -> None:
+    async def release(self, host: str, holder: int) -> None:
         hosts = self.held.get(holder, {})
         if hosts.get(host, 0) > 0:  # (a forgotten holder's late release: its slots were given back already)
             hosts[host] -= 1
             self.slots[host].release()
 
     async def forget(self, holder: int) -> int:
-        """Give back every slot ``holder`` holds (its actor died mid-request); returns how many."""
+        """Give back every slot ``holder`` holds (its actor died mid-request) and its part of the classes'
+        shared counts (its job runs again); returns how many slots."""
         self.gone.add(holder)
+        for wnid, n in self.taken.pop(holder, {}).items():
+            self.counts[wnid] -= n
         freed = 0
         for host, n in self.held.pop(holder, {}).items():
             for _ in range(n):
@@ -106,10 +116,12 @@ class HostSlots:
     # once (their threads share it, as a local crawl's threads share the Collector's): kept here, in the
     # crawl's one state actor, not in an actor per class (each actor is a process: 8 of them halved the
     # crawl's speed on this 2-core machine).
-    async def take(self, wnid: str, limit: int) -> bool:
-        if self.counts.get(wnid, 0) >= limit:
+    async def take(self, wnid: str, limit: int, holder: int) -> bool:
+        if holder in self.gone or self.counts.get(wnid, 0) >= limit:
             return False
         self.counts[wnid] = self.counts.get(wnid, 0) + 1
+        mine = self.taken.setdefault(holder, {})
+        mine[wnid] = mine.get(wnid, 0) + 1
         return True
 
     async def total(self, wnid: str) -> int:
@@ -121,8 +133,9 @@ class BufferingCollector:
     class, verdicts and accepted bytes kept in memory (:attr:`items`), a provisional count of accepted
     images that stops the class at k. Nothing is written; the driver's Collector decides for real."""
 
-    def __init__(self, wnid: str, usable: int, seen_urls, rows: list[dict], shared=None):
+    def __init__(self, wnid: str, usable: int, seen_urls, rows: list[dict], shared=None, holder: int = 1):
         self.wnid = wnid
+        self.holder = holder  # the actor's name in the shared counts
         self.usable_before = int(usable)
         self.accepted_here = 0
         self.shared = shared  # the crawl's HostSlots actor when the class's pages are split: its count is shared there
@@ -164,7 +177,7 @@ class BufferingCollector:
             return self.usable_before + self.accepted_here < target
         import ray
 
-        return bool(ray.get(self.shared.take.remote(self.wnid, target - self.usable_before)))
+        return bool(ray.get(self.shared.take.remote(self.wnid, target - self.usable_before, self.holder)))
 
 
     def record(self, wnid: str, provenance: dict, *, facts: ImageFacts | None = None, data: bytes | None = None,
@@ -215,7 +228,7 @@ def decode_items(blob: bytes) -> tuple[list[dict], dict]:
 class CrawlActor:
     """A Ray actor that crawls whole classes (:meth:`crawl_class`) with the local crawl's code."""
 
-    def __init__(self, slots, holder: int = 0):
+    def __init__(self, slots, holder: int = 1):
         self.slots = slots  # the crawl's HostSlots actor
         self.holder = holder  # the name this actor's requests hold their slots in
 
@@ -259,7 +272,8 @@ class CrawlActor:
 
         wnid, config = job["wnid"], job["config"]
         name = get_label_space(job["label_space"]).display_name(wnid)
-        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"], shared=self.slots)
+        collector = BufferingCollector(wnid, job["usable"], job["seen_urls"], job["rows"], shared=self.slots,
+                                       holder=self.holder)
         meta: dict = {"notes": [], "error": None, "unreachable": False}
         try:
             crawl_term(collector, wnid, job["term"], job["k"], get_engine(config.engine), config, job["base_url"],
@@ -380,8 +394,12 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
             wanted = max(1, actors or max(1, cpus))
             queue = [entry for index, wnid in enumerate(work.todo) for entry in _jobs(work, index, wnid, wanted)]
             size = min(wanted, len(queue))  # planned for fewer actors, the jobs would be the same ones
-            slots = ray.remote(num_cpus=0)(HostSlots).options(max_concurrency=1000).remote(per_host)
-            holders = iter(range(1 << 62))  # each actor, replacements included, holds slots in its own name
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            # On the driver's node: the crawl's state lives as long as the driver does.
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            slots = ray.remote(num_cpus=0)(HostSlots).options(max_concurrency=1000, scheduling_strategy=here).remote(per_host)
+            holders = iter(range(1, 1 << 62))  # each actor, replacements included, holds slots in its own name
 
             def new_actor():
                 holder = next(holders)
@@ -398,7 +416,7 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
             split = {index for index, kind, _ in queue if kind == "pages"}
             free = list(range(size))
             busy = {}  # future -> (actor index, class index, kind, job)
-            tries = Counter()  # class index -> its jobs run on an actor that died
+            tries = Counter()  # (class index, kind, first result page) -> runs of that job on an actor that died
             done_to = 0
             work.tick(work.todo[0])
             try:
@@ -414,15 +432,20 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
                         try:
                             blob = ray.get(future)
                         except RayActorError as exc:  # the actor died with the job: it wrote nothing, run it again
-                            ray.get(slots.forget.remote(pool[actor][0]))
+                            try:
+                                ray.get(slots.forget.remote(pool[actor][0]))
+                            except RayActorError as lost:  # the crawl's state actor itself
+                                raise CrawlError(f"the crawl's state on Ray was lost ({_first_line(lost)}); the classes "
+                                                 "stored so far stay stored: run the same command again to resume") from None
                             ray.kill(pool[actor][1])  # (if only unreachable, not dead: gone for good)
                             pool[actor] = new_actor()
                             free.append(actor)
-                            tries[index] += 1
-                            if tries[index] >= JOB_TRIES:
-                                raise CrawlError(f"{work.todo[index]}: its crawl on Ray lost its actor {tries[index]} "
-                                                 f"times ({_first_line(exc)}); the classes before it are stored: run "
-                                                 "the same command again to resume") from None
+                            key = (index, kind, job.get("offset"))
+                            tries[key] += 1
+                            if tries[key] >= JOB_TRIES:
+                                raise CrawlError(f"{work.todo[index]}: its crawl on Ray lost its actor {tries[key]} "
+                                                 f"times ({_first_line(exc)}); the classes stored so far stay stored: "
+                                                 "run the same command again to resume") from None
                             queue.insert(0, (index, kind, job))
                             continue
                         free.append(actor)

@@ -181,11 +181,12 @@ def test_a_job_whose_actor_keeps_dying_stops_the_crawl_in_one_line(ray_cluster, 
 
 
 def test_host_slots_of_a_forgotten_holder_are_given_back():
-    """HostSlots alone (no Ray): slots per holder; forget() frees a dead holder's, and a slot granted
-    to it after it was forgotten goes straight back."""
+    """HostSlots alone (no Ray): slots and shared counts per holder; forget() gives back a dead holder's
+    slots and its part of the counts; a slot granted to a holder forgotten while it waited goes straight
+    back, and a forgotten holder (an actor only unreachable, taken for dead) gets no slot and no count."""
     import asyncio
 
-    from crawl.ray_crawl import HostSlots
+    from crawl.ray_crawl import HolderGone, HostSlots
 
     async def scenario():
         slots = HostSlots(2)
@@ -195,19 +196,29 @@ def test_host_slots_of_a_forgotten_holder_are_given_back():
         await asyncio.sleep(0)
         assert not waiting.done() and await slots.in_use("a.test") == 2
         assert await slots.forget(1) == 2
-        await waiting
+        await asyncio.wait_for(waiting, 5)
         assert await slots.in_use("a.test") == 1
         await slots.release("a.test", 1)  # a dead holder's late release changes nothing
         assert await slots.in_use("a.test") == 1
-        late = asyncio.ensure_future(slots.acquire("a.test", 3))
-        await slots.acquire("a.test", 4)
-        blocked = asyncio.ensure_future(slots.acquire("a.test", 5))
+        await slots.acquire("a.test", 3)  # holders 2 and 3
+        blocked = asyncio.ensure_future(slots.acquire("a.test", 4))
         await asyncio.sleep(0)
-        await slots.forget(5)  # forgotten while it waited: granted later, given back at once
-        await slots.release("a.test", 2)
-        await asyncio.sleep(0)
-        await late, blocked
-        assert await slots.in_use("a.test") == 2  # holders 3 and 4
+        assert not blocked.done()
+        await slots.forget(4)  # forgotten while it waited
+        await slots.release("a.test", 2)  # its slot goes to holder 4, which gives it straight back
+        with pytest.raises(HolderGone):
+            await asyncio.wait_for(blocked, 5)
+        assert await slots.in_use("a.test") == 1
+        await asyncio.wait_for(slots.acquire("a.test", 5), 5)  # the slot given back: no wait
+        assert await slots.in_use("a.test") == 2
+        with pytest.raises(HolderGone):
+            await slots.acquire("a.test", 4)
+        # a split class's shared count: a forgotten holder's part is given back (its job runs again)
+        assert [await slots.take(TABBY, 3, h) for h in (6, 6, 7, 7)] == [True, True, True, False]
+        await slots.forget(6)
+        assert await slots.total(TABBY) == 1 and await slots.take(TABBY, 3, 7)
+        assert not await slots.take(TABBY, 3, 6)
+
     asyncio.run(scenario())
 
 
