@@ -301,20 +301,26 @@ def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricT
     per-prediction explanations (``explain.error_types.ensure_explained``); return the raw
     tables. Called after inference (``python -m classify --run``, the sample run). Raises
     StoreError when the tables had to be written and could not be."""
-    from .error_types import ensure_explained
+    from .error_types import TooManyToExplain, ensure_explained
 
     result = ensure_metrics(run, force=force, cache_dir=cache_dir)
     if not result.stored:
         raise StoreError(result.store_error)
     # The per-prediction explanations (error types) too, which Results and Browse read: typed here, after
-    # inference, rather than on the first page load (1.5 s at 1,000,000 predictions; bench_app.py).
-    ensure_explained(run, RAW, cache_dir=cache_dir, force=force)
+    # inference, rather than on the first page load (1.5 s at 1,000,000 predictions; bench_app.py). Not for
+    # a run too large to type in memory (the tables streamed; the pages say why the error types are missing).
+    try:
+        ensure_explained(run, RAW, cache_dir=cache_dir, force=force)
+        explain = True
+    except TooManyToExplain:
+        explain = False
     state = read_curation(run)
     if state.relabels or state.excluded:
         curated = ensure_metrics(run, force=force, cache_dir=cache_dir, view=CURATED)
         if not curated.stored:
             raise StoreError(curated.store_error)
-        ensure_explained(run, CURATED, cache_dir=cache_dir, force=force)
+        if explain:
+            ensure_explained(run, CURATED, cache_dir=cache_dir, force=force)
     return result.tables
 
 

@@ -136,7 +136,7 @@ def _run_tables(args, cache_dir, ci):
     from core.runstore import RunStore
     from .artefact import PARAMETERS, ensure_metrics
     from .metrics import DEFAULT_INTERVALS
-    from .streaming import EXPLAINED_IN_MEMORY, part_rows, stream_metric_tables, usable_chunks
+    from .streaming import stream_metric_tables, usable_chunks
 
     from .curation_view import CURATED, RAW, default_view
 
@@ -172,16 +172,12 @@ def _run_tables(args, cache_dir, ci):
     # typed with every prediction in memory (explain.error_types), so a run larger than one streamed
     # chunk gets its tables only, and the command says so.
     from core.runstore import StoreError
-    from .error_types import ensure_explained
+    from .error_types import TooManyToExplain, ensure_explained
 
-    stored = sum(part_rows(run).values())
-    if stored > EXPLAINED_IN_MEMORY:
-        print(f"note: per-prediction explanations (error types, for Browse and the FiftyOne export) not made: the run "
-              f"holds {stored:,} predictions, more than the {EXPLAINED_IN_MEMORY:,} typed in memory; the tables above "
-              "are complete", file=sys.stderr)
-        return result.tables
     try:
         ensure_explained(run, view, cache_dir=cache_dir)
+    except TooManyToExplain as exc:
+        print(f"note: {exc}", file=sys.stderr)
     except StoreError:  # a run that cannot be written: the tables are still right
         pass
     return result.tables

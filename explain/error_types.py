@@ -678,14 +678,35 @@ def explained_versions() -> dict:
             "related_max_severity": RELATED_MAX_SEVERITY, "part_whole_max_steps": PART_WHOLE_MAX_STEPS}
 
 
+class TooManyToExplain(WildLensError):
+    """A run with more stored predictions than :data:`explain.streaming.EXPLAINED_IN_MEMORY`: its
+    per-prediction explanations are typed with every prediction in memory, so they are not made."""
+
+
+def check_explainable(run: Run) -> None:
+    """Raise :class:`TooManyToExplain` (one line) when the run stores more predictions than are typed
+    in memory (their Parquet footers only; the metric tables stream and have no such limit)."""
+    from . import streaming  # (read at call time: the limit is the streaming chunk's)
+
+    stored = sum(streaming.part_rows(run).values())
+    if stored > streaming.EXPLAINED_IN_MEMORY:
+        raise TooManyToExplain(
+            f"Run {run.run_id} holds {stored:,} predictions, more than the {streaming.EXPLAINED_IN_MEMORY:,} whose "
+            "error types are typed in memory: its per-prediction explanations (error types on Results and Browse, "
+            "the FiftyOne export's fields) are not made; its metric tables are complete (python -m explain "
+            f"metrics --run {run.run_id}).")
+
+
 def ensure_explained(run: Run, view: str = RAW, *, cache_dir=None, store: bool = True,
                      force: bool = False) -> pd.DataFrame:
     """The per-prediction explanations of ``view`` (:func:`explain_predictions` of
     ``explain.curation_view.view_predictions(run, view)`` with the run's :func:`image_flags`): the
     stored ones while they match the run now (``core.explained.read_explained``), else recomputed
     and (``store``) written back. A run whose folder cannot be written still gets its rows; ``force``
-    recomputes fresh ones."""
+    recomputes fresh ones. A run too large to type in memory raises :class:`TooManyToExplain`
+    (:func:`check_explainable`) before anything is read: 45,000,000 predictions were ~15 GB."""
     check_view(view)
+    check_explainable(run)
     versions = explained_versions()
     fingerprint = inputs_fingerprint(run, view, versions)  # before reading: a change meanwhile leaves it stale
     if not force:

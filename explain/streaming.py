@@ -37,8 +37,9 @@ from .schema import METRIC_SCHEMAS
 # lookups and the thread pool start per chunk).
 STREAM_ROWS = 2_000_000
 # The per-prediction explanations (explain.error_types) still type every prediction of a view at once:
-# python -m explain metrics --run makes them only up to this many stored predictions (one chunk's worth
-# of memory), and says so above it. Streaming them is not built yet.
+# they are made only up to this many stored predictions (one chunk's worth of memory); above it
+# explain.error_types.check_explainable refuses in one line for every caller (python -m explain metrics,
+# the artefact after inference, the pages, the FiftyOne export). Streaming them is not built yet.
 EXPLAINED_IN_MEMORY = STREAM_ROWS
 
 

@@ -140,6 +140,31 @@ def test_refresh_writes_the_tables_and_the_fingerprint_last(run):
     assert staleness(run) is None
 
 
+def test_a_run_too_large_to_type_in_memory_gets_its_tables_and_one_line_for_its_error_types(run, monkeypatch,
+                                                                                             capsys):
+    """The per-prediction explanations type every prediction in memory: above EXPLAINED_IN_MEMORY stored
+    predictions (48 here, the limit lowered to 40) every caller refuses them in one line before reading
+    anything (45,000,000 predictions were ~15 GB): the artefact after inference stores the tables only,
+    the explain command prints a note and exits 0, and the pages' reader raises the one line."""
+    import explain.streaming as streaming
+    from core.explained import read_explained
+    from explain.error_types import TooManyToExplain, ensure_explained
+
+    monkeypatch.setattr(streaming, "EXPLAINED_IN_MEMORY", 40)
+    with monkeypatch.context() as nothing_read:
+        nothing_read.setattr(type(run), "read_predictions", lambda *a, **k: pytest.fail("predictions read"))
+        with pytest.raises(TooManyToExplain) as caught:
+            ensure_explained(run)
+    assert str(caught.value).startswith("Run artefact holds 48 predictions, more than the 40 whose error types")
+    assert "\n" not in str(caught.value)
+    _assert_tables_equal(refresh_metrics(run), _expected(run))
+    assert read_explained(run, "raw") is None and staleness(run) is None
+    assert explain_main(["metrics", "--run", "artefact", "--no-cache"]) == 0
+    assert "note: Run artefact holds 48 predictions" in capsys.readouterr().err
+    monkeypatch.setattr(streaming, "EXPLAINED_IN_MEMORY", 48)  # at the limit: made
+    assert not ensure_explained(run).empty
+
+
 def test_fresh_tables_are_read_not_recomputed(run, monkeypatch):
     refresh_metrics(run)
     calls = _count_computations(monkeypatch)
