@@ -363,9 +363,17 @@ def _guarded(read, *args):
     """``read(*args)``, or the error's one line on the page and a stop: a damaged curation log, a
     label-issues file that is no table, predictions the metrics refuse."""
     from core.errors import WildLensError
+    from explain.error_types import TooManyToExplain
 
     try:
         return read(*args)
+    except TooManyToExplain as exc:  # nothing to fix: a run larger than the explanations' in-memory limit
+        from core.errors import one_line
+        from pages.text import escape_markdown
+
+        st.info(escape_markdown(one_line(exc)) + " The sections from here on need them; what is above is complete.",
+                icon=":material/info:")
+        st.stop()
     except WildLensError as exc:
         show_error(exc, note="Nothing was changed; the page shows nothing more until that is fixed.")
         st.stop()

@@ -213,3 +213,17 @@ def test_query_says_what_half_width_k_gives(app):
     at = open_page(app, "query")  # opens on the cat word: its classes, k and the engine are drawn
     at.number_input(key="k").set_value(50).run()
     assert any(format_half_width(50) in c.value for c in at.caption)
+
+
+def test_a_run_too_large_for_its_error_types_keeps_its_tables_and_says_why_in_one_line(app, monkeypatch):
+    """Above the per-prediction explanations' in-memory limit (explain.streaming.EXPLAINED_IN_MEMORY,
+    lowered here to 10 for the sample's 90 predictions) Results shows its tables and, where the error
+    types would be, the one line saying why they are missing (an info, not an error to fix)."""
+    import explain.streaming as streaming
+
+    monkeypatch.setattr(streaming, "EXPLAINED_IN_MEMORY", 10)
+    at = open_page(app, "results")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    notes = [i.value for i in at.info if "whose error types are typed in memory" in i.value]
+    assert len(notes) == 1 and "its metric tables are complete" in notes[0] and "what is above is complete" in notes[0]
+    assert "Error types" in [s.value for s in at.subheader] and len(at.dataframe) >= 1  # the tables above: drawn
