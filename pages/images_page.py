@@ -204,10 +204,10 @@ target = right.text_input("Folder" + (f" (under {escape_markdown(fence)}, WILDLE
                           key="export-folder",
                           value=str((fence or Path.home() / "wildlens-exports") / f"{run.run_id}-{export_view}-{export_format}"))
 if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=not target.strip()):
-    from pages.reads import explained
+    from pages.reads import explained, explanations_refused
 
     try:
-        if export_format == "fiftyone":
+        if export_format == "fiftyone" and explanations_refused(run) is None:  # (too large: exported without them)
             explained(run, export_view)  # the stored explanations fresh: relation, severity, error type go in
         with st.spinner("Exporting…"):
             summary = export_run(run, target.strip(), export_format, view=export_view)

@@ -371,8 +371,8 @@ def _guarded(read, *args):
         from core.errors import one_line
         from pages.text import escape_markdown
 
-        st.info(escape_markdown(one_line(exc)) + " The sections from here on need them; what is above is complete.",
-                icon=":material/info:")
+        st.info(escape_markdown(one_line(exc)) + " The rest of this page is not shown for such a run yet; the "
+                "tables above and their CSVs are complete.", icon=":material/info:")
         st.stop()
     except WildLensError as exc:
         show_error(exc, note="Nothing was changed; the page shows nothing more until that is fixed.")
@@ -388,8 +388,31 @@ def image_table(run: Run, view: str | None = None) -> pd.DataFrame:
     from core.explained import label_issues_fingerprint
 
     view = _view_of(run, view)
+    refused = explanations_refused(run)
+    if refused is not None:  # the table is drawn without error types: say why
+        from pages.text import escape_markdown
+
+        st.info(escape_markdown(refused) + " Shown here without error types.", icon=":material/info:")
     return _guarded(_image_table, str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
                     curation_fingerprint(run), label_issues_fingerprint(run), run.info.label_space or "imagenet-1k")
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _explanations_refused(run_path: str, predictions_fp: str) -> str | None:
+    from core.errors import one_line
+    from explain.error_types import TooManyToExplain, check_explainable
+
+    try:
+        check_explainable(Run(run_path))
+    except TooManyToExplain as exc:
+        return one_line(exc)
+    return None
+
+
+def explanations_refused(run: Run) -> str | None:
+    """explain.error_types.check_explainable's line when the run is too large for its per-prediction
+    explanations, else None; keyed by the predictions' fingerprint (the parts' footers read once)."""
+    return _explanations_refused(str(run.path), predictions_fingerprint(run))
 
 
 def label_issues(run: Run) -> pd.DataFrame | None:

@@ -225,5 +225,16 @@ def test_a_run_too_large_for_its_error_types_keeps_its_tables_and_says_why_in_on
     at = open_page(app, "results")
     assert not at.exception and not at.error, [e.value for e in at.error]
     notes = [i.value for i in at.info if "whose error types are typed in memory" in i.value]
-    assert len(notes) == 1 and "its metric tables are complete" in notes[0] and "what is above is complete" in notes[0]
+    assert len(notes) == 1 and "its metric tables are complete" in notes[0] and "tables above" in notes[0]
     assert "Error types" in [s.value for s in at.subheader] and len(at.dataframe) >= 1  # the tables above: drawn
+
+
+def test_browse_on_a_run_too_large_for_its_error_types_says_so_and_shows_its_images(app, monkeypatch):
+    import explain.streaming as streaming
+
+    monkeypatch.setattr(streaming, "EXPLAINED_IN_MEMORY", 10)
+    at = open_page(app, "browse")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    notes = [i.value for i in at.info if "whose error types are typed in memory" in i.value]
+    assert len(notes) == 1 and notes[0].endswith("Shown here without error types.")
+    assert [t.value for t in at.title] == ["Browse"] and "**tabby**" in [m.value for m in at.markdown]  # its cards
