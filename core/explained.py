@@ -32,6 +32,10 @@ from .tables import read_stored_bytes, real_folder
 
 RAW, CURATED = "raw", "curated"  # the two views of a run's predictions (explain.curation_view)
 VIEWS = (RAW, CURATED)
+# The most stored predictions whose explanations are made: they are typed with every prediction of a view in
+# memory (one streamed chunk's worth, explain.streaming.STREAM_ROWS). Here, not in explain/, so crawl's export
+# can name it; explain.error_types.check_explainable refuses above it.
+EXPLAINED_IN_MEMORY = 2_000_000
 
 EXPLAINED_SCHEMA: dict[str, str] = {
     "model": "string",

@@ -63,7 +63,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.errors import WildLensError
-from core.explained import CURATED, RAW, VIEWS, read_explained
+from core.explained import CURATED, EXPLAINED_IN_MEMORY, RAW, VIEWS, read_explained
 from core.fiftyone_layout import (CLASS_NAME_ATTR, DATA_DIR, IMAGE_ATTR, LABELS_FILE, model_attribute,
                                   model_keys)
 from core.locking import run_presence_lock
@@ -482,7 +482,8 @@ def export_run(run: Run, out: Path | str, fmt: str = IMAGEFOLDER, *, view: str =
                     command = EXPLAIN_COMMAND.format(run=run.run_id, raw=" --raw" if view == RAW else "")
                     summary.notes.append("relation, severity and error type are not in the export: the run's stored "
                                          "explanations are missing or older than its predictions or curation; add "
-                                         f"them with: {command} (then export again)")
+                                         f"them with: {command} (then export again; they are made for runs of up "
+                                         f"to {EXPLAINED_IN_MEMORY:,} stored predictions)")
             else:
                 summary.notes.append(f"run {run.run_id} has no predictions of these images: the export holds the "
                                      "ground truth only; add them with: python -m classify --run " + run.run_id)

@@ -25,6 +25,7 @@ from typing import Iterator
 import pandas as pd
 
 from core.curation import Curation, read_curation
+from core.explained import EXPLAINED_IN_MEMORY as _EXPLAINED_IN_MEMORY
 from core.runstore import Run
 from core.tables import PREDICTION_SCHEMA, StoreError, empty_table, open_table_file
 from .curation_view import RAW, ViewChange, apply_curation, check_view
@@ -40,7 +41,8 @@ STREAM_ROWS = 2_000_000
 # they are made only up to this many stored predictions (one chunk's worth of memory); above it
 # explain.error_types.check_explainable refuses in one line for every caller (python -m explain metrics,
 # the artefact after inference, the pages, the FiftyOne export). Streaming them is not built yet.
-EXPLAINED_IN_MEMORY = STREAM_ROWS
+EXPLAINED_IN_MEMORY = _EXPLAINED_IN_MEMORY
+assert EXPLAINED_IN_MEMORY == STREAM_ROWS  # (one chunk's worth, as the comment above says)
 
 
 def part_rows(run: Run) -> dict[Path, int]:
