@@ -409,6 +409,18 @@ def _explanations_refused(run_path: str, predictions_fp: str) -> str | None:
     return None
 
 
+def _stop_if_refused(run: Run) -> None:
+    """The page stops here, with the one line, for a run too large for its explanations: from the cached check
+    (a raised TooManyToExplain is not cached, so each rerun would read every part's footer again)."""
+    refused = explanations_refused(run)
+    if refused is not None:
+        from pages.text import escape_markdown
+
+        st.info(escape_markdown(refused) + " The rest of this page is not shown for such a run yet; the tables above "
+                "and their CSVs are complete.", icon=":material/info:")
+        st.stop()
+
+
 def explanations_refused(run: Run) -> str | None:
     """explain.error_types.check_explainable's line when the run is too large for its per-prediction
     explanations, else None; keyed by the predictions' fingerprint (the parts' footers read once)."""
@@ -442,6 +454,7 @@ def explained(run: Run, view: str | None = None) -> pd.DataFrame:
     from core.explained import label_issues_fingerprint
 
     view = _view_of(run, view)
+    _stop_if_refused(run)
     return _guarded(_explained, str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
                     curation_fingerprint(run), label_issues_fingerprint(run))
 
@@ -480,6 +493,7 @@ def error_types(run: Run, view: str | None = None, level: float = 0.95) -> pd.Da
     from core.explained import label_issues_fingerprint
 
     view = _view_of(run, view)
+    _stop_if_refused(run)
     return _guarded(_error_types, str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view,
                     curation_fingerprint(run), label_issues_fingerprint(run), float(level))
 

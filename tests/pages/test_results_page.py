@@ -222,10 +222,14 @@ def test_a_run_too_large_for_its_error_types_keeps_its_tables_and_says_why_in_on
     import explain.streaming as streaming
 
     monkeypatch.setattr(streaming, "EXPLAINED_IN_MEMORY", 10)
+    counted, real = [], streaming.part_rows
+    monkeypatch.setattr(streaming, "part_rows", lambda run: counted.append(1) or real(run))
     at = open_page(app, "results")
     assert not at.exception and not at.error, [e.value for e in at.error]
     notes = [i.value for i in at.info if "whose error types are typed in memory" in i.value]
     assert len(notes) == 1 and "its metric tables are complete" in notes[0] and "tables above" in notes[0]
+    at.run()
+    assert len(counted) == 1, "the parts' footers are read once per predictions fingerprint, not on every rerun"
     assert "Error types" in [s.value for s in at.subheader] and len(at.dataframe) >= 1  # the tables above: drawn
 
 
