@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from typing import Callable
 
 
+from core.errors import one_line
 from core.tables import ipc_bytes, ipc_table
 
 from .crawler import ClassWork, CrawlError, EngineUnreachable, _crawl_class, check_engine, crawl_term
@@ -363,11 +364,6 @@ def _class_notes(work: ClassWork, wnid: str, notes: list[str]) -> list[str]:
     return out
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
-
-
 def ray_classes(address: str | None = None, actors: int | None = None, per_host: int = DEFAULT_PER_HOST,
                 join_timeout: float | None = None) -> Callable[[ClassWork], list[str]]:
     """A runner of a crawl's classes on Ray actors (the module docstring says how), for
@@ -435,7 +431,7 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
                             try:
                                 ray.get(slots.forget.remote(pool[actor][0]))
                             except RayActorError as lost:  # the crawl's state actor itself
-                                raise CrawlError(f"the crawl's state on Ray was lost ({_first_line(lost)}); the classes "
+                                raise CrawlError(f"the crawl's state on Ray was lost ({one_line(lost, 200)}); the classes "
                                                  "stored so far stay stored: run the same command again to resume") from None
                             ray.kill(pool[actor][1])  # (if only unreachable, not dead: gone for good)
                             pool[actor] = new_actor()
@@ -444,7 +440,7 @@ def ray_classes(address: str | None = None, actors: int | None = None, per_host:
                             tries[key] += 1
                             if tries[key] >= JOB_TRIES:
                                 raise CrawlError(f"{work.todo[index]}: its crawl on Ray lost its actor {tries[key]} "
-                                                 f"times ({_first_line(exc)}); the classes stored so far stay stored: "
+                                                 f"times ({one_line(exc, 200)}); the classes stored so far stay stored: "
                                                  "run the same command again to resume") from None
                             queue.insert(0, (index, kind, job))
                             continue

@@ -345,6 +345,16 @@ def _split_wnids(value) -> set[str]:
     return {w for w in str(value).split(",") if w} if isinstance(value, str) and value else set()
 
 
+def _restore_replaced(rows: list[dict], lost: set[int], replaced: dict[int, dict]) -> set[int]:
+    """Rows whose new verdict did not stick (its file never stored, or a copy of such a file): each one that
+    replaced a row of an earlier run gets that old row back, in place (``replaced`` loses it); returns the
+    others, appended rows to drop."""
+    restored = lost & set(replaced)
+    for i in restored:
+        rows[i] = replaced.pop(i)
+    return lost - restored
+
+
 class Collector:
     """Thread-safe manifest + duplicate index of one destination (see the module docstring)."""
 
@@ -384,12 +394,11 @@ class Collector:
         self.usable: Counter = Counter()  # accepted and not excluded, per class
         self._unsaved = 0
         self.closed = False
-        for index, row in enumerate(self.rows):
-            self._index(index, row)
         # Rows of earlier runs whose URL is fetched again in this one (a failure that may pass), by
         # (class, URL) -> row index: not 'seen' for claim_url; the new verdict replaces the row.
         self._retry: dict[tuple, int] = {}
         for index, row in enumerate(self.rows):
+            self._index(index, row)
             if row.get("status") == "rejected" and row.get("url") and retried_on_resume(row.get("reason")):
                 self._retry[(row["wnid"], row["url"])] = index
                 self._seen.discard((row["wnid"], row["url"]))
@@ -458,9 +467,7 @@ class Collector:
                    and not (self.dest.images_dir / str(self.rows[i]["file"])).is_file()}
         lost = {self.rows[i]["file"] for i in missing}  # a copy journaled while its kept file was being stored
         missing |= {i for i in changed if self.rows[i]["status"] == "duplicate" and self.rows[i]["duplicate_of"] in lost}
-        for i in missing & set(replaced):  # its file never arrived: the old verdict stands, fetched again later
-            self.rows[i] = replaced[i]
-        missing -= set(replaced)
+        missing = _restore_replaced(self.rows, missing, replaced)  # the old verdict stands, fetched again later
         if missing:
             self.rows = [row for i, row in enumerate(self.rows) if i not in missing]
         return applied
@@ -695,10 +702,8 @@ class Collector:
                 # a row of an earlier run replaced by one of them gets its old verdict back, in its place
                 lost = {self.rows[i]["file"] for i in self._failed} - {None}
                 gone = {i for i, row in enumerate(self.rows) if i in self._failed or row["duplicate_of"] in lost}
-                for i in gone & set(self._replaced):
-                    self.rows[i] = self._replaced.pop(i)
-                    self._failed.discard(i)  # the old row is no failed one (a later save keeps it)
-                    gone.discard(i)
+                gone = _restore_replaced(self.rows, gone, self._replaced)
+                self._failed &= gone  # a restored old row is no failed one (a later save keeps it)
                 rows = [row for i, row in enumerate(self.rows) if i not in gone]
             df = pd.DataFrame(rows, columns=list(MANIFEST_SCHEMA)) if rows else empty_table(MANIFEST_SCHEMA)
             self.dest.write_manifest(df)

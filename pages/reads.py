@@ -363,18 +363,10 @@ def _guarded(read, *args):
     """``read(*args)``, or the error's one line on the page and a stop: a damaged curation log, a
     label-issues file that is no table, predictions the metrics refuse."""
     from core.errors import WildLensError
-    from explain.error_types import TooManyToExplain
 
     try:
         return read(*args)
-    except TooManyToExplain as exc:  # nothing to fix: a run larger than the explanations' in-memory limit
-        from core.errors import one_line
-        from pages.text import escape_markdown
-
-        st.info(escape_markdown(one_line(exc)) + " The rest of this page is not shown for such a run yet; the "
-                "tables above and their CSVs are complete.", icon=":material/info:")
-        st.stop()
-    except WildLensError as exc:
+    except WildLensError as exc:  # (a run too large for its explanations was stopped before: _stop_if_refused)
         show_error(exc, note="Nothing was changed; the page shows nothing more until that is fixed.")
         st.stop()
 
