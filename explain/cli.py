@@ -178,8 +178,8 @@ def _run_tables(args, cache_dir, ci):
         ensure_explained(run, view, cache_dir=cache_dir)
     except TooManyToExplain as exc:
         print(f"note: {exc}", file=sys.stderr)
-    except StoreError:  # a run that cannot be written: the tables are still right
-        pass
+    except StoreError as exc:  # a run that cannot be written, or a part damaged since: the tables are still right
+        print(f"note: per-prediction explanations not made: {one_line(exc)}", file=sys.stderr)
     return result.tables
 
 

@@ -165,6 +165,20 @@ def test_a_run_too_large_to_type_in_memory_gets_its_tables_and_one_line_for_its_
     assert not ensure_explained(run).empty
 
 
+def test_explain_metrics_says_when_the_explanations_cannot_be_made(run, capsys):
+    """The tables stored, then a part made unreadable (a dangling link): the command still prints the
+    stored tables, and says in one line why the per-prediction explanations were not made (a hostile-input
+    campaign: it said nothing)."""
+    import os
+
+    refresh_metrics(run)
+    os.symlink("/nonexistent/x", next(run.predictions_dir.iterdir()) / "part-dangling.parquet")
+    capsys.readouterr()
+    explain_main(["metrics", "--run", "artefact", "--no-cache"])
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: per-prediction")]
+    assert len(notes) == 1 and "part-dangling.parquet" in notes[0], notes
+
+
 def test_fresh_tables_are_read_not_recomputed(run, monkeypatch):
     refresh_metrics(run)
     calls = _count_computations(monkeypatch)
