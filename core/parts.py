@@ -91,7 +91,7 @@ class PredictionParts:
         for folder in sorted(p for p in self.folder.iterdir() if p.is_dir()):
             for path in sorted(folder.glob("part-*.parquet")):
                 try:
-                    handle = open_table_file(path)
+                    handle = open_table_file(path, follow_links=False)
                 except OSError as exc:  # a dangling link, a loop: as damaged as a bad file
                     raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
                 with handle:
@@ -123,7 +123,7 @@ class PredictionParts:
         """The stored predictions of these model folders (a parts folder's sub-folders), in the order
         given; the latest row wins where an image was predicted twice (explain.streaming reads a run a
         few models at a time with it)."""
-        parts = [read_table(p, PREDICTION_SCHEMA, table="predictions")
+        parts = [read_table(p, PREDICTION_SCHEMA, table="predictions", follow_links=False)
                  for folder in folders if folder.exists() for p in sorted(folder.glob("part-*.parquet"))]
         if not parts:
             return empty_table(PREDICTION_SCHEMA)

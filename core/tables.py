@@ -9,6 +9,7 @@ refused with a message rather than misread.
 """
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -270,15 +271,30 @@ def table_to_parquet_bytes(df: pd.DataFrame, schema: dict[str, str] | None = Non
     return buffer.getvalue()
 
 
-def open_table_file(source: Path):
+def open_table_file(source: Path, *, follow_links: bool = True):
     """A binary file object of the regular file ``source``: StoreError for a folder, FIFO or device,
     FileNotFoundError when absent. Read a stored table through it, never through its path: given a
     path, pyarrow opens it again for the data pages, so a writer's atomic replace between the two
     opens paired one file's footer with the other's pages ("Deserializing page header failed"; 958 of
     8,670 reads against a writer replacing the file in a loop, 0 of 7,370 through one descriptor).
     An open file keeps its inode. O_NONBLOCK and fstat: a FIFO in the file's place opens at once and
-    is refused, not waited on."""
-    fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    is refused, not waited on.
+
+    ``follow_links=False`` (files WildLens itself writes, such as prediction parts, which are always
+    regular files renamed into place): a symbolic link in the file's place is a one-line StoreError,
+    not followed (O_NOFOLLOW: no check-then-open race). Why: a part linked to a file outside the run
+    was read and counted as the run's predictions (hostile-input campaign). A folder above it may
+    still be a link: that is how a user moves a run's predictions to another disk."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(source, flags)
+    except OSError as exc:
+        if not follow_links and exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(source):
+            raise StoreError(f"{source} is a symbolic link, not a file WildLens wrote; move the link away (or put "
+                             "the file itself there) and re-run.") from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -291,12 +307,14 @@ def open_table_file(source: Path):
         raise
 
 
-def read_table(source: Path, schema: dict[str, str] | None = None, table: str = "table") -> pd.DataFrame:
+def read_table(source: Path, schema: dict[str, str] | None = None, table: str = "table", *,
+               follow_links: bool = True) -> pd.DataFrame:
+    """A stored Parquet table, through :func:`open_table_file` (``follow_links`` as there)."""
     import pyarrow.parquet as pq
 
     source = Path(source)
     try:
-        with open_table_file(source) as handle:
+        with open_table_file(source, follow_links=follow_links) as handle:
             # ParquetFile(...).read(), not pq.read_table(handle): after read_table on a file object and an
             # error raised on, the process aborted at exit now and then ("terminate called without an active
             # exception": 34 of 40 tries in a minimal script, 12 of 30 of `explain metrics` on a part of a

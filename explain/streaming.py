@@ -73,7 +73,7 @@ def _stored_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
     try:
-        with open_table_file(path) as handle:
+        with open_table_file(path, follow_links=False) as handle:  # a part: never a link
             return pq.ParquetFile(handle).metadata.num_rows
     except (FileNotFoundError, StoreError):
         raise

@@ -61,3 +61,36 @@ def test_recorded_families_refuse_special_part_files_in_one_line(tmp_path):
         with pytest.raises(StoreError) as caught:
             parts.recorded_families()
         assert "\n" not in str(caught.value) and "part-99999999999999999999" in str(caught.value)
+
+
+def test_a_part_that_is_a_link_is_refused_not_followed_and_a_linked_model_folder_is_read(tmp_path):
+    """A stored part is a regular file WildLens renamed into place: a symbolic link in a part's place
+    (to a valid predictions file outside the folder, or to another part beside it) is a one-line
+    StoreError from every reader, and neither the link nor its target is touched. A model folder that
+    is a link (predictions moved to another disk) is still read."""
+    import os
+
+    from explain.streaming import _stored_rows
+
+    outside = PredictionParts(tmp_path / "outside")
+    outside.append(_preds("a", ["x", "y", "z"]).assign(family="CNN"))
+    foreign = next((tmp_path / "outside" / "a").glob("part-*.parquet"))
+    foreign_bytes = foreign.read_bytes()
+    for target in ("outside", "beside"):
+        parts = PredictionParts(tmp_path / target / "run")
+        parts.append(_preds("a", ["1"]).assign(family="CNN"))
+        own = next((parts.folder / "a").glob("part-*.parquet"))
+        link = parts.folder / "a" / "part-99999999999999999999-000000.parquet"
+        link.symlink_to(foreign if target == "outside" else own)
+        for read in (parts.read, parts.recorded_families, lambda: parts.predicted_images("a"),
+                     lambda: parts.compact("a"), lambda: _stored_rows(link)):
+            with pytest.raises(StoreError, match="is a symbolic link") as caught:
+                read()
+            assert "\n" not in str(caught.value) and link.name in str(caught.value)
+        assert link.is_symlink() and own.is_file() and foreign.read_bytes() == foreign_bytes
+        assert len(list((parts.folder / "a").glob("part-*.parquet"))) == 2  # compact removed nothing
+    moved = PredictionParts(tmp_path / "moved")
+    moved.folder.mkdir()
+    os.symlink(tmp_path / "outside" / "a", moved.folder / "a")  # the model folder itself is a link
+    assert moved.read()["image"].tolist() == ["x", "y", "z"]
+    assert moved.recorded_families() == {"a": "CNN"}
