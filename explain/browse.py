@@ -227,6 +227,12 @@ def filter_images(table: pd.DataFrame, models=None, true=None, pred=None, outcom
     :data:`explain.vocabulary.RELATIONS`): one value or a collection; an empty collection keeps
     nothing. ``outcome``: 'all', 'correct' or 'mistake' (top-1, strict). ``conf_min`` /
     ``conf_max``: bounds on ``prob_1``, inclusive; a row without ``prob_1`` fails any bound."""
+    return table[image_mask(table, models, true, pred, outcome, relations, conf_min, conf_max)].reset_index(drop=True)
+
+
+def image_mask(table: pd.DataFrame, models=None, true=None, pred=None, outcome: str = "all", relations=None,
+               conf_min: float | None = None, conf_max: float | None = None) -> np.ndarray:
+    """Per row of ``table``: it passes :func:`filter_images`'s filters (the same arguments)."""
     if outcome not in OUTCOMES:
         raise BrowseError(f"Unknown outcome {outcome!r}; allowed: {', '.join(OUTCOMES)}.")
     relation_set = _as_set(relations, "relations")
@@ -248,7 +254,7 @@ def filter_images(table: pd.DataFrame, models=None, true=None, pred=None, outcom
         keep &= prob >= float(conf_min)
     if conf_max is not None:
         keep &= prob <= float(conf_max)
-    return table[keep].reset_index(drop=True)
+    return keep
 
 
 UNMATCHED = "not matched by the filters"  # how a card marks a row :func:`card_rows` did not match
@@ -411,6 +417,11 @@ def filter_annotated(table: pd.DataFrame, *, error_types=None, tags=None, margin
     """Rows of :func:`annotate`'s table with an error type among ``error_types``, a tag among
     ``tags`` (the image carries at least one of them) or a margin at most ``margin_max`` (None: no
     filter); filters combine, and with :func:`filter_images`'s."""
+    return table[annotated_mask(table, error_types=error_types, tags=tags, margin_max=margin_max)].reset_index(drop=True)
+
+
+def annotated_mask(table: pd.DataFrame, *, error_types=None, tags=None, margin_max: float | None = None) -> np.ndarray:
+    """Per row of :func:`annotate`'s table: it passes :func:`filter_annotated`'s filters."""
     keep = np.ones(len(table), dtype=bool)
     wanted = _as_set(error_types, "error types")
     if wanted is not None:
@@ -422,7 +433,7 @@ def filter_annotated(table: pd.DataFrame, *, error_types=None, tags=None, margin
         keep &= has[np.where(codes < 0, len(values), codes)]
     if margin_max is not None:
         keep &= table["margin"].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan) <= float(margin_max)
-    return table[keep].reset_index(drop=True)
+    return keep
 
 
 def selection_images(rows: pd.DataFrame, sort: str = "class") -> pd.DataFrame:

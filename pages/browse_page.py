@@ -19,12 +19,12 @@ import streamlit as st
 
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
 from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, SORT_LABELS, SORTS, UNMATCHED,
-                            card_rows, compare_models, filter_annotated, filter_images, selection_images)
+                            card_rows, compare_models, filter_images)
 from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.pictures import stored_picture
 from pages.tables import NA_DASH, download_csv, show_table
-from pages.reads import (CLAIMS_AUTO_ROWS, class_name, curation, image_table, no_predictions_note,
+from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, no_predictions_note,
                          paired_test)
 from pages.text import escape_markdown, plural
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
@@ -297,7 +297,9 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
     other predictions of the image, in italics): the top-1 (its relation's colour) and, in an
     expander, the top-5; its tags and the error type of a matched mistake; and a link that opens it
     on the Image page inside ``selection``."""
-    by_image = {image: rows for image, rows in cards.groupby("image", sort=False)}
+    by_image: dict[str, list[dict]] = {}
+    for record in cards.to_dict("records"):  # once: a frame's to_dict per card cost 6 ms each
+        by_image.setdefault(record["image"], []).append(record)
     for start in range(0, len(images), GRID_COLUMNS):
         cols = st.columns(GRID_COLUMNS)
         for col, item in zip(cols, images.iloc[start:start + GRID_COLUMNS].itertuples(index=False)):
@@ -305,8 +307,7 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
                 if has_files:
                     _image(item.image)
                 st.markdown(f"**{escape_markdown(_name(item.true_wnid))}**")
-                rows = by_image.get(item.image)
-                rows = [] if rows is None else rows.to_dict("records")
+                rows = by_image.get(item.image, [])
                 st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")
                 typed = [r for r in rows[:1] if r.get("matched") and isinstance(r.get("error_type"), str)]
                 if typed:  # the reason on hover (help), as the issue asks, and in the table and CSV below
@@ -439,11 +440,11 @@ save_view_form("browse", {k: v for k, v in selection.params().items() if k != "s
                key="browse-save")
 st.caption(relation_help())
 
-filtered = filter_images(table, models=models, true=true or None, pred=pred or None, outcome=outcome,
-                         relations=relations or None, conf_min=conf[0] if conf[0] > 0 else None,
-                         conf_max=conf[1] if conf[1] < 1 else None)
-filtered = filter_annotated(filtered, error_types=etypes or None, tags=chosen_tags or None,
-                            margin_max=margin if margin < 1 else None)
+# pages.reads: explain.browse's filters and selection_images of the table, cached per filters (a
+# rerun with the same filters, a page turned, filters nothing again); the rows stay positions.
+filtered = browse_rows(run, view, models=models, true=true, pred=pred, outcome=outcome, relations=relations,
+                       conf_min=conf[0] if conf[0] > 0 else None, conf_max=conf[1] if conf[1] < 1 else None,
+                       error_types=etypes, tags=chosen_tags, margin_max=margin if margin < 1 else None, sort=order)
 
 # ------------------------------------------------------------------ the images
 st.subheader("Images")
@@ -452,7 +453,7 @@ if not models:
 elif filtered.empty:
     st.info("No image matches these filters.")
 else:
-    images = selection_images(filtered, order)  # the Image page pages through them in this order
+    images = filtered.images  # the Image page pages through them in this order
     image_link(selection, f"Page through these {plural(len(images), 'image')} one by one", images["image"].iloc[0])
     st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} match. Each image shows, "
                "per chosen model, its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best "
@@ -463,7 +464,7 @@ else:
                 icon=":material/hide_image:")
     else:
         shown = images.iloc[paged(len(images), "browse_page_no", "page")]
-        image_grid(shown, card_rows(table, filtered, shown["image"], models), selection)
+        image_grid(shown, card_rows(*filtered.of_images(shown["image"]), shown["image"], models), selection)
 
     if not filtered.empty and has_files:
         bulk_curation(images["image"].astype(str).tolist())
@@ -473,7 +474,7 @@ st.subheader("Predictions per image")
 if len(filtered) > MAX_TABLE_ROWS:
     st.caption(f"The first {MAX_TABLE_ROWS:,} of {len(filtered):,} rows; the CSV has them all.")
 show_predictions(filtered.head(MAX_TABLE_ROWS), COLUMN_DOCS, TABLE_LABELS)
-download_csv(filtered, f"{run.run_id}_images.csv", key="dl-browse", label_space=label_space)
+download_csv(filtered.frame, f"{run.run_id}_images.csv", key="dl-browse", label_space=label_space)
 
 # ------------------------------------------------------------------ two models, image by image
 st.subheader("Compare two models")
@@ -547,7 +548,8 @@ else:
     if has_files:
         shown = chosen.iloc[paged(len(chosen), "cmp_page_no", "cmp_page")]
         pair = Selection(source="compare", true=true, compare=(model_a, model_b, group))
-        image_grid(shown, card_rows(table, None, shown["image"], [model_a, model_b]), pair)
+        image_grid(shown, card_rows(filtered.of_images(shown["image"])[0], None, shown["image"], [model_a, model_b]),
+                   pair)
     view = chosen.head(MAX_TABLE_ROWS)  # the group as the radio names it; the CSV keeps its raw value
     show_predictions(view.assign(group=view["group"].map(GROUP_LABELS)), COMPARE_DOCS, COMPARE_LABELS)
 safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model_a}_vs_{model_b}")

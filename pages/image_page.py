@@ -23,9 +23,10 @@ from core.errors import WildLensError, one_line
 from explain.browse import BrowseError
 from explain.curation_view import CURATED, RAW
 from explain.image_view import history, model_rows, near_duplicates, provenance
-from explain.selection import SOURCE_LABELS, Selection, describe, resolve
+from explain.selection import SOURCE_LABELS, Selection, describe
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
-from pages.reads import class_name, curation, image_table, label_issues, manifest, no_predictions_note
+from pages.reads import (class_name, curation, image_table, known_images as known_image_names, manifest,
+                         no_predictions_note, resolve_selection)
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
 from pages.pictures import stored_picture
 from pages.tables import NA_DASH
@@ -113,12 +114,12 @@ if notes:
     st.warning("Not a value this selection takes: " + escape_markdown("; ".join(notes)) + ". Showing the rest.",
                icon=":material/link_off:")
 try:
-    images = resolve(selection, table, label_issues(run) if selection.source == "issues" else None)
+    images = resolve_selection(run, view, selection)  # pages.reads: explain.selection.resolve, cached per selection
 except BrowseError as exc:
     st.error(escape_markdown(one_line(exc)), icon=":material/error:")
     st.stop()
 state = curation(run)
-known_images = set(table["image"].dropna()) | set(manifest(run)["file"].dropna())
+known_images = known_image_names(run, view)  # pages.reads: the table's and the manifest's, cached
 
 for key, show in (("_curation_error", st.error), ("_curation_done", st.toast)):
     message = st.session_state.pop(key, None)

@@ -10,17 +10,18 @@ import streamlit as st
 from core.intervals import finite_or_none, format_level
 
 
-def download_csv(df: pd.DataFrame, filename: str, key: str, label: str = "Download CSV",
+def download_csv(df, filename: str, key: str, label: str = "Download CSV",
                  label_space: str | None = None) -> None:
     """A download button whose file is exactly the library's CSV of ``df`` (explain.export's
     ``table_to_csv_bytes``: a class-name column after each wnid column, named in ``label_space``,
     the run's where known, ImageNet-1k otherwise; core.csvsafe, formula-like text cells quoted for
     spreadsheets). The bytes are made only when the button is clicked (1M-prediction runs have
-    30,000-row tables), and the click does not rerun the page."""
+    30,000-row tables), and the click does not rerun the page. ``df``: the table, or a function
+    that gives it (Browse's selection: taken from the shared table only when clicked)."""
     from explain.export import table_to_csv_bytes
 
     space = label_space or "imagenet-1k"
-    st.download_button(label, data=lambda: table_to_csv_bytes(df, space), file_name=filename, mime="text/csv",
+    st.download_button(label, data=lambda: table_to_csv_bytes(df() if callable(df) else df, space), file_name=filename, mime="text/csv",
                        key=key, icon=":material/download:", on_click="ignore")
 
 

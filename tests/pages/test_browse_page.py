@@ -267,3 +267,40 @@ def test_a_top5_tells_the_two_cranes_apart(app, app_home):
         assert escape_markdown("3. crane (lifting device)") in texts, texts
     finally:
         shutil.rmtree(run.prediction_parts.model_dir("crane_check"))
+
+
+@pytest.mark.parametrize("filters", [
+    {},
+    {"outcome": "mistake", "sort": "margin"},
+    {"outcome": "correct", "conf_min": 0.5, "sort": "confident"},
+    {"relations": ("sibling", "cousin"), "sort": "unsure"},
+    {"models": (), "outcome": "mistake"},
+    {"error_types": ("fine-grained",), "margin_max": 0.4},
+])
+def test_browse_rows_are_the_library_filters_kept_as_positions(app_home, library, filters):
+    """pages.reads.browse_rows (cached per filters, rows as positions into the shared table) gives what
+    explain.browse's filters, selection_images and card_rows give on the whole table: the rows, their
+    order, the images in the chosen order, a page of cards, and the CSV's rows."""
+    import pandas as pd
+
+    from core.runstore import RunStore
+    from explain.browse import card_rows, filter_annotated, filter_images, selection_images
+    from pages.reads import browse_rows
+
+    models = list(dict.fromkeys(library["model"]))
+    args = {"models": tuple(models), "true": "", "pred": "", "outcome": "all", "relations": (), "conf_min": None,
+            "conf_max": None, "error_types": (), "tags": (), "margin_max": None, "sort": "class"} | filters
+    got = browse_rows(RunStore(app_home).open_run("sample"), "raw", **args)
+    expected = filter_images(library, models=list(args["models"]), true=None, pred=None, outcome=args["outcome"],
+                             relations=list(args["relations"]) or None, conf_min=args["conf_min"],
+                             conf_max=args["conf_max"])
+    expected = filter_annotated(expected, error_types=list(args["error_types"]) or None, margin_max=args["margin_max"])
+    assert len(got) == len(expected) and got.empty == expected.empty
+    pd.testing.assert_frame_equal(got.frame(), expected)
+    pd.testing.assert_frame_equal(got.head(3), expected.head(3))
+    pd.testing.assert_frame_equal(got.images, selection_images(expected, args["sort"]))
+    shown = got.images["image"].head(5)
+    pd.testing.assert_frame_equal(card_rows(*got.of_images(shown), shown, models),
+                                  card_rows(library, expected, shown, models))
+    pd.testing.assert_frame_equal(card_rows(got.of_images(shown)[0], None, shown, models[:2]),
+                                  card_rows(library, None, shown, models[:2]))
