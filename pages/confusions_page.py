@@ -5,6 +5,7 @@ misclassified images themselves. Numbers come from ``explain.metrics`` tables an
 import html
 import re
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
@@ -328,7 +329,9 @@ table = confusions[confusions["model"].isin(chosen_models)]
 # Names beside the wnids (the download below is the library's table as it is).
 for column, named in (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("lcs_wnid", "lcs_name")):
     if column in table.columns:
-        table = table.assign(**{named: table[column].map(lambda w: name_of(w) if isinstance(w, str) else w)})
+        codes, uniques = pd.factorize(table[column])  # each distinct wnid named once (90,000 calls per rerun at 1M)
+        named_values = pd.array([name_of(str(w)) for w in uniques.tolist()] + [pd.NA], dtype="string")
+        table = table.assign(**{named: named_values.take(np.where(codes < 0, len(uniques), codes))})
         order = list(table.columns)
         order.remove(named)
         order.insert(order.index(column) + 1, named)
