@@ -17,7 +17,7 @@ from explain.claims import PHRASES, claims_table
 from explain.metric_intervals import rankable
 from explain.metrics import column_docs
 from explain.schema import labels_of
-from pages.charts import claims_figure, error_offsets
+from pages.charts import cached_figure, claims_figure, error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
@@ -129,19 +129,26 @@ if has_bounds:
 errors = bar_errors(chart, metric)
 if errors:  # px takes column names: the offsets go in as columns of their own
     chart = chart.assign(_above=errors["error_y"], _below=errors["error_y_minus"])
-fig = px.bar(chart, x="model", y=metric, color="family", color_discrete_map=FAMILY_COLOURS,
-             category_orders={"model": chart["model"].tolist()}, text_auto=chart_format(metric),
-             error_y="_above" if errors else None, error_y_minus="_below" if errors else None,
-             hover_data={"n": True, "n_mistakes": True, metric: ":" + chart_format(metric),
-                         **({"interval": True} if has_bounds else {}),
-                         **({"_above": False, "_below": False} if errors else {})},
-             labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"], "n_mistakes": LABELS["n_mistakes"],
-                     "interval": f"{format_level(level)} interval"})
-fig.update_traces(textposition="inside", insidetextanchor="start")  # the value clear of the error bar's cap
-fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
-if metric in RATE_COLUMNS:
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")  # axis marks at round shares; values above read PERCENT_D3
-st.plotly_chart(fig, width="stretch")
+
+
+def results_model_bars(chart: pd.DataFrame, metric: str, errors: bool, has_bounds: bool, level: float):
+    fig = px.bar(chart, x="model", y=metric, color="family", color_discrete_map=FAMILY_COLOURS,
+                 category_orders={"model": chart["model"].tolist()}, text_auto=chart_format(metric),
+                 error_y="_above" if errors else None, error_y_minus="_below" if errors else None,
+                 hover_data={"n": True, "n_mistakes": True, metric: ":" + chart_format(metric),
+                             **({"interval": True} if has_bounds else {}),
+                             **({"_above": False, "_below": False} if errors else {})},
+                 labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"],
+                         "n_mistakes": LABELS["n_mistakes"], "interval": f"{format_level(level)} interval"})
+    fig.update_traces(textposition="inside", insidetextanchor="start")  # the value clear of the error bar's cap
+    fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
+    if metric in RATE_COLUMNS:
+        fig.update_yaxes(range=[0, 1.02], tickformat=".0%")  # axis marks at round shares; values above read PERCENT_D3
+    return fig
+
+
+# pages.charts.cached_figure: built once per content (Plotly Express's validation cost 0.35 s a rerun)
+st.plotly_chart(cached_figure(results_model_bars, chart, metric, bool(errors), has_bounds, level), width="stretch")
 st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
            + (f" Whiskers: the {format_level(level)} interval." if has_bounds else ""))
 
@@ -171,17 +178,23 @@ bars = shares.assign(model_label=shares["model"].map(html.escape),
                      interval=[t or NA_DASH for t in interval_texts(shares.rename(columns={
                          "share": "x_share", "share_ci_low": "x_share_ci_low", "share_ci_high": "x_share_ci_high"}),
                          "x_share")])
-stack = px.bar(bars, x="model_label", y="share", color="kind", color_discrete_map=colours,
-               category_orders={"kind": list(ERROR_TYPES if by == "error type" else colours), "model_label":
-                                [html.escape(m) for m in shown["model"]]},
-               custom_data=["model_label", "kind"], hover_data={"count": True, "interval": True, "model_label": False,
-                                                           "share": ":" + PERCENT_D3},
-               labels={"model_label": "Model", "share": "Share of the mistakes", "kind": by.capitalize(),
-                       "count": "Mistakes", "interval": f"{format_level(level)} interval"})
-stack.update_yaxes(range=[0, 1.0001], tickformat=".0%")
-stack.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="", clickmode="event+select")
-event = st.plotly_chart(stack, width="stretch", on_select="rerun", selection_mode=("points",),
-                        key=f"mistake-stack-{by}-{view}")
+
+
+def results_mistake_stack(bars: pd.DataFrame, by: str, colours: dict, models: tuple, level: float):
+    stack = px.bar(bars, x="model_label", y="share", color="kind", color_discrete_map=colours,
+                   category_orders={"kind": list(ERROR_TYPES if by == "error type" else colours), "model_label":
+                                    [html.escape(m) for m in models]},
+                   custom_data=["model_label", "kind"], hover_data={"count": True, "interval": True,
+                                                               "model_label": False, "share": ":" + PERCENT_D3},
+                   labels={"model_label": "Model", "share": "Share of the mistakes", "kind": by.capitalize(),
+                           "count": "Mistakes", "interval": f"{format_level(level)} interval"})
+    stack.update_yaxes(range=[0, 1.0001], tickformat=".0%")
+    stack.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="", clickmode="event+select")
+    return stack
+
+
+event = st.plotly_chart(cached_figure(results_mistake_stack, bars, by, colours, tuple(shown["model"]), level),
+                        width="stretch", on_select="rerun", selection_mode=("points",), key=f"mistake-stack-{by}-{view}")
 st.caption("Click a segment to see its images below. Hover for the count and the share's interval (Wilson over "
            "the model's mistakes).")
 points = (event.selection.get("points") if event else None) or []
@@ -230,19 +243,22 @@ if len(types):
     scatter_errors = error_offsets(points_long, "share")
     if scatter_errors is not None:  # px takes column names: the offsets go in as columns (split per panel)
         points_long = points_long.assign(_above=scatter_errors[0], _below=scatter_errors[1])
-    scatter_types = px.scatter(points_long, x="accuracy", y="share", color="family", facet_col="kind",
-                               facet_col_wrap=4, color_discrete_map=FAMILY_COLOURS, hover_name="model",
-                               category_orders={"kind": list(ERROR_TYPES)},
-                               error_y="_above" if scatter_errors is not None else None,
-                               error_y_minus="_below" if scatter_errors is not None else None,
-                               hover_data={"_above": False, "_below": False} if scatter_errors is not None else None,
-                               labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type"})
-    scatter_types.update_traces(marker=dict(size=10))
-    scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    scatter_types.update_yaxes(tickformat=".0%", matches=None, showticklabels=True, rangemode="tozero")
-    scatter_types.update_xaxes(tickformat=".0%", range=[0, 1.02])
-    scatter_types.update_layout(height=520, margin=dict(t=40, b=10), legend_title_text="")
-    st.plotly_chart(scatter_types, width="stretch")
+
+    def results_types_scatter(points_long: pd.DataFrame, errors: bool):
+        scatter_types = px.scatter(points_long, x="accuracy", y="share", color="family", facet_col="kind",
+                                   facet_col_wrap=4, color_discrete_map=FAMILY_COLOURS, hover_name="model",
+                                   category_orders={"kind": list(ERROR_TYPES)},
+                                   error_y="_above" if errors else None, error_y_minus="_below" if errors else None,
+                                   hover_data={"_above": False, "_below": False} if errors else None,
+                                   labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type"})
+        scatter_types.update_traces(marker=dict(size=10))
+        scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+        scatter_types.update_yaxes(tickformat=".0%", matches=None, showticklabels=True, rangemode="tozero")
+        scatter_types.update_xaxes(tickformat=".0%", range=[0, 1.02])
+        scatter_types.update_layout(height=520, margin=dict(t=40, b=10), legend_title_text="")
+        return scatter_types
+
+    st.plotly_chart(cached_figure(results_types_scatter, points_long, scatter_errors is not None), width="stretch")
     st.caption("ETH's figure: each model's accuracy against the share of its mistakes of each type, one point per "
                "model coloured by family; whiskers: the share's Wilson interval. With more models a trend shows how "
                "much of a better model's remaining error is the data's.")
@@ -319,18 +335,25 @@ if class_bounds:  # each cell's value and interval on hover, in the tables' one 
         index=grid.index, columns=grid.columns).fillna(NA_DASH)
 grid.index = [html.escape(f"{names[w]} ({w})") for w in grid.index]
 grid.columns = [html.escape(m) for m in grid.columns]
-heat = px.imshow(grid, text_auto=chart_format(class_metric) if grid.size <= 600 else False, aspect="auto",
-                 color_continuous_scale="Blues", labels=dict(color=LABELS[class_metric], x="Model", y="True class"))
-if class_bounds:
-    heat.update_traces(customdata=hover_text.to_numpy(), hovertemplate="%{y}<br>%{x}<br>"
-                       + html.escape(LABELS[class_metric]) + ": %{customdata}<extra></extra>")
-else:
-    heat.update_traces(hovertemplate="%{y}<br>%{x}<br>" + html.escape(LABELS[class_metric]) + ": %{z:"
-                       + chart_format(class_metric) + "}<extra></extra>")
-if class_metric in RATE_COLUMNS:
-    heat.update_coloraxes(colorbar_tickformat=".0%")
-heat.update_layout(height=max(260, 22 * len(grid) + 120), margin=dict(t=30, b=10))
-st.plotly_chart(heat, width="stretch")
+
+
+def results_heatmap(grid: pd.DataFrame, class_metric: str, hover_text: pd.DataFrame | None):
+    heat = px.imshow(grid, text_auto=chart_format(class_metric) if grid.size <= 600 else False, aspect="auto",
+                     color_continuous_scale="Blues", labels=dict(color=LABELS[class_metric], x="Model", y="True class"))
+    if hover_text is not None:
+        heat.update_traces(customdata=hover_text.to_numpy(), hovertemplate="%{y}<br>%{x}<br>"
+                           + html.escape(LABELS[class_metric]) + ": %{customdata}<extra></extra>")
+    else:
+        heat.update_traces(hovertemplate="%{y}<br>%{x}<br>" + html.escape(LABELS[class_metric]) + ": %{z:"
+                           + chart_format(class_metric) + "}<extra></extra>")
+    if class_metric in RATE_COLUMNS:
+        heat.update_coloraxes(colorbar_tickformat=".0%")
+    heat.update_layout(height=max(260, 22 * len(grid) + 120), margin=dict(t=30, b=10))
+    return heat
+
+
+st.plotly_chart(cached_figure(results_heatmap, grid, class_metric, hover_text if class_bounds else None),
+                width="stretch")
 st.caption(f"`{class_metric}`: " + column_docs("per_class").get(class_metric, "")
            + " Empty cells: not defined (e.g. no mistakes)."
            + (f" Hover a cell for its {format_level(level)} interval." if class_bounds else ""))
