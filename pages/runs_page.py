@@ -43,11 +43,17 @@ def image_count(run) -> int:
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def _prediction_count(run_path: str, predictions_fp: str) -> int:
-    return len(Run(run_path).read_predictions())
+def _prediction_count(run_path: str, predictions_fp: str) -> int | None:
+    from core.errors import WildLensError
+
+    try:
+        return len(Run(run_path).read_predictions())
+    except WildLensError:  # a damaged or linked part: the run can still be renamed and deleted here
+        return None
 
 
-def prediction_count(run) -> int:
+def prediction_count(run) -> int | None:
+    """Stored predictions of the run; None when they cannot be read (the run's own pages say why)."""
     return _prediction_count(str(run.path), predictions_fingerprint(run)) if run.predictions_dir.exists() else 0
 
 
@@ -251,9 +257,10 @@ else:
     n_images = image_count(run)
     n_predictions = prediction_count(run)
     shown = title_of(info)
-    goes = f"its {plural(n_images, 'image')}" + (
-        f", {plural(n_predictions, 'stored prediction')} of {plural(len(info.models), 'model')}" if n_predictions
-        else "") + f" and every other file in {escape_markdown(run.path)}"
+    stored = ("" if n_predictions == 0 else ", its stored predictions (unreadable: a damaged or linked part file)"
+              if n_predictions is None else
+              f", {plural(n_predictions, 'stored prediction')} of {plural(len(info.models), 'model')}")
+    goes = f"its {plural(n_images, 'image')}{stored} and every other file in {escape_markdown(run.path)}"
     with st.container(border=True):
         st.warning(f"Delete run **{escape_markdown(shown)}** ({choice})? This removes {goes}. It cannot be undone."
                    + (" The sample run is built again the next time WildLens starts." if info.is_sample else ""),

@@ -252,3 +252,25 @@ def test_an_uploaded_predictions_file_makes_its_run_current_at_once(home):
     assert at.query_params["run"] == new and at.sidebar.selectbox[0].value == new
     at.run()
     assert at.sidebar.selectbox(key="run_id").value == new and runs_picker(at).value == new
+
+
+def test_a_run_with_a_linked_part_can_still_be_deleted_and_the_link_target_is_kept(home, tmp_path):
+    """A part file replaced by a symbolic link is refused by every reader (core.parts): the Runs page's
+    delete confirmation says the stored predictions cannot be read instead of a traceback, the delete
+    removes the run, and the file the link pointed to is left as it was (review of the link refusal)."""
+    make_run(home, "sample", "Sample photographs", is_sample=True)
+    x = make_run(home, "x-run", "linked")
+    part = next(x.predictions_dir.glob("*/part-*.parquet"))
+    outside = tmp_path / "theirs.parquet"
+    outside.write_bytes(part.read_bytes())
+    part.unlink()
+    part.symlink_to(outside)
+    at = start()
+    runs_picker(at).set_value("x-run").run()
+    at.button(key="delete-ask").click().run()
+    no_traceback(at)
+    (warning,) = at.warning
+    assert "stored predictions (unreadable" in warning.value
+    at.button(key="delete-confirm").click().run()
+    no_traceback(at)
+    assert run_ids(home) == ["sample"] and not x.path.exists() and outside.is_file()
