@@ -290,7 +290,10 @@ def _files_fingerprint(root: Path, files: list[Path]) -> str:
         try:
             st = path.stat()
         except FileNotFoundError:
-            continue
+            try:  # a dangling link still counts: adding one changes what reading the folder says
+                st = path.lstat()
+            except FileNotFoundError:
+                continue
         digest.update(f"{path.relative_to(root).as_posix()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
     return digest.hexdigest()[:16]
 

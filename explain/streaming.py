@@ -62,8 +62,8 @@ def folder_rows(model_dir: Path) -> int:
             return sum(_stored_rows(p) for p in sorted(model_dir.glob("part-*.parquet")))
         except FileNotFoundError as exc:
             if attempt == 2:
-                raise StoreError(f"{exc.filename or model_dir} is listed but cannot be opened (a dangling link, or "
-                                 "removed meanwhile); move it away, or run again once the other process is done.") from None
+                raise StoreError(f"{exc.filename or model_dir} is listed but cannot be opened (removed meanwhile?); "
+                                 "run again once the other process is done.") from None
     raise AssertionError("unreachable")
 
 

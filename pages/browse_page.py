@@ -24,8 +24,8 @@ from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.pictures import stored_picture
 from pages.tables import NA_DASH, download_csv, show_table
-from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, no_predictions_note,
-                         paired_test)
+from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, image_table_key,
+                         no_predictions_note, paired_test)
 from pages.text import escape_markdown, plural
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
 
@@ -381,7 +381,8 @@ st.title("Browse")
 run = require_run()
 label_space = run.info.label_space or "imagenet-1k"
 view = current_view(run)
-table = image_table(run, view)  # pages.reads: explain.browse.image_table of the view, annotated (error types, tags)
+image_key = image_table_key(run, view)  # the run's fingerprints, read once for this rerun
+table = image_table(run, view, key=image_key)  # pages.reads: explain.browse.image_table of the view, annotated
 if table.empty:
     no_predictions_note(run, view)
     st.stop()
@@ -442,7 +443,7 @@ st.caption(relation_help())
 
 # pages.reads: explain.browse's filters and selection_images of the table, cached per filters (a
 # rerun with the same filters, a page turned, filters nothing again); the rows stay positions.
-filtered = browse_rows(run, view, models=models, true=true, pred=pred, outcome=outcome, relations=relations,
+filtered = browse_rows(image_key, models=models, true=true, pred=pred, outcome=outcome, relations=relations,
                        conf_min=conf[0] if conf[0] > 0 else None, conf_max=conf[1] if conf[1] < 1 else None,
                        error_types=etypes, tags=chosen_tags, margin_max=margin if margin < 1 else None, sort=order)
 

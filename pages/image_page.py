@@ -25,8 +25,8 @@ from explain.curation_view import CURATED, RAW
 from explain.image_view import history, model_rows, near_duplicates, provenance
 from explain.selection import SOURCE_LABELS, Selection, describe
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
-from pages.reads import (class_name, curation, image_table, known_images as known_image_names, manifest,
-                         no_predictions_note, resolve_selection)
+from pages.reads import (class_name, curation, image_table, image_table_key, known_images as known_image_names,
+                         manifest, no_predictions_note, resolve_selection)
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
 from pages.pictures import stored_picture
 from pages.tables import NA_DASH
@@ -105,7 +105,8 @@ st.title("Image")
 run = require_run()
 label_space = run.info.label_space or "imagenet-1k"
 view = current_view(run)
-table = image_table(run, view)
+table_key = image_table_key(run, view)  # the run's fingerprints, read once for this rerun
+table = image_table(run, view, key=table_key)
 if table.empty:
     no_predictions_note(run, view)
     st.stop()
@@ -114,12 +115,12 @@ if notes:
     st.warning("Not a value this selection takes: " + escape_markdown("; ".join(notes)) + ". Showing the rest.",
                icon=":material/link_off:")
 try:
-    images = resolve_selection(run, view, selection)  # pages.reads: explain.selection.resolve, cached per selection
+    images = resolve_selection(run, table_key, selection)  # pages.reads: explain.selection.resolve, cached per selection
 except BrowseError as exc:
     st.error(escape_markdown(one_line(exc)), icon=":material/error:")
     st.stop()
 state = curation(run)
-known_images = known_image_names(run, view)  # pages.reads: the table's and the manifest's, cached
+known_images = known_image_names(table_key)  # pages.reads: the table's and the manifest's, cached
 
 for key, show in (("_curation_error", st.error), ("_curation_done", st.toast)):
     message = st.session_state.pop(key, None)

@@ -371,50 +371,65 @@ def _guarded(read, *args):
         st.stop()
 
 
-def _image_table_key(run: Run, view: str) -> tuple:
-    """What the annotated image table of ``view`` depends on: the fingerprints of the predictions, the
-    manifest, the curation log and the label issues, and the run's label space (its class names)."""
+def image_table_key(run: Run, view: str | None = None) -> tuple:
+    """What the annotated image table of ``view`` (default the page's) depends on: the fingerprints of
+    the predictions, the manifest, the curation log and the label issues, and the run's label space
+    (its class names). A page reads it once per rerun and passes it on (:func:`image_table`,
+    :func:`browse_rows`, :func:`resolve_selection`, :func:`known_images`), so each of them sees one
+    version of the run, and the part files are listed and stat'ed once."""
     from core.curation import curation_fingerprint
     from core.explained import label_issues_fingerprint
 
-    return (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view, curation_fingerprint(run),
-            label_issues_fingerprint(run), run.info.label_space or "imagenet-1k")
+    return (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), _view_of(run, view),
+            curation_fingerprint(run), label_issues_fingerprint(run), run.info.label_space or "imagenet-1k")
 
 
-def image_table(run: Run, view: str | None = None) -> pd.DataFrame:
+def image_table(run: Run, view: str | None = None, *, key: tuple | None = None) -> pd.DataFrame:
     """explain.browse.image_table of the run's usable predictions in ``view`` (default the page's),
     annotated (explain.browse.annotate: margin, error type and reason, curation tags): one row per
-    (model, image). Shared, read-only; keyed by the fingerprints of the predictions, the manifest,
-    the curation log and the label issues, so a tag shows on the next rerun."""
-    view = _view_of(run, view)
+    (model, image). Shared, read-only; keyed by :func:`image_table_key` (given, or read here), so a
+    tag shows on the next rerun."""
+    key = image_table_key(run, view) if key is None else key
     refused = explanations_refused(run)
     if refused is not None:  # the table is drawn without error types: say why
         from pages.text import escape_markdown
 
         st.info(escape_markdown(refused) + " Shown here without error types.", icon=":material/info:")
-    return _guarded(_image_table, *_image_table_key(run, view))
+    return _guarded(_image_table, *key)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False  # shared by every session through the cache
+    return array
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _image_codes(*key) -> tuple[np.ndarray, pd.Index]:
     codes, uniques = pd.factorize(_image_table(*key)["image"])
-    return codes, pd.Index(uniques)
+    return _read_only(codes), pd.Index(uniques)
 
 
 @st.cache_resource(max_entries=8, show_spinner="Selecting the images…")
-def _browse_positions(key: tuple, filters: tuple) -> tuple[np.ndarray, pd.DataFrame]:
-    from explain.browse import annotated_mask, image_mask, selection_images
+def _browse_positions(key: tuple, filters: tuple) -> np.ndarray:
+    from explain.browse import annotated_mask, image_mask
 
-    models, true, pred, outcome, relations, conf_min, conf_max, error_types, tags, margin_max, sort = filters
+    models, true, pred, outcome, relations, conf_min, conf_max, error_types, tags, margin_max = filters
     table = _image_table(*key)
     # Positions, not the rows: a selection of a 1,000,000-row table is a 380 MB copy, and 8 of them are kept.
     keep = image_mask(table, list(models), true or None, pred or None, outcome, list(relations) or None, conf_min,
                       conf_max)
     keep &= annotated_mask(table, error_types=list(error_types) or None, tags=list(tags) or None,
                            margin_max=margin_max)
-    positions = np.flatnonzero(keep)
+    return _read_only(np.flatnonzero(keep))
+
+
+@st.cache_resource(max_entries=8, show_spinner="Ordering the images…")
+def _browse_images(key: tuple, filters: tuple, sort: str) -> pd.DataFrame:
+    from explain.browse import selection_images
+
+    table = _image_table(*key)
     ordering = table[[c for c in ("image", "true_wnid", "prob_1", "margin") if c in table.columns]]
-    return positions, selection_images(ordering.take(positions), sort)
+    return selection_images(ordering.take(_browse_positions(key, filters)), sort)
 
 
 class BrowseRows:
@@ -449,18 +464,22 @@ class BrowseRows:
                 self.table.take(self.positions[np.isin(self._codes[self.positions], wanted)]))
 
 
-def browse_rows(run: Run, view: str | None, *, models, true: str, pred: str, outcome: str, relations, conf_min,
-                conf_max, error_types, tags, margin_max, sort: str) -> BrowseRows:
-    """explain.browse.filter_images and filter_annotated of the view's :func:`image_table` (call that
-    first: it shows why a table is drawn without error types), and selection_images of what they
-    matched in ``sort`` order; cached per table and filters. Why: every rerun of Browse at 1,000,000
+def _browse(key: tuple, filters: tuple, sort: str) -> BrowseRows:
+    return BrowseRows(_image_table(*key), _browse_positions(key, filters), _browse_images(key, filters, sort),
+                      _image_codes(*key))
+
+
+def browse_rows(key: tuple, *, models, true: str, pred: str, outcome: str, relations, conf_min, conf_max,
+                error_types, tags, margin_max, sort: str) -> BrowseRows:
+    """explain.browse.filter_images and filter_annotated of the image table of ``key``
+    (:func:`image_table_key`; call :func:`image_table` first: it says why a table is drawn without
+    error types), and selection_images of what they matched in ``sort`` order; the matched rows
+    cached per filters, their order per filters and sort. Why: every rerun of Browse at 1,000,000
     predictions (a page turned, a card's expander opened) filtered and ordered the whole table again
     (0.35-0.4 s)."""
-    key = _image_table_key(run, _view_of(run, view))
     filters = (tuple(models), true, pred, outcome, tuple(relations), conf_min, conf_max, tuple(error_types),
-               tuple(tags), margin_max, sort)
-    positions, images = _browse_positions(key, filters)
-    return BrowseRows(_image_table(*key), positions, images, _image_codes(*key))
+               tuple(tags), margin_max)
+    return _guarded(_browse, key, filters, sort)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -468,10 +487,11 @@ def _known_images(key: tuple) -> frozenset:
     return frozenset(str(i) for i in _image_codes(*key)[1]) | frozenset(_manifest(key[0], key[2])["file"].dropna())
 
 
-def known_images(run: Run, view: str | None = None) -> frozenset:
-    """Every image the view's :func:`image_table` or the manifest names (what a curation entry may
-    name: core.curation.record's ``known_images``); shared, cached per table and manifest."""
-    return _known_images(_image_table_key(run, _view_of(run, view)))
+def known_images(key: tuple) -> frozenset:
+    """Every image the image table of ``key`` (:func:`image_table_key`) or the manifest names (what a
+    curation entry may name: core.curation.record's ``known_images``); shared, cached per table and
+    manifest."""
+    return _guarded(_known_images, key)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Selecting the images…")
@@ -481,13 +501,21 @@ def _resolved(key: tuple, selection, _issues: pd.DataFrame | None) -> pd.DataFra
     return resolve(selection, _image_table(*key), _issues)  # (the issues' fingerprint is in key)
 
 
-def resolve_selection(run: Run, view: str | None, selection) -> pd.DataFrame:
-    """explain.selection.resolve of ``selection`` (an explain.selection.Selection) on the view's
-    :func:`image_table` (call that first), label issues read for an ``issues`` selection: the
-    selection's images in order; cached per table and selection (shared, read-only). Why: the Image
-    page resolved its selection on every Next (0.4 s at 1,000,000 predictions)."""
-    key = _image_table_key(run, _view_of(run, view))
-    return _resolved(key, selection, label_issues(run) if selection.source == "issues" else None)
+def resolve_selection(run: Run, key: tuple, selection) -> pd.DataFrame:
+    """explain.selection.resolve of ``selection`` (an explain.selection.Selection) on the image table
+    of ``key`` (:func:`image_table_key`; call :func:`image_table` first), label issues read for an
+    ``issues`` selection: the selection's images in order; cached per table and selection (shared,
+    read-only). Why: the Image page resolved its selection on every Next (0.4 s at 1,000,000
+    predictions). Label issues that could not be read (said on the page) are not cached as none."""
+    table = _guarded(_image_table, *key)  # cached: a store error is its one line here; a BrowseError goes up
+    if selection.source != "issues":
+        return _resolved(key, selection, None)
+    issues = label_issues(run)
+    if issues is None:  # none stored, or unreadable now (its one line is shown): nothing cached either way
+        from explain.selection import resolve
+
+        return resolve(selection, table, None)
+    return _resolved(key, selection, issues)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -176,7 +176,7 @@ def styled(df: pd.DataFrame):
     shown = without_bounds(df) if bounded else df
     if shown.size > STYLE_MAX_CELLS or shown.empty:
         if bounded and not shown.empty:  # the number stays (it sorts as a number); its interval beside it
-            texts = _interval_cells(frame_digest(df), "bounds", tuple(bounded), df)
+            texts = _interval_cells(_interval_digest(df, bounded), "bounds", tuple(bounded), df)
             for c in reversed(bounded):
                 shown.insert(shown.columns.get_loc(c) + 1, f"{c}{INTERVAL_SUFFIX}", pd.array(texts[c], dtype="string"))
         return shown
@@ -185,27 +185,44 @@ def styled(df: pd.DataFrame):
     numbers = {c: f for c, f in formats.items() if f}
     if numbers:
         styler = styler.format(numbers, na_rep=NA_DASH)
-    texts = _interval_cells(frame_digest(df), "values", tuple(bounded), df) if bounded else {}
+    texts = _interval_cells(_interval_digest(df, bounded), "values", tuple(bounded), df) if bounded else {}
     for column in bounded:  # each cell's own text: the value and its interval (the number stays for sorting)
         _cell_texts(styler, shown.columns.get_loc(column), texts[column])
     return styler
 
 
 def frame_digest(df: pd.DataFrame) -> str:
-    """A digest of ``df``'s columns, dtypes, index and every value in order (pandas' per-row hashes):
-    6.7 ms for Results' 10,000 x 86 per-class table, against 0.18 s to format its interval texts."""
+    """A digest of ``df``'s columns, dtypes, index and every value in order (pandas' per-row hashes;
+    an object column's values hash by their text, so its values' types are hashed too: True and
+    'True' differ). 6.7 ms for Results' 10,000 x 86 per-class table."""
     import hashlib
 
     h = hashlib.blake2b(digest_size=16)
     h.update(repr((list(map(str, df.columns)), list(map(str, df.dtypes)))).encode())
     h.update(pd.util.hash_pandas_object(df, index=True).to_numpy().tobytes())
+    for name in df.columns[(df.dtypes == object).to_numpy()]:
+        h.update(repr([type(v).__name__ for v in df[name].tolist()]).encode())
     return h.hexdigest()
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+def _interval_digest(df: pd.DataFrame, columns: list[str]) -> str:
+    """A digest of what the interval texts of ``columns`` are made of, exactly: the column names and
+    each value and bound as float64 (:func:`_floats`), in row order."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr(list(columns)).encode())
+    for column in columns:
+        for name in (column, f"{column}{CI_LOW}", f"{column}{CI_HIGH}"):
+            h.update(_floats(df, name).tobytes())
+    return h.hexdigest()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
 def _interval_cells(digest: str, kind: str, columns: tuple, _df: pd.DataFrame) -> dict[str, list]:
     """Per interval column of ``_df``: :func:`bound_texts` (``kind`` 'bounds') or :func:`interval_texts`
-    ('values'), kept per table content (``digest``). Why: every rerun of Results formatted its 240,000
+    ('values'), kept per content (``digest``: :func:`_interval_digest`; 18 MB for Results' per-class
+    table, so 4 are kept). Why: every rerun of Results formatted its 240,000
     interval texts again (0.19 s of a 0.6 s render at 1,000,000 predictions). Shared, read-only."""
     texts = bound_texts if kind == "bounds" else interval_texts
     return {c: texts(_df, c) for c in columns}

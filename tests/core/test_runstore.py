@@ -170,3 +170,16 @@ def test_a_fifo_in_a_tables_place_is_refused_at_once(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(StoreError, match=r"is a FIFO \(named pipe\), not a regular file; move it away"):
         read_table(fifo)
+
+
+def test_a_dangling_part_link_changes_the_predictions_fingerprint(tmp_path):
+    """Every cache of the dashboard keys on the fingerprint: a part that is a dangling link (refused
+    when read, core.parts) must change it, or a page would go on showing the run as it was."""
+    from core.runstore import predictions_fingerprint
+
+    run = RunStore(tmp_path).create_run(RunInfo(run_id="r", label_space="imagenet-1k"))
+    run.append_predictions(pd.DataFrame({"model": "m", "image": ["a.jpg"], "true_wnid": "n02123045",
+                                         "pred_wnid": "n02123045", "status": "ok"}))
+    before = predictions_fingerprint(run)
+    (run.predictions_dir / "m" / "part-99999999999999999999-000000.parquet").symlink_to(tmp_path / "gone")
+    assert predictions_fingerprint(run) != before

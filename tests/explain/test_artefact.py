@@ -165,18 +165,39 @@ def test_a_run_too_large_to_type_in_memory_gets_its_tables_and_one_line_for_its_
     assert not ensure_explained(run).empty
 
 
-def test_explain_metrics_says_when_the_explanations_cannot_be_made(run, capsys):
-    """The tables stored, then a part made unreadable (a dangling link): the command still prints the
-    stored tables, and says in one line why the per-prediction explanations were not made (a hostile-input
-    campaign: it said nothing)."""
+def test_explain_metrics_says_when_the_explanations_cannot_be_made(run, capsys, monkeypatch):
+    """The tables stored and fresh, and the explanations cannot be made (here: their store refuses, as
+    a run that cannot be written does): the command still prints the stored tables, and says in one
+    line why the per-prediction explanations were not made (a hostile-input campaign: it said nothing)."""
+    import explain.error_types
+    from core.runstore import StoreError
+
+    refresh_metrics(run)
+
+    def refuse(*args, **kwargs):
+        raise StoreError("metrics/explained cannot be written (read-only file system).")
+
+    monkeypatch.setattr(explain.error_types, "ensure_explained", refuse)
+    capsys.readouterr()
+    assert explain_main(["metrics", "--run", "artefact", "--no-cache"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: per-prediction")]
+    assert len(notes) == 1 and "cannot be written" in notes[0], notes
+
+
+def test_explain_metrics_refuses_a_part_added_as_a_dangling_link_and_keeps_the_stored_tables(run, capsys):
+    """A dangling link added among the parts changes the predictions' fingerprint (the stored tables no
+    longer describe the folder), and reading it is refused: one error line naming it, exit 2, the
+    stored tables left as they were."""
     import os
 
     refresh_metrics(run)
+    before = {p.name: p.read_bytes() for p in run.metrics_dir.iterdir() if p.is_file()}
     os.symlink("/nonexistent/x", next(run.predictions_dir.iterdir()) / "part-dangling.parquet")
     capsys.readouterr()
-    explain_main(["metrics", "--run", "artefact", "--no-cache"])
-    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: per-prediction")]
-    assert len(notes) == 1 and "part-dangling.parquet" in notes[0], notes
+    assert explain_main(["metrics", "--run", "artefact", "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "part-dangling.parquet is a symbolic link" in err[0], err
+    assert {p.name: p.read_bytes() for p in run.metrics_dir.iterdir() if p.is_file()} == before
 
 
 def test_fresh_tables_are_read_not_recomputed(run, monkeypatch):

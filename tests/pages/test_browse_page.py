@@ -285,12 +285,12 @@ def test_browse_rows_are_the_library_filters_kept_as_positions(app_home, library
 
     from core.runstore import RunStore
     from explain.browse import card_rows, filter_annotated, filter_images, selection_images
-    from pages.reads import browse_rows
+    from pages.reads import browse_rows, image_table_key
 
     models = list(dict.fromkeys(library["model"]))
     args = {"models": tuple(models), "true": "", "pred": "", "outcome": "all", "relations": (), "conf_min": None,
             "conf_max": None, "error_types": (), "tags": (), "margin_max": None, "sort": "class"} | filters
-    got = browse_rows(RunStore(app_home).open_run("sample"), "raw", **args)
+    got = browse_rows(image_table_key(RunStore(app_home).open_run("sample"), "raw"), **args)
     expected = filter_images(library, models=list(args["models"]), true=None, pred=None, outcome=args["outcome"],
                              relations=list(args["relations"]) or None, conf_min=args["conf_min"],
                              conf_max=args["conf_max"])
