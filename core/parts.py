@@ -25,6 +25,7 @@ images folder, only these parts.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import secrets
 from pathlib import Path
@@ -50,6 +51,36 @@ _PART_TEMP_RE = atomic_temp_re(_PART_NAME)
 _PROBE_RE = re.compile(rf"^{re.escape(_PROBE_PREFIX)}[0-9a-f]{{12}}\.tmp$")
 
 
+def check_folder(path: Path) -> None:
+    """A one-line StoreError when ``path`` is a symbolic link whose target is not a folder here (a disk
+    not mounted, a dangling link, a loop, a link to a file). Why: a model folder linked to another disk
+    (how a user moves predictions) that could not be reached was skipped as if absent: explain metrics
+    stored tables without that model, and classify classified every image again, then failed to write
+    (hostile-input campaign)."""
+    if path.is_symlink() and not path.is_dir():
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        raise StoreError(f"{path} is a link to {target}, which is not a folder here (a disk not mounted?); mount it, "
+                         "or move the link away, and re-run.")
+
+
+def model_folders(folder: Path) -> list[Path]:
+    """The model folders of a parts folder, in name order; a linked one that cannot be reached (or the
+    parts folder itself) is :func:`check_folder`'s one line, never skipped. Plain files are not folders."""
+    check_folder(folder)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.iterdir()):
+        if path.is_dir():
+            out.append(path)
+        else:
+            check_folder(path)
+    return out
+
+
 class PredictionParts:
     """One folder of prediction part files. Paths and table I/O; no business logic."""
 
@@ -57,10 +88,14 @@ class PredictionParts:
         self.folder = Path(folder)
 
     def model_dir(self, model: str) -> Path:
-        """The sub-folder of one model's parts; refuses ids that could name another folder."""
+        """The sub-folder of one model's parts; refuses ids that could name another folder, and a
+        linked folder that cannot be reached (:func:`check_folder`)."""
         if not _RUN_ID_RE.match(model.replace("/", "_")):
             raise StoreError(f"{model!r} is not a usable model id.")
-        return self.folder / model.replace("/", "_")
+        check_folder(self.folder)
+        folder = self.folder / model.replace("/", "_")
+        check_folder(folder)
+        return folder
 
     def append(self, df: pd.DataFrame) -> list[Path]:
         """Store a batch of predictions as new part files (one per model), atomically."""
@@ -86,9 +121,7 @@ class PredictionParts:
         import pyarrow.parquet as pq
 
         out: dict[str, str] = {}
-        if not self.folder.exists():
-            return out
-        for folder in sorted(p for p in self.folder.iterdir() if p.is_dir()):
+        for folder in model_folders(self.folder):
             for path in sorted(folder.glob("part-*.parquet")):
                 try:
                     handle = open_table_file(path, follow_links=False)
@@ -113,9 +146,7 @@ class PredictionParts:
     def read(self, models: list[str] | None = None) -> pd.DataFrame:
         """All stored predictions (of ``models``, else of every model); the latest row wins where
         an image was predicted twice."""
-        if not self.folder.exists():
-            return empty_table(PREDICTION_SCHEMA)
-        folders = [self.model_dir(m) for m in models] if models else sorted(p for p in self.folder.iterdir() if p.is_dir())
+        folders = [self.model_dir(m) for m in models] if models else model_folders(self.folder)
         return self.read_folders(folders)
 
     @staticmethod
@@ -141,6 +172,7 @@ class PredictionParts:
         """Create the folder and a file in it, then remove the file: raises ``OSError`` whose
         ``filename`` is the folder that could not be made or written, where new part files could
         not be written."""
+        check_folder(self.folder)  # a dangling link here read "File exists; give yourself write access"
         probe_writable(self.folder, f"{_PROBE_PREFIX}{secrets.token_hex(6)}.tmp")
 
     def sweep_temporary(self) -> int:

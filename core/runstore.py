@@ -289,8 +289,8 @@ def _files_fingerprint(root: Path, files: list[Path]) -> str:
     for path in files:
         try:
             st = path.stat()
-        except FileNotFoundError:
-            try:  # a dangling link still counts: adding one changes what reading the folder says
+        except OSError:  # a dangling link or a loop still counts: adding one changes what reading the folder says
+            try:
                 st = path.lstat()
             except FileNotFoundError:
                 continue

@@ -48,10 +48,9 @@ assert EXPLAINED_IN_MEMORY == STREAM_ROWS  # (one chunk's worth, as the comment 
 def part_rows(run: Run) -> dict[Path, int]:
     """Each model folder of the run's predictions -> its stored rows (Parquet footers only), in the
     folders' name order (the order ``Run.read_predictions`` reads them: the tables' model order)."""
-    folder = run.predictions_dir
-    if not folder.is_dir():
-        return {}
-    return {model_dir: folder_rows(model_dir) for model_dir in sorted(p for p in folder.iterdir() if p.is_dir())}
+    from core.parts import model_folders
+
+    return {model_dir: folder_rows(model_dir) for model_dir in model_folders(run.predictions_dir)}
 
 
 def folder_rows(model_dir: Path) -> int:

@@ -15,9 +15,10 @@ def stored_picture(run: Run, image: str) -> Path | None:
     """The path of ``image``'s file in ``run``, or None after a caption naming what is missing."""
     try:
         path = run.image_path(image)
-    except StoreError:
-        path = None
-    if path is None or not path.is_file():
+        found = path is not None and path.is_file()
+    except (StoreError, OSError):  # OSError: a name longer than the file system allows (ENAMETOOLONG)
+        found = False
+    if not found:
         st.caption(f"No image file: {escape_markdown(image)}")
         return None
     return path

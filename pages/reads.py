@@ -523,10 +523,14 @@ def _explanations_refused(run_path: str, predictions_fp: str) -> str | None:
     from core.errors import one_line
     from explain.error_types import TooManyToExplain, check_explainable
 
+    from core.errors import WildLensError
+
     try:
         check_explainable(Run(run_path))
     except TooManyToExplain as exc:
         return one_line(exc)
+    except WildLensError:  # a part that cannot be read: the page's next read says so in its one line
+        return None
     return None
 
 

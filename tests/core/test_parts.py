@@ -94,3 +94,38 @@ def test_a_part_that_is_a_link_is_refused_not_followed_and_a_linked_model_folder
     os.symlink(tmp_path / "outside" / "a", moved.folder / "a")  # the model folder itself is a link
     assert moved.read()["image"].tolist() == ["x", "y", "z"]
     assert moved.recorded_families() == {"a": "CNN"}
+
+
+@pytest.mark.parametrize("target", ["unmounted", "loop", "file"])
+def test_a_linked_model_folder_that_cannot_be_reached_is_one_line_never_skipped(tmp_path, target):
+    """A model folder linked to another disk is read (test above); when its target is not a folder here
+    (a disk not mounted, a loop, a file) every reader and writer says so in one line naming the link,
+    instead of reading the run as if that model had no predictions (explain metrics stored tables
+    without it; classify classified every image again, then failed to write)."""
+    import os
+
+    from core.runstore import RunInfo, RunStore
+    from explain.streaming import part_rows
+
+    run = RunStore(tmp_path / "home").create_run(RunInfo(run_id="r", label_space="imagenet-1k"))
+    parts = PredictionParts(run.predictions_dir)
+    parts.append(_preds("a", ["1"]))
+    link = run.predictions_dir / "b"
+    if target == "loop":
+        os.symlink(link, link)
+    elif target == "file":
+        (tmp_path / "afile").write_text("x")
+        os.symlink(tmp_path / "afile", link)
+    else:
+        os.symlink(tmp_path / "disk-unmounted", link)
+    for action in (parts.read, parts.recorded_families, lambda: parts.read(["b"]), lambda: parts.predicted_images("b"),
+                   lambda: parts.append(_preds("b", ["2"])), lambda: part_rows(run), run.read_predictions):
+        with pytest.raises(StoreError, match="is a link to .*which is not a folder here") as caught:
+            action()
+        assert "\n" not in str(caught.value) and str(link) in str(caught.value)
+    assert link.is_symlink() and parts.read(["a"])["image"].tolist() == ["1"]  # the other model still reads
+    dangling_root = PredictionParts(tmp_path / "predictions-link")
+    os.symlink(tmp_path / "nowhere", dangling_root.folder)
+    for action in (dangling_root.read, dangling_root.check_writable):
+        with pytest.raises(StoreError, match="is a link to"):
+            action()

@@ -304,3 +304,34 @@ def test_browse_rows_are_the_library_filters_kept_as_positions(app_home, library
                                   card_rows(library, expected, shown, models))
     pd.testing.assert_frame_equal(card_rows(got.of_images(shown)[0], None, shown, models[:2]),
                                   card_rows(library, None, shown, models[:2]))
+
+
+@pytest.mark.parametrize("kind", ["outside", "loop"])
+def test_a_part_that_is_a_link_is_one_line_on_browse_and_image(app, app_home, tmp_path, kind):
+    """A part replaced by a symbolic link (to a predictions file outside the run, or to itself) is refused
+    by every reader (core.parts); Browse and the Image page say so in one line, as Results does, instead
+    of an uncaught error from the explanations' size check (hostile-input campaign)."""
+    import json
+    import shutil
+
+    from core.runstore import RunStore
+
+    sample = RunStore(app_home).open_run("sample")
+    copy = sample.path.parent / f"linked-{kind}"
+    shutil.copytree(sample.path, copy, symlinks=True)
+    info = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").write_text(json.dumps(info | {"run_id": copy.name}))
+    folder = next(p for p in (copy / "predictions").iterdir() if p.is_dir())
+    link = folder / "part-29991231000000000000-abcdef.parquet"
+    if kind == "loop":
+        link.symlink_to(link)
+    else:
+        shutil.copy(next(folder.glob("part-*.parquet")), tmp_path / "outside.parquet")
+        link.symlink_to(tmp_path / "outside.parquet")
+    app.session_state["_next_run_id"] = copy.name
+    for page in (PAGE, "pages/image_page.py", "pages/results_page.py"):
+        at = app.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert any("symbolic link" in e.value for e in at.error), (page, [e.value for e in at.error])
+    assert link.is_symlink() and (kind == "loop" or (tmp_path / "outside.parquet").is_file())
+    shutil.rmtree(copy)
