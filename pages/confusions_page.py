@@ -14,7 +14,7 @@ import streamlit as st
 from explain import matrix as cm
 from explain.explanations import confusion_lcs_phrase
 from explain.vocabulary import RELATION_COLOURS, relation_help
-from pages.charts import error_offsets
+from pages.charts import cached_figure, error_offsets
 from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
                           table_column_config, without_bounds)
 from explain.selection import Selection
@@ -187,20 +187,23 @@ if not picked.empty:
     if offsets is not None:
         bars = bars.assign(_above=offsets[0], _below=offsets[1], interval=interval_texts(bars, share))
         bars["interval"] = bars["interval"].fillna(NA_DASH)
-    top_bars = px.bar(bars, x=share, y="pair", color="relation", orientation="h",
-                      color_discrete_map=RELATION_COLOURS, text_auto=PERCENT_D3,
-                      error_x="_above" if offsets is not None else None,
-                      error_x_minus="_below" if offsets is not None else None,
-                      hover_data={"count": True, share: ":" + PERCENT_D3, "pair": False,
-                                  **({"interval": True, "_above": False, "_below": False} if offsets is not None
-                                     else {})},
-                      labels={"mf": "MF", "share_of_samples": "Share of images", "pair": "", "count": "Images",
-                              "relation": "Relation", "interval": "Interval"})
-    top_bars.update_yaxes(categoryorder="array", categoryarray=bars["pair"].tolist()[::-1])
-    top_bars.update_xaxes(range=[0, 1.02], tickformat=".0%")
-    top_bars.update_traces(textposition="inside", insidetextanchor="start")
-    top_bars.update_layout(height=max(200, 34 * len(bars) + 110), margin=dict(t=30, b=10), legend_title_text="")
-    st.plotly_chart(top_bars, width="stretch")
+
+    def confusions_top_bars(bars: pd.DataFrame, share: str, errors: bool):
+        top_bars = px.bar(bars, x=share, y="pair", color="relation", orientation="h",
+                          color_discrete_map=RELATION_COLOURS, text_auto=PERCENT_D3,
+                          error_x="_above" if errors else None, error_x_minus="_below" if errors else None,
+                          hover_data={"count": True, share: ":" + PERCENT_D3, "pair": False,
+                                      **({"interval": True, "_above": False, "_below": False} if errors else {})},
+                          labels={"mf": "MF", "share_of_samples": "Share of images", "pair": "", "count": "Images",
+                                  "relation": "Relation", "interval": "Interval"})
+        top_bars.update_yaxes(categoryorder="array", categoryarray=bars["pair"].tolist()[::-1])
+        top_bars.update_xaxes(range=[0, 1.02], tickformat=".0%")
+        top_bars.update_traces(textposition="inside", insidetextanchor="start")
+        top_bars.update_layout(height=max(200, 34 * len(bars) + 110), margin=dict(t=30, b=10), legend_title_text="")
+        return top_bars
+
+    # pages.charts.cached_figure: built once per content (Plotly's validation is most of a rerun)
+    st.plotly_chart(cached_figure(confusions_top_bars, bars, share, offsets is not None), width="stretch")
     st.caption(("MF: the confusion's share of the class's mistakes; " if share == "mf" else
                 "Share of images: the confusion's share of all the class's images; ")
                + "error bars: its Wilson interval (hover a bar for it). With few mistakes these are wide.")
@@ -243,40 +246,48 @@ tick_cols = tick_rows + list(counts.columns[len(counts.index):])
 if counts.to_numpy().sum() == 0:
     st.caption("No usable prediction of this model.")
 else:
-    # Numbered axes with the names as tick labels: two classes may share a name (two 'crane's).
-    z = [[None if n == 0 or pd.isna(v) else float(v) for n, v in zip(c_row, v_row)]  # empty cells blank, not 0
-         for c_row, v_row in zip(counts.to_numpy().tolist(), values.to_numpy().tolist())]
-    fig = go.Figure(go.Heatmap(z=z, x=list(range(len(counts.columns))), y=list(range(len(counts))),
-                               colorscale="Blues", hoverinfo="skip", zmin=0, zmax=1 if normalised else None,
-                               colorbar=dict(title="Share" if normalised else "Images",
-                                             tickformat=".0%" if normalised else "d"),
-                               texttemplate="%{z:" + PERCENT_D3 + "}" if normalised else "%{z:d}",
-                               showscale=True))
-    if counts.size > 1600:
-        fig.update_traces(texttemplate=None)
     # Plotly heatmaps send no selection to Streamlit: one invisible point per non-empty cell takes the click.
     cells = [(i, j) for i in range(counts.shape[0]) for j in range(counts.shape[1]) if counts.iat[i, j] > 0]
-    # Plotly reads HTML in labels and hover texts: class names, model ids and labels go in escaped.
-    hover = [html.escape(f"{row_titles[i]} → {col_titles[j]}: {plural(int(counts.iat[i, j]), 'image')}")
-             + ("" if not normalised else f" ({values.iat[i, j]:.1%} of the row)") for i, j in cells]
-    row_px = 24
-    fig.add_trace(go.Scatter(x=[j for _, j in cells], y=[i for i, _ in cells], mode="markers",
-                             customdata=[[i, j] for i, j in cells], hovertext=hover, hoverinfo="text",
-                             marker=dict(symbol="square-open", size=row_px - 4, color="crimson", opacity=0,
-                                         line=dict(width=2)),
-                             selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=0)),
-                             showlegend=False))
-    # Outline each block of siblings on the diagonal: the tree's structure, visible at a glance.
-    for first, last, _parent in cm.sibling_blocks(list(counts.index)):
-        fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=first - 0.5, y1=last + 0.5,
-                      line=dict(color="rgba(90, 90, 90, 0.6)", width=1))
-    fig.update_xaxes(tickvals=list(range(len(col_titles))), ticktext=[html.escape(t) for t in tick_cols],
-                     tickangle=-45, title_text="Predicted class", side="bottom")
-    fig.update_yaxes(tickvals=list(range(len(row_titles))), ticktext=[html.escape(t) for t in tick_rows],
-                     autorange="reversed", title_text="True class")
-    fig.update_layout(height=max(360, row_px * len(counts) + 260), margin=dict(t=30, b=10),
-                      title_text=html.escape(f"{matrix_model} · {'row-normalised' if normalised else 'counts'}"),
-                      clickmode="event+select", dragmode=False)
+
+    def confusions_matrix_figure(counts: pd.DataFrame, values: pd.DataFrame, normalised: bool, row_titles: tuple,
+                                 col_titles: tuple, tick_rows: tuple, tick_cols: tuple, matrix_model: str):
+        # Numbered axes with the names as tick labels: two classes may share a name (two 'crane's).
+        z = [[None if n == 0 or pd.isna(v) else float(v) for n, v in zip(c_row, v_row)]  # empty cells blank, not 0
+             for c_row, v_row in zip(counts.to_numpy().tolist(), values.to_numpy().tolist())]
+        fig = go.Figure(go.Heatmap(z=z, x=list(range(len(counts.columns))), y=list(range(len(counts))),
+                                   colorscale="Blues", hoverinfo="skip", zmin=0, zmax=1 if normalised else None,
+                                   colorbar=dict(title="Share" if normalised else "Images",
+                                                 tickformat=".0%" if normalised else "d"),
+                                   texttemplate="%{z:" + PERCENT_D3 + "}" if normalised else "%{z:d}",
+                                   showscale=True))
+        if counts.size > 1600:
+            fig.update_traces(texttemplate=None)
+        cells = [(i, j) for i in range(counts.shape[0]) for j in range(counts.shape[1]) if counts.iat[i, j] > 0]
+        # Plotly reads HTML in labels and hover texts: class names, model ids and labels go in escaped.
+        hover = [html.escape(f"{row_titles[i]} → {col_titles[j]}: {plural(int(counts.iat[i, j]), 'image')}")
+                 + ("" if not normalised else f" ({values.iat[i, j]:.1%} of the row)") for i, j in cells]
+        row_px = 24
+        fig.add_trace(go.Scatter(x=[j for _, j in cells], y=[i for i, _ in cells], mode="markers",
+                                 customdata=[[i, j] for i, j in cells], hovertext=hover, hoverinfo="text",
+                                 marker=dict(symbol="square-open", size=row_px - 4, color="crimson", opacity=0,
+                                             line=dict(width=2)),
+                                 selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=0)),
+                                 showlegend=False))
+        # Outline each block of siblings on the diagonal: the tree's structure, visible at a glance.
+        for first, last, _parent in cm.sibling_blocks(list(counts.index)):
+            fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=first - 0.5, y1=last + 0.5,
+                          line=dict(color="rgba(90, 90, 90, 0.6)", width=1))
+        fig.update_xaxes(tickvals=list(range(len(col_titles))), ticktext=[html.escape(t) for t in tick_cols],
+                         tickangle=-45, title_text="Predicted class", side="bottom")
+        fig.update_yaxes(tickvals=list(range(len(row_titles))), ticktext=[html.escape(t) for t in tick_rows],
+                         autorange="reversed", title_text="True class")
+        fig.update_layout(height=max(360, row_px * len(counts) + 260), margin=dict(t=30, b=10),
+                          title_text=html.escape(f"{matrix_model} · {'row-normalised' if normalised else 'counts'}"),
+                          clickmode="event+select", dragmode=False)
+        return fig
+
+    fig = cached_figure(confusions_matrix_figure, counts, values, normalised, tuple(row_titles), tuple(col_titles),
+                        tuple(tick_rows), tuple(tick_cols), matrix_model)
     chart_key = f"matrix-chart-{matrix_model}-{outside}-{len(counts)}"  # a new matrix starts unselected
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=chart_key, width="stretch")
     clicked = cm.selected_cell(event.selection.get("points") if event else None, counts.index, counts.columns)

@@ -176,7 +176,8 @@ def styled(df: pd.DataFrame):
     shown = without_bounds(df) if bounded else df
     if shown.size > STYLE_MAX_CELLS or shown.empty:
         if bounded and not shown.empty:  # the number stays (it sorts as a number); its interval beside it
-            texts = _interval_cells(_interval_digest(df, bounded), "bounds", tuple(bounded), df)
+            texts = _interval_cells(_interval_digest(df, bounded) if len(df) >= CACHED_TEXTS_FROM else "", "bounds",
+                                    tuple(bounded), df)
             for c in reversed(bounded):
                 shown.insert(shown.columns.get_loc(c) + 1, f"{c}{INTERVAL_SUFFIX}", pd.array(texts[c], dtype="string"))
         return shown
@@ -185,7 +186,8 @@ def styled(df: pd.DataFrame):
     numbers = {c: f for c, f in formats.items() if f}
     if numbers:
         styler = styler.format(numbers, na_rep=NA_DASH)
-    texts = _interval_cells(_interval_digest(df, bounded), "values", tuple(bounded), df) if bounded else {}
+    digest = _interval_digest(df, bounded) if bounded and len(df) >= CACHED_TEXTS_FROM else ""
+    texts = _interval_cells(digest, "values", tuple(bounded), df) if bounded else {}
     for column in bounded:  # each cell's own text: the value and its interval (the number stays for sorting)
         _cell_texts(styler, shown.columns.get_loc(column), texts[column])
     return styler
@@ -218,8 +220,21 @@ def _interval_digest(df: pd.DataFrame, columns: list[str]) -> str:
     return h.hexdigest()
 
 
+CACHED_TEXTS_FROM = 1_000  # rows; smaller tables format in under a millisecond, and a page shows many of them
+
+
+def _interval_cells(digest: str, kind: str, columns: tuple, df: pd.DataFrame) -> dict[str, list]:
+    """:func:`_cached_interval_cells` for tables of CACHED_TEXTS_FROM rows or more; smaller ones are
+    formatted each time (Confusions draws ten small tables a rerun: through a cache of 4 entries they
+    pushed each other out, every rerun)."""
+    if len(df) < CACHED_TEXTS_FROM:
+        texts = bound_texts if kind == "bounds" else interval_texts
+        return {c: texts(df, c) for c in columns}
+    return _cached_interval_cells(digest, kind, columns, df)
+
+
 @st.cache_resource(max_entries=4, show_spinner=False)
-def _interval_cells(digest: str, kind: str, columns: tuple, _df: pd.DataFrame) -> dict[str, list]:
+def _cached_interval_cells(digest: str, kind: str, columns: tuple, _df: pd.DataFrame) -> dict[str, list]:
     """Per interval column of ``_df``: :func:`bound_texts` (``kind`` 'bounds') or :func:`interval_texts`
     ('values'), kept per content (``digest``: :func:`_interval_digest`; 18 MB for Results' per-class
     table, so 4 are kept). Why: every rerun of Results formatted its 240,000
