@@ -119,10 +119,12 @@ def inputs_fingerprint(run: Run, view: str, versions: dict | None = None) -> dic
             "versions": dict(versions or {})}
 
 
-def read_explained(run: Run, view: str, versions: dict | None = None) -> pd.DataFrame | None:
+def read_explained(run: Run, view: str, versions: dict | None = None, *,
+                   columns: list[str] | None = None) -> pd.DataFrame | None:
     """The stored explanations of ``view`` when they were computed from the run as it is now (and,
     with ``versions``, by that code), else None: a reader then computes them (explain) or goes
-    without (crawl's export says which command adds them)."""
+    without (crawl's export says which command adds them). ``columns``: only these (of
+    EXPLAINED_SCHEMA) are decoded; the file's checksum is still checked whole."""
     folder = view_folder(run, view)
     raw = read_stored_bytes(folder / EXPLAINED_FINGERPRINT, 1 << 20)  # a FIFO, a link: stale, never waited on
     try:
@@ -143,7 +145,7 @@ def read_explained(run: Run, view: str, versions: dict | None = None) -> pd.Data
     if data is None or hashlib.sha256(data).hexdigest() != stored.get("sha256"):
         return None
     try:
-        return read_parquet_bytes(data, EXPLAINED_SCHEMA, table="explained predictions", source=path)
+        return read_parquet_bytes(data, EXPLAINED_SCHEMA, table="explained predictions", source=path, columns=columns)
     except StoreError:
         return None
 

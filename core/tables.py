@@ -348,15 +348,23 @@ def ipc_table(data: bytes):
 
 
 def read_parquet_bytes(data: bytes, schema: dict[str, str] | None = None, table: str = "table",
-                       source: Path | str = "table") -> pd.DataFrame:
+                       source: Path | str = "table", *, columns: list[str] | None = None) -> pd.DataFrame:
     """``read_table`` of bytes already in memory (read once, checksummed, then parsed); ``source``
-    names the file in messages."""
+    names the file in messages. ``columns``: only these are decoded (those the file lacks come back
+    empty, as ``conform`` adds them), in this order."""
     import pyarrow.parquet as pq
 
     try:
-        arrow = pq.read_table(io.BytesIO(data))
+        if columns is None:
+            arrow = pq.read_table(io.BytesIO(data))
+        else:
+            parquet = pq.ParquetFile(io.BytesIO(data))
+            present = set(parquet.schema_arrow.names)
+            arrow = parquet.read(columns=[c for c in columns if c in present])
     except Exception as exc:  # pyarrow raises several types for damaged bytes
         raise StoreError(f"{source} is not a readable Parquet file ({exc}).") from None
+    if columns is not None and schema is not None:
+        schema = {c: schema[c] for c in columns}
     return _from_arrow(arrow, source, schema, table)
 
 

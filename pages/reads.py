@@ -587,10 +587,12 @@ def explained(run: Run, view: str | None = None) -> pd.DataFrame:
 @st.cache_data(max_entries=8, show_spinner=False)
 def _error_types(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, issues_fp: str,
                  level: float) -> pd.DataFrame:
-    from explain.error_types import error_type_table
+    from explain.error_types import error_type_table, explained_for_table
 
-    return error_type_table(_explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp),
-                            families=_recorded_families(run_path, predictions_fp), level=level)
+    # The four columns the table reads (explain.error_types.explained_for_table), not every explanation:
+    # the Browse page's full rows are cached apart (_explained).
+    return error_type_table(explained_for_table(Run(run_path), view), families=_recorded_families(run_path, predictions_fp),
+                            level=level)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

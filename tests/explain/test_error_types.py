@@ -252,6 +252,32 @@ def test_stored_explanations_are_fresh_until_an_input_changes(run, monkeypatch):
     assert len(rows) and len(calls) == 5 and read_explained(run, CURATED) is None
 
 
+@pytest.mark.parametrize("view", [RAW, CURATED])
+def test_the_table_from_the_four_stored_columns_equals_the_table_from_every_row(run, monkeypatch, view):
+    """explain.error_types.explained_for_table (what Results reads: four columns decoded, not every
+    explanation) gives error_type_table the same table to the last bit: before anything is stored (cut
+    from ensure_explained's rows, which it stores), then from the stored file without typing again."""
+    from explain.error_types import TABLE_COLUMNS, explained_for_table
+
+    predictions = run.usable_predictions()
+    calls = []
+    real = error_types.explain_predictions
+    monkeypatch.setattr(error_types, "explain_predictions", lambda *a, **k: calls.append(1) or real(*a, **k))
+    fresh = explained_for_table(run, view)
+    assert list(fresh.columns) == list(TABLE_COLUMNS) and len(calls) == 1
+    stored = explained_for_table(run, view)
+    assert len(calls) == 1  # read back: four columns of the stored file
+    expected = error_type_table(ensure_explained(run, view), families=predictions, level=0.9)
+    for rows in (fresh, stored):
+        pd.testing.assert_frame_equal(error_type_table(rows, families=predictions, level=0.9), expected,
+                                      check_exact=True)
+    record(run, "tag", _file("fail"), "wrong-class")  # an input changes: typed again, never the stale file
+    after = explained_for_table(run, view)
+    assert len(calls) == 2  # typed again (and stored), never the stale file
+    pd.testing.assert_frame_equal(error_type_table(after, families=predictions),
+                                  error_type_table(ensure_explained(run, view), families=predictions), check_exact=True)
+
+
 def test_hostile_text_stays_text_and_the_csv_exports_are_neutralised():
     run = RunStore().create_run(RunInfo(run_id="hostile"))  # uploaded predictions: no manifest, any image id
     image = '=HYPERLINK("http://e.vil","x")'
