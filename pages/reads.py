@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.runstore import Run, manifest_fingerprint, predictions_fingerprint
+from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
 from core.tables import is_member
 
 from pages.text import show_error
@@ -103,6 +103,30 @@ def _view_rows(run_path: str, predictions_fp: str, manifest_fp: str, view: str, 
     if view != "curated":
         return rows
     return apply_curation(rows, read_curation(Run(run_path)))[0]
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _model_view_rows(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
+                     model: str) -> pd.DataFrame:
+    """:func:`_view_rows` of one model: the same rows in the same order, read from that model's folder
+    alone (usable images, curation and the latest-row rule all work per row or per (model, image)).
+    Why: Confusions' first load read all 1,000,000 predictions for one model's matrix and mistakes."""
+    from core.curation import read_curation
+    from explain.curation_view import apply_curation
+
+    from core.tables import PREDICTION_SCHEMA, empty_table
+
+    run = Run(run_path)
+    try:
+        preds = run.prediction_parts.read([model])
+    except StoreError as exc:
+        if "usable model id" not in str(exc):
+            raise
+        preds = empty_table(PREDICTION_SCHEMA)  # an id no folder can hold (a hand-made run): no rows
+    preds = preds[preds["model"] == model].reset_index(drop=True)  # 'a/b' and 'a_b' share a folder
+    usable = _usable_files(run_path, manifest_fp)
+    rows = preds if usable is None else preds[is_member(preds["image"], usable)]
+    return rows if view != "curated" else apply_curation(rows, read_curation(run))[0]
 
 
 def view_predictions(run: Run, view: str | None = None) -> pd.DataFrame:
@@ -197,14 +221,14 @@ def predictions_only_note(cannot: str, instead: str) -> None:
                  icon=":material/drive_folder_upload:")
 
 
-@st.cache_resource(max_entries=4, show_spinner="Indexing the mistakes…")
-def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str, view: str = "raw",
-                       curation_fp: str = "") -> dict:
+@st.cache_resource(max_entries=8, show_spinner="Indexing the mistakes…")
+def _mistakes_by_class(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
+                       model: str) -> dict:
     from explain.browse import usable_rows
 
-    # status 'ok' of the view's rows (usable images; with a manifest, each distinct image looked up once;
-    # no manifest: every status-ok prediction counts, Run.usable_predictions)
-    ok = usable_rows(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp))
+    # status 'ok' of the view's rows of this model (usable images; with a manifest, each distinct image looked
+    # up once; no manifest: every status-ok prediction counts, Run.usable_predictions)
+    ok = usable_rows(_model_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp, model))
     wrong = ok[ok["pred_wnid"] != ok["true_wnid"]][_MISTAKE_COLUMNS]
     # One stable sort by (model, true class) and the bounds of each run of rows, not a frame per
     # group: 10,000 groups of a 1M-prediction run took 2 s to split (groupby's iterator), this 0.1 s.
@@ -230,7 +254,7 @@ def misclassified_images(run: Run, model: str, true_wnid: str, view: str | None 
     """The predictions of ``model`` on usable images of ``true_wnid`` (in ``view``, default the
     page's) whose top-1 is wrong (image, pred_wnid, prob_1); every status-ok prediction of a run
     without a manifest. Indexed once per change of the predictions, the manifest or the log."""
-    index = _mistakes_by_class(*_key(run, view))
+    index = _mistakes_by_class(*_key(run, view), model)
     where = index["bounds"].get((model, true_wnid))
     if where is None:
         return pd.DataFrame(columns=_MISTAKE_COLUMNS)
@@ -242,7 +266,8 @@ def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, view: s
                    classes: tuple, n: int) -> list:
     from explain.matrix import most_confused
 
-    return most_confused(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), model, list(classes), n)
+    return most_confused(_model_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp, model), model,
+                         list(classes), n)
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting the confusions…")
@@ -250,7 +275,7 @@ def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, view
                       classes: tuple, outside: str, shown: tuple | None) -> pd.DataFrame:
     from explain.matrix import confusion_matrix
 
-    return confusion_matrix(_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp), model,
+    return confusion_matrix(_model_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp, model), model,
                             list(classes), outside=outside, shown=list(shown) if shown is not None else None)
 
 

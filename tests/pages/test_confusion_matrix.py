@@ -197,3 +197,31 @@ def test_misclassified_thumbnails_name_the_prediction_and_link_to_browse(app, sa
     assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.1%})" in captions
     links = {link.proto.query_string for link in at.get("page_link") if "browse" in link.proto.page}
     assert f"run=sample&model={model}&true={true}&pred={first['pred_wnid']}&outcome=mistake" in links
+
+
+def test_one_models_view_rows_are_that_models_rows_of_the_whole_view(app_home, tmp_path):
+    """pages.reads._model_view_rows (Confusions reads one model's folder, not all predictions) equals the
+    whole view's rows of that model, in order, raw and curated (an exclusion and a relabel applied), and
+    for a model id that names no folder."""
+    import shutil
+
+    import pandas as pd
+
+    from core.curation import record
+    from core.runstore import RunStore, manifest_fingerprint, predictions_fingerprint
+    from pages.reads import _curation_fp, _model_view_rows, _view_rows
+
+    home = tmp_path / "home"
+    shutil.copytree(app_home, home, symlinks=True)
+    run = RunStore(home).open_run("sample")
+    images = sorted(set(run.usable_images()["file"].dropna()))
+    record(run, "exclude", images[0], known_images=set(images))
+    record(run, "relabel", images[1], "n02124075", known_images=set(images))  # Egyptian cat
+    models = sorted(set(run.read_predictions()["model"]))
+    for view in ("raw", "curated"):
+        key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view, _curation_fp(run, view))
+        whole = _view_rows(*key)
+        for model in models + ["no such/model:x"]:
+            expected = whole[whole["model"] == model].reset_index(drop=True)
+            pd.testing.assert_frame_equal(_model_view_rows(*key, model).reset_index(drop=True), expected)
+        assert (view == "raw") == (images[0] in set(whole["image"]))
