@@ -66,6 +66,11 @@ def check_folder(path: Path) -> None:
                          "or move the link away, and re-run.")
 
 
+def usable_model_id(model: str) -> bool:
+    """Whether ``model`` can name a model folder (:meth:`PredictionParts.model_dir` refuses the rest)."""
+    return bool(_RUN_ID_RE.match(str(model).replace("/", "_")))
+
+
 def model_folders(folder: Path) -> list[Path]:
     """The model folders of a parts folder, in name order; a linked one that cannot be reached (or the
     parts folder itself) is :func:`check_folder`'s one line, never skipped. Plain files are not folders."""
@@ -141,6 +146,34 @@ class PredictionParts:
                 for model, family in zip(pairs.column("model").to_pylist(), pairs.column("family").to_pylist()):
                     if model is not None and family is not None:
                         out[str(model)] = str(family)  # parts sort by time: the latest wins
+        return out
+
+    def folders_of_models(self) -> dict[str, set[str]]:
+        """model -> the names of the folders whose parts hold its rows, from the 'model' column alone.
+        A model's rows normally sit in its own folder (:meth:`append`); a hand-made run may file them
+        elsewhere, and then only reading every folder gives the latest row of each image."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        out: dict[str, set[str]] = {}
+        for folder in model_folders(self.folder):
+            for path in sorted(folder.glob("part-*.parquet")):
+                try:
+                    handle = open_table_file(path, follow_links=False)
+                except OSError as exc:  # a dangling link, a loop: as damaged as a bad file
+                    raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
+                with handle:
+                    try:
+                        parquet = pq.ParquetFile(handle)
+                        if "model" not in parquet.schema_arrow.names:
+                            continue
+                        models = pc.unique(parquet.read(columns=["model"]).column("model")).to_pylist()
+                    except Exception as exc:  # pyarrow raises several types for a damaged file
+                        raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") \
+                            from None
+                for model in models:
+                    if model is not None:
+                        out.setdefault(str(model), set()).add(folder.name)
         return out
 
     def read(self, models: list[str] | None = None) -> pd.DataFrame:

@@ -19,8 +19,8 @@ from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in
                           table_column_config, without_bounds)
 from explain.selection import Selection
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, page_link, require_run
-from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, no_predictions_note,
-                         view_predictions)
+from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
+                         no_predictions_note)
 from pages.text import escape_markdown, plural
 
 BROWSE = "pages/browse_page.py"
@@ -312,7 +312,7 @@ else:
     if cell is not None:
         true, column = cell
         # The view's usable predictions (pages.reads: raw, or the curation applied), as the metrics take them.
-        images = cm.cell_images(view_predictions(run), matrix_model, true, column, run_classes,
+        images = cm.cell_images(model_view_predictions(run, matrix_model), matrix_model, true, column, run_classes,
                                 outside=outside, shown=shown)
         st.markdown(f"**{escape_markdown(row_titles[list(counts.index).index(true)])} → "
                     f"{escape_markdown(column_title(column))}** · {plural(len(images), 'image')}")

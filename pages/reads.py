@@ -105,6 +105,17 @@ def _view_rows(run_path: str, predictions_fp: str, manifest_fp: str, view: str, 
     return apply_curation(rows, read_curation(Run(run_path)))[0]
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def _folders_of_models(run_path: str, predictions_fp: str) -> dict[str, set[str]]:
+    return Run(run_path).prediction_parts.folders_of_models()
+
+
+def model_view_predictions(run: Run, model: str, view: str | None = None) -> pd.DataFrame:
+    """:func:`view_predictions`' rows of ``model`` alone, read from its folder (:func:`_model_view_rows`);
+    shared, read-only."""
+    return _guarded(_model_view_rows, *_key(run, view), model)
+
+
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _model_view_rows(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
                      model: str) -> pd.DataFrame:
@@ -112,17 +123,16 @@ def _model_view_rows(run_path: str, predictions_fp: str, manifest_fp: str, view:
     alone (usable images, curation and the latest-row rule all work per row or per (model, image)).
     Why: Confusions' first load read all 1,000,000 predictions for one model's matrix and mistakes."""
     from core.curation import read_curation
+    from core.parts import usable_model_id
     from explain.curation_view import apply_curation
 
-    from core.tables import PREDICTION_SCHEMA, empty_table
-
     run = Run(run_path)
-    try:
-        preds = run.prediction_parts.read([model])
-    except StoreError as exc:
-        if "usable model id" not in str(exc):
-            raise
-        preds = empty_table(PREDICTION_SCHEMA)  # an id no folder can hold (a hand-made run): no rows
+    own = model.replace("/", "_")
+    if not usable_model_id(model) or _folders_of_models(run_path, predictions_fp).get(model, {own}) != {own}:
+        # Rows filed outside the model's own folder (a hand-made run): only the whole view has the latest of each.
+        whole = _view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp)
+        return whole[whole["model"] == model].reset_index(drop=True)
+    preds = run.prediction_parts.read([model])
     preds = preds[preds["model"] == model].reset_index(drop=True)  # 'a/b' and 'a_b' share a folder
     usable = _usable_files(run_path, manifest_fp)
     rows = preds if usable is None else preds[is_member(preds["image"], usable)]
@@ -254,7 +264,7 @@ def misclassified_images(run: Run, model: str, true_wnid: str, view: str | None 
     """The predictions of ``model`` on usable images of ``true_wnid`` (in ``view``, default the
     page's) whose top-1 is wrong (image, pred_wnid, prob_1); every status-ok prediction of a run
     without a manifest. Indexed once per change of the predictions, the manifest or the log."""
-    index = _mistakes_by_class(*_key(run, view), model)
+    index = _guarded(_mistakes_by_class, *_key(run, view), model)
     where = index["bounds"].get((model, true_wnid))
     if where is None:
         return pd.DataFrame(columns=_MISTAKE_COLUMNS)
@@ -287,8 +297,8 @@ def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor"
     Cached per model, classes, grouping and cap, keyed by the fingerprints of the predictions, the
     manifest and (curated) the log; what it returns is a copy."""
     key = _key(run, view) + (model, tuple(classes))
-    shown = _most_confused(*key, int(cap)) if cap else None
-    counts = _confusion_counts(*key, outside, tuple(shown) if shown is not None else None)
+    shown = _guarded(_most_confused, *key, int(cap)) if cap else None
+    counts = _guarded(_confusion_counts, *key, outside, tuple(shown) if shown is not None else None)
     return counts, shown
 
 
@@ -612,12 +622,15 @@ def explained(run: Run, view: str | None = None) -> pd.DataFrame:
 @st.cache_data(max_entries=8, show_spinner=False)
 def _error_types(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, issues_fp: str,
                  level: float) -> pd.DataFrame:
-    from explain.error_types import error_type_table, explained_for_table
+    from explain.error_types import error_type_table, stored_for_table
 
-    # The four columns the table reads (explain.error_types.explained_for_table), not every explanation:
-    # the Browse page's full rows are cached apart (_explained).
-    return error_type_table(explained_for_table(Run(run_path), view), families=_recorded_families(run_path, predictions_fp),
-                            level=level)
+    # The four columns the table reads, decoded alone from the stored explanations while they are fresh
+    # (explain.error_types.stored_for_table); else the typed rows shared with Browse and the segment clicks
+    # (_explained: typed once, with its spinner, also where they cannot be stored).
+    rows = stored_for_table(Run(run_path), view)
+    if rows is None:
+        rows = _explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp)
+    return error_type_table(rows, families=_recorded_families(run_path, predictions_fp), level=level)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

@@ -218,6 +218,18 @@ def test_one_models_view_rows_are_that_models_rows_of_the_whole_view(app_home, t
     record(run, "exclude", images[0], known_images=set(images))
     record(run, "relabel", images[1], "n02124075", known_images=set(images))  # Egyptian cat
     models = sorted(set(run.read_predictions()["model"]))
+    # A hand-made misfiling: a newer part in folder 'z' holding another prediction of the first model's first
+    # image and rows of a model 'c' without a folder of its own. Only the whole view knows their latest rows.
+    from core.runstore import PREDICTION_SCHEMA
+    from core.tables import write_table
+
+    preds = run.read_predictions()
+    stray = preds[preds["model"] == models[0]].head(2).assign(pred_wnid="n02124075")
+    stray = pd.concat([stray, stray.assign(model="c")], ignore_index=True)
+    write_table(stray, run.predictions_dir / "z" / "part-29991231000000000000-abcdef.parquet", PREDICTION_SCHEMA,
+                table="predictions")
+    assert run.prediction_parts.folders_of_models()[models[0]] == {models[0].replace("/", "_"), "z"}
+    models += ["c"]
     for view in ("raw", "curated"):
         key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view, _curation_fp(run, view))
         whole = _view_rows(*key)

@@ -242,3 +242,33 @@ def test_browse_on_a_run_too_large_for_its_error_types_says_so_and_shows_its_ima
     notes = [i.value for i in at.info if "whose error types are typed in memory" in i.value]
     assert len(notes) == 1 and notes[0].endswith("Shown here without error types.")
     assert [t.value for t in at.title] == ["Browse"] and "**tabby**" in [m.value for m in at.markdown]  # its cards
+
+
+def test_a_run_whose_explanations_cannot_be_stored_types_them_once_for_every_level(app_home, tmp_path, monkeypatch):
+    """Results' error-type table reads four stored columns while they are fresh; when they cannot be stored
+    (a read-only run) the rows typed for it are the ones Browse and a segment click share (pages.reads
+    _explained): typed once for two interval levels and the click, not once each (review)."""
+    import shutil
+
+    import explain.error_types as error_types
+    from core.runstore import RunStore, StoreError
+    from core.curation import curation_fingerprint
+    from core.explained import label_issues_fingerprint
+    from core.runstore import manifest_fingerprint, predictions_fingerprint
+    from pages.reads import _error_types, _explained
+
+    home = tmp_path / "home"
+    shutil.copytree(app_home, home, symlinks=True)
+    run = RunStore(home).open_run("sample")
+    shutil.rmtree(run.metrics_dir, ignore_errors=True)
+    calls = []
+    real = error_types.explain_predictions
+    monkeypatch.setattr(error_types, "explain_predictions", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(error_types, "write_explained",
+                        lambda *a, **k: (_ for _ in ()).throw(StoreError("read-only file system")))
+    key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), "raw", curation_fingerprint(run),
+           label_issues_fingerprint(run))
+    first = _error_types(*key, 0.95)
+    _error_types(*key, 0.9)
+    _explained(*key)
+    assert len(calls) == 1 and len(first) == len(set(run.read_predictions()["model"]))
