@@ -116,6 +116,29 @@ class PredictionParts:
             written.append(folder / name)
         return written
 
+    def _columns_of_parts(self, columns: list[str]):
+        """(folder, path, a pyarrow table of ``columns``) for each part file, in :meth:`read`'s order, read from
+        those columns alone; a part without them is skipped, one that cannot be read is a one-line
+        StoreError."""
+        import pyarrow.parquet as pq
+
+        for folder in model_folders(self.folder):
+            for path in sorted(folder.glob("part-*.parquet")):
+                try:
+                    handle = open_table_file(path, follow_links=False)
+                except OSError as exc:  # a dangling link, a loop: as damaged as a bad file
+                    raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
+                with handle:
+                    try:
+                        parquet = pq.ParquetFile(handle)
+                        if not set(columns) <= set(parquet.schema_arrow.names):
+                            continue
+                        table = parquet.read(columns=columns)
+                    except Exception as exc:  # pyarrow raises several types for a damaged file
+                        raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") \
+                            from None
+                yield folder, path, table
+
     def recorded_families(self) -> dict[str, str]:
         """model -> the family its stored 'ok' rows record (its model stamp: one model per id, which
         ``classify.targets`` keeps; the latest part file's where they differ, as :meth:`read`'s latest
@@ -123,29 +146,16 @@ class PredictionParts:
         columns alone. Why: the Results page read every stored row for this (0.8 s at 1,000,000
         predictions)."""
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         out: dict[str, str] = {}
-        for folder in model_folders(self.folder):
-            for path in sorted(folder.glob("part-*.parquet")):
-                try:
-                    handle = open_table_file(path, follow_links=False)
-                except OSError as exc:  # a dangling link, a loop: as damaged as a bad file
-                    raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
-                with handle:
-                    try:
-                        parquet = pq.ParquetFile(handle)
-                        if not {"model", "family", "status"} <= set(parquet.schema_arrow.names):
-                            continue
-                        rows = parquet.read(columns=["model", "family", "status"])
-                        pairs = rows.filter(pc.equal(rows.column("status"), "ok")).group_by(
-                            ["model", "family"]).aggregate([])
-                    except Exception as exc:  # pyarrow raises several types for a damaged file
-                        raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") \
-                            from None
-                for model, family in zip(pairs.column("model").to_pylist(), pairs.column("family").to_pylist()):
-                    if model is not None and family is not None:
-                        out[str(model)] = str(family)  # parts sort by time: the latest wins
+        for _, path, rows in self._columns_of_parts(["model", "family", "status"]):
+            try:
+                pairs = rows.filter(pc.equal(rows.column("status"), "ok")).group_by(["model", "family"]).aggregate([])
+            except Exception as exc:  # columns of another type (a hand-made part)
+                raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") from None
+            for model, family in zip(pairs.column("model").to_pylist(), pairs.column("family").to_pylist()):
+                if model is not None and family is not None:
+                    out[str(model)] = str(family)  # parts sort by time: the latest wins
         return out
 
     def folders_of_models(self) -> dict[str, set[str]]:
@@ -153,27 +163,12 @@ class PredictionParts:
         A model's rows normally sit in its own folder (:meth:`append`); a hand-made run may file them
         elsewhere, and then only reading every folder gives the latest row of each image."""
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         out: dict[str, set[str]] = {}
-        for folder in model_folders(self.folder):
-            for path in sorted(folder.glob("part-*.parquet")):
-                try:
-                    handle = open_table_file(path, follow_links=False)
-                except OSError as exc:  # a dangling link, a loop: as damaged as a bad file
-                    raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
-                with handle:
-                    try:
-                        parquet = pq.ParquetFile(handle)
-                        if "model" not in parquet.schema_arrow.names:
-                            continue
-                        models = pc.unique(parquet.read(columns=["model"]).column("model")).to_pylist()
-                    except Exception as exc:  # pyarrow raises several types for a damaged file
-                        raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") \
-                            from None
-                for model in models:
-                    if model is not None:
-                        out.setdefault(str(model), set()).add(folder.name)
+        for folder, _, rows in self._columns_of_parts(["model"]):
+            for model in pc.unique(rows.column("model")).to_pylist():
+                if model is not None:
+                    out.setdefault(str(model), set()).add(folder.name)
         return out
 
     def read(self, models: list[str] | None = None) -> pd.DataFrame:
