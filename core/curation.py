@@ -450,5 +450,7 @@ def run_images(run: Run) -> set[str]:
         try:
             names |= set(run.read_predictions()["image"].dropna().astype(str))
         except WildLensError:
-            pass
+            if not run.manifest_path.exists():
+                raise  # a run of uploaded predictions has no other list of its images: say why it cannot be read
+            # (with a manifest, its stored files are still named; the predictions' error shows where they are read)
     return names

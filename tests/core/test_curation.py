@@ -108,6 +108,25 @@ def test_run_images_are_the_manifest_files_and_the_predicted_images(run):
     assert run_images(run) == {IMAGES[0], "row-1"}
 
 
+def test_run_images_say_why_an_uploaded_runs_predictions_cannot_be_read(run, tmp_path):
+    """A part refused when read (a symbolic link): a run with a manifest still names its stored files; a run
+    of uploaded predictions (no manifest) has no other list of its images, so the refusal's one line is
+    raised, not an empty set that made every curation say 'unknown image'."""
+    from core.runstore import MANIFEST_SCHEMA, PREDICTION_SCHEMA, StoreError, conform
+
+    run.append_predictions(conform(pd.DataFrame({"model": ["m"], "image": ["row-1"], "true_wnid": [TABBY],
+                                                 "pred_wnid": [TABBY], "status": ["ok"]}), PREDICTION_SCHEMA))
+    part = next(run.predictions_dir.glob("m/part-*.parquet"))
+    (tmp_path / "outside.parquet").write_bytes(part.read_bytes())
+    part.unlink()
+    part.symlink_to(tmp_path / "outside.parquet")
+    with pytest.raises(StoreError, match="is a symbolic link"):
+        run_images(run)
+    run.write_manifest(conform(pd.DataFrame({"wnid": [TABBY], "file": [IMAGES[0]], "status": ["accepted"]}),
+                               MANIFEST_SCHEMA))
+    assert run_images(run) == {IMAGES[0]}
+
+
 def test_damaged_lines_are_kept_reported_and_skipped(run):
     record(run, "tag", IMAGES[0], "duplicate")
     path = log_path(run)
