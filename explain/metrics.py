@@ -916,8 +916,9 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     for columns_, table, size in ((class_columns, "per_class", n_groups), (model_columns, "per_model", n_models)):
         missing = [c for c in metric_intervals.bound_names(table) if c not in columns_]
         columns_.update(dict.fromkeys(missing, metric_intervals.na_array(size)))  # no groups: NA bounds
-    metric_intervals.mask_undefined(class_columns, "per_class")
-    metric_intervals.mask_undefined(model_columns, "per_model")
+    if ci:  # without intervals every bound is NA already: nothing to mask (0.06 s of a warm 21k table)
+        metric_intervals.mask_undefined(class_columns, "per_class")
+        metric_intervals.mask_undefined(model_columns, "per_model")
     columns = {"model": _strings(rows.models, group_keys // n_wnids),
                "true_wnid": _strings(rows.wnids, group_keys % n_wnids), **class_columns, "in_label_space": in_space}
     per_class = _typed_frame({c: columns[c] for c in PER_CLASS_SCHEMA}, PER_CLASS_SCHEMA)
