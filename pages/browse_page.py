@@ -17,7 +17,6 @@ import re
 import pandas as pd
 import streamlit as st
 
-from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
 from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, SORT_LABELS, SORTS, UNMATCHED,
                             card_rows, compare_models, filter_images)
 from explain.selection import Selection
@@ -388,7 +387,7 @@ if table.empty:
     st.stop()
 has_files = run.images_dir.is_dir() and next(run.images_dir.iterdir(), None) is not None  # uploaded: none
 
-table_key = (str(run.path), predictions_fingerprint(run), manifest_fingerprint(run), view, curation(run).fingerprint)
+table_key = (*image_key[:4], curation(run).fingerprint)  # (run, predictions, manifest, view: read once above)
 all_models, true_options, pred_options = _options(*table_key, table)
 names = {w: _name(w) for w in set(true_options) | set(pred_options)}
 

@@ -21,8 +21,8 @@ def download_csv(df, filename: str, key: str, label: str = "Download CSV",
     from explain.export import table_to_csv_bytes
 
     space = label_space or "imagenet-1k"
-    st.download_button(label, data=lambda: table_to_csv_bytes(df() if callable(df) else df, space), file_name=filename, mime="text/csv",
-                       key=key, icon=":material/download:", on_click="ignore")
+    st.download_button(label, data=lambda: table_to_csv_bytes(df() if callable(df) else df, space), file_name=filename,
+                       mime="text/csv", key=key, icon=":material/download:", on_click="ignore")
 
 
 # ---------------------------------------------------------------- table columns: labels, help, formats
@@ -176,8 +176,7 @@ def styled(df: pd.DataFrame):
     shown = without_bounds(df) if bounded else df
     if shown.size > STYLE_MAX_CELLS or shown.empty:
         if bounded and not shown.empty:  # the number stays (it sorts as a number); its interval beside it
-            texts = _interval_cells(_interval_digest(df, bounded) if len(df) >= CACHED_TEXTS_FROM else "", "bounds",
-                                    tuple(bounded), df)
+            texts = _interval_cells("bounds", tuple(bounded), df)
             for c in reversed(bounded):
                 shown.insert(shown.columns.get_loc(c) + 1, f"{c}{INTERVAL_SUFFIX}", pd.array(texts[c], dtype="string"))
         return shown
@@ -186,8 +185,7 @@ def styled(df: pd.DataFrame):
     numbers = {c: f for c, f in formats.items() if f}
     if numbers:
         styler = styler.format(numbers, na_rep=NA_DASH)
-    digest = _interval_digest(df, bounded) if bounded and len(df) >= CACHED_TEXTS_FROM else ""
-    texts = _interval_cells(digest, "values", tuple(bounded), df) if bounded else {}
+    texts = _interval_cells("values", tuple(bounded), df) if bounded else {}
     for column in bounded:  # each cell's own text: the value and its interval (the number stays for sorting)
         _cell_texts(styler, shown.columns.get_loc(column), texts[column])
     return styler
@@ -223,24 +221,25 @@ def _interval_digest(df: pd.DataFrame, columns: list[str]) -> str:
 CACHED_TEXTS_FROM = 1_000  # rows; smaller tables format in under a millisecond, and a page shows many of them
 
 
-def _interval_cells(digest: str, kind: str, columns: tuple, df: pd.DataFrame) -> dict[str, list]:
-    """:func:`_cached_interval_cells` for tables of CACHED_TEXTS_FROM rows or more; smaller ones are
-    formatted each time (Confusions draws ten small tables a rerun: through a cache of 4 entries they
-    pushed each other out, every rerun)."""
+def _interval_cells(kind: str, columns: tuple, df: pd.DataFrame) -> dict[str, list]:
+    """Per interval column of ``df``: :func:`bound_texts` (``kind`` 'bounds') or :func:`interval_texts`
+    ('values'). Tables of CACHED_TEXTS_FROM rows or more are kept per content (:func:`_interval_digest`):
+    every rerun of Results formatted its 240,000 interval texts again (0.19 s of a 0.6 s render at
+    1,000,000 predictions). Smaller ones are formatted each time: Confusions draws ten a rerun, and
+    through the 4-entry cache they pushed each other out."""
     if len(df) < CACHED_TEXTS_FROM:
-        texts = bound_texts if kind == "bounds" else interval_texts
-        return {c: texts(df, c) for c in columns}
-    return _cached_interval_cells(digest, kind, columns, df)
+        return _format_cells(kind, columns, df)
+    return _cached_interval_cells(_interval_digest(df, list(columns)), kind, columns, df)
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def _cached_interval_cells(digest: str, kind: str, columns: tuple, _df: pd.DataFrame) -> dict[str, list]:
-    """Per interval column of ``_df``: :func:`bound_texts` (``kind`` 'bounds') or :func:`interval_texts`
-    ('values'), kept per content (``digest``: :func:`_interval_digest`; 18 MB for Results' per-class
-    table, so 4 are kept). Why: every rerun of Results formatted its 240,000
-    interval texts again (0.19 s of a 0.6 s render at 1,000,000 predictions). Shared, read-only."""
+def _format_cells(kind: str, columns: tuple, df: pd.DataFrame) -> dict[str, list]:
     texts = bound_texts if kind == "bounds" else interval_texts
-    return {c: texts(_df, c) for c in columns}
+    return {c: texts(df, c) for c in columns}
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)  # 18 MB each for Results' per-class table
+def _cached_interval_cells(digest: str, kind: str, columns: tuple, _df: pd.DataFrame) -> dict[str, list]:
+    return _format_cells(kind, columns, _df)  # shared, read-only
 
 
 def _cell_texts(styler, column: int, texts: list) -> None:
