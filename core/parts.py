@@ -162,13 +162,14 @@ class PredictionParts:
         """model -> the names of the folders whose parts hold its rows, from the 'model' column alone.
         A model's rows normally sit in its own folder (:meth:`append`); a hand-made run may file them
         elsewhere, and then only reading every folder gives the latest row of each image."""
-        import pyarrow.compute as pc
+        from .tables import _from_arrow
 
         out: dict[str, set[str]] = {}
-        for folder, _, rows in self._columns_of_parts(["model"]):
-            for model in pc.unique(rows.column("model")).to_pylist():
-                if model is not None:
-                    out.setdefault(str(model), set()).add(folder.name)
+        for folder, path, rows in self._columns_of_parts(["model"]):
+            # Typed as read() types them (a hand-made int column with a gap reads as '1.0', not '1').
+            models = _from_arrow(rows, path, {"model": PREDICTION_SCHEMA["model"]}, "predictions")["model"]
+            for model in pd.unique(models.dropna()).tolist():
+                out.setdefault(str(model), set()).add(folder.name)
         return out
 
     def read(self, models: list[str] | None = None) -> pd.DataFrame:

@@ -372,8 +372,15 @@ def _from_arrow(arrow, source, schema: dict[str, str] | None, table: str) -> pd.
     version = int((arrow.schema.metadata or {}).get(_META_KEY, b"0") or 0)
     if version > SCHEMA_VERSION:
         raise StoreError(f"{source} was written by a newer WildLens (schema {version} > {SCHEMA_VERSION}); upgrade WildLens.")
-    df = arrow.to_pandas()
-    return conform(df, schema, table=table) if schema is not None else df
+    try:
+        df = arrow.to_pandas()
+        return conform(df, schema, table=table) if schema is not None else df
+    except StoreError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as exc:  # a column whose type its pandas metadata contradicts
+        # (a hand-edited file: TypeError "Expected array of boolean type" reached the pages; hostile campaign)
+        raise StoreError(f"{source} does not read as the {table} table ({' '.join(str(exc).split())[:200]}).") \
+            from None
 
 
 # --------------------------------------------------------------------------- runs

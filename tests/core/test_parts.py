@@ -129,3 +129,21 @@ def test_a_linked_model_folder_that_cannot_be_reached_is_one_line_never_skipped(
     for action in (dangling_root.read, dangling_root.check_writable):
         with pytest.raises(StoreError, match="is a link to"):
             action()
+
+
+def test_folders_of_models_name_models_as_read_names_them(tmp_path):
+    """A hand-made part whose 'model' column is integers with a gap reads as '1.0' (read()'s typing);
+    folders_of_models must say the same, or Confusions' one-model read skipped its whole-view fallback
+    and showed another matrix than the whole view's (hostile campaign)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = PredictionParts(tmp_path / "p")
+    parts.append(_preds("1.0", ["a"]))
+    (parts.folder / "z").mkdir()
+    rows = _preds("x", ["b", "c"], status="ok")
+    table = pa.table({**{c: pa.array(rows[c].astype(object).tolist()) for c in rows.columns if c != "model"},
+                      "model": pa.array([1, None], pa.int64())})
+    pq.write_table(table, parts.folder / "z" / "part-29991231000000000000-abcdef.parquet")
+    assert set(parts.read()["model"].dropna()) == {"1.0"}
+    assert parts.folders_of_models() == {"1.0": {"1.0", "z"}}

@@ -33,3 +33,23 @@ def test_is_member_answers_as_series_isin(values, members):
 def test_is_member_refuses_one_str():
     with pytest.raises(TypeError, match="not the str"):
         is_member(pd.Series(["a"]), "a")
+
+
+def test_a_column_whose_type_contradicts_its_pandas_metadata_is_a_one_line_store_error():
+    """A hand-edited file (a boolean column rewritten as text, its pandas metadata kept) made pyarrow's
+    to_pandas raise TypeError past every reader's StoreError handling (Results and Browse showed an
+    exception; hostile campaign); now it reads as damaged, in one line."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from core.tables import StoreError, read_parquet_bytes
+
+    table = pa.Table.from_pandas(pd.DataFrame({"correct": pd.array([True, False], dtype="boolean")}))
+    table = table.set_column(0, "correct", pa.array(["True", "False"]))
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    with pytest.raises(StoreError, match="does not read as the explained table") as caught:
+        read_parquet_bytes(buffer.getvalue(), {"correct": "boolean"}, table="explained", source="x.parquet")
+    assert "\n" not in str(caught.value)
