@@ -32,8 +32,14 @@ import follows): regular files only (``stat`` after resolving links), never a li
 each image once, under the class folder that holds it by its real path (a link into another
 class folder, or to DIR or above it, is not followed), every folder at most once (links that
 loop), and each entry it does not read is reported: as a task marked failed with its reason where the name is an image's
-(a FIFO, a link to ``/dev/zero``, a file over ``classify.engine.preprocess.MAX_IMAGE_BYTES``), else in
+(a FIFO, a link to ``/dev/zero``, a file over ``core.imageio.MAX_IMAGE_BYTES``), else in
 :attr:`FolderScan.skipped` (folders linked from outside DIR or unreadable, other files).
+
+Importing this module does not import PyTorch (the engine, the feature tap and the device are imported
+when inference starts): the command line's mistakes that these checks find (a folder that does not
+exist, an ``--out`` that cannot be written, a run id that is not there) are one line in ~0.5 s, not
+after the ~2 s of CPU that importing PyTorch takes (measured 2026-12-06: 2.7 s for a folder that does
+not exist, before).
 """
 from __future__ import annotations
 
@@ -58,11 +64,10 @@ from core.runstore import (MODEL_STAMP_COLUMNS, PREDICTION_SCHEMA, Run, StoreErr
                            write_table)
 from core.wordnet import is_wnid
 
+from core.imageio import file_kind, oversize_reason
+
 from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
-from classify.features import FeatureSink, FeatureTap, feature_options
 from classify.sinks import OutputError, PredictionSink  # noqa: F401  (OutputError: raised here too)
-from classify.engine.dispatch import result_entries, run_inference
-from classify.engine.preprocess import file_kind, oversize_reason
 from classify.models.registry import ModelEntry
 from classify.models.registry import get_source
 
@@ -146,6 +151,20 @@ def check_stored_models(parts: PredictionParts, entries: Sequence[ModelEntry], c
                                    f"model's rows, and resuming would mix the two. {fix(entry.id)}")
 
 
+def result_entries(models: str | Iterable[str | ModelEntry], options: InferenceOptions) -> list[ModelEntry]:
+    """:func:`classify.engine.dispatch.result_entries`, imported at the first call (it imports PyTorch)."""
+    from classify.engine.dispatch import result_entries as entries
+
+    return entries(models, options)
+
+
+def run_inference(*args, **kwargs) -> InferenceReport:
+    """:func:`classify.engine.dispatch.run_inference`, imported when inference starts (PyTorch)."""
+    from classify.engine.dispatch import run_inference as run
+
+    return run(*args, **kwargs)
+
+
 # --------------------------------------------------------------------------- runs
 def run_tasks(run: Run) -> list[ImageTask]:
     """The run's usable images (accepted, not excluded) as tasks."""
@@ -202,9 +221,14 @@ def predict_run(run: Run, models: str | Iterable[str | ModelEntry], options: Inf
         check_stored_models(parts, entries, options.checkpoints, f"Run {run.run_id}", fix)
         # classify.features: with options.features the features are stored beside the predictions, same
         # pass; the engine is given the tap that captures them.
-        sink = FeatureSink(run, parts) if options.features else PredictionSink(parts)
-        result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress,
-                               tap=FeatureTap if options.features else None)
+        tap = None
+        if options.features:
+            from classify.features import FeatureSink, FeatureTap
+
+            sink, tap = FeatureSink(run, parts), FeatureTap
+        else:
+            sink = PredictionSink(parts)
+        result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress, tap=tap)
         sink.finish(entries, options.compact)
         if run.info_path.exists():
             info = run.info
@@ -219,6 +243,8 @@ def extract_features(run: Run, models: str | Iterable[str | ModelEntry], options
                      progress: ProgressCallback | None = None) -> InferenceReport:
     """Store the frozen features (and the predictions, same pass) of a run's usable images for
     ``models``; resumable (images with both stored are skipped), one classify run per run."""
+    from classify.features import feature_options
+
     return predict_run(run, models, feature_options(options), progress)
 
 
@@ -281,17 +307,23 @@ def _listing(folder: Path) -> list[os.DirEntry]:
         return sorted(entries, key=lambda e: e.name)
 
 
+def check_images_folder(folder: str | Path) -> Path:
+    """``folder`` as given (user expanded) when it is a folder; else FolderError with advice."""
+    given = Path(folder).expanduser()
+    if not given.exists():
+        raise FolderError(f"Folder {given} does not exist.")
+    if not given.is_dir():
+        raise FolderError(f"{given} is a file; give a folder holding one sub-folder per class (named by wnid).")
+    return given
+
+
 def scan_folder(folder: str | Path) -> FolderScan:
     """DIR/<wnid>/<images> -> tasks (image id '<wnid>/<relative path>') and the entries not read,
     each with its reason. Reads only regular files inside DIR, by ``core.folderscan``'s rule: links
     are resolved and ``stat``-ed first, links out of DIR, into another class folder or to DIR or
     above it are not followed, each folder is entered once (a link back to a folder already
     scanned is a loop), unreadable folders are reported; hidden entries are ignored, as before. Raises FolderError with advice when DIR is not such a folder."""
-    given = Path(folder).expanduser()
-    if not given.exists():
-        raise FolderError(f"Folder {given} does not exist.")
-    if not given.is_dir():
-        raise FolderError(f"{given} is a file; give a folder holding one sub-folder per class (named by wnid).")
+    given = check_images_folder(folder)
     root = given.resolve()
     try:
         top = _listing(root)
@@ -557,6 +589,17 @@ def _start_over(parts: PredictionParts) -> int:
     return removed
 
 
+def check_folder_target(folder: str | Path, out: str | Path | None) -> Path | None:
+    """What :func:`predict_folder` checks before the models load, without PyTorch (the command line
+    asks first, so these mistakes are one line at once): ``out`` is a CSV or Parquet file outside the
+    store's runs/ (returned, resolved; None without ``out``) and ``folder`` is a folder."""
+    out_path = check_output_path(out) if out is not None else None
+    if out_path is not None:
+        check_out_outside_the_store(out_path)
+    check_images_folder(folder)
+    return out_path
+
+
 def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry], out: str | Path | None = None,
                    options: InferenceOptions | None = None, progress: ProgressCallback | None = None,
                    overwrite: bool = False) -> tuple[pd.DataFrame, InferenceReport]:
@@ -566,9 +609,7 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
     ``out`` is never inside the store's runs/ (:func:`check_out_outside_the_store`) and replaces
     only what :func:`check_out_claim` allows, unless ``overwrite`` (then its batches start over)."""
     options = options or InferenceOptions()
-    out_path = check_output_path(out) if out is not None else None
-    if out_path is not None:
-        check_out_outside_the_store(out_path)
+    out_path = check_folder_target(folder, out)
     entries = result_entries(models, options)  # ids as stored: '<id>--int8' for int8, etc.
     scan = scan_folder(folder)
     tasks = scan.tasks
@@ -614,8 +655,10 @@ def _classify_folder(tasks: list[ImageTask], entries: list[ModelEntry], sink: Pr
                      options: InferenceOptions, progress: ProgressCallback | None):
     # A folder stores no features (they go under a run): with options.features they are taken, as before
     # the layout change, and dropped with the extra columns when the rows are stored.
-    result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress,
-                           tap=FeatureTap if options.features else None)
+    tap = None
+    if options.features:
+        from classify.features import FeatureTap as tap
+    result = run_inference(tasks, entries, sink, sink.already_done(entries), options, progress, tap=tap)
     sink.finish(entries, options.compact)
     table = sink.table(entries, {t.image for t in tasks})
     return table.sort_values(["model", "image"], kind="stable").reset_index(drop=True), result

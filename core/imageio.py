@@ -7,6 +7,7 @@ stored original stays byte-identical to what was fetched (its sha256 is its iden
 from __future__ import annotations
 
 import io
+import stat
 import warnings
 from pathlib import Path
 
@@ -18,6 +19,25 @@ from .errors import WildLensError
 # between 1x and 2x this value; we turn that warning into an error too).
 MAX_IMAGE_PIXELS = 64_000_000
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+
+# The most bytes read from one image file. Above every file that can hold an image Pillow accepts
+# (MAX_IMAGE_PIXELS = 64 M pixels: 192 MB as uncompressed 8-bit RGB, 256 MB as RGBA),
+# so no real image is refused, while a decode worker never holds more than this of one file.
+MAX_IMAGE_BYTES = 256 * 1024 * 1024
+
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+               (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"))
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for a reason: 'FIFO', 'character device', ..."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), "special file")
+
+
+def oversize_reason(size: int) -> str | None:
+    """The reason a file of ``size`` bytes is not read, or None when it is within the limit."""
+    limit = MAX_IMAGE_BYTES
+    return f"file is {size} bytes, over the {limit}-byte limit for an image: not read" if size > limit else None
 
 
 class ImageLoadError(WildLensError, ValueError):

@@ -48,14 +48,12 @@ from PIL import Image
 
 from core.errors import OptionError
 from core.imageio import ImageLoadError, detached, load_error, load_rgb, to_rgb
+# The file limits live in core.imageio, without PyTorch: the command line's checks before inference use them.
+from core import imageio
+from core.imageio import MAX_IMAGE_BYTES, file_kind, oversize_reason  # noqa: F401
 
 from classify.engine.options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from classify.models.registry import Geometry, InputConfig
-
-# The most bytes read from one image file. Above every file that can hold an image Pillow accepts
-# (core.imageio.MAX_IMAGE_PIXELS = 64 M pixels: 192 MB as uncompressed 8-bit RGB, 256 MB as RGBA),
-# so no real image is refused, while a decode worker never holds more than this of one file.
-MAX_IMAGE_BYTES = 256 * 1024 * 1024
 
 # Images longer than this many times their width (or wider than this many times their height)
 # are refused: a centre crop would show a twentieth of them or less, and they are strips, banners
@@ -71,23 +69,8 @@ MAX_IMAGE_BYTES = 256 * 1024 * 1024
 # up to 25% of the values, while within this limit the full resize is cheap and exact.
 MAX_ASPECT_RATIO = 20
 
-_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
-               (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"))
-
-
-def file_kind(mode: int) -> str:
-    """What a non-regular file is, for a reason: 'FIFO', 'character device', ..."""
-    return next((name for test, name in _FILE_KINDS if test(mode)), "special file")
-
-
-def oversize_reason(size: int) -> str | None:
-    """The reason a file of ``size`` bytes is not read, or None when it is within the limit."""
-    limit = MAX_IMAGE_BYTES
-    return f"file is {size} bytes, over the {limit}-byte limit for an image: not read" if size > limit else None
-
-
 def read_image_file(path: str | Path) -> bytes:
-    """The bytes of an image file: a regular file of at most :data:`MAX_IMAGE_BYTES`, checked on
+    """The bytes of an image file: a regular file of at most :data:`core.imageio.MAX_IMAGE_BYTES`, checked on
     the opened file (``fstat``). Raises ImageLoadError with the reason otherwise."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -104,7 +87,7 @@ def read_image_file(path: str | Path) -> bytes:
         if reason:
             raise ImageLoadError(reason)
         try:
-            data = handle.read(MAX_IMAGE_BYTES + 1)
+            data = handle.read(imageio.MAX_IMAGE_BYTES + 1)
         except OSError as exc:
             raise ImageLoadError(f"cannot read: {exc.strerror or exc}") from None
     reason = oversize_reason(len(data))  # grew while being read

@@ -1,4 +1,5 @@
 """python -m classify end to end with the offline default model, and its one-line errors."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -158,3 +159,27 @@ def test_sample_run_is_built_once_with_real_predictions():
     assert again.path == run.path and len(again.read_predictions()) == len(table)
     assert {p: p.stat().st_mtime_ns for p in run.predictions_dir.rglob("*") if p.is_file()} == stored, \
         "a second call only reads what is stored"
+
+
+def test_a_missing_folder_a_bad_out_or_an_unknown_run_is_one_line_before_pytorch_loads(tmp_path):
+    """The mistakes that need no model (the images folder, --out, the run id) are found before PyTorch
+    is imported (~2 s of CPU): 0.5 s for a folder that does not exist, 2.7 s before (2026-12-06)."""
+    home = tmp_path / "home"
+    RunStore(home).create_run(RunInfo(run_id="kept", label_space="imagenet-1k"))
+    folder = tmp_path / "photos"
+    (folder / "n02123045").mkdir(parents=True)
+    code = ("import sys\nfrom classify.cli import main\ncode = main(sys.argv[1:])\n"
+            "print('torch' in sys.modules)\nsys.exit(code)")
+    cases = [
+        (["--images", str(tmp_path / "nowhere"), "--out", str(tmp_path / "p.csv")], f"Folder {tmp_path / 'nowhere'} does not exist."),
+        (["--images", str(folder), "--out", str(tmp_path / "p.txt")], "the file name must end in .csv or .parquet"),
+        (["--images", str(folder), "--out", str(home / "runs" / "kept" / "p.csv")], "inside the run store's runs folder"),
+        (["--run", "nope"], "No run 'nope'"),
+    ]
+    for args, words in cases:
+        done = subprocess.run([sys.executable, "-c", code, *args, "--no-progress"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "WILDLENS_HOME": str(home)})
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert done.stderr.startswith("error: ") and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        assert done.stdout.strip() == "False", f"{args}: PyTorch was imported before the mistake was found"
+    assert not (tmp_path / "p.csv").exists() and not (home / "runs" / "kept" / "p.csv").exists()

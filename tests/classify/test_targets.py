@@ -126,12 +126,13 @@ def test_a_class_folder_that_links_outside_dir_is_skipped_with_its_reason(tmp_pa
 
 def test_reads_are_capped_and_regular_files_only(tmp_path, monkeypatch):
     import classify.engine.preprocess as preprocess
+    from core import imageio
     from core.imageio import ImageLoadError
 
     photo = tmp_path / "chelsea.png"
     photo.write_bytes(CHELSEA.read_bytes())
     assert preprocess.read_image_file(photo) == CHELSEA.read_bytes()
-    monkeypatch.setattr(preprocess, "MAX_IMAGE_BYTES", 10_000)
+    monkeypatch.setattr(imageio, "MAX_IMAGE_BYTES", 10_000)  # the limit lives there (no PyTorch)
     with pytest.raises(ImageLoadError, match="over the 10000-byte limit"):
         preprocess.read_image_file(photo)
     os.mkfifo(tmp_path / "pipe.png")
