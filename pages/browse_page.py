@@ -25,7 +25,7 @@ from pages.pictures import stored_picture
 from pages.tables import NA_DASH, download_csv, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, image_table_key,
                          no_predictions_note, paired_test)
-from pages.text import escape_markdown, plural
+from pages.text import error_type_line, escape_markdown, plural
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
 
 PER_PAGE = 24
@@ -294,8 +294,8 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
     """A grid of images (``image``, ``true_wnid`` columns), each with its true class and its rows of
     ``cards`` (explain.browse.card_rows: what the filters matched first, then the chosen models'
     other predictions of the image, in italics): the top-1 (its relation's colour) and, in an
-    expander, the top-5; its tags and the error type of a matched mistake; and a link that opens it
-    on the Image page inside ``selection``."""
+    expander, the top-5; its tags and its matched mistakes' error types (:func:`error_type_line`); and a
+    link that opens it on the Image page inside ``selection``."""
     by_image: dict[str, list[dict]] = {}
     for record in cards.to_dict("records"):  # once: a frame's to_dict per card cost 6 ms each
         by_image.setdefault(record["image"], []).append(record)
@@ -308,10 +308,9 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
                 st.markdown(f"**{escape_markdown(_name(item.true_wnid))}**")
                 rows = by_image.get(item.image, [])
                 st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")
-                typed = [r for r in rows[:1] if r.get("matched") and isinstance(r.get("error_type"), str)]
-                if typed:  # the reason on hover (help), as the issue asks, and in the table and CSV below
-                    st.caption(escape_markdown(f"error type: {typed[0]['error_type']}"),
-                               help=escape_markdown(str(typed[0].get("error_reason") or "")) or None)
+                line, reasons = error_type_line(rows)
+                if line:  # the reasons on hover (help), as the issue asks, and in the table and CSV below
+                    st.caption(escape_markdown(line), help=escape_markdown(reasons) or None)
                 tagged = [r["tags"] for r in rows[:1] if isinstance(r.get("tags"), str)]
                 if tagged:
                     st.caption(escape_markdown(f"tags: {tagged[0]}"))

@@ -66,3 +66,21 @@ def progress_bar():
         bars[key].progress(event.fraction, text=escape_markdown(text))
 
     return callback
+
+
+def error_type_line(rows: list[dict]) -> tuple[str, str]:
+    """A card's error-type caption and its hover text, from its matched mistakes' stored types: one
+    type when they agree, else each model's ('error types: lite0: related · lite1: model-failure').
+    Why per model: a card showed the first model's type under every model's mistake (a fresh look
+    at the sample, 2026-12-06: lite1's 'comic book' was 'model-failure', shown as 'related')."""
+    typed = [r for r in rows if r.get("matched") and isinstance(r.get("error_type"), str)]
+    if not typed:
+        return "", ""
+    kinds = list(dict.fromkeys(r["error_type"] for r in typed))
+    reasons = [str(r.get("error_reason") or "") for r in typed]
+    if len(typed) == 1:
+        return f"error type: {kinds[0]}", reasons[0]
+    hover = "  \n".join(f"{r['model']}: {reason}" for r, reason in zip(typed, reasons) if reason)
+    if len(kinds) == 1:
+        return f"error type: {kinds[0]} ({len(typed)} models)", hover
+    return "error types: " + " · ".join(f"{r['model']}: {r['error_type']}" for r in typed), hover

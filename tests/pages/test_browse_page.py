@@ -335,3 +335,43 @@ def test_a_part_that_is_a_link_is_one_line_on_browse_and_image(app, app_home, tm
         assert any("symbolic link" in e.value for e in at.error), (page, [e.value for e in at.error])
     assert link.is_symlink() and (kind == "loop" or (tmp_path / "outside.parquet").is_file())
     shutil.rmtree(copy)
+
+
+def test_a_card_shows_each_models_error_type_where_they_differ(app, library):
+    """A card showed its first model's error type under every model's mistake (a fresh look at the
+    sample, 2026-12-06: lite1's 'comic book' was 'model-failure', the card said 'related'). Each card's
+    error-type caption is now built from all its matched mistakes, as the library typed them."""
+    from pages.text import escape_markdown
+
+    mistakes = library[~library["correct"].astype(bool) & library["error_type"].notna()]
+    differ = mistakes.groupby("image")["error_type"].nunique()
+    if not (differ > 1).any():
+        pytest.skip("no image whose models' mistakes differ in type on the sample")
+    at = open_page(app, run="sample", outcome="mistake")
+    captions = [c.value for c in at.caption]
+    images = (mistakes.drop_duplicates("image").sort_values(["true_wnid", "image"])["image"].tolist())
+    lines = [i for i, text in enumerate(captions) if text.startswith(("✓ ", "✗ ", "_✓ ", "_✗ "))]
+    checked = 0
+    for image, at_line in zip(images, lines):  # each card: its prediction lines, then its error-type caption
+        rows = mistakes[mistakes["image"] == image]
+        following = captions[at_line + 1] if at_line + 1 < len(captions) else ""
+        if rows["error_type"].nunique() > 1:
+            assert following.startswith(escape_markdown("error types: ")), (image, following)
+            for model, kind in zip(rows["model"], rows["error_type"]):
+                assert escape_markdown(f"{model}: {kind}") in following, (image, model, kind, following)
+            checked += 1
+        else:
+            assert following.startswith(escape_markdown(f"error type: {rows['error_type'].iloc[0]}")), (image, following)
+    assert checked >= 1
+
+
+def test_the_error_type_line_names_one_type_or_each_models():
+    from pages.text import error_type_line
+
+    row = {"matched": True, "model": "a", "error_type": "related", "error_reason": "why a"}
+    assert error_type_line([row]) == ("error type: related", "why a")
+    same = [row, {**row, "model": "b", "error_reason": "why b"}]
+    assert error_type_line(same) == ("error type: related (2 models)", "a: why a  \nb: why b")
+    differ = [row, {**row, "model": "b", "error_type": "model-failure", "error_reason": ""}]
+    assert error_type_line(differ) == ("error types: a: related · b: model-failure", "a: why a")
+    assert error_type_line([{**row, "matched": False}, {**row, "error_type": None}]) == ("", "")
