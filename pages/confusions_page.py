@@ -125,7 +125,62 @@ def image_grid(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
                 browse_link(model, str(p["true_wnid"]), pred, "Browse this pair")
 
 
-true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})")
+# ------------------------------------------------------------------ the URL
+# What a user would bookmark lives in the URL: the true class (`true`), the model of the matrix and of the
+# misclassified images (`model`) and the matrix's picked cell (`cell_true`, `cell_pred`). A link from outside
+# (a reload, a bookmark, the Image page's "Back to the grid": model, true, pred of a pair) sets the widgets;
+# values the run lacks are dropped with a note. Why: the page kept nothing, so a reload or the way back from
+# an image landed on the first class (a fresh look at the sample, 2026-12-06).
+URL_KEYS = ("true", "model", "pred", "cell_true", "cell_pred")
+
+
+def _url_state() -> dict:
+    return {key: st.query_params.get(key, "") for key in URL_KEYS}
+
+
+def _apply_url(url: dict) -> None:
+    lacking = []
+    if url["true"]:
+        if url["true"] in true_wnids:
+            st.session_state["conf_true"] = url["true"]
+        else:
+            lacking.append(f"true class {url['true']}")
+    if url["model"]:
+        if url["model"] in models:
+            st.session_state["matrix-model"] = url["model"]
+            if url["model"] in (chosen_models or models):
+                st.session_state["images-model"] = url["model"]
+        else:
+            lacking.append(f"model {url['model']}")
+    wanted = (url["cell_true"], url["cell_pred"]) if url["cell_true"] and url["cell_pred"] else \
+        (url["true"], url["pred"]) if url["true"] and url["pred"] else None
+    st.session_state["_conf_wanted_cell"] = wanted  # picked below, once the matrix's cells are known
+    if lacking:
+        st.warning(escape_markdown("The link names what this run has no predictions of: " + ", ".join(lacking)
+                                   + ". Showing the rest."), icon=":material/link_off:")
+
+
+def _write_url(values: dict) -> None:
+    """``values`` in the URL (an empty one: its key removed), remembered as the page's own."""
+    for key in URL_KEYS:
+        value = values.get(key, "")
+        if value:
+            st.query_params[key] = value
+        elif key in st.query_params:
+            del st.query_params[key]
+    st.session_state["_conf_url"] = _url_state()
+
+
+url = _url_state()
+if url != st.session_state.get("_conf_url"):
+    _apply_url(url)
+if st.session_state.get("conf_true") not in true_wnids:
+    st.session_state.pop("conf_true", None)
+for key in ("matrix-model", "images-model"):
+    if st.session_state.get(key) not in models:
+        st.session_state.pop(key, None)
+
+true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})", key="conf_true")
 st.caption(relation_help())
 
 # ------------------------------------------------------------------ side by side per model
@@ -243,6 +298,7 @@ short = [name_of(w) for w in counts.index]
 # Tick labels are names; a name two classes share (two 'crane's) carries its wnid.
 tick_rows = [f"{n} ({w})" if short.count(n) > 1 else n for n, w in zip(short, counts.index)]
 tick_cols = tick_rows + list(counts.columns[len(counts.index):])
+cell = None  # the matrix's picked cell (true, column)
 if counts.to_numpy().sum() == 0:
     st.caption("No usable prediction of this model.")
 else:
@@ -295,6 +351,9 @@ else:
     # The same cells as a list (keyboard, and clicks land here): a new click replaces the list's choice.
     options = [(counts.index[i], counts.columns[j]) for i, j in cells]
     pick_key = f"matrix-cell-{chart_key}"
+    wanted = st.session_state.pop("_conf_wanted_cell", None)  # from a link (the URL section above)
+    if wanted is not None and tuple(wanted) in options:
+        st.session_state[pick_key] = tuple(wanted)
     if st.session_state.get(pick_key) not in options:  # a cell the predictions no longer hold (a rerun of a model)
         st.session_state.pop(pick_key, None)
     if clicked is not None and clicked != st.session_state.get(f"_last-{pick_key}"):
@@ -325,8 +384,12 @@ else:
             open_link(matrix_model, true, true, f"{name_of(true)}, correct: page through its images")
         thumbnails(images, matrix_model, links=False)  # the pairs are linked above
 
+_write_url({"true": true_wnid, "model": matrix_model, **({"cell_true": cell[0], "cell_pred": cell[1]} if cell else {})})
+
 # ------------------------------------------------------------------ misclassified images
 st.subheader("Misclassified images")
+if st.session_state.get("images-model") not in (chosen_models or models):
+    st.session_state.pop("images-model", None)
 model_for_images = st.selectbox("Model", chosen_models or models, key="images-model")
 wrong = misclassified_images(run, model_for_images, true_wnid)
 if wrong.empty:

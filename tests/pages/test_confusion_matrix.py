@@ -237,3 +237,37 @@ def test_one_models_view_rows_are_that_models_rows_of_the_whole_view(app_home, t
             expected = whole[whole["model"] == model].reset_index(drop=True)
             pd.testing.assert_frame_equal(_model_view_rows(*key, model).reset_index(drop=True), expected)
         assert (view == "raw") == (images[0] in set(whole["image"]))
+
+
+def test_the_class_the_model_and_the_cell_live_in_the_url(app, sample):
+    """A fresh look at the sample (2026-12-06): the page kept nothing in its URL and read none of it, so a
+    reload, a bookmark or the Image page's "Back to the grid" (model, true, pred of a pair) landed on the
+    first class. Now the true class, the model and the picked cell go to the URL and come back from it."""
+    run, preds, usable = sample
+    models = list(dict.fromkeys(preds["model"]))
+    ok = preds[(preds["status"] == "ok") & preds["image"].isin(usable)]
+    mistakes = ok[(ok["model"] == models[-1]) & (ok["pred_wnid"] != ok["true_wnid"])]
+    true, pred = mistakes.iloc[-1][["true_wnid", "pred_wnid"]]
+    assert true != sorted(ok["true_wnid"].unique())[0], "a class other than the first, so the test can fail"
+    # The Image page's way back: the pair's parameters.
+    for key, value in {"run": "sample", "model": models[-1], "true": true, "pred": pred}.items():
+        app.query_params[key] = value
+    at = open_page(app)
+    assert [s for s in at.selectbox if s.label == "True class"][0].value == true
+    assert [s for s in at.selectbox if s.key == "matrix-model"][0].value == models[-1]
+    assert [s for s in at.selectbox if s.key == "images-model"][0].value == models[-1]
+    expected = library_matrix(sample, models[-1])
+    if pred in expected.columns:  # an outside prediction sits in its ancestor's column: no such cell
+        assert cell_box(at).value == (true, pred)
+        assert at.query_params["cell_true"] == true and at.query_params["cell_pred"] == pred
+    assert at.query_params["true"] == true and at.query_params["model"] == models[-1]
+    # The page's own changes go to the URL: another class, another model.
+    other = sorted(ok["true_wnid"].unique())[0]
+    [s for s in at.selectbox if s.label == "True class"][0].set_value(other).run()
+    [s for s in at.selectbox if s.key == "matrix-model"][0].set_value(models[0]).run()
+    assert not at.exception
+    assert at.query_params["true"] == other and at.query_params["model"] == models[0]
+    # A link naming what the run lacks says so and shows the rest.
+    at.query_params["true"] = "n00000000"
+    at.run()
+    assert any("true class n00000000" in w.value and "Showing the rest" in w.value for w in at.warning)
