@@ -59,8 +59,25 @@ if tables.per_model.empty:
 models = tables.per_model["model"].tolist()
 family = model_families(run, models)
 models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
-chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, default=models,
+# The chosen models live in the URL (`model`, repeated; none: every model), so a reload or a bookmark keeps
+# them (a fresh look at the sample, 2026-12-06: a reload brought every model back); a link naming a model
+# the run lacks says so.
+url_models = tuple(st.query_params.get_all("model"))
+if url_models != st.session_state.get("_results_url"):  # a link from outside, a reload, a bookmark
+    lacking = [m for m in url_models if m not in models]
+    st.session_state["results_models"] = [m for m in url_models if m in models] or list(models)
+    if lacking:
+        st.warning(escape_markdown(f"The link names models this run has no predictions of: {', '.join(lacking[:5])}"
+                                   + (f" and {len(lacking) - 5:,} more" if len(lacking) > 5 else "")
+                                   + ". Showing the rest."), icon=":material/link_off:")
+st.session_state["results_models"] = [m for m in st.session_state.get("results_models", models) if m in models]
+chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="results_models",
                         format_func=lambda m: f"{m} ({family[m]})")
+if chosen and set(chosen) != set(models):
+    st.query_params["model"] = list(chosen)
+elif "model" in st.query_params:
+    del st.query_params["model"]
+st.session_state["_results_url"] = tuple(st.query_params.get_all("model"))
 if not chosen:
     st.stop()
 

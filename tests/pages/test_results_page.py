@@ -272,3 +272,21 @@ def test_a_run_whose_explanations_cannot_be_stored_types_them_once_for_every_lev
     _error_types(*key, 0.9)
     _explained(*key)
     assert len(calls) == 1 and len(first) == len(set(run.read_predictions()["model"]))
+
+
+def test_the_chosen_models_live_in_the_url(app, sample_tables):
+    """A fresh look at the sample (2026-12-06): removing a model left the URL as it was, so a reload
+    brought every model back, and ?model=... was not read. Now a subset goes to the URL and comes back."""
+    models = sample_tables.per_model["model"].tolist()
+    at = open_page(app, "results")
+    box = [m for m in at.multiselect if m.key == "results_models"][0]
+    assert sorted(box.value) == sorted(models) and "model" not in at.query_params  # every model: no parameter
+    box.set_value(models[:1]).run()
+    assert not at.exception and at.query_params["model"] == models[0]
+    # From outside (a bookmark): the URL sets the selection; a model the run lacks is named.
+    at.query_params["model"] = [models[-1], "no-such-model"]
+    at.run()
+    assert [m for m in at.multiselect if m.key == "results_models"][0].value == [models[-1]]
+    from pages.text import escape_markdown
+
+    assert any(escape_markdown("no-such-model") in w.value and "Showing the rest" in w.value for w in at.warning)
