@@ -147,6 +147,10 @@ else:
     st.session_state[place_key] = position
     previous = order[position - 1] if position > 0 else None
     following = order[position + 1] if position + 1 < len(order) else None
+if wanted and wanted != image:  # a link to an image the run does not have: said, not silently replaced
+    shown = wanted if len(wanted) <= 80 else wanted[:79] + "…"
+    st.warning(escape_markdown(f"The link opens {shown}, which this run has no image of; showing the selection's "
+                               "first image instead."), icon=":material/link_off:")
 if wanted != image:
     st.query_params["open"] = image
 

@@ -67,6 +67,19 @@ def test_paging_through_a_confusion_pair(home):
     assert "efficientnet\\_lite0" in predictions and "efficientnet\\_lite2" in predictions  # every model's top-5
 
 
+def test_a_link_to_an_image_the_run_lacks_says_so(home):
+    """A fresh look at the sample (2026-12-06): ?open=n0/zzz.png showed the selection's first image with
+    no word. Now the page says what the link named and what it shows instead."""
+    from pages.text import escape_markdown
+
+    images = _pair_images(home)
+    at = _app(src="pair", model="efficientnet_lite0", true=TABBY, pred=EGYPTIAN_CAT, open="n0/zzz.png")
+    assert at.query_params["open"] == images[0]
+    assert any(escape_markdown("n0/zzz.png") in w.value and "first image instead" in w.value for w in at.warning)
+    at.button(key="image-next").click().run()
+    assert not at.warning, "said once: the page's own links are not warned about"
+
+
 def test_tag_relabel_exclude_undo_and_the_views_follow(home):
     images = _pair_images(home)
     at = _app(src="pair", model="efficientnet_lite0", true=TABBY, pred=EGYPTIAN_CAT)
