@@ -157,17 +157,26 @@ def results_model_bars(chart: pd.DataFrame, metric: str, errors: bool, has_bound
                              **({"_above": False, "_below": False} if errors else {})},
                  labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"],
                          "n_mistakes": LABELS["n_mistakes"], "interval": f"{format_level(level)} interval"})
-    fig.update_traces(textposition="inside", insidetextanchor="start")  # the value clear of the error bar's cap
+    # Inside the bar, clear of the error bar's cap; a bar too short for it (0 %) has its value above it,
+    # where 'inside' hid it (a fresh look at the sample, 2026-12-06: 0 % read like "no value").
+    fig.update_traces(textposition="auto", insidetextanchor="start", cliponaxis=False)
     fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
     if metric in RATE_COLUMNS:
         fig.update_yaxes(range=[0, 1.02], tickformat=".0%")  # axis marks at round shares; values above read PERCENT_D3
     return fig
 
 
-# pages.charts.cached_figure: built once per content (Plotly Express's validation cost 0.35 s a rerun)
-st.plotly_chart(cached_figure(results_model_bars, chart, metric, bool(errors), has_bounds, level), width="stretch")
+undefined = [m for m, v in zip(shown["model"], shown[metric]) if pd.isna(v)]
+if len(undefined) == len(shown):  # an empty chart said nothing (e.g. no unseen class in the run)
+    st.info(escape_markdown(f"No chosen model has a value of {LABELS[metric]} in this run: it is undefined here "
+                            "(what it needs is below)."), icon=":material/info:")
+else:
+    # pages.charts.cached_figure: built once per content (Plotly Express's validation cost 0.35 s a rerun)
+    st.plotly_chart(cached_figure(results_model_bars, chart, metric, bool(errors), has_bounds, level), width="stretch")
+partly = undefined and len(undefined) < len(shown)
 st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
-           + (f" Whiskers: the {format_level(level)} interval." if has_bounds else ""))
+           + (f" Whiskers: the {format_level(level)} interval." if has_bounds else "")
+           + (" No value (undefined) for " + escape_markdown(", ".join(undefined)) + "." if partly else ""))
 
 # ------------------------------------------------------------------ error types (issue 24 item 4)
 from explain.browse import selection_images, filter_images, filter_annotated  # noqa: E402

@@ -290,3 +290,28 @@ def test_the_chosen_models_live_in_the_url(app, sample_tables):
     from pages.text import escape_markdown
 
     assert any(escape_markdown("no-such-model") in w.value and "Showing the rest" in w.value for w in at.warning)
+
+
+def test_a_metric_no_model_has_says_so_and_a_zero_bar_shows_its_value(app, sample_tables):
+    """A fresh look at the sample (2026-12-06): 'Nearest % (unseen)' drew bare axes, and a 0 % bar hid its
+    value inside a bar of no height. Now a metric undefined for every chosen model is said in words, and
+    the bars' values sit inside when they fit, above when they do not."""
+    from explain.schema import labels_of
+
+    per_model = sample_tables.per_model
+    at = open_page(app, "results")
+    chart = [s for s in at.selectbox if s.label == "Chart"][0]
+    labels = labels_of("per_model")
+    columns = [c for c in per_model.columns if labels.get(c) in chart.options]  # what the chart offers
+    empty = [c for c in columns if per_model[c].isna().all()]
+    zero = [c for c in columns if c.endswith("_rate") and (per_model[c] == 0).any() and per_model[c].notna().all()]
+    if empty:
+        charts_before = len(at.get("plotly_chart"))
+        chart.set_value(empty[0]).run()
+        assert any("No chosen model has a value of" in i.value for i in at.info)
+        assert len(at.get("plotly_chart")) == charts_before - 1, "no empty chart"
+    if zero:
+        chart.set_value(zero[0]).run()
+        bars = [f for f in _figures(at) if f["layout"].get("yaxis", {}).get("tickformat") == ".0%"][0]
+        assert {trace.get("textposition") for trace in bars["data"]} == {"auto"}
+    assert empty or zero, "the sample has a metric with no value or a 0 % bar"
