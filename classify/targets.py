@@ -56,7 +56,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import pandas as pd
 
 from core.errors import WildLensError
-from core.folderscan import Skip, TreeScan
+from core.folderscan import Skip, TreeScan, printable_name
 from core.locking import exclusive_lock
 from core.parts import PredictionParts, atomic_temp_re
 from core.progress import ProgressCallback
@@ -299,6 +299,7 @@ def _skip_reason(skip: Skip) -> str:
         "broken": "broken symbolic link: not followed",
         "special": f"not a regular file ({file_kind(skip.mode)}): not read",
         "folder-error": f"folder cannot be read ({skip.error}): its images are not classified",
+        "name": f"{skip.error}: not read",  # not UTF-8: core.folderscan.bad_name_reason
     }.get(skip.why, f"cannot be inspected ({skip.error})")
 
 
@@ -344,7 +345,7 @@ def scan_folder(folder: str | Path) -> FolderScan:
     if not classes:
         raise FolderError(f"{given} has no class sub-folders. Expected {given}/<wnid>/<images>, e.g. "
                           f"{given}/n02123045/cat1.jpg.")
-    wrong = [name for name, _, _ in classes if not is_wnid(name)]
+    wrong = [printable_name(name) for name, _, _ in classes if not is_wnid(name)]
     if wrong:
         shown = ", ".join(wrong[:5]) + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else "")
         raise FolderError(f"Sub-folders of {given} must be named by WordNet id (e.g. n02123045 for tabby); "

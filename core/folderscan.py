@@ -47,7 +47,7 @@ class Skip:
     """Why an entry is not read. ``why``: 'loop' (ELOOP), 'above' (the root or a folder above it),
     'seen' (a folder already entered, as ``other``), 'class' (in class folder ``other``),
     'no-class', 'outside', 'broken', 'special' (``mode`` says what), 'error' or 'folder-error'
-    (``error``: the OS's words). ``target``: the link's real target where known; ``mode`` its
+    (``error``: the OS's words), 'name' (not UTF-8; ``error`` says so). ``target``: the link's real target where known; ``mode`` its
     file type where known."""
 
     code: str
@@ -71,6 +71,21 @@ class Item:
 
 def visible(name: str) -> bool:
     return not name.startswith(".")
+
+
+def printable_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (which Python keeps as lone surrogates, and which
+    no JSON, Parquet or terminal takes) written as ``\\xff``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def bad_name_reason(name: str) -> str | None:
+    """Why an entry named ``name`` cannot be read under it, or None: a name that is not UTF-8 cannot be
+    stored, journalled or printed as it is (a hostile-input campaign, 2026-12-06: one such file stopped a
+    whole import and a classify run with a traceback)."""
+    if printable_name(name) == name:
+        return None
+    return "its name is not UTF-8 (the bytes that are not are shown as \\xNN): rename it to read it"
 
 
 def inside(path: Path, root: Path) -> bool:
@@ -146,6 +161,9 @@ class TreeScan:
         """What class folder ``folder`` (a name in the root) holds: its regular files, then its
         sub-folders' (by name, depth first), and every entry not read with its Skip."""
         items: list[Item] = []
+        bad = bad_name_reason(folder)
+        if bad is not None:  # mapped by hand (--map) or not: its entries' names could not be stored either
+            return [Item(printable_name(folder), skip=Skip(UNREADABLE, "name", error=bad))]
         start = self._start(folder, items)
         if start is None:
             return items
@@ -216,6 +234,10 @@ class TreeScan:
             return []
         folders = []
         for entry in listing:
+            bad = bad_name_reason(entry.name)
+            if bad is not None:  # recorded under a printable name; the rest of the folder is read
+                items.append(Item(f"{original}/{printable_name(entry.name)}", skip=Skip(UNREADABLE, "name", error=bad)))
+                continue
             name = f"{original}/{entry.name}"
             try:
                 if entry.is_symlink():

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.folderscan import Skip, TreeScan
+from core.folderscan import Skip, TreeScan, bad_name_reason, printable_name
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighbour_classes, resolve_noun_synsets
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
@@ -192,6 +192,9 @@ def _candidate(wnid: str, space) -> Candidate:
 def _resolve(name: str, label_space: str, what: str) -> tuple[str, str | None, tuple[Candidate, ...], str]:
     """(status, wnid, candidates, reason) of a name: a wnid, a synset name or a class name."""
     space = get_label_space(label_space)
+    bad = bad_name_reason(name)
+    if bad is not None:  # no class is named so; the folder's name cannot be journalled or printed as it is
+        return UNKNOWN, None, (), f"{what} '{printable_name(name)}': {bad}"
     text = name.strip()
     if is_wnid(text):
         if text not in space:
@@ -291,6 +294,7 @@ def _reason(skip: Skip) -> Rejected:
         "broken": f"a broken symbolic link ({skip.error})",
         "special": f"{_kind(skip.mode)}, not a regular file",
         "folder-error": f"folder: {skip.error}",
+        "name": skip.error,  # not UTF-8: core.folderscan.bad_name_reason
     }.get(why, skip.error)
     return Rejected(skip.code, detail)
 

@@ -143,6 +143,19 @@ def test_reads_are_capped_and_regular_files_only(tmp_path, monkeypatch):
         preprocess.read_image_file(tmp_path / "zero.png")
 
 
+def test_a_file_whose_name_is_not_utf8_is_a_failed_row_and_the_rest_is_classified(tmp_path, fixed_weights):
+    """A hostile-input campaign (2026-12-06): a file named b'bad\\xff.png' stopped the run with a
+    UnicodeEncodeError from pyarrow (its parts left behind). Now it is a failed row, its name shown with
+    \\xNN and the reason to rename it; the other images are classified and the table is written."""
+    root = _photos(tmp_path / "photos")
+    (root / "n02123045" / os.fsdecode(b"bad\xff.png")).write_bytes(CHELSEA.read_bytes())
+    table, report = predict_folder(root, [CNN], tmp_path / "p.csv", options=FAST)
+    row = table.set_index("image").loc["n02123045/bad\\xff.png"]
+    assert row["status"] == "failed" and "its name is not UTF-8" in row["reason"] and "rename it" in row["reason"]
+    assert report.models[CNN.id].predicted == 2
+    assert len(pd.read_csv(tmp_path / "p.csv")) == 3
+
+
 def test_an_oversized_file_is_a_failed_row_not_a_read(tmp_path, fixed_weights, monkeypatch):
     import classify.engine.preprocess as preprocess
 

@@ -474,6 +474,36 @@ def test_follow_links_follows_links_out_of_src_but_reads_regular_files_only(tmp_
     assert summary.new_accepted == 1
 
 
+def test_a_file_or_class_folder_whose_name_is_not_utf8_is_a_row_with_its_reason_not_a_traceback(tmp_path, capsys):
+    """A hostile-input campaign (2026-12-06): one file named b'bad\\xff.png' stopped the whole import
+    with a UnicodeEncodeError from the journal (no run, nothing imported). Now that file is a rejected
+    row whose name is shown with \\xNN, the rest is imported, and a second import adds nothing; a class
+    folder so named, even mapped by hand, is refused in one line."""
+    src = tmp_path / "src"
+    (src / TABBY).mkdir(parents=True)
+    (src / TABBY / "good.jpg").write_bytes(T.jpeg(730))
+    bad = os.fsdecode(b"bad\xff.jpg")  # the name as Python lists it: a lone surrogate
+    (src / TABBY / bad).write_bytes(T.jpeg(731))
+    for _ in range(2):
+        summary = import_folder(src, tmp_path / "out")
+    manifest = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
+    assert len(manifest) == 2 and summary.new_accepted == 0, "the second import adds nothing"
+    assert manifest.loc[f"{TABBY}/good.jpg", "status"] == "accepted"
+    row = manifest.loc[f"{TABBY}/bad\\xff.jpg"]
+    assert row["status"] == "rejected" and "its name is not UTF-8" in row["reason"] and "rename it" in row["reason"]
+    folder = tmp_path / "src2" / os.fsdecode(b"caf\xe9")
+    folder.mkdir(parents=True)
+    (folder / "a.jpg").write_bytes(T.jpeg(732))
+    assert main(["import", str(tmp_path / "src2"), "--out", str(tmp_path / "out2"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "folder 'caf\\xe9': its name is not UTF-8" in err and err.count("\n") == 1, err
+    code = main(["import", str(tmp_path / "src2"), "--out", str(tmp_path / "out3"), "--no-progress",
+                 "--map", os.fsdecode(b"caf\xe9") + f"={TABBY}"])
+    assert code == 0, capsys.readouterr().err  # nothing read: its one row says why
+    row = FolderDestination(tmp_path / "out3").read_manifest().iloc[0]
+    assert row["original_name"] == "caf\\xe9" and "its name is not UTF-8" in row["reason"]
+
+
 def test_huge_files_are_never_read(tmp_path):
     """Reads stop at the size limit: a 64 GiB sparse file is judged by its size, not hashed whole."""
     import time
