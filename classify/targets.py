@@ -546,8 +546,12 @@ def check_out_claim(out: Path, parts: PredictionParts, images: Path, model_ids: 
     if not (out.exists() or out.is_symlink()):
         return None
     if not out.is_file():
-        raise OutputError(f"--out {out} exists and is not a regular file ({file_kind(os.stat(out).st_mode)}); give a "
-                          "new file name.")
+        try:
+            kind = file_kind(os.stat(out).st_mode)
+        except OSError:  # a link whose target does not exist (a hostile-input campaign: a FileNotFoundError here)
+            raise OutputError(f"--out {out} is a symbolic link to {os.readlink(out)}, which does not exist; give a new "
+                              "file name.") from None
+        raise OutputError(f"--out {out} exists and is not a regular file ({kind}); give a new file name.")
     if overwrite:
         return None
     if marker is not None and marker.get("out_sha256"):

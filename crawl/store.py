@@ -219,6 +219,10 @@ def check_writable(dest: Destination, wnids=()) -> None:
     for folder in folders:
         existing = Path(folder)
         while not existing.exists() and existing != existing.parent:
+            if existing.is_symlink():  # a link to nowhere: making the folder failed on it (FileExistsError)
+                raise CollectError(f"Cannot write to {dest.describe()}: {existing} is a symbolic link to "
+                                   f"{os.readlink(existing)}, which does not exist; give a folder that exists, or a "
+                                   "new name.")
             existing = existing.parent
         if existing in probed:
             continue

@@ -8,6 +8,7 @@ its classifier rows rolled by one class (every top-1 moves), saved as safetensor
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -187,6 +188,18 @@ def test_an_unrelated_file_at_out_is_refused_in_one_line_and_left_alone(photos, 
     # --overwrite replaces it, on purpose
     code, stdout, _ = _cli(capsys, "--images", photos, "--out", out, "--overwrite")
     assert code == 0 and "2 predicted" in stdout and len(pd.read_csv(out)) == 2
+
+
+def test_a_dangling_link_at_out_is_refused_in_one_line_and_left_alone(photos, tmp_path, capsys):
+    """A hostile-input campaign (2026-12-06): --out naming a symbolic link to nowhere raised a
+    FileNotFoundError traceback (the message's os.stat followed the link)."""
+    out = tmp_path / "dangling.csv"
+    out.symlink_to("nowhere.csv")
+    code, _, err = _cli(capsys, "--images", photos, "--out", out)
+    assert code == 2
+    assert f"--out {out} is a symbolic link to nowhere.csv, which does not exist" in _one_line_error(err)
+    assert out.is_symlink() and os.readlink(out) == "nowhere.csv" and not (tmp_path / "nowhere.csv").exists()
+    assert not _parts_of(out).exists()
 
 
 def test_out_never_writes_inside_the_stores_runs_folder(photos, tmp_path, capsys):

@@ -351,6 +351,17 @@ def assert_one_line_error(done, *phrases):
         assert phrase in err, err
 
 
+def test_import_into_a_dangling_link_is_a_one_line_error(src, tmp_path, capsys):
+    """A hostile-input campaign (2026-12-06): --out naming a symbolic link to nowhere raised a
+    FileExistsError traceback from the lock's mkdir. Now one line, and the link is left as it was."""
+    out = tmp_path / "dl"
+    out.symlink_to("nowhere_dir", target_is_directory=True)
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} is a symbolic link to nowhere_dir, which does not exist" in err and err.count("\n") == 1, err
+    assert out.is_symlink() and not (tmp_path / "nowhere_dir").exists()
+
+
 def test_import_into_a_read_only_destination_is_a_one_line_error(src, tmp_path):
     """Issue 11 item 10 (crawl part): a PermissionError traceback after the work."""
     out = tmp_path / "out"
