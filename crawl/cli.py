@@ -206,7 +206,9 @@ def _import_mapping(args, label_space: str) -> dict:
     """--map NAME=CLASS (a wnid, a synset name or a class name) and --skip NAME as {folder: wnid or None}."""
     mapping = {}
     for item in args.map or []:
-        name, sep, value = item.partition("=")
+        # At the last '=': no class name, synset name or wnid holds one, while a folder may ('cats=2023';
+        # a hostile-input campaign, 2026-12-06: such a folder could never be mapped).
+        name, sep, value = item.rpartition("=")
         if not sep or not name or not value.strip():
             raise OptionError(f"--map expects FOLDER=CLASS (e.g. missile=n03773504), not {item!r}")
         wnid = resolve_class_name(value, label_space)
@@ -483,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except WildLensError as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        # A longer limit than one_line's default: a list of class folders to map runs past 500 characters.
+        print(f"error: {one_line(exc, limit=2000)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted: what was finished is saved; run the same command again to resume", file=sys.stderr)

@@ -382,16 +382,20 @@ def _choose(plan: ImportPlan, mapping: dict[str, str | None] | None) -> tuple[di
         elif f.status == RESOLVED:
             chosen[f.folder] = f.wnid
         else:
-            errors.append((f.status != AMBIGUOUS, f.reason.rstrip(".")))
+            errors.append((f.status != AMBIGUOUS, f.folder, f.reason.rstrip(".")))
     if errors:
-        # One line (CLIs and the dashboard show one): the count, then each folder's reason.
-        # The fix first: a long list is cut at the end of the line, never the way out. Ambiguous
-        # folders first: their candidates are the choice to make (an unknown one may be skipped).
-        errors = [reason for _, reason in sorted(errors, key=lambda e: e[0])]
-        shown = " | ".join(errors[:5]) + (f" | and {len(errors) - 5} more" if len(errors) > 5 else "")
-        raise FolderImportError(f"Cannot import {plan.src}: {len(errors)} class folder(s) cannot be mapped, nothing "
-                                f"was imported (pick each one's class: --map FOLDER=WNID, or leave it out: --skip "
-                                f"FOLDER; on the Import page: in place): {shown}")
+        # One line (CLIs and the dashboard show one): the count and every folder's name, then each one's
+        # reason. The fix and the names first: a long list is cut at the end of the line, never the way
+        # out nor a folder to fix (a hostile-input campaign, 2026-12-06: four folders, two named before the
+        # cut). Ambiguous folders first: their candidates are the choice to make (an unknown one may be skipped).
+        errors = sorted(errors, key=lambda e: e[0])
+        names = ", ".join(f"'{printable_name(folder)}'" for _, folder, _ in errors[:20]) + \
+            (f" and {len(errors) - 20} more" if len(errors) > 20 else "")
+        reasons = [reason for _, _, reason in errors]
+        shown = " | ".join(reasons[:5]) + (f" | and {len(reasons) - 5} more" if len(reasons) > 5 else "")
+        raise FolderImportError(f"Cannot import {plan.src}: {len(errors)} class folder(s) cannot be mapped ({names}), "
+                                f"nothing was imported (pick each one's class: --map FOLDER=WNID, or leave it out: "
+                                f"--skip FOLDER; on the Import page: in place): {shown}")
     return chosen, skipped
 
 

@@ -143,6 +143,27 @@ def test_unmappable_folders_are_one_line_naming_each_reason(tmp_path, capsys):
     assert "'crane' is ambiguous" in err and "'astronaut'" in err
 
 
+def test_every_unmappable_folder_is_named_and_a_folder_with_an_equals_sign_can_be_mapped(tmp_path, capsys):
+    """A hostile-input campaign (2026-12-06): the line stopped at 500 characters after two of four
+    folders' reasons (the others showed up only on the next try), and --map split at the first '=', so
+    a folder 'cats=2023' could never be mapped. Now every folder is named before the reasons, and --map
+    splits at the last '=' (no class name holds one)."""
+    src = tmp_path / "src"
+    for name in ("Crane", "cardigan", "maillot", "n02123045.old", "cats=2023"):
+        (src / name).mkdir(parents=True)
+        (src / name / "a.jpg").write_bytes(T.jpeg(len(name)))
+    assert main(["import", str(src), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "5 class folder(s) cannot be mapped" in err, err
+    named = err.split("nothing was imported")[0]
+    assert all(f"'{name}'" in named for name in ("Crane", "cardigan", "maillot", "n02123045.old", "cats=2023")), err
+    skips = [arg for name in ("Crane", "cardigan", "maillot", "n02123045.old") for arg in ("--skip", name)]
+    assert main(["import", str(src), "--out", str(tmp_path / "o"), "--no-progress", "--map", f"cats=2023={TABBY}",
+                 *skips]) == 0, capsys.readouterr().err
+    manifest = FolderDestination(tmp_path / "o").read_manifest()
+    assert manifest[manifest["status"] == "accepted"]["wnid"].tolist() == [TABBY]
+
+
 def test_import_errors_exit_2(tmp_path, capsys):
     assert main(["import", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert "is not a folder" in capsys.readouterr().err
