@@ -38,8 +38,8 @@ import pandas as pd
 from .errors import WildLensError
 # The schemas and atomic writers live in core.tables (which imports nothing of this module); callers
 # keep reading them from here.
-from .tables import (SCHEMA_VERSION, _META_KEY, _RUN_ID_RE, TOP_K, StoreError, MANIFEST_SCHEMA, MANIFEST_STATUSES,
-                     PREDICTION_SCHEMA, PREDICTION_STATUSES, MODEL_STAMP_COLUMNS, empty_table, conform, probe_writable,
+from .tables import (SCHEMA_VERSION, _META_KEY, _RUN_ID_RE, RUN_ID_RULE, TOP_K, StoreError, MANIFEST_SCHEMA,
+                     MANIFEST_STATUSES, PREDICTION_SCHEMA, PREDICTION_STATUSES, MODEL_STAMP_COLUMNS, empty_table, conform, probe_writable,
                      atomic_path, write_bytes_atomic, write_json_atomic, write_table, _versioned_arrow,
                      table_to_parquet_bytes, read_table, read_parquet_bytes, _from_arrow)  # noqa: F401
 
@@ -330,7 +330,7 @@ class RunStore:
     def create_run(self, info: RunInfo | None = None, **kwargs) -> Run:
         info = info or RunInfo(run_id=kwargs.pop("run_id", None) or new_run_id(kwargs.get("title") or kwargs.get("query") or "run"), **kwargs)
         if not _RUN_ID_RE.match(info.run_id):
-            raise StoreError(f"{info.run_id!r} is not a valid run id (letters, digits, '-', '_', '.').")
+            raise StoreError(f"{info.run_id!r} is not a valid run id: {RUN_ID_RULE}.")
         run = Run(self.runs_dir / info.run_id)
         if run.info_path.exists():
             raise StoreError(f"Run {info.run_id} already exists.")

@@ -56,6 +56,7 @@ from core.folderscan import Skip, TreeScan, bad_name_reason, printable_name
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighbour_classes, resolve_noun_synsets
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
+from core.tables import RUN_ID_RULE
 from core.serving import check_import_source
 from core.wordgraph import noun_of as synset_of  # NLTK's nouns as arrays (core.wordgraph)
 from core.wordnet import is_wnid, wnid_of
@@ -520,7 +521,7 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
                                 "to a class. No run was created.")
     run_id = run_id or new_run_id(title or src.name or "import")
     if not valid_run_id(run_id):
-        raise FolderImportError(f"{run_id!r} is not a valid run id (letters, digits, '-', '_', '.').")
+        raise FolderImportError(f"{run_id!r} is not a valid run id: {RUN_ID_RULE}.")
     target = store.runs_dir / run_id
     if target.exists():
         raise FolderImportError(f"Run {run_id} already exists; import into it with --run {run_id} only if you mean "
