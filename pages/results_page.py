@@ -158,8 +158,14 @@ def results_model_bars(chart: pd.DataFrame, metric: str, errors: bool, has_bound
                  labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"],
                          "n_mistakes": LABELS["n_mistakes"], "interval": f"{format_level(level)} interval"})
     # Inside the bar, clear of the error bar's cap; a bar too short for it (0 %) has its value above it,
-    # where 'inside' hid it (a fresh look at the sample, 2026-12-06: 0 % read like "no value").
-    fig.update_traces(textposition="auto", insidetextanchor="start", cliponaxis=False)
+    # where 'inside' (and Plotly's 'auto') drew nothing (a fresh look at the sample, 2026-12-06: 0 % read
+    # like "no value").
+    top = max((abs(float(v)) for v in chart[metric] if pd.notna(v)), default=0.0)
+    short = 0.08 * (1.0 if metric in RATE_COLUMNS else top)
+    for trace in fig.data:
+        trace.textposition = ["outside" if v is not None and pd.notna(v) and abs(float(v)) < short else "inside"
+                              for v in trace.y]
+    fig.update_traces(insidetextanchor="start", cliponaxis=False)
     fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
     if metric in RATE_COLUMNS:
         fig.update_yaxes(range=[0, 1.02], tickformat=".0%")  # axis marks at round shares; values above read PERCENT_D3
@@ -175,7 +181,7 @@ else:
     st.plotly_chart(cached_figure(results_model_bars, chart, metric, bool(errors), has_bounds, level), width="stretch")
 partly = undefined and len(undefined) < len(shown)
 st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
-           + (f" Whiskers: the {format_level(level)} interval." if has_bounds else "")
+           + (f" Whiskers: the {format_level(level)} interval." if has_bounds and len(undefined) < len(shown) else "")
            + (" No value (undefined) for " + escape_markdown(", ".join(undefined)) + "." if partly else ""))
 
 # ------------------------------------------------------------------ error types (issue 24 item 4)
