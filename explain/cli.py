@@ -4,6 +4,7 @@ and keeps its traceback."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def cmd_metrics(args) -> int:
                                                 cache_dir=cache_dir, ci=ci)
     except OSError as exc:  # e.g. an output folder that cannot be written
         where = f"write the tables to {args.out}" if args.out else f"read or store the tables of run {args.run}"
-        raise MetricsOutputError(f"cannot {where}: {exc.strerror or exc}") from None
+        raise MetricsOutputError(f"cannot {where}: {_why_not(args.out, exc)}") from None
 
     import pandas as pd  # here, not at the top: `senses` and --help need no pandas
 
@@ -316,6 +317,15 @@ def _parse_families(values) -> dict[str, str]:
     return out
 
 
+def _why_not(out, exc: OSError) -> str:
+    """Why ``out`` could not be written, in words: a symbolic link to nowhere made the folder's mkdir say
+    'File exists' (a hostile-input campaign, 2026-12-06), which named no fix."""
+    folder = Path(out) if out else None
+    if folder is not None and folder.is_symlink() and not folder.exists():
+        return f"{folder} is a symbolic link to {os.readlink(folder)}, which does not exist; give a folder that exists, or a new name"
+    return f"{exc.strerror or exc}"
+
+
 def _write_table(table, out, name: str) -> int:
     if out is None:
         return 0
@@ -329,7 +339,7 @@ def _write_table(table, out, name: str) -> int:
 
         write_bytes_atomic(target, table_to_csv_bytes(table))
     except OSError as exc:
-        raise MetricsOutputError(f"cannot write {target}: {exc.strerror or exc}; choose a writable --out folder.") \
+        raise MetricsOutputError(f"cannot write {target}: {_why_not(out, exc)}; choose a writable --out folder.") \
             from None
     print(f"wrote {target}")
     return 0
@@ -366,8 +376,8 @@ def cmd_concepts(args) -> int:
 
         write_bytes_atomic(target, table_to_csv_bytes(result.table))
     except OSError as exc:
-        raise MetricsOutputError(f"cannot write {target}: {exc.strerror or exc}; choose a writable --out folder.") \
-            from None
+        raise MetricsOutputError(f"cannot write {target}: {_why_not(args.out, exc)}; choose a writable --out "
+                                 "folder.") from None
     c = result.counts()
     print(f"seen: {result.seen}; concepts: {c['concepts']:,} (ImageNet-21k); eligible unseen: {c['eligible']:,}")
     print("removed: " + ", ".join(f"{r} {c['removed_' + r]:,}" for r in

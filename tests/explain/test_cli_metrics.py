@@ -289,3 +289,16 @@ def test_out_is_never_inside_the_stores_runs_folder(tmp_path, capsys, prediction
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: --out ") and "inside the run store's runs folder" in err and "\n" not in err, err
     assert sorted(p.relative_to(store.runs_dir) for p in store.runs_dir.rglob("*")) == before
+
+
+def test_an_out_that_is_a_dangling_link_says_so(tmp_path, capsys, predictions):
+    """A hostile-input campaign (2026-12-06): --out naming a symbolic link to nowhere said only
+    'File exists' (the folder's mkdir), which names no fix. The link is left as it was."""
+    source = tmp_path / "predictions.csv"
+    predictions.to_csv(source, index=False)
+    out = tmp_path / "dl"
+    out.symlink_to("nowhere_dir", target_is_directory=True)
+    assert main(["metrics", str(source), "--out", str(out), "--resamples", "100"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} is a symbolic link to nowhere_dir, which does not exist" in err and err.count("\n") == 1, err
+    assert out.is_symlink() and not (tmp_path / "nowhere_dir").exists()
