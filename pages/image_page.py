@@ -211,7 +211,7 @@ with right:
     # Keyed by the log's fingerprint: after any entry (an undo, another tab) the pills start from the log again.
     picked = st.pills("Tags", BUILTIN_TAGS, selection_mode="multi", default=present,
                       key=f"tags-{image}-{bulk}-{state.fingerprint}",
-                      label_visibility="collapsed",
+                      label_visibility="collapsed", wrap=True,  # in a column they scrolled, the last one cut off
                       help="; ".join(f"{t}: {TAG_HELP[t]}" for t in BUILTIN_TAGS))
     if not bulk:
         added = [t for t in picked if t not in present]
