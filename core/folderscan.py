@@ -57,6 +57,14 @@ class Skip:
     error: str = ""
     mode: int = 0
 
+    def __post_init__(self):
+        # A link's target or a folder's name that is not UTF-8 goes into reasons that are journalled,
+        # stored and printed: as text (a review, 2026-12-06: a link to 'x\\xff.jpg' stopped an import).
+        for name in ("target", "other", "error"):
+            value = getattr(self, name)
+            if value and printable_name(value) != value:
+                object.__setattr__(self, name, printable_name(value))
+
 
 @dataclass(frozen=True)
 class Item:

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from core.errors import printable
 from core.folderscan import Skip, TreeScan, bad_name_reason, printable_name
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighbour_classes, resolve_noun_synsets
 from core.progress import ProgressCallback, report
@@ -385,19 +386,27 @@ def _choose(plan: ImportPlan, mapping: dict[str, str | None] | None) -> tuple[di
         else:
             errors.append((f.status != AMBIGUOUS, f.folder, f.reason.rstrip(".")))
     if errors:
-        # One line (CLIs and the dashboard show one): the count and every folder's name, then each one's
-        # reason. The fix and the names first: a long list is cut at the end of the line, never the way
-        # out nor a folder to fix (a hostile-input campaign, 2026-12-06: four folders, two named before the
-        # cut). Ambiguous folders first: their candidates are the choice to make (an unknown one may be skipped).
+        # One line (CLIs and the dashboard show one): the count, the fix, every folder's name (up to 20, each
+        # cut to 60 characters), then each one's reason. A long list is cut at the end of the line, never
+        # the way out nor a folder to fix (a hostile-input campaign, 2026-12-06: four folders, two named
+        # before the cut). Ambiguous folders first: their candidates are the choice to make (an unknown one
+        # may be skipped).
         errors = sorted(errors, key=lambda e: e[0])
-        names = ", ".join(f"'{printable_name(folder)}'" for _, folder, _ in errors[:20]) + \
+        names = ", ".join(_folder_shown(folder) for _, folder, _ in errors[:20]) + \
             (f" and {len(errors) - 20} more" if len(errors) > 20 else "")
         reasons = [reason for _, _, reason in errors]
         shown = " | ".join(reasons[:5]) + (f" | and {len(reasons) - 5} more" if len(reasons) > 5 else "")
-        raise FolderImportError(f"Cannot import {plan.src}: {len(errors)} class folder(s) cannot be mapped ({names}), "
-                                f"nothing was imported (pick each one's class: --map FOLDER=WNID, or leave it out: "
-                                f"--skip FOLDER; on the Import page: in place): {shown}")
+        raise FolderImportError(f"Cannot import {plan.src}: {len(errors)} class folder(s) cannot be mapped, nothing "
+                                f"was imported (pick each one's class: --map FOLDER=WNID, or leave it out: --skip "
+                                f"FOLDER; on the Import page: in place): {names}. Why: {shown}")
     return chosen, skipped
+
+
+def _folder_shown(folder: str, limit: int = 60) -> str:
+    """A folder's name inside a one-line message: quoted, bytes that are not UTF-8 as \\xNN, control
+    characters escaped (a newline would end the line), cut to ``limit`` characters."""
+    text = printable(printable_name(folder))
+    return "'" + (text if len(text) <= limit else text[:limit - 1] + "…") + "'"
 
 
 def _same_class_notes(chosen: dict[str, str]) -> list[str]:

@@ -155,8 +155,20 @@ def test_every_unmappable_folder_is_named_and_a_folder_with_an_equals_sign_can_b
     assert main(["import", str(src), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "5 class folder(s) cannot be mapped" in err, err
-    named = err.split("nothing was imported")[0]
+    fix, named = err.split(" Why: ")[0].split("on the Import page: in place): ")
+    assert "--map FOLDER=WNID" in fix and "--skip FOLDER" in fix
     assert all(f"'{name}'" in named for name in ("Crane", "cardigan", "maillot", "n02123045.old", "cats=2023")), err
+    # Long names, and one with a newline: the fix and every folder still on the one line (a review, 2026-12-06).
+    many = tmp_path / "many"
+    for i in range(12):
+        (many / (f"{i:02d}" + "x" * 200)).mkdir(parents=True)
+        (many / (f"{i:02d}" + "x" * 200) / "a.jpg").write_bytes(T.jpeg(100 + i))
+    (many / "two\nlines").mkdir()
+    (many / "two\nlines" / "a.jpg").write_bytes(T.jpeg(99))
+    assert main(["import", str(many), "--out", str(tmp_path / "o2"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--skip FOLDER" in err and "'two\\nlines'" in err, err
+    assert all(f"'{i:02d}xxx" in err for i in range(12)), err
     skips = [arg for name in ("Crane", "cardigan", "maillot", "n02123045.old") for arg in ("--skip", name)]
     assert main(["import", str(src), "--out", str(tmp_path / "o"), "--no-progress", "--map", f"cats=2023={TABBY}",
                  *skips]) == 0, capsys.readouterr().err
@@ -510,16 +522,22 @@ def test_a_file_or_class_folder_whose_name_is_not_utf8_is_a_row_with_its_reason_
     """A hostile-input campaign (2026-12-06): one file named b'bad\\xff.png' stopped the whole import
     with a UnicodeEncodeError from the journal (no run, nothing imported). Now that file is a rejected
     row whose name is shown with \\xNN, the rest is imported, and a second import adds nothing; a class
-    folder so named, even mapped by hand, is refused in one line."""
+    folder so named is refused in one line, and mapped by hand its files are rows with that reason."""
     src = tmp_path / "src"
     (src / TABBY).mkdir(parents=True)
     (src / TABBY / "good.jpg").write_bytes(T.jpeg(730))
     bad = os.fsdecode(b"bad\xff.jpg")  # the name as Python lists it: a lone surrogate
     (src / TABBY / bad).write_bytes(T.jpeg(731))
+    # A link whose target's name is not UTF-8 (a review, 2026-12-06: its reason stopped the import the same way).
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / bad).write_bytes(T.jpeg(733))
+    (src / TABBY / "link.jpg").symlink_to(tmp_path / "outside" / bad)
     for _ in range(2):
         summary = import_folder(src, tmp_path / "out")
     manifest = FolderDestination(tmp_path / "out").read_manifest().set_index("original_name")
-    assert len(manifest) == 2 and summary.new_accepted == 0, "the second import adds nothing"
+    assert len(manifest) == 3 and summary.new_accepted == 0, "the second import adds nothing"
+    assert manifest.loc[f"{TABBY}/link.jpg", "reason"].startswith("outside-src: a symbolic link to ")
+    assert "bad\\xff.jpg" in manifest.loc[f"{TABBY}/link.jpg", "reason"]
     assert manifest.loc[f"{TABBY}/good.jpg", "status"] == "accepted"
     row = manifest.loc[f"{TABBY}/bad\\xff.jpg"]
     assert row["status"] == "rejected" and "its name is not UTF-8" in row["reason"] and "rename it" in row["reason"]
