@@ -172,7 +172,9 @@ def _write_url(values: dict) -> None:
 
 
 url = _url_state()
-if url != st.session_state.get("_conf_url"):
+# Also when the widgets' state is gone (another page was shown: Streamlit drops it): the browser's Back
+# re-sends the URL this page last wrote, which is then the user's place (pages.run_state has the same trap).
+if url != st.session_state.get("_conf_url") or "conf_true" not in st.session_state:
     _apply_url(url)
 if st.session_state.get("conf_true") not in true_wnids:
     st.session_state.pop("conf_true", None)

@@ -63,7 +63,9 @@ models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
 # them (a fresh look at the sample, 2026-12-06: a reload brought every model back); a link naming a model
 # the run lacks says so.
 url_models = tuple(st.query_params.get_all("model"))
-if url_models != st.session_state.get("_results_url"):  # a link from outside, a reload, a bookmark
+# A link from outside, a reload, a bookmark; or the browser's Back to the URL this page last wrote, after
+# another page (Streamlit dropped the widget's state then).
+if url_models != st.session_state.get("_results_url") or "results_models" not in st.session_state:
     lacking = [m for m in url_models if m not in models]
     st.session_state["results_models"] = [m for m in url_models if m in models] or list(models)
     if lacking:
