@@ -131,7 +131,8 @@ class ImportPlan:
         return {f.folder: f.wnid for f in self.folders if f.status == RESOLVED}
 
     def table(self) -> pd.DataFrame:
-        """One row per folder: folder, files, status, class (name), wnid, note (candidates or reason)."""
+        """One row per folder: folder (a name that is not UTF-8 with \\xNN), files, status, class (name), wnid,
+        note (candidates or reason)."""
         space = get_label_space(self.label_space)
         rows = []
         for f in self.folders:
@@ -143,7 +144,7 @@ class ImportPlan:
             elif f.status == UNKNOWN:
                 note = f.reason.split(": ", 1)[-1] if f.reason.startswith("folder ") and ": " in f.reason else \
                     "not a class name of " + self.label_space
-            rows.append({"folder": f.folder, "files": f.files, "status": f.status,
+            rows.append({"folder": printable_name(f.folder), "files": f.files, "status": f.status,  # shown as text
                          "class": space.display_name(f.wnid) if f.wnid else "", "wnid": f.wnid or "",
                          "note": note})
         return pd.DataFrame(rows, columns=["folder", "files", "status", "class", "wnid", "note"])

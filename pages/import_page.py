@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import WildLensError
+from core.folderscan import printable_name
 from core.intervals import DEFAULT_HALF_WIDTH, format_half_width, images_needed
 from core.labels import get_label_space, label_space_names
 from core.serving import check_import_allowed, check_import_source
@@ -46,8 +47,8 @@ SUMMARY_DOCS = {"wnid": "The class's WordNet 3.0 id.", "name": "ImageNet's name 
 
 
 def shown(name: str) -> str:
-    """A folder name for a Markdown label: escaped, line breaks visible as ⏎."""
-    return escape_markdown(name.replace("\r", "⏎").replace("\n", "⏎"))
+    """A folder name for a Markdown label: escaped, line breaks visible as ⏎, bytes that are not UTF-8 as \\xNN."""
+    return escape_markdown(printable_name(name).replace("\r", "⏎").replace("\n", "⏎"))
 
 
 def key(*parts: str) -> str:
@@ -98,7 +99,8 @@ def folder_signature(src: Path) -> tuple:
     or a folder changes one, and the plan is read again; every other click (a pick in a select box,
     typing a title) reuses it instead of counting every file once more (0.8 s per 30,000 files)."""
     try:
-        return tuple((entry.name, entry.stat().st_mtime_ns) for entry in [src, *sorted(src.iterdir())]
+        # printable_name: a name that is not UTF-8 cannot be hashed for the cache (a review, 2026-12-06: a crash)
+        return tuple((printable_name(entry.name), entry.stat().st_mtime_ns) for entry in [src, *sorted(src.iterdir())]
                      if entry.is_dir())
     except OSError:  # not a folder, or unreadable: plan_folders says what is wrong
         return ()

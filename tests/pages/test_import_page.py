@@ -147,6 +147,25 @@ def test_an_unknown_folder_can_be_mapped_by_typing_a_class(home, tmp_path):
     assert home.open_run(new).info.wnids == [TABBY, "n02123159"]
 
 
+def test_a_class_folder_whose_name_is_not_utf8_is_shown_and_can_be_left_out(home, tmp_path):
+    """A review (2026-12-06): a class folder named b'caf\\xe9' crashed the page (its name reached the
+    cache's hashing). Now it is listed as a folder that is not a class, with \\xNN, and can be left out."""
+    src = tmp_path / "src"
+    write_images(src / "tabby", 320)
+    write_images(src / os.fsdecode(b"caf\xe9"), 330)
+    at = start("pages/import_page.py")
+    at.text_input(key="import_folder").set_value(str(src)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    bad = [s for s in at.selectbox if "caf" in s.label]
+    assert len(bad) == 1 and "xe9" in bad[0].label and "is not a class of" in bad[0].label, [s.label for s in at.selectbox]
+    assert "caf\\xe9" in at.dataframe[0].value["folder"].tolist()
+    bad[0].set_value(bad[0].options[0]).run()  # leave it out
+    button(at, "import-go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    (new,) = run_ids(home)
+    assert home.open_run(new).info.wnids == [TABBY]
+
+
 def test_nothing_imported_creates_no_run(home, tmp_path):
     src = tmp_path / "src"
     (src / "tabby").mkdir(parents=True)
