@@ -358,12 +358,7 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
     if args.features and not args.run:
         parser.error("--features is for --run RUN_ID: features are stored in the run (import the folder first: "
                      "python -m crawl import DIR --run RUN_ID)")
-    models, checkpoints = _model_selection(args)  # the options' own mistakes first (no PyTorch for the registry's)
-    # What is wrong with the run, the folder or --out is one line before PyTorch loads (~2 s of CPU):
-    # 0.5 s for a folder that does not exist, 2.7 s before (2026-12-06).
-    run = RunStore().open_run(args.run) if args.run else None
-    if args.images:
-        check_folder_target(args.images, args.out)
+    models, checkpoints = _model_selection(args)  # no PyTorch for the registry's models
     options = InferenceOptions(batch_size=args.batch_size, num_workers=args.workers, device=args.device,
                                precision=args.precision, int8_recheck=args.int8_recheck or "auto",
                                allow_download=args.download, backend=args.backend,
@@ -376,6 +371,12 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
         from classify.features import feature_options
 
         options = feature_options(options)
+    # The options' own mistakes first (above); then what is wrong with the run, the folder or --out, one
+    # line before PyTorch loads (~2 s of CPU; --features has loaded it): 0.7 s for a folder that does not
+    # exist, 2.7 s before (2026-12-06).
+    run = RunStore().open_run(args.run) if args.run else None
+    if args.images:
+        check_folder_target(args.images, args.out)
     progress = None if args.no_progress else TerminalProgress(file=sys.stderr)
     from classify.engine.device import select_device
     from classify.zeroshot.classifier import build_settings

@@ -65,6 +65,7 @@ from core.runstore import (MODEL_STAMP_COLUMNS, PREDICTION_SCHEMA, Run, StoreErr
 from core.wordnet import is_wnid
 
 from core.imageio import file_kind, oversize_reason
+from core.userfile import broken_link_reason
 
 from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
 from classify.sinks import OutputError, PredictionSink  # noqa: F401  (OutputError: raised here too)
@@ -546,12 +547,11 @@ def check_out_claim(out: Path, parts: PredictionParts, images: Path, model_ids: 
     if not (out.exists() or out.is_symlink()):
         return None
     if not out.is_file():
-        try:
-            kind = file_kind(os.stat(out).st_mode)
-        except OSError:  # a link whose target does not exist (a hostile-input campaign: a FileNotFoundError here)
-            raise OutputError(f"--out {out} is a symbolic link to {os.readlink(out)}, which does not exist; give a new "
-                              "file name.") from None
-        raise OutputError(f"--out {out} exists and is not a regular file ({kind}); give a new file name.")
+        broken = broken_link_reason(out)  # (a hostile-input campaign: os.stat raised FileNotFoundError here)
+        if broken:
+            raise OutputError(f"--out {broken}; give a new file name.")
+        raise OutputError(f"--out {out} exists and is not a regular file ({file_kind(os.stat(out).st_mode)}); give a "
+                          "new file name.")
     if overwrite:
         return None
     if marker is not None and marker.get("out_sha256"):

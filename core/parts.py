@@ -44,11 +44,11 @@ def atomic_temp_re(name_pattern: str) -> re.Pattern:
     """The temporary files that ``core.runstore.atomic_path`` writes for a target whose name
     matches ``name_pattern`` (a regular expression): '.<name>.<12 hex>.tmp' beside it. A process
     killed between the write and the rename leaves one behind."""
-    return re.compile(rf"^\.(?:{name_pattern})\.[0-9a-f]{{12}}\.tmp$")
+    return re.compile(rf"^\.(?:{name_pattern})\.[0-9a-f]{{12}}\.tmp\Z")
 
 
 _PART_TEMP_RE = atomic_temp_re(_PART_NAME)
-_PROBE_RE = re.compile(rf"^{re.escape(_PROBE_PREFIX)}[0-9a-f]{{12}}\.tmp$")
+_PROBE_RE = re.compile(rf"^{re.escape(_PROBE_PREFIX)}[0-9a-f]{{12}}\.tmp\Z")
 
 
 def check_folder(path: Path) -> None:

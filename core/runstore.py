@@ -340,7 +340,7 @@ class RunStore:
 
     def open_run(self, run_id: str) -> Run:
         if not _RUN_ID_RE.match(run_id):
-            raise StoreError(f"{run_id!r} is not a valid run id.")
+            raise StoreError(f"{run_id!r} is not a valid run id: {RUN_ID_RULE}.")
         run = Run(self.runs_dir / run_id)
         if not run.info_path.exists():
             known = ", ".join(i.run_id for i in self.list_runs()[:5]) or "none yet"
@@ -431,7 +431,7 @@ class RunStore:
                              f"deleted ({errors[0]}); remove {trash} by hand.")
 
 
-_DELETING_RE = re.compile(r"^\.deleting-[A-Za-z0-9][A-Za-z0-9_.-]{0,79}-[0-9a-f]{6}$")  # RunStore.delete_run's
+_DELETING_RE = re.compile(r"^\.deleting-[A-Za-z0-9][A-Za-z0-9_.-]{0,79}-[0-9a-f]{6}\Z")  # RunStore.delete_run's
 INFO_LOCK_NAME = ".wildlens-info.lock"  # held for each read-change-write of run.json (Run.update_info)
 MANIFEST_LOCK_NAME = ".wildlens-manifest.lock"  # held by every writer of the manifest (Run.manifest_lock)
 _held_locks = threading.local()  # per thread: lock file path -> depth (waiting_lock is re-entrant)

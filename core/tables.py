@@ -27,7 +27,8 @@ from .errors import WildLensError
 
 SCHEMA_VERSION = 1
 _META_KEY = b"wildlens.schema_version"
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+# \Z, not $: '$' also matches before a final newline ('x\n' made a run folder of that name; a review, 2026-12-06).
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\Z")
 RUN_ID_RULE = "up to 80 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit"  # the rule, in words
 TOP_K = 5
 

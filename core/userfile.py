@@ -108,3 +108,22 @@ def open_user_file(path: str | os.PathLike, *, what: str | None = None, max_byte
         return io.StringIO(data.decode(encoding))
     except UnicodeDecodeError:
         raise UserFileError(f"{what or path} is not {encoding} text.") from None
+
+
+def broken_link_reason(path: str | os.PathLike) -> str | None:
+    """Why ``path``, a symbolic link, leads nowhere ('<path> is a symbolic link to <target>, which does not
+    exist' or '... that leads back to itself'), or None when it is no link or its target can be reached.
+    For a destination the user named (--out): making a folder or a file there fails with the OS's bare
+    'File exists' / 'No such file' otherwise (a hostile-input campaign, 2026-12-06)."""
+    path = Path(path)
+    if not path.is_symlink():
+        return None
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return f"{path} is a symbolic link to {os.readlink(path)}, which does not exist"
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            return f"{path} is a symbolic link that leads back to itself ({os.readlink(path)})"
+        return f"{path} is a symbolic link to {os.readlink(path)}, which cannot be reached ({exc.strerror or exc})"
+    return None

@@ -54,6 +54,7 @@ import pandas as pd
 
 from core.errors import WildLensError
 from core.locking import FolderBusy, exclusive_lock
+from core.userfile import broken_link_reason
 from core.parts import atomic_temp_re
 from core.runstore import (MANIFEST_LOCK_NAME, MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso,
                            waiting_lock, write_bytes_atomic, write_table)
@@ -219,10 +220,10 @@ def check_writable(dest: Destination, wnids=()) -> None:
     for folder in folders:
         existing = Path(folder)
         while not existing.exists() and existing != existing.parent:
-            if existing.is_symlink():  # a link to nowhere: making the folder failed on it (FileExistsError)
-                raise CollectError(f"Cannot write to {dest.describe()}: {existing} is a symbolic link to "
-                                   f"{os.readlink(existing)}, which does not exist; give a folder that exists, or a "
-                                   "new name.")
+            broken = broken_link_reason(existing)  # making the folder failed on it (FileExistsError)
+            if broken:
+                raise CollectError(f"Cannot write to {dest.describe()}: {broken}; give a folder that exists, or a new "
+                                   "name.")
             existing = existing.parent
         if existing in probed:
             continue

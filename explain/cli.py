@@ -4,7 +4,6 @@ and keeps its traceback."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -320,10 +319,10 @@ def _parse_families(values) -> dict[str, str]:
 def _why_not(out, exc: OSError) -> str:
     """Why ``out`` could not be written, in words: a symbolic link to nowhere made the folder's mkdir say
     'File exists' (a hostile-input campaign, 2026-12-06), which named no fix."""
-    folder = Path(out) if out else None
-    if folder is not None and folder.is_symlink() and not folder.exists():
-        return f"{folder} is a symbolic link to {os.readlink(folder)}, which does not exist; give a folder that exists, or a new name"
-    return f"{exc.strerror or exc}"
+    from core.userfile import broken_link_reason
+
+    broken = broken_link_reason(out) if out else None
+    return f"{broken}; give a folder that exists, or a new name" if broken else f"{exc.strerror or exc}"
 
 
 def _write_table(table, out, name: str) -> int:

@@ -29,6 +29,13 @@ def test_create_open_list_runs(tmp_path):
         store.open_run("nope")
     with pytest.raises(StoreError, match="not a valid run id"):
         store.open_run("../etc")
+    # A final newline (a review, 2026-12-06: '$' let 'x\n' through, and create_run made that folder).
+    for bad in ("x\n", "\u00e9"):
+        with pytest.raises(StoreError, match="not a valid run id: up to 80 ASCII letters"):
+            store.create_run(run_id=bad)
+        with pytest.raises(StoreError, match="not a valid run id: up to 80 ASCII letters"):
+            store.open_run(bad)
+    assert not [p.name for p in store.runs_dir.iterdir() if p.name.startswith("x")]
 
 
 def test_damaged_run_is_skipped_in_listing(tmp_path):

@@ -53,3 +53,16 @@ def test_text_that_does_not_decode_is_one_line(tmp_path):
     path.write_bytes(b"caf\xe9\n")
     with pytest.raises(UserFileError, match="is not utf-8 text"):
         open_user_file(path, text=True)
+
+
+def test_a_broken_link_is_named_for_what_it_is(tmp_path):
+    from core.userfile import broken_link_reason
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "ok").symlink_to("file")
+    (tmp_path / "nowhere").symlink_to("missing")
+    (tmp_path / "loop").symlink_to("loop")
+    assert broken_link_reason(tmp_path / "file") is None and broken_link_reason(tmp_path / "ok") is None
+    assert broken_link_reason(tmp_path / "absent") is None  # no link at all: the caller's own message
+    assert broken_link_reason(tmp_path / "nowhere") == f"{tmp_path / 'nowhere'} is a symbolic link to missing, which does not exist"
+    assert broken_link_reason(tmp_path / "loop") == f"{tmp_path / 'loop'} is a symbolic link that leads back to itself (loop)"
