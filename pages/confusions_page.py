@@ -354,6 +354,9 @@ else:
     options = [(counts.index[i], counts.columns[j]) for i, j in cells]
     pick_key = f"matrix-cell-{chart_key}"
     wanted = st.session_state.pop("_conf_wanted_cell", None)  # from a link (the URL section above)
+    if wanted is not None and tuple(wanted) not in options and wanted[1] not in counts.columns:
+        # A pair's prediction outside the run's classes (the Image page's way back) sits in its column.
+        wanted = (wanted[0], cm.column_of([tuple(wanted)], run_classes, outside=outside, shown=shown)[tuple(wanted)])
     if wanted is not None and tuple(wanted) in options:
         st.session_state[pick_key] = tuple(wanted)
     if st.session_state.get(pick_key) not in options:  # a cell the predictions no longer hold (a rerun of a model)

@@ -284,3 +284,27 @@ def test_the_class_the_model_and_the_cell_live_in_the_url(app, sample):
     at.query_params["true"] = "n00000000"
     at.run()
     assert any("true class n00000000" in w.value and "Showing the rest" in w.value for w in at.warning)
+
+
+def test_the_way_back_from_a_pair_outside_the_runs_classes_picks_its_grouped_cell(app, sample):
+    """The Image page's "Back to the grid" of a pair whose prediction is no class of the run (lite1's
+    military uniform -> comic book) names the prediction; the matrix holds it in its ancestor's column
+    ('other: under …'): that cell is picked (seen in headless Chromium, 2026-12-06: none was)."""
+    from explain.matrix import column_of
+
+    run, preds, usable = sample
+    ok = preds[(preds["status"] == "ok") & preds["image"].isin(usable)]
+    for model in dict.fromkeys(ok["model"]):
+        matrix = library_matrix(sample, model)
+        outside = ok[(ok["model"] == model) & ~ok["pred_wnid"].isin(matrix.columns)]
+        if len(outside):
+            true, pred = outside.iloc[0][["true_wnid", "pred_wnid"]]
+            break
+    else:
+        pytest.skip("no prediction outside the run's classes on the sample")
+    for key, value in {"run": "sample", "model": model, "true": true, "pred": pred}.items():
+        app.query_params[key] = value
+    at = open_page(app)
+    column = column_of([(true, pred)], run.info.wnids)[(true, pred)]
+    assert column.startswith("other: under ") and cell_box(at).value == (true, column)
+    assert at.query_params["cell_pred"] == column
