@@ -39,6 +39,10 @@ PAGES = [
 # Hidden: the sidebar draws the links itself (pages.run_state.run_selector), each carrying ?run=<current>,
 # so that a link opened in a new tab opens the same run (st.navigation's own links carry no query).
 page = st.navigation(PAGES, position="hidden")
+# The page of the run before, by its URL path (a page that starts a new visit reads its URL again:
+# pages/query_page.py); the Page objects are made anew on every run.
+st.session_state["_previous_path"] = st.session_state.get("_current_path")
+st.session_state["_current_path"] = page.url_path
 st.session_state["_current_page"] = page  # links that keep the reader on this page (pages.run_state.require_run)
 with st.sidebar:
     run_selector(PAGES)

@@ -51,10 +51,23 @@ CRAWL_DOCS = {"wnid": CLASS_DOCS["wnid"], "name": CLASS_DOCS["name"], "requested
 st.title("Query")
 st.caption("Type a word, pick its WordNet sense(s), see which ImageNet classes lie under them, then collect images.")
 
+# The word and the label space live in the URL (`q`, `space`), so a reload, a bookmark or the browser's Back
+# shows the same query (a fresh look at the sample, 2026-12-06: a reload went back to 'cat'). Read on a new visit
+# to the page (the session's values may have been reset meanwhile) and when the URL is not what the page wrote.
+url_query = {"q": st.query_params.get("q"), "space": st.query_params.get("space")}
+new_visit = st.session_state.get("_previous_path") != st.session_state.get("_current_path")
+if new_visit or url_query != st.session_state.get("_query_url"):
+    if url_query["q"] is not None:
+        st.session_state["query"] = url_query["q"][:300]
+    if url_query["space"] in label_space_names():
+        st.session_state["label_space"] = url_query["space"]
 left, right = st.columns([2, 1])
 query = left.text_input("Word, synset name (cat.n.01) or wnid", key="query")
 label_space = right.selectbox("Label space", label_space_names(), key="label_space",
                               help="Which classifier outputs count as classes: ImageNet-1k, or the 21k/22k/12k spaces.")
+st.query_params["q"] = query
+st.query_params["space"] = label_space
+st.session_state["_query_url"] = {"q": query, "space": label_space}
 
 try:
     found = senses(query, label_space)

@@ -166,3 +166,21 @@ def test_k_and_the_engine_survive_a_word_that_hides_them(app):
     assert shown_afresh(at.selectbox(key="engine")) == "baidu"
     at.run()
     assert at.number_input(key="k").value == 37 and at.selectbox(key="engine").value == "baidu"
+
+
+def test_the_word_and_the_label_space_live_in_the_url(app):
+    """A fresh look at the sample (2026-12-06): the typed word was not in the URL, so a reload went back to
+    'cat'. Now `q` and `space` are written, and read on a link, a reload or a new visit to the page."""
+    app.query_params["q"] = "dog"
+    at = open_page(app)
+    assert at.text_input(key="query").value == "dog" and at.query_params["q"] == "dog"
+    assert at.query_params["space"] == "imagenet-1k"
+    ask(at, "crane")
+    assert at.query_params["q"] == "crane", "the page's own change goes to the URL"
+    at.run()
+    assert at.text_input(key="query").value == "crane", "a rerun keeps what was typed"
+    open_page(at, "results")
+    at.query_params["q"] = "crane"  # the browser's Back to the URL the page wrote
+    at.query_params["space"] = "imagenet-1k"
+    open_page(at)
+    assert at.text_input(key="query").value == "crane"
