@@ -25,7 +25,7 @@ from pages.pictures import stored_picture
 from pages.tables import NA_DASH, download_csv, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, image_table_key,
                          no_predictions_note, paired_test)
-from pages.text import error_type_line, escape_markdown, plural
+from pages.text import error_type_line, escape_markdown, listed, plural
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
 
 PER_PAGE = 24
@@ -101,12 +101,6 @@ def _float(text) -> float | None:
     return None if value != value else min(1.0, max(0.0, value))
 
 
-def _listed(items: list[str], limit: int = 5) -> str:
-    """The first few of ``items`` and how many more: a link may repeat a parameter thousands of times."""
-    shown = [item if len(item) <= 60 else item[:59] + "…" for item in items[:limit]]
-    return ", ".join(shown) + (f" and {len(items) - limit:,} more" if len(items) > limit else "")
-
-
 def _page_number(text: str, key: str, bad: list[str]) -> int:
     """A page number from the URL (1 when absent); anything but a whole number >= 1 is noted in ``bad``.
     A number past the last page goes back to 1 where the grid is drawn (:func:`paged`)."""
@@ -114,7 +108,7 @@ def _page_number(text: str, key: str, bad: list[str]) -> int:
         return 1
     if text.isascii() and text.isdigit() and int(text) >= 1 and len(text) <= 9:
         return int(text)
-    bad.append(f"{key}={_listed([text], 1)} (a page number from 1)")
+    bad.append(f"{key}={listed([text], 1)} (a page number from 1)")
     return 1
 
 
@@ -126,29 +120,29 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
     chosen = [m for m in wanted if m in models]
     missing = list(dict.fromkeys(m for m in wanted if m not in models))
     if missing:
-        notes.append(("model " if len(missing) == 1 else f"{len(missing):,} models: ") + _listed(missing))
+        notes.append(("model " if len(missing) == 1 else f"{len(missing):,} models: ") + listed(missing))
     st.session_state["browse_models"] = chosen or list(models)
     for key, options, what in (("true", trues, "true class"), ("pred", preds, "predicted class")):
         value = url[key][0] if url[key] else ""
         if value and value not in options:
-            notes.append(f"{what} {_listed([value], 1)}")
+            notes.append(f"{what} {listed([value], 1)}")
             value = ""
         st.session_state[f"browse_{key}"] = value
     outcome = url["outcome"][0] if url["outcome"] else "all"
     if outcome not in OUTCOMES:
-        bad.append(f"outcome={_listed([outcome], 1)} (one of {', '.join(OUTCOMES)})")
+        bad.append(f"outcome={listed([outcome], 1)} (one of {', '.join(OUTCOMES)})")
         outcome = "all"
     st.session_state["browse_outcome"] = outcome
     st.session_state["browse_relations"] = [r for r in RELATIONS if r in url["relation"]]
     odd = list(dict.fromkeys(r for r in url["relation"] if r and r not in RELATIONS))
     if odd:
-        bad.append(f"relation={_listed(odd)} (one of {', '.join(RELATIONS)})")
+        bad.append(f"relation={listed(odd)} (one of {', '.join(RELATIONS)})")
     bounds = []
     for key, default in (("conf_min", 0.0), ("conf_max", 1.0)):
         text = url[key][0] if url[key] else ""
         value = _float(text) if text else default
         if value is None:  # 'conf_min=abc': said, never a traceback, and the bound left open
-            bad.append(f"{key}={_listed([text], 1)} (a number from 0 to 1)")
+            bad.append(f"{key}={listed([text], 1)} (a number from 0 to 1)")
             value = default
         bounds.append(value)
     low, high = bounds
@@ -158,17 +152,17 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
     st.session_state["browse_etypes"] = [e for e in ERROR_TYPES if e in url["etype"]]
     odd = list(dict.fromkeys(e for e in url["etype"] if e and e not in ERROR_TYPES))
     if odd:
-        bad.append(f"etype={_listed(odd)} (one of {', '.join(ERROR_TYPES)})")
+        bad.append(f"etype={listed(odd)} (one of {', '.join(ERROR_TYPES)})")
     st.session_state["browse_tags"] = list(dict.fromkeys(t for t in url["tag"] if t))
     order = url["sort"][0] if url["sort"] else "class"
     if order not in SORTS:
-        bad.append(f"sort={_listed([order], 1)} (one of {', '.join(SORTS)})")
+        bad.append(f"sort={listed([order], 1)} (one of {', '.join(SORTS)})")
         order = "class"
     st.session_state["browse_sort"] = order
     text = url["margin_max"][0] if url["margin_max"] else ""
     margin = _float(text) if text else 1.0
     if margin is None:
-        bad.append(f"margin_max={_listed([text], 1)} (a number from 0 to 1)")
+        bad.append(f"margin_max={listed([text], 1)} (a number from 0 to 1)")
         margin = 1.0
     st.session_state["browse_margin"] = margin
     st.session_state["browse_page_no"] = _page_number(url["page"][0] if url["page"] else "", "page", bad)
@@ -176,10 +170,10 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
     for key in ("cmp_a", "cmp_b"):
         value = url[key][0] if url[key] else ""
         if value and value not in models:
-            notes.append(f"model {_listed([value], 1)}")
+            notes.append(f"model {listed([value], 1)}")
             value = ""
         if value and key == "cmp_b" and value == st.session_state.get("cmp_a"):
-            bad.append(f"cmp_b={_listed([value], 1)} (a model other than cmp_a)")
+            bad.append(f"cmp_b={listed([value], 1)} (a model other than cmp_a)")
             value = ""
         if value:
             st.session_state[key] = value
@@ -187,7 +181,7 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
             st.session_state.pop(key, None)  # _keep_valid puts the default back
     group = url["cmp_group"][0] if url["cmp_group"] else ""
     if group and group not in GROUPS:
-        bad.append(f"cmp_group={_listed([group], 1)} (one of {', '.join(GROUPS)})")
+        bad.append(f"cmp_group={listed([group], 1)} (one of {', '.join(GROUPS)})")
         group = ""
     st.session_state["cmp_group"] = group or GROUPS[0]
     st.session_state["cmp_page_no"] = _page_number(url["cmp_page"][0] if url["cmp_page"] else "", "cmp_page", bad)

@@ -21,7 +21,7 @@ from explain.selection import Selection
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, page_link, require_run
 from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
                          no_predictions_note)
-from pages.text import escape_markdown, plural
+from pages.text import escape_markdown, listed, plural
 
 BROWSE = "pages/browse_page.py"
 IMAGE_PAGE = "pages/image_page.py"
@@ -144,14 +144,14 @@ def _apply_url(url: dict) -> None:
         if url["true"] in true_wnids:
             st.session_state["conf_true"] = url["true"]
         else:
-            lacking.append(f"true class {url['true']}")
+            lacking.append(f"true class {listed([url['true']])}")
     if url["model"]:
         if url["model"] in models:
             st.session_state["matrix-model"] = url["model"]
             if url["model"] in (chosen_models or models):
                 st.session_state["images-model"] = url["model"]
         else:
-            lacking.append(f"model {url['model']}")
+            lacking.append(f"model {listed([url['model']])}")
     wanted = (url["cell_true"], url["cell_pred"]) if url["cell_true"] and url["cell_pred"] else \
         (url["true"], url["pred"]) if url["true"] and url["pred"] else None
     st.session_state["_conf_wanted_cell"] = wanted  # picked below, once the matrix's cells are known

@@ -22,7 +22,7 @@ from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
 from pages.run_state import current_view, page_link, require_run
-from pages.text import escape_markdown, plural, show_error
+from pages.text import escape_markdown, listed, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
                 "hyponym_rate", "cousin_rate", "related_rate", "distant_rate", "hprec_at_5", "share_nearest",
@@ -69,9 +69,8 @@ if url_models != st.session_state.get("_results_url") or "results_models" not in
     lacking = [m for m in url_models if m not in models]
     st.session_state["results_models"] = [m for m in url_models if m in models] or list(models)
     if lacking:
-        st.warning(escape_markdown(f"The link names models this run has no predictions of: {', '.join(lacking[:5])}"
-                                   + (f" and {len(lacking) - 5:,} more" if len(lacking) > 5 else "")
-                                   + ". Showing the rest."), icon=":material/link_off:")
+        st.warning(escape_markdown(f"The link names models this run has no predictions of: {listed(lacking)}. "
+                                   "Showing the rest."), icon=":material/link_off:")
 st.session_state["results_models"] = [m for m in st.session_state.get("results_models", models) if m in models]
 chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="results_models",
                         format_func=lambda m: f"{m} ({family[m]})")

@@ -84,3 +84,10 @@ def error_type_line(rows: list[dict]) -> tuple[str, str]:
     if len(kinds) == 1:
         return f"error type: {kinds[0]} ({len(typed)} models)", hover
     return "error types: " + " · ".join(f"{r['model']}: {r['error_type']}" for r in typed), hover
+
+
+def listed(items: list[str], limit: int = 5) -> str:
+    """The first few of ``items`` (each cut to 60 characters) and how many more: a link may repeat a
+    parameter thousands of times, or hold a value thousands of characters long."""
+    shown = [item if len(item) <= 60 else item[:59] + "…" for item in items[:limit]]
+    return ", ".join(shown) + (f" and {len(items) - limit:,} more" if len(items) > limit else "")

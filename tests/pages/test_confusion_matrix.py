@@ -308,3 +308,17 @@ def test_the_way_back_from_a_pair_outside_the_runs_classes_picks_its_grouped_cel
     column = column_of([(true, pred)], run.info.wnids)[(true, pred)]
     assert column.startswith("other: under ") and cell_box(at).value == (true, column)
     assert at.query_params["cell_pred"] == column
+
+
+def test_a_hostile_link_is_text_cut_short_and_changes_nothing_else(app, sample):
+    """Outside text from the URL: markup stays text, a huge value is cut, a cell the matrix lacks is not picked."""
+    from pages.text import escape_markdown
+
+    evil = "**x**[l](https://evil.invalid)" + "y" * 10_000
+    for key, value in {"run": "sample", "true": evil, "model": "<b>m</b>", "cell_true": evil, "cell_pred": evil}.items():
+        app.query_params[key] = value
+    at = open_page(app)
+    (warning,) = [w.value for w in at.warning if "Showing the rest" in w.value]
+    assert len(warning) < 600 and escape_markdown("**x**[l](https://evil.invalid)") in warning, warning
+    assert cell_box(at).value is None
+    assert at.query_params["true"] != evil and "cell_true" not in at.query_params

@@ -325,3 +325,15 @@ def test_a_metric_no_model_has_says_so_and_a_zero_bar_shows_its_value(app, sampl
         assert len(values) == len(positions) and 0 in values, (positions, values)
         assert all(p == "outside" for p, v in zip(positions, values) if v == 0), (positions, values)
     assert empty or zero, "the sample has a metric with no value or a 0 % bar"
+
+
+def test_a_link_repeating_models_thousands_of_times_is_one_short_warning(app, sample_tables):
+    from pages.text import escape_markdown
+
+    models = sample_tables.per_model["model"].tolist()
+    at = open_page(app, "results")
+    at.query_params["model"] = [models[0]] + [f"**m{i}**" for i in range(900)]  # Streamlit ignores over 1,000
+    at.run()
+    assert [m for m in at.multiselect if m.key == "results_models"][0].value == [models[0]]
+    (warning,) = [w.value for w in at.warning if "Showing the rest" in w.value]
+    assert len(warning) < 600 and "and 895 more" in warning and escape_markdown("**m0**") in warning, warning
