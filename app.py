@@ -23,7 +23,7 @@ ensure_sample_run()
 # url_path differs from each file's stem on purpose: Streamlit's AppTest otherwise mistakes the
 # files for an old-style pages/ folder app and runs a page without this entry script.
 PAGES = [
-    st.Page("pages/runs_page.py", url_path="runs", title="Runs", icon=":material/folder_open:", default=True),
+    st.Page("pages/runs_page.py", url_path="start", title="Runs", icon=":material/folder_open:", default=True),
     st.Page("pages/query_page.py", url_path="query", title="Query", icon=":material/search:"),
     st.Page("pages/import_page.py", url_path="import", title="Import", icon=":material/drive_folder_upload:"),
     st.Page("pages/images_page.py", url_path="images", title="Images", icon=":material/photo_library:"),
@@ -38,7 +38,10 @@ PAGES = [
 ]
 # Hidden: the sidebar draws the links itself (pages.run_state.run_selector), each carrying ?run=<current>,
 # so that a link opened in a new tab opens the same run (st.navigation's own links carry no query).
-page = st.navigation(PAGES, position="hidden")
+# /runs opens the Runs page too: Streamlit serves the default page at "/" only (its url_path is ignored), and
+# /runs answered "Page not found" (a fresh look, 2026-12-06). The same script under a second, unlisted Page.
+RUNS_AT_ITS_NAME = st.Page("pages/runs_page.py", url_path="runs", title="Runs", icon=":material/folder_open:")
+page = st.navigation(PAGES + [RUNS_AT_ITS_NAME], position="hidden")
 # The page of the run before, by its URL path (a page that starts a new visit reads its URL again:
 # pages/query_page.py); the Page objects are made anew on every run.
 st.session_state["_previous_path"] = st.session_state.get("_current_path")

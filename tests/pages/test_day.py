@@ -138,6 +138,10 @@ def test_a_new_users_day(server, tmp_path, shots):
         clean(text)
         assert "Runs" in text and "Sample photographs" in text, text[:2000]
         shot("01_runs.png")
+        # The Runs page at its name too (a fresh look, 2026-12-06: /runs answered "Page not found").
+        driver.get(f"{url}/runs?run=sample")
+        text = wait_for_text(driver, "Start here", STEP)
+        assert "Page not found" not in text and "Sample photographs" in text, text[:2000]
 
         driver.get(f"{url}/results?run=sample")
         text = wait_for_text(driver, "Per model", STEP)
