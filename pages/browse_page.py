@@ -26,7 +26,7 @@ from pages.tables import NA_DASH, download_csv, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, image_table_key,
                          no_predictions_note, paired_test)
 from pages.text import error_type_line, escape_markdown, listed, plural
-from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
+from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, remember_url, require_run, url_from_outside
 
 PER_PAGE = 24
 GRID_COLUMNS = 4
@@ -200,7 +200,7 @@ def _write_params(values: dict) -> None:
             st.query_params[key] = value
         elif key in st.query_params:
             del st.query_params[key]
-    st.session_state["_browse_url"] = _url_state()
+    remember_url("browse", _url_state())
 
 
 def _write_url(selection: Selection) -> None:
@@ -385,7 +385,7 @@ all_models, true_options, pred_options = _options(*table_key, table)
 names = {w: _name(w) for w in set(true_options) | set(pred_options)}
 
 url = _url_state()
-if url != st.session_state.get("_browse_url"):
+if url_from_outside("browse", url):
     _apply_url(url, all_models, true_options, pred_options)
 _keep_valid("browse_models", all_models, list(all_models))
 _keep_valid("browse_true", ["", *true_options], "")

@@ -18,7 +18,8 @@ from pages.charts import cached_figure, error_offsets
 from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
                           table_column_config, without_bounds)
 from explain.selection import Selection
-from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, page_link, require_run
+from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, page_link, remember_url, require_run,
+                             url_from_outside)
 from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
                          no_predictions_note)
 from pages.text import escape_markdown, listed, plural
@@ -168,13 +169,11 @@ def _write_url(values: dict) -> None:
             st.query_params[key] = value
         elif key in st.query_params:
             del st.query_params[key]
-    st.session_state["_conf_url"] = _url_state()
+    remember_url("confusions", _url_state())
 
 
 url = _url_state()
-# Also when the widgets' state is gone (another page was shown: Streamlit drops it): the browser's Back
-# re-sends the URL this page last wrote, which is then the user's place (pages.run_state has the same trap).
-if url != st.session_state.get("_conf_url") or "conf_true" not in st.session_state:
+if url_from_outside("confusions", url):  # a link, a reload, a bookmark, or back from another page
     _apply_url(url)
 if st.session_state.get("conf_true") not in true_wnids:
     st.session_state.pop("conf_true", None)

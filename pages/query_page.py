@@ -21,7 +21,7 @@ from crawl.crawler import clean_search_terms, default_search_terms, homonyms
 from pages.tables import NA_DASH, download_csv, show_table
 from pages.reads import concepts_table
 from pages.text import escape_markdown, plural, progress_bar, show_error
-from pages.run_state import make_current, open_run_link, store
+from pages.run_state import make_current, open_run_link, remember_url, store, url_from_outside
 
 IMPORT_PAGE = "pages/import_page.py"
 
@@ -52,11 +52,10 @@ st.title("Query")
 st.caption("Type a word, pick its WordNet sense(s), see which ImageNet classes lie under them, then collect images.")
 
 # The word and the label space live in the URL (`q`, `space`), so a reload, a bookmark or the browser's Back
-# shows the same query (a fresh look at the sample, 2026-12-06: a reload went back to 'cat'). Read on a new visit
-# to the page (the session's values may have been reset meanwhile) and when the URL is not what the page wrote.
+# shows the same query (a fresh look at the sample, 2026-12-06: a reload went back to 'cat'); read by
+# pages.run_state.url_from_outside's rule.
 url_query = {"q": st.query_params.get("q"), "space": st.query_params.get("space")}
-new_visit = st.session_state.get("_previous_path") != st.session_state.get("_current_path")
-if new_visit or url_query != st.session_state.get("_query_url"):
+if url_from_outside("query", url_query):
     if url_query["q"] is not None:
         st.session_state["query"] = url_query["q"][:300]
     if url_query["space"] in label_space_names():
@@ -67,7 +66,7 @@ label_space = right.selectbox("Label space", label_space_names(), key="label_spa
                               help="Which classifier outputs count as classes: ImageNet-1k, or the 21k/22k/12k spaces.")
 st.query_params["q"] = query
 st.query_params["space"] = label_space
-st.session_state["_query_url"] = {"q": query, "space": label_space}
+remember_url("query", {"q": query, "space": label_space})
 
 try:
     found = senses(query, label_space)

@@ -21,7 +21,7 @@ from pages.charts import cached_figure, claims_figure, error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
-from pages.run_state import current_view, page_link, require_run
+from pages.run_state import current_view, page_link, remember_url, require_run, url_from_outside
 from pages.text import escape_markdown, listed, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
@@ -63,9 +63,7 @@ models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
 # them (a fresh look at the sample, 2026-12-06: a reload brought every model back); a link naming a model
 # the run lacks says so.
 url_models = tuple(st.query_params.get_all("model"))
-# A link from outside, a reload, a bookmark; or the browser's Back to the URL this page last wrote, after
-# another page (Streamlit dropped the widget's state then).
-if url_models != st.session_state.get("_results_url") or "results_models" not in st.session_state:
+if url_from_outside("results", url_models):  # a link, a reload, a bookmark, or back from another page
     lacking = [m for m in url_models if m not in models]
     st.session_state["results_models"] = [m for m in url_models if m in models] or list(models)
     if lacking:
@@ -78,7 +76,7 @@ if chosen and set(chosen) != set(models):
     st.query_params["model"] = list(chosen)
 elif "model" in st.query_params:
     del st.query_params["model"]
-st.session_state["_results_url"] = tuple(st.query_params.get_all("model"))
+remember_url("results", tuple(st.query_params.get_all("model")))
 if not chosen:
     st.stop()
 

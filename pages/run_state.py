@@ -55,6 +55,21 @@ def current_run() -> Run | None:
         return None
 
 
+def url_from_outside(page: str, url) -> bool:
+    """Should ``page``'s widgets be set from its URL state ``url`` on this rerun? Yes on a new visit to the
+    page (Streamlit drops a page's widget state when another page is shown, so the browser's Back, which
+    re-sends the URL the page last wrote, is the user's place) and whenever the URL is not what the page
+    last wrote (a link, a reload, a bookmark); no on the page's own reruns. One rule for Browse, Confusions,
+    Results and Query (app.py keeps the previous page's path)."""
+    new_visit = st.session_state.get("_previous_path") != st.session_state.get("_current_path")
+    return new_visit or url != st.session_state.get(f"_url_{page}")
+
+
+def remember_url(page: str, url) -> None:
+    """What ``page`` wrote to its URL this rerun (:func:`url_from_outside` compares with it)."""
+    st.session_state[f"_url_{page}"] = url
+
+
 RUN_PARAM = "run"  # ?run=<run id>: the current run lives in the URL, so reloads and shared links keep it
 
 

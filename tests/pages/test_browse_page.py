@@ -375,3 +375,19 @@ def test_the_error_type_line_names_one_type_or_each_models():
     differ = [row, {**row, "model": "b", "error_type": "model-failure", "error_reason": ""}]
     assert error_type_line(differ) == ("error types: a: related · b: model-failure", "a: why a")
     assert error_type_line([{**row, "matched": False}, {**row, "error_type": None}]) == ("", "")
+
+
+def test_the_filters_come_back_with_the_browsers_back_after_another_page(app):
+    """pages.run_state.url_from_outside, the rule Confusions, Results and Query share: on a new visit the URL
+    the page last wrote sets the widgets again (Streamlit dropped their state while another page was shown)."""
+    at = open_page(app, run="sample")
+    _widget(at, "radio", "browse_outcome").set_value("mistake").run()
+    written = {key: at.query_params[key] for key in at.query_params}
+    assert written.get("outcome") == "mistake"
+    at.switch_page("pages/results_page.py").run()
+    for key in list(at.query_params):
+        del at.query_params[key]
+    for key, value in written.items():
+        at.query_params[key] = value
+    at = open_page(at)
+    assert _widget(at, "radio", "browse_outcome").value == "mistake"
