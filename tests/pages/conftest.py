@@ -133,3 +133,13 @@ def server(tmp_path_factory, request):
             yield url, home
     except RuntimeError as exc:  # not started: the log's tail says why
         pytest.fail(str(exc))
+
+
+def away_and_back(at, other_page: str, written: dict) -> None:
+    """Show ``other_page``, then set the URL back to ``written`` (the query the page wrote), as the
+    browser's Back does; the caller opens the page again."""
+    at.switch_page(other_page).run()
+    for key in list(at.query_params):
+        del at.query_params[key]
+    for key, value in written.items():
+        at.query_params[key] = value

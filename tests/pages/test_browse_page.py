@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
-from tests.pages.conftest import capture_downloads
+from tests.pages.conftest import away_and_back, capture_downloads
 
 APP = str(ROOT / "app.py")
 PAGE = "pages/browse_page.py"
@@ -384,10 +384,6 @@ def test_the_filters_come_back_with_the_browsers_back_after_another_page(app):
     _widget(at, "radio", "browse_outcome").set_value("mistake").run()
     written = {key: at.query_params[key] for key in at.query_params}
     assert written.get("outcome") == "mistake"
-    at.switch_page("pages/results_page.py").run()
-    for key in list(at.query_params):
-        del at.query_params[key]
-    for key, value in written.items():
-        at.query_params[key] = value
+    away_and_back(at, "pages/results_page.py", written)
     at = open_page(at)
     assert _widget(at, "radio", "browse_outcome").value == "mistake"

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
-from tests.pages.conftest import send_chart_selection
+from tests.pages.conftest import away_and_back, send_chart_selection
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
@@ -266,11 +266,7 @@ def test_the_class_the_model_and_the_cell_live_in_the_url(app, sample):
     # Another page, then the browser's Back to the URL this page wrote (a review, 2026-12-06: Streamlit had
     # dropped the widgets' state, so the first class came back and the URL was overwritten).
     written = {key: at.query_params[key] for key in ("run", "true", "model", "cell_true", "cell_pred")}
-    at.switch_page("pages/browse_page.py").run()
-    for key in list(at.query_params):
-        del at.query_params[key]
-    for key, value in written.items():
-        at.query_params[key] = value
+    away_and_back(at, "pages/browse_page.py", written)
     at = open_page(at)
     assert [s for s in at.selectbox if s.label == "True class"][0].value == true
     assert cell_box(at).value == (true, pred)
