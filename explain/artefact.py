@@ -314,6 +314,8 @@ def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricT
         explain = True
     except TooManyToExplain:
         explain = False
+    if explain:  # and Browse's per-image table, which a new server reads instead of building (explain.browse_store)
+        _store_browse_table(run, RAW)
     state = read_curation(run)
     if state.relabels or state.excluded:
         curated = ensure_metrics(run, force=force, cache_dir=cache_dir, view=CURATED)
@@ -321,7 +323,19 @@ def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricT
             raise StoreError(curated.store_error)
         if explain:
             ensure_explained(run, CURATED, cache_dir=cache_dir, force=force)
+            _store_browse_table(run, CURATED)
     return result.tables
+
+
+def _store_browse_table(run: Run, view: str) -> None:
+    from core.errors import WildLensError
+
+    from .browse_store import ensure_browse_table
+
+    try:
+        ensure_browse_table(run, view, run.info.label_space or "imagenet-1k")
+    except WildLensError:  # predictions Browse cannot show (it says why on the page): nothing stored
+        pass
 
 
 def load_metrics(run: Run, *, cache_dir=None, view: str = RAW) -> MetricTables:

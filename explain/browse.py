@@ -116,9 +116,27 @@ def _relations(true, pred, cache_dir=None) -> np.ndarray:
 
 
 def _sort_codes(values) -> np.ndarray:
-    """Codes that order like ``sort_values`` orders the strings (NA last): for a stable lexsort."""
+    """Codes that order like ``sort_values`` orders the strings (NA last): for a stable lexsort.
+    Arrow strings are encoded and their distinct values ranked by Arrow (UTF-8 byte order is code
+    point order, as Python compares str). Why: pandas sorts the distinct values as Python objects
+    (a true-class column of 1,000,000 rows: 0.12 s against 0.015 s)."""
+    arrow = getattr(getattr(values, "array", values), "_pa_array", None)
+    if arrow is not None and pa_string(arrow.type):
+        import pyarrow.compute as pc
+
+        encoded = pc.dictionary_encode(arrow.combine_chunks())
+        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
+        rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
+        codes = encoded.indices.fill_null(len(rank)).to_numpy().astype(np.int64)  # NA after every value
+        return np.append(rank, len(rank))[codes]
     codes, _ = pd.factorize(values, sort=True)
     return np.where(codes < 0, codes.max(initial=-1) + 1, codes)
+
+
+def pa_string(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
 
 
 def image_table(predictions: pd.DataFrame, usable_images: Collection[str] | None = None, *,
@@ -322,6 +340,14 @@ class ModelComparison:
         return self.images[self.images["group"] == name].reset_index(drop=True)
 
 
+def _last_of_each(values) -> np.ndarray:
+    """Positions of the last row of each distinct value (NA one value), in row order: drop_duplicates(keep='last')
+    on integer codes. Why: pandas' drop_duplicates on Arrow strings took 0.19 s per model at 1,000,000 rows."""
+    codes, _ = pd.factorize(values, use_na_sentinel=False)
+    _, first_from_end = np.unique(codes[::-1], return_index=True)
+    return np.sort(len(codes) - 1 - first_from_end)
+
+
 def compare_models(table: pd.DataFrame, a: str, b: str) -> ModelComparison:
     """Per image, how models ``a`` and ``b`` did (top-1, strict), on the images of ``table`` (an
     :func:`image_table`, possibly filtered) that both predicted: both wrong, only A wrong, only B
@@ -330,12 +356,15 @@ def compare_models(table: pd.DataFrame, a: str, b: str) -> ModelComparison:
         raise BrowseError(f"Compare two different models (both are {a!r}).")
     keys = ["image", "true_wnid"]
     sides = []
+    known = table["correct"].notna().to_numpy()
     for model, prefix in ((a, "a_"), (b, "b_")):
-        rows = table[table["model"] == model]
-        rows = rows[rows["correct"].notna()]
-        side = rows[["image", "true_wnid", "true_name", *_SIDE_COLUMNS]].rename(
+        # The columns first, then the rows: a whole-table selection took every column of a model's rows
+        # (0.38 s of Browse's first load at 1,000,000 predictions).
+        mine = (table["model"] == model).to_numpy(dtype=bool, na_value=False) & known
+        rows = table[["image", "true_wnid", "true_name", *_SIDE_COLUMNS]].take(np.flatnonzero(mine))
+        side = rows.rename(
             columns={c: prefix + c.removesuffix("_1") for c in _SIDE_COLUMNS})
-        sides.append(side.drop_duplicates("image", keep="last"))
+        sides.append(side.take(_last_of_each(side["image"])))
     # The same image under two truths (it cannot be in a run) would be two images: keyed by both.
     both = sides[0].merge(sides[1].drop(columns="true_name"), on=keys, how="inner")
     a_ok = both["a_correct"].to_numpy(dtype=bool)
@@ -445,15 +474,19 @@ def selection_images(rows: pd.DataFrame, sort: str = "class") -> pd.DataFrame:
         raise BrowseError(f"Unknown order {sort!r}; allowed: {', '.join(SORTS)}.")
     if rows.empty:
         return pd.DataFrame({"image": pd.Series(dtype="string"), "true_wnid": pd.Series(dtype="string")})
-    frame = rows[["image", "true_wnid"]].copy()
+    frame = rows[["image", "true_wnid"]]
+    images = _sort_codes(frame["image"])
     if sort == "class":
-        order = np.lexsort((_sort_codes(frame["image"]), _sort_codes(frame["true_wnid"])))
+        order = np.lexsort((images, _sort_codes(frame["true_wnid"])))
     else:
         column = "margin" if sort == "margin" else "prob_1"
         values = rows[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan) if column in rows \
             else np.full(len(rows), np.nan)
         key = -values if sort == "confident" else values
         key = np.where(np.isnan(key), np.inf, key)  # unknown last
-        order = np.lexsort((_sort_codes(frame["image"]), _sort_codes(frame["true_wnid"]), key))
-    ordered = frame.take(order)
-    return ordered.drop_duplicates("image").reset_index(drop=True)
+        order = np.lexsort((images, _sort_codes(frame["true_wnid"]), key))
+    # Each image's first row in that order, found on the integer codes (NA images are one code, as
+    # drop_duplicates counts them), then only those rows taken. Why: taking every row's strings in
+    # order and hashing them again was 0.36 s of Browse's first load at 1,000,000 predictions.
+    _, first = np.unique(images[order], return_index=True)
+    return frame.take(order[np.sort(first)]).reset_index(drop=True)

@@ -379,19 +379,25 @@ def _explained_rows(run: Run, view: str) -> pd.DataFrame | None:
 @st.cache_resource(max_entries=4, show_spinner="Building the per-image table…")
 def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
                  issues_fp: str, label_space: str) -> pd.DataFrame:
-    from core.curation import read_curation
-    from explain.browse import annotate, image_table
+    from explain.browse_store import ensure_browse_table
 
     run = Run(run_path)
-    rows = _view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp if view == "curated" else "")
-    table = image_table(rows, None, label_space=label_space)
-    from core.errors import WildLensError
 
-    try:
-        explained_rows = _explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp)
-    except WildLensError:  # predictions the metrics refuse (a hand-made run): shown, without error types
-        explained_rows = None
-    return annotate(table, explained_rows, read_curation(run).tags)
+    def build() -> pd.DataFrame:
+        from core.curation import read_curation
+        from core.errors import WildLensError
+        from explain.browse import annotate, image_table
+
+        rows = _view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp if view == "curated" else "")
+        table = image_table(rows, None, label_space=label_space)
+        try:
+            explained_rows = _explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp)
+        except WildLensError:  # predictions the metrics refuse (a hand-made run): shown, without error types
+            explained_rows = None
+        return annotate(table, explained_rows, read_curation(run).tags)
+
+    # Stored after the first build (explain.browse_store): a new server reads it instead of building it again.
+    return ensure_browse_table(run, view, label_space, build)
 
 
 def _guarded(read, *args):

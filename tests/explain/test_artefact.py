@@ -122,12 +122,16 @@ def test_refresh_writes_the_tables_and_the_fingerprint_last(run):
     tables = refresh_metrics(run)
     _assert_tables_equal(tables, _expected(run))
     names = sorted(p.name for p in run.metrics_dir.iterdir())
-    # ... and each prediction's explanation (error types: core.explained), which the pages read.
-    assert names == ["confusions.parquet", "fingerprint.json", "images.json", "images.parquet", "per_class.parquet",
-                     "per_model.parquet"]
+    # ... and each prediction's explanation (error types: core.explained), which the pages read, and
+    # Browse's per-image table built from them (explain.browse_store).
+    assert names == ["browse.arrow", "browse.json", "confusions.parquet", "fingerprint.json", "images.json",
+                     "images.parquet", "per_class.parquet", "per_model.parquet"]
     from core.explained import read_explained
+    from explain.browse import run_image_table
+    from explain.browse_store import read_browse_table
 
     assert read_explained(run, "raw") is not None
+    pd.testing.assert_frame_equal(read_browse_table(run, "raw", "imagenet-1k"), run_image_table(run, "raw"))
     stored = json.loads((run.metrics_dir / "fingerprint.json").read_text())
     assert stored["predictions"] == predictions_fingerprint(run) and stored["manifest"] == manifest_fingerprint(run)
     assert stored["parameters"]["confusion_top_k"] == 3

@@ -387,3 +387,32 @@ def test_the_filters_come_back_with_the_browsers_back_after_another_page(app):
     away_and_back(at, "pages/results_page.py", written)
     at = open_page(at)
     assert _widget(at, "radio", "browse_outcome").value == "mistake"
+
+
+def test_a_new_server_reads_the_stored_table_and_builds_it_only_when_missing(app, app_home, library, monkeypatch):
+    """Issue 26 item 2: the table stored after inference (explain.browse_store, written by
+    refresh_metrics) is what a first load reads; without it the page builds the table, the same, and
+    stores it for the next server."""
+    import explain.browse
+    from core.runstore import RunStore
+
+    run = RunStore(app_home).open_run("sample")
+    stored = run.metrics_dir / "browse.arrow"
+    assert stored.is_file(), "refresh_metrics stored the table after the sample's inference"
+    real = explain.browse.image_table
+    builds = []
+
+    def counting(*args, **kwargs):
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(explain.browse, "image_table", counting)
+    at = open_page(app)
+    assert builds == [] and len(at.dataframe[0].value) == len(library)
+    (run.metrics_dir / "browse.json").unlink()
+    import streamlit as st
+
+    st.cache_resource.clear()
+    at = open_page(AppTest.from_file(APP, default_timeout=TIMEOUT).run())
+    assert builds == [1] and len(at.dataframe[0].value) == len(library)
+    assert (run.metrics_dir / "browse.json").is_file(), "stored again for the next server"
