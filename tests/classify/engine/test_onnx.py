@@ -101,6 +101,37 @@ def test_the_cache_key_covers_weights_size_and_versions(lite0_key):
     assert "/" not in odd.stem and not odd.stem.startswith(".")
 
 
+def test_a_cached_export_loads_without_importing_timm_or_onnx(shared_cache, lite0_key):
+    """The key's versions are the libraries' own (caches made before keep their names), read without
+    importing them: a model whose export is cached loads in a fresh process (a Ray actor) with neither
+    timm nor onnx imported (2.1 s of each load before)."""
+    import subprocess
+    import sys
+
+    import onnx
+    import timm
+
+    from tests.conftest import ROOT
+
+    assert (lite0_key.timm, lite0_key.onnx) == (timm.__version__, onnx.__version__)
+    code = f"""
+import sys
+from classify.engine.pipeline import _Settings, _load_pass
+from classify.engine.types import InferenceOptions
+from classify.engine.device import select_device
+from classify.models.lookup import resolve_models
+entry = resolve_models({DEFAULT_MODEL!r})[0]
+options = InferenceOptions(cache_dir={str(shared_cache.folder)!r})
+device = select_device("cpu")
+settings = _Settings(device, None, 2, 0, 1, options)
+loaded = _load_pass([entry], [entry.input_config().geometry], {{entry.id: 1}}, settings)
+print(loaded[0].backend, "timm" in sys.modules, "onnx" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["export)", "False", "False"], out.stdout
+
+
 def test_pipeline_on_onnx_runtime_equals_the_pipeline_on_pytorch(photo_folder, shared_cache):
     """Two batches in flight at once (num_threads=2), stored in order, same rows as PyTorch."""
     options = dict(num_workers=0, device="cpu", cache_dir=str(shared_cache.folder), batch_size=2, num_threads=2)
