@@ -186,7 +186,74 @@ def _strip_prefix(name: str, prefixes: tuple[str, ...]) -> str | None:
     return None
 
 
+NAME_INDEX_VERSION = 1
+
+
+@functools.lru_cache(maxsize=4)
+def _name_index(cache_dir: Path) -> dict | None:
+    """timm's architectures and pretrained names and torchvision's classifiers, listed once per
+    installed timm and torchvision and kept in the cache (``model-names-*.json``), or None when their
+    versions cannot be read. Why: telling that a name is no library's model imported timm and
+    torchvision (with torch._dynamo), 2-6 s of a new server's first Results page on a run of
+    uploaded predictions whose models are named 'model_00'. Only its answers "not there" and the
+    close matches are taken from it; a name it lists is still resolved by the library."""
+    import hashlib
+    import json
+    from importlib import metadata
+
+    from core.tables import read_stored_bytes, write_json_atomic
+
+    try:
+        versions = {"timm": metadata.version("timm"), "torchvision": metadata.version("torchvision")}
+    except metadata.PackageNotFoundError:
+        return None
+    digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir / f"model-names-{NAME_INDEX_VERSION}-{digest}.json"
+    raw = read_stored_bytes(path, 16 << 20)
+    try:
+        stored = json.loads(raw) if raw is not None else None
+        lists = stored["lists"]
+        if (stored["versions"] == versions and set(lists) == set(_INDEX_LISTS)
+                and all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in lists.values())
+                and stored["sha256"] == hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()):
+            return _index_of(lists)
+    except (ValueError, RecursionError, KeyError, TypeError):
+        pass  # missing, damaged or hand-edited: listed again
+    import timm
+    import torchvision.models as tvm
+    from timm.models import _registry
+
+    lists = {"timm_archs": sorted(_registry._model_entrypoints), "timm_models": list(timm.list_models()),
+             "timm_pretrained": list(timm.list_pretrained()), "torchvision": list(tvm.list_models(module=tvm))}
+    try:
+        write_json_atomic(path, {"versions": versions, "lists": lists,
+                                 "sha256": hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()})
+    except OSError:  # a read-only cache: listed again next process
+        pass
+    return _index_of(lists)
+
+
+_INDEX_LISTS = ("timm_archs", "timm_models", "timm_pretrained", "torchvision")
+
+
+def _index_of(lists: dict) -> dict:
+    """Sets to ask "is it there", and the lists in the libraries' order for the close matches."""
+    return {**{k: tuple(v) for k, v in lists.items()}, "archs": frozenset(lists["timm_archs"]),
+            "tv": frozenset(lists["torchvision"])}
+
+
+def _listed(kind: str, name: str) -> bool:
+    """Whether ``name`` may be one of ``kind``'s models (True when there is no index to ask)."""
+    from core.runstore import RunStore
+
+    index = _name_index(RunStore().cache_dir)
+    return index is None or name in index[{"timm_archs": "archs", "torchvision": "tv"}[kind]]
+
+
 def _timm_named(name: str) -> Named | None:
+    arch, _, _ = name.partition(".")  # timm's split_model_name_tag: the architecture before the first '.'
+    if not arch or not _listed("timm_archs", arch):
+        return None
     import timm
     from timm.models import get_pretrained_cfg, split_model_name_tag
 
@@ -207,6 +274,8 @@ def _timm_named(name: str) -> Named | None:
 
 
 def _torchvision_weights(arch: str):
+    if not _listed("torchvision", arch):
+        return None
     import torchvision.models as tvm
     from torchvision.models import get_model_weights
 
@@ -286,6 +355,11 @@ def _name_of(name: str) -> Named:
 
 @functools.lru_cache(maxsize=1)
 def _all_names() -> tuple[str, ...]:
+    from core.runstore import RunStore
+
+    index = _name_index(RunStore().cache_dir)
+    if index is not None:
+        return index["timm_pretrained"] + index["timm_models"] + tuple(f"torchvision/{a}" for a in index["torchvision"])
     import timm
     import torchvision.models as tvm
 
