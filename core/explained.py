@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .parts import sweep_stale_temps
 from .runstore import (Run, StoreError, manifest_fingerprint, predictions_fingerprint, read_parquet_bytes,
                        table_to_parquet_bytes, write_bytes_atomic, write_json_atomic)
 from .tables import read_stored_bytes, real_folder
@@ -165,6 +166,7 @@ def write_explained(run: Run, view: str, rows: pd.DataFrame, fingerprint: dict) 
         with run_presence_lock(run.path, f"Run {run.run_id} was deleted meanwhile; nothing was written."):
             run.metrics_dir.mkdir(exist_ok=True)
             folder.mkdir(exist_ok=True)
+            sweep_stale_temps(folder, (EXPLAINED_FILE, EXPLAINED_FINGERPRINT))  # a writer killed mid-write left them
             (folder / EXPLAINED_FINGERPRINT).unlink(missing_ok=True)
             path = folder / EXPLAINED_FILE
             # The hash of the bytes this call writes, never of the file read back: another writer's table

@@ -39,6 +39,10 @@ import re
 
 import pandas as pd
 
+# Bump when a rule above changes a name for the same wnid: tables stored with names baked in
+# (explain.browse_store) are then stale.
+NAMES_VERSION = 1
+
 from .labels import DEFAULT_LABEL_SPACE, get_label_space
 
 _WNID_COLUMN = re.compile(r"^(?:(?P<prefix>.+)_)?wnid(?P<suffix>_[0-9]+)?$")

@@ -194,19 +194,21 @@ def read_stored_bytes(path: Path, max_bytes: int = 1 << 30) -> bytes | None:
         os.close(fd)
 
 
-def read_stored_buffer(path: Path, max_bytes: int = 1 << 34) -> bytearray | None:
-    """:func:`read_stored_bytes` for a large derived file: the same refusals (missing, a link, not a
-    regular file, over ``max_bytes``), read in one pass into a buffer of the file's size, which
-    Arrow then uses in place. Why: the chunks joined by read_stored_bytes copy a 350 MB table twice
-    (0.3 s of the Browse page's first load at 1,000,000 predictions). A file that grows or shrinks
-    while it is read is None (recomputed), never a torn table."""
+def read_stored_buffer(path: Path, size: int) -> bytearray | None:
+    """:func:`read_stored_bytes` for a large derived file whose writer recorded its ``size``: the same
+    refusals (missing, a link, not a regular file), and None unless the file has exactly that size,
+    read in one pass into a buffer of it, which Arrow then uses in place. Why: the chunks joined by
+    read_stored_bytes copy a 350 MB table twice (0.3 s of the Browse page's first load at 1,000,000
+    predictions); the exact size refuses at once a sparse 8 GiB file put in its place, which took
+    42 s and 8.5 GiB of memory to refuse by its checksum (hostile campaign). A file that grows or
+    shrinks while it is read is None (recomputed), never a torn table."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
             return None
         buffer = bytearray(info.st_size)
         view, done = memoryview(buffer), 0

@@ -54,7 +54,7 @@ from core.curation import curation_fingerprint, read_curation
 from core.runstore import (SCHEMA_VERSION, Run, StoreError, manifest_fingerprint, now_iso, predictions_fingerprint,
                            read_parquet_bytes, table_to_parquet_bytes, write_bytes_atomic, write_json_atomic)
 from core.tables import read_stored_bytes, real_folder
-from .curation_view import CURATED, RAW, ViewChange, check_view
+from .curation_view import CURATED, RAW, ViewChange, check_view, default_view
 from .metrics import DEFAULT_CONFUSION_TOP_K, DEFAULT_INTERVALS, MetricTables
 from .streaming import stream_metric_tables
 from .schema import METRIC_SCHEMAS
@@ -315,7 +315,7 @@ def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricT
     except TooManyToExplain:
         explain = False
     if explain:  # and Browse's per-image table, which a new server reads instead of building (explain.browse_store)
-        _store_browse_table(run, RAW)
+        _store_browse_table(run, RAW, force)
     state = read_curation(run)
     if state.relabels or state.excluded:
         curated = ensure_metrics(run, force=force, cache_dir=cache_dir, view=CURATED)
@@ -323,19 +323,28 @@ def refresh_metrics(run: Run, *, force: bool = False, cache_dir=None) -> MetricT
             raise StoreError(curated.store_error)
         if explain:
             ensure_explained(run, CURATED, cache_dir=cache_dir, force=force)
-            _store_browse_table(run, CURATED)
+    if explain and default_view(run) == CURATED:  # a log of tags alone opens Browse curated too
+        _store_browse_table(run, CURATED, force)
     return result.tables
 
 
-def _store_browse_table(run: Run, view: str) -> None:
+def _store_browse_table(run: Run, view: str, force: bool) -> None:
+    """Browse's per-image table stored for the next server (explain.browse_store), unless it is
+    fresh already (its claim compared, not the 370 MB file read). Optional: what stops it stores
+    nothing and never fails the refresh, whose tables are written."""
+    import pyarrow as pa
+
     from core.errors import WildLensError
 
-    from .browse_store import ensure_browse_table
+    from .browse_store import browse_fresh, ensure_browse_table
 
+    label_space = run.info.label_space or "imagenet-1k"
+    if not force and browse_fresh(run, view, label_space):
+        return
     try:
-        ensure_browse_table(run, view, run.info.label_space or "imagenet-1k")
-    except WildLensError:  # predictions Browse cannot show (it says why on the page): nothing stored
-        pass
+        ensure_browse_table(run, view, label_space, force=True)
+    except (WildLensError, pa.ArrowException, MemoryError):  # predictions Browse cannot show (the page says why),
+        pass  # or a table too large for this machine's memory: the page builds it when asked
 
 
 def load_metrics(run: Run, *, cache_dir=None, view: str = RAW) -> MetricTables:

@@ -15,6 +15,14 @@ is one read of the file and a zero-copy parse (Arrow's strings are the pandas co
 uncompressed: LZ4 made the file 3x smaller and its read 3-8x slower (0.8-1.9 s against 0.24 s for
 the parse, 350 MB for 1,000,000 rows); the table is derived data, rebuilt whenever it is missing.
 
+Memory: the table's strings stay in the buffer read from the file (zero copy); its probabilities,
+margins and booleans are copied out of it (about 50 bytes a row held twice, 50 MB at 1,000,000).
+
+Cost: storing it after inference adds the table's build and write to ``python -m classify``'s refresh
+(9.6 s -> 20.6 s for 1,000,000 predictions in ``bench_app.py``, a loaded machine); a fresh table is
+known by its claim alone. The page stores a table it had to build on a background thread, after
+drawing it.
+
 Fresh while ``browse.json`` matches the run now: the explanations' inputs
 (``core.explained.inputs_fingerprint``: predictions, manifest, curation log, label issues, the
 error types' code), the label space whose names are shown, :data:`BROWSE_CODE_VERSION` and the
@@ -27,12 +35,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import pandas as pd
 
 from core.explained import inputs_fingerprint, view_folder
+from core.parts import sweep_stale_temps
 from core.runstore import Run, StoreError, write_bytes_atomic, write_json_atomic
 from core.tables import read_stored_buffer, read_stored_bytes, real_folder
 from .browse import ANNOTATION_DOCS, COLUMNS
@@ -47,44 +57,84 @@ DTYPES = {c: "Float64" if c in _FLOATS else "boolean" if c in _BOOLEANS else "st
 
 def browse_fingerprint(run: Run, view: str, label_space: str) -> dict:
     """What a fresh stored table of ``view`` must claim (JSON-ready); take it before reading the inputs."""
-    from .error_types import explained_versions
+    from core.names import NAMES_VERSION
 
-    versions = {**explained_versions(), "browse": BROWSE_CODE_VERSION}
+    from .error_types import explained_versions
+    from .vocabulary import RELATIONS
+
+    # The names and relation words are stored as text: their rules' versions are part of what the table is.
+    versions = {**explained_versions(), "browse": BROWSE_CODE_VERSION, "names": NAMES_VERSION,
+                "relations": list(RELATIONS)}
     return {**inputs_fingerprint(run, view, versions), "label_space": str(label_space),
             "columns": [f"{c}:{DTYPES[c]}" for c in TABLE_COLUMNS]}
+
+
+def _claim(run: Run, view: str) -> dict | None:
+    raw = read_stored_bytes(view_folder(run, view) / BROWSE_FINGERPRINT, 1 << 20)
+    try:
+        stored = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return stored if isinstance(stored, dict) else None
+
+
+def _matches(stored: dict | None, expected: dict) -> bool:
+    return stored is not None and all(stored.get(k) == v for k, v in expected.items())
+
+
+def browse_fresh(run: Run, view: str, label_space: str) -> bool:
+    """Whether ``browse.json`` claims the run as it is now (the table itself is checked by its reader):
+    what refresh_metrics asks before building, without reading a 370 MB file to throw it away."""
+    return _matches(_claim(run, view), browse_fingerprint(run, view, label_space))
 
 
 def read_browse_table(run: Run, view: str, label_space: str, expected: dict | None = None) -> pd.DataFrame | None:
     """The stored table of ``view`` while it is fresh and intact (see the module docstring), else None."""
     folder = view_folder(run, view)
-    raw = read_stored_bytes(folder / BROWSE_FINGERPRINT, 1 << 20)
-    try:
-        stored = json.loads(raw.decode("utf-8")) if raw is not None else None
-    except (ValueError, RecursionError):
+    stored = _claim(run, view)
+    if not _matches(stored, browse_fingerprint(run, view, label_space) if expected is None else expected):
         return None
-    expected = browse_fingerprint(run, view, label_space) if expected is None else expected
-    if not isinstance(stored, dict) or any(stored.get(k) != v for k, v in expected.items()):
+    size = stored.get("bytes")
+    if type(size) is not int or not 0 < size <= MAX_BYTES:
         return None
-    data = read_stored_buffer(folder / BROWSE_FILE)
-    if data is None:
+    data = read_stored_buffer(folder / BROWSE_FILE, size)
+    # The bytes are the ones written before Arrow reads any of them: a compressed file put in its place
+    # unpacked 8 GiB before its hash was checked (hostile campaign).
+    if data is None or digest(data) != stored.get("sha256"):
         return None
-    # The hash on a second thread while Arrow parses (hashlib releases the GIL): 0.2 s each at 350 MB.
+    return _parse(data)
+
+
+MAX_BYTES = 1 << 34  # a claimed size above this is no table this code wrote (2,000,000 rows are ~0.75 GB)
+
+
+def digest(data) -> str:
+    """The stored table's checksum: SHA-256 of the SHA-256 digests of its two halves, hashed on two
+    threads (hashlib releases the GIL). Why: one SHA-256 of a 370 MB table took 0.2 s of a first load."""
+    view = memoryview(data)
+    half = len(view) // 2
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-browse") as pool:
-        digest = pool.submit(lambda: hashlib.sha256(data).hexdigest())
-        table = _parse(data)
-        if digest.result() != stored.get("sha256"):
-            return None
-    return table
+        second = pool.submit(lambda: hashlib.sha256(view[half:]).digest())
+        first = hashlib.sha256(view[:half]).digest()
+        return hashlib.sha256(first + second.result()).hexdigest()
+
+
+def _arrow_kind(arrow_type) -> str:
+    import pyarrow as pa
+
+    return {pa.large_string(): "string", pa.float64(): "Float64", pa.bool_(): "boolean"}.get(arrow_type,
+                                                                                          f"arrow {arrow_type}")
 
 
 def _parse(data: bytearray) -> pd.DataFrame | None:
     import pyarrow as pa
 
     try:
-        arrow = pa.ipc.open_file(pa.py_buffer(data)).read_all()
-        if arrow.column_names != list(TABLE_COLUMNS):
-            return None
-        table = arrow.to_pandas()
+        reader = pa.ipc.open_file(pa.py_buffer(data))
+        schema = reader.schema
+        if schema.names != list(TABLE_COLUMNS) or any(_arrow_kind(f.type) != DTYPES[f.name] for f in schema):
+            return None  # what write_browse_table writes: large strings, doubles, booleans in this order
+        table = reader.read_all().to_pandas()
     except Exception:  # pyarrow raises several types for damaged bytes; a hand-made file: rebuilt
         return None
     if any(str(table[c].dtype) != DTYPES[c] for c in TABLE_COLUMNS):
@@ -110,6 +160,9 @@ def write_browse_table(run: Run, view: str, table: pd.DataFrame, fingerprint: di
     # One chunk per column: a built table's columns come in pieces (a part file each), and Arrow's take
     # on a column of 10 chunks cost 3 ms against 0.1 ms on one (1,000 rows of the 1M table: 0.22 s).
     arrow = pa.Table.from_pandas(table.astype(DTYPES), preserve_index=False).combine_chunks()
+    # Large strings everywhere: the reader checks each column's Arrow type against this.
+    arrow = arrow.cast(pa.schema([pa.field(c, pa.large_string() if DTYPES[c] == "string" else arrow.schema.field(c).type)
+                                  for c in TABLE_COLUMNS], metadata=arrow.schema.metadata))
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, arrow.schema) as writer:
         writer.write_table(arrow)
@@ -117,10 +170,11 @@ def write_browse_table(run: Run, view: str, table: pd.DataFrame, fingerprint: di
     try:
         with run_presence_lock(run.path, f"Run {run.run_id} was deleted meanwhile; nothing was written."):
             folder.mkdir(parents=True, exist_ok=True)
+            sweep_stale_temps(folder, (BROWSE_FILE, BROWSE_FINGERPRINT))  # what a writer killed mid-write left
             (folder / BROWSE_FINGERPRINT).unlink(missing_ok=True)
             write_bytes_atomic(folder / BROWSE_FILE, data)
-            write_json_atomic(folder / BROWSE_FINGERPRINT, {**fingerprint, "rows": len(table),
-                                                            "sha256": hashlib.sha256(data).hexdigest()})
+            write_json_atomic(folder / BROWSE_FINGERPRINT, {**fingerprint, "rows": len(table), "bytes": len(data),
+                                                            "sha256": digest(data)})
     except RunGone as exc:
         raise StoreError(str(exc)) from None
     except OSError as exc:
@@ -128,23 +182,49 @@ def write_browse_table(run: Run, view: str, table: pd.DataFrame, fingerprint: di
                          "check the folder's permissions and free space.") from None
 
 
-def ensure_browse_table(run: Run, view: str, label_space: str,
-                        build: Callable[[], pd.DataFrame] | None = None) -> pd.DataFrame:
-    """The stored table of ``view`` when fresh, else ``build()`` (default
+_WRITERS: list[threading.Thread] = []  # background writes of this process (ensure_browse_table(background=True))
+
+
+def wait_for_writes(timeout: float | None = None) -> None:
+    """Wait for this process's background writes of Browse tables (tests; a clean shutdown)."""
+    for thread in list(_WRITERS):
+        thread.join(timeout)
+
+
+def ensure_browse_table(run: Run, view: str, label_space: str, build: Callable[[], pd.DataFrame] | None = None, *,
+                        inputs: dict | None = None, force: bool = False, background: bool = False) -> pd.DataFrame:
+    """The stored table of ``view`` when fresh (and not ``force``), else ``build()`` (default
     :func:`explain.browse.run_image_table`) stored for the next reader; a run that cannot be written
-    still gets its table."""
+    still gets its table. ``inputs``: the fingerprints (``core.explained.inputs_fingerprint``'s keys)
+    of the run as ``build`` will read it, when it reads rows cached earlier (the dashboard): where the
+    run has changed since, the table is built and neither read nor stored. Why: rows cached before
+    another process excluded images were stored under the new fingerprint and shown as fresh
+    (hostile campaign)."""
     fingerprint = browse_fingerprint(run, view, label_space)  # before reading: a change meanwhile leaves it stale
-    stored = read_browse_table(run, view, label_space, fingerprint)
+    current = inputs is None or all(fingerprint.get(k) == v for k, v in inputs.items())
+    if not current:
+        return build() if build is not None else _run_table(run, view)
+    stored = None if force else read_browse_table(run, view, label_space, fingerprint)
     if stored is not None:
         return stored
-    if build is None:
-        from .browse import run_image_table
+    table = build() if build is not None else _run_table(run, view)
 
-        table = run_image_table(run, view)
+    def store() -> None:
+        try:
+            write_browse_table(run, view, table, fingerprint)
+        except StoreError:  # read-only, full or deleted meanwhile: the table is still right
+            pass
+
+    if background:  # the page shows the table now; storing it (~2 s of fsync at 1,000,000 rows) follows
+        thread = threading.Thread(target=store, name="wildlens-browse-store", daemon=True)
+        _WRITERS[:] = [t for t in _WRITERS if t.is_alive()] + [thread]
+        thread.start()
     else:
-        table = build()
-    try:
-        write_browse_table(run, view, table, fingerprint)
-    except StoreError:  # read-only, full or deleted meanwhile: the table is still right
-        pass
+        store()
     return table
+
+
+def _run_table(run: Run, view: str) -> pd.DataFrame:
+    from .browse import run_image_table
+
+    return run_image_table(run, view)

@@ -42,7 +42,10 @@ if mode == "From this run's confusions":
     share = dict(zip(preds, options["mf"].astype(float)))
     relation = dict(zip(preds, options["relation"]))
     pred_wnid = c3.selectbox("Confused with", preds, index=preds.index(wanted[2]) if wanted[2] in preds else 0,
-                             format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.1%} · {relation[w]}")
+                             format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.1%} · {relation[w]}",
+                             help="The model's most frequent confusions of this class, most frequent first. MF "
+                                  "(misclassification frequency): the confusion's share of the class's mistakes; "
+                                  "then its WordNet relation to the true class.")
     # A link naming what this run has no confusion of (a deleted model, a typo, a hand-made URL): said,
     # never another pair shown silently in its place. URL values are outside text: cut short, escaped.
     # Only a URL that came from outside: the pair this page wrote itself is stale after a run switch.

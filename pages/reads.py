@@ -383,21 +383,19 @@ def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str
 
     run = Run(run_path)
 
-    def build() -> pd.DataFrame:
+    def build() -> pd.DataFrame:  # explain.browse.run_image_table's table, from the rows cached here
         from core.curation import read_curation
-        from core.errors import WildLensError
-        from explain.browse import annotate, image_table
+        from explain.browse import annotated_table
 
         rows = _view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp if view == "curated" else "")
-        table = image_table(rows, None, label_space=label_space)
-        try:
-            explained_rows = _explained(run_path, predictions_fp, manifest_fp, view, curation_fp, issues_fp)
-        except WildLensError:  # predictions the metrics refuse (a hand-made run): shown, without error types
-            explained_rows = None
-        return annotate(table, explained_rows, read_curation(run).tags)
+        return annotated_table(rows, lambda: _explained(run_path, predictions_fp, manifest_fp, view, curation_fp,
+                                                         issues_fp), read_curation(run).tags, label_space)
 
     # Stored after the first build (explain.browse_store): a new server reads it instead of building it again.
-    return ensure_browse_table(run, view, label_space, build)
+    # The rows build() reads are cached under this key: the store is used only while the run is as the key says.
+    inputs = {"view": view, "predictions": predictions_fp, "manifest": manifest_fp, "curation": curation_fp,
+              "label_issues": issues_fp}
+    return ensure_browse_table(run, view, label_space, build, inputs=inputs, background=True)
 
 
 def _guarded(read, *args):

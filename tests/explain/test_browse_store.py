@@ -104,8 +104,8 @@ def test_special_files_and_links_are_never_read_or_written_through(run, tmp_path
     outside.write_bytes(b"x" * 100)
     path.symlink_to(outside)
     assert read_browse_table(run, "raw", SPACE) is None
-    assert read_stored_buffer(path) is None and read_stored_buffer(outside) == bytearray(b"x" * 100)
-    assert read_stored_buffer(outside, max_bytes=99) is None
+    assert read_stored_buffer(path, 100) is None and read_stored_buffer(outside, 100) == bytearray(b"x" * 100)
+    assert read_stored_buffer(outside, 99) is None and read_stored_buffer(outside, 101) is None, "exactly its size"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (run.metrics_dir / "curated").symlink_to(elsewhere)
@@ -113,6 +113,104 @@ def test_special_files_and_links_are_never_read_or_written_through(run, tmp_path
         write_browse_table(run, "curated", run_image_table(run, "raw"), browse_store.browse_fingerprint(run, "curated",
                                                                                                       SPACE))
     assert list(elsewhere.iterdir()) == [] and outside.read_bytes() == b"x" * 100
+
+
+def test_a_file_put_in_its_place_is_refused_before_arrow_reads_it(run, monkeypatch):
+    """Hostile campaign: a sparse 8 GiB file or a small compressed bomb in browse.arrow took 42-52 s and
+    8 GiB of memory to refuse; now the size claimed in browse.json and the checksum come first."""
+    import pyarrow as pa
+
+    ensure_browse_table(run, "raw", SPACE)
+    path = run.metrics_dir / "browse.arrow"
+    path.unlink()
+    with open(path, "wb") as handle:
+        handle.truncate(8 << 30)  # sparse: no disk used
+    assert read_browse_table(run, "raw", SPACE) is None
+    path.unlink()
+    arrow = pa.Table.from_pandas(run_image_table(run, "raw").astype(browse_store.DTYPES), preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, arrow.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(arrow)
+    bomb = sink.getvalue().to_pybytes()
+    path.write_bytes(bomb)
+    parsed = []
+    monkeypatch.setattr(browse_store, "_parse", lambda data: parsed.append(1))
+    claim = run.metrics_dir / "browse.json"
+    claim.write_text(json.dumps({**json.loads(claim.read_text()), "bytes": len(bomb)}))
+    assert read_browse_table(run, "raw", SPACE) is None and parsed == [], "its checksum is checked before Arrow reads it"
+
+
+def test_arrow_types_other_than_the_writers_are_refused_even_with_their_checksum(run):
+    import pyarrow as pa
+
+    table = run_image_table(run, "raw")
+    ensure_browse_table(run, "raw", SPACE)
+    claim = run.metrics_dir / "browse.json"
+    for column, arrow_type in (("prob_1", pa.int64()), ("true_name", pa.string()), ("correct", pa.int8())):
+        arrow = pa.Table.from_pandas(table.astype(browse_store.DTYPES), preserve_index=False)
+        fields = [pa.field(c, arrow_type if c == column else arrow.schema.field(c).type) for c in arrow.column_names]
+        values = table.astype(browse_store.DTYPES)
+        if column == "prob_1":
+            values[column] = values[column].fillna(0).astype("int64")
+        elif column == "correct":
+            values[column] = values[column].fillna(False).astype("int8")
+        arrow = pa.Table.from_pandas(values, preserve_index=False).cast(pa.schema(fields, metadata=arrow.schema.metadata))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, arrow.schema) as writer:
+            writer.write_table(arrow)
+        data = sink.getvalue().to_pybytes()
+        (run.metrics_dir / "browse.arrow").write_bytes(data)
+        claim.write_text(json.dumps({**json.loads(claim.read_text()), "bytes": len(data),
+                                     "sha256": browse_store.digest(data)}))
+        assert read_browse_table(run, "raw", SPACE) is None, column
+
+
+def test_rows_read_before_the_run_changed_are_never_stored_as_fresh(run):
+    """Hostile campaign: the dashboard's rows, cached under its key, were built after another process
+    excluded images and stored under the new fingerprint: the excluded images stayed, shown as fresh."""
+    from core.curation import record
+
+    images = list(dict.fromkeys(run_image_table(run, "raw")["image"]))
+    record(run, "relabel", images[:1], CATS[1])
+    before = browse_store.browse_fingerprint(run, "curated", SPACE)
+    old_rows = run_image_table(run, "curated")
+    record(run, "exclude", images[1:4], by="cli")  # another process, after the page read its key
+    keys = ("view", "predictions", "manifest", "curation", "label_issues")
+    got = ensure_browse_table(run, "curated", SPACE, lambda: old_rows, inputs={k: before[k] for k in keys})
+    assert got is old_rows, "the page still gets the rows of its own key"
+    assert read_browse_table(run, "curated", SPACE) is None, "but they are not stored under the run's new fingerprint"
+    fresh = ensure_browse_table(run, "curated", SPACE)
+    assert not set(images[1:4]) & set(fresh["image"]) and read_browse_table(run, "curated", SPACE) is not None
+
+
+def test_a_forced_refresh_builds_the_table_again(run, monkeypatch):
+    from explain import artefact
+
+    artefact.refresh_metrics(run)
+    calls = []
+    real = browse_store._run_table
+    monkeypatch.setattr(browse_store, "_run_table", lambda *a: calls.append(1) or real(*a))
+    artefact.refresh_metrics(run)
+    assert calls == []
+    artefact.refresh_metrics(run, force=True)
+    assert calls == [1]
+
+
+def test_what_a_killed_writer_left_is_swept_and_nothing_else(run):
+    import time
+
+    ensure_browse_table(run, "raw", SPACE)
+    folder = run.metrics_dir
+    old_temp, new_temp = folder / ".browse.arrow.0123456789ab.tmp", folder / ".browse.arrow.ba9876543210.tmp"
+    mine = [folder / ".browse.arrow.0123456789ab.tmp.keep", folder / "browse.arrow.0123456789ab.tmp",
+            folder / ".browse.arrow.0123456789AB.tmp", folder / ".images.parquet.xyz.tmp"]
+    for path in (old_temp, new_temp, *mine):
+        path.write_bytes(b"x")
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    os.utime(new_temp, None)  # a live writer's: just written
+    (folder / "browse.json").unlink()
+    ensure_browse_table(run, "raw", SPACE)
+    assert not old_temp.exists() and new_temp.exists() and all(p.exists() for p in mine)
 
 
 def test_a_run_that_cannot_be_written_still_gets_its_table(run, monkeypatch):
@@ -173,3 +271,48 @@ def test_sort_codes_and_last_rows_are_pandas_own(storage):
     np.testing.assert_array_equal(_sort_codes(series), expected)
     frame = pd.DataFrame({"image": series, "n": np.arange(500)})
     pd.testing.assert_frame_equal(frame.take(_last_of_each(frame["image"])), frame.drop_duplicates("image", keep="last"))
+
+
+def test_the_page_never_stores_rows_read_before_the_run_changed(run):
+    """The review's reproduction through pages.reads: the rows cached under the page's key, a model's part
+    added by another process, the rerun under the old key: shown, never stored as fresh."""
+    from pages import reads
+
+    key = reads.image_table_key(run, "raw")
+    reads._view_rows(*key[:4], "")  # cached by another page
+    run.append_predictions(_predictions([f"{CATS[0]}/0000.jpg"], [CATS[0]], "model_c", seed=7))
+    reads._image_table(*key)
+    browse_store.wait_for_writes(60)
+    assert read_browse_table(run, "raw", SPACE) is None
+    fresh = reads._image_table(*reads.image_table_key(run, "raw"))
+    browse_store.wait_for_writes(60)
+    pd.testing.assert_frame_equal(read_browse_table(run, "raw", SPACE), fresh)
+    assert "model_c" in set(fresh["model"])
+
+
+def test_refresh_compares_the_claim_and_stores_the_curated_table_of_a_log_of_tags(run, monkeypatch):
+    from core.curation import record
+    from explain import artefact
+
+    artefact.refresh_metrics(run)
+    monkeypatch.setattr(browse_store, "read_browse_table", lambda *a, **k: pytest.fail("the file was read"))
+    artefact.refresh_metrics(run)  # fresh: browse.json compared, the 370 MB-at-1M file not read
+    monkeypatch.undo()
+    record(run, "tag", [run_image_table(run, "raw")["image"].iloc[0]], "blurry")
+    artefact.refresh_metrics(run)
+    stored = read_browse_table(run, "curated", SPACE)
+    assert stored is not None and "blurry" in set(stored["tags"].dropna())
+    pd.testing.assert_frame_equal(stored, run_image_table(run, "curated"))
+
+
+def test_the_names_and_relations_rules_are_part_of_the_fingerprint(run, monkeypatch):
+    import core.names
+    from explain import vocabulary
+
+    ensure_browse_table(run, "raw", SPACE)
+    assert read_browse_table(run, "raw", SPACE) is not None
+    monkeypatch.setattr(core.names, "NAMES_VERSION", core.names.NAMES_VERSION + 1)
+    assert read_browse_table(run, "raw", SPACE) is None
+    monkeypatch.undo()
+    monkeypatch.setattr(vocabulary, "RELATIONS", tuple(vocabulary.RELATIONS) + ("renamed",))
+    assert read_browse_table(run, "raw", SPACE) is None

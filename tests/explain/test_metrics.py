@@ -433,9 +433,18 @@ def test_a_run_folder_of_an_unseen_class_reaches_the_tables(tmp_path):
 # --------------------------------------------------------------------------- issue 26 item 3: fast paths
 @pytest.mark.parametrize("sort", [True, False])
 @pytest.mark.parametrize("keys", [np.zeros(0, np.int64), np.array([5, 3, 5, 9, 3, 3], np.int64),
-                                  np.random.default_rng(1).integers(0, 1 << 40, 20_000)])
-def test_unique_equals_numpy(keys, sort):
+                                  np.random.default_rng(1).integers(0, 1 << 40, 20_000),
+                                  # hashed as uint32 (metrics._NARROW_FROM set to 0 below): up to 2^32 - 1,
+                                  # and just over it, where narrowing would wrap around
+                                  np.array([(1 << 32) - 1, 0, 70_000, (1 << 32) - 1, 65_536, 1], np.int64),
+                                  np.array([1 << 32, 0, 1 << 32, 5], np.int64),
+                                  np.array([-1, 3, -1, 3], np.int64),
+                                  np.random.default_rng(2).integers(0, 1 << 32, 20_000, dtype=np.int64)])
+def test_unique_equals_numpy(keys, sort, monkeypatch):
+    from explain import metrics
     from explain.metrics import _unique
+
+    monkeypatch.setattr(metrics, "_NARROW_FROM", 0)  # the narrow path for every size here
 
     uniques, inverse, counts = _unique(keys, inverse=True, counts=True, sort=sort)
     assert uniques.dtype == keys.dtype

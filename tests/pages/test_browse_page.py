@@ -412,7 +412,17 @@ def test_a_new_server_reads_the_stored_table_and_builds_it_only_when_missing(app
     (run.metrics_dir / "browse.json").unlink()
     import streamlit as st
 
+    from explain.browse_store import read_browse_table, wait_for_writes
+    from pages import reads
+
     st.cache_resource.clear()
     at = open_page(AppTest.from_file(APP, default_timeout=TIMEOUT).run())
     assert builds == [1] and len(at.dataframe[0].value) == len(library)
-    assert (run.metrics_dir / "browse.json").is_file(), "stored again for the next server"
+    wait_for_writes(60)  # stored after the page was drawn
+    stored = read_browse_table(run, "raw", run.info.label_space or "imagenet-1k")
+    assert stored is not None, "stored again for the next server"
+    # the page's build from its cached rows is the library's table, the one refresh_metrics stores
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(stored, library)
+    pd.testing.assert_frame_equal(reads._image_table(*reads.image_table_key(run, "raw")), library)

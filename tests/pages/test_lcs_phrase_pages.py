@@ -18,6 +18,8 @@ def test_confusions_and_explain_state_the_common_ancestor(app):
     explain.click().run()
     assert not at.exception
     model, true_wnid, pred_wnid = at.session_state["pair"]
+    confused = [s for s in at.selectbox if s.label == "Confused with"][0]
+    assert "MF (misclassification frequency)" in confused.help, "MF is said where its options first show it"
     from explain.explanations import explain_pair
 
     truth = explain_pair(true_wnid, pred_wnid)
