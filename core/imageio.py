@@ -26,11 +26,12 @@ Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
 MAX_IMAGE_BYTES = 256 * 1024 * 1024
 
 _FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
-               (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"))
+               (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"),
+               (stat.S_ISREG, "regular file"))  # where a folder was expected (a '.FILE.parts' that is a file)
 
 
 def file_kind(mode: int) -> str:
-    """What a non-regular file is, for a reason: 'FIFO', 'character device', ..."""
+    """What a file is, for a reason: 'FIFO', 'character device', ..., 'regular file' where a folder was expected."""
     return next((name for test, name in _FILE_KINDS if test(mode)), "special file")
 
 

@@ -58,6 +58,7 @@ from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighb
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
 from core.tables import RUN_ID_RULE
+from core.userfile import describe_kind
 from core.serving import check_import_source
 from core.wordgraph import noun_of as synset_of  # NLTK's nouns as arrays (core.wordgraph)
 from core.wordnet import is_wnid, wnid_of
@@ -334,7 +335,13 @@ def plan_folders(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE, follow
     # entry point plans first, so this one check covers them all (core/serving.py).
     check_import_source(src, follow_links)
     if not src.is_dir():
-        raise FolderImportError(f"{src} is not a folder. Expected SRC/<wnid or class name>/<images>.")
+        try:  # what it is instead, in words: a FIFO read "is not a folder" like a typo
+            mode = os.stat(src).st_mode
+            what = "a file" if stat.S_ISREG(mode) else describe_kind(mode)
+            kind = f" ({what})"
+        except OSError:
+            kind = " (nothing is there)"
+        raise FolderImportError(f"{src} is not a folder{kind}. Expected SRC/<wnid or class name>/<images>.")
     notes = []
     try:
         children = sorted(p for p in src.iterdir() if _visible(p.name))

@@ -307,6 +307,12 @@ def test_the_batches_folder_beside_out_is_never_a_link(photos, tmp_path, capsys)
         err = _one_line_error(err)
         assert str(_parts_of(out)) in err and "symbolic link" in err, err
         assert not out.exists()
+    # a batches "folder" that is a regular file: named as one (it read "special file")
+    out = tmp_path / "p-file.csv"
+    _parts_of(out).write_text("mine")
+    code, _, err = _cli(capsys, "--images", other, "--out", out)
+    assert code == 2 and "is not a folder (regular file)" in _one_line_error(err), err
+    assert _parts_of(out).read_text() == "mine"
     # a real batches folder whose model folder is a link into the run: the same
     out = tmp_path / "p-model.csv"
     _parts_of(out).mkdir()

@@ -177,8 +177,15 @@ def test_every_unmappable_folder_is_named_and_a_folder_with_an_equals_sign_can_b
 
 
 def test_import_errors_exit_2(tmp_path, capsys):
+    import os
+
     assert main(["import", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
-    assert "is not a folder" in capsys.readouterr().err
+    assert "nope is not a folder (nothing is there)" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "file.txt").write_text("x")
+    for name, kind in (("pipe", "a FIFO (named pipe)"), ("file.txt", "a file")):
+        assert main(["import", str(tmp_path / name), "--out", str(tmp_path / "o")]) == 2
+        assert f"{name} is not a folder ({kind})" in capsys.readouterr().err
 
 
 def test_too_large_and_unreadable_files(tmp_path):
