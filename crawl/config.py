@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from core.errors import OptionError
+from core.imageio import MAX_ASPECT_RATIO
 from core.phash import NEAR_DUPLICATE_DISTANCE
 
 VERSION = "0.1"
@@ -46,6 +47,8 @@ class ValidationConfig:
     formats: tuple[str, ...] = DEFAULT_FORMATS  # Pillow format names
     max_bytes: int = 20 * 1024 * 1024  # per file; a crawl stops reading past this
     phash_threshold: int = DEFAULT_PHASH_THRESHOLD  # <0 turns near-duplicate detection off
+    # Longer side over shorter side: classify refuses images beyond it (core.imageio), so none is accepted.
+    max_aspect_ratio: float = MAX_ASPECT_RATIO
 
     def __post_init__(self):
         unknown = sorted(set(f.upper() for f in self.formats) - set(FORMAT_EXTENSIONS))
@@ -54,6 +57,8 @@ class ValidationConfig:
         object.__setattr__(self, "formats", tuple(f.upper() for f in self.formats))
         if self.min_width < 1 or self.min_height < 1 or self.max_bytes < 1:
             raise OptionError("min_width, min_height and max_bytes must be positive.")
+        if not 1 <= self.max_aspect_ratio <= MAX_ASPECT_RATIO:
+            raise OptionError(f"max_aspect_ratio must be between 1 and {MAX_ASPECT_RATIO} (what classify reads).")
         if self.phash_threshold > MAX_PHASH_THRESHOLD:  # a 64-bit distance is at most 64: every image a duplicate
             raise OptionError(f"phash threshold {self.phash_threshold}: a pHash distance is out of 64 bits; use 0 to "
                               f"{MAX_PHASH_THRESHOLD} (default {DEFAULT_PHASH_THRESHOLD}), or -1 to turn the "

@@ -25,6 +25,7 @@ NOT_IMAGE = "not-image"
 UNDECODABLE = "undecodable"  # truncated or corrupt
 BOMB = "decompression-bomb"
 TOO_SMALL = "too-small"
+ASPECT = "aspect-ratio"  # a strip or banner classify would refuse (core.imageio.MAX_ASPECT_RATIO)
 FORMAT = "format"
 TOO_LARGE = "too-large"
 # Entries of an imported folder that are not read (set by crawl.importer; the rule that decides
@@ -179,6 +180,10 @@ def _validate(data: bytes, config: ValidationConfig) -> ImageFacts:
     width, height = rgb.size
     if width < config.min_width or height < config.min_height:
         raise Rejected(TOO_SMALL, f"{width}x{height} < minimum {config.min_width}x{config.min_height}")
+    long, short = max(width, height), min(width, height)
+    if long > config.max_aspect_ratio * short:
+        raise Rejected(ASPECT, f"{width}x{height} ({long / short:.0f}:1) is beyond the {config.max_aspect_ratio:g}:1 "
+                               "that classify reads")
     return ImageFacts(sha256_hex(data), perceptual_hash(rgb), width, height, fmt, mode, len(data))
 
 

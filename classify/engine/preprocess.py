@@ -50,24 +50,13 @@ from core.errors import OptionError
 from core.imageio import ImageLoadError, detached, load_error, load_rgb, to_rgb
 # The file limits live in core.imageio, without PyTorch: the command line's checks before inference use them.
 from core import imageio
-from core.imageio import MAX_IMAGE_BYTES, file_kind, oversize_reason  # noqa: F401
+from core.imageio import MAX_ASPECT_RATIO, MAX_IMAGE_BYTES, file_kind, oversize_reason  # noqa: F401
 
 from classify.engine.options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from classify.models.registry import Geometry, InputConfig
 
-# Images longer than this many times their width (or wider than this many times their height)
-# are refused: a centre crop would show a twentieth of them or less, and they are strips, banners
-# and bombs rather than photos. Refusing them bounds the resize of the shorter side, which is
-# where the memory went: before, a 20000x1 PNG of 143 bytes took 5.0 GB and 3.4 s to preprocess
-# for a 224 crop (torch resize; Pillow ran out of a 9 GB address space), a 64x400000 PNG 2.6 GB and
-# 2.1 s (one core of this 2-core machine); now both are refused from their header (0.06 and
-# 0.17 ms, no memory beyond the process's own), before any decoding, and no resize output exceeds
-# MAX_ASPECT_RATIO * resize_size**2 pixels (256 x 5120 for a 224 crop: 3.9 MB, 26x the model
-# input; a 12x240 image at the limit takes 2 ms). Computing only the crop of a long image
-# instead (Pillow's resize of a source box) was tried and not kept: the Pillow here (13.0) orders
-# its two passes by image size, so the crop alone differed from the full resize by up to 3/255 on
-# up to 25% of the values, while within this limit the full resize is cheap and exact.
-MAX_ASPECT_RATIO = 20
+# MAX_ASPECT_RATIO: images beyond it are refused (why and the measurements: core.imageio, where crawl's
+# import checks it too, so that an import never accepts what classify will not read).
 
 def read_image_file(path: str | Path) -> bytes:
     """The bytes of an image file: a regular file of at most :data:`core.imageio.MAX_IMAGE_BYTES`, checked on

@@ -29,6 +29,9 @@ def test_rejections_have_reasons():
     assert code_of(T.bomb_png()) == "decompression-bomb"
     assert code_of(T.jpeg(1, size=(20, 20))) == "too-small"
     assert code_of(T.jpeg(1, size=(200, 40))) == "too-small"  # both sides must reach the minimum
+    # what classify would refuse (core.imageio.MAX_ASPECT_RATIO) is never accepted: at the limit it is
+    assert code_of(T.jpeg(1, size=(64 * 20 + 1, 64))) == code_of(T.jpeg(1, size=(64, 64 * 20 + 1))) == "aspect-ratio"
+    assert validate_image(T.jpeg(1, size=(64 * 20, 64))).width == 1280
     assert code_of(T.encode(T.pattern(1), "ICO")) == "format"
     assert code_of(T.png(1), ValidationConfig(formats=("JPEG",))) == "format"
     assert code_of(T.jpeg(1), ValidationConfig(max_bytes=100)) == "too-large"
