@@ -268,7 +268,8 @@ class Run:
     def usable_files(self) -> set[str] | None:
         """Files of the accepted, not excluded images, whose predictions count; None for a run without a
         manifest (predictions imported from elsewhere), where every prediction counts."""
-        return set(self.usable_images()["file"].dropna()) if self.manifest_path.exists() else None
+        # to_numpy first: iterating an Arrow string column in Python took 0.07 s of 100,000 files (a page's first load)
+        return set(self.usable_images()["file"].dropna().to_numpy(dtype=object)) if self.manifest_path.exists() else None
 
     def predicted_images(self, model: str, include_failed: bool = False) -> set[str]:
         return self.prediction_parts.predicted_images(model, include_failed)

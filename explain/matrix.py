@@ -192,7 +192,7 @@ def confusion_matrix(predictions: pd.DataFrame, model: str, classes: Sequence[st
     walk), then :data:`OTHER_RUN` (a ``shown`` view's other classes) and :data:`OTHER`. Counts
     (int64), or with ``normalise`` each row's shares (:func:`row_normalise`)."""
     rows, classes, visible = _assigned(predictions, model, classes, usable, outside, shown)
-    extra = _extra_order(set(rows["column"]) - set(visible), classes)
+    extra = _extra_order(set(rows["column"].to_numpy(dtype=object)) - set(visible), classes)  # not a Python loop over Arrow
     columns = visible + extra
     # Integer codes + one bincount: the same counts as pd.crosstab, with empty rows and columns kept.
     r = pd.Categorical(rows["true_wnid"], categories=visible).codes.astype(np.int64)

@@ -52,7 +52,7 @@ label_space = run.info.label_space
 models = tables.per_model["model"].tolist()
 chosen_models = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, default=models)
 true_wnids = sorted(tables.per_class["true_wnid"].unique())
-names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"])}
+names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"].to_numpy(dtype=object))}
 
 
 def name_of(wnid: str) -> str:
