@@ -105,6 +105,11 @@ def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_tru
         return str(caught.value)
 
     with_index = [message(n) for n in ("convnxt_tiny.fb_in1k", "model_00", "resnet5")]
+    import pickle
+
+    with pytest.raises(UnknownModelError) as caught:
+        resolve("convnxt_tiny.fb_in1k")
+    assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value) == with_index[0]  # crosses to Ray as is
     indexes = list(RunStore().cache_dir.glob("model-names-*.json"))
     assert len(indexes) == 1
     real = zoo._name_index
@@ -114,11 +119,11 @@ def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_tru
     finally:
         zoo._name_index = real
         zoo._all_names.cache_clear()
-    code = ("import sys\nfrom classify.models.zoo import resolve\ntry:\n    resolve('model_00')\n"
-            "except Exception as exc:\n    print(type(exc).__name__)\n"
+    code = ("import sys\nfrom classify.models.zoo import resolve, UnknownModelError\ntry:\n    resolve('model_00')\n"
+            "except UnknownModelError as exc:\n    print(str(exc).startswith(\"Unknown model 'model_00'\"))\n"
             "print('timm' in sys.modules, 'torchvision' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.stdout.split() == ["UnknownModelError", "False", "False"], out.stdout + out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False", "False"], out.stdout + out.stderr[-2000:]
     # An index that says timm has no architectures, without its checksum (hand-edited): listed again.
     stored = json.loads(indexes[0].read_text())
     stored["lists"]["timm_archs"] = []
@@ -304,3 +309,18 @@ def test_an_hf_hub_model_from_the_cache(photo_folder, tmp_path):
     table, report = predict_folder(photo_folder, [entry], None, InferenceOptions(num_workers=0, backend="torch"))
     assert set(table["label_space"]) == {"imagenet-12k"} and (table["status"] == "ok").all()
     assert [r.name for r in search("tiny-resnet")[0]] == ["hf-hub:someone/tiny-resnet"]
+
+
+def test_asking_whether_a_name_is_a_model_does_not_look_for_close_matches(monkeypatch):
+    """The pages' family of an uploaded model ('model_00') is 'other' without difflib over 3,000 names;
+    the message, when read, has them."""
+    from classify.models import zoo
+    from classify.models.lookup import _resolve_outside_registry
+
+    monkeypatch.setattr(zoo, "_unknown_text", lambda name, why: pytest.fail("close matches looked for"))
+    _resolve_outside_registry.cache_clear()
+    with pytest.raises(UnknownModelError):
+        get_model("model_00_unheard_of")
+    monkeypatch.undo()
+    with pytest.raises(UnknownModelError, match="Unknown model 'convnxt_tiny'. Did you mean: .*convnext_tiny"):
+        get_model("convnxt_tiny")
