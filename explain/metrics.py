@@ -881,8 +881,11 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     # population per row: accuracy over the in-space classes beside images and mistakes over all
     # read "18 images, 13 mistakes, accuracy 83.3 %"); the unseen classes are the *_unseen columns.
     seen_triple = ~unseen[group_of_triple]
-    seen_stats = _group_stats(model_of[seen_triple], n_models, count[seen_triple], values.take(seen_triple),
-                              mistake[seen_triple])
+    # A model's sums are its seen classes' sums (a class's triples are all seen or all unseen): one bincount
+    # over the classes, not _group_stats over the triples again (21k space: 206k classes, 630k triples, 0.07 s).
+    seen_group, group_model = ~unseen, group_keys // n_wnids
+    seen_stats = {name: np.bincount(group_model[seen_group], sums[seen_group], n_models)
+                  for name, sums in class_stats.items()}
     has_model = rows.model >= 0
     seen_row = np.zeros(len(rows.ok), dtype=bool)
     seen_row[has_group] = ~unseen[group_of_row[has_group]]
