@@ -116,21 +116,28 @@ def _relations(true, pred, cache_dir=None) -> np.ndarray:
 
 
 def _sort_codes(values) -> np.ndarray:
-    """Codes that order like ``sort_values`` orders the strings (NA last): for a stable lexsort.
-    Arrow strings are encoded and their distinct values ranked by Arrow (UTF-8 byte order is code
-    point order, as Python compares str). Why: pandas sorts the distinct values as Python objects
-    (a true-class column of 1,000,000 rows: 0.12 s against 0.015 s)."""
+    """Codes that order like ``sort_values`` orders the strings (NA last): for a stable lexsort."""
+    return sorted_codes(values)[0]
+
+
+def sorted_codes(values) -> tuple[np.ndarray, pd.Index]:
+    """(codes, distinct values): the values' ranks among the sorted distinct values, NA after them all
+    (code ``len(distinct)``), as ``sort_values`` orders them. Arrow strings are encoded and ranked by
+    Arrow (UTF-8 byte order is code point order, as Python compares str). Why: pandas sorts the
+    distinct values as Python objects (a true-class column of 1,000,000 rows: 0.12 s against 0.015 s)."""
     arrow = getattr(getattr(values, "array", values), "_pa_array", None)
     if arrow is not None and _pa_string(arrow.type):
         import pyarrow.compute as pc
 
         encoded = pc.dictionary_encode(arrow.combine_chunks())
-        rank = np.empty(len(encoded.dictionary), dtype=np.int64)
-        rank[pc.array_sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(encoded.dictionary))
+        order = pc.array_sort_indices(encoded.dictionary).to_numpy()
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
         codes = encoded.indices.fill_null(len(rank)).to_numpy().astype(np.int64)  # NA after every value
-        return np.append(rank, len(rank))[codes]
-    codes, _ = pd.factorize(values, sort=True)
-    return np.where(codes < 0, codes.max(initial=-1) + 1, codes)
+        return np.append(rank, len(rank))[codes], pd.Index(encoded.dictionary.take(order).to_numpy(zero_copy_only=False),
+                                                           dtype=object)
+    codes, uniques = pd.factorize(values, sort=True)
+    return np.where(codes < 0, len(uniques), codes), pd.Index(np.asarray(uniques, dtype=object), dtype=object)
 
 
 def _pa_string(arrow_type) -> bool:
@@ -486,17 +493,19 @@ def annotated_mask(table: pd.DataFrame, *, error_types=None, tags=None, margin_m
     return keep
 
 
-def selection_images(rows: pd.DataFrame, sort: str = "class") -> pd.DataFrame:
+def selection_images(rows: pd.DataFrame, sort: str = "class", image_codes: np.ndarray | None = None) -> pd.DataFrame:
     """The distinct images of ``rows`` (an :func:`image_table`, filtered) as the grid and the Image
     page page through them: ``image`` and ``true_wnid``, ordered by ``sort`` (:data:`SORTS`): true
     class then image; or the matched rows' top-1 probability, highest or lowest first; or the margin,
-    smallest first (ties: true class, image; an image with several matched rows takes its first)."""
+    smallest first (ties: true class, image; an image with several matched rows takes its first).
+    ``image_codes``: :func:`sorted_codes` of ``rows["image"]``, when the caller holds them (the dashboard
+    keeps them per table: ranking 1,000,000 image names took 0.15-0.3 s of Browse's first load)."""
     if sort not in SORTS:
         raise BrowseError(f"Unknown order {sort!r}; allowed: {', '.join(SORTS)}.")
     if rows.empty:
         return pd.DataFrame({"image": pd.Series(dtype="string"), "true_wnid": pd.Series(dtype="string")})
     frame = rows[["image", "true_wnid"]]
-    images = _sort_codes(frame["image"])
+    images = _sort_codes(frame["image"]) if image_codes is None else np.asarray(image_codes)
     if sort == "class":
         order = np.lexsort((images, _sort_codes(frame["true_wnid"])))
     else:

@@ -444,8 +444,12 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _image_codes(*key) -> tuple[np.ndarray, pd.Index]:
-    codes, uniques = pd.factorize(_image_table(*key)["image"])
-    return _read_only(codes), pd.Index(uniques)
+    """The table's images as codes into their sorted names (explain.browse.sorted_codes; NA: the code after
+    them): the cards' rows are found by them, and the grid's order uses them as ranks."""
+    from explain.browse import sorted_codes
+
+    codes, uniques = sorted_codes(_image_table(*key)["image"])
+    return _read_only(codes), uniques
 
 
 @st.cache_resource(max_entries=8, show_spinner="Selecting the images…")
@@ -468,7 +472,8 @@ def _browse_images(key: tuple, filters: tuple, sort: str) -> pd.DataFrame:
 
     table = _image_table(*key)
     ordering = table[[c for c in ("image", "true_wnid", "prob_1", "margin") if c in table.columns]]
-    return selection_images(ordering.take(_browse_positions(key, filters)), sort)
+    positions = _browse_positions(key, filters)
+    return selection_images(ordering.take(positions), sort, image_codes=_image_codes(*key)[0][positions])
 
 
 class BrowseRows:

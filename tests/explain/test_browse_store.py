@@ -269,6 +269,11 @@ def test_sort_codes_and_last_rows_are_pandas_own(storage):
     expected, _ = pd.factorize(series, sort=True)
     expected = np.where(expected < 0, expected.max() + 1, expected)
     np.testing.assert_array_equal(_sort_codes(series), expected)
+    from explain.browse import sorted_codes
+
+    codes, uniques = sorted_codes(series)
+    assert list(uniques) == sorted(set(series.dropna())) and (codes[series.isna().to_numpy()] == len(uniques)).all()
+    assert [uniques[c] for c in codes[series.notna().to_numpy()]] == list(series.dropna())
     frame = pd.DataFrame({"image": series, "n": np.arange(500)})
     pd.testing.assert_frame_equal(frame.take(_last_of_each(frame["image"])), frame.drop_duplicates("image", keep="last"))
 
