@@ -482,9 +482,12 @@ def _read_out_marker(parts: PredictionParts) -> dict | None:
     """The parts folder's marker (what a WildLens --out run wrote there), or None (none, or not readable)."""
     import json
 
+    from core.tables import read_stored_bytes
+
+    raw = read_stored_bytes(parts.folder / OUT_MARKER_NAME, 1 << 20)  # a FIFO put there hung classify (campaign)
     try:
-        data = json.loads((parts.folder / OUT_MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("images"), str) else None
 

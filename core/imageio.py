@@ -40,6 +40,12 @@ MAX_IMAGE_BYTES = 256 * 1024 * 1024
 MAX_ASPECT_RATIO = 20
 
 
+def ratio_text(long: int, short: int) -> str:
+    """long/short to three decimals, trailing zeros dropped: '20.005' for 4001x200 (rounded to a whole
+    number it read "(20:1) is beyond the 20:1 limit"), '20000' for a 20000x1 strip."""
+    return f"{long / short:.3f}".rstrip("0").rstrip(".")
+
+
 _FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
                (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"),
                (stat.S_ISREG, "regular file"))  # where a folder was expected (a '.FILE.parts' that is a file)

@@ -7,6 +7,7 @@ locks belong to the open file and vanish with the process.
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -75,7 +76,18 @@ def exclusive_lock(folder: Path, busy_message: str | None = None, name: str = LO
     except ImportError:  # Windows: no advisory lock; one writer is then the user's job
         yield
         return
-    with open(folder / name, "a+") as handle:
+    path = folder / name
+    try:  # never waits on a FIFO put there, never follows a link: one line instead (hostile campaign)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        raise StoreError(f"cannot open the lock file {path} ({exc.strerror or exc}); if it is a link or a special "
+                         "file, remove it and re-run.") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StoreError(f"{path} is not a regular file, so it cannot be the lock WildLens keeps there; remove it "
+                         "and re-run.")
+    with os.fdopen(fd, "r+") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -57,7 +57,7 @@ class ValidationConfig:
         object.__setattr__(self, "formats", tuple(f.upper() for f in self.formats))
         if self.min_width < 1 or self.min_height < 1 or self.max_bytes < 1:
             raise OptionError("min_width, min_height and max_bytes must be positive.")
-        if not 1 <= self.max_aspect_ratio <= MAX_ASPECT_RATIO:
+        if isinstance(self.max_aspect_ratio, bool) or not 1 <= self.max_aspect_ratio <= MAX_ASPECT_RATIO:
             raise OptionError(f"max_aspect_ratio must be between 1 and {MAX_ASPECT_RATIO} (what classify reads).")
         if self.phash_threshold > MAX_PHASH_THRESHOLD:  # a 64-bit distance is at most 64: every image a duplicate
             raise OptionError(f"phash threshold {self.phash_threshold}: a pHash distance is out of 64 bits; use 0 to "

@@ -325,6 +325,29 @@ def _root_oddities(src: Path) -> list[str]:
     return odd
 
 
+def _what_is(path: Path) -> str:
+    """What is at ``path``, in words, for a SRC that is not a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "nothing is there"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link that leads back to itself"
+        return f"it cannot be inspected: {exc.strerror or exc}"
+    return "a file" if stat.S_ISREG(mode) else describe_kind(mode).replace(" (named pipe)", ", a named pipe")
+
+
+def _resolved_source(src: Path | str, label_space: str, follow_links: bool) -> Path:
+    """SRC's real path; SRC that is no folder is plan_folders' one line about the path as given. Why:
+    resolving a link that leads back to itself raised RuntimeError (a traceback), and a broken link was
+    named by its missing target (code review)."""
+    given = Path(src).expanduser()
+    if not given.is_dir():
+        plan_folders(given, label_space, follow_links)  # raises FolderImportError, or the serving root's refusal
+    return given.resolve()
+
+
 def plan_folders(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE, follow_links: bool = False) -> ImportPlan:
     """Read ``src`` (SRC/<class>/<images>) without importing anything: every class folder with
     its file count and what its name stands for (see :class:`FolderPlan`). Folder names are data:
@@ -335,13 +358,8 @@ def plan_folders(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE, follow
     # entry point plans first, so this one check covers them all (core/serving.py).
     check_import_source(src, follow_links)
     if not src.is_dir():
-        try:  # what it is instead, in words: a FIFO read "is not a folder" like a typo
-            mode = os.stat(src).st_mode
-            what = "a file" if stat.S_ISREG(mode) else describe_kind(mode)
-            kind = f" ({what})"
-        except OSError:
-            kind = " (nothing is there)"
-        raise FolderImportError(f"{src} is not a folder{kind}. Expected SRC/<wnid or class name>/<images>.")
+        kind = f" ({_what_is(src)})"  # what it is instead: a FIFO read "is not a folder" like a typo
+        raise FolderImportError(f"{printable(src)} is not a folder{kind}. Expected SRC/<wnid or class name>/<images>.")
     notes = []
     try:
         children = sorted(p for p in src.iterdir() if _visible(p.name))
@@ -442,7 +460,7 @@ def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
     regular files only; ``follow_links`` follows symbolic links that leave SRC. ``mapping``
     ({folder: wnid, or None to skip}) decides the folders whose name is ambiguous or unknown; the
     others are resolved by name. For a new run use :func:`import_new_run` (no empty run is left)."""
-    src = Path(src).expanduser().resolve()
+    src = _resolved_source(src, label_space or DEFAULT_LABEL_SPACE, follow_links)
     label_space = label_space or (run_or_dir.info.label_space if isinstance(run_or_dir, Run) else DEFAULT_LABEL_SPACE)
     dest = as_destination(run_or_dir)
     _check_apart(src, dest)
@@ -530,7 +548,7 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     (label-space order), the label space and title; no query, sense, k or engine. The summary's
     ``run_id`` names the new run, ``folders_skipped`` the folders left out and why."""
     store = store or RunStore()
-    src = Path(src).expanduser().resolve()
+    src = _resolved_source(src, label_space, follow_links)
     plan = plan_folders(src, label_space, follow_links)
     chosen, skipped = _choose(plan, mapping)
     if not chosen:

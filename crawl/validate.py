@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from .config import FORMAT_EXTENSIONS, ValidationConfig
-from core.imageio import ImageLoadError, load_error, open_rgb
+from core.imageio import ImageLoadError, load_error, open_rgb, ratio_text
 
 # Reason codes (the part before ':' in a manifest 'reason').
 EMPTY = "empty"
@@ -182,7 +182,7 @@ def _validate(data: bytes, config: ValidationConfig) -> ImageFacts:
         raise Rejected(TOO_SMALL, f"{width}x{height} < minimum {config.min_width}x{config.min_height}")
     long, short = max(width, height), min(width, height)
     if long > config.max_aspect_ratio * short:
-        raise Rejected(ASPECT, f"{width}x{height} ({long / short:.0f}:1) is beyond the {config.max_aspect_ratio:g}:1 "
+        raise Rejected(ASPECT, f"{width}x{height} ({ratio_text(long, short)}:1) is over the {config.max_aspect_ratio:g}:1 "
                                "that classify reads")
     return ImageFacts(sha256_hex(data), perceptual_hash(rgb), width, height, fmt, mode, len(data))
 

@@ -75,15 +75,32 @@ def default_cache_dir() -> Path:
 
 
 def _version(package: str) -> str:
-    """A library's version as its ``__version__`` says, read from its installed metadata without importing
-    it. Why: a cached export needs neither timm nor onnx, and importing them to key it cost 2.1 s of
-    each model load (timm 1.56 s, with torchvision and torch._dynamo; onnx 0.57 s), in every Ray actor."""
+    """A library's ``__version__`` without importing it: the module's own when it is loaded already;
+    for timm the ``__version__`` line of its ``version.py`` (what ``timm.__version__`` is, also in an
+    editable install whose metadata is stale); for onnx its installed metadata (which is what
+    ``onnx.__version__`` reads). Why: a cached export needs neither library, and importing them to key
+    it cost 2.1 s of each model load (timm 1.56 s, with torchvision and torch._dynamo; onnx 0.57 s),
+    in every Ray actor."""
+    import sys
     from importlib import metadata
 
+    if package in sys.modules:
+        return str(sys.modules[package].__version__)
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.origin and package == "timm":
+        try:
+            text = (Path(spec.origin).parent / "version.py").read_text(encoding="utf-8")
+            found = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", text, re.M)
+            if found:
+                return found.group(1)
+        except OSError:
+            pass
     try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:  # not installed as a distribution (a source checkout): ask the module
-        return str(importlib.import_module(package).__version__)
+        if package != "timm":
+            return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        pass
+    return str(importlib.import_module(package).__version__)  # anything else: ask the module itself
 
 
 @dataclass(frozen=True)
@@ -205,7 +222,11 @@ def write_verified(model_path: Path, meta_path: Path, data: bytes, meta: dict) -
     :func:`read_verified` asks for), each atomically: killed in between, the graph has no checksum
     and is never used."""
     _atomic_write(model_path, data)
-    _atomic_write(meta_path, json.dumps({**meta, "onnx_sha256": hashlib.sha256(data).hexdigest()}, indent=1).encode())
+    _atomic_write(meta_path, json.dumps({**meta, "onnx_sha256": hashlib.sha256(data).hexdigest(), "onnx_bytes": len(data)},
+                                        indent=1).encode())
+
+
+MAX_EXPORT_BYTES = 4 << 30  # above any classifier's graph here (ViT-L/14's image tower is ~1.2 GB)
 
 
 def read_verified(model_path: Path, meta_path: Path) -> bytes:
@@ -218,10 +239,15 @@ def read_verified(model_path: Path, meta_path: Path) -> bytes:
     expected = meta.get("onnx_sha256") if meta else None
     if not isinstance(expected, str):
         raise OnnxBackendError("cached export has no checksum to verify it by")
-    try:
-        data = model_path.read_bytes()
-    except OSError as exc:
-        raise OnnxBackendError(f"cached export unreadable ({_first_line(exc)})") from None
+    from core.tables import read_stored_buffer, read_stored_bytes
+
+    # Its recorded size (exports cached before it: at most MAX_EXPORT_BYTES): a 3 GB sparse file or a link to
+    # one put in its place took 33 s and 3.8 GB to refuse by its hash (hostile campaign). A link is no export.
+    size = meta.get("onnx_bytes")
+    data = (read_stored_buffer(model_path, size) if type(size) is int and 0 < size <= MAX_EXPORT_BYTES
+            else read_stored_bytes(model_path, MAX_EXPORT_BYTES))
+    if data is None:
+        raise OnnxBackendError("cached export unreadable (missing, not a regular file, or not the size recorded)")
     if hashlib.sha256(data).hexdigest() != expected:
         raise OnnxBackendError("cached export damaged (its sha256 is not the one recorded when it was checked)")
     return data
@@ -350,7 +376,11 @@ def _session(key: ExportKey, cache: OnnxCache, threads: int, allow_export: bool,
         reason = str(exc) if isinstance(exc, OnnxBackendError) else _first_line(exc)
         # Only what these versions will do again is remembered (an operator the exporter lacks, a
         # difference): a full disk or a lack of memory is this run's, and the next one tries again.
-        if not isinstance(exc, (OSError, MemoryError)):
+        # An ImportError is this machine's too: an onnx that is installed but cannot be imported (a
+        # protobuf mismatch) would be remembered as failing long after it is mended (code review).
+        if isinstance(exc, ImportError):
+            reason = f"onnx cannot be imported ({_first_line(exc)}); pip install -r requirements.txt"
+        if not isinstance(exc, (OSError, MemoryError, ImportError)):
             try:
                 cache.record_failure(key, reason)
             except OSError:

@@ -50,7 +50,7 @@ from core.errors import OptionError
 from core.imageio import ImageLoadError, detached, load_error, load_rgb, to_rgb
 # The file limits live in core.imageio, without PyTorch: the command line's checks before inference use them.
 from core import imageio
-from core.imageio import MAX_ASPECT_RATIO, MAX_IMAGE_BYTES, file_kind, oversize_reason  # noqa: F401
+from core.imageio import MAX_ASPECT_RATIO, MAX_IMAGE_BYTES, file_kind, oversize_reason, ratio_text  # noqa: F401
 
 from classify.engine.options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from classify.models.registry import Geometry, InputConfig
@@ -108,7 +108,7 @@ def check_aspect(width: int, height: int) -> None:
     """Refuse an image beyond :data:`MAX_ASPECT_RATIO` (ImageLoadError: the pipeline's failed row)."""
     long, short = max(width, height), min(width, height)
     if short < 1 or long > MAX_ASPECT_RATIO * short:
-        ratio = f"{long / short:.0f}:1" if short >= 1 else "no area"
+        ratio = f"{ratio_text(long, short)}:1" if short >= 1 else "no area"
         raise ImageLoadError(f"aspect ratio of {width}x{height} ({ratio}) is beyond the {MAX_ASPECT_RATIO}:1 limit: "
                              "not classified")
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -204,20 +205,22 @@ def _name_index(cache_dir: Path) -> dict | None:
     from core.tables import read_stored_bytes, write_json_atomic
 
     try:
-        versions = {"timm": metadata.version("timm"), "torchvision": metadata.version("torchvision")}
-    except metadata.PackageNotFoundError:
+        versions = {"timm": metadata.version("timm"), "torchvision": metadata.version("torchvision"),
+                    **{f"{p}_files": _package_files(p) for p in ("timm", "torchvision")}}
+    except (metadata.PackageNotFoundError, OSError, ValueError):
         return None
     digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir / f"model-names-{NAME_INDEX_VERSION}-{digest}.json"
-    raw = read_stored_bytes(path, 16 << 20)
+    raw = read_stored_bytes(path, 4 << 20)
     try:
         stored = json.loads(raw) if raw is not None else None
-        lists = stored["lists"]
-        if (stored["versions"] == versions and set(lists) == set(_INDEX_LISTS)
-                and all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in lists.values())
-                and stored["sha256"] == hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()):
+        lists = stored["lists"] if isinstance(stored, dict) else None
+        if (isinstance(lists, dict) and stored.get("versions") == versions and set(lists) == set(_INDEX_LISTS)
+                and all(isinstance(v, list) and len(v) <= _MAX_NAMES and all(isinstance(n, str) and _NAME_RE.match(n)
+                                                                            for n in v) for v in lists.values())
+                and stored.get("sha256") == hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()):
             return _index_of(lists)
-    except (ValueError, RecursionError, KeyError, TypeError):
+    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         pass  # missing, damaged or hand-edited: listed again
     import timm
     import torchvision.models as tvm
@@ -233,7 +236,26 @@ def _name_index(cache_dir: Path) -> dict | None:
     return _index_of(lists)
 
 
+def _package_files(package: str) -> str:
+    """Where ``package`` is and a cheap fingerprint of its model files (count, newest mtime, sizes), found
+    without importing it (~1 ms): a timm upgraded or edited in place under the same version string, or
+    another venv sharing this cache, keys another index (code review)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin:
+        raise ValueError(f"{package} is not installed")
+    models = Path(spec.origin).parent / "models"
+    stats = [entry.stat() for entry in os.scandir(models) if entry.name.endswith(".py")]
+    return f"{spec.origin}|{len(stats)}|{max((st.st_mtime_ns for st in stats), default=0)}|" \
+           f"{sum(st.st_size for st in stats)}"
+
+
 _INDEX_LISTS = ("timm_archs", "timm_models", "timm_pretrained", "torchvision")
+# What a listed name may be (timm's and torchvision's are letters, digits, '_', '.', '-'), and how many: a
+# hand-made list of control characters or 600,000 near-names is listed again, never printed or searched.
+_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}\Z")
+_MAX_NAMES = 50_000
 
 
 def _index_of(lists: dict) -> dict:
@@ -242,18 +264,24 @@ def _index_of(lists: dict) -> dict:
             "tv": frozenset(lists["torchvision"])}
 
 
-def _listed(kind: str, name: str) -> bool:
-    """Whether ``name`` may be one of ``kind``'s models (True when there is no index to ask)."""
+def _nowhere(name: str) -> bool:
+    """Whether the index says that neither timm nor torchvision has ``name``'s architecture: the one answer
+    taken from it. Any other name is resolved by the libraries themselves, in their order, so an index
+    that is wrong can make a name unknown but never another library's model (code review). False
+    without an index, or when either library is imported already (it answers itself then, a model a
+    plugin registered in this process included)."""
+    import sys
+
     from core.runstore import RunStore
 
+    if "timm" in sys.modules or "torchvision" in sys.modules:
+        return False
     index = _name_index(RunStore().cache_dir)
-    return index is None or name in index[{"timm_archs": "archs", "torchvision": "tv"}[kind]]
+    arch = name.partition(".")[0]  # timm's split_model_name_tag, and torchvision's ARCH.WEIGHTS
+    return index is not None and arch not in index["archs"] and arch not in index["tv"]
 
 
 def _timm_named(name: str) -> Named | None:
-    arch, _, _ = name.partition(".")  # timm's split_model_name_tag: the architecture before the first '.'
-    if not arch or not _listed("timm_archs", arch):
-        return None
     import timm
     from timm.models import get_pretrained_cfg, split_model_name_tag
 
@@ -274,8 +302,6 @@ def _timm_named(name: str) -> Named | None:
 
 
 def _torchvision_weights(arch: str):
-    if not _listed("torchvision", arch):
-        return None
     import torchvision.models as tvm
     from torchvision.models import get_model_weights
 
@@ -344,6 +370,8 @@ def _name_of(name: str) -> Named:
     if spec is not None:
         return _torchvision_named(spec, strict=True)
     if "/" not in text and ":" not in text:
+        if _nowhere(text):  # neither library has it: said without importing them (2-6 s)
+            raise _unknown(text)
         named = _timm_named(text)
         if named is not None:
             return named

@@ -183,9 +183,16 @@ def test_import_errors_exit_2(tmp_path, capsys):
     assert "nope is not a folder (nothing is there)" in capsys.readouterr().err
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "file.txt").write_text("x")
-    for name, kind in (("pipe", "a FIFO (named pipe)"), ("file.txt", "a file")):
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for name, kind in (("pipe", "a FIFO, a named pipe"), ("file.txt", "a file"), ("dangling", "a broken symbolic link"),
+                       ("loop", "a symbolic link that leads back to itself")):
         assert main(["import", str(tmp_path / name), "--out", str(tmp_path / "o")]) == 2
         assert f"{name} is not a folder ({kind})" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "two\nlines")  # a name's newline cut the message to a bare path (hostile campaign)
+    assert main(["import", str(tmp_path / "two\nlines"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "two\\nlines is not a folder (a FIFO, a named pipe)" in err and err.count("\n") == 1, err
 
 
 def test_too_large_and_unreadable_files(tmp_path):

@@ -7,6 +7,7 @@ from PIL import Image
 
 from tests.crawl import fake_engine as T
 from crawl.config import DEFAULT_PHASH_THRESHOLD, ValidationConfig
+from core.errors import OptionError
 from core.imageio import load_rgb
 from crawl.validate import Rejected, reason_code, sniff, validate_image
 
@@ -32,6 +33,11 @@ def test_rejections_have_reasons():
     # what classify would refuse (core.imageio.MAX_ASPECT_RATIO) is never accepted: at the limit it is
     assert code_of(T.jpeg(1, size=(64 * 20 + 1, 64))) == code_of(T.jpeg(1, size=(64, 64 * 20 + 1))) == "aspect-ratio"
     assert validate_image(T.jpeg(1, size=(64 * 20, 64))).width == 1280
+    with pytest.raises(Rejected, match=r"aspect-ratio: 1281x64 \(20.016:1\) is over the 20:1 that classify reads"):
+        validate_image(T.jpeg(1, size=(1281, 64)))
+    for bad in (21, 0.5, float("nan"), True):
+        with pytest.raises(OptionError, match="max_aspect_ratio"):
+            ValidationConfig(max_aspect_ratio=bad)
     assert code_of(T.encode(T.pattern(1), "ICO")) == "format"
     assert code_of(T.png(1), ValidationConfig(formats=("JPEG",))) == "format"
     assert code_of(T.jpeg(1), ValidationConfig(max_bytes=100)) == "too-large"

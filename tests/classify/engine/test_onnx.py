@@ -101,7 +101,7 @@ def test_the_cache_key_covers_weights_size_and_versions(lite0_key):
     assert "/" not in odd.stem and not odd.stem.startswith(".")
 
 
-def test_a_cached_export_loads_without_importing_timm_or_onnx(shared_cache, lite0_key):
+def test_a_cached_export_loads_without_importing_timm_or_onnx(shared_cache, lite0_key, monkeypatch):
     """The key's versions are the libraries' own (caches made before keep their names), read without
     importing them: a model whose export is cached loads in a fresh process (a Ray actor) with neither
     timm nor onnx imported (2.1 s of each load before)."""
@@ -114,6 +114,11 @@ def test_a_cached_export_loads_without_importing_timm_or_onnx(shared_cache, lite
     from tests.conftest import ROOT
 
     assert (lite0_key.timm, lite0_key.onnx) == (timm.__version__, onnx.__version__)
+    # read without importing: timm's version.py, onnx's metadata (what onnx.__version__ itself reads)
+    for name in ("timm", "onnx"):
+        monkeypatch.delitem(sys.modules, name)
+        assert backend._version(name) == {"timm": timm.__version__, "onnx": onnx.__version__}[name]
+        assert name not in sys.modules
     code = f"""
 import sys
 from classify.engine.pipeline import _Settings, _load_pass
@@ -184,6 +189,19 @@ def test_a_failed_export_is_recorded_and_not_retried(photo_folder, tmp_path, mon
     assert calls == [224], "the second run must read the failure record, not export again"
     assert "RuntimeError: Unsupported: ONNX export of operator foo" in report.backends[DEFAULT_MODEL]
     assert list((tmp_path / "c").glob("*.onnx")) == [] and len(list((tmp_path / "c").glob("*.failed.json"))) == 1
+
+
+def test_an_onnx_that_cannot_be_imported_is_not_remembered_as_a_failed_export(lite0_key, tmp_path, monkeypatch):
+    """Found but not importable (a protobuf mismatch): said, and tried again once it is mended (code review:
+    the failure was recorded under a key that does not change when onnx is repaired)."""
+    def broken(model, size):
+        raise ImportError("cannot import name 'x' from 'google.protobuf'")
+
+    monkeypatch.setattr(backend, "export_onnx_bytes", broken)
+    cache = OnnxCache(tmp_path / "c")
+    with pytest.raises(OnnxBackendError, match="onnx cannot be imported .*pip install -r requirements.txt"):
+        onnx_classifier(lite0_key, cache, threads=1, load_model=load_efficientnet_lite0_package, allow_export=True)
+    assert cache.failure(lite0_key) is None and not list((tmp_path / "c").glob("*.failed.json"))
 
 
 def test_an_export_that_disagrees_with_pytorch_is_refused(lite0_key, tmp_path, monkeypatch):
@@ -316,3 +334,22 @@ def test_a_cache_json_that_is_a_fifo_is_no_cache_entry_and_never_blocks(tmp_path
     reader.start()
     reader.join(timeout=30)
     assert got == [None], "reading a FIFO as a cache .json blocked"
+
+
+def test_a_huge_file_in_place_of_a_cached_export_is_refused_at_once(lite0_key, shared_cache, tmp_path):
+    """Hostile campaign: a 3 GB sparse file at the export took 33 s and 3.8 GB to refuse by its hash; the size
+    recorded beside it refuses it before a byte is read."""
+    import shutil
+    import time
+
+    cache = OnnxCache(tmp_path / "c")
+    model_path, meta_path, _ = cache.paths(lite0_key)
+    model_path.parent.mkdir(parents=True)
+    shutil.copy(shared_cache.paths(lite0_key)[1], meta_path)
+    assert json.loads(meta_path.read_text())["onnx_bytes"] > 0
+    with open(model_path, "wb") as handle:
+        handle.truncate(3 << 30)
+    start = time.perf_counter()
+    with pytest.raises(OnnxBackendError, match="not the size recorded"):
+        backend.read_verified(model_path, meta_path)
+    assert time.perf_counter() - start < 1

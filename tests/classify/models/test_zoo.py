@@ -124,13 +124,70 @@ def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_tru
             "print('timm' in sys.modules, 'torchvision' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["True", "False", "False"], out.stdout + out.stderr[-2000:]
+    # Another timm under the same version string (upgraded or edited in place, another venv sharing
+    # this cache): its model files differ, so another index is keyed and listed.
+    real_files = zoo._package_files
+    zoo._name_index.cache_clear()
+    zoo._package_files = lambda package: real_files(package) + ("|edited" if package == "timm" else "")
+    try:
+        assert zoo._name_index(RunStore().cache_dir) is not None
+        assert len(list(RunStore().cache_dir.glob("model-names-*.json"))) == 2
+    finally:
+        zoo._package_files = real_files
+        zoo._name_index.cache_clear()
     # An index that says timm has no architectures, without its checksum (hand-edited): listed again.
     stored = json.loads(indexes[0].read_text())
     stored["lists"]["timm_archs"] = []
     indexes[0].write_text(json.dumps(stored))
     zoo._name_index.cache_clear()
-    assert resolve("convnext_tiny.fb_in1k").source == "timm"
+    assert "convnext_tiny" in zoo._name_index(RunStore().cache_dir)["archs"]
     assert json.loads(indexes[0].read_text())["lists"]["timm_archs"], "written again"
+    assert resolve("convnext_tiny.fb_in1k").source == "timm"
+    # With timm imported, timm answers itself (a model a plugin registered in this process is found)
+    import timm  # noqa: F401
+
+    assert not zoo._nowhere("no_such_arch_registered_anywhere")
+
+
+def test_a_hostile_name_index_can_make_a_name_unknown_but_never_another_librarys_model(tmp_path):
+    """Hostile campaign: an index with its checksum recomputed by hand made convnext_tiny torchvision's
+    model (timm's before); lists of the wrong type crashed every name outside the registry; control
+    characters reached the terminal. Now only "neither library has it" comes from the index."""
+    import hashlib
+    import subprocess
+    import sys
+
+    from classify.models import zoo
+    from core.runstore import RunStore
+    from tests.conftest import ROOT
+
+    zoo._name_index.cache_clear()
+    zoo._name_index(RunStore().cache_dir)
+    (path,) = RunStore().cache_dir.glob("model-names-*.json")
+    stored = json.loads(path.read_text())
+
+    def write(lists):
+        text = json.dumps(lists, sort_keys=True)
+        path.write_text(json.dumps({**stored, "lists": lists, "sha256": hashlib.sha256(text.encode()).hexdigest()}))
+
+    code = ("import sys\nfrom classify.models.zoo import name_of\nfor n in sys.argv[1:]:\n    try:\n"
+            "        print(n, name_of(n).library)\n    except Exception as exc:\n"
+            "        print(n, type(exc).__name__, repr(str(exc)[:80]))")
+
+    def ask(*names):
+        out = subprocess.run([sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.splitlines()
+
+    lists = {k: list(v) for k, v in stored["lists"].items()}
+    write({**lists, "timm_archs": [a for a in lists["timm_archs"] if a != "convnext_tiny"]})
+    assert ask("convnext_tiny") == ["convnext_tiny timm"], "timm's, as without an index"
+    write(["timm_archs", "timm_models", "timm_pretrained", "torchvision"])  # a list where a mapping belongs
+    assert ask("convnext_tiny", "model_00")[0] == "convnext_tiny timm"
+    write({**lists, "timm_models": lists["timm_models"] + ["convnxt_tiny\x1b[7m"]})
+    answer = ask("convnxt_tiny")[0]
+    assert "\x1b" not in answer and "Unknown model 'convnxt_tiny'" in answer
+    assert "\x1b" not in path.read_text(), "listed again"
 
 
 # --------------------------------------------------------------------------- label spaces
@@ -317,10 +374,10 @@ def test_asking_whether_a_name_is_a_model_does_not_look_for_close_matches(monkey
     from classify.models import zoo
     from classify.models.lookup import _resolve_outside_registry
 
-    monkeypatch.setattr(zoo, "_unknown_text", lambda name, why: pytest.fail("close matches looked for"))
-    _resolve_outside_registry.cache_clear()
-    with pytest.raises(UnknownModelError):
-        get_model("model_00_unheard_of")
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:  # (monkeypatch.undo would drop the test's WILDLENS_HOME too)
+        patch.setattr(zoo, "_unknown_text", lambda name, why: pytest.fail("close matches looked for"))
+        _resolve_outside_registry.cache_clear()
+        with pytest.raises(UnknownModelError):
+            get_model("model_00_unheard_of")
     with pytest.raises(UnknownModelError, match="Unknown model 'convnxt_tiny'. Did you mean: .*convnext_tiny"):
         get_model("convnxt_tiny")
