@@ -155,29 +155,38 @@ def write_explained(run: Run, view: str, rows: pd.DataFrame, fingerprint: dict) 
     """Store a view's explanations claiming ``fingerprint`` (:func:`inputs_fingerprint`, taken
     before the inputs were read), the table first and its fingerprint last, holding the run in
     place (a deleted run is not made again). Raises StoreError when it cannot be written."""
+    # The hash of the bytes this call writes, never of the file read back: another writer's table
+    # landing in between would be claimed with this call's (fresher) fingerprint (code review).
+    data = table_to_parquet_bytes(rows, EXPLAINED_SCHEMA, table="explained predictions")
+    return write_claimed(run, view, EXPLAINED_FILE, data, EXPLAINED_FINGERPRINT,
+                         {**fingerprint, "sha256": hashlib.sha256(data).hexdigest(), "rows": len(rows)},
+                         "the explanations")
+
+
+def write_claimed(run: Run, view: str, name: str, data, claim_name: str, claim: dict, what: str) -> Path:
+    """The one way a view's derived file is stored beside its claim (what it was made from, its hash):
+    in the view's real folder (never through a link), holding the run in place (a deleted run is not
+    made again), sweeping what a writer killed mid-write left, the claim removed first and written
+    last. Raises StoreError naming ``what`` when it cannot be written."""
     from .locking import RunGone, run_presence_lock
 
     folder = view_folder(run, view)
     for place in (run.metrics_dir, folder):
-        if not real_folder(place):  # a link would have the table written wherever it leads (hostile campaign)
-            raise StoreError(f"cannot write the explanations of run {run.run_id}: {place} is a link or a file, not a "
+        if not real_folder(place):  # a link would have the file written wherever it leads (hostile campaign)
+            raise StoreError(f"cannot store {what} of run {run.run_id}: {place} is a link or a file, not a "
                              "folder; move it away.")
     try:
         with run_presence_lock(run.path, f"Run {run.run_id} was deleted meanwhile; nothing was written."):
             run.metrics_dir.mkdir(exist_ok=True)
             folder.mkdir(exist_ok=True)
-            sweep_stale_temps(folder, (EXPLAINED_FILE, EXPLAINED_FINGERPRINT))  # a writer killed mid-write left them
-            (folder / EXPLAINED_FINGERPRINT).unlink(missing_ok=True)
-            path = folder / EXPLAINED_FILE
-            # The hash of the bytes this call writes, never of the file read back: another writer's table
-            # landing in between would be claimed with this call's (fresher) fingerprint (code review).
-            data = table_to_parquet_bytes(rows, EXPLAINED_SCHEMA, table="explained predictions")
+            sweep_stale_temps(folder, (name, claim_name))
+            (folder / claim_name).unlink(missing_ok=True)
+            path = folder / name
             write_bytes_atomic(path, data)
-            write_json_atomic(folder / EXPLAINED_FINGERPRINT, {**fingerprint, "sha256": hashlib.sha256(data).hexdigest(),
-                                                               "rows": len(rows)})
+            write_json_atomic(folder / claim_name, claim)
     except RunGone as exc:
         raise StoreError(str(exc)) from None
     except OSError as exc:
-        raise StoreError(f"cannot write the explanations of run {run.run_id} to {folder}: {exc.strerror or exc}; "
+        raise StoreError(f"cannot store {what} of run {run.run_id} in {folder}: {exc.strerror or exc}; "
                          "check the folder's permissions and free space.") from None
     return path

@@ -166,19 +166,36 @@ def atomic_path(target: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
-def read_stored_bytes(path: Path, max_bytes: int = 1 << 30) -> bytes | None:
-    """The bytes of a file WildLens itself stored (a fingerprint, a derived table), or None when it
-    is missing, a link, not a regular file, or larger than ``max_bytes``: derived data read through
-    here is recomputed, never waited on. Why: ``read_text()`` of a FIFO put at a fingerprint hung
-    every reader (the dashboard 200 s and more), a link to /dev/zero ran out of memory, and a link
-    out of the run was read as the run's own (hostile campaign)."""
+def _open_stored(path: Path) -> tuple[int, os.stat_result] | None:
+    """(descriptor, stat) of a regular file at ``path`` opened without following a link or waiting on a
+    FIFO, else None (the descriptor closed). The caller closes the one it gets."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    return fd, info
+
+
+def read_stored_bytes(path: Path, max_bytes: int = 1 << 30) -> bytes | None:
+    """The bytes of a file WildLens itself stored (a fingerprint, a derived table), or None when it
+    is missing, a link, not a regular file, or larger than ``max_bytes``: derived data read through
+    here is recomputed, never waited on. Why: ``read_text()`` of a FIFO put at a fingerprint hung
+    every reader (the dashboard 200 s and more), a link to /dev/zero ran out of memory, and a link
+    out of the run was read as the run's own (hostile campaign)."""
+    opened = _open_stored(path)
+    if opened is None:
+        return None
+    fd, info = opened
+    try:
+        if info.st_size > max_bytes:
             return None
         chunks, size = [], 0
         while size <= max_bytes:
@@ -202,13 +219,12 @@ def read_stored_buffer(path: Path, size: int) -> bytearray | None:
     predictions); the exact size refuses at once a sparse 8 GiB file put in its place, which took
     42 s and 8.5 GiB of memory to refuse by its checksum (hostile campaign). A file that grows or
     shrinks while it is read is None (recomputed), never a torn table."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+    opened = _open_stored(path)
+    if opened is None:
         return None
+    fd, info = opened
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+        if info.st_size != size:
             return None
         buffer = bytearray(info.st_size)
         view, done = memoryview(buffer), 0

@@ -57,8 +57,13 @@ def _predictions(files, true, model, seed):
 def run():
     """A run of 24 images (files need not exist: metrics read only the manifest and predictions)
     with predictions of two models, stored as part files."""
-    run = RunStore().create_run(RunInfo(run_id="artefact", wnids=CATS))
-    true = np.repeat(CATS, 6)
+    return make_run("artefact", 6)
+
+
+def make_run(run_id: str, per_class: int):
+    """A run of ``per_class`` images of each of CATS with two models' predictions, as part files."""
+    run = RunStore().create_run(RunInfo(run_id=run_id, wnids=CATS))
+    true = np.repeat(CATS, per_class)
     files = [f"{w}/{i:04d}.jpg" for i, w in enumerate(true)]
     run.write_manifest(pd.DataFrame({"wnid": true, "file": files, "status": "accepted", "excluded": False}))
     for m, model in enumerate(["model_a", "model_b"]):

@@ -11,27 +11,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.runstore import RunStore, StoreError
+from core.runstore import StoreError
 from core.tables import read_stored_buffer
 from explain import browse_store
 from explain.browse import run_image_table, selection_images
 from explain.browse_store import ensure_browse_table, read_browse_table, write_browse_table
 
-from tests.explain.test_artefact import CATS, _predictions
-from core.runstore import RunInfo
+from tests.explain.test_artefact import CATS, _predictions, make_run
 
 SPACE = "imagenet-1k"
 
 
 @pytest.fixture
 def run():
-    run = RunStore().create_run(RunInfo(run_id="browse-store", wnids=CATS))
-    true = np.repeat(CATS, 5)
-    files = [f"{w}/{i:04d}.jpg" for i, w in enumerate(true)]
-    run.write_manifest(pd.DataFrame({"wnid": true, "file": files, "status": "accepted", "excluded": False}))
-    for m, model in enumerate(["model_a", "model_b"]):
-        run.append_predictions(_predictions(files, true, model, seed=m))
-    return run
+    return make_run("browse-store", 5)
 
 
 def _counting_build(run, calls: list):
@@ -217,7 +210,9 @@ def test_a_run_that_cannot_be_written_still_gets_its_table(run, monkeypatch):
     def refuse(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(browse_store, "write_bytes_atomic", refuse)
+    import core.explained
+
+    monkeypatch.setattr(core.explained, "write_bytes_atomic", refuse)
     table = ensure_browse_table(run, "raw", SPACE)
     pd.testing.assert_frame_equal(table, run_image_table(run, "raw"))
     assert not (run.metrics_dir / "browse.json").exists()
