@@ -6,6 +6,7 @@ locks belong to the open file and vanish with the process.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from contextlib import contextmanager
@@ -77,17 +78,23 @@ def exclusive_lock(folder: Path, busy_message: str | None = None, name: str = LO
         yield
         return
     path = folder / name
+    not_a_lock = (f"{path} is not a regular file, so it cannot be the lock WildLens keeps there; remove it "
+                  "and re-run.")
     try:  # never waits on a FIFO put there, never follows a link: one line instead (hostile campaign)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
                      | getattr(os, "O_CLOEXEC", 0), 0o666)
     except OSError as exc:
-        raise StoreError(f"cannot open the lock file {path} ({exc.strerror or exc}); if it is a link or a special "
-                         "file, remove it and re-run.") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, a socket or FIFO, a folder
+            raise StoreError(not_a_lock) from None
+        raise  # e.g. permission denied: the caller's own message says what to do (a folder you can write to)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreError(not_a_lock)
+        handle = os.fdopen(fd, "r+")
+    except BaseException:
         os.close(fd)
-        raise StoreError(f"{path} is not a regular file, so it cannot be the lock WildLens keeps there; remove it "
-                         "and re-run.")
-    with os.fdopen(fd, "r+") as handle:
+        raise
+    with handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

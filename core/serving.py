@@ -113,7 +113,7 @@ def check_import_source(src: Path | str, follow_links: bool = False) -> None:
     root = check_import_allowed()
     if root is None:
         return
-    real = Path(src).expanduser().resolve()
+    real = Path(os.path.realpath(Path(src).expanduser()))  # (Path.resolve raises on a link that leads back to itself)
     if real != root and root not in real.parents:
         raise ServingError(f"{src} is outside the import folder {root} ({IMPORT_ROOT_ENV}): put the images under it.")
     if follow_links:

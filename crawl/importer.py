@@ -57,7 +57,7 @@ from core.folderscan import Skip, TreeScan, bad_name_reason, printable_name
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighbour_classes, resolve_noun_synsets
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
-from core.tables import RUN_ID_RULE
+from core.tables import RUN_ID_RULE, StoreError
 from core.userfile import describe_kind
 from core.serving import check_import_source
 from core.wordgraph import noun_of as synset_of  # NLTK's nouns as arrays (core.wordgraph)
@@ -343,8 +343,9 @@ def _resolved_source(src: Path | str, label_space: str, follow_links: bool) -> P
     resolving a link that leads back to itself raised RuntimeError (a traceback), and a broken link was
     named by its missing target (code review)."""
     given = Path(src).expanduser()
-    if not given.is_dir():
-        plan_folders(given, label_space, follow_links)  # raises FolderImportError, or the serving root's refusal
+    check_import_source(given, follow_links)  # the serving root first: nothing about a path outside it is said
+    if not os.path.isdir(given):  # (never raises: an unreadable parent is "not a folder" too)
+        plan_folders(given, label_space, follow_links)  # raises FolderImportError with what it is
     return given.resolve()
 
 
@@ -624,7 +625,7 @@ def _sweep_stale_staging(store: RunStore) -> None:
             if path.is_dir() and not path.is_symlink() and now - path.stat().st_mtime > _STALE_STAGING_S:
                 with exclusive_lock(path, name=LOCK_NAME):
                     shutil.rmtree(path, ignore_errors=True)
-        except (FolderBusy, OSError):
+        except (FolderBusy, StoreError, OSError):  # (a linked lock file in it: left for its owner to look at)
             continue
 
 

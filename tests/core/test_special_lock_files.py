@@ -35,3 +35,17 @@ def test_a_regular_lock_file_still_locks(tmp_path):
         with pytest.raises(FolderBusy, match="busy"):
             with exclusive_lock(tmp_path, "busy", name="x.lock"):
                 pass
+
+
+def test_a_lock_file_without_permission_is_the_callers_message(tmp_path, monkeypatch):
+    """Code review: every error opening the lock read "remove it and re-run"; a read-only lock file (maybe
+    another user's) keeps its PermissionError, which the callers word ("choose a destination you can write to")."""
+    import core.locking
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(core.locking.os, "open", denied)
+    with pytest.raises(PermissionError):
+        with exclusive_lock(tmp_path, name="x.lock"):
+            pass

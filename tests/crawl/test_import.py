@@ -189,6 +189,21 @@ def test_import_errors_exit_2(tmp_path, capsys):
                        ("loop", "a symbolic link that leads back to itself")):
         assert main(["import", str(tmp_path / name), "--out", str(tmp_path / "o")]) == 2
         assert f"{name} is not a folder ({kind})" in capsys.readouterr().err
+    # a stale staging folder whose lock file is a link does not stop every later import (code review)
+    from core.runstore import RunStore
+    from crawl.importer import import_new_run
+
+    staging = RunStore().runs_dir / ".import-old"
+    staging.mkdir(parents=True)
+    (staging / ".wildlens-collect.lock").symlink_to(tmp_path / "nowhere")
+    os.utime(staging, (0, 0))
+    src = tmp_path / "src" / "n02123045"
+    src.mkdir(parents=True)
+    from tests.crawl import fake_engine as T
+
+    (src / "a.jpg").write_bytes(T.jpeg(1))
+    assert import_new_run(tmp_path / "src", run_id="after-staging").run_id == "after-staging"
+    assert not (tmp_path / "nowhere").exists()
     os.mkfifo(tmp_path / "two\nlines")  # a name's newline cut the message to a bare path (hostile campaign)
     assert main(["import", str(tmp_path / "two\nlines"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
@@ -843,3 +858,19 @@ def test_fetch_timeouts_must_be_finite_and_positive(tmp_path, capsys, option, va
                  option, value]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: timeouts must be positive numbers") and "\n" not in err, err
+
+
+def test_the_import_folder_is_checked_before_anything_about_the_path_is_said(tmp_path, monkeypatch):
+    """Code review: the new SRC checks ran before the import-root check, so a path outside the root got
+    'not a folder (...)' (or a traceback for an unreadable parent) instead of the root's refusal."""
+    from core.serving import ServingError
+    from crawl.importer import import_new_run
+
+    root = tmp_path / "root"
+    root.mkdir()
+    monkeypatch.setenv("WILDLENS_IMPORT_ROOT", str(root))
+    for outside in (tmp_path / "missing", tmp_path / "loop"):
+        if outside.name == "loop":
+            outside.symlink_to(outside)
+        with pytest.raises(ServingError, match="is outside the import folder"):
+            import_new_run(outside)
