@@ -127,12 +127,8 @@ def read_explained(run: Run, view: str, versions: dict | None = None, *,
     without (crawl's export says which command adds them). ``columns``: only these (of
     EXPLAINED_SCHEMA) are decoded; the file's checksum is still checked whole."""
     folder = view_folder(run, view)
-    raw = read_stored_bytes(folder / EXPLAINED_FINGERPRINT, 1 << 20)  # a FIFO, a link: stale, never waited on
-    try:
-        stored = json.loads(raw.decode("utf-8")) if raw is not None else None
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(stored, dict):
+    stored = read_claim(run, view, EXPLAINED_FINGERPRINT)
+    if stored is None:
         return None
     if versions is None:  # a reader that is not explain: the stored versions, made by this code's rules
         versions = stored.get("versions")
@@ -161,6 +157,17 @@ def write_explained(run: Run, view: str, rows: pd.DataFrame, fingerprint: dict) 
     return write_claimed(run, view, EXPLAINED_FILE, data, EXPLAINED_FINGERPRINT,
                          {**fingerprint, "sha256": hashlib.sha256(data).hexdigest(), "rows": len(rows)},
                          "the explanations")
+
+
+def read_claim(run: Run, view: str, claim_name: str) -> dict | None:
+    """A view's stored claim (:func:`write_claimed`'s JSON), or None when it is missing, not a regular
+    file (a FIFO or a link: stale, never waited on), over 1 MB, or not a JSON object."""
+    raw = read_stored_bytes(view_folder(run, view) / claim_name, 1 << 20)
+    try:
+        stored = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return stored if isinstance(stored, dict) else None
 
 
 def write_claimed(run: Run, view: str, name: str, data, claim_name: str, claim: dict, what: str) -> Path:

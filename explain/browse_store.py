@@ -34,16 +34,15 @@ first and written last, holding the run in place (:func:`core.locking.run_presen
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import pandas as pd
 
-from core.explained import inputs_fingerprint, view_folder, write_claimed
+from core.explained import inputs_fingerprint, read_claim, view_folder, write_claimed
 from core.runstore import Run, StoreError
-from core.tables import read_stored_buffer, read_stored_bytes
+from core.tables import read_stored_buffer
 from .browse import ANNOTATION_DOCS, COLUMNS
 
 BROWSE_FILE, BROWSE_FINGERPRINT = "browse.arrow", "browse.json"
@@ -69,12 +68,7 @@ def browse_fingerprint(run: Run, view: str, label_space: str) -> dict:
 
 
 def _claim(run: Run, view: str) -> dict | None:
-    raw = read_stored_bytes(view_folder(run, view) / BROWSE_FINGERPRINT, 1 << 20)
-    try:
-        stored = json.loads(raw.decode("utf-8")) if raw is not None else None
-    except (ValueError, RecursionError):
-        return None
-    return stored if isinstance(stored, dict) else None
+    return read_claim(run, view, BROWSE_FINGERPRINT)
 
 
 def _matches(stored: dict | None, expected: dict) -> bool:
@@ -181,14 +175,14 @@ def ensure_browse_table(run: Run, view: str, label_space: str, build: Callable[[
     run has changed since, the table is built and neither read nor stored. Why: rows cached before
     another process excluded images were stored under the new fingerprint and shown as fresh
     (hostile campaign)."""
+    build = build or (lambda: _run_table(run, view))
     fingerprint = browse_fingerprint(run, view, label_space)  # before reading: a change meanwhile leaves it stale
-    current = inputs is None or all(fingerprint.get(k) == v for k, v in inputs.items())
-    if not current:
-        return build() if build is not None else _run_table(run, view)
+    if inputs is not None and not _matches(fingerprint, inputs):
+        return build()
     stored = None if force else read_browse_table(run, view, label_space, fingerprint)
     if stored is not None:
         return stored
-    table = build() if build is not None else _run_table(run, view)
+    table = build()
 
     def store() -> None:
         try:

@@ -211,6 +211,9 @@ def _name_index(cache_dir: Path) -> dict | None:
         return None
     digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir / f"model-names-{NAME_INDEX_VERSION}-{digest}.json"
+    def digest_of(lists: dict) -> str:
+        return hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()
+
     raw = read_stored_bytes(path, 4 << 20)
     try:
         stored = json.loads(raw) if raw is not None else None
@@ -218,7 +221,7 @@ def _name_index(cache_dir: Path) -> dict | None:
         if (isinstance(lists, dict) and stored.get("versions") == versions and set(lists) == set(_INDEX_LISTS)
                 and all(isinstance(v, list) and len(v) <= _MAX_NAMES and all(isinstance(n, str) and _NAME_RE.match(n)
                                                                             for n in v) for v in lists.values())
-                and stored.get("sha256") == hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()):
+                and stored.get("sha256") == digest_of(lists)):
             return _index_of(lists)
     except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         pass  # missing, damaged or hand-edited: listed again
@@ -230,7 +233,7 @@ def _name_index(cache_dir: Path) -> dict | None:
              "timm_pretrained": list(timm.list_pretrained()), "torchvision": list(tvm.list_models(module=tvm))}
     try:
         write_json_atomic(path, {"versions": versions, "lists": lists,
-                                 "sha256": hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()})
+                                 "sha256": digest_of(lists)})
     except OSError:  # a read-only cache: listed again next process
         pass
     return _index_of(lists)
