@@ -1,5 +1,6 @@
 """pages.tables's table helpers: readable labels with the raw name in the help, one number format
 (percent with one decimal, like the charts), missing values as an en dash; plurals; the run label."""
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -81,6 +82,26 @@ def test_run_label_keeps_title_and_short_id():
     details = run_details(info)
     assert "domestic cats and their wild relatives" in details and "`20261129-161500-cats-3f2a`" in details
     assert "1 class" in details and "2 models" in details
+
+
+@pytest.mark.parametrize("digits", [1, 2, 3])
+def test_fixed_texts_are_pythons_format_to_the_character(digits):
+    """The Arrow-built texts equal f"{v + 0.0:.{digits}f}" on random values, values on and near a
+    rounding half (0.125 at two digits is a binary tie that Python rounds to even), negatives, -0.0,
+    infinities, NaN (null) and values too large for int64."""
+    from pages.tables import fixed_texts
+
+    rng = np.random.default_rng(digits)
+    edges = [0.125, 0.375, 0.625, 2.5, 0.05, 0.15, 0.25, 0.35, 99.95, 0.0005, 0.0015, 1.005, 2.675, -0.04, -0.0,
+             0.0, -1.25, float("inf"), float("-inf"), float("nan"), 1e20, -3e18, 1e-12, 0.9999999999,
+             # products that float64 rounds onto a half the exact value is below (rint alone is wrong here)
+             473.15, 511.85, 758.535, 296.135, 928.5255, 289.6485]
+    values = np.concatenate([edges, rng.random(20_000), rng.random(20_000) * 100, -rng.random(2_000),
+                             np.round(rng.random(20_000), digits + 1), rng.integers(0, 10_000, 20_000) / 8,
+                             np.nextafter(np.round(rng.random(5_000), digits + 1), 2.0),
+                             np.nextafter(np.round(rng.random(5_000), digits + 1), -2.0)])
+    expected = [None if v != v else f"{v + 0.0:.{digits}f}" for v in values.tolist()]
+    assert fixed_texts(values, digits).to_pylist() == expected
 
 
 def test_bound_texts_are_the_per_cell_rule_on_arrays():
