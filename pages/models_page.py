@@ -46,13 +46,15 @@ REPORT_DOCS = {"model": "The model's registry id.", "predicted": "Predictions st
 @st.cache_data(ttl=30, show_spinner="Looking for weights on this machine…")
 def registry_table() -> pd.DataFrame:
     """One row per registered model with its weights status (no network access: local caches only)."""
-    from classify.models.registry import input_config, list_models
+    from classify.models.registry import list_models, listed_input_configs
     from classify.models.weights import weights_status
 
     rows = []
-    for entry in list_models():
+    entries = list_models()
+    inputs = listed_input_configs(entries)
+    for entry in entries:
         status = weights_status(entry)
-        cfg = input_config(entry)
+        cfg = inputs[entry.id]
         rows.append({"usable": status.available, "id": entry.id, "model": entry.name, "family": entry.family,
                      "label space": entry.label_space, "params (M)": round(entry.num_params / 1e6, 1),
                      "input": f"{cfg.size}px, crop {cfg.crop_pct:g}, {cfg.interpolation}",

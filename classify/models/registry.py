@@ -322,3 +322,43 @@ def input_config(entry: ModelEntry) -> InputConfig:
     if entry.input_override is not None:
         return entry.input_override
     return get_source(entry.source).input_config(entry)
+
+
+LISTED_INPUTS_VERSION = 1
+
+
+def listed_input_configs(entries: Sequence[ModelEntry]) -> dict[str, InputConfig]:
+    """:func:`input_config` of each entry, for tables that list many models (the Models page): kept in the
+    run store's cache per installed timm, torchvision and open_clip and per the entries' definitions
+    (:func:`classify.models.library_index.cached_listing`), so that listing the registry imports none of
+    them (2.5-3 s of the Models page's first load). For display only: inference asks :func:`input_config`."""
+    import hashlib
+    import json
+    import sys
+
+    if "timm" in sys.modules:  # the libraries are loaded: asking them costs ~1 ms a model
+        return {e.id: input_config(e) for e in entries}
+    from classify.models.library_index import OPEN_CLIP, TIMM_AND_TORCHVISION, cached_listing
+    from core.runstore import RunStore
+
+    fields = ("size", "crop_pct", "interpolation", "mean", "std", "crop_mode")
+    key = hashlib.sha256(repr([(e.id, e.source, e.arch, e.weights, e.input_override) for e in entries]).encode())
+
+    def build() -> dict:
+        return {"inputs": {e.id: [getattr(input_config(e), f) for f in fields] for e in entries}}
+
+    def valid(lists: dict) -> bool:
+        inputs = lists.get("inputs")
+        return (set(lists) == {"inputs"} and isinstance(inputs, dict) and set(inputs) == {e.id for e in entries}
+                and all(isinstance(v, list) and len(v) == 6 and type(v[0]) is int and type(v[1]) in (int, float)
+                        and isinstance(v[2], str) and len(v[2]) <= 40 and v[2].isidentifier()
+                        and all(isinstance(m, list) and len(m) == 3 and all(type(x) in (int, float) for x in m)
+                                for m in (v[3], v[4]))
+                        and isinstance(v[5], str) and v[5].isidentifier() for v in inputs.values()))
+
+    lists = cached_listing(RunStore().cache_dir, f"model-inputs-{LISTED_INPUTS_VERSION}-{key.hexdigest()[:16]}",
+                           lambda: json.loads(json.dumps(build())), valid, packages={**TIMM_AND_TORCHVISION, **OPEN_CLIP})
+    if lists is None:
+        return {e.id: input_config(e) for e in entries}
+    return {name: InputConfig(v[0], float(v[1]), v[2], tuple(map(float, v[3])), tuple(map(float, v[4])), v[5])
+            for name, v in lists["inputs"].items()}

@@ -72,10 +72,17 @@ def hf_hub_cache() -> Path:
 
 
 def torch_hub_checkpoints() -> Path:
-    """Where torch.hub (torchvision, timm's URL downloads) keeps weight files."""
-    import torch.hub
+    """Where torch.hub (torchvision, timm's URL downloads) keeps weight files: ``torch.hub.get_dir()``
+    once torch is imported (it honours ``set_dir``); before, its rule ($TORCH_HOME, else
+    $XDG_CACHE_HOME/torch, else ~/.cache/torch; then /hub) without importing torch (1.3-1.8 s)."""
+    import sys
 
-    return Path(torch.hub.get_dir()) / "checkpoints"
+    if "torch" in sys.modules:
+        import torch.hub
+
+        return Path(torch.hub.get_dir()) / "checkpoints"
+    home = os.getenv("TORCH_HOME", os.path.join(os.getenv("XDG_CACHE_HOME", "~/.cache"), "torch"))
+    return Path(os.path.expanduser(home)) / "hub" / "checkpoints"
 
 
 def _hf_candidates(filename: str | None) -> list[str]:
@@ -163,6 +170,18 @@ def weights_status(entry: ModelEntry, checkpoint: str | Path | None = None) -> W
         return WeightsStatus(entry.id, ok, "checkpoint" if ok else "missing", str(path) if ok else None,
                              (f"checkpoint {path}",), fetch_command(entry))
     return get_source(entry).locate(entry)
+
+
+def confirm_listed(listed: set[str], path, located, name: str, stem: str) -> None:
+    """Before a file found through a listing is read (the library is imported by then, so ``located()``
+    asks it): the library must name the same file, else a one-line WeightsError. A wrong listing can
+    misreport a status, never load another model's weights."""
+    if str(path) not in listed:
+        return
+    truth = located().path
+    if truth != str(path):
+        raise WeightsError(f"{name}: the cache's listing named {path} for its weights, the library names "
+                           f"{truth or 'another file'}; delete the cache's {stem}-*.json files and run again.")
 
 
 # --------------------------------------------------------------------------- reading files

@@ -48,6 +48,7 @@ from classify.models.registry import (_ALIASES, _REGISTRY, CLASS_ORDERS, FAMILIE
 from classify.models.sources.hf_hub_source import hub_config, hub_fetch_command, parse_hub_config
 from classify.models.weights import build_untrained
 from classify.models.registry import get_source
+from classify.models.library_index import cached_listing
 from classify.models.weights import WeightsError, WeightsUnavailableError, checkpoint_shapes, find_in_hf_cache, hf_hub_cache
 
 # Head size -> label space (core.labels names). 21842 is FocalNet's Microsoft remapping of 22k.
@@ -193,65 +194,29 @@ NAME_INDEX_VERSION = 1
 @functools.lru_cache(maxsize=4)
 def _name_index(cache_dir: Path) -> dict | None:
     """timm's architectures and pretrained names and torchvision's classifiers, listed once per
-    installed timm and torchvision and kept in the cache (``model-names-*.json``), or None when their
-    versions cannot be read. Why: telling that a name is no library's model imported timm and
-    torchvision (with torch._dynamo), 2-6 s of a new server's first Results page on a run of
-    uploaded predictions whose models are named 'model_00'. Only its answers "not there" and the
-    close matches are taken from it; a name it lists is still resolved by the library."""
-    import hashlib
-    import json
-    from importlib import metadata
+    installed timm and torchvision and kept in the cache (``model-names-*.json``,
+    :func:`classify.models.library_index.cached_listing`), or None when their versions cannot be read.
+    Why: telling that a name is no library's model imported timm and torchvision (with torch._dynamo),
+    2-6 s of a new server's first Results page on a run of uploaded predictions whose models are named
+    'model_00'. Only its answers "not there" and the close matches are taken from it; a name it lists is
+    still resolved by the library."""
+    lists = cached_listing(cache_dir, f"model-names-{NAME_INDEX_VERSION}", _list_names, _valid_names)
+    return None if lists is None else _index_of(lists)
 
-    from core.tables import read_stored_bytes, write_json_atomic
 
-    try:
-        versions = {"timm": metadata.version("timm"), "torchvision": metadata.version("torchvision"),
-                    **{f"{p}_files": _package_files(p) for p in ("timm", "torchvision")}}
-    except (metadata.PackageNotFoundError, OSError, ValueError):
-        return None
-    digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir / f"model-names-{NAME_INDEX_VERSION}-{digest}.json"
-    def digest_of(lists: dict) -> str:
-        return hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()
-
-    raw = read_stored_bytes(path, 4 << 20)
-    try:
-        stored = json.loads(raw) if raw is not None else None
-        lists = stored["lists"] if isinstance(stored, dict) else None
-        if (isinstance(lists, dict) and stored.get("versions") == versions and set(lists) == set(_INDEX_LISTS)
-                and all(isinstance(v, list) and len(v) <= _MAX_NAMES and all(isinstance(n, str) and _NAME_RE.match(n)
-                                                                            for n in v) for v in lists.values())
-                and stored.get("sha256") == digest_of(lists)):
-            return _index_of(lists)
-    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
-        pass  # missing, damaged or hand-edited: listed again
+def _list_names() -> dict:
     import timm
     import torchvision.models as tvm
     from timm.models import _registry
 
-    lists = {"timm_archs": sorted(_registry._model_entrypoints), "timm_models": list(timm.list_models()),
-             "timm_pretrained": list(timm.list_pretrained()), "torchvision": list(tvm.list_models(module=tvm))}
-    try:
-        write_json_atomic(path, {"versions": versions, "lists": lists,
-                                 "sha256": digest_of(lists)})
-    except OSError:  # a read-only cache: listed again next process
-        pass
-    return _index_of(lists)
+    return {"timm_archs": sorted(_registry._model_entrypoints), "timm_models": list(timm.list_models()),
+            "timm_pretrained": list(timm.list_pretrained()), "torchvision": list(tvm.list_models(module=tvm))}
 
 
-def _package_files(package: str) -> str:
-    """Where ``package`` is and a cheap fingerprint of its model files (count, newest mtime, sizes), found
-    without importing it (~1 ms): a timm upgraded or edited in place under the same version string, or
-    another venv sharing this cache, keys another index (code review)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.origin:
-        raise ValueError(f"{package} is not installed")
-    models = Path(spec.origin).parent / "models"
-    stats = [entry.stat() for entry in os.scandir(models) if entry.name.endswith(".py")]
-    return f"{spec.origin}|{len(stats)}|{max((st.st_mtime_ns for st in stats), default=0)}|" \
-           f"{sum(st.st_size for st in stats)}"
+def _valid_names(lists: dict) -> bool:
+    return set(lists) == set(_INDEX_LISTS) and all(
+        isinstance(v, list) and len(v) <= _MAX_NAMES and all(isinstance(n, str) and _NAME_RE.match(n) for n in v)
+        for v in lists.values())
 
 
 _INDEX_LISTS = ("timm_archs", "timm_models", "timm_pretrained", "torchvision")

@@ -126,14 +126,17 @@ def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_tru
     assert out.stdout.split() == ["True", "False", "False"], out.stdout + out.stderr[-2000:]
     # Another timm under the same version string (upgraded or edited in place, another venv sharing
     # this cache): its model files differ, so another index is keyed and listed.
-    real_files = zoo._package_files
+    from classify.models import library_index
+
+    real_files = library_index.package_files
     zoo._name_index.cache_clear()
-    zoo._package_files = lambda package: real_files(package) + ("|edited" if package == "timm" else "")
+    library_index.package_files = lambda package, folder="models": real_files(package, folder) + (
+        "|edited" if package == "timm" else "")
     try:
         assert zoo._name_index(RunStore().cache_dir) is not None
         assert len(list(RunStore().cache_dir.glob("model-names-*.json"))) == 2
     finally:
-        zoo._package_files = real_files
+        library_index.package_files = real_files
         zoo._name_index.cache_clear()
     # An index that says timm has no architectures, without its checksum (hand-edited): listed again.
     stored = json.loads(indexes[0].read_text())

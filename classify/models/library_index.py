@@ -1,0 +1,159 @@
+"""What timm and torchvision hold, listed once per installed version and kept in the run store's cache, so a
+new process can answer without importing them (timm imports torchvision, whose ops import torch._dynamo:
+2.5-4 s of CPU on this 2-core machine).
+
+Two listings, each a JSON file keyed on both libraries' versions and a fingerprint of their model files
+(:func:`library_versions`), with a SHA-256 of its content: :mod:`classify.models.zoo`'s names index
+(``model-names-*.json``: is a name any library's model, and its close matches) and
+:func:`timm_weight_places` (``timm-weights-*.json``: where each timm pretrained name's weights live,
+which the Models page's weight status needs for every registry model). A listing that is missing,
+damaged, hand-edited, of the wrong types or too large is listed again by the libraries. The callers take
+from a listing only what cannot load the wrong file: a name it lacks is asked of the library, and timm
+itself checks the weights' place before a model is built (:mod:`classify.models.sources.timm_source`).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+
+def package_files(package: str, folder: str = "models") -> str:
+    """Where ``package`` is and a cheap fingerprint of its model files (count, newest mtime, sizes of the
+    .py files in its ``folder``), found without importing it (~1 ms): a timm upgraded or edited in place
+    under the same version string, or another venv sharing this cache, keys another listing (code review)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin:
+        raise ValueError(f"{package} is not installed")
+    models = Path(spec.origin).parent / folder
+    stats = [entry.stat() for entry in os.scandir(models) if entry.name.endswith(".py")]
+    return f"{spec.origin}|{len(stats)}|{max((st.st_mtime_ns for st in stats), default=0)}|" \
+           f"{sum(st.st_size for st in stats)}"
+
+
+TIMM_AND_TORCHVISION = {"timm": "models", "torchvision": "models"}  # package -> folder of its model files
+OPEN_CLIP = {"open_clip": ".", "timm": "models"}  # open_clip's pretrained configs are in its package folder
+
+
+def library_versions(packages: dict[str, str] = TIMM_AND_TORCHVISION) -> dict | None:
+    """The ``packages``' versions and :func:`package_files`, or None when they cannot be read."""
+    from importlib import metadata
+
+    try:
+        return {**{p: metadata.version("open_clip_torch" if p == "open_clip" else p) for p in packages},
+                **{f"{p}_files": package_files(p, folder) for p, folder in packages.items()}}
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        return None
+
+
+def _digest_of(lists: dict) -> str:
+    return hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()
+
+
+def cached_listing(cache_dir: Path, stem: str, build: Callable[[], dict], valid: Callable[[dict], bool],
+                   packages: dict[str, str] = TIMM_AND_TORCHVISION, max_bytes: int = 4 << 20) -> dict | None:
+    """``build()`` (a dict of JSON values, made by importing the libraries), kept in
+    ``cache_dir/<stem>-<key>.json`` for the installed ``packages`` (:func:`library_versions`) and read back
+    while its versions, its SHA-256 and ``valid`` hold; None when the versions cannot be read. A cache that
+    cannot be written is listed again by the next process."""
+    from core.tables import read_stored_bytes, write_json_atomic
+
+    versions = library_versions(packages)
+    if versions is None:
+        return None
+    key = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir / f"{stem}-{key}.json"
+    raw = read_stored_bytes(path, max_bytes)
+    try:
+        stored = json.loads(raw) if raw is not None else None
+        lists = stored["lists"] if isinstance(stored, dict) else None
+        if (isinstance(lists, dict) and stored.get("versions") == versions and valid(lists)
+                and stored.get("sha256") == _digest_of(lists)):
+            return lists
+    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        pass  # missing, damaged or hand-edited: listed again
+    lists = build()
+    try:
+        write_json_atomic(path, {"versions": versions, "lists": lists, "sha256": _digest_of(lists)})
+    except OSError:  # a read-only cache: listed again next process
+        pass
+    return lists
+
+
+# --------------------------------------------------------------------------- where weights are
+WEIGHT_PLACES_VERSION = 1
+# What a name or a place may hold: a model name, a Hub repository id, a file name or a URL as timm and
+# open_clip write them; printable ASCII without spaces or quotes, so a hand-made listing puts no control
+# character on a screen.
+_PLACE_RE = re.compile(r"[A-Za-z0-9_.\-/:%+~=?&#@]{0,500}\Z")
+_MAX_PLACES = 50_000
+
+
+def _valid_places(width: int) -> Callable[[dict], bool]:
+    def valid(lists: dict) -> bool:
+        places = lists.get("places")
+        return (set(lists) == {"places"} and isinstance(places, dict) and len(places) <= _MAX_PLACES
+                and all(isinstance(name, str) and _PLACE_RE.match(name) and isinstance(where, list)
+                        and len(where) == width and all(isinstance(p, str) and _PLACE_RE.match(p) for p in where)
+                        for name, where in places.items()))
+    return valid
+
+
+def _timm_places() -> dict:
+    import timm
+    from timm.models import get_pretrained_cfg
+
+    places = {}
+    for name in timm.list_pretrained():
+        cfg = get_pretrained_cfg(name)
+        if cfg is not None:
+            url = cfg.url[0] if isinstance(cfg.url, (tuple, list)) else cfg.url
+            places[name] = [cfg.hf_hub_id or "", cfg.hf_hub_filename or "", url or ""]
+    return {"places": places}
+
+
+@functools.lru_cache(maxsize=4)
+def timm_weight_places(cache_dir: Path) -> dict[str, tuple[str, str, str]] | None:
+    """timm pretrained name ('arch.tag') -> (Hub repository id, Hub file name, URL), '' where timm names
+    none: the fields of timm's pretrained config that say where its weights are. None when the versions
+    cannot be read. 1,826 names, ~290 KB; ~3 ms to read against 2.5-4 s to import timm."""
+    lists = cached_listing(cache_dir, f"timm-weights-{WEIGHT_PLACES_VERSION}", _timm_places, _valid_places(3))
+    return None if lists is None else {name: tuple(where) for name, where in lists["places"].items()}
+
+
+def _clip_places() -> dict:
+    import open_clip
+
+    return {"places": {f"{model}.{tag}": [str((open_clip.get_pretrained_cfg(model, tag) or {}).get("hf_hub", ""))]
+                       for model, tag in open_clip.list_pretrained()}}
+
+
+@functools.lru_cache(maxsize=4)
+def clip_weight_places(cache_dir: Path) -> dict[str, str] | None:
+    """open_clip 'MODEL.TAG' -> its pretrained config's ``hf_hub`` ('' where it names none), listed once per
+    installed open_clip (which imports timm: the Models page's status of the registry's CLIP models)."""
+    lists = cached_listing(cache_dir, f"clip-weights-{WEIGHT_PLACES_VERSION}", _clip_places, _valid_places(1),
+                           packages=OPEN_CLIP)
+    return None if lists is None else {name: where[0] for name, where in lists["places"].items()}
+
+
+def _torchvision_places() -> dict:
+    import torchvision.models as tvm
+
+    return {"places": {f"{arch}.{weights.name}": [weights.url] for arch in tvm.list_models()
+                       for weights in tvm.get_model_weights(arch)}}
+
+
+@functools.lru_cache(maxsize=4)
+def torchvision_weight_places(cache_dir: Path) -> dict[str, str] | None:
+    """torchvision 'ARCH.WEIGHTS' (the weights enum's name) -> the file's URL, listed once per installed
+    torchvision (which imports torch and torch._dynamo)."""
+    lists = cached_listing(cache_dir, f"torchvision-weights-{WEIGHT_PLACES_VERSION}", _torchvision_places,
+                           _valid_places(1))
+    return None if lists is None else {name: where[0] for name, where in lists["places"].items()}
