@@ -1,9 +1,8 @@
 """Figures the pages draw. Layout and styling only: the data come from explain/."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import networkx as nx
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -12,11 +11,16 @@ from explain.explanations import PairExplanation
 from explain.vocabulary import PATH_ROLE_COLOURS, relation
 from pages.tables import frame_digest
 
+if TYPE_CHECKING:
+    import networkx as nx
+
 
 def path_graph(explanation: PairExplanation) -> nx.DiGraph:
     """The WordNet path as a networkx graph, edges pointing from hyponym to hypernym. Each node's
     layer is its distance from the lowest common subsumer along the path, so the drawing reads as
     a V: the true class climbs on the left, the prediction on the right, the LCS on top."""
+    import networkx as nx  # here, not at the top: 285 modules, ~0.25 s of the first Results or Confusions page
+
     graph = nx.DiGraph()
     lcs_index = next(i for i, n in enumerate(explanation.nodes) if "lcs" in n.roles)
     for i, node in enumerate(explanation.nodes):
@@ -27,6 +31,8 @@ def path_graph(explanation: PairExplanation) -> nx.DiGraph:
 
 
 def path_figure(explanation: PairExplanation) -> go.Figure:
+    import networkx as nx
+
     graph = path_graph(explanation)
     # multipartite_layout puts each layer on its own row; within a row, insertion order (true side first).
     pos = nx.multipartite_layout(graph, subset_key="layer", align="horizontal", scale=1.0)
