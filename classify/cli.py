@@ -318,6 +318,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_models(argv: list[str]) -> int:
+    from classify.models.registry import listed_input_configs
     from classify.models.weights import weights_status
 
     args = build_models_parser().parse_args(argv)
@@ -325,11 +326,13 @@ def cmd_models(argv: list[str]) -> int:
         return cmd_search(args)
     header = ("id", "family", "source", "label space", "params", "input", "weights")
     rows = []
-    for entry in list_models(args.family):
+    entries = list_models(args.family)
+    inputs = listed_input_configs(entries)  # without importing timm, torchvision or open_clip (the cache's listing)
+    for entry in entries:
         status = weights_status(entry)
         if args.available and not status.available:
             continue
-        cfg = entry.input_config()
+        cfg = inputs[entry.id]
         rows.append((entry.id, entry.family, entry.source, entry.label_space, f"{entry.num_params / 1e6:.1f}M",
                      f"{cfg.size}px crop {cfg.crop_pct:.3g} {cfg.interpolation}",
                      f"ready ({status.kind})" if status.available else f"missing: {status.fetch_command}"))
