@@ -53,7 +53,7 @@ if df.empty:
 # frozen features suggests and its label quality (low: the stored label looks wrong). Flagged images
 # come first here; Exclude keeps the image and its manifest row, as the table's checkbox below does.
 FLAGGED_SHOWN = 12
-from probe.artefact import LABEL_ISSUES, probes_dir
+from probe.paths import LABEL_ISSUES, probes_dir  # not probe.artefact: it loads scikit-learn
 
 _issues_path = probes_dir(run) / LABEL_ISSUES
 if _issues_path.exists():

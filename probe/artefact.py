@@ -27,20 +27,13 @@ from core.runstore import Run, read_table, write_table
 from core.phash import NEAR_DUPLICATE_DISTANCE
 
 from .data import ProbeData, load_probe_data
+from .paths import LABEL_ISSUES, PER_CLASS, PROBES_DIR, RESULTS, probes_dir  # noqa: F401  (re-exported)
 from .duplicates import group_summary
 from .fewshot import (PER_CLASS_SCHEMA, RESULTS_SCHEMA, SEEDS, SHOTS, capped_shots, local_fits, shot_limit, sort_results,
                       sweep)
 from .issues import ISSUES_SCHEMA, label_issues
 
-PROBES_DIR = "probes"
-RESULTS = "results.parquet"
-PER_CLASS = "per_class.parquet"
-LABEL_ISSUES = "label_issues.parquet"
 THREADS = 1
-
-
-def probes_dir(run: Run) -> Path:
-    return Path(run.path) / PROBES_DIR
 
 
 @contextmanager
