@@ -7,7 +7,7 @@ they call explain/, crawl/ and classify/ and render what those return.
 import streamlit as st
 
 from pages.access import note_serving_mode, require_password
-from pages.server import ensure_sample_run, keep_imports_out_of_gc
+from pages.server import ensure_sample_run, freeze_startup_objects
 from pages.run_state import init_state, levels_toggle, run_selector, saved_views_sidebar, view_switch
 
 st.set_page_config(page_title="WildLens", layout="wide", page_icon=(  # inline SVG: a data: URL, no request leaves the machine
@@ -52,7 +52,5 @@ with st.sidebar:
     view_switch()
     saved_views_sidebar()
     levels_toggle()
-try:
-    page.run()
-finally:  # also after st.stop() and a rerun: a page's first visit imports its modules
-    keep_imports_out_of_gc()
+freeze_startup_objects()  # once per process (pages/server.py says why)
+page.run()

@@ -327,9 +327,9 @@ def cmd_models(argv: list[str]) -> int:
     header = ("id", "family", "source", "label space", "params", "input", "weights")
     rows = []
     entries = list_models(args.family)
+    statuses = [weights_status(entry) for entry in entries]
     inputs = listed_input_configs(entries)  # without importing timm, torchvision or open_clip (the cache's listing)
-    for entry in entries:
-        status = weights_status(entry)
+    for entry, status in zip(entries, statuses):
         if args.available and not status.available:
             continue
         cfg = inputs[entry.id]

@@ -51,9 +51,9 @@ def registry_table() -> pd.DataFrame:
 
     rows = []
     entries = list_models()
+    statuses = [weights_status(entry) for entry in entries]  # first: a missing listing is built with the others
     inputs = listed_input_configs(entries)
-    for entry in entries:
-        status = weights_status(entry)
+    for entry, status in zip(entries, statuses):
         cfg = inputs[entry.id]
         rows.append({"usable": status.available, "id": entry.id, "model": entry.name, "family": entry.family,
                      "label space": entry.label_space, "params (M)": round(entry.num_params / 1e6, 1),

@@ -74,24 +74,26 @@ def hold_ray_for_the_server(address: str | None, waiting=None) -> str:
                 waiting(time.monotonic() - started)
 
 
-_FROZEN_AT = {"modules": 0}  # len(sys.modules) at this process's last gc.freeze()
+_FROZEN = threading.Event()  # set once this process has frozen its start-up objects
 
 
-def keep_imports_out_of_gc() -> bool:
-    """After a script run that imported modules (a page's first visit in this server process), move every
-    object the collector tracks into its permanent generation (``gc.freeze``), after collecting the young
-    generations' garbage; True when it froze. Why: a server showing a 1,000,000-prediction run tracks
-    ~370,000 objects, nearly all of them imported modules' functions, classes and constants, and each
-    full collection walked them all: one took 0.2-0.27 s of Results' first load (bench_app.py, measured
-    with gc.callbacks); after the freeze it walks what the pages made since (0.01-0.02 s). What it costs:
-    cyclic garbage still alive at a freeze is never collected; a freeze happens only when the set of
-    imported modules grew, so at most once per module a page imports first (tens per process)."""
-    import gc
-    import sys
-
-    if len(sys.modules) <= _FROZEN_AT["modules"]:
+def freeze_startup_objects() -> bool:
+    """Once per server process, at its first script run: import what every chart page imports, collect all
+    garbage, and move every object the collector tracks into its permanent generation (``gc.freeze``); True
+    when it did. Why: a server showing a 1,000,000-prediction run tracks ~370,000 objects, nearly all of them
+    modules' functions, classes and constants; each full collection walked them all, and one took 0.2-0.27 s
+    of Results' first load (bench_app.py, measured with gc.callbacks; frozen: 0.01-0.02 s). Why only once,
+    at the start: frozen objects are never collected, so freezing later would also pin garbage of the runs
+    and sessions alive at that moment (code review: a figure of 3,000,000 points kept after each freeze);
+    at the start there is nothing but imports and the first session's state."""
+    if _FROZEN.is_set():
         return False
-    gc.collect(1)  # the young generations only: cheap, and most of a run's own garbage
+    import gc
+
+    import plotly.express  # noqa: F401  (every chart page's: imported once here, not in a page's first load)
+    import plotly.graph_objects  # noqa: F401
+
+    gc.collect()
     gc.freeze()
-    _FROZEN_AT["modules"] = len(sys.modules)
+    _FROZEN.set()
     return True

@@ -24,21 +24,23 @@ from typing import Callable
 
 def package_files(package: str, folder: str = "models") -> str:
     """Where ``package`` is and a cheap fingerprint of its model files (count, newest mtime, sizes of the
-    .py files in its ``folder``), found without importing it (~1 ms): a timm upgraded or edited in place
-    under the same version string, or another venv sharing this cache, keys another listing (code review)."""
+    .py and .json files in its ``folder``, or in each of several folders separated by commas), found without
+    importing it (~1 ms): a timm upgraded or edited in place under the same version string, or another venv
+    sharing this cache, keys another listing (code review; open_clip's image sizes are in model_configs/*.json)."""
     import importlib.util
 
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.origin:
         raise ValueError(f"{package} is not installed")
-    models = Path(spec.origin).parent / folder
-    stats = [entry.stat() for entry in os.scandir(models) if entry.name.endswith(".py")]
+    stats = [entry.stat() for part in folder.split(",") for entry in os.scandir(Path(spec.origin).parent / part)
+             if entry.name.endswith((".py", ".json"))]
     return f"{spec.origin}|{len(stats)}|{max((st.st_mtime_ns for st in stats), default=0)}|" \
            f"{sum(st.st_size for st in stats)}"
 
 
 TIMM_AND_TORCHVISION = {"timm": "models", "torchvision": "models"}  # package -> folder of its model files
-OPEN_CLIP = {"open_clip": ".", "timm": "models"}  # open_clip's pretrained configs are in its package folder
+# open_clip's pretrained configs are in its package folder, its architectures' (image sizes) in model_configs/
+OPEN_CLIP = {"open_clip": ".,model_configs", "timm": "models"}
 
 
 def library_versions(packages: dict[str, str] = TIMM_AND_TORCHVISION) -> dict | None:
@@ -56,16 +58,31 @@ def _digest_of(lists: dict) -> str:
     return hashlib.sha256(json.dumps(lists, sort_keys=True).encode()).hexdigest()
 
 
+def code_digest(files: tuple[str, ...]) -> str:
+    """SHA-256 of WildLens's own files that turn the libraries' answers into a listing's content: a fix to
+    them keys another listing without anyone remembering to bump a version (code review)."""
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(Path(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cached_listing(cache_dir: Path, stem: str, build: Callable[[], dict], valid: Callable[[dict], bool],
-                   packages: dict[str, str] = TIMM_AND_TORCHVISION, max_bytes: int = 4 << 20) -> dict | None:
+                   packages: dict[str, str] = TIMM_AND_TORCHVISION, max_bytes: int = 4 << 20,
+                   code: tuple[str, ...] = ()) -> dict | None:
     """``build()`` (a dict of JSON values, made by importing the libraries), kept in
-    ``cache_dir/<stem>-<key>.json`` for the installed ``packages`` (:func:`library_versions`) and read back
-    while its versions, its SHA-256 and ``valid`` hold; None when the versions cannot be read. A cache that
-    cannot be written is listed again by the next process."""
+    ``cache_dir/<stem>-<key>.json`` for the installed ``packages`` (:func:`library_versions`) and this
+    module's and ``code``'s files (:func:`code_digest`), and read back while its versions, its SHA-256 and
+    ``valid`` hold; None when the versions cannot be read. A cache that cannot be written is listed again
+    by the next process."""
     from core.tables import read_stored_bytes, write_json_atomic
 
     versions = library_versions(packages)
     if versions is None:
+        return None
+    try:
+        versions["code"] = code_digest((__file__, *code))
+    except OSError:
         return None
     key = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir / f"{stem}-{key}.json"
@@ -118,13 +135,12 @@ def _timm_places() -> dict:
     return {"places": places}
 
 
-@functools.lru_cache(maxsize=4)
 def timm_weight_places(cache_dir: Path) -> dict[str, tuple[str, str, str]] | None:
     """timm pretrained name ('arch.tag') -> (Hub repository id, Hub file name, URL), '' where timm names
     none: the fields of timm's pretrained config that say where its weights are. None when the versions
     cannot be read. 1,826 names, ~290 KB; ~3 ms to read against 2.5-4 s to import timm."""
-    lists = cached_listing(cache_dir, f"timm-weights-{WEIGHT_PLACES_VERSION}", _timm_places, _valid_places(3))
-    return None if lists is None else {name: tuple(where) for name, where in lists["places"].items()}
+    places = _weight_places(cache_dir)["timm"]
+    return None if places is None else {name: tuple(where) for name, where in places.items()}
 
 
 def _clip_places() -> dict:
@@ -134,13 +150,11 @@ def _clip_places() -> dict:
                        for model, tag in open_clip.list_pretrained()}}
 
 
-@functools.lru_cache(maxsize=4)
 def clip_weight_places(cache_dir: Path) -> dict[str, str] | None:
     """open_clip 'MODEL.TAG' -> its pretrained config's ``hf_hub`` ('' where it names none), listed once per
     installed open_clip (which imports timm: the Models page's status of the registry's CLIP models)."""
-    lists = cached_listing(cache_dir, f"clip-weights-{WEIGHT_PLACES_VERSION}", _clip_places, _valid_places(1),
-                           packages=OPEN_CLIP)
-    return None if lists is None else {name: where[0] for name, where in lists["places"].items()}
+    places = _weight_places(cache_dir)["clip"]
+    return None if places is None else {name: where[0] for name, where in places.items()}
 
 
 def _torchvision_places() -> dict:
@@ -150,10 +164,22 @@ def _torchvision_places() -> dict:
                        for weights in tvm.get_model_weights(arch)}}
 
 
-@functools.lru_cache(maxsize=4)
 def torchvision_weight_places(cache_dir: Path) -> dict[str, str] | None:
     """torchvision 'ARCH.WEIGHTS' (the weights enum's name) -> the file's URL, listed once per installed
     torchvision (which imports torch and torch._dynamo)."""
-    lists = cached_listing(cache_dir, f"torchvision-weights-{WEIGHT_PLACES_VERSION}", _torchvision_places,
-                           _valid_places(1))
-    return None if lists is None else {name: where[0] for name, where in lists["places"].items()}
+    places = _weight_places(cache_dir)["torchvision"]
+    return None if places is None else {name: where[0] for name, where in places.items()}
+
+
+@functools.lru_cache(maxsize=4)
+def _weight_places(cache_dir: Path) -> dict[str, dict | None]:
+    """The three libraries' listings of where weights live, read together, and listed together when any is
+    missing: building one imports timm, after which the sources ask the libraries themselves, so listed one
+    at a time a new server filled the cache over three starts (a look at `make run`, 2026-12-06)."""
+    def one(stem: str, build, width: int, packages: dict[str, str]) -> dict | None:
+        lists = cached_listing(cache_dir, f"{stem}-{WEIGHT_PLACES_VERSION}", build, _valid_places(width), packages)
+        return None if lists is None else lists["places"]
+
+    return {"timm": one("timm-weights", _timm_places, 3, TIMM_AND_TORCHVISION),
+            "torchvision": one("torchvision-weights", _torchvision_places, 1, TIMM_AND_TORCHVISION),
+            "clip": one("clip-weights", _clip_places, 1, OPEN_CLIP)}

@@ -331,13 +331,12 @@ def listed_input_configs(entries: Sequence[ModelEntry]) -> dict[str, InputConfig
     """:func:`input_config` of each entry, for tables that list many models (the Models page): kept in the
     run store's cache per installed timm, torchvision and open_clip and per the entries' definitions
     (:func:`classify.models.library_index.cached_listing`), so that listing the registry imports none of
-    them (2.5-3 s of the Models page's first load). For display only: inference asks :func:`input_config`."""
+    them (2.5-3 s of the Models page's first load). For display only: inference asks :func:`input_config`.
+    Read from the listing even when the libraries are imported, so that a process that has them lists it
+    for the next one (~1 ms a model then)."""
     import hashlib
     import json
-    import sys
 
-    if "timm" in sys.modules:  # the libraries are loaded: asking them costs ~1 ms a model
-        return {e.id: input_config(e) for e in entries}
     from classify.models.library_index import OPEN_CLIP, TIMM_AND_TORCHVISION, cached_listing
     from core.runstore import RunStore
 
@@ -356,8 +355,10 @@ def listed_input_configs(entries: Sequence[ModelEntry]) -> dict[str, InputConfig
                                 for m in (v[3], v[4]))
                         and isinstance(v[5], str) and v[5].isidentifier() for v in inputs.values()))
 
+    sources = Path(__file__).parent / "sources"  # the code that turns the libraries' configs into InputConfigs
     lists = cached_listing(RunStore().cache_dir, f"model-inputs-{LISTED_INPUTS_VERSION}-{key.hexdigest()[:16]}",
-                           lambda: json.loads(json.dumps(build())), valid, packages={**TIMM_AND_TORCHVISION, **OPEN_CLIP})
+                           lambda: json.loads(json.dumps(build())), valid, packages={**TIMM_AND_TORCHVISION, **OPEN_CLIP},
+                           code=(__file__, *sorted(str(p) for p in sources.glob("*.py"))))
     if lists is None:
         return {e.id: input_config(e) for e in entries}
     return {name: InputConfig(v[0], float(v[1]), v[2], tuple(map(float, v[3])), tuple(map(float, v[4])), v[5])

@@ -180,8 +180,10 @@ def confirm_listed(listed: set[str], path, located, name: str, stem: str) -> Non
         return
     truth = located().path
     if truth != str(path):
+        from core.runstore import RunStore
+
         raise WeightsError(f"{name}: the cache's listing named {path} for its weights, the library names "
-                           f"{truth or 'another file'}; delete the cache's {stem}-*.json files and run again.")
+                           f"{truth or 'another file'}; delete {RunStore().cache_dir / stem}-*.json and run again.")
 
 
 # --------------------------------------------------------------------------- reading files

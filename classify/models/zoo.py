@@ -200,7 +200,7 @@ def _name_index(cache_dir: Path) -> dict | None:
     2-6 s of a new server's first Results page on a run of uploaded predictions whose models are named
     'model_00'. Only its answers "not there" and the close matches are taken from it; a name it lists is
     still resolved by the library."""
-    lists = cached_listing(cache_dir, f"model-names-{NAME_INDEX_VERSION}", _list_names, _valid_names)
+    lists = cached_listing(cache_dir, f"model-names-{NAME_INDEX_VERSION}", _list_names, _valid_names, code=(__file__,))
     return None if lists is None else _index_of(lists)
 
 

@@ -29,16 +29,12 @@ def fresh(monkeypatch, tmp_path):
     import torchvision  # noqa: F401
 
     monkeypatch.setenv("WILDLENS_HOME", str(tmp_path / "home"))
-    for cached in (library_index.timm_weight_places, library_index.clip_weight_places,
-                   library_index.torchvision_weight_places):
-        cached.cache_clear()
+    library_index._weight_places.cache_clear()
     truth = {e.id: weights_status(e) for e in list_models()}, {e.id: input_config(e) for e in list_models()}
     for name in LIBRARIES:
         monkeypatch.delitem(sys.modules, name)
     yield truth, tmp_path / "home" / "cache"
-    for cached in (library_index.timm_weight_places, library_index.clip_weight_places,
-                   library_index.torchvision_weight_places):
-        cached.cache_clear()
+    library_index._weight_places.cache_clear()
 
 
 def test_the_listings_give_the_libraries_answers_for_every_registry_model(fresh):
@@ -71,11 +67,11 @@ def test_a_damaged_or_mistyped_listing_is_listed_again(fresh):
                 {"places": {"resnet50.tv_in1k": "timm/resnet50.tv_in1k"}},  # a string where a list belongs
                 {"places": []}):
         _rewrite(path, bad)
-        library_index.timm_weight_places.cache_clear()
+        library_index._weight_places.cache_clear()
         assert library_index.timm_weight_places(cache) == {k: tuple(v) for k, v in good["places"].items()}
         assert json.loads(path.read_text())["lists"] == good, "written again"
     path.write_text(path.read_text()[:-40])  # cut short
-    library_index.timm_weight_places.cache_clear()
+    library_index._weight_places.cache_clear()
     assert library_index.timm_weight_places(cache)["resnet50.tv_in1k"][0] == "timm/resnet50.tv_in1k"
 
 
@@ -85,7 +81,7 @@ def test_a_file_found_through_a_listing_is_read_only_when_the_library_names_it_t
     listed = {str(tmp_path / "other.safetensors")}
     truth = WeightsStatus("m", True, "hf-cache", str(tmp_path / "right.safetensors"), (), "fetch")
     with pytest.raises(WeightsError, match=r"^m: the cache's listing named .*other.safetensors.* the library names "
-                                           r".*right.safetensors; delete the cache's timm-weights-\*.json files"):
+                                           r".*right.safetensors; delete /.*/cache/timm-weights-\*.json and run again"):
         confirm_listed(listed, tmp_path / "other.safetensors", lambda: truth, "m", "timm-weights")
     asked = []
     confirm_listed(listed, tmp_path / "checkpoint.pt", lambda: asked.append(1), "m", "timm-weights")
@@ -106,7 +102,7 @@ def test_a_hostile_listing_reaches_the_load_check(fresh, monkeypatch):
     lists = json.loads(path.read_text())["lists"]
     lists["places"]["resnet50.tv_in1k"] = ["timm/vit_base_patch16_224.augreg2_in21k_ft_in1k", "", ""]
     _rewrite(path, lists)
-    library_index.timm_weight_places.cache_clear()
+    library_index._weight_places.cache_clear()
     found = cache / "planted.safetensors"
     found.write_bytes(b"x")
     monkeypatch.setattr(timm_source, "find_in_hf_cache",
@@ -147,7 +143,35 @@ def test_each_sources_load_asks_its_library_before_reading_a_listed_file(model, 
     listed = {"timm": timm_source, "torchvision": torchvision_source}.get(entry.source, openclip_source)._FROM_LISTING
     listed.add(str(planted))
     try:
-        with pytest.raises(WeightsError, match=rf"the cache's listing named .*planted.safetensors.* {stem}-\*.json"):
+        with pytest.raises(WeightsError, match=rf"the cache's listing named .*planted.safetensors.* delete /.*/cache/{stem}-\*.json"):
             get_source(entry).load(entry, planted)
     finally:
         listed.discard(str(planted))
+
+
+def test_a_listing_is_keyed_on_the_librarys_config_files_and_on_wildlens_own_code(tmp_path, monkeypatch):
+    """Code review: open_clip's image sizes live in model_configs/*.json, which an edit in place changed
+    under the same version; and a fix to WildLens's own code that turns a library's answer into a listing
+    must list again without a version bump."""
+    package = tmp_path / "site" / "fakelib"
+    (package / "model_configs").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model_configs" / "RN50.json").write_text('{"image_size": 224}')
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    before = library_index.package_files("fakelib", ".,model_configs")
+    (package / "model_configs" / "RN50.json").write_text('{"image_size": 288}')
+    assert library_index.package_files("fakelib", ".,model_configs") != before
+
+    ours = tmp_path / "ours.py"
+    ours.write_text("SIZE = 224\n")
+    built = []
+
+    def listing():
+        return library_index.cached_listing(tmp_path / "cache", "probe-1", lambda: built.append(1) or {"n": [1]},
+                                            lambda lists: lists == {"n": [1]}, code=(str(ours),))
+
+    listing(), listing()
+    assert len(built) == 1, "read back while nothing changed"
+    ours.write_text("SIZE = 288\n")
+    listing()
+    assert len(built) == 2 and len(list((tmp_path / "cache").glob("probe-1-*.json"))) == 2
