@@ -68,14 +68,16 @@ def probe_commands(run: Run) -> str:
 def read_probe_table(run: Run, name: str) -> pd.DataFrame | None:
     """``probes/<name>`` of the run as ``python -m probe`` wrote it (its schema: probe.artefact and
     probe.fewshot); None when it is not there."""
-    from probe.artefact import PER_CLASS, RESULTS, probes_dir, read_results
+    from probe.paths import PER_CLASS, RESULTS, probes_dir
+
+    path = probes_dir(run) / name
+    if not path.exists():  # asked before probe.artefact loads scikit-learn (1 s of a run without probes' first load)
+        return None
+    from probe.artefact import read_results
     from probe.fewshot import PER_CLASS_SCHEMA
 
     if name == RESULTS:
         return read_results(run)
-    path = probes_dir(run) / name
-    if not path.exists():
-        return None
     return read_table(path, PER_CLASS_SCHEMA if name == PER_CLASS else None)
 
 

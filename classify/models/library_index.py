@@ -70,6 +70,12 @@ def code_digest(files: tuple[str, ...]) -> str:
 def cached_listing(cache_dir: Path, stem: str, build: Callable[[], dict], valid: Callable[[dict], bool],
                    packages: dict[str, str] = TIMM_AND_TORCHVISION, max_bytes: int = 4 << 20,
                    code: tuple[str, ...] = ()) -> dict | None:
+    return _read_or_build(cache_dir, stem, build, valid, packages, max_bytes, code)[0]
+
+
+def _read_or_build(cache_dir: Path, stem: str, build: Callable[[], dict], valid: Callable[[dict], bool],
+                   packages: dict[str, str] = TIMM_AND_TORCHVISION, max_bytes: int = 4 << 20,
+                   code: tuple[str, ...] = ()) -> tuple[dict | None, bool]:
     """``build()`` (a dict of JSON values, made by importing the libraries), kept in
     ``cache_dir/<stem>-<key>.json`` for the installed ``packages`` (:func:`library_versions`) and this
     module's and ``code``'s files (:func:`code_digest`), and read back while its versions, its SHA-256 and
@@ -79,11 +85,11 @@ def cached_listing(cache_dir: Path, stem: str, build: Callable[[], dict], valid:
 
     versions = library_versions(packages)
     if versions is None:
-        return None
+        return None, False
     try:
         versions["code"] = code_digest((__file__, *code))
     except OSError:
-        return None
+        return None, False
     key = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir / f"{stem}-{key}.json"
     raw = read_stored_bytes(path, max_bytes)
@@ -92,7 +98,7 @@ def cached_listing(cache_dir: Path, stem: str, build: Callable[[], dict], valid:
         lists = stored["lists"] if isinstance(stored, dict) else None
         if (isinstance(lists, dict) and stored.get("versions") == versions and valid(lists)
                 and stored.get("sha256") == _digest_of(lists)):
-            return lists
+            return lists, False
     except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
         pass  # missing, damaged or hand-edited: listed again
     lists = build()
@@ -100,7 +106,7 @@ def cached_listing(cache_dir: Path, stem: str, build: Callable[[], dict], valid:
         write_json_atomic(path, {"versions": versions, "lists": lists, "sha256": _digest_of(lists)})
     except OSError:  # a read-only cache: listed again next process
         pass
-    return lists
+    return lists, True
 
 
 # --------------------------------------------------------------------------- where weights are
@@ -139,7 +145,8 @@ def timm_weight_places(cache_dir: Path) -> dict[str, tuple[str, str, str]] | Non
     """timm pretrained name ('arch.tag') -> (Hub repository id, Hub file name, URL), '' where timm names
     none: the fields of timm's pretrained config that say where its weights are. None when the versions
     cannot be read. 1,826 names, ~290 KB; ~3 ms to read against 2.5-4 s to import timm."""
-    places = _weight_places(cache_dir)["timm"]
+    lists = _listings(cache_dir)["timm"]
+    places = None if lists is None else lists["places"]
     return None if places is None else {name: tuple(where) for name, where in places.items()}
 
 
@@ -153,7 +160,8 @@ def _clip_places() -> dict:
 def clip_weight_places(cache_dir: Path) -> dict[str, str] | None:
     """open_clip 'MODEL.TAG' -> its pretrained config's ``hf_hub`` ('' where it names none), listed once per
     installed open_clip (which imports timm: the Models page's status of the registry's CLIP models)."""
-    places = _weight_places(cache_dir)["clip"]
+    lists = _listings(cache_dir)["clip"]
+    places = None if lists is None else lists["places"]
     return None if places is None else {name: where[0] for name, where in places.items()}
 
 
@@ -167,19 +175,57 @@ def _torchvision_places() -> dict:
 def torchvision_weight_places(cache_dir: Path) -> dict[str, str] | None:
     """torchvision 'ARCH.WEIGHTS' (the weights enum's name) -> the file's URL, listed once per installed
     torchvision (which imports torch and torch._dynamo)."""
-    places = _weight_places(cache_dir)["torchvision"]
+    lists = _listings(cache_dir)["torchvision"]
+    places = None if lists is None else lists["places"]
     return None if places is None else {name: where[0] for name, where in places.items()}
 
 
-@functools.lru_cache(maxsize=4)
-def _weight_places(cache_dir: Path) -> dict[str, dict | None]:
-    """The three libraries' listings of where weights live, read together, and listed together when any is
-    missing: building one imports timm, after which the sources ask the libraries themselves, so listed one
-    at a time a new server filled the cache over three starts (a look at `make run`, 2026-12-06)."""
-    def one(stem: str, build, width: int, packages: dict[str, str]) -> dict | None:
-        lists = cached_listing(cache_dir, f"{stem}-{WEIGHT_PLACES_VERSION}", build, _valid_places(width), packages)
-        return None if lists is None else lists["places"]
+# --------------------------------------------------------------------------- timm's and torchvision's names
+NAME_INDEX_VERSION = 1
+NAME_LISTS = ("timm_archs", "timm_models", "timm_pretrained", "torchvision")
+# What a listed name may be (timm's and torchvision's are letters, digits, '_', '.', '-'), and how many: a
+# hand-made list of control characters or 600,000 near-names is listed again, never printed or searched.
+_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}\Z")
+_MAX_NAMES = 50_000
 
-    return {"timm": one("timm-weights", _timm_places, 3, TIMM_AND_TORCHVISION),
-            "torchvision": one("torchvision-weights", _torchvision_places, 1, TIMM_AND_TORCHVISION),
-            "clip": one("clip-weights", _clip_places, 1, OPEN_CLIP)}
+
+def _list_names() -> dict:
+    import timm
+    import torchvision.models as tvm
+    from timm.models import _registry
+
+    return {"timm_archs": sorted(_registry._model_entrypoints), "timm_models": list(timm.list_models()),
+            "timm_pretrained": list(timm.list_pretrained()), "torchvision": list(tvm.list_models(module=tvm))}
+
+
+def _valid_names(lists: dict) -> bool:
+    return set(lists) == set(NAME_LISTS) and all(
+        isinstance(v, list) and len(v) <= _MAX_NAMES and all(isinstance(n, str) and _NAME_RE.match(n) for n in v)
+        for v in lists.values())
+
+
+def model_names(cache_dir: Path) -> dict | None:
+    """timm's architectures, models and pretrained names and torchvision's classifiers
+    (:data:`NAME_LISTS`), as :mod:`classify.models.zoo`'s names index reads them; None when the versions
+    cannot be read."""
+    return _listings(cache_dir)["names"]
+
+
+# --------------------------------------------------------------------------- all listings, filled together
+# name -> (file stem, builder, validator, packages keyed on)
+LISTINGS = {"names": (f"model-names-{NAME_INDEX_VERSION}", _list_names, _valid_names, TIMM_AND_TORCHVISION),
+            "timm": (f"timm-weights-{WEIGHT_PLACES_VERSION}", _timm_places, _valid_places(3), TIMM_AND_TORCHVISION),
+            "torchvision": (f"torchvision-weights-{WEIGHT_PLACES_VERSION}", _torchvision_places, _valid_places(1),
+                            TIMM_AND_TORCHVISION),
+            "clip": (f"clip-weights-{WEIGHT_PLACES_VERSION}", _clip_places, _valid_places(1), OPEN_CLIP)}
+
+
+@functools.lru_cache(maxsize=4)
+def _listings(cache_dir: Path) -> dict[str, dict | None]:
+    """Every listing of :data:`LISTINGS`, read together (~10 ms), and any missing listed at once: asked one
+    at a time, a listing built by importing timm made the sources ask the libraries themselves for the
+    rest, so a new server filled the cache over three starts (a look at `make run`, 2026-12-06)."""
+    found = {}
+    for name, (stem, build, valid, packages) in LISTINGS.items():
+        found[name] = _read_or_build(cache_dir, stem, build, valid, packages)[0]
+    return found

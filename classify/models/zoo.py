@@ -48,7 +48,7 @@ from classify.models.registry import (_ALIASES, _REGISTRY, CLASS_ORDERS, FAMILIE
 from classify.models.sources.hf_hub_source import hub_config, hub_fetch_command, parse_hub_config
 from classify.models.weights import build_untrained
 from classify.models.registry import get_source
-from classify.models.library_index import cached_listing
+from classify.models.library_index import model_names
 from classify.models.weights import WeightsError, WeightsUnavailableError, checkpoint_shapes, find_in_hf_cache, hf_hub_cache
 
 # Head size -> label space (core.labels names). 21842 is FocalNet's Microsoft remapping of 22k.
@@ -188,42 +188,17 @@ def _strip_prefix(name: str, prefixes: tuple[str, ...]) -> str | None:
     return None
 
 
-NAME_INDEX_VERSION = 1
-
-
 @functools.lru_cache(maxsize=4)
 def _name_index(cache_dir: Path) -> dict | None:
     """timm's architectures and pretrained names and torchvision's classifiers, listed once per
     installed timm and torchvision and kept in the cache (``model-names-*.json``,
-    :func:`classify.models.library_index.cached_listing`), or None when their versions cannot be read.
+    :func:`classify.models.library_index.model_names`), or None when their versions cannot be read.
     Why: telling that a name is no library's model imported timm and torchvision (with torch._dynamo),
     2-6 s of a new server's first Results page on a run of uploaded predictions whose models are named
     'model_00'. Only its answers "not there" and the close matches are taken from it; a name it lists is
     still resolved by the library."""
-    lists = cached_listing(cache_dir, f"model-names-{NAME_INDEX_VERSION}", _list_names, _valid_names, code=(__file__,))
+    lists = model_names(cache_dir)
     return None if lists is None else _index_of(lists)
-
-
-def _list_names() -> dict:
-    import timm
-    import torchvision.models as tvm
-    from timm.models import _registry
-
-    return {"timm_archs": sorted(_registry._model_entrypoints), "timm_models": list(timm.list_models()),
-            "timm_pretrained": list(timm.list_pretrained()), "torchvision": list(tvm.list_models(module=tvm))}
-
-
-def _valid_names(lists: dict) -> bool:
-    return set(lists) == set(_INDEX_LISTS) and all(
-        isinstance(v, list) and len(v) <= _MAX_NAMES and all(isinstance(n, str) and _NAME_RE.match(n) for n in v)
-        for v in lists.values())
-
-
-_INDEX_LISTS = ("timm_archs", "timm_models", "timm_pretrained", "torchvision")
-# What a listed name may be (timm's and torchvision's are letters, digits, '_', '.', '-'), and how many: a
-# hand-made list of control characters or 600,000 near-names is listed again, never printed or searched.
-_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}\Z")
-_MAX_NAMES = 50_000
 
 
 def _index_of(lists: dict) -> dict:

@@ -29,12 +29,12 @@ def fresh(monkeypatch, tmp_path):
     import torchvision  # noqa: F401
 
     monkeypatch.setenv("WILDLENS_HOME", str(tmp_path / "home"))
-    library_index._weight_places.cache_clear()
+    library_index._listings.cache_clear()
     truth = {e.id: weights_status(e) for e in list_models()}, {e.id: input_config(e) for e in list_models()}
     for name in LIBRARIES:
         monkeypatch.delitem(sys.modules, name)
     yield truth, tmp_path / "home" / "cache"
-    library_index._weight_places.cache_clear()
+    library_index._listings.cache_clear()
 
 
 def test_the_listings_give_the_libraries_answers_for_every_registry_model(fresh):
@@ -44,7 +44,7 @@ def test_the_listings_give_the_libraries_answers_for_every_registry_model(fresh)
         assert listed_input_configs(list_models()) == inputs
         _hide()  # what building a listing imported, hidden again
     names = sorted(p.name.split("-1-")[0] for p in cache.glob("*.json"))
-    assert names == ["clip-weights", "model-inputs", "timm-weights", "torchvision-weights"], names
+    assert names == ["clip-weights", "model-inputs", "model-names", "timm-weights", "torchvision-weights"], names
 
 
 def _hide() -> None:
@@ -67,11 +67,11 @@ def test_a_damaged_or_mistyped_listing_is_listed_again(fresh):
                 {"places": {"resnet50.tv_in1k": "timm/resnet50.tv_in1k"}},  # a string where a list belongs
                 {"places": []}):
         _rewrite(path, bad)
-        library_index._weight_places.cache_clear()
+        library_index._listings.cache_clear()
         assert library_index.timm_weight_places(cache) == {k: tuple(v) for k, v in good["places"].items()}
         assert json.loads(path.read_text())["lists"] == good, "written again"
     path.write_text(path.read_text()[:-40])  # cut short
-    library_index._weight_places.cache_clear()
+    library_index._listings.cache_clear()
     assert library_index.timm_weight_places(cache)["resnet50.tv_in1k"][0] == "timm/resnet50.tv_in1k"
 
 
@@ -102,7 +102,7 @@ def test_a_hostile_listing_reaches_the_load_check(fresh, monkeypatch):
     lists = json.loads(path.read_text())["lists"]
     lists["places"]["resnet50.tv_in1k"] = ["timm/vit_base_patch16_224.augreg2_in21k_ft_in1k", "", ""]
     _rewrite(path, lists)
-    library_index._weight_places.cache_clear()
+    library_index._listings.cache_clear()
     found = cache / "planted.safetensors"
     found.write_bytes(b"x")
     monkeypatch.setattr(timm_source, "find_in_hf_cache",

@@ -86,6 +86,13 @@ def test_unknown_names_keep_unknown_model_with_close_matches(photo_folder, tmp_p
     assert_one_line_error(capsys, "Unknown model 'convnxt_tiny'", "--search")
 
 
+def _clear_name_index():
+    from classify.models import library_index, zoo
+
+    zoo._name_index.cache_clear()
+    library_index._listings.cache_clear()
+
+
 def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_trusted_blindly(tmp_path):
     """classify.models.zoo's index of timm's and torchvision's names (issue 26: speed where people
     wait): the same answers and close matches as the libraries; a fresh process tells that a name is
@@ -129,7 +136,7 @@ def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_tru
     from classify.models import library_index
 
     real_files = library_index.package_files
-    zoo._name_index.cache_clear()
+    _clear_name_index()
     library_index.package_files = lambda package, folder="models": real_files(package, folder) + (
         "|edited" if package == "timm" else "")
     try:
@@ -137,12 +144,12 @@ def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_tru
         assert len(list(RunStore().cache_dir.glob("model-names-*.json"))) == 2
     finally:
         library_index.package_files = real_files
-        zoo._name_index.cache_clear()
+        _clear_name_index()
     # An index that says timm has no architectures, without its checksum (hand-edited): listed again.
     stored = json.loads(indexes[0].read_text())
     stored["lists"]["timm_archs"] = []
     indexes[0].write_text(json.dumps(stored))
-    zoo._name_index.cache_clear()
+    _clear_name_index()
     assert "convnext_tiny" in zoo._name_index(RunStore().cache_dir)["archs"]
     assert json.loads(indexes[0].read_text())["lists"]["timm_archs"], "written again"
     assert resolve("convnext_tiny.fb_in1k").source == "timm"
@@ -164,7 +171,7 @@ def test_a_hostile_name_index_can_make_a_name_unknown_but_never_another_librarys
     from core.runstore import RunStore
 
     cache = RunStore().cache_dir
-    zoo._name_index.cache_clear()
+    _clear_name_index()
     zoo._name_index(cache)
     (path,) = cache.glob("model-names-*.json")
     stored = json.loads(path.read_text())
@@ -173,7 +180,7 @@ def test_a_hostile_name_index_can_make_a_name_unknown_but_never_another_librarys
     def write(new_lists):
         text = json.dumps(new_lists, sort_keys=True)
         path.write_text(json.dumps({**stored, "lists": new_lists, "sha256": hashlib.sha256(text.encode()).hexdigest()}))
-        zoo._name_index.cache_clear()
+        _clear_name_index()
 
     with monkeypatch.context() as fresh:
         for name in ("timm", "torchvision"):
