@@ -325,8 +325,8 @@ def fixed_texts(values: np.ndarray, digits: int):
 
     v = np.asarray(values, dtype="float64") + 0.0
     nan = np.isnan(v)
-    scaled = np.abs(v) * 10.0 ** digits
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # above ~1.8e307 the product is inf: Python formats it
+        scaled = np.abs(v) * 10.0 ** digits
         near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= 1e-9 * np.maximum(scaled, 1.0)
         python = (~nan & ~(scaled < 2.0 ** 52)) | near_half
     whole_units = np.where(python | nan, 0.0, np.rint(scaled)).astype(np.int64)

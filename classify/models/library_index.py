@@ -118,12 +118,50 @@ _PLACE_RE = re.compile(r"[A-Za-z0-9_.\-/:%+~=?&#@]{0,500}\Z")
 _MAX_PLACES = 50_000
 
 
-def _valid_places(width: int) -> Callable[[dict], bool]:
+# Hugging Face's own rules for what a listing may name (huggingface_hub's validate_repo_id: 'org/name' of
+# letters, digits, '-', '_', '.', no '--' or '..'), a revision as a plain name, a file as a relative path
+# without '..': a hand-made listing crashed the Models page with huggingface_hub's HFValidationError, or
+# named a revision '../../../big' that made a fresh process read a 1 GB file (hostile campaign).
+_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9_.\-]{1,96}\Z")
+_REVISION_RE = re.compile(r"[A-Za-z0-9_.\-]{1,100}\Z")
+_FILE_RE = re.compile(r"[A-Za-z0-9_.\-]{1,200}(/[A-Za-z0-9_.\-]{1,200}){0,4}\Z")
+_URL_RE = re.compile(r"https?://[A-Za-z0-9_.\-/:%+~=?&#@]{1,480}\Z")
+
+
+def valid_hub_id(text: str) -> bool:
+    """'org/name' or 'org/name@revision' as the Hub allows them; '' (none) passes."""
+    if not text:
+        return True
+    repo, at, revision = text.partition("@")
+    return (bool(_REPO_RE.match(repo)) and "--" not in repo and ".." not in repo
+            and (not at or (bool(_REVISION_RE.match(revision)) and ".." not in revision)))
+
+
+def valid_file(text: str) -> bool:
+    """A file name or relative path within a repository, no '.' or '..' part; '' (none) passes."""
+    return not text or (bool(_FILE_RE.match(text)) and all(part not in (".", "..") for part in text.split("/")))
+
+
+def valid_url(text: str) -> bool:
+    return not text or bool(_URL_RE.match(text))
+
+
+def valid_clip_hub(text: str) -> bool:
+    """open_clip's ``hf_hub``: 'org/name/' or 'org/name/file' ('' passes)."""
+    if not text:
+        return True
+    repo, file = os.path.split(text)  # as openclip_source._hub and open_clip's download_pretrained split it
+    return bool(repo) and valid_hub_id(repo) and valid_file(file)
+
+
+def _valid_places(*fields: Callable[[str], bool]) -> Callable[[dict], bool]:
+    """A listing's validator: {name: [one string per field]}, each string printable ASCII and as its field allows."""
     def valid(lists: dict) -> bool:
         places = lists.get("places")
         return (set(lists) == {"places"} and isinstance(places, dict) and len(places) <= _MAX_PLACES
                 and all(isinstance(name, str) and _PLACE_RE.match(name) and isinstance(where, list)
-                        and len(where) == width and all(isinstance(p, str) and _PLACE_RE.match(p) for p in where)
+                        and len(where) == len(fields)
+                        and all(isinstance(p, str) and _PLACE_RE.match(p) and ok(p) for p, ok in zip(where, fields))
                         for name, where in places.items()))
     return valid
 
@@ -214,10 +252,11 @@ def model_names(cache_dir: Path) -> dict | None:
 # --------------------------------------------------------------------------- all listings, filled together
 # name -> (file stem, builder, validator, packages keyed on)
 LISTINGS = {"names": (f"model-names-{NAME_INDEX_VERSION}", _list_names, _valid_names, TIMM_AND_TORCHVISION),
-            "timm": (f"timm-weights-{WEIGHT_PLACES_VERSION}", _timm_places, _valid_places(3), TIMM_AND_TORCHVISION),
-            "torchvision": (f"torchvision-weights-{WEIGHT_PLACES_VERSION}", _torchvision_places, _valid_places(1),
+            "timm": (f"timm-weights-{WEIGHT_PLACES_VERSION}", _timm_places,
+                     _valid_places(valid_hub_id, valid_file, valid_url), TIMM_AND_TORCHVISION),
+            "torchvision": (f"torchvision-weights-{WEIGHT_PLACES_VERSION}", _torchvision_places, _valid_places(valid_url),
                             TIMM_AND_TORCHVISION),
-            "clip": (f"clip-weights-{WEIGHT_PLACES_VERSION}", _clip_places, _valid_places(1), OPEN_CLIP)}
+            "clip": (f"clip-weights-{WEIGHT_PLACES_VERSION}", _clip_places, _valid_places(valid_clip_hub), OPEN_CLIP)}
 
 
 @functools.lru_cache(maxsize=4)

@@ -347,13 +347,20 @@ def listed_input_configs(entries: Sequence[ModelEntry]) -> dict[str, InputConfig
         return {"inputs": {e.id: [getattr(input_config(e), f) for f in fields] for e in entries}}
 
     def valid(lists: dict) -> bool:
+        """Only values a real input config has (hostile campaign: a mean of 10**400 crashed the Models
+        page, a size of -7 and a crop of NaN were shown, invisible characters passed isidentifier)."""
         inputs = lists.get("inputs")
-        return (set(lists) == {"inputs"} and isinstance(inputs, dict) and set(inputs) == {e.id for e in entries}
-                and all(isinstance(v, list) and len(v) == 6 and type(v[0]) is int and type(v[1]) in (int, float)
-                        and isinstance(v[2], str) and len(v[2]) <= 40 and v[2].isidentifier()
-                        and all(isinstance(m, list) and len(m) == 3 and all(type(x) in (int, float) for x in m)
-                                for m in (v[3], v[4]))
-                        and isinstance(v[5], str) and v[5].isidentifier() for v in inputs.values()))
+        if not (set(lists) == {"inputs"} and isinstance(inputs, dict) and set(inputs) == {e.id for e in entries}):
+            return False
+        try:
+            return all(isinstance(v, list) and len(v) == 6 and type(v[0]) is int and 1 <= v[0] <= 10_000
+                       and type(v[1]) in (int, float) and 0 < float(v[1]) <= 2 and v[2] in INTERPOLATIONS
+                       and all(isinstance(m, list) and len(m) == 3 and all(type(x) in (int, float) for x in m)
+                               for m in (v[3], v[4]))
+                       and all(0 <= float(x) <= 1 for x in v[3]) and all(0 < float(x) <= 1 for x in v[4])
+                       and v[5] in ("center", "squash", "border") for v in inputs.values())
+        except (OverflowError, TypeError, ValueError):
+            return False
 
     sources = Path(__file__).parent / "sources"  # the code that turns the libraries' configs into InputConfigs
     lists = cached_listing(RunStore().cache_dir, f"model-inputs-{LISTED_INPUTS_VERSION}-{key.hexdigest()[:16]}",

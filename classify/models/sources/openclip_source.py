@@ -320,8 +320,13 @@ class ClipSource(ModelSource):
         if not entry.weights:
             return self.status(entry, None, "missing", ["open_clip (no pretrained tag named)"])
         listed = _listed_hub(entry)
-        repo, filename = _hub(entry, listed)
-        found, where = find_in_hf_cache(repo, filename or "open_clip_pytorch_model.bin")
+        try:
+            repo, filename = _hub(entry, listed)
+            found, where = find_in_hf_cache(repo, filename or "open_clip_pytorch_model.bin")
+        except ValueError:  # a place huggingface_hub refuses: never from open_clip, so from a listing; ask it
+            listed = None
+            repo, filename = _hub(entry)
+            found, where = find_in_hf_cache(repo, filename or "open_clip_pytorch_model.bin")
         if found is not None and listed is not None:
             _FROM_LISTING.add(str(found))
         return self.status(entry, found, "hf-cache", [where])

@@ -91,14 +91,14 @@ class TimmSource(ModelSource):
             raise WeightsError(f"timm has no pretrained weights named {self.model_name(entry)!r}.")
         return cfg
 
-    def _places(self, entry: ModelEntry) -> tuple[str, str, str, bool]:
+    def _places(self, entry: ModelEntry, listing: bool = True) -> tuple[str, str, str, bool]:
         """(Hub repository id, Hub file name, URL, from the listing) of the entry's weights, '' where timm
         names none. From the cached listing (:func:`classify.models.library_index.timm_weight_places`)
         while timm is not imported: the Models page's status of every registry model imported timm
         (2.5-4 s of its first load); else, and for a name the listing lacks, from timm's pretrained config."""
         import sys
 
-        if "timm" not in sys.modules:
+        if listing and "timm" not in sys.modules:
             from core.runstore import RunStore
 
             listed = timm_weight_places(RunStore().cache_dir)
@@ -110,7 +110,12 @@ class TimmSource(ModelSource):
     def locate(self, entry: ModelEntry) -> WeightsStatus:
         if not entry.weights:
             return self.status(entry, None, "missing", ["timm (no pretrained weights for this architecture)"])
-        hub_id, hub_file, url, listed = self._places(entry)
+        try:
+            return self._locate(entry, *self._places(entry))
+        except ValueError:  # a place huggingface_hub refuses: never from timm, so from a listing; ask timm
+            return self._locate(entry, *self._places(entry, listing=False))
+
+    def _locate(self, entry: ModelEntry, hub_id: str, hub_file: str, url: str, listed: bool) -> WeightsStatus:
         looked: list[str] = []
         found: Path | None = None
         kind = "missing"

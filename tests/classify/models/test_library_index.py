@@ -175,3 +175,40 @@ def test_a_listing_is_keyed_on_the_librarys_config_files_and_on_wildlens_own_cod
     ours.write_text("SIZE = 288\n")
     listing()
     assert len(built) == 2 and len(list((tmp_path / "cache").glob("probe-1-*.json"))) == 2
+
+
+@pytest.mark.parametrize("where", [["a/b/c", "", ""], ["..", "", ""], ["a--b/c", "", ""], ["-a/b", "", ""],
+                                   ["timm/resnet50.tv_in1k@../../../big1g", "", ""],
+                                   ["timm/resnet50.tv_in1k", "../../x.bin", ""], ["timm/resnet50.tv_in1k", "/etc/passwd", ""],
+                                   ["timm/resnet50.tv_in1k", "", "file:///etc/passwd"]])
+def test_a_listed_place_the_hub_would_refuse_is_listed_again(fresh, where):
+    """Hostile campaign: places huggingface_hub refuses crashed the Models page (HFValidationError), and a
+    revision '../../../big1g' made a fresh process read a 1 GB file outside the cache (15 s, 3.2 GB)."""
+    (statuses, _), cache = fresh
+    library_index._listings(cache)
+    _hide()
+    (path,) = cache.glob("timm-weights-*.json")
+    lists = json.loads(path.read_text())["lists"]
+    real = list(lists["places"]["resnet50.tv_in1k"])
+    lists["places"]["resnet50.tv_in1k"] = where
+    _rewrite(path, lists)
+    library_index._listings.cache_clear()
+    entry = next(e for e in list_models() if e.id == "resnet50.tv_in1k")
+    assert weights_status(entry) == statuses[entry.id]
+    assert json.loads(path.read_text())["lists"]["places"]["resnet50.tv_in1k"] == real, "listed again"
+
+
+@pytest.mark.parametrize("field, value", [(0, -7), (0, 10 ** 4000), (1, float("nan")), (1, 10 ** 400),
+                                          (2, "bilinear\u034f"), (3, [10 ** 400, 0, 0]), (4, [0.2, float("inf"), 0.2]),
+                                          (5, "x" * 1000)])
+def test_an_input_listing_holds_only_values_a_real_config_has(fresh, field, value):
+    (_, inputs), cache = fresh
+    listed_input_configs(list_models())
+    _hide()
+    (path,) = cache.glob("model-inputs-*.json")
+    lists = json.loads(path.read_text())["lists"]
+    lists["inputs"]["resnet50.tv_in1k"][field] = value
+    stored = json.loads(path.read_text())
+    text = json.dumps(lists, sort_keys=True)
+    path.write_text(json.dumps({**stored, "lists": lists, "sha256": hashlib.sha256(text.encode()).hexdigest()}))
+    assert listed_input_configs(list_models()) == inputs
