@@ -328,8 +328,10 @@ class OnnxCache:
 
 
 def _first_line(exc: BaseException) -> str:
+    """'Type: first line', printable, at most 600 characters with '…' where cut: a cut at 200 without a
+    mark ended a long cache path mid-name (hostile campaign, a folder in place of an export)."""
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {one_line(text.splitlines()[0], 600)}" if text else type(exc).__name__
 
 
 def _session(key: ExportKey, cache: OnnxCache, threads: int, allow_export: bool,

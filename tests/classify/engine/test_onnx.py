@@ -353,3 +353,14 @@ def test_a_huge_file_in_place_of_a_cached_export_is_refused_at_once(lite0_key, s
     with pytest.raises(OnnxBackendError, match="not the size recorded"):
         backend.read_verified(model_path, meta_path)
     assert time.perf_counter() - start < 1
+
+
+def test_a_long_path_in_a_reason_is_kept_whole_or_marked_where_cut():
+    """A folder in place of a cached export gave 'IsADirectoryError: ... /cache/onnx/<200 characters>' cut in
+    the middle of the path; now the path is whole (under 600 characters) and a longer text ends with '…'."""
+    from classify.engine.onnx_backend import _first_line
+
+    path = "/home/" + "a" * 40 + "/.wildlens/cache/onnx/" + "efficientnet_lite0-" + "0123456789abcdef" * 10 + ".onnx"
+    assert path in _first_line(IsADirectoryError(21, "Is a directory", path))
+    long = _first_line(ValueError("x" * 2000 + "\nsecond line"))
+    assert long.endswith("…") and len(long) <= len("ValueError: ") + 600 and "second" not in long
