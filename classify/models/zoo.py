@@ -355,6 +355,17 @@ class _UnknownName(UnknownModelError):
     def __reduce__(self):  # crosses processes as the plain error with its message
         return UnknownModelError, (str(self),)
 
+    def __repr__(self) -> str:  # as the plain error's, with its message (it showed "_UnknownName('model_00')")
+        return f"UnknownModelError({str(self)!r})"
+
+    @property
+    def args(self) -> tuple:  # the message, as the plain error's args hold it (logging and Ray print args)
+        return (str(self),)
+
+    @args.setter
+    def args(self, value) -> None:  # BaseException sets it; the message is made from the name instead
+        pass
+
 
 def _unknown(name: str, why: str = "") -> UnknownModelError:
     return _UnknownName(name, why)

@@ -117,6 +117,8 @@ def test_the_name_index_answers_not_there_without_the_libraries_and_is_never_tru
     with pytest.raises(UnknownModelError) as caught:
         resolve("convnxt_tiny.fb_in1k")
     assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value) == with_index[0]  # crosses to Ray as is
+    # repr and args carry the message, as the plain error's do (logging and Ray print them)
+    assert caught.value.args == (with_index[0],) and repr(caught.value) == f"UnknownModelError({with_index[0]!r})"
     indexes = list(RunStore().cache_dir.glob("model-names-*.json"))
     assert len(indexes) == 1
     real = zoo._name_index
