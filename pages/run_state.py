@@ -248,7 +248,12 @@ def _nav_links(pages, run_id: str | None) -> None:
     ``?run=<current>``: a link opened in a new tab opens the same run."""
     view = st.query_params.get(VIEW_PARAM)  # a view chosen in the sidebar follows the reader from page to page
     params = ({RUN_PARAM: run_id} | ({VIEW_PARAM: view} if view else {})) if run_id else None
+    here = st.session_state.get("_current_page")
     for page in pages:
+        # A page shown under a second, unlisted address (the Runs page at /runs, app.py) is its link's page:
+        # the link points there, so the sidebar marks it as the page shown (it marked none).
+        if here is not None and here not in pages and getattr(here, "_page", None) == getattr(page, "_page", 0):
+            page = here
         st.page_link(page, query_params=params)
     if pages:
         st.divider()

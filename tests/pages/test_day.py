@@ -142,6 +142,10 @@ def test_a_new_users_day(server, tmp_path, shots):
         driver.get(f"{url}/runs?run=sample")
         text = wait_for_text(driver, "Start here", STEP)
         assert "Page not found" not in text and "Sample photographs" in text, text[:2000]
+        # ... and the sidebar marks Runs as the page shown (it marked none there): the one link drawn unlike the others
+        links = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]')
+        looks = [link.get_attribute("class") for link in links]
+        assert [link.text.split()[-1] for link, look in zip(links, looks) if looks.count(look) == 1] == ["Runs"], looks
 
         driver.get(f"{url}/results?run=sample")
         text = wait_for_text(driver, "Per model", STEP)
