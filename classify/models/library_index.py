@@ -1,15 +1,18 @@
-"""What timm and torchvision hold, listed once per installed version and kept in the run store's cache, so a
-new process can answer without importing them (timm imports torchvision, whose ops import torch._dynamo:
-2.5-4 s of CPU on this 2-core machine).
+"""What timm, torchvision and open_clip hold, listed once per installed version and kept in the run store's
+cache, so a new process can answer without importing them (timm imports torchvision, whose ops import
+torch._dynamo: 2.5-4 s of CPU on this 2-core machine).
 
-Two listings, each a JSON file keyed on both libraries' versions and a fingerprint of their model files
-(:func:`library_versions`), with a SHA-256 of its content: :mod:`classify.models.zoo`'s names index
-(``model-names-*.json``: is a name any library's model, and its close matches) and
-:func:`timm_weight_places` (``timm-weights-*.json``: where each timm pretrained name's weights live,
-which the Models page's weight status needs for every registry model). A listing that is missing,
-damaged, hand-edited, of the wrong types or too large is listed again by the libraries. The callers take
-from a listing only what cannot load the wrong file: a name it lacks is asked of the library, and timm
-itself checks the weights' place before a model is built (:mod:`classify.models.sources.timm_source`).
+The listings (:data:`LISTINGS`), each a JSON file keyed on the libraries' versions, a fingerprint of their
+model files (:func:`library_versions`) and WildLens's code that builds it (:func:`code_digest`), with a
+SHA-256 of its content: :mod:`classify.models.zoo`'s names index (``model-names-*.json``: is a name any
+library's model, and its close matches) and where each library's pretrained weights live
+(``timm-weights-*``, ``torchvision-weights-*``, ``clip-weights-*``: :func:`weight_places`, which the
+Models page's weight status needs for every registry model); :func:`cached_listing` also keeps the
+registry's input configs (:func:`classify.models.registry.listed_input_configs`). A listing that is
+missing, damaged, hand-edited, of the wrong types or values or too large is listed again by the
+libraries. The callers take from a listing only what cannot load the wrong file: a name it lacks is
+asked of the library, and a file found through it is read only after the library, imported by then,
+names it too (:func:`classify.models.weights.confirm_listed`).
 """
 from __future__ import annotations
 
@@ -179,28 +182,11 @@ def _timm_places() -> dict:
     return {"places": places}
 
 
-def timm_weight_places(cache_dir: Path) -> dict[str, tuple[str, str, str]] | None:
-    """timm pretrained name ('arch.tag') -> (Hub repository id, Hub file name, URL), '' where timm names
-    none: the fields of timm's pretrained config that say where its weights are. None when the versions
-    cannot be read. 1,826 names, ~290 KB; ~3 ms to read against 2.5-4 s to import timm."""
-    lists = _listings(cache_dir)["timm"]
-    places = None if lists is None else lists["places"]
-    return None if places is None else {name: tuple(where) for name, where in places.items()}
-
-
 def _clip_places() -> dict:
     import open_clip
 
     return {"places": {f"{model}.{tag}": [str((open_clip.get_pretrained_cfg(model, tag) or {}).get("hf_hub", ""))]
                        for model, tag in open_clip.list_pretrained()}}
-
-
-def clip_weight_places(cache_dir: Path) -> dict[str, str] | None:
-    """open_clip 'MODEL.TAG' -> its pretrained config's ``hf_hub`` ('' where it names none), listed once per
-    installed open_clip (which imports timm: the Models page's status of the registry's CLIP models)."""
-    lists = _listings(cache_dir)["clip"]
-    places = None if lists is None else lists["places"]
-    return None if places is None else {name: where[0] for name, where in places.items()}
 
 
 def _torchvision_places() -> dict:
@@ -210,12 +196,30 @@ def _torchvision_places() -> dict:
                        for weights in tvm.get_model_weights(arch)}}
 
 
-def torchvision_weight_places(cache_dir: Path) -> dict[str, str] | None:
-    """torchvision 'ARCH.WEIGHTS' (the weights enum's name) -> the file's URL, listed once per installed
-    torchvision (which imports torch and torch._dynamo)."""
-    lists = _listings(cache_dir)["torchvision"]
-    places = None if lists is None else lists["places"]
-    return None if places is None else {name: where[0] for name, where in places.items()}
+def weight_places(cache_dir: Path, kind: str) -> dict[str, tuple[str, ...]] | None:
+    """Where each pretrained name's weights live, for ``kind`` 'timm' (name 'arch.tag' -> (Hub repository
+    id, Hub file name, URL), '' where timm names none: 1,826 names), 'torchvision' ('ARCH.WEIGHTS' -> (URL,):
+    166) or 'clip' (open_clip 'MODEL.TAG' -> (its ``hf_hub``,): 196); None when the versions cannot be read.
+    ~10 ms to read all listings against 2.5-4 s to import the libraries."""
+    lists = _listings(cache_dir)[kind]
+    return None if lists is None else {name: tuple(where) for name, where in lists["places"].items()}
+
+
+_LIBRARY_OF = {"timm": "timm", "torchvision": "torchvision", "clip": "open_clip"}  # kind -> its module
+
+
+def listed_place(kind: str, name: str) -> tuple[str, ...] | None:
+    """``name``'s entry of :func:`weight_places` (the run store's cache) while the library of ``kind`` is
+    not imported; None once it is (it then answers itself, a model registered in this process included)
+    or when the listing lacks the name. What the sources' ``locate`` asks first."""
+    import sys
+
+    if _LIBRARY_OF[kind] in sys.modules:
+        return None
+    from core.runstore import RunStore
+
+    places = weight_places(RunStore().cache_dir, kind)
+    return None if places is None else places.get(name)
 
 
 # --------------------------------------------------------------------------- timm's and torchvision's names

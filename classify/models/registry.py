@@ -335,7 +335,6 @@ def listed_input_configs(entries: Sequence[ModelEntry]) -> dict[str, InputConfig
     Read from the listing even when the libraries are imported, so that a process that has them lists it
     for the next one (~1 ms a model then)."""
     import hashlib
-    import json
 
     from classify.models.library_index import OPEN_CLIP, TIMM_AND_TORCHVISION, cached_listing
     from core.runstore import RunStore
@@ -343,8 +342,9 @@ def listed_input_configs(entries: Sequence[ModelEntry]) -> dict[str, InputConfig
     fields = ("size", "crop_pct", "interpolation", "mean", "std", "crop_mode")
     key = hashlib.sha256(repr([(e.id, e.source, e.arch, e.weights, e.input_override) for e in entries]).encode())
 
-    def build() -> dict:
-        return {"inputs": {e.id: [getattr(input_config(e), f) for f in fields] for e in entries}}
+    def build() -> dict:  # JSON's types: the tuples as lists
+        values = {e.id: [getattr(input_config(e), f) for f in fields] for e in entries}
+        return {"inputs": {name: [list(v) if isinstance(v, tuple) else v for v in row] for name, row in values.items()}}
 
     def valid(lists: dict) -> bool:
         """Only values a real input config has (hostile campaign: a mean of 10**400 crashed the Models
@@ -364,7 +364,7 @@ def listed_input_configs(entries: Sequence[ModelEntry]) -> dict[str, InputConfig
 
     sources = Path(__file__).parent / "sources"  # the code that turns the libraries' configs into InputConfigs
     lists = cached_listing(RunStore().cache_dir, f"model-inputs-{LISTED_INPUTS_VERSION}-{key.hexdigest()[:16]}",
-                           lambda: json.loads(json.dumps(build())), valid, packages={**TIMM_AND_TORCHVISION, **OPEN_CLIP},
+                           build, valid, packages={**TIMM_AND_TORCHVISION, **OPEN_CLIP},
                            code=(__file__, *sorted(str(p) for p in sources.glob("*.py"))))
     if lists is None:
         return {e.id: input_config(e) for e in entries}

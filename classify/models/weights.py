@@ -172,11 +172,20 @@ def weights_status(entry: ModelEntry, checkpoint: str | Path | None = None) -> W
     return get_source(entry).locate(entry)
 
 
-def confirm_listed(listed: set[str], path, located, name: str, stem: str) -> None:
+# Weight files found through a cached listing in this process (classify.models.library_index), by any source.
+_FROM_LISTING: set[str] = set()
+
+
+def note_listed(path: Path | str) -> None:
+    """Remember that ``path`` was found through a listing, not by asking its library."""
+    _FROM_LISTING.add(str(path))
+
+
+def confirm_listed(path, located, name: str, stem: str) -> None:
     """Before a file found through a listing is read (the library is imported by then, so ``located()``
     asks it): the library must name the same file, else a one-line WeightsError. A wrong listing can
     misreport a status, never load another model's weights."""
-    if str(path) not in listed:
+    if str(path) not in _FROM_LISTING:
         return
     truth = located().path
     if truth != str(path):

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from classify.models.weights import (WeightsError, confirm_listed, download_from_hf, file_sha256, find_in_hf_cache,
-                                     read_state_dict)
+                                     note_listed, read_state_dict)
 from classify.models.registry import ModelSource, register_source
 
 if TYPE_CHECKING:
@@ -237,24 +237,14 @@ def _pretrained_cfg(entry: ModelEntry) -> dict:
     return dict(_open_clip().get_pretrained_cfg(entry.arch, entry.weights) or {})
 
 
-# Weight files found through the cached listing (classify.models.library_index.clip_weight_places) in this
-# process: load() asks open_clip, imported by then, whether its config names the same file before reading it.
-_FROM_LISTING: set[str] = set()
-
-
 def _listed_hub(entry: ModelEntry) -> str | None:
     """The tag's ``hf_hub`` from the cached listing while open_clip is not imported (it imports timm and
     torchvision: 3-4 s of the Models page's first load, for the registry's CLIP models' status); None
     otherwise or when the listing lacks it."""
-    import sys
+    from classify.models.library_index import listed_place
 
-    if "open_clip" in sys.modules:
-        return None
-    from classify.models.library_index import clip_weight_places
-    from core.runstore import RunStore
-
-    listed = clip_weight_places(RunStore().cache_dir)
-    return None if listed is None else listed.get(f"{entry.arch}.{entry.weights}")
+    listed = listed_place("clip", f"{entry.arch}.{entry.weights}")
+    return None if listed is None else listed[0]
 
 
 def _hub(entry: ModelEntry, hub: str | None = None) -> tuple[str, str | None]:
@@ -328,7 +318,7 @@ class ClipSource(ModelSource):
             repo, filename = _hub(entry)
             found, where = find_in_hf_cache(repo, filename or "open_clip_pytorch_model.bin")
         if found is not None and listed is not None:
-            _FROM_LISTING.add(str(found))
+            note_listed(found)  # load() asks open_clip before reading it
         return self.status(entry, found, "hf-cache", [where])
 
     def download(self, entry: ModelEntry) -> Path:
@@ -367,7 +357,7 @@ class ClipSource(ModelSource):
         if path is None:
             path = self.download(entry)
         model = self.create(entry, device="cpu")
-        confirm_listed(_FROM_LISTING, path, lambda: self.locate(entry), entry.id, "clip-weights")
+        confirm_listed(path, lambda: self.locate(entry), entry.id, "clip-weights")
         load_clip_state_dict(model, read_state_dict(path))
         return zero_shot_head(entry, model, weights_sha256=file_sha256(path))
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from classify.models.weights import (WeightsError, confirm_listed, download_from_hf, download_url, find_in_hf_cache,
-                                     find_in_torch_hub, read_state_dict)
-from classify.models.library_index import timm_weight_places
+                                     find_in_torch_hub, note_listed, read_state_dict)
+from classify.models.library_index import listed_place
 from classify.models.registry import ModelSource, register_source
 
 if TYPE_CHECKING:
@@ -59,12 +59,6 @@ def timm_untrained(name: str, num_classes: int):
     return timm.create_model(name, pretrained=False, num_classes=num_classes)
 
 
-# Weight files found through the cached listing in this process: load() asks timm (imported by then)
-# whether its config names the same file before reading one, so a wrong listing can misreport a status
-# but never load another model's weights.
-_FROM_LISTING: set[str] = set()
-
-
 @register_source
 class TimmSource(ModelSource):
     name = "timm"
@@ -93,17 +87,12 @@ class TimmSource(ModelSource):
 
     def _places(self, entry: ModelEntry, listing: bool = True) -> tuple[str, str, str, bool]:
         """(Hub repository id, Hub file name, URL, from the listing) of the entry's weights, '' where timm
-        names none. From the cached listing (:func:`classify.models.library_index.timm_weight_places`)
-        while timm is not imported: the Models page's status of every registry model imported timm
-        (2.5-4 s of its first load); else, and for a name the listing lacks, from timm's pretrained config."""
-        import sys
-
-        if listing and "timm" not in sys.modules:
-            from core.runstore import RunStore
-
-            listed = timm_weight_places(RunStore().cache_dir)
-            if listed is not None and self.model_name(entry) in listed:
-                return (*listed[self.model_name(entry)], True)
+        names none. From the cached listing (:func:`classify.models.library_index.listed_place`) while timm
+        is not imported: the Models page's status of every registry model imported timm (2.5-4 s of its
+        first load); else, and for a name the listing lacks, from timm's pretrained config."""
+        listed = listed_place("timm", self.model_name(entry)) if listing else None
+        if listed is not None:
+            return (*listed, True)
         cfg = self.pretrained_cfg(entry)
         return cfg.hf_hub_id or "", cfg.hf_hub_filename or "", (self._url(cfg) if cfg.url else "") or "", False
 
@@ -128,7 +117,7 @@ class TimmSource(ModelSource):
             kind = "torch-hub-cache"
             looked.append(where)
         if found is not None and listed:
-            _FROM_LISTING.add(str(found))
+            note_listed(found)  # load() asks timm before reading it
         return self.status(entry, found, kind, looked)
 
     @staticmethod
@@ -153,7 +142,7 @@ class TimmSource(ModelSource):
         if path is None:  # require_weights allowed a download: fetched here, read below like any file
             path = self.download(entry)
         else:  # timm is imported now: its own config must name the same file
-            confirm_listed(_FROM_LISTING, path, lambda: self.locate(entry), self.model_name(entry), "timm-weights")
+            confirm_listed(path, lambda: self.locate(entry), self.model_name(entry), "timm-weights")
         if path.suffix == ".npz":  # original JAX/Flax ViT weights: timm's own converter reads them (no pickle)
             overlay = {"file": str(path), "custom_load": True}
         else:  # read here (safetensors or weights_only), then timm's filter adapts foreign layouts

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from classify.models.weights import confirm_listed, download_url, find_in_torch_hub, read_state_dict
-from classify.models.library_index import torchvision_weight_places
+from classify.models.weights import confirm_listed, download_url, find_in_torch_hub, note_listed, read_state_dict
+from classify.models.library_index import listed_place
 from classify.models.registry import ModelSource, register_source
 from classify.models.weights import build_untrained
 
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 # weights=None and loading the file ourselves must build the same network.
 WEIGHTS_BUILD_KWARGS = {"inception_v3": {"transform_input": True, "aux_logits": True, "init_weights": False},
                         "googlenet": {"transform_input": True, "aux_logits": True, "init_weights": False}}
-
-
-# Weight files found through the cached listing in this process (classify.models.library_index).
-_FROM_LISTING: set[str] = set()
 
 
 @register_source
@@ -56,23 +52,13 @@ class TorchvisionSource(ModelSource):
 
         return get_model_weights(entry.arch)[entry.weights].url
 
-    def _listed_url(self, entry: ModelEntry) -> str | None:
-        """The weights' URL from the cached listing while torchvision is not imported (it imports torch
-        and torch._dynamo: 2-3 s of the Models page's first load); None otherwise or when not listed."""
-        import sys
-
-        if "torchvision" in sys.modules:
-            return None
-        from core.runstore import RunStore
-
-        listed = torchvision_weight_places(RunStore().cache_dir)
-        return None if listed is None else listed.get(f"{entry.arch}.{entry.weights}")
-
     def locate(self, entry: ModelEntry) -> WeightsStatus:
-        listed = self._listed_url(entry)
-        found, where = find_in_torch_hub(listed or self.url(entry))
+        # The cached listing while torchvision is not imported (it imports torch and torch._dynamo: 2-3 s of
+        # the Models page's first load), else the weights enum.
+        listed = listed_place("torchvision", f"{entry.arch}.{entry.weights}")
+        found, where = find_in_torch_hub(listed[0] if listed else self.url(entry))
         if found is not None and listed:
-            _FROM_LISTING.add(str(found))
+            note_listed(found)  # load() asks torchvision before reading it
         return self.status(entry, found, "torch-hub-cache", [where])
 
     def build_untrained(self, entry: ModelEntry, num_classes: int):
@@ -84,6 +70,6 @@ class TorchvisionSource(ModelSource):
         if path is None:  # require_weights allowed a download: fetched here, read below like any file
             path = download_url(self.url(entry), self.fetch_command(entry), check_hash=True)
         model = build_untrained(entry)  # torchvision is imported now: its enum must name the same file
-        confirm_listed(_FROM_LISTING, path, lambda: self.locate(entry), entry.id, "torchvision-weights")
+        confirm_listed(path, lambda: self.locate(entry), entry.id, "torchvision-weights")
         model.load_state_dict(read_state_dict(path), strict=True)
         return model

@@ -16,7 +16,7 @@ import pytest
 
 from classify.models import library_index
 from classify.models.registry import input_config, list_models, listed_input_configs
-from classify.models.weights import WeightsError, WeightsStatus, confirm_listed, weights_status
+from classify.models.weights import WeightsError, WeightsStatus, confirm_listed, note_listed, weights_status
 
 LIBRARIES = ("timm", "torchvision", "open_clip")
 
@@ -60,7 +60,7 @@ def _rewrite(path: Path, lists: dict) -> None:
 
 def test_a_damaged_or_mistyped_listing_is_listed_again(fresh):
     (statuses, _), cache = fresh
-    library_index.timm_weight_places(cache)
+    library_index.weight_places(cache, "timm")
     (path,) = cache.glob("timm-weights-*.json")
     good = json.loads(path.read_text())["lists"]
     for bad in ({"places": {"resnet50.tv_in1k": ["timm/\x1b[7m", "", ""]}},  # a control character
@@ -68,26 +68,31 @@ def test_a_damaged_or_mistyped_listing_is_listed_again(fresh):
                 {"places": []}):
         _rewrite(path, bad)
         library_index._listings.cache_clear()
-        assert library_index.timm_weight_places(cache) == {k: tuple(v) for k, v in good["places"].items()}
+        assert library_index.weight_places(cache, "timm") == {k: tuple(v) for k, v in good["places"].items()}
         assert json.loads(path.read_text())["lists"] == good, "written again"
     path.write_text(path.read_text()[:-40])  # cut short
     library_index._listings.cache_clear()
-    assert library_index.timm_weight_places(cache)["resnet50.tv_in1k"][0] == "timm/resnet50.tv_in1k"
+    assert library_index.weight_places(cache, "timm")["resnet50.tv_in1k"][0] == "timm/resnet50.tv_in1k"
 
 
 def test_a_file_found_through_a_listing_is_read_only_when_the_library_names_it_too(tmp_path):
     """confirm_listed, which each source's load() calls with its library imported: a listing that named
     another model's file (a hostile edit with its checksum recomputed) stops the load in one line."""
-    listed = {str(tmp_path / "other.safetensors")}
+    from classify.models import weights
+
+    note_listed(tmp_path / "other.safetensors")
     truth = WeightsStatus("m", True, "hf-cache", str(tmp_path / "right.safetensors"), (), "fetch")
-    with pytest.raises(WeightsError, match=r"^m: the cache's listing named .*other.safetensors.* the library names "
-                                           r".*right.safetensors; delete /.*/cache/timm-weights-\*.json and run again"):
-        confirm_listed(listed, tmp_path / "other.safetensors", lambda: truth, "m", "timm-weights")
-    asked = []
-    confirm_listed(listed, tmp_path / "checkpoint.pt", lambda: asked.append(1), "m", "timm-weights")
-    assert not asked, "a file not found through a listing (a --checkpoint) is not asked about"
-    same = WeightsStatus("m", True, "hf-cache", str(tmp_path / "other.safetensors"), (), "fetch")
-    confirm_listed(listed, tmp_path / "other.safetensors", lambda: same, "m", "timm-weights")
+    try:
+        with pytest.raises(WeightsError, match=r"^m: the cache's listing named .*other.safetensors.* the library names "
+                                               r".*right.safetensors; delete /.*/cache/timm-weights-\*.json and run again"):
+            confirm_listed(tmp_path / "other.safetensors", lambda: truth, "m", "timm-weights")
+        asked = []
+        confirm_listed(tmp_path / "checkpoint.pt", lambda: asked.append(1), "m", "timm-weights")
+        assert not asked, "a file not found through a listing (a --checkpoint) is not asked about"
+        same = WeightsStatus("m", True, "hf-cache", str(tmp_path / "other.safetensors"), (), "fetch")
+        confirm_listed(tmp_path / "other.safetensors", lambda: same, "m", "timm-weights")
+    finally:
+        weights._FROM_LISTING.discard(str(tmp_path / "other.safetensors"))
 
 
 def test_a_hostile_listing_reaches_the_load_check(fresh, monkeypatch):
@@ -96,7 +101,7 @@ def test_a_hostile_listing_reaches_the_load_check(fresh, monkeypatch):
     (_, _), cache = fresh
     from classify.models.sources import timm_source
 
-    library_index.timm_weight_places(cache)
+    library_index.weight_places(cache, "timm")
     _hide()
     (path,) = cache.glob("timm-weights-*.json")
     lists = json.loads(path.read_text())["lists"]
@@ -109,7 +114,9 @@ def test_a_hostile_listing_reaches_the_load_check(fresh, monkeypatch):
                         lambda hub_id, filename: (found, "") if hub_id.startswith("timm/vit_base") else (None, "hub"))
     entry = next(e for e in list_models() if e.id == "resnet50.tv_in1k")
     assert weights_status(entry).path == str(found)
-    assert str(found) in timm_source._FROM_LISTING
+    from classify.models import weights
+
+    assert str(found) in weights._FROM_LISTING
 
 
 def test_torch_hubs_folder_is_found_without_importing_torch(monkeypatch, tmp_path):
@@ -134,19 +141,18 @@ def test_torch_hubs_folder_is_found_without_importing_torch(monkeypatch, tmp_pat
 def test_each_sources_load_asks_its_library_before_reading_a_listed_file(model, stem, tmp_path):
     """The wiring: a file marked as found through a listing, which the library itself does not name (its
     weights are not on this machine), is refused by load() before it is read."""
+    from classify.models import weights
     from classify.models.registry import get_source
-    from classify.models.sources import openclip_source, timm_source, torchvision_source
 
     entry = next(e for e in list_models() if e.id == model)
     planted = tmp_path / "planted.safetensors"
     planted.write_bytes(b"not read")
-    listed = {"timm": timm_source, "torchvision": torchvision_source}.get(entry.source, openclip_source)._FROM_LISTING
-    listed.add(str(planted))
+    note_listed(planted)
     try:
         with pytest.raises(WeightsError, match=rf"the cache's listing named .*planted.safetensors.* delete /.*/cache/{stem}-\*.json"):
             get_source(entry).load(entry, planted)
     finally:
-        listed.discard(str(planted))
+        weights._FROM_LISTING.discard(str(planted))
 
 
 def test_a_listing_is_keyed_on_the_librarys_config_files_and_on_wildlens_own_code(tmp_path, monkeypatch):
