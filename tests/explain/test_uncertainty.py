@@ -148,6 +148,11 @@ def test_threads_do_not_change_a_bit(monkeypatch):
     from explain.metrics import compute_metric_tables
 
     monkeypatch.setattr(uncertainty, "BLOCK_WEIGHTS", 20_000)  # many small blocks: 10 cells each at 2000
+    monkeypatch.setattr(uncertainty, "THREADED_BLOCK_WEIGHTS", 0)  # and threads for them all the same
+    used = []
+    real_map = uncertainty.ordered_map
+    monkeypatch.setattr(uncertainty, "ordered_map", lambda func, items, threads=None: (
+        used.append(uncertainty.worker_threads() if threads is None else threads), real_map(func, items, threads))[1])
     rng = np.random.default_rng(8)
     wnids = np.array(["n02123045", "n02123159", "n02124075", "n02127052", "n02129604"])
     df = pd.DataFrame({"model": np.repeat(["a", "b", "c"], 200), "image": [f"{i}.jpg" for i in range(600)],
@@ -156,9 +161,25 @@ def test_threads_do_not_change_a_bit(monkeypatch):
     for threads in (1, 3):
         monkeypatch.setattr(uncertainty, "worker_threads", lambda threads=threads: threads)
         results.append(compute_metric_tables(df, cache_dir=False))
+    assert set(used) == {1, 3}, "the blocks ran on one thread, then on three"
     for name in ("per_model", "per_class", "confusions"):
         pd.testing.assert_frame_equal(getattr(results[0], name), getattr(results[1], name), check_exact=True)
     assert results[0].per_model["wup_all_ci_low"].notna().all()
+
+
+def test_small_blocks_run_on_one_thread_and_large_ones_on_the_cores():
+    """Many models of a few classes are many blocks of a few cells (each model its own random stream):
+    two threads of them took twice the wall of one, so they run on one; blocks of ~1M weights and more
+    run on worker_threads()."""
+    from explain.uncertainty import THREADED_BLOCK_WEIGHTS, block_threads
+
+    small = [(0, (m, 0), 6 * m, 6 * m + 6) for m in range(400)]  # 400 models of 6 cells each
+    assert block_threads(small, 2000) == 1
+    large = [(0, (b,), 4000 * b, 4000 * (b + 1)) for b in range(3)]  # 4,000 cells a block: 8M weights
+    assert block_threads(large, 2000) is None
+    edge = [(0, (0,), 0, THREADED_BLOCK_WEIGHTS // 1000)]
+    assert block_threads(edge, 1000) is None and block_threads(edge, 999) == 1
+    assert block_threads([], 2000) == 1
 
 
 def test_rankable_marks_wide_classes_and_the_images_they_need():
