@@ -54,6 +54,30 @@ def copy_store(sample_store, tmp_path_factory, name: str):
     return home
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _component_scan_once():
+    """Streamlit's scan of the installed packages for v2 component manifests, done once per test process.
+
+    Why: every AppTest builds its own component manager at its first run, and the scan parses the
+    metadata of every installed distribution (~130 here): 0.36 s of CPU per AppTest, 12.7 of
+    tests/pages/test_app.py's 47 s under cProfile (2026-12-06). The installed packages do not change
+    during a test session, so its answer does not either; a server (``make run``, the browser tests)
+    scans once at its start, as before."""
+    import functools
+
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # a Streamlit without v2 components: nothing is scanned
+        yield
+        return
+    real = manifest_scanner.scan_component_manifests
+    manifest_scanner.scan_component_manifests = functools.cache(real)
+    try:
+        yield
+    finally:
+        manifest_scanner.scan_component_manifests = real
+
+
 APP_TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
 
 
