@@ -51,16 +51,14 @@ def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 0.5) -> 
     for by their drawn SVG, and no page runs a timed fragment, so the settle only catches a delta
     still in flight. It was 4 s, then 1.5 s: about 1.9 s of idle per wait over the ~80 waits of
     the browser tests, which kept the suite over 6 minutes on 2 cores."""
-    from selenium.webdriver.common.by import By
-
     deadline = time.monotonic() + timeout
     last_text, quiet_since = None, None
     while time.monotonic() < deadline:
-        busy = any(driver.find_elements(By.CSS_SELECTOR, sel) for sel in BUSY_SELECTORS)
-        charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')
-        drawn = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"] .main-svg')
-        text = body_text(driver)
-        ready = driver.find_elements(By.CSS_SELECTOR, "h1") and not busy and len(drawn) >= len(charts)
+        # One round trip a look (it was six WebDriver calls: 0.07 s of chromedriver and renderer a look,
+        # 507 findElements of test_day's 859 calls).
+        has_title, busy, charts, drawn, text = driver.execute_script(RENDER_STATE, list(BUSY_SELECTORS))
+        text = _lines(text)
+        ready = has_title and not busy and drawn >= charts
         if ready and text == last_text:
             quiet_since = quiet_since or time.monotonic()
             if time.monotonic() - quiet_since >= settle:
@@ -120,8 +118,22 @@ def body_text(driver) -> str:
     (20 calls: 13.8 and 17.1 s) against 0.02 s for ``innerText`` (Chromium 2026-12-05), and the waits
     poll the text every 0.4 s: it was most of the browser tests' CPU. ``innerText`` puts blank lines
     between paragraphs and pads some lines: dropped here, so a line reads as the atom's did."""
-    text = driver.execute_script("return document.body.innerText") or ""
-    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+    return _lines(driver.execute_script("return document.body.innerText"))
+
+
+def _lines(text) -> str:
+    return "\n".join(line.strip() for line in (text or "").splitlines() if line.strip())
+
+
+# What wait_until_rendered looks at, in one script: a title, a running indicator, the Plotly charts and
+# those drawn (their SVG), and the visible text.
+RENDER_STATE = """
+const busy = arguments[0].some(sel => document.querySelector(sel) !== null);
+return [document.querySelector("h1") !== null, busy,
+        document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
+        document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length,
+        document.body.innerText];
+"""
 
 
 def wait_for(driver, condition, timeout: float = 180.0, what: str = "the condition"):
