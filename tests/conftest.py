@@ -52,7 +52,8 @@ def honour_xdist_groups(config, items) -> None:
     where the id has no suffix yet (a fixed xdist does it itself).
 
     A module whose module fixtures are its cost is a group of its own (test_precisions, test_features,
-    test_zeroshot, test_interval_coverage): split over two workers, each built them (timelines of
+    test_zeroshot, test_interval_coverage), and so are modules sharing one (test_wordgraph and test_meronyms:
+    NLTK's parse of every noun synset): split over two workers, each built them (timelines of
     2026-12-06: test_precisions 20.5 s on one worker, 17.4 s on the other). It saves CPU; the suite's wall
     from a fresh clone stayed within its spread (474 -> 480 s)."""
     if not getattr(config.option, "loadgroup", False):

@@ -15,6 +15,10 @@ from core.wordnet import VENDORED_NLTK_DATA, get_wordnet
 from tests.conftest import ROOT
 
 
+# With tests/core/test_wordgraph.py and test_meronyms.py on one worker, NLTK parses the 82,115 noun synsets
+# (and walks their depths) once: split over two workers each paid it (~9 CPU-s, 2026-12-06 timeline).
+pytestmark = pytest.mark.xdist_group("wordnet-nouns")
+
 @pytest.fixture(scope="module")
 def nltk_nouns():
     return sorted(get_wordnet().all_synsets("n"), key=lambda s: s.offset())
