@@ -25,6 +25,7 @@ def test_spec_reference_values_equal_nltk():
     assert dog.wup_similarity(cat) == pytest.approx(0.8571428571428571, abs=1e-12)
 
 
+@pytest.mark.xdist_group("wordnet-nouns")  # NLTK's parse and depths of every noun, shared with test_wordgraph's
 def test_noun_max_depth_constant_matches_nltk():
     # LCH's D: NLTK computes it by walking every noun; our constant must agree.
     assert get_wordnet()._compute_max_depth("n", False) == NOUN_MAX_DEPTH
