@@ -42,7 +42,7 @@ import pandas as pd
 
 from core.explained import inputs_fingerprint, read_claim, view_folder, write_claimed
 from core.runstore import Run, StoreError
-from core.tables import read_stored_buffer
+from core.tables import read_stored_hashed
 from .browse import ANNOTATION_DOCS, COLUMNS
 
 BROWSE_FILE, BROWSE_FINGERPRINT = "browse.arrow", "browse.json"
@@ -90,12 +90,12 @@ def read_browse_table(run: Run, view: str, label_space: str, expected: dict | No
     size = stored.get("bytes")
     if type(size) is not int or not 0 < size <= MAX_BYTES:
         return None
-    data = read_stored_buffer(folder / BROWSE_FILE, size)
+    read = read_stored_hashed(folder / BROWSE_FILE, size)
     # The bytes are the ones written before Arrow reads any of them: a compressed file put in its place
     # unpacked 8 GiB before its hash was checked (hostile campaign).
-    if data is None or digest(data) != stored.get("sha256"):
+    if read is None or _of_halves(read[1], read[2]) != stored.get("sha256"):
         return None
-    return _parse(data)
+    return _parse(read[0])
 
 
 MAX_BYTES = 1 << 34  # a claimed size above this is no table this code wrote (2,000,000 rows are ~0.75 GB)
@@ -103,13 +103,18 @@ MAX_BYTES = 1 << 34  # a claimed size above this is no table this code wrote (2,
 
 def digest(data) -> str:
     """The stored table's checksum: SHA-256 of the SHA-256 digests of its two halves, hashed on two
-    threads (hashlib releases the GIL). Why: one SHA-256 of a 370 MB table took 0.2 s of a first load."""
+    threads (hashlib releases the GIL). Why: one SHA-256 of a 370 MB table took 0.2 s of a first load.
+    The reader hashes the halves as it reads them (``core.tables.read_stored_hashed``)."""
     view = memoryview(data)
     half = len(view) // 2
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-browse") as pool:
         second = pool.submit(lambda: hashlib.sha256(view[half:]).digest())
         first = hashlib.sha256(view[:half]).digest()
-        return hashlib.sha256(first + second.result()).hexdigest()
+        return _of_halves(first, second.result())
+
+
+def _of_halves(first: bytes, second: bytes) -> str:
+    return hashlib.sha256(first + second).hexdigest()
 
 
 def _arrow_kind(arrow_type) -> str:

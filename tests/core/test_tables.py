@@ -1,4 +1,6 @@
 """core.tables helpers that the pages lean on at scale, against pandas as the reference."""
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,3 +55,45 @@ def test_a_column_whose_type_contradicts_its_pandas_metadata_is_a_one_line_store
     with pytest.raises(StoreError, match="does not read as the explained table") as caught:
         read_parquet_bytes(buffer.getvalue(), {"correct": "boolean"}, table="explained", source="x.parquet")
     assert "\n" not in str(caught.value)
+
+
+def test_read_stored_hashed_reads_the_bytes_and_hashes_each_half(tmp_path, monkeypatch):
+    """The buffer read_stored_buffer gives and SHA-256 of its two halves, read and hashed a chunk at a time
+    (a chunk smaller than each half here, an odd size so the halves differ in length)."""
+    import hashlib
+
+    import core.tables as tables
+    from core.tables import read_stored_buffer, read_stored_hashed
+
+    monkeypatch.setattr(tables, "HALF_CHUNK", 7)
+    data = bytes(range(256)) * 3 + b"odd"
+    path = tmp_path / "t.arrow"
+    path.write_bytes(data)
+    buffer, first, second = read_stored_hashed(path, len(data))
+    half = len(data) // 2
+    assert buffer == read_stored_buffer(path, len(data)) == bytearray(data)
+    assert (first, second) == (hashlib.sha256(data[:half]).digest(), hashlib.sha256(data[half:]).digest())
+    for size in (len(data) - 1, len(data) + 1, 0):
+        assert read_stored_hashed(path, size) is None, "exactly its size"
+    link = tmp_path / "link.arrow"
+    link.symlink_to(path)
+    fifo = tmp_path / "fifo.arrow"
+    os.mkfifo(fifo)
+    assert read_stored_hashed(link, len(data)) is None and read_stored_hashed(fifo, 0) is None
+    assert read_stored_hashed(tmp_path / "missing", 1) is None and read_stored_hashed(tmp_path, 4096) is None
+
+
+def test_read_stored_hashed_refuses_a_file_that_shrinks_or_grows_while_read(tmp_path, monkeypatch):
+    import core.tables as tables
+    from core.tables import read_stored_hashed
+
+    data = b"x" * 1000
+    path = tmp_path / "t.arrow"
+    path.write_bytes(data)
+    monkeypatch.setattr(tables, "HALF_CHUNK", 100)
+    real = os.preadv
+    monkeypatch.setattr(tables.os, "preadv", lambda fd, views, at: 0 if at >= 600 else real(fd, views, at))
+    assert read_stored_hashed(path, len(data)) is None, "the second half came back short: it shrank"
+    monkeypatch.setattr(tables.os, "preadv", real)
+    monkeypatch.setattr(tables.os, "pread", lambda fd, n, at: b"y")
+    assert read_stored_hashed(path, len(data)) is None, "a byte past its size: it grew"
