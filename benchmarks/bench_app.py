@@ -100,19 +100,23 @@ def build_run(home: Path, images_per_class: int = IMAGES_PER_CLASS, seed: int = 
     return run.run_id
 
 
-_SCRIPTS = {}
+_SCRIPT_CACHE = None  # the process's compiled page scripts (share_script_cache)
 
 
 def share_script_cache() -> None:
     """AppTest compiles ``app.py`` and the page again on every run (a new ``ScriptCache`` per run, with
-    Streamlit's magic AST pass: 0.03-0.07 s a render here); a server keeps one per process
-    (``streamlit.runtime.Runtime._script_cache``), so a page is compiled at its first load only. The
-    figures here are the server's: one cache for this process, as the server has."""
+    Streamlit's magic AST pass: 4-20 ms a render here); a server keeps one per process
+    (``streamlit.runtime.Runtime._script_cache``, cleared only when a watched source file changes, and
+    WildLens watches none), so a page is compiled at its first load only. The figures here are the
+    server's: one cache for this process, as the server has. (Figures recorded before 2026-12-06 evening
+    compiled every render.)"""
     from streamlit.runtime.scriptrunner.script_cache import ScriptCache
     from streamlit.testing.v1 import app_test
 
-    shared = _SCRIPTS.setdefault("cache", ScriptCache())
-    app_test.ScriptCache = lambda: shared
+    global _SCRIPT_CACHE
+    if _SCRIPT_CACHE is None:
+        _SCRIPT_CACHE = ScriptCache()
+        app_test.ScriptCache = lambda: _SCRIPT_CACHE
 
 
 def time_pages(home: Path, run_id: str, repeats: int) -> dict[str, tuple[float, float]]:

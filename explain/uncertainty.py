@@ -574,14 +574,31 @@ def _replicate_ratios(num: np.ndarray, den: np.ndarray, *, defined: bool = False
 
 
 MAX_THREADS = 4  # blocks in flight: each holds ~32 MB of weights and its products
+# Cells x resamples from which a block is worth a thread. Why: a run of many models keys each model's cells
+# as blocks of their own (model_stream_key), and a model of few classes has a few cells, so its block is
+# ~0.5 ms of short NumPy calls that take and drop the GIL; two threads of them took twice the wall of one.
+# Metric tables with 2,000 resamples, 1 -> 2 threads (2026-12-06, 2-core Xeon): 400 models x 1 class
+# (~12k weights a block) 1.64 -> 2.80 s, 100 x 10 classes (~80k) 0.54 -> 0.94, 20 x 100 (~800k)
+# 0.38 -> 0.35, 10 x 1,000 (8M, BLOCK_WEIGHTS) 2.01 -> 1.42.
+THREADED_BLOCK_WEIGHTS = 1_000_000
 
 
 def worker_threads() -> int:
-    """Threads for the bootstrap's blocks: the cores this process may use (detected, not assumed),
-    at most MAX_THREADS."""
+    """Threads for the bootstrap's blocks where they are large enough (:func:`block_threads`): the cores
+    this process may use (detected, not assumed), at most MAX_THREADS."""
     from core.machine import available_cores
 
     return max(1, min(MAX_THREADS, available_cores()))
+
+
+def block_threads(items: list[tuple], resamples: int) -> int | None:
+    """Threads for the blocks ``items`` (…, start, stop): None (:func:`worker_threads`) where at least
+    half the work (cells x resamples) is in blocks of THREADED_BLOCK_WEIGHTS or more, else one. By the
+    share of the work, not the mean block: a few large blocks beside hundreds of one-class models'
+    tiny ones are most of the time, and they gain from the cores (code review)."""
+    weights = [(item[-1] - item[-2]) * max(1, resamples) for item in items]
+    large = sum(w for w in weights if w >= THREADED_BLOCK_WEIGHTS)
+    return None if large and 2 * large >= sum(weights) else 1
 
 
 def ordered_map(func, items: list[tuple], threads: int | None = None):
@@ -656,7 +673,7 @@ def bootstrap_ratios(group: np.ndarray, count: np.ndarray, stats: dict[str, Rati
 
 def bootstrap_families(families: list[CellFamily], options: IntervalOptions) -> list[BootstrapResult]:
     """:func:`bootstrap_ratios` of several independent cell families at once: their blocks share
-    one pool of threads, so no core waits for the last block of one family before the next starts
+    one pool of threads (where they are large enough: :func:`block_threads`), so no core waits for the last block of one family before the next starts
     (the metric tables' triple and top-5 families: 0.1 s of 1.8 on 2 cores). Each family's bounds
     are those it gets alone, bit for bit."""
     runs = [_FamilyRun(family, options) for family in families]
@@ -673,23 +690,6 @@ def bootstrap_families(families: list[CellFamily], options: IntervalOptions) -> 
         runs[i].absorb(out)
     return [run.result() for run in runs]
 
-
-# Mean cells x resamples per block from which the blocks run in threads. Why: a run of many models keys
-# each model's cells as blocks of their own (model_stream_key), and a model of few classes has a few
-# cells, so its block is ~0.5 ms of short NumPy calls that take and drop the GIL; two threads of them
-# took twice the wall of one. Metric tables with 2,000 resamples, 1 -> 2 threads (2026-12-06, 2-core
-# Xeon): 400 models x 1 class (~12k weights a block) 1.64 -> 2.80 s, 100 x 10 classes (~80k) 0.54 -> 0.94,
-# 20 x 100 (~800k) 0.38 -> 0.35, 10 x 1,000 (8M, BLOCK_WEIGHTS) 2.01 -> 1.42.
-THREADED_BLOCK_WEIGHTS = 1_000_000
-
-
-def block_threads(items: list[tuple], resamples: int) -> int | None:
-    """Threads for the blocks ``items`` (…, start, stop): one where the mean block is under
-    THREADED_BLOCK_WEIGHTS cells x resamples, else None (:func:`worker_threads`)."""
-    if not items:
-        return 1
-    cells = sum(item[-1] - item[-2] for item in items)
-    return None if cells * max(1, resamples) / len(items) >= THREADED_BLOCK_WEIGHTS else 1
 
 
 class _FamilyRun:

@@ -14,9 +14,7 @@ from core.wordgraph import WordGraphUnavailable, noun_graph
 from core.wordnet import get_wordnet
 from tests.conftest import ROOT
 
-# With tests/core/test_wordgraph.py and test_meronyms.py on one worker, NLTK parses the 82,115 noun synsets
-# (and walks their depths) once: split over two workers each paid it (~9 CPU-s, 2026-12-06 timeline).
-pytestmark = pytest.mark.xdist_group("wordnet-nouns")
+pytestmark = pytest.mark.xdist_group("wordnet-nouns")  # NLTK's parse of every noun once (tests/conftest.py)
 
 CAR, CAR_WHEEL, MOTOR_VEHICLE = "n02958343", "n02974003", "n03791235"
 

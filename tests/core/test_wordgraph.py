@@ -14,10 +14,8 @@ from core.wordgraph import WordGraphUnavailable, noun_graph, packaged_graph_file
 from core.wordnet import VENDORED_NLTK_DATA, get_wordnet
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.xdist_group("wordnet-nouns")  # NLTK's parse of every noun once (tests/conftest.py)
 
-# With tests/core/test_wordgraph.py and test_meronyms.py on one worker, NLTK parses the 82,115 noun synsets
-# (and walks their depths) once: split over two workers each paid it (~9 CPU-s, 2026-12-06 timeline).
-pytestmark = pytest.mark.xdist_group("wordnet-nouns")
 
 @pytest.fixture(scope="module")
 def nltk_nouns():

@@ -151,8 +151,12 @@ def test_threads_do_not_change_a_bit(monkeypatch):
     monkeypatch.setattr(uncertainty, "THREADED_BLOCK_WEIGHTS", 0)  # and threads for them all the same
     used = []
     real_map = uncertainty.ordered_map
-    monkeypatch.setattr(uncertainty, "ordered_map", lambda func, items, threads=None: (
-        used.append(uncertainty.worker_threads() if threads is None else threads), real_map(func, items, threads))[1])
+
+    def spy(func, items, threads=None):
+        used.append(uncertainty.worker_threads() if threads is None else threads)
+        return real_map(func, items, threads)
+
+    monkeypatch.setattr(uncertainty, "ordered_map", spy)
     rng = np.random.default_rng(8)
     wnids = np.array(["n02123045", "n02123159", "n02124075", "n02127052", "n02129604"])
     df = pd.DataFrame({"model": np.repeat(["a", "b", "c"], 200), "image": [f"{i}.jpg" for i in range(600)],
@@ -169,8 +173,8 @@ def test_threads_do_not_change_a_bit(monkeypatch):
 
 def test_small_blocks_run_on_one_thread_and_large_ones_on_the_cores():
     """Many models of a few classes are many blocks of a few cells (each model its own random stream):
-    two threads of them took twice the wall of one, so they run on one; blocks of ~1M weights and more
-    run on worker_threads()."""
+    two threads of them took twice the wall of one, so they run on one; where at least half the work is
+    in blocks of ~1M weights and more, on worker_threads(), also beside hundreds of tiny blocks."""
     from explain.uncertainty import THREADED_BLOCK_WEIGHTS, block_threads
 
     small = [(0, (m, 0), 6 * m, 6 * m + 6) for m in range(400)]  # 400 models of 6 cells each
@@ -180,6 +184,8 @@ def test_small_blocks_run_on_one_thread_and_large_ones_on_the_cores():
     edge = [(0, (0,), 0, THREADED_BLOCK_WEIGHTS // 1000)]
     assert block_threads(edge, 1000) is None and block_threads(edge, 999) == 1
     assert block_threads([], 2000) == 1
+    assert block_threads(large + small, 2000) is None, "3 blocks of 8M beside 400 of 12k: most of the work is large"
+    assert block_threads(large[:1] + small * 2, 2000) == 1, "8M beside 9.6M of tiny blocks"
 
 
 def test_rankable_marks_wide_classes_and_the_images_they_need():

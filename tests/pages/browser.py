@@ -39,6 +39,16 @@ def browser(width: int = 1400, height: int = 1000):
 
 POLL = 0.2  # seconds between two looks at the page (innerText costs the renderer ~0.02 s)
 BUSY_SELECTORS = ('[data-testid="stStatusWidget"]', '[data-testid="stSpinner"]', '[data-stale="true"]')
+# What wait_until_rendered looks at, in one script: a title, a running indicator, the Plotly charts and
+# those drawn (holding their SVG; a drawn chart has three .main-svg, so counting those said "all drawn"
+# with a third of them drawn: code review), and the visible text.
+RENDER_STATE = """
+const busy = arguments[0].some(sel => document.querySelector(sel) !== null);
+return [document.querySelector("h1") !== null, busy,
+        document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
+        document.querySelectorAll('[data-testid="stPlotlyChart"]:has(.main-svg)').length,
+        document.body.innerText];
+"""
 
 
 def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 0.5) -> str:
@@ -58,7 +68,7 @@ def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 0.5) -> 
         # 507 findElements of test_day's 859 calls).
         has_title, busy, charts, drawn, text = driver.execute_script(RENDER_STATE, list(BUSY_SELECTORS))
         text = _lines(text)
-        ready = has_title and not busy and drawn >= charts
+        ready = has_title and not busy and drawn == charts
         if ready and text == last_text:
             quiet_since = quiet_since or time.monotonic()
             if time.monotonic() - quiet_since >= settle:
@@ -124,16 +134,6 @@ def body_text(driver) -> str:
 def _lines(text) -> str:
     return "\n".join(line.strip() for line in (text or "").splitlines() if line.strip())
 
-
-# What wait_until_rendered looks at, in one script: a title, a running indicator, the Plotly charts and
-# those drawn (their SVG), and the visible text.
-RENDER_STATE = """
-const busy = arguments[0].some(sel => document.querySelector(sel) !== null);
-return [document.querySelector("h1") !== null, busy,
-        document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
-        document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length,
-        document.body.innerText];
-"""
 
 
 def wait_for(driver, condition, timeout: float = 180.0, what: str = "the condition"):
