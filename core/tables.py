@@ -219,23 +219,33 @@ def read_stored_buffer(path: Path, size: int) -> bytearray | None:
     predictions); the exact size refuses at once a sparse 8 GiB file put in its place, which took
     42 s and 8.5 GiB of memory to refuse by its checksum (hostile campaign). A file that grows or
     shrinks while it is read is None (recomputed), never a torn table."""
-    opened = _open_stored(path)
-    if opened is None:
-        return None
-    fd, info = opened
     try:
-        if info.st_size != size:
-            return None
-        buffer = bytearray(info.st_size)
-        view, done = memoryview(buffer), 0
-        while done < info.st_size:
-            got = os.readv(fd, [view[done:]])
-            if got == 0:
-                return None  # shrank meanwhile
-            done += got
-        return buffer if os.read(fd, 1) == b"" else None  # grew meanwhile
+        with _stored_of_size(path, size) as fd:
+            if fd is None:
+                return None
+            buffer = bytearray(size)
+            view, done = memoryview(buffer), 0
+            while done < size:
+                got = os.readv(fd, [view[done:]])
+                if got == 0:
+                    return None  # shrank meanwhile
+                done += got
+            return buffer if os.read(fd, 1) == b"" else None  # grew meanwhile
     except OSError:
         return None
+
+
+@contextmanager
+def _stored_of_size(path: Path, size: int) -> Iterator[int | None]:
+    """The descriptor of ``path`` opened as :func:`_open_stored` opens it when it is exactly ``size`` bytes
+    long, else None; closed on leaving."""
+    opened = _open_stored(path)
+    if opened is None:
+        yield None
+        return
+    fd, info = opened
+    try:
+        yield fd if info.st_size == size else None
     finally:
         os.close(fd)
 
@@ -259,37 +269,32 @@ def read_stored_hashed(path: Path, size: int) -> tuple[bytearray, bytes, bytes] 
             return None
         view = memoryview(buffer)
         return buffer, hashlib.sha256(view[:size // 2]).digest(), hashlib.sha256(view[size // 2:]).digest()
-    opened = _open_stored(path)
-    if opened is None:
-        return None
-    fd, info = opened
     try:
-        if info.st_size != size:
-            return None
-        buffer = bytearray(size)
-        view = memoryview(buffer)
+        with _stored_of_size(path, size) as fd:
+            if fd is None:
+                return None
+            buffer = bytearray(size)
+            view = memoryview(buffer)
 
-        def half(start: int, stop: int) -> bytes | None:
-            digest, at = hashlib.sha256(), start
-            while at < stop:
-                got = os.preadv(fd, [view[at:min(stop, at + HALF_CHUNK)]], at)
-                if got == 0:
-                    return None  # shrank meanwhile
-                digest.update(view[at:at + got])
-                at += got
-            return digest.digest()
+            def half(start: int, stop: int) -> bytes | None:
+                digest, at = hashlib.sha256(), start
+                while at < stop:
+                    got = os.preadv(fd, [view[at:min(stop, at + HALF_CHUNK)]], at)
+                    if got == 0:
+                        return None  # shrank meanwhile
+                    digest.update(view[at:at + got])
+                    at += got
+                return digest.digest()
 
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-read") as pool:
-            second = pool.submit(half, size // 2, size)
-            first = half(0, size // 2)
-            second = second.result()
-        if first is None or second is None or os.pread(fd, 1, size) != b"":  # shrank or grew meanwhile
-            return None
-        return buffer, first, second
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-read") as pool:
+                second = pool.submit(half, size // 2, size)
+                first = half(0, size // 2)
+                second = second.result()
+            if first is None or second is None or os.pread(fd, 1, size) != b"":  # shrank or grew meanwhile
+                return None
+            return buffer, first, second
     except OSError:
         return None
-    finally:
-        os.close(fd)
 
 
 def real_folder(path: Path) -> bool:
