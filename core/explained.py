@@ -161,8 +161,13 @@ def write_explained(run: Run, view: str, rows: pd.DataFrame, fingerprint: dict) 
 
 def read_claim(run: Run, view: str, claim_name: str) -> dict | None:
     """A view's stored claim (:func:`write_claimed`'s JSON), or None when it is missing, not a regular
-    file (a FIFO or a link: stale, never waited on), over 1 MB, or not a JSON object."""
-    raw = read_stored_bytes(view_folder(run, view) / claim_name, 1 << 20)
+    file (a FIFO or a link: stale, never waited on), over 1 MB, or not a JSON object, or when ``metrics/``
+    or the view's folder is a link (write_claimed never writes through one, so what lies there is no claim
+    of this run's: the hostile campaign had a Browse table read through a linked ``metrics/curated``)."""
+    folder = view_folder(run, view)
+    if not (real_folder(run.metrics_dir) and real_folder(folder)):
+        return None
+    raw = read_stored_bytes(folder / claim_name, 1 << 20)
     try:
         stored = json.loads(raw.decode("utf-8")) if raw is not None else None
     except (ValueError, RecursionError):

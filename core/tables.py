@@ -221,9 +221,9 @@ def read_stored_buffer(path: Path, size: int) -> bytearray | None:
     shrinks while it is read is None (recomputed), never a torn table."""
     try:
         with _stored_of_size(path, size) as fd:
-            if fd is None:
+            buffer = _zeroed(size) if fd is not None else None
+            if buffer is None:
                 return None
-            buffer = bytearray(size)
             view, done = memoryview(buffer), 0
             while done < size:
                 got = os.readv(fd, [view[done:]])
@@ -238,16 +238,42 @@ def read_stored_buffer(path: Path, size: int) -> bytearray | None:
 @contextmanager
 def _stored_of_size(path: Path, size: int) -> Iterator[int | None]:
     """The descriptor of ``path`` opened as :func:`_open_stored` opens it when it is exactly ``size`` bytes
-    long, else None; closed on leaving."""
+    long and has no hole, else None; closed on leaving. Why no hole: a sparse file of the size a
+    hand-edited claim names costs no disk, and reading it into a buffer of that size took 2.7 GB for
+    2 GiB and raised MemoryError under a memory limit (hostile campaign); WildLens writes its files whole."""
     opened = _open_stored(path)
     if opened is None:
         yield None
         return
     fd, info = opened
     try:
-        yield fd if info.st_size == size else None
+        yield fd if info.st_size == size and not _has_hole(fd, size) else None
     finally:
         os.close(fd)
+
+
+def _has_hole(fd: int, size: int) -> bool:
+    """Whether the file has a hole before ``size`` (SEEK_HOLE; False where the platform or the file
+    system cannot tell). The file position is left at 0."""
+    if not hasattr(os, "SEEK_HOLE") or size <= 0:
+        return False
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE) < size
+    except OSError:
+        return False
+    finally:
+        try:
+            os.lseek(fd, 0, os.SEEK_SET)
+        except OSError:
+            pass
+
+
+def _zeroed(size: int) -> bytearray | None:
+    """A buffer of ``size`` bytes, or None where the memory is not there (the file is then read as stale)."""
+    try:
+        return bytearray(size)
+    except MemoryError:
+        return None
 
 
 HALF_CHUNK = 8 << 20  # bytes read and hashed at a time by each half's thread
@@ -259,7 +285,7 @@ def read_stored_hashed(path: Path, size: int) -> tuple[bytearray, bytes, bytes] 
     reads and hashlib release the GIL). Why: reading 370 MB and then hashing its halves was two passes
     over memory (the Browse page's first load at 1,000,000 predictions); a chunk is hashed just after
     its read, while it is still in the cache. The same refusals: missing, a link, not a regular file,
-    not exactly ``size`` bytes, shrinking or growing while read (None)."""
+    not exactly ``size`` bytes, a hole, shrinking or growing while read, no memory for it (None)."""
     import hashlib
     from concurrent.futures import ThreadPoolExecutor
 
@@ -271,9 +297,9 @@ def read_stored_hashed(path: Path, size: int) -> tuple[bytearray, bytes, bytes] 
         return buffer, hashlib.sha256(view[:size // 2]).digest(), hashlib.sha256(view[size // 2:]).digest()
     try:
         with _stored_of_size(path, size) as fd:
-            if fd is None:
+            buffer = _zeroed(size) if fd is not None else None
+            if buffer is None:
                 return None
-            buffer = bytearray(size)
             view = memoryview(buffer)
 
             def half(start: int, stop: int) -> bytes | None:

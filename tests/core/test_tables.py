@@ -97,3 +97,39 @@ def test_read_stored_hashed_refuses_a_file_that_shrinks_or_grows_while_read(tmp_
     monkeypatch.setattr(tables.os, "preadv", real)
     monkeypatch.setattr(tables.os, "pread", lambda fd, n, at: b"y")
     assert read_stored_hashed(path, len(data)) is None, "a byte past its size: it grew"
+
+
+def test_a_sparse_file_of_the_claimed_size_is_refused_before_its_buffer(tmp_path):
+    """Hostile campaign: a hand-edited claim naming the size of a sparse file (no disk) had the readers
+    allocate that size (2 GiB: 2.7 GB of memory; MemoryError under a memory limit). A hole refuses it."""
+    from core.tables import read_stored_buffer, read_stored_hashed
+
+    path = tmp_path / "sparse.arrow"
+    with open(path, "wb") as handle:
+        handle.write(b"ARROW1")
+        handle.truncate(64 << 20)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if not hasattr(os, "SEEK_HOLE") or os.lseek(fd, 0, os.SEEK_HOLE) >= 64 << 20:
+            pytest.skip("this file system does not report holes")
+    finally:
+        os.close(fd)
+    assert read_stored_buffer(path, 64 << 20) is None and read_stored_hashed(path, 64 << 20) is None
+    dense = tmp_path / "dense.arrow"
+    dense.write_bytes(b"\0" * (1 << 20))  # zeros written are data, not a hole
+    assert read_stored_buffer(dense, 1 << 20) == bytearray(1 << 20)
+    assert read_stored_hashed(dense, 1 << 20)[0] == bytearray(1 << 20)
+
+
+def test_no_memory_for_the_buffer_is_a_stale_file_not_an_error(tmp_path, monkeypatch):
+    import core.tables as tables
+    from core.tables import read_stored_buffer, read_stored_hashed
+
+    path = tmp_path / "t.arrow"
+    path.write_bytes(b"x" * 100)
+
+    def no_memory(size):
+        raise MemoryError
+
+    monkeypatch.setattr(tables, "bytearray", no_memory, raising=False)  # the module's name before the builtin
+    assert read_stored_buffer(path, 100) is None and read_stored_hashed(path, 100) is None

@@ -102,6 +102,17 @@ def test_special_files_and_links_are_never_read_or_written_through(run, tmp_path
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (run.metrics_dir / "curated").symlink_to(elsewhere)
+    # Nor read through: a curated table and its claim moved out of the run and linked back are no table
+    # (hostile campaign: the linked folder's table was read as the run's).
+    ensure_browse_table(run, "raw", SPACE)
+    for name in ("browse.arrow", "browse.json"):
+        (elsewhere / name).write_bytes((run.metrics_dir / name).read_bytes())
+    claim = json.loads((elsewhere / "browse.json").read_text())
+    claim.update(browse_store.browse_fingerprint(run, "curated", SPACE))
+    (elsewhere / "browse.json").write_text(json.dumps(claim))
+    assert read_browse_table(run, "curated", SPACE) is None
+    (elsewhere / "browse.arrow").unlink()
+    (elsewhere / "browse.json").unlink()
     with pytest.raises(StoreError, match="is a link or a file"):
         write_browse_table(run, "curated", run_image_table(run, "raw"), browse_store.browse_fingerprint(run, "curated",
                                                                                                       SPACE))
