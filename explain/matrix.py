@@ -213,13 +213,22 @@ def most_confused(predictions: pd.DataFrame, model: str, classes: Sequence[str],
                   usable: Iterable[str] | None = None) -> list[str]:
     """The ``n`` classes whose images ``model`` gets wrong most often (mistakes as a true class plus
     wrong predictions of it, so both ends of a confusion stay in view; ties: tree order), in tree
-    order: what a capped view of a large run shows."""
-    counts = confusion_matrix(predictions, model, classes, usable=usable, outside="other")
-    block = counts[counts.index].to_numpy()  # the square in-run block
-    diagonal = np.diag(block)
-    mistakes = (counts.sum(axis=1).to_numpy() - diagonal) + (block.sum(axis=0) - diagonal)
+    order: what a capped view of a large run shows.
+
+    The counts of :func:`confusion_matrix` (``outside="other"``) without building it: a row's mistakes
+    are its images predicted as anything else, a column's the other rows' images predicted as it (a
+    class of the run); two bincounts over the usable rows instead of the whole matrix and its column
+    assignment (the Confusions page's first load built it twice at 1,000,000 predictions)."""
+    rows = usable_rows(predictions, model, usable)
+    order = tree_order(set(classes) | set(rows["true_wnid"].unique()))
+    index = pd.Index(order)
+    true = index.get_indexer(rows["true_wnid"])
+    pred = index.get_indexer(rows["pred_wnid"])  # -1: outside the run's classes (the matrix's OTHER)
+    wrong = (rows["true_wnid"] != rows["pred_wnid"]).to_numpy(dtype=bool)
+    mistakes = np.bincount(true[wrong], minlength=len(order)) + np.bincount(pred[wrong & (pred >= 0)],
+                                                                            minlength=len(order))
     # A stable sort on -mistakes keeps tree order among ties: the same classes on every rerun.
-    ranked = [counts.index[i] for i in np.argsort(-mistakes, kind="stable")[:n]]
+    ranked = [order[i] for i in np.argsort(-mistakes, kind="stable")[:n]]
     return tree_order(ranked)
 
 

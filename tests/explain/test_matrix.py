@@ -224,3 +224,30 @@ def test_the_long_export_has_a_name_beside_every_wnid():
     header = table_to_csv_bytes(long).decode().splitlines()[0].split(",")
     assert header[:5] == ["true_wnid", "true_name", "predicted", "predicted_wnid", "predicted_name"]
     assert "Egyptian cat" in table_to_csv_bytes(long).decode()
+
+
+def _most_confused_by_the_matrix(df, model, classes, n, usable=None):
+    """The ranking as it was computed before: from the whole matrix (outside predictions in OTHER)."""
+    counts = confusion_matrix(df, model, classes, usable=usable, outside="other")
+    block = counts[counts.index].to_numpy()
+    diagonal = np.diag(block)
+    mistakes = (counts.sum(axis=1).to_numpy() - diagonal) + (block.sum(axis=0) - diagonal)
+    return tree_order([counts.index[i] for i in np.argsort(-mistakes, kind="stable")[:n]])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_most_confused_equals_the_ranking_of_the_whole_matrix(seed):
+    """most_confused counts mistakes without building the matrix: the same classes as the matrix's counts
+    give, ties included, with predictions outside the run, a class WordNet lacks, failed rows, classes
+    with no image and an image filter."""
+    rng = np.random.default_rng(seed)
+    inside = CATS + ["n99999999"]  # a class of the run WordNet 3.0 does not know
+    preds = inside + [TIGER, "n07920052"]  # and predictions outside the run
+    size = 300
+    df = pd.DataFrame({"model": rng.choice(["a", "b"], size), "image": [f"{i}.jpg" for i in range(size)],
+                       "true_wnid": rng.choice(inside[:-2] + inside[-1:], size), "pred_wnid": rng.choice(preds, size),
+                       "prob_1": rng.random(size), "status": rng.choice(["ok", "ok", "ok", "failed"], size)})
+    usable = None if seed % 2 else set(df["image"].sample(frac=0.7, random_state=seed))
+    for n in (1, 2, 3, len(inside), 50):
+        assert most_confused(df, "a", inside, n, usable=usable) == _most_confused_by_the_matrix(df, "a", inside, n,
+                                                                                                usable=usable)
