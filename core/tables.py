@@ -276,6 +276,20 @@ def _zeroed(size: int) -> bytearray | None:
         return None
 
 
+def sha256_of_halves(data) -> tuple[bytes, bytes]:
+    """SHA-256 digests of ``data``'s first ``len // 2`` bytes and of the rest, hashed on two threads
+    (hashlib releases the GIL): the halves :func:`read_stored_hashed` hashes as it reads them. Why two:
+    one SHA-256 of a 370 MB table took 0.2 s of a first load."""
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    view = memoryview(data)
+    half = len(view) // 2
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-hash") as pool:
+        second = pool.submit(lambda: hashlib.sha256(view[half:]).digest())
+        return hashlib.sha256(view[:half]).digest(), second.result()
+
+
 HALF_CHUNK = 8 << 20  # bytes read and hashed at a time by each half's thread
 
 
@@ -291,10 +305,7 @@ def read_stored_hashed(path: Path, size: int) -> tuple[bytearray, bytes, bytes] 
 
     if not hasattr(os, "preadv"):  # a platform without positioned vector reads: one pass, then the halves
         buffer = read_stored_buffer(path, size)
-        if buffer is None:
-            return None
-        view = memoryview(buffer)
-        return buffer, hashlib.sha256(view[:size // 2]).digest(), hashlib.sha256(view[size // 2:]).digest()
+        return None if buffer is None else (buffer, *sha256_of_halves(buffer))
     try:
         with _stored_of_size(path, size) as fd:
             buffer = _zeroed(size) if fd is not None else None

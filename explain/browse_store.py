@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import pandas as pd
 
 from core.explained import inputs_fingerprint, read_claim, view_folder, write_claimed
 from core.runstore import Run, StoreError
-from core.tables import read_stored_hashed
+from core.tables import read_stored_hashed, sha256_of_halves
 from .browse import ANNOTATION_DOCS, COLUMNS
 
 BROWSE_FILE, BROWSE_FINGERPRINT = "browse.arrow", "browse.json"
@@ -102,15 +101,9 @@ MAX_BYTES = 1 << 34  # a claimed size above this is no table this code wrote (2,
 
 
 def digest(data) -> str:
-    """The stored table's checksum: SHA-256 of the SHA-256 digests of its two halves, hashed on two
-    threads (hashlib releases the GIL). Why: one SHA-256 of a 370 MB table took 0.2 s of a first load.
-    The reader hashes the halves as it reads them (``core.tables.read_stored_hashed``)."""
-    view = memoryview(data)
-    half = len(view) // 2
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-browse") as pool:
-        second = pool.submit(lambda: hashlib.sha256(view[half:]).digest())
-        first = hashlib.sha256(view[:half]).digest()
-        return _of_halves(first, second.result())
+    """The stored table's checksum: SHA-256 of the SHA-256 digests of its two halves
+    (``core.tables.sha256_of_halves``; the reader hashes them as it reads them, ``read_stored_hashed``)."""
+    return _of_halves(*sha256_of_halves(data))
 
 
 def _of_halves(first: bytes, second: bytes) -> str:

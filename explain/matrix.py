@@ -153,12 +153,18 @@ def usable_rows(predictions: pd.DataFrame, model: str, usable: Iterable[str] | N
     return out.reset_index(drop=True)
 
 
+def _rows_and_classes(predictions: pd.DataFrame, model: str, classes: Sequence[str],
+                      usable) -> tuple[pd.DataFrame, list[str]]:
+    """(the usable rows, the matrix's classes: ``classes`` and every true class of the rows, in tree order)."""
+    rows = usable_rows(predictions, model, usable)
+    return rows, tree_order(set(classes) | set(rows["true_wnid"].unique()))
+
+
 def _assigned(predictions: pd.DataFrame, model: str, classes: Sequence[str], usable, outside: str,
               shown: Sequence[str] | None) -> tuple[pd.DataFrame, list[str], list[str]]:
     """(usable rows with their ``column``, all classes in tree order, the shown ones in tree order):
     the one assignment both the matrix and a cell's images use, so a cell lists what it counts."""
-    rows = usable_rows(predictions, model, usable)
-    classes = tree_order(set(classes) | set(rows["true_wnid"].unique()))
+    rows, classes = _rows_and_classes(predictions, model, classes, usable)
     visible = classes if shown is None else tree_order(set(shown) & set(classes))
     # The column depends on the (true, pred) pair: each unique pair is looked up once.
     # Each column factorised, then their integer pair: a MultiIndex's tuples cost 0.7 s on a 1M run.
@@ -219,8 +225,7 @@ def most_confused(predictions: pd.DataFrame, model: str, classes: Sequence[str],
     are its images predicted as anything else, a column's the other rows' images predicted as it (a
     class of the run); two bincounts over the usable rows instead of the whole matrix and its column
     assignment (the Confusions page's first load built it twice at 1,000,000 predictions)."""
-    rows = usable_rows(predictions, model, usable)
-    order = tree_order(set(classes) | set(rows["true_wnid"].unique()))
+    rows, order = _rows_and_classes(predictions, model, classes, usable)
     index = pd.Index(order)
     true = index.get_indexer(rows["true_wnid"])
     pred = index.get_indexer(rows["pred_wnid"])  # -1: outside the run's classes (the matrix's OTHER)

@@ -673,9 +673,9 @@ def bootstrap_ratios(group: np.ndarray, count: np.ndarray, stats: dict[str, Rati
 
 def bootstrap_families(families: list[CellFamily], options: IntervalOptions) -> list[BootstrapResult]:
     """:func:`bootstrap_ratios` of several independent cell families at once: their blocks share
-    one pool of threads (where they are large enough: :func:`block_threads`), so no core waits for the last block of one family before the next starts
-    (the metric tables' triple and top-5 families: 0.1 s of 1.8 on 2 cores). Each family's bounds
-    are those it gets alone, bit for bit."""
+    one pool of threads (where they are large enough: :func:`block_threads`), so no core waits for the
+    last block of one family before the next starts (the metric tables' triple and top-5 families:
+    0.1 s of 1.8 on 2 cores). Each family's bounds are those it gets alone, bit for bit."""
     runs = [_FamilyRun(family, options) for family in families]
     buffers = _ThreadBuffers(max([run.buffer_size for run in runs], default=0))
     items = [(i, key, start, stop) for i, run in enumerate(runs) for key, (start, stop) in run.blocks]
@@ -689,7 +689,6 @@ def bootstrap_families(families: list[CellFamily], options: IntervalOptions) -> 
     for i, out in ordered_map(work, items, threads=block_threads(items, int(options.resamples))):
         runs[i].absorb(out)
     return [run.result() for run in runs]
-
 
 
 class _FamilyRun:
