@@ -236,8 +236,8 @@ def cmd_compare(args) -> int:
     if args.family_a or args.family_b:
         if not (args.family_a and args.family_b):
             raise OptionError("give both --family-a and --family-b (e.g. --family-a transformer --family-b CNN).")
-        if args.models:
-            raise OptionError("give either --models A,B or --family-a/--family-b, not both.")
+        if args.models or args.model_a or args.model_b:
+            raise OptionError("give either --models A,B (or --model-a/--model-b) or --family-a/--family-b, not both.")
         claims = family_claims(df, args.family_a, args.family_b, families=families, options=ci)
         if not claims.possible:
             print(f"no family claim: {claims.reason} (python -m explain compare ... --models A,B)")
@@ -252,9 +252,7 @@ def cmd_compare(args) -> int:
                   f"[{_num(row.diff_ci_low, '+')}, {_num(row.diff_ci_high, '+')}]\tp={_num(row.p, fmt='.4g')}\t"
                   f"q={_num(row.q, fmt='.4g')}\t{row.verdict} (models: {row.n_models_a} vs {row.n_models_b})")
         return _write_table(table, args.out, "family_claims.csv")
-    if not args.models or args.models.count(",") != 1:
-        raise OptionError("--models A,B names the two models to compare (two registry ids, comma-separated).")
-    model_a, model_b = (m.strip() for m in args.models.split(","))
+    model_a, model_b = _model_pair(args, _models_of(df))
     comparison = compare_models(df, model_a, model_b, options=ci)
     table = comparison.table
     overall = comparison.overall
@@ -305,14 +303,58 @@ def _compare_input(args):
     return df
 
 
+def _models_of(df) -> list[str]:
+    """The model ids of a predictions table, as compare reads them (str of each non-empty value)."""
+    return [str(m) for m in df["model"].dropna().unique()] if "model" in df.columns else []
+
+
+def _model_pair(args, models: list[str]) -> tuple[str, str]:
+    """The two models to compare: ``--model-a``/``--model-b`` as given, or ``--models A,B`` cut at the
+    comma that leaves a model of these predictions on both sides. Why: an uploaded table's model ids
+    are anyone's text ("resnet50,ft" is a fine id); cutting at every comma made such a model impossible
+    to name. One comma and no such cut: the two halves, reported as unknown by the comparison."""
+    if args.model_a or args.model_b:
+        if args.models:
+            raise OptionError("give either --models A,B or --model-a A --model-b B, not both.")
+        if not (args.model_a and args.model_b):
+            raise OptionError("give both --model-a and --model-b (or --models A,B).")
+        return args.model_a, args.model_b
+    text = args.models or ""
+    if "," not in text:
+        raise OptionError("--models A,B names the two models to compare (two model ids, comma-separated; "
+                          "--model-a A --model-b B for ids that hold commas).")
+    known = set(models)
+    cuts = [(text[:i].strip(), text[i + 1:].strip()) for i, c in enumerate(text) if c == ","]
+    fits = [cut for cut in cuts if cut[0] in known and cut[1] in known]
+    if len(fits) == 1:
+        return fits[0]
+    if len(fits) > 1:
+        readings = "; ".join(f"{a!r} and {b!r}" for a, b in fits[:3])
+        raise OptionError(f"--models {text!r} can be read as {readings}: give --model-a A --model-b B.")
+    if len(cuts) == 1:
+        return cuts[0]
+    raise OptionError(f"--models {text!r}: no comma leaves a model of these predictions on both sides; "
+                      "give --model-a A --model-b B.")
+
+
 def _parse_families(values) -> dict[str, str]:
+    """``--family MODEL=FAMILY[,MODEL=FAMILY...]``: a piece without '=' belongs to the next one's model
+    (a model id may hold a comma), and the family is after the last '=' (a model id may hold '=')."""
     out = {}
     for value in values or []:
+        pending = ""
         for item in value.split(","):
-            model, sep, family = item.partition("=")
-            if not sep or not model.strip() or not family.strip():
+            item = f"{pending},{item}" if pending else item
+            if "=" not in item:
+                pending = item
+                continue
+            pending = ""
+            model, _, family = item.rpartition("=")
+            if not model.strip() or not family.strip():
                 raise OptionError(f"--family {item!r}: give MODEL=FAMILY (e.g. vit_base=transformer).")
             out[model.strip()] = family.strip()
+        if pending:
+            raise OptionError(f"--family {pending!r}: give MODEL=FAMILY (e.g. vit_base=transformer).")
     return out
 
 
@@ -348,6 +390,8 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("predictions", nargs="?", help="CSV or Parquet of predictions with an image column")
     p.add_argument("--run", metavar="RUN_ID", help="a stored run instead of a FILE")
     p.add_argument("--models", metavar="A,B", help="the two models to compare")
+    p.add_argument("--model-a", metavar="A", help="model A by its exact id (for ids that hold commas)")
+    p.add_argument("--model-b", metavar="B", help="model B by its exact id")
     p.add_argument("--family-a", metavar="FAMILY", help="compare two families instead (e.g. transformer)")
     p.add_argument("--family-b", metavar="FAMILY", help="the other family (e.g. CNN)")
     p.add_argument("--family", action="append", metavar="MODEL=FAMILY",

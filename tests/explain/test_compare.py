@@ -157,3 +157,53 @@ def test_cli_metrics_interval_flags(tmp_path, df):
     bad = subprocess.run([sys.executable, "-m", "explain", "metrics", str(source), "--out", str(out), "--ci", "150"],
                          capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "error: --ci" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _cli(*argv) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from explain.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["compare", *map(str, argv)])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_model_ids_with_commas_are_named_by_the_cut_that_fits_or_by_model_a_and_b(tmp_path, df):
+    """An uploaded table's model id may hold a comma ("resnet50,ft"): --models cut at every comma made
+    such a model impossible to compare (found reading the change again, 2026-12-06)."""
+    renamed = df.replace({"model": {"good": "resnet50,ft", "twin": "vit=b,16"}})
+    source = tmp_path / "p.csv"
+    renamed.to_csv(source, index=False)
+    code, out, err = _cli(source, "--models", "resnet50,ft,poor", "--resamples", "200")
+    assert code == 0, err
+    assert out.startswith("A = resnet50,ft, B = poor:") and "A better" in out
+    code, out, err = _cli(source, "--model-a", "vit=b,16", "--model-b", "resnet50,ft", "--resamples", "200")
+    assert code == 0, err
+    assert out.startswith("A = vit=b,16, B = resnet50,ft:")
+    # Both cuts name models: ambiguous, said in one line with the way out.
+    _predictions({"resnet50": 0.8, "ft,poor": 0.5, "resnet50,ft": 0.7, "poor": 0.4}, n_per_class=5).to_csv(source, index=False)
+    code, out, err = _cli(source, "--models", "resnet50,ft,poor")
+    assert code == 2 and err.count("\n") == 1
+    assert "can be read as 'resnet50' and 'ft,poor'; 'resnet50,ft' and 'poor': give --model-a A --model-b B." in err
+    code, _, err = _cli(source, "--models", "x,y,z")
+    assert code == 2 and "no comma leaves a model of these predictions on both sides" in err
+    code, _, err = _cli(source, "--models", "nope,poor")  # one comma: the comparison names the unknown model
+    assert code == 2 and "model A 'nope' has no predictions here" in err
+    code, _, err = _cli(source, "--model-a", "resnet50")
+    assert code == 2 and "give both --model-a and --model-b" in err
+    code, _, err = _cli(source, "--models", "a,b", "--model-a", "resnet50", "--model-b", "ft,poor")
+    assert code == 2 and "not both" in err
+
+
+def test_family_options_take_model_ids_with_commas_and_equals_signs():
+    from core.errors import OptionError
+    from explain.cli import _parse_families
+
+    assert _parse_families(["resnet50,ft=CNN,vit=b=transformer", "a=CNN"]) == {
+        "resnet50,ft": "CNN", "vit=b": "transformer", "a": "CNN"}
+    for bad in (["a,b"], ["=CNN"], ["a="]):
+        with pytest.raises(OptionError, match="give MODEL=FAMILY"):
+            _parse_families(bad)
