@@ -370,3 +370,49 @@ def test_expanded_tail_table_equals_the_direct_computation():
     n = np.random.default_rng(4).integers(0, 5000, (20, 40)).astype(np.float64)  # whole: the table path
     assert np.array_equal(expanded_tail(0.95, n), _expanded_tail(0.95, n), equal_nan=True)
     assert np.array_equal(expanded_tail(0.9, n[0]), _expanded_tail(0.9, n[0]), equal_nan=True)
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_blocks_whose_bounds_would_be_na_are_not_drawn_and_the_rest_keep_every_bit(monkeypatch, keyed):
+    """A table of many models with a few images each (2,000 one-image models: 4.1 s, all of it drawing
+    bounds that come out NA): only blocks on which a bound depends are drawn, and every bound is the
+    same bit for bit as when every block is drawn; with per-model streams and with block-numbered ones
+    (a block spanning several models is drawn when one of them has a bound)."""
+    import explain.uncertainty as uncertainty
+    from explain.metrics import compute_metric_tables
+
+    rng = np.random.default_rng(5)
+    wnids = np.array(["n02123045", "n02123159", "n02124075", "n02127052", "n02129604", "n02085620"])
+    # one-image models, 9-image models (no group or model bound, but a balanced-accuracy bound from 2
+    # images on), models of 1 class x 1 image beside 12-image ones, and two large models
+    sizes = [1] * 60 + [9] * 5 + [12, 1, 1, 12] + [300, 250]
+    true = rng.integers(0, 6, sum(sizes))
+    df = pd.DataFrame({"model": np.repeat([f"m{i}" for i in range(len(sizes))], sizes),
+                       "image": [f"{i}.jpg" for i in range(sum(sizes))], "true_wnid": wnids[true],
+                       "pred_wnid": np.where(rng.random(len(true)) < 0.6, wnids[true], wnids[rng.integers(0, 6, len(true))]),
+                       "label_space": "imagenet-1k"})
+    if not keyed:
+        real_blocks = uncertainty._keyed_blocks
+        monkeypatch.setattr(uncertainty, "_keyed_blocks", lambda group, resamples, model_of_group, model_keys:
+                            real_blocks(group, resamples, model_of_group, None))
+        monkeypatch.setattr(uncertainty, "BLOCK_WEIGHTS", 40_000)  # blocks of ~20 cells: several models each
+    drawn = []
+    real_work = uncertainty._FamilyRun.work
+    monkeypatch.setattr(uncertainty._FamilyRun, "work", lambda self, key, start, stop, buffer:
+                        drawn.append(key) or real_work(self, key, start, stop, buffer))
+    options = IntervalOptions(resamples=2000, seed=3)
+    skipped = compute_metric_tables(df, cache_dir=False, ci=options)
+    some = len(drawn)
+    drawn.clear()
+    monkeypatch.setattr(uncertainty._FamilyRun, "_answering", lambda self, blocks: np.ones(len(blocks), dtype=bool))
+    every = compute_metric_tables(df, cache_dir=False, ci=options)
+    assert some < len(drawn), (some, len(drawn))
+    if keyed:
+        assert (some, len(drawn)) == (9, 71), "one block a model; the 62 one-image models' not drawn"
+    for name in ("per_model", "per_class", "confusions"):
+        pd.testing.assert_frame_equal(getattr(skipped, name), getattr(every, name), check_exact=True)
+    per_model = skipped.per_model.set_index("model")
+    assert per_model.loc["m0", "wup_all_ci_low"] is pd.NA and per_model.loc["m0", "accuracy_balanced_ci_low"] is pd.NA
+    assert pd.notna(per_model.loc["m60", "accuracy_balanced_ci_low"]), "9 images: a balanced-accuracy bound"
+    assert pd.notna(per_model.loc["m65", "wup_all_ci_low"]) and pd.notna(per_model.loc["m70", "accuracy_balanced_ci_low"])
+    assert per_model.loc["m66", "accuracy_ci_low"] is not pd.NA, "Wilson's bound needs no bootstrap"
