@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.errors import OptionError, WildLensError, one_line
+from core.errors import OptionError, WildLensError, one_line, printable
 from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names, senses
 
 COMMANDS = {}
@@ -103,7 +103,6 @@ def cmd_metrics(args) -> int:
         return fmt(getattr(row, column)) + ("" if pd.isna(low) else f" [{fmt(low)}, {fmt(high)}]")
 
     print(ci.describe() if ci else "intervals: not computed (--no-ci; the *_ci_* columns are NA)", file=sys.stderr)
-    from core.errors import printable
 
     if tables.per_model.empty:
         print("no predictions to count" + (" (the curated view excludes every image: --raw shows the run as "
@@ -256,7 +255,7 @@ def cmd_compare(args) -> int:
     comparison = compare_models(df, model_a, model_b, options=ci)
     table = comparison.table
     overall = comparison.overall
-    print(f"A = {model_a}, B = {model_b}: {int(overall['n'])} paired images; {ci.describe()}")
+    print(f"A = {printable(model_a)}, B = {printable(model_b)}: {int(overall['n'])} paired images; {ci.describe()}")
     for note in comparison.notes:
         print(f"note: {note}", file=sys.stderr)
     from .compare import STATISTICS
@@ -308,53 +307,71 @@ def _models_of(df) -> list[str]:
     return [str(m) for m in df["model"].dropna().unique()] if "model" in df.columns else []
 
 
+MAX_MODEL_COMMAS = 256  # commas --models is cut at; past that, --model-a/--model-b (each cut is a copy of the text)
+
+
 def _model_pair(args, models: list[str]) -> tuple[str, str]:
     """The two models to compare: ``--model-a``/``--model-b`` as given, or ``--models A,B`` cut at the
     comma that leaves a model of these predictions on both sides. Why: an uploaded table's model ids
     are anyone's text ("resnet50,ft" is a fine id); cutting at every comma made such a model impossible
     to name. One comma and no such cut: the two halves, reported as unknown by the comparison."""
-    if args.model_a or args.model_b:
-        if args.models:
+    if args.model_a is not None or args.model_b is not None:
+        if args.models is not None:
             raise OptionError("give either --models A,B or --model-a A --model-b B, not both.")
         if not (args.model_a and args.model_b):
-            raise OptionError("give both --model-a and --model-b (or --models A,B).")
+            raise OptionError("give both --model-a and --model-b, each a model id (or --models A,B).")
         return args.model_a, args.model_b
     text = args.models or ""
-    if "," not in text:
+    commas = text.count(",")
+    if not commas:
         raise OptionError("--models A,B names the two models to compare (two model ids, comma-separated; "
                           "--model-a A --model-b B for ids that hold commas).")
-    known = set(models)
-    cuts = [(text[:i].strip(), text[i + 1:].strip()) for i, c in enumerate(text) if c == ","]
-    fits = [cut for cut in cuts if cut[0] in known and cut[1] in known]
+    if commas > MAX_MODEL_COMMAS:
+        raise OptionError(f"--models holds {commas:,} commas; give --model-a A --model-b B.")
+    known, fits, cuts, at = set(models), [], 0, -1
+    while (at := text.find(",", at + 1)) >= 0:
+        a, b = text[:at].strip(), text[at + 1:].strip()
+        cuts += 1
+        if a in known and b in known:
+            fits.append((a, b))
     if len(fits) == 1:
         return fits[0]
     if len(fits) > 1:
-        readings = "; ".join(f"{a!r} and {b!r}" for a, b in fits[:3])
-        raise OptionError(f"--models {text!r} can be read as {readings}: give --model-a A --model-b B.")
-    if len(cuts) == 1:
-        return cuts[0]
-    raise OptionError(f"--models {text!r}: no comma leaves a model of these predictions on both sides; "
+        readings = "; ".join(f"{printable(repr(a))} and {printable(repr(b))}" for a, b in fits[:3])
+        raise OptionError(f"--models can be read as {readings}: give --model-a A --model-b B.")
+    a, b = text.split(",") if commas == 1 else ("", "")
+    if commas == 1 and a.strip() and b.strip():
+        return a.strip(), b.strip()
+    if commas == 1:
+        raise OptionError("--models A,B: one side of the comma is empty; give two model ids.")
+    raise OptionError(f"--models: none of its {commas} commas leaves a model of these predictions on both sides; "
                       "give --model-a A --model-b B.")
 
 
 def _parse_families(values) -> dict[str, str]:
-    """``--family MODEL=FAMILY[,MODEL=FAMILY...]``: a piece without '=' belongs to the next one's model
-    (a model id may hold a comma), and the family is after the last '=' (a model id may hold '=')."""
-    out = {}
+    """``--family MODEL=FAMILY[,MODEL=FAMILY...]``: a piece without '=' (empty too) belongs, with its
+    comma, to the next piece's model (a model id may hold a comma: ``a,b=CNN``; ``x=CNN,,b=vit`` names
+    ``,b``, which the comparison refuses unless the predictions have it), and the family is after the
+    last '=' (a model id may hold '='). A model given two families is refused."""
+    out: dict[str, str] = {}
     for value in values or []:
-        pending = ""
+        pending = None
         for item in value.split(","):
-            item = f"{pending},{item}" if pending else item
+            item = item if pending is None else f"{pending},{item}"
             if "=" not in item:
                 pending = item
                 continue
-            pending = ""
+            pending = None
             model, _, family = item.rpartition("=")
-            if not model.strip() or not family.strip():
-                raise OptionError(f"--family {item!r}: give MODEL=FAMILY (e.g. vit_base=transformer).")
-            out[model.strip()] = family.strip()
-        if pending:
-            raise OptionError(f"--family {pending!r}: give MODEL=FAMILY (e.g. vit_base=transformer).")
+            model, family = model.strip(), family.strip()
+            if not model or not family:
+                raise OptionError(f"--family {printable(repr(item))}: give MODEL=FAMILY (e.g. vit_base=transformer).")
+            if out.get(model, family) != family:
+                raise OptionError(f"--family gives {printable(repr(model))} two families ({out[model]}, {family}); "
+                                  "give one.")
+            out[model] = family
+        if pending is not None:
+            raise OptionError(f"--family {printable(repr(pending))}: give MODEL=FAMILY (e.g. vit_base=transformer).")
     return out
 
 
@@ -389,8 +406,8 @@ def _write_table(table, out, name: str) -> int:
 def _compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("predictions", nargs="?", help="CSV or Parquet of predictions with an image column")
     p.add_argument("--run", metavar="RUN_ID", help="a stored run instead of a FILE")
-    p.add_argument("--models", metavar="A,B", help="the two models to compare")
-    p.add_argument("--model-a", metavar="A", help="model A by its exact id (for ids that hold commas)")
+    p.add_argument("--models", metavar="A,B", help="the two models to compare (an id starting with '-': --models=-a,b)")
+    p.add_argument("--model-a", metavar="A", help="model A by its exact id (for ids that hold commas; --model-a=-a)")
     p.add_argument("--model-b", metavar="B", help="model B by its exact id")
     p.add_argument("--family-a", metavar="FAMILY", help="compare two families instead (e.g. transformer)")
     p.add_argument("--family-b", metavar="FAMILY", help="the other family (e.g. CNN)")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.errors import WildLensError
+from core.errors import WildLensError, printable
 from .metrics import PredictionsError, _read_rows
 from .schema import Column
 from .similarity import similarities_of_codes
@@ -150,23 +150,35 @@ def _counted(predictions: pd.DataFrame):
     return rows, counted
 
 
+def shown_model(model: str) -> str:
+    """A model id in a message: escaped (core.errors.printable: ids come from files), and quoted where
+    it would not read as itself in a comma-separated list (a comma, edge spaces, empty)."""
+    model = str(model)
+    return repr(model) if ("," in model or model != model.strip() or not model) else printable(model)
+
+
+def shown_models(models: list[str], limit: int = 8) -> str:
+    return ", ".join(shown_model(m) for m in models[:limit]) + (" ..." if len(models) > limit else "")
+
+
 def _model_code(rows, name: str, role: str) -> int:
     if name not in rows.models:
-        shown = ", ".join(rows.models[:8]) + (" ..." if len(rows.models) > 8 else "")
-        raise CompareError(f"model {role} {name!r} has no predictions here; the models are: {shown or 'none'}.")
+        raise CompareError(f"model {role} {name!r} has no predictions here; the models are: "
+                           f"{shown_models(rows.models) or 'none'}.")
     return rows.models.index(name)
 
 
-def paired_images(predictions: pd.DataFrame, model_a: str, model_b: str):
+def paired_images(predictions: pd.DataFrame, model_a: str, model_b: str, roles: tuple[str, str] = ("A", "B")):
     """(true codes, A's pred codes, B's pred codes, wnids) of the images both models counted, paired by
-    ``image`` and true class."""
+    ``image`` and true class. ``roles``: what the messages call the two models (compare_models may
+    compute B, A and mirror it: an unknown model is still called what the user called it)."""
     if "image" not in predictions.columns:
         raise PredictionsError("missing: comparing two models pairs their predictions by image; add the image "
                                "column (the file or id of each image).", column="image")
     if model_a == model_b:
         raise CompareError(f"models A and B are both {model_a!r}; name two different models (--models A,B).")
     rows, counted = _counted(predictions)
-    a, b = _model_code(rows, model_a, "A"), _model_code(rows, model_b, "B")
+    a, b = _model_code(rows, model_a, roles[0]), _model_code(rows, model_b, roles[1])
     image = predictions["image"].astype("string").to_numpy(dtype=object, na_value=None)
     has_image = np.array([v is not None for v in image], dtype=bool)
 
@@ -203,7 +215,7 @@ def compare_models(predictions: pd.DataFrame, model_a: str, model_b: str, *,
     models' name order and mirrored when asked the other way."""
     options = options or IntervalOptions()
     if str(model_b) < str(model_a):
-        return _mirror(_compare(predictions, model_b, model_a, options, cache_dir))
+        return _mirror(_compare(predictions, model_b, model_a, options, cache_dir, roles=("B", "A")))
     return _compare(predictions, model_a, model_b, options, cache_dir)
 
 
@@ -222,8 +234,8 @@ def _mirror(comparison: Comparison) -> Comparison:
     return Comparison(comparison.model_b, comparison.model_a, out, comparison.options, comparison.notes)
 
 
-def _compare(predictions, model_a, model_b, options, cache_dir) -> Comparison:
-    true, pred_a, pred_b, wnids, notes = paired_images(predictions, model_a, model_b)
+def _compare(predictions, model_a, model_b, options, cache_dir, roles=("A", "B")) -> Comparison:
+    true, pred_a, pred_b, wnids, notes = paired_images(predictions, model_a, model_b, roles)
     n_w = max(len(wnids), 1)
     key = (true * n_w + pred_a) * n_w + pred_b
     cells, count = np.unique(key, return_counts=True)
@@ -417,7 +429,7 @@ def family_claims(predictions: pd.DataFrame, family_a: str, family_b: str, *, fa
     unknown = sorted(set(families or {}) - set(rows.models))
     if unknown:
         raise CompareError(f"--family names {unknown[0]!r}, which has no predictions here; the models are: "
-                           f"{', '.join(rows.models[:8])}{' ...' if len(rows.models) > 8 else ''}.")
+                           f"{shown_models(rows.models)}.")
     family_of = model_families(predictions, families)
     with_rows = set(np.unique(rows.model[counted]).tolist())  # a model whose every row failed is no member
     members = {f: tuple(m for i, m in enumerate(rows.models) if family_of.get(m) == f and i in with_rows)

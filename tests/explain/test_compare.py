@@ -189,9 +189,22 @@ def test_model_ids_with_commas_are_named_by_the_cut_that_fits_or_by_model_a_and_
     assert code == 2 and err.count("\n") == 1
     assert "can be read as 'resnet50' and 'ft,poor'; 'resnet50,ft' and 'poor': give --model-a A --model-b B." in err
     code, _, err = _cli(source, "--models", "x,y,z")
-    assert code == 2 and "no comma leaves a model of these predictions on both sides" in err
+    assert code == 2 and "none of its 2 commas leaves a model of these predictions on both sides" in err
     code, _, err = _cli(source, "--models", "nope,poor")  # one comma: the comparison names the unknown model
     assert code == 2 and "model A 'nope' has no predictions here" in err
+    # Hostile campaign: the models are compared in name order, and the unknown one was called B here;
+    # the list of models quotes the ids a comma-separated list would misread.
+    code, _, err = _cli(source, "--models", "zz,poor")
+    assert code == 2 and "model A 'zz' has no predictions here; the models are: resnet50, 'ft,poor'" in err
+    code, _, err = _cli(source, "--model-a", "poor", "--model-b", "aa")
+    assert code == 2 and "model B 'aa' has no predictions here" in err
+    # ... and a --models of 100,000 commas took memory in the square of its length (17 GB at Linux's
+    # longest argument): refused at once.
+    code, _, err = _cli(source, "--models", "," * 100_000)
+    assert code == 2 and "--models holds 100,000 commas; give --model-a A --model-b B." in err
+    for empty in (",", "poor,", ", poor"):
+        code, _, err = _cli(source, "--models", empty)
+        assert code == 2 and "one side of the comma is empty; give two model ids." in err
     code, _, err = _cli(source, "--model-a", "resnet50")
     assert code == 2 and "give both --model-a and --model-b" in err
     code, _, err = _cli(source, "--models", "a,b", "--model-a", "resnet50", "--model-b", "ft,poor")
@@ -202,8 +215,24 @@ def test_family_options_take_model_ids_with_commas_and_equals_signs():
     from core.errors import OptionError
     from explain.cli import _parse_families
 
-    assert _parse_families(["resnet50,ft=CNN,vit=b=transformer", "a=CNN"]) == {
+    assert _parse_families(["resnet50,ft=CNN,vit=b=transformer", "a=CNN", "a=CNN"]) == {
         "resnet50,ft": "CNN", "vit=b": "transformer", "a": "CNN"}
-    for bad in (["a,b"], ["=CNN"], ["a="]):
+    # An empty piece belongs to the next model like any piece without '=' (hostile campaign: a blank
+    # piece did and an empty one did not, so ", ,b" and ",,b" named two different models).
+    assert _parse_families(["m1=CNN,,b=vit"]) == _parse_families(["m1=CNN, ,b=vit"]) == {"m1": "CNN", ",b": "vit"}
+    for bad in (["a,b"], ["=CNN"], ["a="], [","], ["a=CNN,"]):
         with pytest.raises(OptionError, match="give MODEL=FAMILY"):
             _parse_families(bad)
+    with pytest.raises(OptionError, match="--family gives 'a' two families \\(CNN, vit\\); give one."):
+        _parse_families(["a=CNN,a=vit"])
+
+
+def test_model_ids_in_compare_messages_are_escaped(tmp_path):
+    """Hostile campaign: an escape sequence in a model id reached the terminal raw in the list of models,
+    and a newline in one cut the message short."""
+    df = _predictions({"ok": 0.8, "esc\x1b[31mred": 0.5, "new\nline": 0.5}, n_per_class=5)
+    source = tmp_path / "p.parquet"
+    df.to_parquet(source)
+    code, out, err = _cli(source, "--models", "ok,nope")
+    assert code == 2 and err.count("\n") == 1 and "\x1b" not in err
+    assert "the models are: ok, esc\\x1b[31mred, new\\nline." in err
