@@ -99,6 +99,23 @@ class PairExplanation:
         return f"{text} ({self.relation}, {steps} step{'s' if steps != 1 else ''})"
 
 
+def shortest_path_apex(true_wnid: str, pred_wnid: str) -> str | None:
+    """The common hypernym through which WordNet's shortest path between the two runs (the deepest of
+    them, NLTK's min_depth, where several give the shortest length), or None where it is the lowest
+    common subsumer itself (the path drawn is then a shortest one). Why: tabby and dog are 3 edges apart
+    through domestic_animal, while the path drawn climbs to their lowest common subsumer, carnivore
+    (6 edges): a page that shows "path length 3" beside six edges must say where the 3 comes from."""
+    values = pair_similarity(true_wnid, pred_wnid)
+    taxonomy = get_taxonomy()
+    mine = taxonomy.ancestors[taxonomy.node_of_wnid(true_wnid)]
+    theirs = taxonomy.ancestors[taxonomy.node_of_wnid(pred_wnid)]
+    shortest = [c for c in mine.keys() & theirs.keys() if mine[c] + theirs[c] == values["path_distance"]]
+    lcs = taxonomy.node_of_wnid(values["lcs"])
+    if not shortest or lcs in shortest:
+        return None
+    return f"n{taxonomy.offsets[max(shortest, key=lambda c: (taxonomy.min_depth[c], -c))]:08d}"
+
+
 def confusion_lcs_phrase(true_wnid: str, lcs_wnid: str, true_name: str) -> str:
     """The lcs phrase of a confusions-table row (its ``true_wnid`` and ``lcs_wnid``) without building
     the path: 'both felines, 3 steps up from tabby'; the same as ``explain_pair(...).lcs_phrase()``."""

@@ -6,7 +6,7 @@ from core.errors import WildLensError
 from core.labels import resolve_noun_synsets
 from core.names import with_names
 from core.wordnet import wnid_of
-from explain.explanations import explain_pair
+from explain.explanations import explain_pair, shortest_path_apex
 from explain.vocabulary import path_caption, relation_help, relation_sentence
 from pages.charts import path_figure
 from pages.reads import class_name, metric_tables
@@ -80,7 +80,8 @@ st.markdown(escape_markdown(explanation.lcs_phrase(class_name(true_wnid, label_s
             help=relation_help(markdown=False))
 
 m = st.columns(6)
-m[0].metric("Path length", explanation.path_length, help="Edges between the two in WordNet (NLTK shortest_path_distance).")
+m[0].metric("Path length", explanation.path_length, help="Edges between the two in WordNet (NLTK shortest_path_distance); "
+            "the path drawn below climbs to their lowest common hypernym and may be longer (said below the chart).")
 m[1].metric("Path sim.", f"{explanation.path:.3f}", help="`path`: NLTK path_similarity(true, predicted).")
 m[2].metric("LCH", f"{explanation.lch:.3f}", help="`lch`: NLTK lch_similarity (Leacock-Chodorow, D = 19).")
 m[3].metric("WUP", f"{explanation.wup:.3f}", help="`wup`: NLTK wup_similarity (Wu-Palmer, true class first).")
@@ -92,6 +93,13 @@ m[5].metric("Severity", explanation.severity, help="Hypernym steps from the true
 
 st.plotly_chart(path_figure(explanation), width="stretch")
 st.caption(path_caption(explanation.relation))
+apex = shortest_path_apex(true_wnid, pred_wnid) if explanation.path_length < len(explanation.edges) else None
+if apex is not None:
+    st.caption(escape_markdown(
+        f"Path length {explanation.path_length} (and Path sim., LCH) is WordNet's shortest path, up to "
+        f"{class_name(apex, label_space)} ({apex}) and down; the path drawn ({len(explanation.edges)} edges) climbs "
+        f"to their lowest common hypernym, {class_name(explanation.lcs_wnid, label_space)}, which the relation, "
+        "severity and WUP use."))
 
 path_table = explanation.path_table()
 PATH_DOCS = {"step": "Position on the path, 0 = the true class.", "synset": "The WordNet 3.0 synset name.",
