@@ -231,7 +231,7 @@ def cmd_compare(args) -> int:
     if args.out:
         _check_out_outside_runs(args.out)
     df = _compare_input(args)
-    families = _parse_families(args.family)
+    families = _parse_families(args.family, _models_of(df))
     if args.family_a or args.family_b:
         if not (args.family_a and args.family_b):
             raise OptionError("give both --family-a and --family-b (e.g. --family-a transformer --family-b CNN).")
@@ -328,40 +328,74 @@ def _model_pair(args, models: list[str]) -> tuple[str, str]:
                           "--model-a A --model-b B for ids that hold commas).")
     if commas > MAX_MODEL_COMMAS:
         raise OptionError(f"--models holds {commas:,} commas; give --model-a A --model-b B.")
-    known, fits, cuts, at = set(models), [], 0, -1
+    known, fits, at = set(models), [], -1
     while (at := text.find(",", at + 1)) >= 0:
         a, b = text[:at].strip(), text[at + 1:].strip()
-        cuts += 1
-        if a in known and b in known:
+        if a in known and b in known and a != b:  # a model against itself is no reading (refused anyway)
             fits.append((a, b))
     if len(fits) == 1:
         return fits[0]
     if len(fits) > 1:
         readings = "; ".join(f"{printable(repr(a))} and {printable(repr(b))}" for a, b in fits[:3])
-        raise OptionError(f"--models can be read as {readings}: give --model-a A --model-b B.")
+        more = f" (and {len(fits) - 3} more)" if len(fits) > 3 else ""
+        raise OptionError(f"--models can be read as {readings}{more}: give --model-a A --model-b B.")
     a, b = text.split(",") if commas == 1 else ("", "")
     if commas == 1 and a.strip() and b.strip():
         return a.strip(), b.strip()
     if commas == 1:
         raise OptionError("--models A,B: one side of the comma is empty; give two model ids.")
-    raise OptionError(f"--models: none of its {commas} commas leaves a model of these predictions on both sides; "
-                      "give --model-a A --model-b B.")
+    from .compare import shown_models
+
+    raise OptionError(f"--models: none of its {commas} commas leaves a model of these predictions on both sides "
+                      f"(the models are: {shown_models(models) or 'none'}); give --model-a A --model-b B.")
 
 
-def _parse_families(values) -> dict[str, str]:
-    """``--family MODEL=FAMILY[,MODEL=FAMILY...]``: a piece without '=' (empty too) belongs, with its
-    comma, to the next piece's model (a model id may hold a comma: ``a,b=CNN``; ``x=CNN,,b=vit`` names
-    ``,b``, which the comparison refuses unless the predictions have it), and the family is after the
-    last '=' (a model id may hold '='). A model given two families is refused."""
+def _family_items(value: str, known: set[str]) -> list[str]:
+    """One ``--family`` value cut into MODEL=FAMILY items: the one way of cutting it at commas into items
+    whose model (before the item's last '=') is a model of these predictions, when there is exactly
+    one (refused where there are several); else each piece without '=' (empty too) with the next piece
+    (``a,b=CNN`` is model ``a,b``), whose unknown model the comparison then names. Why the models: ``vit=b,16=ViT`` reads as model
+    ``vit=b,16`` only if the predictions have it (the plain rule cut it into ``vit`` and ``16``)."""
+    pieces = value.split(",")
+    if len(pieces) - 1 > MAX_MODEL_COMMAS:
+        raise OptionError(f"--family holds {len(pieces) - 1:,} commas; give one --family MODEL=FAMILY per model.")
+
+    def fits(i: int, j: int) -> bool:
+        item = ",".join(pieces[i:j])
+        return "=" in item and item.rpartition("=")[0].strip() in known
+
+    ways = [0] * len(pieces) + [1]  # ways[i]: cuts of pieces[i:] into known items, counted up to 2
+    for i in range(len(pieces) - 1, -1, -1):
+        ways[i] = min(2, sum(ways[j] for j in range(i + 1, len(pieces) + 1) if ways[j] and fits(i, j)))
+    if ways[0] > 1:
+        raise OptionError(f"--family {printable(repr(value))} can be cut into models of these predictions in more than "
+                          "one way; write the families in the predictions' family column instead.")
+    if ways[0] == 1:
+        items, i = [], 0
+        while i < len(pieces):
+            j = next(j for j in range(i + 1, len(pieces) + 1) if ways[j] and fits(i, j))
+            items.append(",".join(pieces[i:j]))
+            i = j
+        return items
+    items, pending = [], None
+    for piece in pieces:
+        item = piece if pending is None else f"{pending},{piece}"
+        pending = None if "=" in item else item
+        if pending is None:
+            items.append(item)
+    if pending is not None:
+        raise OptionError(f"--family {printable(repr(pending))}: give MODEL=FAMILY (e.g. vit_base=transformer).")
+    return items
+
+
+def _parse_families(values, models=()) -> dict[str, str]:
+    """``--family MODEL=FAMILY[,MODEL=FAMILY...]`` (:func:`_family_items` says how a value is cut; the
+    family is after an item's last '=', since a model id may hold '='). A model given two families is
+    refused."""
     out: dict[str, str] = {}
+    known = set(models)
     for value in values or []:
-        pending = None
-        for item in value.split(","):
-            item = item if pending is None else f"{pending},{item}"
-            if "=" not in item:
-                pending = item
-                continue
-            pending = None
+        for item in _family_items(value, known):
             model, _, family = item.rpartition("=")
             model, family = model.strip(), family.strip()
             if not model or not family:
@@ -370,8 +404,6 @@ def _parse_families(values) -> dict[str, str]:
                 raise OptionError(f"--family gives {printable(repr(model))} two families ({out[model]}, {family}); "
                                   "give one.")
             out[model] = family
-        if pending is not None:
-            raise OptionError(f"--family {printable(repr(pending))}: give MODEL=FAMILY (e.g. vit_base=transformer).")
     return out
 
 

@@ -813,7 +813,7 @@ class _FamilyRun:
             self.bal_n[out["m_first"]:out["m_last"]] += out["balanced"][1]
 
     def result(self) -> BootstrapResult:
-        family, level, group, count = self.family, self.level, self.group, self.count
+        family, level = self.family, self.level
         model_of_group, n_models, balanced = family.model_of_group, family.n_models, family.balanced
         result = BootstrapResult()
         if family.n_groups == 0:

@@ -184,12 +184,19 @@ def test_model_ids_with_commas_are_named_by_the_cut_that_fits_or_by_model_a_and_
     assert code == 0, err
     assert out.startswith("A = vit=b,16, B = resnet50,ft:")
     # Both cuts name models: ambiguous, said in one line with the way out.
-    _predictions({"resnet50": 0.8, "ft,poor": 0.5, "resnet50,ft": 0.7, "poor": 0.4}, n_per_class=5).to_csv(source, index=False)
+    four = {"resnet50": 0.8, "ft,poor": 0.5, "resnet50,ft": 0.7, "poor": 0.4}
+    _predictions(four, n_per_class=5).to_csv(source, index=False)
     code, out, err = _cli(source, "--models", "resnet50,ft,poor")
     assert code == 2 and err.count("\n") == 1
     assert "can be read as 'resnet50' and 'ft,poor'; 'resnet50,ft' and 'poor': give --model-a A --model-b B." in err
     code, _, err = _cli(source, "--models", "x,y,z")
-    assert code == 2 and "none of its 2 commas leaves a model of these predictions on both sides" in err
+    assert code == 2 and ("none of its 2 commas leaves a model of these predictions on both sides (the models are: "
+                          "resnet50, 'ft,poor', 'resnet50,ft', poor); give --model-a A --model-b B.") in err
+    # A reading of a model against itself is none (reviewer: 'a,b' and 'a,b' made this ambiguous).
+    _predictions({"a": 0.8, "b": 0.5, "a,b": 0.6, "a,b,a": 0.4}, n_per_class=5).to_csv(source, index=False)
+    code, out, err = _cli(source, "--models", "a,b,a,b", "--resamples", "200")
+    assert code == 0 and out.startswith("A = a,b,a, B = b:"), err
+    _predictions(four, n_per_class=5).to_csv(source, index=False)
     code, _, err = _cli(source, "--models", "nope,poor")  # one comma: the comparison names the unknown model
     assert code == 2 and "model A 'nope' has no predictions here" in err
     # Hostile campaign: the models are compared in name order, and the unknown one was called B here;
@@ -217,6 +224,15 @@ def test_family_options_take_model_ids_with_commas_and_equals_signs():
 
     assert _parse_families(["resnet50,ft=CNN,vit=b=transformer", "a=CNN", "a=CNN"]) == {
         "resnet50,ft": "CNN", "vit=b": "transformer", "a": "CNN"}
+    # With the predictions' models: the one cut into known models (reviewer: 'vit=b,16=ViT' was cut into
+    # models 'vit' and '16'); without one, the plain rule, whose unknown model the comparison names.
+    assert _parse_families(["vit=b,16=ViT,a=CNN"], ["vit=b,16", "a"]) == {"vit=b,16": "ViT", "a": "CNN"}
+    assert _parse_families(["vit=b,16=ViT"], ["x"]) == {"vit": "b", "16": "ViT"}
+    with pytest.raises(OptionError, match="can be cut into models of these predictions in more than one way; write "
+                                          "the families in the predictions' family column instead."):
+        _parse_families(["a=x,b=CNN"], ["a", "b", "a=x,b"])
+    with pytest.raises(OptionError, match="--family holds 300 commas"):
+        _parse_families(["," * 300 + "a=CNN"], ["a"])
     # An empty piece belongs to the next model like any piece without '=' (hostile campaign: a blank
     # piece did and an empty one did not, so ", ,b" and ",,b" named two different models).
     assert _parse_families(["m1=CNN,,b=vit"]) == _parse_families(["m1=CNN, ,b=vit"]) == {"m1": "CNN", ",b": "vit"}
