@@ -151,6 +151,11 @@ def sentence(statistic: str, a: str, b: str, diff, low, high, q, verdict: str, *
     if _number(diff) is None:
         return (f"{phrase.label} of {who_a} and {who_b} cannot be compared: not defined for one of them "
                 "(e.g. no mistakes)")
+    if scope and _number(diff) == 0 and _number(low) == 0 and _number(high) == 0:
+        # Every resample's difference is 0: the two are alike on every paired image (two models that
+        # agree everywhere); "+0.0 points [0.0, 0.0]" read as a broken interval (a UI review).
+        count = f" {n}" if n is not None else ""
+        return f"{who_a} and {who_b} do not differ in {phrase.label} on any of their{count} paired images"
     return (f"no evidence that {who_a} and {who_b} differ in {phrase.label}: "
             f"{format_difference(statistic, diff, low, high)}, {format_q(q)}")
 

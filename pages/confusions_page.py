@@ -182,7 +182,8 @@ for key in ("matrix-model", "images-model"):
         st.session_state.pop(key, None)
 
 true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})", key="conf_true")
-st.caption(relation_help())
+st.caption("Each model's most frequent confusions of this class. MF (misclassification frequency): a confusion's "
+           "share of the class's mistakes. " + relation_help())
 
 # ------------------------------------------------------------------ side by side per model
 cols = st.columns(max(1, min(len(chosen_models), 3)))
@@ -396,6 +397,8 @@ if st.session_state.get("images-model") not in (chosen_models or models):
     st.session_state.pop("images-model", None)
 model_for_images = st.selectbox("Model", chosen_models or models, key="images-model")
 wrong = misclassified_images(run, model_for_images, true_wnid)
+st.caption(escape_markdown(f"Images of {names[true_wnid]} (the true class above) that {model_for_images} got wrong; "
+                           "under each, its prediction and the model's probability for it."))
 if wrong.empty:
     st.caption("None: every image of this class was classified correctly (or none was classified).")
 else:

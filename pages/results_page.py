@@ -87,8 +87,9 @@ intervals = (f"Each rate and mean is shown with its {format_level(level)} interv
              "are the same intervals." if ci else
              "These tables were computed without intervals (`--no-ci`): values are shown alone.")
 st.caption("Accuracy is strict (top-1 == true class); *Hier. accuracy* also counts a prediction of a hyponym "
-           "of the true class as correct, as the 2023 paper's notebooks did. Similarity means over the "
-           "mistakes are the paper's figures; *(all)* columns average over every image. " + intervals
+           "of the true class as correct, as the reference notebooks of the 2023 study of ImageNet classifiers "
+           "on uncurated web images (the paper WildLens is built on) did. Similarity means over the "
+           "mistakes are that paper's figures; *(all)* columns average over every image. " + intervals
            + " Hover a column header for its definition and its name in the CSV; – marks a value that is not "
            "defined (e.g. no mistakes).")
 
@@ -393,10 +394,11 @@ st.caption(f"`{class_metric}`: " + column_docs("per_class").get(class_metric, ""
 # each would need (explain.metric_intervals.rankable).
 ranking = rankable(per_class, half_width=DEFAULT_HALF_WIDTH, level=level)
 half, wide = ranking["half_width"], ranking["too_wide"]
-# "at its accuracy": the images a class needs at the rate it shows now, fewer than the worst case's the warning
-# gives (a fresh look, 2026-12-06: 88 here and 93 there read as a contradiction).
+# The images a class needs at the least favourable accuracy within its interval (the one nearest 50 %:
+# explain.metric_intervals.rankable), fewer than the worst case's the warning gives (a fresh look, 2026-12-06:
+# 88 here and 93 there read as a contradiction; "at its accuracy" misnamed it, a UI review).
 rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank (about {k:,} for ±{DEFAULT_HALF_WIDTH * 100:.0f} "
-                       "at its accuracy)"
+                       "at the least favourable accuracy in its interval)"
                        if w else "" for h, w, k in zip(half, wide, ranking["images_needed"])],
                       index=per_class.index, dtype="string")
 if wide.any():

@@ -60,7 +60,8 @@ def test_two_identical_models_give_no_supported_claim():
     assert not any(c.supported for c in claims)
     accuracy = [c for c in model_claims if c.statistic == "accuracy"][0]
     assert accuracy.verdict == NO_EVIDENCE
-    assert accuracy.sentence.startswith("no evidence that m1 and m2 differ in accuracy: +0.0 points")
+    assert accuracy.sentence == "m1 and m2 do not differ in accuracy on any of their 120 paired images"
+    assert (accuracy.diff, accuracy.ci_low, accuracy.ci_high) == (0.0, 0.0, 0.0), "the numbers stay in the table"
 
 
 def test_every_pair_of_models_is_compared():
@@ -125,6 +126,12 @@ def test_sentence_wording():
         "Y makes less severe mistakes than X overall: -0.31 steps [-0.52, -0.10], q = 0.01"
     assert sentence("accuracy", "X", "Y", 0.5, 0.1, 0.9, 0.2, TOO_FEW, n=4).startswith("too few images")
     assert "cannot be compared" in sentence("wup_mistakes", "X", "Y", None, None, None, None, NO_EVIDENCE)
+    # Two models alike on every paired image: said as such, not "+0.0 points [0.0, 0.0]" (a UI review).
+    assert sentence("accuracy", "X", "Y", 0.0, 0.0, -0.0, 1.0, NO_EVIDENCE, n=30) == \
+        "X and Y do not differ in accuracy on any of their 30 paired images"
+    assert sentence("accuracy", "X", "Y", 0.0, -0.01, 0.01, 1.0, NO_EVIDENCE, n=30).startswith("no evidence that")
+    assert sentence("accuracy", "X", "Y", 0.0, 0.0, 0.0, 1.0, NO_EVIDENCE, scope="").startswith("no evidence that"), \
+        "families: their models' values, not paired images"
     assert format_difference("wup_all", 0.0123, -0.004, 0.03) == "+0.012 [-0.004, 0.030]"
     assert format_difference("accuracy", -0.00001, -0.00002, 0.1) == "+0.0 points [0.0, 10.0]"
 
