@@ -20,8 +20,14 @@ tables = metric_tables(run)
 label_space = run.info.label_space
 confusions = tables.confusions
 
-mode = st.radio("Pair", ["From this run's confusions", "Any two concepts"], horizontal=True)
-if mode == "From this run's confusions":
+# The mode lives in the URL too (`pair=any`, with `true` and `pred` the two concepts): a reload or a shared
+# link of "Any two concepts" reopened the run's first confusion, and the URL still named the last one (a UI review).
+MODES = ["From this run's confusions", "Any two concepts"]
+ANY = "any"
+mode = st.radio("Pair", MODES, index=1 if st.query_params.get("pair") == ANY else 0, horizontal=True)
+if mode == MODES[0]:
+    if "pair" in st.query_params:
+        del st.query_params["pair"]
     if confusions.empty:
         st.info("This run has no confusions yet (no predictions, or no mistakes).")
         st.stop()
@@ -63,14 +69,19 @@ if mode == "From this run's confusions":
     st.session_state["_explain_url"] = (model, true_wnid, pred_wnid)
 else:
     c1, c2 = st.columns(2)
-    true_text = c1.text_input("True concept (wnid or synset name)", value="n02123045")
-    pred_text = c2.text_input("Predicted concept (wnid or synset name)", value="n02124075")
+    # URL values are outside text: shown in the box as typed, resolved like anything typed there.
+    true_text = c1.text_input("True concept (wnid or synset name)", value=st.query_params.get("true", "n02123045")[:200])
+    pred_text = c2.text_input("Predicted concept (wnid or synset name)",
+                              value=st.query_params.get("pred", "n02124075")[:200])
     try:
         true_wnid = wnid_of(resolve_noun_synsets(true_text)[0])
         pred_wnid = wnid_of(resolve_noun_synsets(pred_text)[0])
     except WildLensError as exc:
         show_error(exc)
         st.stop()
+    if "model" in st.query_params:
+        del st.query_params["model"]
+    st.query_params.update({"pair": ANY, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
 
 explanation = explain_pair(true_wnid, pred_wnid)
 st.markdown(f"**{escape_markdown(class_name(true_wnid, label_space))}** ({true_wnid}) → "

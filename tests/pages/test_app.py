@@ -565,3 +565,26 @@ def test_the_server_freezes_its_start_up_objects_once(app):
 
     assert gc.get_freeze_count() > 0 and "plotly.express" in sys.modules
     assert freeze_startup_objects() is False
+
+
+def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_length_comes_from(app_home, monkeypatch):
+    """A UI review: "Any two concepts" reverted to the run's first confusion on reload while the URL still
+    named that confusion's pair, and tabby -> dog showed "Path length 3" beside six drawn edges."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "sample", "pair": "any", "true": TABBY, "pred": "dog.n.01"})
+    at.run()
+    open_page(at, "explain")
+    assert not at.exception
+    assert at.radio[0].value == "Any two concepts"
+    assert [t.value for t in at.text_input] == [TABBY, "dog.n.01"]
+    assert at.query_params["pair"] == "any" and at.query_params["pred"] == "n02084071"
+    assert "model" not in at.query_params
+    assert {m.label: m.value for m in at.metric}["Path length"] == "3"
+    captions = " ".join(c.value for c in at.caption).replace("\\", "")  # escaped Markdown, read as shown
+    assert "Path length 3 (and Path sim., LCH) is WordNet's shortest path, up to domestic animal (n01317541)" in captions
+    assert "the path drawn (6 edges) climbs to their lowest common hypernym, carnivore" in captions
+    at.radio[0].set_value("From this run's confusions").run()
+    assert "pair" not in at.query_params and at.query_params["model"]
