@@ -22,7 +22,7 @@ from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, 
 from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.pictures import stored_picture
-from pages.tables import NA_DASH, download_csv, show_table
+from pages.tables import NA_DASH, download_csv, percent_rounded, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, image_table_key,
                          no_predictions_note, paired_test)
 from pages.text import error_type_line, escape_markdown, listed, plural
@@ -66,7 +66,7 @@ def show_predictions(df: pd.DataFrame, docs: dict, labels: dict) -> None:
         labels[c], help=f"`{c}`: {docs.get(c, '')}\n\n{NA_DASH} : not stored (a predictions file without "
                         "probabilities or without a top-5).", format="percent", step=0.001)
         for c in df.columns if c.startswith("prob") or c.endswith("_prob")}
-    show_table(df, docs=docs, labels=labels, column_config=probs)
+    show_table(percent_rounded(df, probs), docs=docs, labels=labels, column_config=probs)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)

@@ -49,8 +49,10 @@ def test_styled_rounds_like_the_charts_and_dashes_na(tables):
     assert not any(str(c).endswith(("_ci_low", "_ci_high")) for c in styler.data.columns)
     plain = tables.per_class.drop(columns=[c for c in tables.per_class.columns if "_ci_" in c])
     assert styled(plain).data is plain  # a table without bounds is styled as it is
-    big = pd.DataFrame({"accuracy": [0.5] * 30_000})
-    assert styled(big) is big  # large tables: Streamlit's own column formats
+    big = pd.DataFrame({"accuracy": [0.640803] * 30_000, "n": 7})
+    shown = styled(big)  # large tables: Streamlit's own column formats, on shares rounded as "{:.1%}" rounds
+    assert isinstance(shown, pd.DataFrame) and (shown["accuracy"] == 0.641).all() and (shown["n"] == 7).all()
+    assert (big["accuracy"] == 0.640803).all(), "the caller's frame is left as it is"
 
 
 def test_rate_columns_are_shares():
@@ -121,3 +123,15 @@ def test_bound_texts_are_the_per_cell_rule_on_arrays():
                             f"[{low * scale + 0.0:.{digits}f}, {high * scale + 0.0:.{digits}f}]")
         assert bound_texts(df, column) == expected
         assert not any(t is not None and ("nan" in t or "-0.0" in t) for t in expected)
+
+
+def test_percent_columns_are_rounded_for_streamlits_percent_format():
+    """Streamlit's "percent" format cuts the last digit: Browse's table read 64.0 % where its cards read
+    64.1 % (a UI review); shown columns are rounded to 3 decimals first, missing values kept."""
+    from pages.tables import percent_rounded
+
+    df = pd.DataFrame({"prob_1": pd.array([0.640803, None, 0.43249], dtype="Float64"), "image": ["a", "b", "c"]})
+    out = percent_rounded(df, ["prob_1", "image", "absent"])
+    assert out["prob_1"].tolist()[0] == 0.641 and out["prob_1"].isna().tolist() == [False, True, False]
+    assert out["prob_1"].tolist()[2] == 0.432 and out["image"].tolist() == ["a", "b", "c"]
+    assert percent_rounded(df, ["image"]) is df
