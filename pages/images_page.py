@@ -8,7 +8,7 @@ import streamlit as st
 from pages.tables import NA_DASH, download_csv, show_table, table_column_config
 from pages.reads import class_name, manifest
 from pages.text import escape_markdown, plural, show_error
-from pages.run_state import require_run
+from pages.run_state import require_run, url_choice, write_choice
 
 PER_PAGE = 30
 COLUMNS = 6
@@ -125,7 +125,10 @@ def class_label(wnid: str) -> str:
     return f"{class_name(wnid, info.label_space)} ({wnid}) · {int(c.get('accepted', 0)):,} accepted"
 
 
-wnid = st.selectbox(f"Class · {plural(len(wnids), 'class')} in this run", wnids, format_func=class_label)
+url_choice("class", wnids, "images-class")  # ?class=<wnid>: bookmarkable, kept on reload
+wnid = st.selectbox(f"Class · {plural(len(wnids), 'class')} in this run", wnids, format_func=class_label,
+                    key="images-class")
+write_choice("class", wnid, wnids[0] if len(wnids) else None)
 download_csv(df, f"{run.run_id}_manifest.csv", key="dl-manifest", label="Download the whole manifest (CSV)",
              label_space=info.label_space)
 rows = df[df["wnid"] == wnid]

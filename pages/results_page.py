@@ -21,7 +21,8 @@ from pages.charts import cached_figure, claims_figure, error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
-from pages.run_state import current_view, page_link, remember_url, require_run, url_from_outside
+from pages.run_state import (current_view, page_link, remember_url, require_run, url_choice, url_from_outside,
+                             write_choice)
 from pages.text import escape_markdown, listed, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
@@ -134,8 +135,10 @@ shown = shown.iloc[sorted(range(len(shown)), key=lambda i: (FAMILY_ORDER.get(sho
 show_table(shown[["family"] + [c for c in shown.columns if c != "family"]], "per_model")
 download_csv(tables.per_model, f"{run.run_id}_per_model.csv", key="dl-per-model", label_space=run.info.label_space)
 
-metric = st.selectbox("Chart", [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_model.columns],
-                      format_func=LABELS.get)
+chart_metrics = [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_model.columns]
+url_choice("chart", chart_metrics, "results-chart")  # ?chart=<column>: bookmarkable, kept on reload
+metric = st.selectbox("Chart", chart_metrics, format_func=LABELS.get, key="results-chart")
+write_choice("chart", metric, chart_metrics[0])
 # Plotly reads HTML in labels and hover texts (<a href> is a live link): model ids from stored
 # predictions and class names reach the charts HTML-escaped; Plotly shows the entities as text.
 chart = shown.assign(model=shown["model"].map(html.escape))
@@ -350,8 +353,10 @@ st.subheader("Per class")
 per_class = tables.per_class[tables.per_class["model"].isin(chosen)]
 label_space = run.info.label_space
 names = {w: class_name(w, label_space) for w in per_class["true_wnid"].unique()}
-class_metric = st.selectbox("Heatmap", [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_class.columns],
-                            key="class-metric", format_func=LABELS.get)
+heatmap_metrics = [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_class.columns]
+url_choice("heatmap", heatmap_metrics, "class-metric")
+class_metric = st.selectbox("Heatmap", heatmap_metrics, key="class-metric", format_func=LABELS.get)
+write_choice("heatmap", class_metric, heatmap_metrics[0])
 grid = per_class.pivot(index="true_wnid", columns="model", values=class_metric).astype(float)
 grid = grid[[m for m in models if m in grid.columns]]
 if len(grid) > 40:

@@ -70,6 +70,28 @@ def remember_url(page: str, url) -> None:
     st.session_state[f"_url_{page}"] = url
 
 
+def url_choice(param: str, options, key: str) -> None:
+    """Before the select box or radio keyed ``key``: its value from the URL's ``param`` on a link, a reload,
+    a bookmark or a new visit (:func:`url_from_outside`); a value that is no option is ignored. After the
+    widget, :func:`write_choice`. Why: a chart's metric or a class picked on Results or Images came back
+    to the first one on reload (a UI review)."""
+    value = st.query_params.get(param, "")
+    if url_from_outside(f"choice-{param}", value) and value in options:
+        st.session_state[key] = value
+    if key in st.session_state and st.session_state[key] not in options:
+        st.session_state.pop(key)
+
+
+def write_choice(param: str, value, default) -> None:
+    """The widget's ``value`` in the URL's ``param`` (removed at ``default``), remembered as the page's own."""
+    if value == default or value is None:
+        if param in st.query_params:
+            del st.query_params[param]
+    else:
+        st.query_params[param] = str(value)
+    remember_url(f"choice-{param}", st.query_params.get(param, ""))
+
+
 RUN_PARAM = "run"  # ?run=<run id>: the current run lives in the URL, so reloads and shared links keep it
 
 

@@ -588,3 +588,35 @@ def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_lengt
     assert "the path drawn (6 edges) climbs to their lowest common hypernym, carnivore" in captions
     at.radio[0].set_value("From this run's confusions").run()
     assert "pair" not in at.query_params and at.query_params["model"]
+
+
+def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkeypatch):
+    """A UI review: Results' Chart and Heatmap metrics and the Images page's class came back to the first
+    option on reload. They are in the URL now (default: left out), read back from a link; a value that is
+    no option is ignored."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "sample", "chart": "accuracy_top5", "heatmap": "wup_all"})
+    at.run()
+    open_page(at, "results")
+    assert not at.exception
+    assert at.selectbox(key="results-chart").value == "accuracy_top5"
+    assert at.selectbox(key="class-metric").value == "wup_all"
+    at.selectbox(key="results-chart").set_value("accuracy").run()  # the default: left out of the URL
+    assert "chart" not in at.query_params and at.query_params["heatmap"] == "wup_all"
+    at.selectbox(key="results-chart").set_value("sibling_rate").run()
+    assert at.query_params["chart"] == "sibling_rate"
+
+    images = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    images.query_params.update({"run": "sample", "class": "n03877845"})  # palace
+    images.run()
+    open_page(images, "images")
+    assert not images.exception and images.selectbox(key="images-class").value == "n03877845"
+    bogus = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    bogus.query_params.update({"run": "sample", "class": "<b>n0</b>", "chart": "nope"})
+    bogus.run()
+    open_page(bogus, "images")
+    assert not bogus.exception and bogus.selectbox(key="images-class").value != "<b>n0</b>"
+    assert "class" not in bogus.query_params, "no such class: the first one shown, the URL left at the default"
