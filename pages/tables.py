@@ -158,11 +158,21 @@ def table_column_config(table: str | None, columns, df: pd.DataFrame | None = No
 
 
 def percent_rounded(df: pd.DataFrame, columns) -> pd.DataFrame:
-    """``df`` with ``columns`` (shares shown in Streamlit's "percent" format, one decimal) rounded to
-    3 decimals for display. Why: that format cuts the last digit (0.640803 read 64.0 % in Browse's
-    table and 64.1 % on the cards beside it, a UI review); rounded first, it reads as "{:.1%}" does."""
+    """``df`` with ``columns`` (shares shown in Streamlit's "percent" format, one decimal) rounded for
+    display to the percentage "{:.1%}" writes. Why: shown as they are, 0.640803 read 64.0 % in Browse's
+    table and 64.1 % on the cards beside it (a UI review); rounded first, the table reads as the cards."""
     columns = [c for c in columns if c in df.columns and _is_float(df[c].dtype)]
-    return df.assign(**{c: df[c].round(3) for c in columns}) if columns else df
+    return df.assign(**{c: _percent_column(df[c]) for c in columns}) if columns else df
+
+
+def _percent_column(column: pd.Series) -> pd.Series:
+    # "{:.1%}" is format(v * 100, ".1f"): the product first (0.0125 reads 1.2 %, though 0.0125 rounds to 0.013)
+    # then tenths of a percent over 1000: the double nearest the decimal (64.1 / 100 is 0.6409999999999999)
+    percent = rounded_as_formatted(column.to_numpy(dtype="float64", na_value=np.nan) * 100.0, 1)
+    values = np.rint(percent * 10.0) / 1000.0
+    if isinstance(column.dtype, pd.api.extensions.ExtensionDtype):  # Float64: NA stays NA
+        return pd.Series(pd.arrays.FloatingArray(values, column.isna().to_numpy()), index=column.index, name=column.name)
+    return pd.Series(values, index=column.index, name=column.name)
 
 
 def styled(df: pd.DataFrame):
@@ -318,6 +328,30 @@ def _floats(df: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(df[column], errors="coerce").astype("float64").to_numpy(na_value=float("nan"))
 
 
+def _scaled(v: np.ndarray, digits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(NaN mask, |v| x 10**digits, where only Python's format rounds as Python does: within the product's
+    rounding error of a half, or too large for exact whole units); see :func:`fixed_texts`."""
+    nan = np.isnan(v)
+    with np.errstate(invalid="ignore", over="ignore"):  # above ~1.8e307 the product is inf: Python formats it
+        scaled = np.abs(v) * 10.0 ** digits
+        near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= 1e-9 * np.maximum(scaled, 1.0)
+        python = (~nan & ~(scaled < 2.0 ** 52)) | near_half
+    return nan, scaled, python
+
+
+def rounded_as_formatted(values: np.ndarray, digits: int) -> np.ndarray:
+    """Every float of ``values`` rounded to ``digits`` decimals as ``f"{v:.{digits}f}"`` rounds it (NaN
+    kept): NumPy's round works on the product, which float64 may put exactly on a half (23/80 = 0.2875
+    -> 287.5 -> 0.288, where "{:.1%}" reads 28.7 %, a hostile check); those go through Python's format."""
+    v = np.asarray(values, dtype="float64")
+    nan, scaled, python = _scaled(v, digits)
+    out = np.copysign(np.rint(np.where(python | nan, 0.0, scaled)), v) / 10.0 ** digits
+    if python.any():
+        out[python] = [float(f"{x:.{digits}f}") for x in v[python].tolist()]
+    out[nan] = np.nan
+    return out
+
+
 def fixed_texts(values: np.ndarray, digits: int):
     """``f"{v + 0.0:.{digits}f}"`` of every float in ``values`` (digits >= 1), as an Arrow string array, null
     where a value is NaN: the same text as Python's, built by Arrow's string kernels instead of one Python
@@ -332,11 +366,7 @@ def fixed_texts(values: np.ndarray, digits: int):
     import pyarrow.compute as pc
 
     v = np.asarray(values, dtype="float64") + 0.0
-    nan = np.isnan(v)
-    with np.errstate(invalid="ignore", over="ignore"):  # above ~1.8e307 the product is inf: Python formats it
-        scaled = np.abs(v) * 10.0 ** digits
-        near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= 1e-9 * np.maximum(scaled, 1.0)
-        python = (~nan & ~(scaled < 2.0 ** 52)) | near_half
+    nan, scaled, python = _scaled(v, digits)
     whole_units = np.where(python | nan, 0.0, np.rint(scaled)).astype(np.int64)
     unit = 10 ** digits
     whole = pa.array(whole_units // unit, mask=nan).cast(pa.string())

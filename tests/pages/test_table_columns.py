@@ -135,3 +135,8 @@ def test_percent_columns_are_rounded_for_streamlits_percent_format():
     assert out["prob_1"].tolist()[0] == 0.641 and out["prob_1"].isna().tolist() == [False, True, False]
     assert out["prob_1"].tolist()[2] == 0.432 and out["image"].tolist() == ["a", "b", "c"]
     assert percent_rounded(df, ["image"]) is df
+    # Ties as Python's format rounds them (hostile check: 23/80 read 28.8 % here, 28.7 % in the styled tables)
+    fractions = np.array([k / n for n in range(1, 400) for k in range(n + 1)] + [-0.0, 0.0005, -0.2875, 1e300])
+    out = percent_rounded(pd.DataFrame({"share": fractions}), ["share"])["share"].to_numpy()
+    assert [f"{v:.1%}" for v in out] == [f"{v:.1%}" for v in fractions]
+    assert out[fractions.tolist().index(23 / 80)] == 0.287
