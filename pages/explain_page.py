@@ -12,7 +12,7 @@ from pages.charts import path_figure
 from pages.reads import class_name, metric_tables
 from pages.tables import download_csv, show_table
 from pages.text import escape_markdown, show_error
-from pages.run_state import require_run
+from pages.run_state import remember_url, require_run, url_from_outside
 
 st.title("Explain a confusion")
 run = require_run()
@@ -22,9 +22,24 @@ confusions = tables.confusions
 
 # The mode lives in the URL too (`pair=any`, with `true` and `pred` the two concepts): a reload or a shared
 # link of "Any two concepts" reopened the run's first confusion, and the URL still named the last one (a UI review).
+# The widgets are keyed and set from the URL only when it changed from outside (pages.run_state.url_from_outside):
+# set from it on every rerun, a typed concept was lost once the page wrote its wnid back (a hostile check).
 MODES = ["From this run's confusions", "Any two concepts"]
 ANY = "any"
-mode = st.radio("Pair", MODES, index=1 if st.query_params.get("pair") == ANY else 0, horizontal=True)
+URL_KEYS = ("pair", "true", "pred")
+url_pair = tuple(st.query_params.get(k, "") for k in URL_KEYS)
+if url_from_outside("explain", url_pair):
+    st.session_state["explain-mode"] = MODES[1] if url_pair[0] == ANY else MODES[0]
+    if url_pair[0] == ANY:
+        for key, value in (("explain-true", url_pair[1]), ("explain-pred", url_pair[2])):
+            if value:
+                st.session_state[key] = value[:200]  # outside text: shown in the box as typed, resolved likewise
+    elif url_pair[0]:
+        shown = url_pair[0] if len(url_pair[0]) <= 40 else url_pair[0][:39] + "…"
+        st.warning(escape_markdown(f"The link's pair={shown} is not 'any' (two concepts of your choice): showing "
+                                   "this run's confusions."), icon=":material/link_off:")
+remember_url("explain", url_pair)  # seen: a stop below (a concept that resolves to nothing) keeps what is typed
+mode = st.radio("Pair", MODES, horizontal=True, key="explain-mode")
 if mode == MODES[0]:
     if "pair" in st.query_params:
         del st.query_params["pair"]
@@ -69,19 +84,25 @@ if mode == MODES[0]:
     st.session_state["_explain_url"] = (model, true_wnid, pred_wnid)
 else:
     c1, c2 = st.columns(2)
-    # URL values are outside text: shown in the box as typed, resolved like anything typed there.
-    true_text = c1.text_input("True concept (wnid or synset name)", value=st.query_params.get("true", "n02123045")[:200])
-    pred_text = c2.text_input("Predicted concept (wnid or synset name)",
-                              value=st.query_params.get("pred", "n02124075")[:200])
+    st.session_state.setdefault("explain-true", "n02123045")
+    st.session_state.setdefault("explain-pred", "n02124075")
+    true_text = c1.text_input("True concept (a word, a synset name or a wnid)", key="explain-true")
+    pred_text = c2.text_input("Predicted concept (a word, a synset name or a wnid)", key="explain-pred")
     try:
-        true_wnid = wnid_of(resolve_noun_synsets(true_text)[0])
-        pred_wnid = wnid_of(resolve_noun_synsets(pred_text)[0])
+        true_senses, pred_senses = resolve_noun_synsets(true_text), resolve_noun_synsets(pred_text)
     except WildLensError as exc:
         show_error(exc)
         st.stop()
+    true_wnid, pred_wnid = wnid_of(true_senses[0]), wnid_of(pred_senses[0])
+    for text, senses in ((true_text, true_senses), (pred_text, pred_senses)):
+        if len(senses) > 1:  # a word of several senses: which one is shown, and how to name another
+            st.caption(escape_markdown(f"'{text.strip()[:60]}' has {len(senses)} noun senses: showing its first, "
+                                       f"{senses[0].name()} ({senses[0].definition()[:120]}); type a synset name "
+                                       f"such as {senses[1].name()} for another."))
     if "model" in st.query_params:
         del st.query_params["model"]
     st.query_params.update({"pair": ANY, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
+remember_url("explain", tuple(st.query_params.get(k, "") for k in URL_KEYS))
 
 explanation = explain_pair(true_wnid, pred_wnid)
 st.markdown(f"**{escape_markdown(class_name(true_wnid, label_space))}** ({true_wnid}) → "

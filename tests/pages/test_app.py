@@ -586,8 +586,28 @@ def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_lengt
     captions = " ".join(c.value for c in at.caption).replace("\\", "")  # escaped Markdown, read as shown
     assert "Path length 3 (and Path sim., LCH) is WordNet's shortest path, up to domestic animal (n01317541)" in captions
     assert "the path drawn (6 edges) climbs to their lowest common hypernym, carnivore" in captions
-    at.radio[0].set_value("From this run's confusions").run()
-    assert "pair" not in at.query_params and at.query_params["model"]
+    # Typed concepts win over the URL the page wrote (a hostile check: every second edit was lost), a word of
+    # several senses says which is shown, and the mode switches at each click, back and forth.
+    at.text_input[1].set_value("cat").run()
+    assert at.query_params["pred"] == "n02121620"
+    at.text_input[1].set_value("lion").run()
+    assert at.query_params["pred"] == "n02129165" and at.text_input[1].value == "lion"
+    at.text_input[1].set_value("xyzzy").run()
+    assert at.error and at.text_input[1].value == "xyzzy"
+    at.text_input[1].set_value("tiger").run()
+    assert not at.error and at.text_input[1].value == "tiger"
+    assert any("'tiger' has 2 noun senses: showing its first, tiger.n.01" in c.value.replace("\\", "")
+               for c in at.caption)
+    for mode in ("From this run's confusions", "Any two concepts", "From this run's confusions"):
+        at.radio[0].set_value(mode).run()
+        assert at.radio[0].value == mode and ("pair" in at.query_params) == (mode == "Any two concepts")
+    assert at.query_params["model"]
+    odd = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    odd.query_params.update({"run": "sample", "pair": "ANY", "true": TABBY, "pred": "dog.n.01"})
+    odd.run()
+    open_page(odd, "explain")
+    assert not odd.exception and odd.radio[0].value == "From this run's confusions"
+    assert any("pair=ANY is not 'any'" in w.value.replace("\\", "") for w in odd.warning)
 
 
 def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkeypatch):
