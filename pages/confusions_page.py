@@ -50,7 +50,18 @@ if tables.per_model.empty:
 
 label_space = run.info.label_space
 models = tables.per_model["model"].tolist()
-chosen_models = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, default=models)
+# The chosen models live in the URL (`models`, repeated; none: every model), as on Results: a reload brought
+# every model back (a UI review). A value the run lacks is dropped.
+url_models = tuple(st.query_params.get_all("models"))
+if url_from_outside("confusions-models", url_models):
+    st.session_state["conf_models"] = [m for m in url_models if m in models] or list(models)
+st.session_state["conf_models"] = [m for m in st.session_state.get("conf_models", models) if m in models]
+chosen_models = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="conf_models")
+if chosen_models and set(chosen_models) != set(models):
+    st.query_params["models"] = list(chosen_models)
+elif "models" in st.query_params:
+    del st.query_params["models"]
+remember_url("confusions-models", tuple(st.query_params.get_all("models")))
 true_wnids = sorted(tables.per_class["true_wnid"].unique())
 names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"].to_numpy(dtype=object))}
 

@@ -640,3 +640,24 @@ def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkey
     open_page(bogus, "images")
     assert not bogus.exception and bogus.selectbox(key="images-class").value != "<b>n0</b>"
     assert "class" not in bogus.query_params, "no such class: the first one shown, the URL left at the default"
+
+
+def test_confusions_models_live_in_the_url(app_home, monkeypatch):
+    """A UI review: a model removed from Confusions' Models box came back on reload."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "sample"})
+    at.run()
+    open_page(at, "confusions")
+    box = at.multiselect(key="conf_models")
+    everyone = list(box.value)
+    assert len(everyone) >= 2 and "models" not in at.query_params
+    box.set_value(everyone[:1]).run()
+    assert at.query_params["models"] == everyone[0]  # AppTest keeps a one-value list as that value
+    again = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    again.query_params.update({"run": "sample", "models": [everyone[0], "nope"]})
+    again.run()
+    open_page(again, "confusions")
+    assert not again.exception and again.multiselect(key="conf_models").value == everyone[:1]
