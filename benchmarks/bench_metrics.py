@@ -25,6 +25,10 @@ Prints:
    (``explain.streaming.stream_metric_tables``) in a fresh process: its wall time and peak resident
    memory (targets: <= 5 min and <= 4 GB); then, on the first 2,000,000 predictions, the streamed tables
    (chunks of one model) against the in-memory ones, which must be equal to the last bit.
+7. ``--tiny-models``: the tables with every interval column for 2,000 models of one image each and 200 of
+   five (per-model samples, as an upload may hold), against the same call drawing every bootstrap block
+   (the yardstick: before blocks on which no bound depends were skipped), medians of ``--repeat``; the
+   bounds must be equal to the last bit.
 
 The synthetic predictions are realistic rather than uniform: each model has its own accuracy
 (55-90 %), its mistakes fall mostly on classes near the truth in WordNet (sampled by path
@@ -258,6 +262,41 @@ def stream_section(args) -> int:
     return 0
 
 
+def tiny_models_section(args) -> int:
+    """Section 7 (module docstring)."""
+    import statistics
+    from unittest import mock
+
+    from core.labels import get_label_space
+    from explain import uncertainty
+    from explain.metrics import compute_metric_tables
+
+    wnids = np.array(get_label_space("imagenet-1k").wnids)
+    rng = np.random.default_rng(0)
+    every_block = mock.patch.object(uncertainty._FamilyRun, "_answering",
+                                    lambda self, blocks: np.ones(len(blocks), dtype=bool))
+    for models, images in ((2000, 1), (200, 5)):
+        n = models * images
+        true = rng.integers(0, 1000, n)
+        pred = np.where(rng.random(n) < 0.7, true, rng.integers(0, 1000, n))
+        df = pd.DataFrame({"model": np.repeat([f"m{i}" for i in range(models)], images),
+                           "image": [f"i{i}" for i in range(n)], "true_wnid": wnids[true], "pred_wnid": wnids[pred],
+                           "label_space": "imagenet-1k", "status": "ok"})
+        compute_metric_tables(df, cache_dir=False)  # warm: the similarity tables of these pairs
+        now, before = [], []
+        for _ in range(max(args.repeat, 1)):
+            seconds, new = timed(compute_metric_tables, df, cache_dir=False)
+            now.append(seconds)
+            with every_block:
+                seconds, old = timed(compute_metric_tables, df, cache_dir=False)
+            before.append(seconds)
+        same = all(getattr(new, t).equals(getattr(old, t)) for t in ("per_model", "per_class", "confusions"))
+        a, b = statistics.median(now), statistics.median(before)
+        print(f"{models:,} models x {images} image{'s' * (images > 1)}, every interval: {a:.2f} s against {b:.2f} s "
+              f"drawing every block ({b / a:.1f}x); bounds {'equal to the last bit' if same else 'DIFFERENT'}")
+    return 0
+
+
 def timed(func, *args, **kwargs):
     start = time.perf_counter()
     result = func(*args, **kwargs)
@@ -271,6 +310,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the intervals (0: none)")
     parser.add_argument("--in21k", action="store_true", help="only section 4: 1M predictions in the 21k space")
+    parser.add_argument("--tiny-models", action="store_true", help="only section 7: many models of a few images")
     parser.add_argument("--error-types", action="store_true",
                         help="only section 5: error types of 1M predictions (explain.error_types)")
     parser.add_argument("--stream", action="store_true",
@@ -278,6 +318,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.stream:
         return stream_section(args)
+    if args.tiny_models:
+        return tiny_models_section(args)
     if args.error_types:
         return error_types_section(args)
     if args.in21k:
