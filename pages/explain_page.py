@@ -39,6 +39,9 @@ if url_from_outside("explain", url_pair):
         st.warning(escape_markdown(f"The link's pair={shown} is not 'any' (two concepts of your choice): showing "
                                    "this run's confusions."), icon=":material/link_off:")
 remember_url("explain", url_pair)  # seen: a stop below (a concept that resolves to nothing) keeps what is typed
+for key in ("explain-true", "explain-pred"):  # kept through the confusions mode, which does not draw the boxes
+    if key in st.session_state:
+        st.session_state[key] = st.session_state[key]
 mode = st.radio("Pair", MODES, horizontal=True, key="explain-mode")
 if mode == MODES[0]:
     if "pair" in st.query_params:

@@ -273,6 +273,11 @@ show_table(types, docs=ERROR_TYPE_TABLE_DOCS, labels=ERROR_TYPE_TABLE_LABELS)
 download_csv(types, f"{run.run_id}_error_types.csv", key="dl-error-types", label_space=run.info.label_space)
 if len(types):
     points_long = mistake_shares(types=types).merge(types[["model", "accuracy", "family"]], on="model")
+    # A type no shown model has a mistake of is a panel of points at 0: named below the chart instead (a UI
+    # review: five of eight panels were empty on the sample run).
+    present = set(points_long.loc[points_long["count"] > 0, "kind"])
+    absent = [t for t in ERROR_TYPES if t not in present]
+    points_long = points_long[points_long["kind"].isin(present)] if present else points_long
     points_long = points_long.assign(model=points_long["model"].map(html.escape),
                                      family=points_long["family"].fillna("other").map(html.escape))
     scatter_errors = error_offsets(points_long, "share")
@@ -280,23 +285,27 @@ if len(types):
         points_long = points_long.assign(_above=scatter_errors[0], _below=scatter_errors[1])
 
     def results_types_scatter(points_long: pd.DataFrame, errors: bool):
+        kinds = [t for t in ERROR_TYPES if t in set(points_long["kind"])]
         scatter_types = px.scatter(points_long, x="accuracy", y="share", color="family", facet_col="kind",
                                    facet_col_wrap=4, color_discrete_map=FAMILY_COLOURS, hover_name="model",
-                                   category_orders={"kind": list(ERROR_TYPES)},
+                                   category_orders={"kind": kinds},
                                    error_y="_above" if errors else None, error_y_minus="_below" if errors else None,
                                    hover_data={"_above": False, "_below": False} if errors else None,
                                    labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type"})
         scatter_types.update_traces(marker=dict(size=10))
         scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
         scatter_types.update_yaxes(tickformat=".0%", matches=None, showticklabels=True, rangemode="tozero")
-        scatter_types.update_xaxes(tickformat=".0%", range=[0, 1.02])
-        scatter_types.update_layout(height=520, margin=dict(t=40, b=10), legend_title_text="")
+        # Ticks at 0, 50 and 100 % inside a padded range: at the panels' edges "100%" ran into the next one's "0%".
+        scatter_types.update_xaxes(tickformat=".0%", range=[-0.06, 1.06], tickvals=[0, 0.5, 1])
+        scatter_types.update_layout(height=280 if len(kinds) <= 4 else 520, margin=dict(t=40, b=10),
+                                    legend_title_text="")
         return scatter_types
 
     st.plotly_chart(cached_figure(results_types_scatter, points_long, scatter_errors is not None), width="stretch")
     st.caption("ETH's figure: each model's accuracy against the share of its mistakes of each type, one point per "
-               "model coloured by family; whiskers: the share's Wilson interval. With more models a trend shows how "
-               "much of a better model's remaining error is the data's.")
+               "model coloured by family (hover a point for its model); whiskers: the share's Wilson interval. With "
+               "more models a trend shows how much of a better model's remaining error is the data's."
+               + (f" No mistake of type {', '.join(absent)} among the models shown." if absent and present else ""))
 
 # ------------------------------------------------------------------ claims
 st.subheader("Claims")

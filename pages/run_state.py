@@ -78,8 +78,13 @@ def url_choice(param: str, options, key: str) -> None:
     value = st.query_params.get(param, "")
     if url_from_outside(f"choice-{param}", value) and value in options:
         st.session_state[key] = value
+    elif key in st.session_state:
+        # Streamlit's own pattern for a widget that a run may not reach (a page stopped above it, e.g. no
+        # model chosen): set through the Session State API, its value outlives that run; else the box came
+        # back at the first option while the chart and the URL kept the pick (a hostile check).
+        st.session_state[key] = st.session_state[key]
     if key in st.session_state and st.session_state[key] not in options:
-        st.session_state.pop(key)
+        st.session_state[key] = options[0] if len(options) else None  # said by the box, not kept as a ghost
 
 
 def write_choice(param: str, value, default) -> None:

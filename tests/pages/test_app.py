@@ -601,6 +601,8 @@ def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_lengt
     for mode in ("From this run's confusions", "Any two concepts", "From this run's confusions"):
         at.radio[0].set_value(mode).run()
         assert at.radio[0].value == mode and ("pair" in at.query_params) == (mode == "Any two concepts")
+        if mode == "Any two concepts":  # the typed concepts kept through the other mode (a hostile check)
+            assert [t.value for t in at.text_input] == [TABBY, "tiger"]
     assert at.query_params["model"]
     odd = AppTest.from_file(APP, default_timeout=TIMEOUT)
     odd.query_params.update({"run": "sample", "pair": "ANY", "true": TABBY, "pred": "dog.n.01"})
@@ -628,6 +630,12 @@ def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkey
     assert "chart" not in at.query_params and at.query_params["heatmap"] == "wup_all"
     at.selectbox(key="results-chart").set_value("sibling_rate").run()
     assert at.query_params["chart"] == "sibling_rate"
+    # No model chosen stops the page above the box; the pick survives it (a hostile check: the box came back
+    # at Accuracy while the chart and the URL kept Sibling %).
+    everyone = list(at.multiselect(key="results_models").value)
+    at.multiselect(key="results_models").set_value([]).run()
+    at.multiselect(key="results_models").set_value(everyone[:1]).run()
+    assert at.selectbox(key="results-chart").value == "sibling_rate" and at.query_params["chart"] == "sibling_rate"
 
     images = AppTest.from_file(APP, default_timeout=TIMEOUT)
     images.query_params.update({"run": "sample", "class": "n03877845"})  # palace
