@@ -76,8 +76,14 @@ def url_choice(param: str, options, key: str) -> None:
     widget, :func:`write_choice`. Why: a chart's metric or a class picked on Results or Images came back
     to the first one on reload (a UI review)."""
     value = st.query_params.get(param, "")
-    if url_from_outside(f"choice-{param}", value) and value in options:
+    outside = url_from_outside(f"choice-{param}", value)
+    if outside and value in options:
         st.session_state[key] = value
+    elif outside and value:  # said, as Results' models and Confusions' class are (a hostile check)
+        shown = value if len(value) <= 60 else value[:59] + "…"
+        st.warning(escape_markdown(f"The link's {param}={shown} is not one of this page's choices here: showing "
+                                   "the first."), icon=":material/link_off:")
+        st.session_state.pop(key, None)
     elif key in st.session_state:
         # Streamlit's own pattern for a widget that a run may not reach (a page stopped above it, e.g. no
         # model chosen): set through the Session State API, its value outlives that run; else the box came

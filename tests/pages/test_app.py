@@ -648,6 +648,9 @@ def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkey
     open_page(bogus, "images")
     assert not bogus.exception and bogus.selectbox(key="images-class").value != "<b>n0</b>"
     assert "class" not in bogus.query_params, "no such class: the first one shown, the URL left at the default"
+    said = [w.value for w in bogus.warning if "class" in w.value]
+    assert len(said) == 1 and "\\<b\\>" in said[0], "said once, the link's text escaped"
+    assert said[0].replace("\\", "") == "The link's class=<b>n0</b> is not one of this page's choices here: showing the first."
 
 
 def test_confusions_models_live_in_the_url(app_home, monkeypatch):
