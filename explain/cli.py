@@ -339,11 +339,11 @@ def _model_pair(args, models: list[str]) -> tuple[str, str]:
         readings = "; ".join(f"{printable(repr(a))} and {printable(repr(b))}" for a, b in fits[:3])
         more = f" (and {len(fits) - 3} more)" if len(fits) > 3 else ""
         raise OptionError(f"--models can be read as {readings}{more}: give --model-a A --model-b B.")
-    a, b = text.split(",") if commas == 1 else ("", "")
-    if commas == 1 and a.strip() and b.strip():
-        return a.strip(), b.strip()
     if commas == 1:
-        raise OptionError("--models A,B: one side of the comma is empty; give two model ids.")
+        a, b = (side.strip() for side in text.split(","))
+        if not (a and b):
+            raise OptionError("--models A,B: one side of the comma is empty; give two model ids.")
+        return a, b
     from .compare import shown_models
 
     raise OptionError(f"--models: none of its {commas} commas leaves a model of these predictions on both sides "
@@ -354,8 +354,9 @@ def _family_items(value: str, known: set[str]) -> list[str]:
     """One ``--family`` value cut into MODEL=FAMILY items: the one way of cutting it at commas into items
     whose model (before the item's last '=') is a model of these predictions, when there is exactly
     one (refused where there are several); else each piece without '=' (empty too) with the next piece
-    (``a,b=CNN`` is model ``a,b``), whose unknown model the comparison then names. Why the models: ``vit=b,16=ViT`` reads as model
-    ``vit=b,16`` only if the predictions have it (the plain rule cut it into ``vit`` and ``16``)."""
+    (``a,b=CNN`` is model ``a,b``), whose unknown model the comparison then names. Why the models:
+    ``vit=b,16=ViT`` reads as model ``vit=b,16`` only if the predictions have it (the plain rule cut it
+    into ``vit`` and ``16``)."""
     pieces = value.split(",")
     if len(pieces) - 1 > MAX_MODEL_COMMAS:
         raise OptionError(f"--family holds {len(pieces) - 1:,} commas; give one --family MODEL=FAMILY per model.")

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 from core.wordgraph import noun_of
 from core.wordnet import wnid_of
-from .similarity import get_taxonomy, pair_similarity, steps_up
+from .similarity import get_taxonomy, pair_similarity, steps_up, wnid_of_offset
 from .vocabulary import RELATION_COLOURS, lcs_phrase  # noqa: F401  (re-exported: the colours live in explain.vocabulary)
 
 
@@ -82,6 +82,22 @@ class PairExplanation:
             data["lin"] = None
         return data
 
+    def shortest_path_apex(self) -> str | None:
+        """The common hypernym through which WordNet's shortest path between the two runs (the deepest of
+        them, NLTK's min_depth, where several give the shortest length), or None where the path drawn is a
+        shortest one. Why: tabby and dog are 3 edges apart through domestic_animal, while the path drawn
+        climbs to their lowest common subsumer, carnivore (6 edges): a page that shows "path length 3"
+        beside six edges must say where the 3 comes from."""
+        if self.path_length == len(self.edges):
+            return None
+        taxonomy = get_taxonomy()
+        mine = taxonomy.ancestors[taxonomy.node_of_wnid(self.true_wnid)]
+        theirs = taxonomy.ancestors[taxonomy.node_of_wnid(self.pred_wnid)]
+        shortest = [c for c in mine.keys() & theirs.keys() if mine[c] + theirs[c] == self.path_length]
+        if not shortest or taxonomy.node_of_wnid(self.lcs_wnid) in shortest:
+            return None
+        return wnid_of_offset(int(taxonomy.offsets[max(shortest, key=lambda c: (taxonomy.min_depth[c], -c))]))
+
     def path_table(self):
         """The path as a table, one row per synset from the true class to the prediction."""
         import pandas as pd
@@ -97,23 +113,6 @@ class PairExplanation:
             text += (" > " if edge.direction == "up" else " < ") + node.name
         steps = len(self.edges)
         return f"{text} ({self.relation}, {steps} step{'s' if steps != 1 else ''})"
-
-
-def shortest_path_apex(true_wnid: str, pred_wnid: str) -> str | None:
-    """The common hypernym through which WordNet's shortest path between the two runs (the deepest of
-    them, NLTK's min_depth, where several give the shortest length), or None where it is the lowest
-    common subsumer itself (the path drawn is then a shortest one). Why: tabby and dog are 3 edges apart
-    through domestic_animal, while the path drawn climbs to their lowest common subsumer, carnivore
-    (6 edges): a page that shows "path length 3" beside six edges must say where the 3 comes from."""
-    values = pair_similarity(true_wnid, pred_wnid)
-    taxonomy = get_taxonomy()
-    mine = taxonomy.ancestors[taxonomy.node_of_wnid(true_wnid)]
-    theirs = taxonomy.ancestors[taxonomy.node_of_wnid(pred_wnid)]
-    shortest = [c for c in mine.keys() & theirs.keys() if mine[c] + theirs[c] == values["path_distance"]]
-    lcs = taxonomy.node_of_wnid(values["lcs"])
-    if not shortest or lcs in shortest:
-        return None
-    return f"n{taxonomy.offsets[max(shortest, key=lambda c: (taxonomy.min_depth[c], -c))]:08d}"
 
 
 def confusion_lcs_phrase(true_wnid: str, lcs_wnid: str, true_name: str) -> str:

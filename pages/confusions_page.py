@@ -19,7 +19,7 @@ from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in
                           table_column_config, without_bounds)
 from explain.selection import Selection
 from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, page_link, remember_url, require_run,
-                             url_from_outside)
+                             url_choices, url_from_outside, write_choices)
 from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
                          no_predictions_note)
 from pages.text import escape_markdown, listed, plural
@@ -51,17 +51,10 @@ if tables.per_model.empty:
 label_space = run.info.label_space
 models = tables.per_model["model"].tolist()
 # The chosen models live in the URL (`models`, repeated; none: every model), as on Results: a reload brought
-# every model back (a UI review). A value the run lacks is dropped.
-url_models = tuple(st.query_params.get_all("models"))
-if url_from_outside("confusions-models", url_models):
-    st.session_state["conf_models"] = [m for m in url_models if m in models] or list(models)
-st.session_state["conf_models"] = [m for m in st.session_state.get("conf_models", models) if m in models]
+# every model back (a UI review).
+url_choices("models", models, "conf_models", "models this run has no predictions of")
 chosen_models = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="conf_models")
-if chosen_models and set(chosen_models) != set(models):
-    st.query_params["models"] = list(chosen_models)
-elif "models" in st.query_params:
-    del st.query_params["models"]
-remember_url("confusions-models", tuple(st.query_params.get_all("models")))
+write_choices("models", chosen_models, models)
 true_wnids = sorted(tables.per_class["true_wnid"].unique())
 names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"].to_numpy(dtype=object))}
 

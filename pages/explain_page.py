@@ -6,13 +6,13 @@ from core.errors import WildLensError
 from core.labels import resolve_noun_synsets
 from core.names import with_names
 from core.wordnet import wnid_of
-from explain.explanations import explain_pair, shortest_path_apex
+from explain.explanations import explain_pair
 from explain.vocabulary import path_caption, relation_help, relation_sentence
 from pages.charts import path_figure
 from pages.reads import class_name, metric_tables
 from pages.tables import download_csv, show_table
 from pages.text import escape_markdown, show_error
-from pages.run_state import remember_url, require_run, url_from_outside
+from pages.run_state import keep_widget_state, remember_url, require_run, url_from_outside
 
 st.title("Explain a confusion")
 run = require_run()
@@ -39,9 +39,7 @@ if url_from_outside("explain", url_pair):
         st.warning(escape_markdown(f"The link's pair={shown} is not 'any' (two concepts of your choice): showing "
                                    "this run's confusions."), icon=":material/link_off:")
 remember_url("explain", url_pair)  # seen: a stop below (a concept that resolves to nothing) keeps what is typed
-for key in ("explain-true", "explain-pred"):  # kept through the confusions mode, which does not draw the boxes
-    if key in st.session_state:
-        st.session_state[key] = st.session_state[key]
+keep_widget_state("explain-true", "explain-pred")  # through the confusions mode, which does not draw the boxes
 mode = st.radio("Pair", MODES, horizontal=True, key="explain-mode")
 if mode == MODES[0]:
     if "pair" in st.query_params:
@@ -128,7 +126,7 @@ m[5].metric("Severity", explanation.severity, help="Hypernym steps from the true
 
 st.plotly_chart(path_figure(explanation), width="stretch")
 st.caption(path_caption(explanation.relation))
-apex = shortest_path_apex(true_wnid, pred_wnid) if explanation.path_length < len(explanation.edges) else None
+apex = explanation.shortest_path_apex()
 if apex is not None:
     st.caption(escape_markdown(
         f"Path length {explanation.path_length} (and Path sim., LCH) is WordNet's shortest path, up to "

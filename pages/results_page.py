@@ -21,9 +21,9 @@ from pages.charts import cached_figure, claims_figure, error_offsets
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
-from pages.run_state import (current_view, page_link, remember_url, require_run, url_choice, url_from_outside,
-                             write_choice)
-from pages.text import escape_markdown, listed, plural, show_error
+from pages.run_state import (current_view, page_link, require_run, url_choice, url_choices, write_choice,
+                             write_choices)
+from pages.text import escape_markdown, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
                 "hyponym_rate", "cousin_rate", "related_rate", "distant_rate", "hprec_at_5", "share_nearest",
@@ -63,21 +63,10 @@ models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
 # The chosen models live in the URL (`model`, repeated; none: every model), so a reload or a bookmark keeps
 # them (a fresh look at the sample, 2026-12-06: a reload brought every model back); a link naming a model
 # the run lacks says so.
-url_models = tuple(st.query_params.get_all("model"))
-if url_from_outside("results", url_models):  # a link, a reload, a bookmark, or back from another page
-    lacking = [m for m in url_models if m not in models]
-    st.session_state["results_models"] = [m for m in url_models if m in models] or list(models)
-    if lacking:
-        st.warning(escape_markdown(f"The link names models this run has no predictions of: {listed(lacking)}. "
-                                   "Showing the rest."), icon=":material/link_off:")
-st.session_state["results_models"] = [m for m in st.session_state.get("results_models", models) if m in models]
+url_choices("model", models, "results_models", "models this run has no predictions of")
 chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="results_models",
                         format_func=lambda m: f"{m} ({family[m]})")
-if chosen and set(chosen) != set(models):
-    st.query_params["model"] = list(chosen)
-elif "model" in st.query_params:
-    del st.query_params["model"]
-remember_url("results", tuple(st.query_params.get_all("model")))
+write_choices("model", chosen, models)
 if not chosen:
     st.stop()
 

@@ -11,7 +11,7 @@ from core.runstore import Run, RunStore, StoreError
 
 from pages.reads import LEVELS_SEEN, VIEW_PARAM, concepts_table
 from pages.reads import current_view as _view_of_run
-from pages.text import escape_markdown, plural
+from pages.text import escape_markdown, listed, plural
 
 
 DEFAULTS = {
@@ -70,6 +70,39 @@ def remember_url(page: str, url) -> None:
     st.session_state[f"_url_{page}"] = url
 
 
+def keep_widget_state(*keys: str) -> None:
+    """Streamlit's own pattern for a widget that a run may not draw (a page stopped above it, e.g. no model
+    chosen; Explain's other mode): its value set through the Session State API outlives that run. Why: the
+    box came back at the first option while the chart and the URL kept the pick (a hostile check)."""
+    for key in keys:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def url_choices(param: str, options, key: str, lacking: str) -> None:
+    """:func:`url_choice` for a multiselect keyed ``key``: the URL's repeated ``param`` (none: every
+    option); values the page lacks are dropped and said ("The link names ``lacking``: ..."). After the
+    widget, :func:`write_choices`."""
+    values = tuple(st.query_params.get_all(param))
+    if url_from_outside(f"choices-{param}", values):  # a link, a reload, a bookmark, or back from another page
+        missing = [v for v in values if v not in options]
+        st.session_state[key] = [v for v in values if v in options] or list(options)
+        if missing:
+            st.warning(escape_markdown(f"The link names {lacking}: {listed(missing)}. Showing the rest."),
+                       icon=":material/link_off:")
+    st.session_state[key] = [v for v in st.session_state.get(key, options) if v in options]
+
+
+def write_choices(param: str, chosen, options) -> None:
+    """The multiselect's ``chosen`` in the URL's repeated ``param`` (left out when it is every option),
+    remembered as the page's own."""
+    if chosen and set(chosen) != set(options):
+        st.query_params[param] = list(chosen)
+    elif param in st.query_params:
+        del st.query_params[param]
+    remember_url(f"choices-{param}", tuple(st.query_params.get_all(param)))
+
+
 def url_choice(param: str, options, key: str) -> None:
     """Before the select box or radio keyed ``key``: its value from the URL's ``param`` on a link, a reload,
     a bookmark or a new visit (:func:`url_from_outside`); a value that is no option is ignored. After the
@@ -84,11 +117,8 @@ def url_choice(param: str, options, key: str) -> None:
         st.warning(escape_markdown(f"The link's {param}={shown} is not one of this page's choices here: showing "
                                    "the first."), icon=":material/link_off:")
         st.session_state.pop(key, None)
-    elif key in st.session_state:
-        # Streamlit's own pattern for a widget that a run may not reach (a page stopped above it, e.g. no
-        # model chosen): set through the Session State API, its value outlives that run; else the box came
-        # back at the first option while the chart and the URL kept the pick (a hostile check).
-        st.session_state[key] = st.session_state[key]
+    else:
+        keep_widget_state(key)
     if key in st.session_state and st.session_state[key] not in options:
         st.session_state[key] = options[0] if len(options) else None  # said by the box, not kept as a ghost
 

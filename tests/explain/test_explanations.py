@@ -114,16 +114,15 @@ def test_unknown_wnid_is_an_error():
 
 def test_the_shortest_paths_apex_is_named_where_the_drawn_path_is_longer():
     """The Explain page showed "Path length 3" for tabby -> dog beside a drawn path of six edges (a UI
-    review): explain.explanations.shortest_path_apex names the common hypernym the shortest path runs
+    review): PairExplanation.shortest_path_apex names the common hypernym the shortest path runs
     through (NLTK's distances add up to NLTK's shortest_path_distance), None where the drawn path is a
     shortest one."""
-    from explain.explanations import shortest_path_apex
-
-    assert shortest_path_apex(W("tabby.n.01"), W("dog.n.01")) == W("domestic_animal.n.01")
+    assert explain_pair(W("tabby.n.01"), W("dog.n.01")).shortest_path_apex() == W("domestic_animal.n.01")
     longer = 0
     for true_wnid, pred_wnid in _pairs():
         g, p = synset_of(true_wnid), synset_of(pred_wnid)
-        x, apex = explain_pair(true_wnid, pred_wnid), shortest_path_apex(true_wnid, pred_wnid)
+        x = explain_pair(true_wnid, pred_wnid)
+        apex = x.shortest_path_apex()
         if x.path_length == len(x.edges):
             assert apex is None
             continue
