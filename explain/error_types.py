@@ -558,6 +558,9 @@ ERROR_TYPE_TABLE: dict[str, Column] = {
                                   "unseen classes included: the denominator of every share."),
     "accuracy": Column("Float64", "Strict top-1 accuracy over n, the in-space classes: the metric tables' per-model "
                                   "accuracy (NA for n = 0)."),
+    "accuracy_ci_low": Column("Float64", "Lower bound of accuracy: Wilson score interval over n, at the table's level "
+                                         "(default 95 %), as the metric tables' per-model accuracy_ci_low."),
+    "accuracy_ci_high": Column("Float64", "Upper bound of accuracy (Wilson, as its lower bound)."),
     "accuracy_clean": Column("Float64", "The accuracy the model would have if its label and duplicate mistakes were "
                                         "not counted: correct / (n - its in-space label and duplicate mistakes). NA "
                                         "when nothing is left."),
@@ -579,7 +582,7 @@ ERROR_TYPE_TABLE_SCHEMA = schema_of(ERROR_TYPE_TABLE)
 # Readable column headers (the raw name stays in the CSV and in each header's help), as explain.schema.LABELS.
 ERROR_TYPE_TABLE_LABELS: dict[str, str] = {
     "model": "Model", "family": "Family", "n": "Images", "n_unseen": "Images (unseen classes)",
-    "n_mistakes": "Mistakes", "accuracy": "Accuracy",
+    "n_mistakes": "Mistakes", "accuracy": "Accuracy", "accuracy_ci_low": "Accuracy low", "accuracy_ci_high": "Accuracy high",
     "accuracy_clean": "Accuracy without label and duplicate mistakes", "accuracy_clean_ci_low": "Accuracy (clean) low",
     "accuracy_clean_ci_high": "Accuracy (clean) high",
     **{f"{t.name}{suffix}": f"{t.label}{words}" for t in _TYPES for suffix, words in (
@@ -648,6 +651,7 @@ def error_type_table(explained: pd.DataFrame, *, families: Mapping[str, str] | p
             "accuracy": np.where(n > 0, right / np.maximum(n, 1), np.nan),
             "accuracy_clean": np.where(clean_n > 0, right / np.maximum(clean_n, 1), np.nan),
         }
+        columns["accuracy_ci_low"], columns["accuracy_ci_high"] = wilson_interval(right, n, level)
         columns["accuracy_clean_ci_low"], columns["accuracy_clean_ci_high"] = wilson_interval(right, clean_n, level)
         for k, name in enumerate(ERROR_TYPES):
             columns[f"{name}_count"] = counts[:, k]
@@ -775,11 +779,19 @@ def mistake_shares(*, types: pd.DataFrame | None = None, per_model: pd.DataFrame
 
 
 def data_problem_sentence(row) -> str:
-    """'efficientnet_lite0: 2 of 11 mistakes are label or duplicate problems; accuracy 63.3 % -> 69.0 %
-    without them' for a row of :func:`error_type_table` (outside text: escape it where Markdown is read)."""
-    def pct(value) -> str:
-        return "NA" if value is None or pd.isna(value) else f"{float(value):.1%}".replace("%", " %")
+    """'efficientnet_lite0: 2 of 11 mistakes are label or duplicate problems; accuracy 63.3 % [51.2, 74.0]
+    -> 69.0 % [56.1, 79.7] without them' for a row of :func:`error_type_table`, each accuracy with its
+    Wilson interval as the tables write it (outside text: escape it where Markdown is read)."""
+    def number(value) -> float | None:
+        return None if value is None or pd.isna(value) else float(value)
+
+    def pct(column: str) -> str:
+        value, low, high = (number(row.get(f"{column}{side}")) for side in ("", "_ci_low", "_ci_high"))
+        if value is None:
+            return "NA"
+        bounds = f" [{100 * low:.1f}, {100 * high:.1f}]" if low is not None and high is not None else ""
+        return f"{100 * value:.1f} %{bounds}"
 
     data = int(row["label_count"]) + int(row["duplicate_count"])
     return (f"{row['model']}: {data} of {int(row['n_mistakes'])} mistakes are label or duplicate problems; accuracy "
-            f"{pct(row['accuracy'])} -> {pct(row['accuracy_clean'])} without them")
+            f"{pct('accuracy')} -> {pct('accuracy_clean')} without them")

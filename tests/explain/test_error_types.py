@@ -208,6 +208,9 @@ def test_the_table_per_model_and_its_wilson_intervals_equal_scipys(run):
                 assert row[f"{name}_share_ci_low"] == pytest.approx(ci.low, abs=1e-12)
                 assert row[f"{name}_share_ci_high"] == pytest.approx(ci.high, abs=1e-12)
             assert row["accuracy_clean"] == pytest.approx(correct / clean, abs=1e-15)
+            ci = binomtest(correct, int(seen.sum())).proportion_ci(confidence_level=level, method="wilson")
+            assert (row["accuracy_ci_low"], row["accuracy_ci_high"]) == (
+                pytest.approx(ci.low, abs=1e-12), pytest.approx(ci.high, abs=1e-12))
             ci = binomtest(correct, clean).proportion_ci(confidence_level=level, method="wilson")
             assert (row["accuracy_clean_ci_low"], row["accuracy_clean_ci_high"]) == (
                 pytest.approx(ci.low, abs=1e-12), pytest.approx(ci.high, abs=1e-12))
@@ -217,9 +220,10 @@ def test_the_table_per_model_and_its_wilson_intervals_equal_scipys(run):
     # never a 0 counted in), and n and n_unseen theirs too (code review).
     from explain.metrics import compute_metric_tables
 
-    per_model = compute_metric_tables(predictions, cache_dir=False, ci=None).per_model.set_index("model")
+    per_model = compute_metric_tables(predictions, cache_dir=False).per_model.set_index("model")
     for model in table.index:
-        assert table.loc[model, "accuracy"] == pytest.approx(float(per_model.loc[model, "accuracy"]), abs=1e-15)
+        for column in ("accuracy", "accuracy_ci_low", "accuracy_ci_high"):  # the same number, the same interval
+            assert table.loc[model, column] == pytest.approx(float(per_model.loc[model, column]), abs=1e-15)
         assert (table.loc[model, "n"], table.loc[model, "n_unseen"]) == (per_model.loc[model, "n"],
                                                                          per_model.loc[model, "n_unseen"])
 
@@ -312,3 +316,13 @@ def test_the_vocabulary_of_types():
     empty = explain_predictions(pd.DataFrame({"model": [], "true_wnid": [], "pred_wnid": []}))
     assert list(empty.columns) == list(EXPLAINED_SCHEMA) and empty.empty
     assert error_type_table(empty).empty
+
+
+def test_the_data_problem_sentence_gives_each_accuracy_with_its_interval():
+    row = {"model": "m", "label_count": 1, "duplicate_count": 1, "n_mistakes": 11, "accuracy": 19 / 30,
+           "accuracy_ci_low": 0.4551, "accuracy_ci_high": 0.7812, "accuracy_clean": 19 / 28,
+           "accuracy_clean_ci_low": pd.NA, "accuracy_clean_ci_high": pd.NA}
+    assert error_types.data_problem_sentence(row) == ("m: 2 of 11 mistakes are label or duplicate problems; accuracy "
+                                                      "63.3 % [45.5, 78.1] -> 67.9 % without them")
+    row.update(accuracy=np.nan, accuracy_ci_low=np.nan, accuracy_ci_high=np.nan)
+    assert error_types.data_problem_sentence(row).endswith("accuracy NA -> 67.9 % without them")
