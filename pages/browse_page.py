@@ -26,7 +26,8 @@ from pages.tables import NA_DASH, download_csv, percent_rounded, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, image_table_key,
                          no_predictions_note, paired_test)
 from pages.text import error_type_line, escape_markdown, listed, plural
-from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, remember_url, require_run, url_from_outside
+from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, remember_url, require_run, url_from_outside,
+                             write_params)
 
 PER_PAGE = 24
 GRID_COLUMNS = 4
@@ -195,11 +196,7 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
 def _write_params(values: dict) -> None:
     """Put ``values`` in the URL (an empty one: its key removed) and remember the URL as written,
     so that the next rerun tells a link from outside from what the page wrote itself."""
-    for key, value in values.items():
-        if value:
-            st.query_params[key] = value
-        elif key in st.query_params:
-            del st.query_params[key]
+    write_params(values)  # one history step for the whole change
     remember_url("browse", _url_state())
 
 

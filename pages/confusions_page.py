@@ -19,7 +19,7 @@ from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in
                           table_column_config, without_bounds)
 from explain.selection import Selection
 from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, page_link, remember_url, require_run,
-                             url_choices, url_from_outside, write_choices)
+                             url_choices, url_from_outside, write_choices, write_params)
 from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
                          no_predictions_note)
 from pages.text import escape_markdown, listed, plural
@@ -167,12 +167,7 @@ def _apply_url(url: dict) -> None:
 
 def _write_url(values: dict) -> None:
     """``values`` in the URL (an empty one: its key removed), remembered as the page's own."""
-    for key in URL_KEYS:
-        value = values.get(key, "")
-        if value:
-            st.query_params[key] = value
-        elif key in st.query_params:
-            del st.query_params[key]
+    write_params({key: values.get(key) for key in URL_KEYS})  # one history step for the whole change
     remember_url("confusions", _url_state())
 
 

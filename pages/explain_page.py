@@ -12,7 +12,7 @@ from pages.charts import path_figure
 from pages.reads import class_name, metric_tables
 from pages.tables import download_csv, show_table
 from pages.text import escape_markdown, show_error
-from pages.run_state import keep_widget_state, remember_url, require_run, url_from_outside
+from pages.run_state import keep_widget_state, remember_url, require_run, url_from_outside, write_params
 
 st.title("Explain a confusion")
 run = require_run()
@@ -42,8 +42,7 @@ remember_url("explain", url_pair)  # seen: a stop below (a concept that resolves
 keep_widget_state("explain-true", "explain-pred")  # through the confusions mode, which does not draw the boxes
 mode = st.radio("Pair", MODES, horizontal=True, key="explain-mode")
 if mode == MODES[0]:
-    if "pair" in st.query_params:
-        del st.query_params["pair"]
+    write_params({"pair": None})
     if confusions.empty:
         st.info("This run has no confusions yet (no predictions, or no mistakes).")
         st.stop()
@@ -81,7 +80,7 @@ if mode == MODES[0]:
                    + escape_markdown(f"{class_name(true_wnid, label_space)} → {class_name(pred_wnid, label_space)}")
                    + " instead.", icon=":material/link_off:")
     st.session_state["pair"] = (model, true_wnid, pred_wnid)
-    st.query_params.update({"model": model, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
+    write_params({"model": model, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
     st.session_state["_explain_url"] = (model, true_wnid, pred_wnid)
 else:
     c1, c2 = st.columns(2)
@@ -100,9 +99,7 @@ else:
             st.caption(escape_markdown(f"'{text.strip()[:60]}' has {len(senses)} noun senses: showing its first, "
                                        f"{senses[0].name()} ({senses[0].definition()[:120]}); type a synset name "
                                        f"such as {senses[1].name()} for another."))
-    if "model" in st.query_params:
-        del st.query_params["model"]
-    st.query_params.update({"pair": ANY, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
+    write_params({"model": None, "pair": ANY, "true": true_wnid, "pred": pred_wnid})  # bookmarkable, one step
 remember_url("explain", tuple(st.query_params.get(k, "") for k in URL_KEYS))
 
 explanation = explain_pair(true_wnid, pred_wnid)

@@ -27,7 +27,7 @@ from explain.selection import SOURCE_LABELS, Selection, describe
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
 from pages.reads import (class_name, curation, image_table, image_table_key, known_images as known_image_names,
                          manifest, no_predictions_note, resolve_selection)
-from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run
+from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run, write_params
 from pages.pictures import stored_picture
 from pages.tables import NA_DASH
 from pages.text import escape_markdown, plural
@@ -83,7 +83,7 @@ def _show_picture(image: str, width="native") -> None:
 
 def _open(image: str) -> None:
     """Open ``image`` of the selection: the URL says so, the page draws it."""
-    st.query_params["open"] = image
+    write_params({"open": image})
     st.rerun()
 
 
@@ -152,7 +152,7 @@ if wanted and wanted != image:  # a link to an image the run does not have: said
     st.warning(escape_markdown(f"The link opens {shown}, which this run has no image of; showing the selection's "
                                "first image instead."), icon=":material/link_off:")
 if wanted != image:
-    st.query_params["open"] = image
+    write_params({"open": image})
 
 # ------------------------------------------------------------------ paging
 back_page = SOURCE_PAGES[selection.source]

@@ -21,7 +21,7 @@ from crawl.crawler import clean_search_terms, default_search_terms, homonyms
 from pages.tables import NA_DASH, download_csv, show_table
 from pages.reads import concepts_table
 from pages.text import escape_markdown, plural, progress_bar, show_error
-from pages.run_state import make_current, open_run_link, remember_url, store, url_from_outside
+from pages.run_state import make_current, open_run_link, remember_url, store, url_from_outside, write_params
 
 IMPORT_PAGE = "pages/import_page.py"
 
@@ -64,8 +64,7 @@ left, right = st.columns([2, 1])
 query = left.text_input("Word, synset name (cat.n.01) or wnid", key="query")
 label_space = right.selectbox("Label space", label_space_names(), key="label_space",
                               help="Which classifier outputs count as classes: ImageNet-1k, or the 21k/22k/12k spaces.")
-st.query_params["q"] = query
-st.query_params["space"] = label_space
+write_params({"q": query, "space": label_space})
 remember_url("query", {"q": query, "space": label_space})
 
 try:

@@ -70,6 +70,44 @@ def remember_url(page: str, url) -> None:
     st.session_state[f"_url_{page}"] = url
 
 
+_URL_UNSENT = "_url_unsent"  # session key: this run changed the URL and has not told the browser yet
+
+
+def write_params(values: dict) -> None:
+    """Set ``values`` in the URL: a str or a list of str (a repeated parameter) set, an empty value or
+    None removes the key. ``st.query_params`` reads the change at once; the browser gets it once, when
+    the run ends (:func:`send_url`, app.py). Why: Streamlit sends the browser the URL on every
+    ``st.query_params`` write and the browser keeps each new URL as a history step, so a filter that
+    also reset Browse's page number, or Explain's mode (a key removed, three set), took several
+    presses of Back to undo (a hostile check)."""
+    from urllib.parse import urlencode
+
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    from streamlit.runtime.state import get_session_state
+
+    with get_session_state().query_params() as params:  # Streamlit's own no-message setters
+        for key, value in values.items():
+            if value is None or len(value) == 0:
+                changed = params.discard_param_no_forward_msg(key)
+            else:
+                value = value if isinstance(value, str) else [str(v) for v in value]
+                changed = params.get_all(key) != ([value] if isinstance(value, str) else value)
+                params.set_with_no_forward_msg(key, value)
+            if changed:
+                st.session_state[_URL_UNSENT] = True
+        ctx = get_script_run_ctx()
+        if ctx is not None:  # what st.rerun and st.switch_page hand the next run, as a sent write sets it
+            ctx.query_string = urlencode(params._query_params, doseq=True)
+
+
+def send_url() -> None:
+    """The URL as this run left it, to the browser in one message, when :func:`write_params` changed
+    it: one history step per run, however many parameters changed. app.py calls it when the page's
+    run ends, stopped (st.stop) and rerun (st.rerun) included."""
+    if st.session_state.pop(_URL_UNSENT, False):
+        st.query_params.from_dict({key: st.query_params.get_all(key) for key in st.query_params})
+
+
 def keep_widget_state(*keys: str) -> None:
     """Streamlit's own pattern for a widget that a run may not draw (a page stopped above it, e.g. no model
     chosen; Explain's other mode): its value set through the Session State API outlives that run. Why: the
@@ -96,10 +134,7 @@ def url_choices(param: str, options, key: str, lacking: str) -> None:
 def write_choices(param: str, chosen, options) -> None:
     """The multiselect's ``chosen`` in the URL's repeated ``param`` (left out when it is every option),
     remembered as the page's own."""
-    if chosen and set(chosen) != set(options):
-        st.query_params[param] = list(chosen)
-    elif param in st.query_params:
-        del st.query_params[param]
+    write_params({param: list(chosen) if chosen and set(chosen) != set(options) else None})
     remember_url(f"choices-{param}", tuple(st.query_params.get_all(param)))
 
 
@@ -125,11 +160,7 @@ def url_choice(param: str, options, key: str) -> None:
 
 def write_choice(param: str, value, default) -> None:
     """The widget's ``value`` in the URL's ``param`` (removed at ``default``), remembered as the page's own."""
-    if value == default or value is None:
-        if param in st.query_params:
-            del st.query_params[param]
-    else:
-        st.query_params[param] = str(value)
+    write_params({param: None if value == default or value is None else str(value)})
     remember_url(f"choice-{param}", st.query_params.get(param, ""))
 
 
@@ -246,7 +277,7 @@ def make_current(run_id: str) -> None:
     widget of this run cannot take a new value once drawn."""
     st.session_state["_next_run_id"] = run_id
     st.session_state.pop("_missing_run", None)
-    st.query_params[RUN_PARAM] = run_id
+    write_params({RUN_PARAM: run_id})
     st.session_state["_url_run"] = run_id
     slot, pages = st.session_state.get("_sidebar_slot") or (None, ())
     infos = list_runs()
@@ -359,7 +390,7 @@ def run_selector(pages=()) -> None:
     resend_if_relabelled("run_id", run_label(next(i for i in infos if i.run_id == st.session_state["run_id"])))
     _draw_sidebar(slot, pages, infos, st.session_state["run_id"], "run_id", on_change=_picked_in_sidebar)
     if not st.session_state.get("_missing_run"):  # a bad link stays visible until it is answered
-        st.query_params[RUN_PARAM] = st.session_state["run_id"]
+        write_params({RUN_PARAM: st.session_state["run_id"]})
         st.session_state["_url_run"] = st.session_state["run_id"]
 
 
@@ -384,7 +415,7 @@ def view_switch() -> None:
         help="Curated: the run's curation log applied (relabelled images take their new class, excluded images "
              "leave); raw: the predictions as stored. Every page shows the view chosen here; Results shows both.")
     if picked and picked != view:
-        st.query_params[VIEW_PARAM] = picked
+        write_params({VIEW_PARAM: picked})
         st.rerun()
 
 

@@ -22,7 +22,8 @@ import streamlit as st
 from core.errors import WildLensError, one_line
 from core.runstore import Run, StoreError, manifest_fingerprint, predictions_fingerprint
 from pages.tables import NA_DASH, download_csv, show_table
-from pages.run_state import RUN_PARAM, list_runs, open_run_link, page_link, resend_if_relabelled, select_run, store
+from pages.run_state import (RUN_PARAM, list_runs, open_run_link, page_link, resend_if_relabelled, select_run, store,
+                             write_params)
 from pages.text import escape_markdown, plural, show_error
 
 PICK = "runs-pick"  # the key of this page's run picker
@@ -117,7 +118,7 @@ def confirm_delete(run_id: str, shown: str, n_images: int) -> None:
         st.session_state["_next_run_id"] = (SAMPLE_RUN_ID if SAMPLE_RUN_ID in remaining
                                             else remaining[0] if remaining else None)
         if not remaining:
-            st.query_params.pop(RUN_PARAM, None)
+            write_params({RUN_PARAM: None})
     st.session_state["_runs_flash"] = (f"Run {escape_markdown(shown)} ({run_id}) deleted with "
                                        f"{plural(n_images, 'image')}.")
 

@@ -119,6 +119,24 @@ def capture_downloads(monkeypatch) -> dict:
     return captured
 
 
+def url_messages(monkeypatch) -> list:
+    """The query strings of the URL messages Streamlit sends the browser from now on, one per message
+    (the browser keeps each new URL as a history step: one per run is one press of Back per action)."""
+    from streamlit.runtime.state.query_params import QueryParams
+
+    sent = []
+    real = QueryParams._send_query_param_msg
+
+    def spy(self):
+        real(self)
+        from urllib.parse import urlencode
+
+        sent.append(urlencode(self._query_params, doseq=True))
+
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", spy)
+    return sent
+
+
 def send_chart_selection(at, chart, selection: dict):
     """Rerun ``at`` as the browser does after a selection on a Plotly chart drawn with on_select:
     the chart's widget state carries ``{"selection": selection}`` (AppTest cannot click a chart)."""

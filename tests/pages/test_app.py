@@ -9,7 +9,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
-from tests.pages.conftest import capture_downloads
+from tests.pages.conftest import capture_downloads, url_messages
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 600  # the first run loads WordNet and classifies the sample on a shared 2-core machine
@@ -598,9 +598,12 @@ def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_lengt
     assert not at.error and at.text_input[1].value == "tiger"
     assert any("'tiger' has 2 noun senses: showing its first, tiger.n.01" in c.value.replace("\\", "")
                for c in at.caption)
+    sent = url_messages(monkeypatch)
     for mode in ("From this run's confusions", "Any two concepts", "From this run's confusions"):
+        before = len(sent)
         at.radio[0].set_value(mode).run()
         assert at.radio[0].value == mode and ("pair" in at.query_params) == (mode == "Any two concepts")
+        assert len(sent) == before + 1, sent  # a key removed and three set: one URL, one press of Back
         if mode == "Any two concepts":  # the typed concepts kept through the other mode (a hostile check)
             assert [t.value for t in at.text_input] == [TABBY, "tiger"]
     assert at.query_params["model"]

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
-from tests.pages.conftest import away_and_back, capture_downloads
+from tests.pages.conftest import away_and_back, capture_downloads, url_messages
 
 APP = str(ROOT / "app.py")
 PAGE = "pages/browse_page.py"
@@ -238,7 +238,7 @@ def test_a_comparison_link_with_what_the_run_lacks_says_so(app, library):
     assert _widget(at, "selectbox", "cmp_b").value == models[0]
 
 
-def test_the_grid_page_lives_in_the_url(app):
+def test_the_grid_page_lives_in_the_url(app, monkeypatch):
     at = open_page(app, run="sample", page="2")
     assert _widget(at, "number_input", "browse_page_no").value == 2
     assert any(c.value == "Images 25–30 of 30." for c in at.caption), [c.value for c in at.caption]
@@ -246,6 +246,13 @@ def test_the_grid_page_lives_in_the_url(app):
     assert "page" not in at.query_params
     _widget(at, "number_input", "browse_page_no").set_value(2).run()
     assert at.query_params["page"] == "2"
+    # A filter that also resets the page is one URL for the browser, one press of Back (a hostile check: two).
+    sent = url_messages(monkeypatch)
+    _widget(at, "radio", "browse_outcome").set_value("mistake").run()
+    assert at.query_params["outcome"] == "mistake" and "page" not in at.query_params
+    assert len(sent) == 1 and "outcome=mistake" in sent[0] and "page=" not in sent[0], sent
+    _widget(at, "radio", "browse_outcome").set_value("mistake").run()  # nothing changed: nothing sent
+    assert len(sent) == 1, sent
 
 
 def test_a_top5_tells_the_two_cranes_apart(app, app_home):
