@@ -401,7 +401,7 @@ c4, c5, c6 = st.columns([1, 2, 1])
 outcome = c4.radio("Outcome", list(OUTCOMES), key="browse_outcome", horizontal=True, format_func=OUTCOME_LABELS.get)
 relations = c5.multiselect("Relation of the top-1 to the true class", list(RELATIONS), key="browse_relations",
                            placeholder="Any relation", help=relation_help(markdown=False))
-conf = c6.slider("Top-1 confidence", 0.0, 1.0, step=0.01, key="browse_conf")
+conf = c6.slider("Top-1 confidence", 0.0, 1.0, step=0.01, key="browse_conf", format="percent")  # as the cards read
 from explain.error_types import ERROR_TYPES  # noqa: E402
 
 tag_options = sorted(set(st.session_state.get("browse_tags", [])) | {t for value in table["tags"].dropna().unique()
@@ -410,12 +410,13 @@ _keep_valid("browse_etypes", list(ERROR_TYPES), [])
 _keep_valid("browse_tags", tag_options, [])
 _keep_valid("browse_sort", list(SORTS), "class")
 st.session_state.setdefault("browse_margin", 1.0)
-c7, c8, c9, c10 = st.columns([2, 1, 1, 1])
+c7, c8, c9, c10 = st.columns([2, 1, 1, 1.3])  # the Order box holds "True class, then image" whole
 etypes = c7.multiselect("Error type of the mistake", list(ERROR_TYPES), key="browse_etypes",
                         placeholder="Any error type", help=ANNOTATION_DOCS["error_type"])
 chosen_tags = c8.multiselect("Tag", tag_options, key="browse_tags", placeholder="Any tag",
                              help=ANNOTATION_DOCS["tags"])
-margin = c9.slider("Top-1 margin at most", 0.0, 1.0, step=0.01, key="browse_margin", help=ANNOTATION_DOCS["margin"])
+margin = c9.slider("Top-1 margin at most", 0.0, 1.0, step=0.01, key="browse_margin", help=ANNOTATION_DOCS["margin"],
+                   format="percent")
 order = c10.selectbox("Order", list(SORTS), key="browse_sort", format_func=SORT_LABELS.get)
 selection = Selection(source="browse", models=() if set(models) == set(all_models) else tuple(models), true=true,
                       pred=pred, outcome=outcome, relations=tuple(relations),

@@ -38,6 +38,10 @@ RATE_COLUMNS = frozenset({"accuracy", "accuracy_hier", "accuracy_top5", "accurac
                           "hprec_at_5", "share_nearest", "share_nearest_unseen", "mf", "share_of_samples"})
 
 
+# A model's probabilities and the margin between its top two, shown in percent as the thumbnails' captions and
+# Browse's sliders read them (a UI review: "0.8123" in the table beside "81.2 %" under the picture).
+PROBABILITY_COLUMNS = frozenset({*(f"prob_{k}" for k in range(1, 6)), "margin", "a_prob", "b_prob"})
+
 SIMILARITY_COLUMNS = frozenset({"path_mistakes", "lch_mistakes", "wup_mistakes", "lin_mistakes", "path_all",
                                 "lch_all", "wup_all", "lin_all", "lin_vs_best", "lin_vs_best_unseen",
                                 "sim_to_seen", "path", "lch", "wup", "lin"})
@@ -90,9 +94,11 @@ def _base(column: str) -> str:
 
 
 def is_rate(column: str) -> bool:
-    """A share (shown as a percentage): the tables' rates, any '*_rate' or '*_share' (explain.error_types)."""
+    """A share (shown as a percentage): the tables' rates, any '*_rate' or '*_share' (explain.error_types), a
+    probability or margin (:data:`PROBABILITY_COLUMNS`)."""
     base = _base(column)
-    return base in RATE_COLUMNS or base.endswith(("_rate", "_share")) or base == "accuracy_clean"
+    return (base in RATE_COLUMNS or base in PROBABILITY_COLUMNS or base.endswith(("_rate", "_share"))
+            or base == "accuracy_clean")
 
 
 def _cell_format(column: str, dtype) -> str | None:
