@@ -64,6 +64,14 @@ def test_rate_columns_are_shares():
                if c in METRIC_TABLES[t])
 
 
+def test_probabilities_and_margins_read_in_percent_as_under_the_pictures():
+    """Browse's table read 0.4134 under a thumbnail captioned 41.3 % (a UI review); the compare table too."""
+    frame = pd.DataFrame({"prob_1": [0.41344], "prob_5": [0.012], "margin": [0.0571], "a_prob": [0.9], "n": [3]})
+    text = styled(frame).to_string()
+    assert "41.3%" in text and "1.2%" in text and "5.7%" in text and "90.0%" in text, text
+    assert "0.4134" not in text
+
+
 @pytest.mark.parametrize("count, noun, expected", [(1, "class", "1 class"), (2, "class", "2 classes"),
                                                    (0, "image", "0 images"), (1, "model", "1 model"),
                                                    (1200, "image", "1,200 images")])
