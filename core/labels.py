@@ -462,6 +462,27 @@ def preselected_sense(found: list[Sense]) -> Sense | None:
     return None
 
 
+def preselection_note(found: list[Sense], word: str, label_space: str) -> str | None:
+    """Why :func:`preselected_sense` picked its sense, in one plain sentence (None when it picked none or
+    the word has one sense). 'cat' -> tagged most often; 'bank' -> savings_bank.n.02 is its only sense
+    with a class, and the sense WordNet's tagged texts use most (bank.n.01, sloping land) has none: a
+    reader who typed 'bank' or 'mouse' meaning the river bank or the animal is told so (a UI review)."""
+    picked = preselected_sense(found)
+    if picked is None or len(found) < 2:
+        return None
+    with_classes = [s for s in found if s.n_classes]
+    if len(with_classes) >= 2:
+        return (f"{picked.name} is picked: WordNet's sense-tagged texts use '{word}' in that sense most often. "
+                "Tick other senses to add their classes to the same run.")
+    note = f"{picked.name} is picked: the only one of the {len(found)} noun senses of '{word}' with a class in {label_space}."
+    usual = max(found, key=lambda s: s.tag_count)
+    if usual is not picked and usual.tag_count > picked.tag_count:
+        meaning = usual.definition if len(usual.definition) <= 80 else usual.definition[:79] + "…"
+        note += (f" The sense WordNet's tagged texts use most, {usual.name} ({meaning}), has none: a larger label "
+                 "space such as imagenet-21k may have classes of it.")
+    return note
+
+
 # --------------------------------------------------------------------------- classes of a sense
 @dataclass(frozen=True)
 class ClassInfo:

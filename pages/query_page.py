@@ -14,7 +14,7 @@ import streamlit as st
 from core.errors import WildLensError
 from core.intervals import DEFAULT_HALF_WIDTH, format_half_width, images_needed
 from core.labels import (classes_table, combined_classes, get_label_space, hyponym_tree, label_space_names,
-                         preselected_sense, senses)
+                         preselected_sense, preselection_note, senses)
 from core.names import with_names
 from crawl import available_engines
 from crawl.crawler import clean_search_terms, default_search_terms, homonyms
@@ -82,12 +82,11 @@ shown_query = escape_markdown(query.strip())
 if len(with_classes) >= 2 and preselected is None:
     st.markdown(f"**‘{shown_query}’ has {len(with_classes)} senses with classes in {label_space}: pick one or "
                 "more.** Ticking several collects their classes in one run.")
-elif len(with_classes) >= 2:
-    st.markdown("**Sense**")
-    st.caption(f"{preselected.name} is picked: WordNet's sense-tagged texts use ‘{shown_query}’ in that sense most "
-               "often. Tick other senses to add their classes to the same run.")
 elif with_classes:
     st.markdown("**Sense**")
+    note = preselection_note(found, query.strip()[:60], label_space)
+    if note:  # why this sense: the usual one, or the only one with a class (the word's usual sense may have none)
+        st.caption(escape_markdown(note))
 
 
 def sense_label(sense) -> str:  # checkbox labels are Markdown: WordNet glosses hold backticks and $

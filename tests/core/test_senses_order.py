@@ -2,7 +2,7 @@
 import pytest
 
 from core.labels import (QueryError, classes_table, combined_classes, hyponym_classes, preselected_sense,
-                         senses)
+                         preselection_note, senses)
 
 CRANE_BIRD, CRANE_MACHINE = "n02012849", "n03126707"
 
@@ -51,3 +51,18 @@ def test_combining_nothing_or_only_empty_senses_is_a_clear_error():
         combined_classes(["crane.n.01", "crane.n.02"])
     with pytest.raises(QueryError, match="noun senses"):
         combined_classes(["crane"])
+
+
+def test_the_preselection_says_why_and_names_the_usual_sense_when_it_has_no_class():
+    """A UI review: 'cat' said why cat.n.01 was picked, 'bank' picked the piggy bank without a word."""
+    def note(word):
+        return preselection_note(senses(word), word, "imagenet-1k")
+
+    assert note("cat").startswith("cat.n.01 is picked: WordNet's sense-tagged texts use 'cat' in that sense most")
+    assert note("bank") == ("savings_bank.n.02 is picked: the only one of the 10 noun senses of 'bank' with a class in "
+                            "imagenet-1k. The sense WordNet's tagged texts use most, bank.n.01 (sloping land "
+                            "(especially the slope beside a body of water)), has none: a larger label space such as "
+                            "imagenet-21k may have classes of it.")
+    assert "mouse.n.01 (any of numerous small rodents" in note("mouse")
+    assert note("tiger cat").endswith("with a class in imagenet-1k.")  # its other sense is never tagged either
+    assert note("crane") is None and note("cat.n.01") is None  # asked; one sense
