@@ -169,7 +169,8 @@ for info in infos:
         "classes": len(info.wnids), "models": ", ".join(info.models), "source": info.source,
         "sense": info.sense or None, "label space": info.label_space, "created": info.created, "sample": info.is_sample,
     })
-COLUMNS = ["run", "title", "images", "classes", "models", "source", "sense", "label space", "created", "sample"]
+# The long list of models last but one: in front it pushed the label space and the time off a 1400-pixel screen.
+COLUMNS = ["run", "title", "images", "classes", "label space", "source", "sense", "created", "models", "sample"]
 table = pd.DataFrame(rows, columns=COLUMNS).astype({"images": "Int64"})
 infos = [i for i in infos if i.run_id in set(table["run"])]  # the picker below offers the runs still here
 # On screen the time to the minute, as the sidebar shows it; the CSV keeps the stored ISO time.
