@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages.access import note_serving_mode, require_password
 from pages.server import ensure_sample_run, freeze_startup_objects
-from pages.run_state import init_state, levels_toggle, run_selector, saved_views_sidebar, send_url, view_switch
+from pages.run_state import init_state, levels_toggle, run_selector, saved_views_sidebar, view_switch
 
 st.set_page_config(page_title="WildLens", layout="wide", page_icon=(  # inline SVG: a data: URL, no request leaves the machine
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><circle cx="10" cy="10" r="6.5" fill="none" '
@@ -47,13 +47,10 @@ page = st.navigation(PAGES + [RUNS_AT_ITS_NAME], position="hidden")
 st.session_state["_previous_path"] = st.session_state.get("_current_path")
 st.session_state["_current_path"] = page.url_path
 st.session_state["_current_page"] = page  # links that keep the reader on this page (pages.run_state.require_run)
-try:
-    with st.sidebar:
-        run_selector(PAGES)
-        view_switch()
-        saved_views_sidebar()
-        levels_toggle()
-    freeze_startup_objects()  # once per process (pages/server.py says why)
-    page.run()
-finally:  # st.stop and st.rerun end a run by an exception: their URL goes too
-    send_url()
+with st.sidebar:
+    run_selector(PAGES)
+    view_switch()
+    saved_views_sidebar()
+    levels_toggle()
+freeze_startup_objects()  # once per process (pages/server.py says why)
+page.run()

@@ -463,24 +463,26 @@ def preselected_sense(found: list[Sense]) -> Sense | None:
 
 
 def preselection_note(found: list[Sense], word: str, label_space: str) -> str | None:
-    """Why :func:`preselected_sense` picked its sense, in one plain sentence (None when it picked none or
-    the word has one sense). 'cat' -> tagged most often; 'bank' -> savings_bank.n.02 is its only sense
-    with a class, and the sense WordNet's tagged texts use most (bank.n.01, sloping land) has none: a
-    reader who typed 'bank' or 'mouse' meaning the river bank or the animal is told so (a UI review)."""
+    """Why :func:`preselected_sense` picked its sense, in plain sentences (None when it picked none or the
+    word has one sense): the sense tagged most among those with a class ('cat'), or the only one with a
+    class ('bank': the piggy bank). When the sense WordNet's tagged texts use most has no class here
+    (bank.n.01, sloping land; 'mouse' the rodent; 'table' the furniture), the note names it, and the
+    classes ImageNet-21k has under it: a reader who meant it learns why it is not offered (a UI review)."""
     picked = preselected_sense(found)
     if picked is None or len(found) < 2:
         return None
-    with_classes = [s for s in found if s.n_classes]
-    if len(with_classes) >= 2:
-        return (f"{picked.name} is picked: WordNet's sense-tagged texts use '{word}' in that sense most often. "
-                "Tick other senses to add their classes to the same run.")
-    note = f"{picked.name} is picked: the only one of the {len(found)} noun senses of '{word}' with a class in {label_space}."
-    usual = max(found, key=lambda s: s.tag_count)
-    if usual is not picked and usual.tag_count > picked.tag_count:
-        meaning = usual.definition if len(usual.definition) <= 80 else usual.definition[:79] + "…"
-        note += (f" The sense WordNet's tagged texts use most, {usual.name} ({meaning}), has none: a larger label "
-                 "space such as imagenet-21k may have classes of it.")
-    return note
+    several = sum(1 for s in found if s.n_classes) >= 2
+    note = (f"{picked.name} is picked: of the senses of ‘{word}’ with a class in {label_space}, WordNet's "
+            "sense-tagged texts use it most often." if several else
+            f"{picked.name} is picked: the only one of the {len(found)} noun senses of ‘{word}’ with a class in "
+            f"{label_space}.")
+    usual = max(found, key=lambda s: s.tag_count)  # ties: the first in WordNet's order
+    if usual.n_classes == 0 and usual.tag_count > picked.tag_count:
+        meaning = usual.definition if len(usual.definition) <= 80 else usual.definition[:80].rsplit(" ", 1)[0] + "…"
+        note += f" The sense WordNet's tagged texts use most, {usual.name} ({meaning}), has none"
+        larger = senses(usual.name, "imagenet-21k")[0].n_classes if label_space != "imagenet-21k" else 0
+        note += f"; imagenet-21k has {larger} class{'es' if larger != 1 else ''} under it." if larger else "."
+    return note + (" Tick other senses to add their classes to the same run." if several else "")
 
 
 # --------------------------------------------------------------------------- classes of a sense

@@ -51,7 +51,7 @@ from core.curation import Curation, read_curation
 from core.errors import WildLensError
 from core.explained import (CURATED, ERROR_TYPES_CODE_VERSION, EXPLAINED_SCHEMA, RAW, inputs_fingerprint,
                             read_explained, read_label_issues, write_explained)
-from core.intervals import DEFAULT_LEVEL, wilson_interval
+from core.intervals import DEFAULT_LEVEL, format_share, wilson_interval
 from core.phash import NEAR_DUPLICATE_DISTANCE, hamming, near_duplicate_groups, parse_phashes
 from core.runstore import Run, StoreError
 from .curation_view import check_view, view_predictions
@@ -782,15 +782,8 @@ def data_problem_sentence(row) -> str:
     """'efficientnet_lite0: 2 of 11 mistakes are label or duplicate problems; accuracy 63.3 % [51.2, 74.0]
     -> 69.0 % [56.1, 79.7] without them' for a row of :func:`error_type_table`, each accuracy with its
     Wilson interval as the tables write it (outside text: escape it where Markdown is read)."""
-    def number(value) -> float | None:
-        return None if value is None or pd.isna(value) else float(value)
-
     def pct(column: str) -> str:
-        value, low, high = (number(row.get(f"{column}{side}")) for side in ("", "_ci_low", "_ci_high"))
-        if value is None:
-            return "NA"
-        bounds = f" [{100 * low:.1f}, {100 * high:.1f}]" if low is not None and high is not None else ""
-        return f"{100 * value:.1f} %{bounds}"
+        return format_share(row.get(column), row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high"))
 
     data = int(row["label_count"]) + int(row["duplicate_count"])
     return (f"{row['model']}: {data} of {int(row['n_mistakes'])} mistakes are label or duplicate problems; accuracy "

@@ -200,12 +200,19 @@ def _write_params(values: dict) -> None:
     remember_url("browse", _url_state())
 
 
-def _write_url(selection: Selection) -> None:
-    """The grid's selection (explain.selection) in the URL, the Browse page's own keys."""
+def _write_url(selection: Selection, *, own_change: bool) -> None:
+    """The grid's selection (explain.selection) in the URL, the Browse page's own keys. A filter changed
+    on the page (``own_change``: not a link, a reload or Back) puts both grids on their first page in
+    the same URL: one step of the browser's history (clamped further down, the page was a second step)."""
     params = selection.params()
-    _write_params({key: params.get(key, []) if key in ("model", "relation", "etype", "tag") else
-                   (params.get(key) or [""])[0] for key in ("model", "true", "pred", "outcome", "relation", "conf_min",
-                                                             "conf_max", "etype", "tag", "margin_max", "sort")})
+    values = {key: params.get(key, []) if key in ("model", "relation", "etype", "tag") else
+              (params.get(key) or [""])[0] for key in ("model", "true", "pred", "outcome", "relation", "conf_min",
+                                                        "conf_max", "etype", "tag", "margin_max", "sort")}
+    last, st.session_state["_browse_filters"] = st.session_state.get("_browse_filters"), dict(values)
+    if own_change and last is not None and last != values:
+        st.session_state["browse_page_no"] = st.session_state["cmp_page_no"] = 1
+        values.update(page="", cmp_page="")
+    _write_params(values)
 
 
 def _keep_valid(key: str, options: list, default) -> None:
@@ -382,7 +389,8 @@ all_models, true_options, pred_options = _options(*table_key, table)
 names = {w: _name(w) for w in set(true_options) | set(pred_options)}
 
 url = _url_state()
-if url_from_outside("browse", url):
+url_applied = url_from_outside("browse", url)
+if url_applied:
     _apply_url(url, all_models, true_options, pred_options)
 _keep_valid("browse_models", all_models, list(all_models))
 _keep_valid("browse_true", ["", *true_options], "")
@@ -423,7 +431,7 @@ selection = Selection(source="browse", models=() if set(models) == set(all_model
                       conf_min=conf[0] if conf[0] > 0 else None, conf_max=conf[1] if conf[1] < 1 else None,
                       error_types=tuple(etypes), tags=tuple(chosen_tags),
                       margin_max=margin if margin < 1 else None, sort=order)
-_write_url(selection)
+_write_url(selection, own_change=not url_applied)
 from pages.run_state import save_view_form  # noqa: E402
 
 save_view_form("browse", {k: v for k, v in selection.params().items() if k != "src"}
@@ -529,9 +537,13 @@ else:
 _keep_valid("cmp_group", list(GROUPS), "both_wrong")
 group = st.radio("Show", list(GROUPS), key="cmp_group", horizontal=True,
                  format_func=lambda g: f"{GROUP_LABELS[g]} ({counts[g]:,})")
-_write_params({"cmp_a": "" if model_a == all_models[0] else model_a,
-               "cmp_b": "" if model_b == others[0] else model_b,
-               "cmp_group": "" if group == GROUPS[0] else group})
+compared = {"cmp_a": "" if model_a == all_models[0] else model_a, "cmp_b": "" if model_b == others[0] else model_b,
+            "cmp_group": "" if group == GROUPS[0] else group}
+last_compared, st.session_state["_browse_compared"] = st.session_state.get("_browse_compared"), dict(compared)
+if not url_applied and last_compared is not None and last_compared != compared:  # as _write_url: one step
+    st.session_state["cmp_page_no"] = 1
+    compared["cmp_page"] = ""
+_write_params(compared)
 chosen = comparison.group(group)
 if chosen.empty:
     st.caption("No image in this group.")

@@ -42,8 +42,8 @@ remember_url("explain", url_pair)  # seen: a stop below (a concept that resolves
 keep_widget_state("explain-true", "explain-pred")  # through the confusions mode, which does not draw the boxes
 mode = st.radio("Pair", MODES, horizontal=True, key="explain-mode")
 if mode == MODES[0]:
-    write_params({"pair": None})
     if confusions.empty:
+        write_params({"pair": None})
         st.info("This run has no confusions yet (no predictions, or no mistakes).")
         st.stop()
     # A link (Confusions' "Explain", a bookmark) names the pair in the URL; else this session's last pair.
@@ -80,7 +80,7 @@ if mode == MODES[0]:
                    + escape_markdown(f"{class_name(true_wnid, label_space)} → {class_name(pred_wnid, label_space)}")
                    + " instead.", icon=":material/link_off:")
     st.session_state["pair"] = (model, true_wnid, pred_wnid)
-    write_params({"model": model, "true": true_wnid, "pred": pred_wnid})  # bookmarkable
+    write_params({"pair": None, "model": model, "true": true_wnid, "pred": pred_wnid})  # bookmarkable, one step
     st.session_state["_explain_url"] = (model, true_wnid, pred_wnid)
 else:
     c1, c2 = st.columns(2)

@@ -261,7 +261,8 @@ st.markdown("  \n".join(escape_markdown(data_problem_sentence(row)) for row in t
 show_table(types, docs=ERROR_TYPE_TABLE_DOCS, labels=ERROR_TYPE_TABLE_LABELS)
 download_csv(types, f"{run.run_id}_error_types.csv", key="dl-error-types", label_space=run.info.label_space)
 if len(types):
-    points_long = mistake_shares(types=types).merge(types[["model", "accuracy", "family"]], on="model")
+    points_long = mistake_shares(types=types).merge(
+        types[["model", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "family"]], on="model")
     # A type no shown model has a mistake of is a panel of points at 0: named below the chart instead (a UI
     # review: five of eight panels were empty on the sample run).
     present = set(points_long.loc[points_long["count"] > 0, "kind"])
@@ -270,8 +271,10 @@ if len(types):
     points_long = points_long.assign(model=points_long["model"].map(html.escape),
                                      family=points_long["family"].fillna("other").map(html.escape))
     scatter_errors = error_offsets(points_long, "share")
+    accuracy_errors = error_offsets(points_long, "accuracy")  # every number with its interval: both axes
     if scatter_errors is not None:  # px takes column names: the offsets go in as columns (split per panel)
-        points_long = points_long.assign(_above=scatter_errors[0], _below=scatter_errors[1])
+        points_long = points_long.assign(_above=scatter_errors[0], _below=scatter_errors[1],
+                                         _right=accuracy_errors[0], _left=accuracy_errors[1])
 
     def results_types_scatter(points_long: pd.DataFrame, errors: bool):
         kinds = [t for t in ERROR_TYPES if t in set(points_long["kind"])]
@@ -279,7 +282,9 @@ if len(types):
                                    facet_col_wrap=4, color_discrete_map=FAMILY_COLOURS, hover_name="model",
                                    category_orders={"kind": kinds},
                                    error_y="_above" if errors else None, error_y_minus="_below" if errors else None,
-                                   hover_data={"_above": False, "_below": False} if errors else None,
+                                   error_x="_right" if errors else None, error_x_minus="_left" if errors else None,
+                                   hover_data={"_above": False, "_below": False, "_right": False, "_left": False}
+                                   if errors else None,
                                    labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type"})
         scatter_types.update_traces(marker=dict(size=10))
         scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
@@ -292,8 +297,9 @@ if len(types):
 
     st.plotly_chart(cached_figure(results_types_scatter, points_long, scatter_errors is not None), width="stretch")
     st.caption("ETH's figure: each model's accuracy against the share of its mistakes of each type, one point per "
-               "model coloured by family (hover a point for its model); whiskers: the share's Wilson interval. With "
-               "more models a trend shows how much of a better model's remaining error is the data's."
+               "model coloured by family (hover a point for its model); whiskers: the Wilson intervals of the share "
+               "and of the accuracy. With more models a trend shows how much of a better model's remaining error is "
+               "the data's."
                + (f" No mistake of type {', '.join(absent)} among the models shown." if absent and present else ""))
 
 # ------------------------------------------------------------------ claims

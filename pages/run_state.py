@@ -70,42 +70,24 @@ def remember_url(page: str, url) -> None:
     st.session_state[f"_url_{page}"] = url
 
 
-_URL_UNSENT = "_url_unsent"  # session key: this run changed the URL and has not told the browser yet
-
-
 def write_params(values: dict) -> None:
-    """Set ``values`` in the URL: a str or a list of str (a repeated parameter) set, an empty value or
-    None removes the key. ``st.query_params`` reads the change at once; the browser gets it once, when
-    the run ends (:func:`send_url`, app.py). Why: Streamlit sends the browser the URL on every
-    ``st.query_params`` write and the browser keeps each new URL as a history step, so a filter that
-    also reset Browse's page number, or Explain's mode (a key removed, three set), took several
-    presses of Back to undo (a hostile check)."""
-    from urllib.parse import urlencode
-
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-    from streamlit.runtime.state import get_session_state
-
-    with get_session_state().query_params() as params:  # Streamlit's own no-message setters
-        for key, value in values.items():
-            if value is None or len(value) == 0:
-                changed = params.discard_param_no_forward_msg(key)
-            else:
-                value = value if isinstance(value, str) else [str(v) for v in value]
-                changed = params.get_all(key) != ([value] if isinstance(value, str) else value)
-                params.set_with_no_forward_msg(key, value)
-            if changed:
-                st.session_state[_URL_UNSENT] = True
-        ctx = get_script_run_ctx()
-        if ctx is not None:  # what st.rerun and st.switch_page hand the next run, as a sent write sets it
-            ctx.query_string = urlencode(params._query_params, doseq=True)
-
-
-def send_url() -> None:
-    """The URL as this run left it, to the browser in one message, when :func:`write_params` changed
-    it: one history step per run, however many parameters changed. app.py calls it when the page's
-    run ends, stopped (st.stop) and rerun (st.rerun) included."""
-    if st.session_state.pop(_URL_UNSENT, False):
-        st.query_params.from_dict({key: st.query_params.get_all(key) for key in st.query_params})
+    """Set ``values`` in the URL in one change: a value set (a list: a repeated parameter; other values as
+    ``str``), None, "" or an empty list removes the key; nothing is sent when the URL already reads so.
+    Why: Streamlit sends the browser the URL on every ``st.query_params`` write, and the browser keeps
+    each new URL as a history step, so a change of several keys written one by one (Explain's mode: a key
+    removed, three set) took several presses of Back to undo (a hostile check); ``from_dict`` sends one.
+    A page writes what one action changes in one call (Browse's filters with the page they reset). Sent
+    at once, not at the end of the run: a run stopped by st.stop cannot send any more, and a click
+    during a long run would carry the old URL back (a code review of a deferred version)."""
+    current = {key: st.query_params.get_all(key) for key in st.query_params}
+    wanted = dict(current)
+    for key, value in values.items():
+        if value is None or (isinstance(value, (str, list, tuple)) and len(value) == 0):
+            wanted.pop(key, None)
+        else:
+            wanted[key] = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+    if wanted != current:
+        st.query_params.from_dict({key: value[0] if len(value) == 1 else value for key, value in wanted.items()})
 
 
 def keep_widget_state(*keys: str) -> None:

@@ -54,15 +54,22 @@ def test_combining_nothing_or_only_empty_senses_is_a_clear_error():
 
 
 def test_the_preselection_says_why_and_names_the_usual_sense_when_it_has_no_class():
-    """A UI review: 'cat' said why cat.n.01 was picked, 'bank' picked the piggy bank without a word."""
-    def note(word):
-        return preselection_note(senses(word), word, "imagenet-1k")
+    """A UI review: 'cat' said why cat.n.01 was picked, 'bank' picked the piggy bank without a word; a code
+    review: 'table' was said to be used most often in the sense picked (table.n.01 has more tags, no class)."""
+    def note(word, space="imagenet-1k"):
+        return preselection_note(senses(word, space), word, space)
 
-    assert note("cat").startswith("cat.n.01 is picked: WordNet's sense-tagged texts use 'cat' in that sense most")
-    assert note("bank") == ("savings_bank.n.02 is picked: the only one of the 10 noun senses of 'bank' with a class in "
+    assert note("cat") == ("cat.n.01 is picked: of the senses of ‘cat’ with a class in imagenet-1k, WordNet's "
+                           "sense-tagged texts use it most often. Tick other senses to add their classes to the same run.")
+    assert note("bank") == ("savings_bank.n.02 is picked: the only one of the 10 noun senses of ‘bank’ with a class in "
                             "imagenet-1k. The sense WordNet's tagged texts use most, bank.n.01 (sloping land "
-                            "(especially the slope beside a body of water)), has none: a larger label space such as "
-                            "imagenet-21k may have classes of it.")
-    assert "mouse.n.01 (any of numerous small rodents" in note("mouse")
+                            "(especially the slope beside a body of water)), has none; imagenet-21k has 3 classes "
+                            "under it.")
+    assert "mouse.n.01 (any of numerous small rodents typically resembling diminutive rats having…), has none; " \
+           "imagenet-21k has 12 classes under it." in note("mouse")  # cut at a word
+    assert "The sense WordNet's tagged texts use most, table.n.01 (a set of data arranged in rows and columns), has " \
+           "none. Tick other senses" in note("table")
+    assert note("palm", "imagenet-21k").endswith("palm.n.01 (the inner surface of the hand from the wrist to the base "
+                                                 "of the fingers), has none.")  # no larger space to point to
     assert note("tiger cat").endswith("with a class in imagenet-1k.")  # its other sense is never tagged either
     assert note("crane") is None and note("cat.n.01") is None  # asked; one sense

@@ -567,6 +567,20 @@ def test_the_server_freezes_its_start_up_objects_once(app):
     assert freeze_startup_objects() is False
 
 
+def test_pages_write_the_url_through_write_params_only():
+    """pages.run_state.write_params sends what one action changes as one URL (one step of Back); a direct
+    st.query_params write sends one per key (a hostile check: Back took several presses)."""
+    import re
+
+    direct = re.compile(r"st\.query_params(\[[^\]]*\]\s*=[^=]|\.(update|pop|clear|from_dict|setdefault)\(|\.\w+\s*=[^=])"
+                        r"|del st\.query_params")
+    found = [f"{path.name}:{n}" for path in [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+             for n, line in enumerate(path.read_text().splitlines(), 1) if direct.search(line)]
+    assert found == ["run_state.py:%d" % next(n for n, line in enumerate((ROOT / "pages/run_state.py").read_text()
+                                                                         .splitlines(), 1)
+                                              if "st.query_params.from_dict(" in line)], found
+
+
 def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_length_comes_from(app_home, monkeypatch):
     """A UI review: "Any two concepts" reverted to the run's first confusion on reload while the URL still
     named that confusion's pair, and tabby -> dog showed "Path length 3" beside six drawn edges."""

@@ -246,13 +246,19 @@ def test_the_grid_page_lives_in_the_url(app, monkeypatch):
     assert "page" not in at.query_params
     _widget(at, "number_input", "browse_page_no").set_value(2).run()
     assert at.query_params["page"] == "2"
-    # A filter that also resets the page is one URL for the browser, one press of Back (a hostile check: two).
+    # A filter changed on the page puts the grid on its first page, in one URL for the browser: one press of
+    # Back (a hostile check: the page went to the URL apart, a second step).
     sent = url_messages(monkeypatch)
+    models = _widget(at, "multiselect", "browse_models").value
+    _widget(at, "multiselect", "browse_models").set_value(models[:2]).run()  # still 30 images: two pages
+    assert _widget(at, "number_input", "browse_page_no").value == 1 and "page" not in at.query_params
+    assert len(sent) == 1 and "page=" not in sent[0] and sent[0].count("model=") == 2, sent
+    _widget(at, "number_input", "browse_page_no").set_value(2).run()
     _widget(at, "radio", "browse_outcome").set_value("mistake").run()
     assert at.query_params["outcome"] == "mistake" and "page" not in at.query_params
-    assert len(sent) == 1 and "outcome=mistake" in sent[0] and "page=" not in sent[0], sent
+    assert len(sent) == 3 and "outcome=mistake" in sent[2] and "page=" not in sent[2], sent
     _widget(at, "radio", "browse_outcome").set_value("mistake").run()  # nothing changed: nothing sent
-    assert len(sent) == 1, sent
+    assert len(sent) == 3, sent
 
 
 def test_a_top5_tells_the_two_cranes_apart(app, app_home):

@@ -148,3 +148,18 @@ def test_percent_columns_are_rounded_for_streamlits_percent_format():
     out = percent_rounded(pd.DataFrame({"share": fractions}), ["share"])["share"].to_numpy()
     assert [f"{v:.1%}" for v in out] == [f"{v:.1%}" for v in fractions]
     assert out[fractions.tolist().index(23 / 80)] == 0.287
+
+
+def test_a_sentences_share_reads_as_the_tables_cell():
+    """core.intervals.format_share (explain's sentences) and pages.tables.interval_texts (the tables) write a
+    share with its bounds alike, rounding ties included (a code review: two hand-written formats could drift)."""
+    from core.intervals import format_share
+    from pages.tables import interval_texts
+
+    rng = np.random.default_rng(0)
+    values = np.r_[rng.random(2000), [0.28745, 0.0005, 0.9995, 0.125, 1.0, 0.0]]
+    lows, highs = values * rng.random(len(values)), values + (1 - values) * rng.random(len(values))
+    lows[:50] = np.nan  # no bounds: the value alone
+    frame = pd.DataFrame({"x_share": values, "x_share_ci_low": lows, "x_share_ci_high": highs})
+    assert [format_share(v, lo, hi) for v, lo, hi in zip(values, lows, highs)] == interval_texts(frame, "x_share")
+    assert format_share(pd.NA) == "NA" and format_share(0.5, pd.NA, 0.6) == "50.0 %"
