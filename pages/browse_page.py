@@ -94,12 +94,14 @@ def _url_state() -> dict:
 
 
 def _float(text) -> float | None:
-    """A confidence bound from the URL, clipped to [0, 1]; None when it is no number (or NaN)."""
+    """A confidence bound or margin from the URL, a fraction in [0, 1]; None (said as a bad value) when it is
+    no number, NaN or outside: the sliders read in percent, and conf_min=41 was clipped to 1 silently (a
+    hostile check: "No image matches" and no word why)."""
     try:
         value = float(text)
     except (TypeError, ValueError):
         return None
-    return None if value != value else min(1.0, max(0.0, value))
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def _page_number(text: str, key: str, bad: list[str]) -> int:

@@ -105,7 +105,7 @@ def url_choices(param: str, options, key: str, lacking: str) -> None:
     widget, :func:`write_choices`."""
     values = tuple(st.query_params.get_all(param))
     if url_from_outside(f"choices-{param}", values):  # a link, a reload, a bookmark, or back from another page
-        missing = [v for v in values if v not in options]
+        missing = list(dict.fromkeys(v for v in values if v and v not in options))  # 'models=' is no name
         st.session_state[key] = [v for v in values if v in options] or list(options)
         if missing:
             st.warning(escape_markdown(f"The link names {lacking}: {listed(missing)}. Showing the rest."),

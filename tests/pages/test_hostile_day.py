@@ -122,13 +122,15 @@ def test_browse_link_with_hostile_and_bogus_values_is_a_message(home):
     at = start()
     at.query_params["model"] = "<script>alert(1)</script>"
     at.query_params["conf_min"] = "abc"
+    at.query_params["margin_max"] = "41"  # a percent where a fraction goes: said, not clipped to 1 silently
     at.query_params["true"] = "n999"
     at.query_params["outcome"] = "$x$"
     at.query_params["relation"] = ["sibling", ":red[x]"]
     at.switch_page("pages/browse_page.py").run()
     no_traceback(at)
     (warning,) = at.warning
-    for named in ("n999", "script", "conf\\_min\\=abc", "outcome\\=", "relation\\=", "\\:red\\[x\\]"):
+    for named in ("n999", "script", "conf\\_min\\=abc", "margin\\_max\\=41", "outcome\\=", "relation\\=",
+                  "\\:red\\[x\\]"):
         assert named in warning.value, (named, warning.value)
     assert_escaped(at)
     assert at.multiselect(key="browse_models").value == ["m_a", "m_b"]  # the rest is shown
