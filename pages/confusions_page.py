@@ -217,18 +217,14 @@ for i, model in enumerate(chosen_models):
         st.dataframe(data.map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
                      placeholder=NA_DASH, column_config=config)
         for _, conf in top.iterrows():
-            clicked = st.button(f"Explain {escape_markdown(names[conf['pred_wnid']])}",
-                                key=f"explain-{model}-{conf['pred_wnid']}", icon=":material/account_tree:",
-                                help="The WordNet path between the two classes, their common ancestor and "
-                                     "their similarities.")
+            # A link, not a button and st.switch_page: the switch sent its URL on this page first, a history
+            # step of its own (a hostile check: Back from Explain landed on a Confusions URL never seen). The URL
+            # carries the run, the view and the pair: Explain opens on them, reloads and shares keep them.
+            page_link("pages/explain_page.py", run.run_id, f"Explain {escape_markdown(names[conf['pred_wnid']])}",
+                      icon=":material/account_tree:", model=model, true=true_wnid, pred=conf["pred_wnid"])
             if isinstance(conf["lcs_wnid"], str):  # the lowest common subsumer and how far up it is
                 st.caption("Common ancestor: " + escape_markdown(
                     confusion_lcs_phrase(true_wnid, conf["lcs_wnid"], names[true_wnid])))
-            if clicked:
-                st.session_state["pair"] = (model, true_wnid, conf["pred_wnid"])
-                # The URL carries the run and the pair: Explain opens on them, reloads and shares keep them.
-                st.switch_page("pages/explain_page.py", query_params={
-                    RUN_PARAM: run.run_id, "model": model, "true": true_wnid, "pred": conf["pred_wnid"]})
 
 # ------------------------------------------------------------------ the top-3 as bars, with their intervals
 picked = confusions[confusions["model"].isin(chosen_models) & (confusions["true_wnid"] == true_wnid)]

@@ -318,3 +318,15 @@ def test_a_hostile_link_is_text_cut_short_and_changes_nothing_else(app, sample):
     assert len(warning) < 600 and escape_markdown("**x**[l](https://evil.invalid)") in warning, warning
     assert cell_box(at).value is None
     assert at.query_params["true"] != evil and "cell_true" not in at.query_params
+
+
+def test_each_top_confusion_links_to_explain_with_the_pair(app):
+    """A link, not a button that switched pages: the switch sent a Confusions URL first, a history step the
+    reader never saw (a hostile check: Back from Explain landed there)."""
+    at = open_page(app)
+    links = [link.proto for link in at.main.get("page_link") if "explain" in link.proto.page]
+    assert links and all(link.label.startswith("Explain ") for link in links)
+    queries = [dict(part.split("=", 1) for part in link.query_string.split("&")) for link in links]
+    assert all(q["run"] == "sample" and q["model"] and q["true"] and q["pred"] != q["true"] for q in queries), queries
+    assert len({q["true"] for q in queries}) == 1  # the class the page shows, each of its top confusions
+    assert not [b for b in at.button if b.key and b.key.startswith("explain-")]
