@@ -195,7 +195,7 @@ for i, model in enumerate(chosen_models):
             st.caption("No prediction for this class.")
             continue
         row = stats.iloc[0]
-        accuracy = NA_DASH if pd.isna(row["accuracy"]) else f"{float(row['accuracy']):.1%}"
+        accuracy = interval_texts(stats.head(1), "accuracy")[0] or NA_DASH  # with its interval, as Results' cells
         st.caption(f"{plural(int(row['n']), 'image')} · {plural(int(row['n_mistakes']), 'mistake')} · "
                    f"accuracy {accuracy}")
         if top.empty:

@@ -330,3 +330,8 @@ def test_each_top_confusion_links_to_explain_with_the_pair(app):
     assert all(q["run"] == "sample" and q["model"] and q["true"] and q["pred"] != q["true"] for q in queries), queries
     assert len({q["true"] for q in queries}) == 1  # the class the page shows, each of its top confusions
     assert not [b for b in at.button if b.key and b.key.startswith("explain-")]
+    # each model's accuracy of the class with its interval, as Results' cells write it (it read "accuracy 0.0%")
+    import re
+
+    lines = [c.value for c in at.caption if " · accuracy " in c.value]
+    assert lines and all(re.search(r"accuracy \d+\.\d % \[\d+\.\d, \d+\.\d\]$", line) for line in lines), lines
