@@ -10,7 +10,7 @@ from explain.explanations import explain_pair
 from explain.vocabulary import path_caption, relation_help, relation_sentence
 from pages.charts import path_figure
 from pages.reads import class_name, metric_tables
-from pages.tables import download_csv, show_table
+from pages.tables import download_csv, interval_texts, show_table
 from pages.text import escape_markdown, show_error
 from pages.run_state import keep_widget_state, remember_url, require_run, url_from_outside, write_params
 
@@ -60,13 +60,15 @@ if mode == MODES[0]:
                              format_func=lambda w: f"{class_name(w, label_space)} ({w})")
     options = of_model[of_model["true_wnid"] == true_wnid].sort_values("rank")
     preds = options["pred_wnid"].tolist()
-    share = dict(zip(preds, options["mf"].astype(float)))
+    share = dict(zip(preds, interval_texts(options, "mf") if "mf_ci_low" in options.columns  # as the tables' cells
+                     else [f"{v:.1%}" for v in options["mf"].astype(float)]))
     relation = dict(zip(preds, options["relation"]))
     pred_wnid = c3.selectbox("Confused with", preds, index=preds.index(wanted[2]) if wanted[2] in preds else 0,
-                             format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]:.1%} · {relation[w]}",
+                             format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]} · {relation[w]}",
                              help="The model's most frequent confusions of this class, most frequent first. MF "
-                                  "(misclassification frequency): the confusion's share of the class's mistakes; "
-                                  "then its WordNet relation to the true class.")
+                                  "(misclassification frequency): the confusion's share of the class's mistakes, "
+                                  "with its interval (Wilson over the class's mistakes); then its WordNet "
+                                  "relation to the true class.")
     # A link naming what this run has no confusion of (a deleted model, a typo, a hand-made URL): said,
     # never another pair shown silently in its place. URL values are outside text: cut short, escaped.
     # Only a URL that came from outside: the pair this page wrote itself is stale after a run switch.

@@ -204,13 +204,19 @@ def test_confusions_and_explain_flow(app, app_home, monkeypatch):
     first = expected.confusions.iloc[0]
     class_box = [s for s in at.selectbox if s.label == "True class"][0]
     class_box.set_value(first["true_wnid"]).run()
-    explain_buttons = [b for b in at.button if b.label.startswith("Explain ")]
-    assert explain_buttons
-    explain_buttons[0].click().run()
+    explain_links = [link.proto for link in at.main.get("page_link") if link.proto.label.startswith("Explain ")]
+    assert explain_links
+    at.query_params.clear()  # follow the link as the browser does: its URL, then the page
+    at.query_params.update(dict(part.split("=", 1) for part in explain_links[0].query_string.split("&")))
+    at.switch_page(PAGES["explain"]).run()
     assert not at.exception
     assert [t.value for t in at.title] == ["Explain a confusion"]
     pair = at.session_state["pair"]
     assert pair[1] == first["true_wnid"]
+    # the confusion picked reads its MF with its interval, as the tables' cells
+    picked = [s for s in at.selectbox if s.label == "Confused with"][0]
+    assert re.search(r" · MF \d+\.\d % \[\d+\.\d, \d+\.\d\] · ", picked.format_func(picked.value)), \
+        picked.format_func(picked.value)
     assert at.get("plotly_chart"), "the WordNet path graph is missing"
     metrics = {m.label: m.value for m in at.metric}
     from explain.explanations import explain_pair
