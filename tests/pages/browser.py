@@ -226,6 +226,26 @@ def click_button(driver, text: str | re.Pattern, timeout: float = 60.0):
     return label
 
 
+def click_link(driver, text: str | re.Pattern, timeout: float = 60.0):
+    """Click the first page link (st.page_link) of the page's main area whose text contains ``text`` (or
+    matches a pattern); returns its text."""
+    from selenium.webdriver.common.by import By
+
+    def shown(d):
+        for a in d.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] a[data-testid="stPageLink-NavLink"]'):
+            label = a.text.strip()
+            hit = text.search(label) if isinstance(text, re.Pattern) else text in label
+            if hit and a.is_displayed():
+                return a
+        return None
+
+    link = wait_for(driver, shown, timeout, what=f"a link {text!r}")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    label = link.text
+    link.click()
+    return label
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url")

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.pages.browser import (CHROMEDRIVER, CHROMIUM, browser, choose, click_button, type_into,
+from tests.pages.browser import (CHROMEDRIVER, CHROMIUM, browser, choose, click_button, click_link, type_into,
                                  wait_for, wait_for_text, wait_until_rendered)
 
 pytestmark = pytest.mark.skipif(
@@ -234,7 +234,7 @@ def test_a_new_users_day(server, tmp_path, shots):
         wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="stSelectbox"] input[aria-label="True class"]')
                  .get_attribute("value").endswith(f"({true_wnid})"), STEP, what="the true class picked")
         wait_until_rendered(driver, timeout=STEP)
-        label = click_button(driver, re.compile(r"Explain \S"), STEP)
+        label = click_link(driver, re.compile(r"Explain \S"), STEP)
         pred_name = label.split("Explain", 1)[1].strip()
         wait_for(driver, lambda d: "/explain" in d.current_url, STEP, what="the Explain page")
         text = wait_for_text(driver, "Path length", STEP)

@@ -14,8 +14,10 @@ def test_confusions_and_explain_state_the_common_ancestor(app):
 
         pytest.skip("the default model made no mistake on the sample")
     assert phrases and all(p.startswith("both ") and (" up from " in p or "itself" in p) for p in phrases)
-    explain = [b for b in at.button if b.label.startswith("Explain ")][0]
-    explain.click().run()
+    explain = [link.proto for link in at.main.get("page_link") if link.proto.label.startswith("Explain ")][0]
+    at.query_params.clear()  # follow the link as the browser does: its URL, then the page
+    at.query_params.update(dict(part.split("=", 1) for part in explain.query_string.split("&")))
+    at.switch_page("pages/explain_page.py").run()
     assert not at.exception
     model, true_wnid, pred_wnid = at.session_state["pair"]
     confused = [s for s in at.selectbox if s.label == "Confused with"][0]
