@@ -785,6 +785,10 @@ def data_problem_sentence(row) -> str:
     def pct(column: str) -> str:
         return format_share(row.get(column), row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high"))
 
-    data = int(row["label_count"]) + int(row["duplicate_count"])
-    return (f"{row['model']}: {data} of {int(row['n_mistakes'])} mistakes are label or duplicate problems; accuracy "
-            f"{pct('accuracy')} -> {pct('accuracy_clean')} without them")
+    data, mistakes = int(row["label_count"]) + int(row["duplicate_count"]), int(row["n_mistakes"])
+    if data == 0:  # nothing to take out: no arrow from a number to itself (a UI review)
+        return (f"{row['model']}: none of its {mistakes} mistake{'s' if mistakes != 1 else ''} is a label or duplicate "
+                f"problem; accuracy {pct('accuracy')}")
+    return (f"{row['model']}: {data} of {mistakes} mistakes {'is a' if data == 1 else 'are'} label or duplicate "
+            f"problem{'s' if data != 1 else ''}; accuracy {pct('accuracy')} -> {pct('accuracy_clean')} without "
+            f"{'it' if data == 1 else 'them'}")

@@ -145,7 +145,7 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
         text = url[key][0] if url[key] else ""
         value = _float(text) if text else default
         if value is None:  # 'conf_min=abc': said, never a traceback, and the bound left open
-            bad.append(f"{key}={listed([text], 1)} (a number from 0 to 1)")
+            bad.append(f"{key}={listed([text], 1)} (a fraction from 0 to 1, e.g. 0.41 for 41%)")
             value = default
         bounds.append(value)
     low, high = bounds
@@ -165,7 +165,7 @@ def _apply_url(url: dict, models: list[str], trues: list[str], preds: list[str])
     text = url["margin_max"][0] if url["margin_max"] else ""
     margin = _float(text) if text else 1.0
     if margin is None:
-        bad.append(f"margin_max={listed([text], 1)} (a number from 0 to 1)")
+        bad.append(f"margin_max={listed([text], 1)} (a fraction from 0 to 1, e.g. 0.41 for 41%)")
         margin = 1.0
     st.session_state["browse_margin"] = margin
     st.session_state["browse_page_no"] = _page_number(url["page"][0] if url["page"] else "", "page", bad)
@@ -456,7 +456,8 @@ elif filtered.empty:
 else:
     images = filtered.images  # the Image page pages through them in this order
     image_link(selection, f"Page through these {plural(len(images), 'image')} one by one", images["image"].iloc[0])
-    st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} match. Each image shows, "
+    st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} "
+               f"{'matches' if len(filtered) == 1 else 'match'}. Each image shows, "
                "per chosen model, its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best "
                f"guesses: first the predictions the filters matched, then, in italics and marked “{UNMATCHED}”, the "
                "chosen models' other predictions of the same image.")

@@ -162,7 +162,7 @@ def _apply_url(url: dict) -> None:
     st.session_state["_conf_wanted_cell"] = wanted  # picked below, once the matrix's cells are known
     if lacking:
         st.warning(escape_markdown("The link names what this run has no predictions of: " + ", ".join(lacking)
-                                   + ". Showing the rest."), icon=":material/link_off:")
+                                   + ". Showing the run's first instead."), icon=":material/link_off:")
 
 
 def _write_url(values: dict) -> None:

@@ -134,6 +134,8 @@ def url_choice(param: str, options, key: str) -> None:
         st.warning(escape_markdown(f"The link's {param}={shown} is not one of this page's choices here: showing "
                                    "the first."), icon=":material/link_off:")
         st.session_state.pop(key, None)
+    elif outside:  # no parameter: the first choice, which write_choice leaves out (a UI review: Back to it did nothing)
+        st.session_state[key] = options[0] if len(options) else None
     else:
         keep_widget_state(key)
     if key in st.session_state and st.session_state[key] not in options:

@@ -659,6 +659,11 @@ def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkey
     at.multiselect(key="results_models").set_value([]).run()
     at.multiselect(key="results_models").set_value(everyone[:1]).run()
     assert at.selectbox(key="results-chart").value == "sibling_rate" and at.query_params["chart"] == "sibling_rate"
+    # The browser's Back to the URL without the parameter: the default chart again (a UI review: the box kept
+    # Sibling % and wrote it back over that history step, so Back did nothing).
+    del at.query_params["chart"]
+    at.run()
+    assert at.selectbox(key="results-chart").value == "accuracy" and "chart" not in at.query_params
 
     images = AppTest.from_file(APP, default_timeout=TIMEOUT)
     images.query_params.update({"run": "sample", "class": "n03877845"})  # palace

@@ -279,7 +279,7 @@ def test_the_class_the_model_and_the_cell_live_in_the_url(app, sample):
     # A link naming what the run lacks says so and shows the rest.
     at.query_params["true"] = "n00000000"
     at.run()
-    assert any("true class n00000000" in w.value and "Showing the rest" in w.value for w in at.warning)
+    assert any("true class n00000000" in w.value and "Showing the run's first instead" in w.value for w in at.warning)
 
 
 def test_the_way_back_from_a_pair_outside_the_runs_classes_picks_its_grouped_cell(app, sample):
@@ -314,7 +314,7 @@ def test_a_hostile_link_is_text_cut_short_and_changes_nothing_else(app, sample):
     for key, value in {"run": "sample", "true": evil, "model": "<b>m</b>", "cell_true": evil, "cell_pred": evil}.items():
         app.query_params[key] = value
     at = open_page(app)
-    (warning,) = [w.value for w in at.warning if "Showing the rest" in w.value]
+    (warning,) = [w.value for w in at.warning if "first instead" in w.value]
     assert len(warning) < 600 and escape_markdown("**x**[l](https://evil.invalid)") in warning, warning
     assert cell_box(at).value is None
     assert at.query_params["true"] != evil and "cell_true" not in at.query_params
