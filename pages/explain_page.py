@@ -39,7 +39,8 @@ if url_from_outside("explain", url_pair):
         st.warning(escape_markdown(f"The link's pair={shown} is not 'any' (two concepts of your choice): showing "
                                    "this run's confusions."), icon=":material/link_off:")
 remember_url("explain", url_pair)  # seen: a stop below (a concept that resolves to nothing) keeps what is typed
-keep_widget_state("explain-true", "explain-pred")  # through the confusions mode, which does not draw the boxes
+keep_widget_state("explain-true", "explain-pred",  # through the other mode, which does not draw them
+                  "explain-model", "explain-class", "explain-confused")
 mode = st.radio("Pair", MODES, horizontal=True, key="explain-mode")
 if mode == MODES[0]:
     if confusions.empty:
@@ -52,18 +53,32 @@ if mode == MODES[0]:
     # Model -> true class -> one of its top confusions: three short lists instead of one list of
     # every confusion (30,000 entries for 10 models over ImageNet-1k).
     c1, c2, c3 = st.columns([1, 1, 2])
+    # Keyed, and set from the URL when it changed from outside (a link, a reload, the browser's Back): set through
+    # index= only, a Back whose index matched the box's first one kept the user's pick (a UI review: Back did
+    # nothing, then showed a pair never picked); else kept, and a value the new options lack falls back.
+    url_outside = all(from_url) and from_url != st.session_state.get("_explain_url")
+
+    def _pick(key: str, options: list, want) -> None:
+        if url_outside and want in options:
+            st.session_state[key] = want
+        elif st.session_state.get(key) not in options:
+            st.session_state[key] = want if want in options else options[0]
+
     models = list(dict.fromkeys(confusions["model"]))
-    model = c1.selectbox("Model", models, index=models.index(wanted[0]) if wanted[0] in models else 0)
+    _pick("explain-model", models, wanted[0])
+    model = c1.selectbox("Model", models, key="explain-model")
     of_model = confusions[confusions["model"] == model]
     trues = list(dict.fromkeys(of_model["true_wnid"]))
-    true_wnid = c2.selectbox("True class", trues, index=trues.index(wanted[1]) if wanted[1] in trues else 0,
+    _pick("explain-class", trues, wanted[1])
+    true_wnid = c2.selectbox("True class", trues, key="explain-class",
                              format_func=lambda w: f"{class_name(w, label_space)} ({w})")
     options = of_model[of_model["true_wnid"] == true_wnid].sort_values("rank")
     preds = options["pred_wnid"].tolist()
     share = dict(zip(preds, interval_texts(options, "mf") if "mf_ci_low" in options.columns  # as the tables' cells
                      else [f"{v:.1%}" for v in options["mf"].astype(float)]))
     relation = dict(zip(preds, options["relation"]))
-    pred_wnid = c3.selectbox("Confused with", preds, index=preds.index(wanted[2]) if wanted[2] in preds else 0,
+    _pick("explain-confused", preds, wanted[2])
+    pred_wnid = c3.selectbox("Confused with", preds, key="explain-confused",
                              format_func=lambda w: f"{class_name(w, label_space)} ({w}) · MF {share[w]} · {relation[w]}",
                              help="The model's most frequent confusions of this class, most frequent first. MF "
                                   "(misclassification frequency): the confusion's share of the class's mistakes, "

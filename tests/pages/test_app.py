@@ -635,6 +635,32 @@ def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_lengt
     assert any("pair=ANY is not 'any'" in w.value.replace("\\", "") for w in odd.warning)
 
 
+def test_explain_back_restores_the_confusion_picked_before(app_home, monkeypatch):
+    """A UI review: Back after a new true class left the boxes as they were, and the next Back showed a pair
+    never picked (the boxes were set through index= only)."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "sample"})
+    at.run()
+    open_page(at, "explain")
+    boxes = ("explain-model", "explain-class", "explain-confused")
+    models = at.selectbox(key="explain-model").options
+    if len(models) < 2 or len(at.selectbox(key="explain-class").options) < 2:
+        pytest.skip("the sample's confusions leave no second model or class to pick")
+    at.selectbox(key="explain-model").set_value(models[-1]).run()
+    before = {k: at.query_params[k] for k in at.query_params}
+    shown = tuple(at.selectbox(key=k).value for k in boxes)
+    assert shown == (before["model"], before["true"], before["pred"])
+    other = re.search(r"\((n\d{8})\)$", at.selectbox(key="explain-class").options[-1]).group(1)
+    at.selectbox(key="explain-class").set_value(other).run()
+    assert at.query_params["true"] == other != before["true"]
+    at.query_params.clear()  # the browser's Back: the URL of the step before
+    at.query_params.update(before)
+    at.run()
+    assert tuple(at.selectbox(key=k).value for k in boxes) == shown, "Back shows the pair picked before"
+    assert {k: at.query_params[k] for k in at.query_params} == before and not at.warning
+
+
 def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkeypatch):
     """A UI review: Results' Chart and Heatmap metrics and the Images page's class came back to the first
     option on reload. They are in the URL now (default: left out), read back from a link; a value that is
