@@ -472,16 +472,17 @@ def preselection_note(found: list[Sense], word: str, label_space: str) -> str | 
     if picked is None or len(found) < 2:
         return None
     several = sum(1 for s in found if s.n_classes) >= 2
-    note = (f"{picked.name} is picked: of the senses of ‘{word}’ with a class in {label_space}, WordNet's "
-            "sense-tagged texts use it most often." if several else
+    note = (f"{picked.name} is picked: of the senses of ‘{word}’ with a class in {label_space}, the one WordNet's "
+            "sense-tagged texts use most often." if several else
             f"{picked.name} is picked: the only one of the {len(found)} noun senses of ‘{word}’ with a class in "
             f"{label_space}.")
     usual = max(found, key=lambda s: s.tag_count)  # ties: the first in WordNet's order
     if usual.n_classes == 0 and usual.tag_count > picked.tag_count:
         meaning = usual.definition if len(usual.definition) <= 80 else usual.definition[:80].rsplit(" ", 1)[0] + "…"
-        note += f" The sense WordNet's tagged texts use most, {usual.name} ({meaning}), has none"
+        note += f" Its most used sense of all, {usual.name} ({meaning}), has none"
         larger = senses(usual.name, "imagenet-21k")[0].n_classes if label_space != "imagenet-21k" else 0
-        note += f"; imagenet-21k has {larger} class{'es' if larger != 1 else ''} under it." if larger else "."
+        note += (f"; imagenet-21k has {larger} class{'es' if larger != 1 else ''} under it (pick it as the label "
+                 "space to see them)." if larger else ".")
     return note + (" Tick other senses to add their classes to the same run." if several else "")
 
 

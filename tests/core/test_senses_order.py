@@ -59,16 +59,16 @@ def test_the_preselection_says_why_and_names_the_usual_sense_when_it_has_no_clas
     def note(word, space="imagenet-1k"):
         return preselection_note(senses(word, space), word, space)
 
-    assert note("cat") == ("cat.n.01 is picked: of the senses of ‘cat’ with a class in imagenet-1k, WordNet's "
-                           "sense-tagged texts use it most often. Tick other senses to add their classes to the same run.")
+    assert note("cat") == ("cat.n.01 is picked: of the senses of ‘cat’ with a class in imagenet-1k, the one WordNet's "
+                           "sense-tagged texts use most often. Tick other senses to add their classes to the same run.")
     assert note("bank") == ("savings_bank.n.02 is picked: the only one of the 10 noun senses of ‘bank’ with a class in "
-                            "imagenet-1k. The sense WordNet's tagged texts use most, bank.n.01 (sloping land "
-                            "(especially the slope beside a body of water)), has none; imagenet-21k has 3 classes "
-                            "under it.")
+                            "imagenet-1k. Its most used sense of all, bank.n.01 (sloping land (especially the "
+                            "slope beside a body of water)), has none; imagenet-21k has 3 classes under it (pick it "
+                            "as the label space to see them).")
     assert "mouse.n.01 (any of numerous small rodents typically resembling diminutive rats having…), has none; " \
-           "imagenet-21k has 12 classes under it." in note("mouse")  # cut at a word
-    assert "The sense WordNet's tagged texts use most, table.n.01 (a set of data arranged in rows and columns), has " \
-           "none. Tick other senses" in note("table")
+           "imagenet-21k has 12 classes under it" in note("mouse")  # cut at a word
+    assert "Its most used sense of all, table.n.01 (a set of data arranged in rows and columns), has none. Tick " \
+           "other senses" in note("table")
     assert note("palm", "imagenet-21k").endswith("palm.n.01 (the inner surface of the hand from the wrist to the base "
                                                  "of the fingers), has none.")  # no larger space to point to
     assert note("tiger cat").endswith("with a class in imagenet-1k.")  # its other sense is never tagged either
