@@ -207,43 +207,36 @@ def choose(driver, label: str, option: str, timeout: float = 60.0) -> str:
     return picked
 
 
-def click_button(driver, text: str | re.Pattern, timeout: float = 60.0):
-    """Click the first enabled button whose visible text contains ``text`` (or matches a pattern)."""
+def _click_first(driver, selector: str, text: str | re.Pattern, timeout: float, what: str, enabled: bool) -> str:
+    """Click the first shown element of ``selector`` whose visible text contains ``text`` (or matches a
+    pattern), enabled too when asked; returns its text."""
     from selenium.webdriver.common.by import By
 
-    def enabled(d):
-        for b in d.find_elements(By.CSS_SELECTOR, "button"):
-            label = b.text.strip()
+    def found(d):
+        for element in d.find_elements(By.CSS_SELECTOR, selector):
+            label = element.text.strip()
             hit = text.search(label) if isinstance(text, re.Pattern) else text in label
-            if hit and b.is_enabled() and b.is_displayed():
-                return b
+            if hit and (element.is_enabled() or not enabled) and element.is_displayed():
+                return element
         return None
 
-    button = wait_for(driver, enabled, timeout, what=f"an enabled button {text!r}")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
-    label = button.text
-    button.click()
+    element = wait_for(driver, found, timeout, what=f"{what} {text!r}")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    label = element.text
+    element.click()
     return label
+
+
+def click_button(driver, text: str | re.Pattern, timeout: float = 60.0):
+    """Click the first enabled button whose visible text contains ``text`` (or matches a pattern)."""
+    return _click_first(driver, "button", text, timeout, "an enabled button", enabled=True)
 
 
 def click_link(driver, text: str | re.Pattern, timeout: float = 60.0):
     """Click the first page link (st.page_link) of the page's main area whose text contains ``text`` (or
     matches a pattern); returns its text."""
-    from selenium.webdriver.common.by import By
-
-    def shown(d):
-        for a in d.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] a[data-testid="stPageLink-NavLink"]'):
-            label = a.text.strip()
-            hit = text.search(label) if isinstance(text, re.Pattern) else text in label
-            if hit and a.is_displayed():
-                return a
-        return None
-
-    link = wait_for(driver, shown, timeout, what=f"a link {text!r}")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
-    label = link.text
-    link.click()
-    return label
+    return _click_first(driver, '[data-testid="stMain"] a[data-testid="stPageLink-NavLink"]', text, timeout, "a link",
+                        enabled=False)
 
 
 def main() -> int:
