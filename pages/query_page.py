@@ -100,10 +100,12 @@ if empty:
     if with_classes:
         with st.expander(f"{plural(len(empty), 'more sense')} with no class in {label_space}"):
             st.markdown(lines)
-    else:
+    else:  # the answer first, then the senses (a UI review: 'run' listed 16 senses before saying none has a class)
+        under = (f"{empty[0].name}" if len(empty) == 1 else
+                 f"any of the {len(empty)} noun senses of ‘{escape_markdown(query.strip()[:60])}’")
+        st.warning(f"No class of {label_space} lies under {under}. Pick another word, a more general one, or a "
+                   "larger label space such as imagenet-21k.")
         st.markdown(lines)
-        st.warning(f"No class of {label_space} lies under {' or '.join(s.name for s in empty)}. Pick another word, a "
-                   "more general one, or a larger label space such as imagenet-21k.")
         st.stop()
 if not picked:
     st.stop()  # the page asked above; nothing below until a sense is picked

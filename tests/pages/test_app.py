@@ -98,6 +98,10 @@ def test_query_page_sense_without_classes_warns(app):
     at = open_page(app, "query")
     at.text_input(key="query").set_value("guy.n.01").run()
     assert any("No class of imagenet-1k lies under guy.n.01" in w.value for w in at.warning)
+    at.text_input(key="query").set_value("run").run()  # the answer before the 16 senses listed
+    assert [w.value for w in at.warning] == ["No class of imagenet-1k lies under any of the 16 noun senses of ‘run’. "
+                                             "Pick another word, a more general one, or a larger label space such as "
+                                             "imagenet-21k."]
 
 
 def test_images_page_shows_provenance_and_excludes(app, app_home):
