@@ -159,7 +159,9 @@ def _apply_url(url: dict) -> None:
             lacking.append(f"model {listed([url['model']])}")
     wanted = (url["cell_true"], url["cell_pred"]) if url["cell_true"] and url["cell_pred"] else \
         (url["true"], url["pred"]) if url["true"] and url["pred"] else None
-    st.session_state["_conf_wanted_cell"] = wanted  # picked below, once the matrix's cells are known
+    # Picked below, once the matrix's cells are known; () for a URL without a cell: none picked (a UI review: Back
+    # to the step before a cell was picked kept the cell).
+    st.session_state["_conf_wanted_cell"] = wanted or ()
     if lacking:
         st.warning(escape_markdown("The link names what this run has no predictions of: " + ", ".join(lacking)
                                    + ". Showing the run's first instead."), icon=":material/link_off:")
@@ -349,6 +351,9 @@ else:
     options = [(counts.index[i], counts.columns[j]) for i, j in cells]
     pick_key = f"matrix-cell-{chart_key}"
     wanted = st.session_state.pop("_conf_wanted_cell", None)  # from a link (the URL section above)
+    if wanted == ():  # the URL names no cell
+        st.session_state.pop(pick_key, None)
+        wanted = None
     if wanted is not None and tuple(wanted) not in options and wanted[1] not in counts.columns:
         # A pair's prediction outside the run's classes (the Image page's way back) sits in its column.
         wanted = (wanted[0], cm.column_of([tuple(wanted)], run_classes, outside=outside, shown=shown)[tuple(wanted)])

@@ -157,6 +157,11 @@ def test_picking_a_cell_in_the_list(app, sample):
     from pages.text import plural
 
     assert any(f"· {plural(int(expected.loc[diagonal]), 'image')}" in m.value for m in at.markdown)
+    assert (at.query_params["cell_true"], at.query_params["cell_pred"]) == diagonal
+    for key in ("cell_true", "cell_pred"):  # the browser's Back to the step before: no cell (a UI review: kept)
+        del at.query_params[key]
+    at.run()
+    assert cell_box(at).value is None and "cell_true" not in at.query_params
 
 
 def test_selected_cell_maps_points_to_cells():
