@@ -343,17 +343,20 @@ else:
 
     fig = cached_figure(confusions_matrix_figure, counts, values, normalised, tuple(row_titles), tuple(col_titles),
                         tuple(tick_rows), tuple(tick_cols), matrix_model)
-    chart_key = f"matrix-chart-{matrix_model}-{outside}-{len(counts)}"  # a new matrix starts unselected
+    wanted = st.session_state.pop("_conf_wanted_cell", None)  # from a link (the URL section above)
+    if wanted == ():  # the URL names no cell (Back to the step before a pick, a reload, a link): a fresh chart and
+        # box, as Streamlit resets a widget only under a new key (a UI review: the cell stayed picked; set to None,
+        # the box still showed it in the browser and the chart kept its selection)
+        st.session_state["_conf_cells_epoch"] = st.session_state.get("_conf_cells_epoch", 0) + 1
+        wanted = None
+    epoch = st.session_state.get("_conf_cells_epoch", 0)
+    chart_key = f"matrix-chart-{matrix_model}-{outside}-{len(counts)}-{epoch}"  # a new matrix starts unselected
     event = st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=chart_key, width="stretch")
     clicked = cm.selected_cell(event.selection.get("points") if event else None, counts.index, counts.columns)
 
     # The same cells as a list (keyboard, and clicks land here): a new click replaces the list's choice.
     options = [(counts.index[i], counts.columns[j]) for i, j in cells]
     pick_key = f"matrix-cell-{chart_key}"
-    wanted = st.session_state.pop("_conf_wanted_cell", None)  # from a link (the URL section above)
-    if wanted == ():  # the URL names no cell
-        st.session_state.pop(pick_key, None)
-        wanted = None
     if wanted is not None and tuple(wanted) not in options and wanted[1] not in counts.columns:
         # A pair's prediction outside the run's classes (the Image page's way back) sits in its column.
         wanted = (wanted[0], cm.column_of([tuple(wanted)], run_classes, outside=outside, shown=shown)[tuple(wanted)])
