@@ -202,6 +202,13 @@ def _write_params(values: dict) -> None:
     remember_url("browse", _url_state())
 
 
+def _changed_here(state_key: str, values: dict, own_change: bool) -> bool:
+    """Did the page's own widgets change ``values`` since the last run (remembered under ``state_key``)? Not
+    on a link, a reload or Back (``own_change`` False), nor on the first run."""
+    last, st.session_state[state_key] = st.session_state.get(state_key), dict(values)
+    return own_change and last is not None and last != values
+
+
 def _write_url(selection: Selection, *, own_change: bool) -> None:
     """The grid's selection (explain.selection) in the URL, the Browse page's own keys. A filter changed
     on the page (``own_change``: not a link, a reload or Back) puts both grids on their first page in
@@ -210,8 +217,7 @@ def _write_url(selection: Selection, *, own_change: bool) -> None:
     values = {key: params.get(key, []) if key in ("model", "relation", "etype", "tag") else
               (params.get(key) or [""])[0] for key in ("model", "true", "pred", "outcome", "relation", "conf_min",
                                                         "conf_max", "etype", "tag", "margin_max", "sort")}
-    last, st.session_state["_browse_filters"] = st.session_state.get("_browse_filters"), dict(values)
-    if own_change and last is not None and last != values:
+    if _changed_here("_browse_filters", values, own_change):
         st.session_state["browse_page_no"] = st.session_state["cmp_page_no"] = 1
         values.update(page="", cmp_page="")
     _write_params(values)
@@ -542,8 +548,7 @@ group = st.radio("Show", list(GROUPS), key="cmp_group", horizontal=True,
                  format_func=lambda g: f"{GROUP_LABELS[g]} ({counts[g]:,})")
 compared = {"cmp_a": "" if model_a == all_models[0] else model_a, "cmp_b": "" if model_b == others[0] else model_b,
             "cmp_group": "" if group == GROUPS[0] else group}
-last_compared, st.session_state["_browse_compared"] = st.session_state.get("_browse_compared"), dict(compared)
-if not url_applied and last_compared is not None and last_compared != compared:  # as _write_url: one step
+if _changed_here("_browse_compared", compared, not url_applied):  # as _write_url: one step
     st.session_state["cmp_page_no"] = 1
     compared["cmp_page"] = ""
 _write_params(compared)

@@ -126,16 +126,13 @@ def url_choice(param: str, options, key: str) -> None:
     widget, :func:`write_choice`. Why: a chart's metric or a class picked on Results or Images came back
     to the first one on reload (a UI review)."""
     value = st.query_params.get(param, "")
-    outside = url_from_outside(f"choice-{param}", value)
-    if outside and value in options:
-        st.session_state[key] = value
-    elif outside and value:  # said, as Results' models and Confusions' class are (a hostile check)
-        shown = value if len(value) <= 60 else value[:59] + "…"
-        st.warning(escape_markdown(f"The link's {param}={shown} is not one of this page's choices here: showing "
-                                   "the first."), icon=":material/link_off:")
-        st.session_state.pop(key, None)
-    elif outside:  # no parameter: the first choice, which write_choice leaves out (a UI review: Back to it did nothing)
-        st.session_state[key] = options[0] if len(options) else None
+    if url_from_outside(f"choice-{param}", value):
+        if value and value not in options:  # said, as Results' models and Confusions' class are (a hostile check)
+            shown = value if len(value) <= 60 else value[:59] + "…"
+            st.warning(escape_markdown(f"The link's {param}={shown} is not one of this page's choices here: showing "
+                                       "the first."), icon=":material/link_off:")
+        # No parameter is the first choice, which write_choice leaves out (a UI review: Back to it did nothing).
+        st.session_state[key] = value if value in options else (options[0] if len(options) else None)
     else:
         keep_widget_state(key)
     if key in st.session_state and st.session_state[key] not in options:
