@@ -24,9 +24,10 @@ If even the best oracle of a model is under 1.4x, the target cannot be met for i
 these statistics (the last line says for which models). The "built cascade" line is what
 ``--precision int8`` does: its gate, chosen on 448 gate views of the calibration photographs when
 the model is quantized (2026-12-05: 100 % agreement at 1.14x / 0.96x / 1.07x for Lite0/1/2,
-``benchmarks/results/int8-cascade-2026-12-05.txt``).
+``benchmarks/results/int8-cascade-2026-12-05.txt``; with bias correction, 2026-12-06 night: 1.45x /
+1.17x / 1.20x, ``benchmarks/results/int8-cascade-bias-2026-12-06.txt``).
 
-Measured 2026-12-04 on this 2-core machine (``benchmarks/results/int8-cascade-2026-12-04.txt``):
+Measured 2026-12-04 on this 2-core machine, before bias correction (``benchmarks/results/int8-cascade-2026-12-04.txt``):
 int8 agrees on 92.3 / 87.3 / 93.2 % (Lite0/1/2) at 2.1-2.4x fp32's forward speed; the best oracle
 at 99.7 % agreement re-checks 34 / 40 / 22 % of the views in fp32, 1.25x / 1.23x / 1.44x; the
 thresholds from the 56 calibration views miss 99.5 % on Lite0 (97.8-99.1 %) and cost 1.0-1.2x on
