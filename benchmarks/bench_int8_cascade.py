@@ -24,8 +24,9 @@ If even the best oracle of a model is under 1.4x, the target cannot be met for i
 these statistics (the last line says for which models). The "built cascade" line is what
 ``--precision int8`` does: its gate, chosen on 448 gate views of the calibration photographs when
 the model is quantized (2026-12-05: 100 % agreement at 1.14x / 0.96x / 1.07x for Lite0/1/2,
-``benchmarks/results/int8-cascade-2026-12-05.txt``; with bias correction, 2026-12-06 night: 1.45x /
-1.17x / 1.20x, ``benchmarks/results/int8-cascade-bias-2026-12-06.txt``).
+``benchmarks/results/int8-cascade-2026-12-05.txt``; with bias correction and every calibration view
+setting the activation ranges, 2026-12-06 night: 1.40x / 1.06x / 1.29x,
+``benchmarks/results/int8-cascade-bias-2026-12-06.txt``).
 
 Measured 2026-12-04 on this 2-core machine, before bias correction (``benchmarks/results/int8-cascade-2026-12-04.txt``):
 int8 agrees on 92.3 / 87.3 / 93.2 % (Lite0/1/2) at 2.1-2.4x fp32's forward speed; the best oracle
