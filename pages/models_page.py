@@ -246,7 +246,7 @@ with st.expander("Options"):
     # python -m classify --int8-recheck none: int8 alone, its own model id (classify.engine.options.PLAIN_INT8).
     int8_alone = precision == "int8" and c3.checkbox(
         "int8 alone", key="int8-alone",
-        help="No fp32 re-check: faster, but top-1 agrees with fp32 on only 87-93 % of the benchmark's views. "
+        help="No fp32 re-check: faster, but top-1 agrees with fp32 on only 92-97 % of the benchmark's views. "
              "Stored as MODEL--int8-plain. Without it, fp32 classifies again every image whose int8 top-1 "
              "probability margin is at or below a gate chosen on the calibration set (>= 99.5 % agreement there).")
     resampler = c4.selectbox("Resize", RESAMPLERS, index=RESAMPLERS.index(DEFAULT_RESAMPLER),
