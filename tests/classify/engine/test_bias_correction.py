@@ -234,3 +234,106 @@ def test_a_damaged_calibration_photograph_is_named_with_the_fix(tmp_path, monkey
     with pytest.raises(quantize.CalibrationError, match=r"^the int8 calibration image skimage/data/hubble_deep_field.jpg "
                                                         r"cannot be read \(.*\); pip install --force-reinstall"):
         quantize.calibration_images()
+
+
+def _unnamed_convs_model(path, names=("", "")):
+    """Two 3x3 Convs with ReLU between, built with onnx.helper: no node names unless given (torch's
+    exporter always names them, so the tiny model never shows this)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    inits = []
+    for k, (cin, cout) in enumerate([(3, 6), (6, 4)]):
+        w = rng.uniform(-0.05, 0.05, (cout, cin, 3, 3)).astype(np.float32)
+        w.reshape(cout, -1)[:, 0] = 3.0
+        inits += [numpy_helper.from_array(w, f"w{k}"), numpy_helper.from_array(np.zeros(cout, np.float32), f"b{k}")]
+    nodes = [helper.make_node("Conv", ["input", "w0", "b0"], ["c0"], name=names[0], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"], name="relu"),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], name=names[1], pads=[1, 1, 1, 1]),
+             helper.make_node("ReduceMean", ["c1"], ["logits"], name="pool", axes=[2, 3], keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 3, 24, 24])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 4])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+def test_unnamed_convs_are_quantized_and_corrected(tmp_path):
+    """The final review: without names of their own, the head's exclusion by name ("") took every unnamed
+    node out of quantization, and the correction matched no Conv."""
+    import onnx
+
+    path = _unnamed_convs_model(tmp_path / "unnamed.onnx")
+    batches = [np.random.default_rng(k).uniform(0, 1, (8, 3, 24, 24)).astype(np.float32) for k in range(3)]
+    fp32 = _logits(path.read_bytes(), batches)
+    plain = quantize.quantize_bytes(path, batches)
+    corrected = quantize.quantize_bytes(path, batches, bias_batches=lambda: batches)
+    assert sum(n.op_type == "DequantizeLinear" for n in onnx.load_from_string(corrected).graph.node) >= 2
+    shift_plain = np.abs((_logits(plain, batches) - fp32).mean(0)).sum()
+    shift_corrected = np.abs((_logits(corrected, batches) - fp32).mean(0)).sum()
+    assert shift_corrected < shift_plain / 4, (shift_plain, shift_corrected)
+
+
+def test_names_the_model_already_uses_are_never_taken(tmp_path):
+    """The final review: a Conv already named like a generated name got a twin ("two nodes with same
+    node name"), and a tensor named like a generated one silently replaced the rounding's weight."""
+    import onnx
+
+    path = _unnamed_convs_model(tmp_path / "named.onnx", names=("wildlens_conv_1", ""))
+    model = onnx.load(str(path))
+    quantize.name_convs(model)
+    names = [n.name for n in model.graph.node]
+    assert len(names) == len(set(names)) and all(names)
+    # An initializer named as the rounding's first weight would be: the shifts still use the Convs' own.
+    for init in model.graph.initializer:
+        if init.name == "w0":
+            init.name = "wildlens_rounding_0"
+    for node in model.graph.node:
+        node.input[:] = ["wildlens_rounding_0" if i == "w0" else i for i in node.input]
+    clash = tmp_path / "clash.onnx"
+    onnx.save(model, str(clash))
+    batches = [np.random.default_rng(k).uniform(0, 1, (8, 3, 24, 24)).astype(np.float32) for k in range(3)]
+    fp32 = _logits(clash.read_bytes(), batches)
+    plain = quantize.quantize_bytes(clash, batches)
+    corrected = quantize.quantize_bytes(clash, batches, bias_batches=lambda: batches)
+    assert np.abs((_logits(corrected, batches) - fp32).mean(0)).sum() < np.abs((_logits(plain, batches) - fp32).mean(0)).sum() / 4
+
+
+def test_opset_18_models_take_reduce_means_axes_as_an_input(tiny, tmp_path):
+    """ReduceMean's axes became an input in opset 18 (rounding_shifts adds one per Conv)."""
+    import onnx
+
+    model, _, batches = tiny
+    path = tmp_path / "tiny18.onnx"
+    torch.onnx.export(model, torch.zeros(1, 3, SIDE, SIDE), str(path), input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "n"}, "logits": {0: "n"}}, opset_version=18, dynamo=False)
+    assert onnx.load(str(path)).opset_import[0].version == 18
+    fp32 = _logits(path.read_bytes(), batches)
+    plain = quantize.quantize_bytes(path, batches)
+    corrected = quantize.quantize_bytes(path, batches, bias_batches=lambda: batches)
+    assert np.abs((_logits(corrected, batches) - fp32).mean(0)).sum() < np.abs((_logits(plain, batches) - fp32).mean(0)).sum() / 4
+
+
+def test_the_product_path_corrects_the_biases_on_the_calibration_views(monkeypatch, tmp_path):
+    """int8_classifier passes the calibration batches for the correction (not the gate views)."""
+    from classify.engine import onnx_backend
+    from classify.models.registry import InputConfig
+
+    seen = {}
+
+    def fake_quantize_bytes(path, batches, reduce=False, bias_batches=None, threads=1):
+        seen["bias"] = None if bias_batches is None else list(bias_batches())
+        seen["batches"] = batches
+        raise RuntimeError("stop here")
+
+    class Fp32:
+        path = tmp_path / "fp32.onnx"
+
+    monkeypatch.setattr(quantize, "quantize_bytes", fake_quantize_bytes)
+    monkeypatch.setattr(quantize, "onnx_classifier", lambda *a, **k: (Fp32(), None))
+    monkeypatch.setattr(quantize, "calibration_batches", lambda config, images=None: ["calibration"])
+    key = onnx_backend.ExportKey.for_part("tiny", "0" * 64, 16, "timm")
+    config = InputConfig(16, 1.0, "bilinear", (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+    with pytest.raises(onnx_backend.OnnxBackendError, match="stop here"):
+        quantize.int8_classifier(key, onnx_backend.OnnxCache(tmp_path), config, 1, lambda: None)
+    assert seen["bias"] == seen["batches"] == ["calibration"]
