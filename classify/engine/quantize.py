@@ -463,14 +463,16 @@ def rounding_shifts(model_path: Path, rounded: dict[str, np.ndarray], batches: I
     return {name: total / images for name, total in sums.items()}
 
 
-def name_convs(model: "onnx.ModelProto") -> None:
-    """Give every Conv a name of its own (in place): the quantized and the float model's Convs are
+def name_nodes(model: "onnx.ModelProto") -> None:
+    """Give every node a name of its own (in place): the quantized and the float model's Convs are
     matched by name (ONNX Runtime keeps node names; a Conv's output is renamed when the activation
-    after it is folded into its quantization), and an exporter may leave names empty or repeated."""
+    after it is folded into its quantization), the head is left out of quantization by name
+    (:func:`head_nodes`: an unnamed head node's "" left out every unnamed node), and an exporter may
+    leave names empty or repeated."""
     taken, seen = _graph_names(model), set()
-    for k, node in enumerate(node for node in model.graph.node if node.op_type == "Conv"):
+    for k, node in enumerate(model.graph.node):
         if not node.name or node.name in seen:
-            node.name = _fresh(f"wildlens_conv_{k}", taken)
+            node.name = _fresh(f"wildlens_{node.op_type.lower()}_{k}", taken)
         seen.add(node.name)
 
 
@@ -503,7 +505,7 @@ def correct_biases(float_model: "onnx.ModelProto", shifts: dict[str, np.ndarray]
     ``float_model``: each quantized Conv's bias minus the output shift its rounded weights cause on
     average (:func:`rounding_shifts`). Rounding 8-bit weights shifts some channels' outputs one way
     for every image (a depthwise channel has 9-25 weights, a stem channel 27). Convs are matched by
-    name (:func:`name_convs`). Quantizing the corrected model again gives the same int8 weights except
+    name (:func:`name_nodes`). Quantizing the corrected model again gives the same int8 weights except
     in channels whose scale ONNX Runtime raises so that their int32 bias fits (near-dead BN-folded
     channels, max |w| ~1e-8: 20 channels of 8 of Lite0's 49 Convs, one level apart, outputs ~1e-6),
     and activation ranges calibrated on the corrected model. A bias that is not a constant is left
@@ -555,7 +557,7 @@ def quantize_bytes(fp32_model: Path, batches: list[np.ndarray], reduce: bool = F
         # ONNX shape inference + graph optimisation first, as ONNX Runtime recommends before quantizing.
         quant_pre_process(str(fp32_model), str(prepared), skip_symbolic_shape=True)
         float_model = onnx.load(str(prepared), load_external_data=False)
-        name_convs(float_model)
+        name_nodes(float_model)
         onnx.save(float_model, str(prepared))
         _quantize(prepared, out, batches, reduce)
         if bias_batches is None:

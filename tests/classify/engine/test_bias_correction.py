@@ -108,7 +108,7 @@ def test_the_corrected_biases_remove_the_roundings_mean_output(tiny, tmp_path, r
         expected[name] = (bias - shift).numpy()
 
     float_model = onnx.load(str(path))
-    quantize.name_convs(float_model)
+    quantize.name_nodes(float_model)
     named = tmp_path / "named.onnx"
     onnx.save(float_model, str(named))
     quantized = tmp_path / "q.onnx"
@@ -135,7 +135,7 @@ def test_convs_are_matched_by_names_of_their_own_and_odd_biases_are_left_alone()
         [helper.make_tensor_value_info("y2", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([0.1, 0.2], dtype=np.float32), "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    quantize.name_convs(model)
+    quantize.name_nodes(model)
     first, second, third = [n for n in model.graph.node if n.op_type == "Conv"]
     assert len({first.name, second.name, third.name}) == 3 and all((first.name, second.name, third.name))
     # The int8 weights as ONNX Runtime writes them: an int8 initializer through a per-channel DequantizeLinear.
@@ -214,8 +214,8 @@ def test_a_conv1d_is_corrected_over_its_one_position_axis(tmp_path):
     import onnx
 
     torch.manual_seed(0)
-    path = tmp_path / "eca.onnx"
-    torch.onnx.export(WithConv1d().eval(), torch.zeros(1, 3, 24, 24), str(path), input_names=["input"],
+    path, model = tmp_path / "eca.onnx", WithConv1d().eval()
+    torch.onnx.export(model, torch.zeros(1, 3, 24, 24), str(path), input_names=["input"],
                       output_names=["logits"], dynamic_axes={"input": {0: "n"}, "logits": {0: "n"}}, opset_version=17,
                       dynamo=False)
     batches = [np.random.default_rng(k).uniform(0, 1, (8, 3, 24, 24)).astype(np.float32) for k in range(3)]
@@ -224,6 +224,18 @@ def test_a_conv1d_is_corrected_over_its_one_position_axis(tmp_path):
     rounded = quantize._dequantized_conv_weights(onnx.load(str(quantized)))
     shifts = quantize.rounding_shifts(path, rounded, batches)
     assert sorted(v.shape for v in shifts.values()) == [(1,), (8,)]
+    # The Conv1d's shift against PyTorch's conv1d of its input with the rounding (ONNX Runtime's symmetric int8).
+    [name] = [n for n, w in rounded.items() if w.ndim == 3]
+    inputs = []
+    model.eca.register_forward_hook(lambda m, args, out: inputs.append(args[0].double()))
+    with torch.no_grad():
+        for b in batches:
+            model(torch.from_numpy(b))
+    w = model.eca.weight.detach().double()
+    scale = w.abs().reshape(len(w), -1).amax(1)[:, None, None] / 127
+    delta = torch.round(w / scale) * scale - w
+    expected = torch.nn.functional.conv1d(torch.cat(inputs), delta, padding=1).mean((0, 2)).numpy()
+    np.testing.assert_allclose(shifts[name], expected, rtol=1e-4, atol=1e-9)
     assert quantize.quantize_bytes(path, batches, bias_batches=lambda: batches)
 
 
@@ -249,9 +261,9 @@ def _unnamed_convs_model(path, names=("", "")):
         w.reshape(cout, -1)[:, 0] = 3.0
         inits += [numpy_helper.from_array(w, f"w{k}"), numpy_helper.from_array(np.zeros(cout, np.float32), f"b{k}")]
     nodes = [helper.make_node("Conv", ["input", "w0", "b0"], ["c0"], name=names[0], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c0"], ["r0"], name="relu"),
+             helper.make_node("Relu", ["c0"], ["r0"]),
              helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], name=names[1], pads=[1, 1, 1, 1]),
-             helper.make_node("ReduceMean", ["c1"], ["logits"], name="pool", axes=[2, 3], keepdims=0)]
+             helper.make_node("ReduceMean", ["c1"], ["logits"], axes=[2, 3], keepdims=0)]  # the head, unnamed too
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 3, 24, 24])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 4])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
@@ -279,9 +291,9 @@ def test_names_the_model_already_uses_are_never_taken(tmp_path):
     node name"), and a tensor named like a generated one silently replaced the rounding's weight."""
     import onnx
 
-    path = _unnamed_convs_model(tmp_path / "named.onnx", names=("wildlens_conv_1", ""))
+    path = _unnamed_convs_model(tmp_path / "named.onnx", names=("wildlens_conv_2", ""))  # what the 3rd node would get
     model = onnx.load(str(path))
-    quantize.name_convs(model)
+    quantize.name_nodes(model)
     names = [n.name for n in model.graph.node]
     assert len(names) == len(set(names)) and all(names)
     # An initializer named as the rounding's first weight would be: the shifts still use the Convs' own.
