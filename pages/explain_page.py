@@ -11,7 +11,7 @@ from explain.vocabulary import path_caption, relation_help, relation_sentence
 from pages.charts import path_figure
 from pages.reads import class_name, metric_tables
 from pages.tables import download_csv, interval_texts, show_table
-from pages.text import escape_markdown, show_error
+from pages.text import escape_markdown, listed, show_error
 from pages.run_state import keep_widget_state, remember_url, require_run, url_from_outside, write_params
 
 st.title("Explain a confusion")
@@ -87,8 +87,8 @@ if mode == MODES[0]:
     # A link naming what this run has no confusion of (a deleted model, a typo, a hand-made URL): said,
     # never another pair shown silently in its place. URL values are outside text: cut short, escaped.
     # Only a URL that came from outside: the pair this page wrote itself is stale after a run switch.
-    lacking = [] if not all(from_url) or from_url == st.session_state.get("_explain_url") else [
-        f"{what} {value if len(value) <= 60 else value[:59] + '…'}"
+    lacking = [] if not url_outside else [
+        f"{what} {listed([value], 1)}"
         for what, value, got in zip(("model", "true class", "predicted class"), from_url,
                                     (model, true_wnid, pred_wnid)) if value and value != got]
     if lacking:

@@ -128,9 +128,8 @@ def url_choice(param: str, options, key: str) -> None:
     value = st.query_params.get(param, "")
     if url_from_outside(f"choice-{param}", value):
         if value and value not in options:  # said, as Results' models and Confusions' class are (a hostile check)
-            shown = value if len(value) <= 60 else value[:59] + "…"
-            st.warning(escape_markdown(f"The link's {param}={shown} is not one of this page's choices here: showing "
-                                       "the first."), icon=":material/link_off:")
+            st.warning(escape_markdown(f"The link's {param}={listed([value], 1)} is not one of this page's choices "
+                                       "here: showing the first."), icon=":material/link_off:")
         # No parameter is the first choice, which write_choice leaves out (a UI review: Back to it did nothing).
         st.session_state[key] = value if value in options else (options[0] if len(options) else None)
     else:

@@ -451,12 +451,11 @@ def rounding_shifts(model_path: Path, rounded: dict[str, np.ndarray], batches: I
         return {}
     session = make_session(model.SerializeToString(), threads)
     input_name = session.get_inputs()[0].name
-    sums: dict[str, np.ndarray] = {}
+    sums: dict[str, np.ndarray] = dict.fromkeys(outputs, 0.0)
     images = 0
     for batch in batches:
         for name, value in zip(outputs, session.run(list(outputs.values()), {input_name: batch})):
-            total = value.astype(np.float64).sum(axis=0)  # (images, channels) -> channels
-            sums[name] = sums[name] + total if name in sums else total
+            sums[name] = sums[name] + value.astype(np.float64).sum(axis=0)  # (images, channels) -> channels
         images += len(batch)
     if not images:
         raise ValueError("no images to take the rounding's mean on")
@@ -491,12 +490,13 @@ def _dequantized_conv_weights(quantized: "onnx.ModelProto") -> dict[str, np.ndar
         q, scale = (numpy_helper.to_array(inits[name]) for name in dq.input[:2])
         has_zero = len(dq.input) > 2 and dq.input[2]
         zero = numpy_helper.to_array(inits[dq.input[2]]) if has_zero else np.zeros(1)  # optional: 0 when left out
-        axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)  # ONNX's default axis is 1
         shape = [1] * q.ndim
-        if scale.size > 1:  # per channel along ``axis``; else one scale for the tensor
-            shape[axis] = -1
-        weights[node.name] = ((q.astype(np.float64) - zero.astype(np.float64).reshape(shape if zero.size > 1 else -1))
-                              * scale.astype(np.float64).reshape(shape))
+        shape[next((a.i for a in dq.attribute if a.name == "axis"), 1)] = -1  # ONNX's default axis is 1
+
+        def along(values: np.ndarray) -> np.ndarray:  # per channel along the axis, or one for the tensor
+            return values.astype(np.float64).reshape(shape if values.size > 1 else ())
+
+        weights[node.name] = (q.astype(np.float64) - along(zero)) * along(scale)
     return weights
 
 
@@ -541,7 +541,7 @@ def correct_biases(float_model: "onnx.ModelProto", shifts: dict[str, np.ndarray]
 
 
 def quantize_bytes(fp32_model: Path, batches: list[np.ndarray], reduce: bool = False,
-                   bias_batches: Callable[[], Iterable[np.ndarray]] | None = None, threads: int = 1) -> bytes:
+                   bias_batches: list[np.ndarray] | None = None, threads: int = 1) -> bytes:
     """The int8 model's bytes: :func:`_quantize` of an fp32 ONNX file on ``batches``, then, with
     ``bias_batches`` (the images bias correction averages over), quantized again with every quantized
     Conv's bias corrected (:func:`correct_biases`).
@@ -563,7 +563,7 @@ def quantize_bytes(fp32_model: Path, batches: list[np.ndarray], reduce: bool = F
         if bias_batches is None:
             return out.read_bytes()
         rounded = _dequantized_conv_weights(onnx.load(str(out), load_external_data=False))
-        correct_biases(float_model, rounding_shifts(prepared, rounded, bias_batches(), threads))
+        correct_biases(float_model, rounding_shifts(prepared, rounded, bias_batches, threads))
         corrected = Path(tmp) / "corrected.onnx"
         onnx.save(float_model, str(corrected))
         _quantize(corrected, out, batches, reduce)
@@ -608,7 +608,7 @@ def int8_classifier(key: ExportKey, cache: OnnxCache, config: InputConfig, threa
     fp32, _ = onnx_classifier(key, cache, threads, load_model, allow_export=True)
     batches = calibration_batches(config)
     try:
-        data = quantize_bytes(fp32.path, batches, qkey.reduce_range, bias_batches=lambda: batches, threads=threads)
+        data = quantize_bytes(fp32.path, batches, qkey.reduce_range, bias_batches=batches, threads=threads)
         with tempfile.TemporaryDirectory(prefix="wildlens-int8-check-") as tmp:
             candidate = Path(tmp) / "candidate.onnx"
             candidate.write_bytes(data)

@@ -71,6 +71,15 @@ def tiny(tmp_path_factory):
     return model, path, batches
 
 
+def _quantized_and_shifts(path, batches) -> tuple[bytes, bytes, float, float]:
+    """The int8 model without and with bias correction, and the summed |mean logit shift| of each from fp32."""
+    fp32 = _logits(path.read_bytes(), batches)
+    plain = quantize.quantize_bytes(path, batches)
+    corrected = quantize.quantize_bytes(path, batches, bias_batches=batches)
+    shift_plain, shift_corrected = (np.abs((_logits(data, batches) - fp32).mean(0)).sum() for data in (plain, corrected))
+    return plain, corrected, shift_plain, shift_corrected
+
+
 def _logits(data, batches) -> np.ndarray:
     import onnxruntime as ort
 
@@ -161,11 +170,7 @@ def test_bias_correction_removes_the_rounding_shift_and_keeps_the_int8_weights(t
     import onnx
 
     _, path, batches = tiny
-    fp32 = _logits(path.read_bytes(), batches)
-    plain = quantize.quantize_bytes(path, batches)
-    corrected = quantize.quantize_bytes(path, batches, bias_batches=lambda: batches)
-    shift_plain = np.abs((_logits(plain, batches) - fp32).mean(0)).sum()
-    shift_corrected = np.abs((_logits(corrected, batches) - fp32).mean(0)).sum()
+    plain, corrected, shift_plain, shift_corrected = _quantized_and_shifts(path, batches)
     assert shift_corrected < shift_plain / 4, (shift_plain, shift_corrected)
 
     def int8_weights(data):
@@ -236,7 +241,7 @@ def test_a_conv1d_is_corrected_over_its_one_position_axis(tmp_path):
     delta = torch.round(w / scale) * scale - w
     expected = torch.nn.functional.conv1d(torch.cat(inputs), delta, padding=1).mean((0, 2)).numpy()
     np.testing.assert_allclose(shifts[name], expected, rtol=1e-4, atol=1e-9)
-    assert quantize.quantize_bytes(path, batches, bias_batches=lambda: batches)
+    assert quantize.quantize_bytes(path, batches, bias_batches=batches)
 
 
 def test_a_damaged_calibration_photograph_is_named_with_the_fix(tmp_path, monkeypatch):
@@ -277,12 +282,8 @@ def test_unnamed_convs_are_quantized_and_corrected(tmp_path):
 
     path = _unnamed_convs_model(tmp_path / "unnamed.onnx")
     batches = [np.random.default_rng(k).uniform(0, 1, (8, 3, 24, 24)).astype(np.float32) for k in range(3)]
-    fp32 = _logits(path.read_bytes(), batches)
-    plain = quantize.quantize_bytes(path, batches)
-    corrected = quantize.quantize_bytes(path, batches, bias_batches=lambda: batches)
+    _, corrected, shift_plain, shift_corrected = _quantized_and_shifts(path, batches)
     assert sum(n.op_type == "DequantizeLinear" for n in onnx.load_from_string(corrected).graph.node) >= 2
-    shift_plain = np.abs((_logits(plain, batches) - fp32).mean(0)).sum()
-    shift_corrected = np.abs((_logits(corrected, batches) - fp32).mean(0)).sum()
     assert shift_corrected < shift_plain / 4, (shift_plain, shift_corrected)
 
 
@@ -305,10 +306,8 @@ def test_names_the_model_already_uses_are_never_taken(tmp_path):
     clash = tmp_path / "clash.onnx"
     onnx.save(model, str(clash))
     batches = [np.random.default_rng(k).uniform(0, 1, (8, 3, 24, 24)).astype(np.float32) for k in range(3)]
-    fp32 = _logits(clash.read_bytes(), batches)
-    plain = quantize.quantize_bytes(clash, batches)
-    corrected = quantize.quantize_bytes(clash, batches, bias_batches=lambda: batches)
-    assert np.abs((_logits(corrected, batches) - fp32).mean(0)).sum() < np.abs((_logits(plain, batches) - fp32).mean(0)).sum() / 4
+    _, _, shift_plain, shift_corrected = _quantized_and_shifts(clash, batches)
+    assert shift_corrected < shift_plain / 4, (shift_plain, shift_corrected)
 
 
 def test_opset_18_models_take_reduce_means_axes_as_an_input(tiny, tmp_path):
@@ -320,10 +319,8 @@ def test_opset_18_models_take_reduce_means_axes_as_an_input(tiny, tmp_path):
     torch.onnx.export(model, torch.zeros(1, 3, SIDE, SIDE), str(path), input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "n"}, "logits": {0: "n"}}, opset_version=18, dynamo=False)
     assert onnx.load(str(path)).opset_import[0].version == 18
-    fp32 = _logits(path.read_bytes(), batches)
-    plain = quantize.quantize_bytes(path, batches)
-    corrected = quantize.quantize_bytes(path, batches, bias_batches=lambda: batches)
-    assert np.abs((_logits(corrected, batches) - fp32).mean(0)).sum() < np.abs((_logits(plain, batches) - fp32).mean(0)).sum() / 4
+    _, _, shift_plain, shift_corrected = _quantized_and_shifts(path, batches)
+    assert shift_corrected < shift_plain / 4, (shift_plain, shift_corrected)
 
 
 def test_the_product_path_corrects_the_biases_on_the_calibration_views(monkeypatch, tmp_path):
@@ -334,7 +331,7 @@ def test_the_product_path_corrects_the_biases_on_the_calibration_views(monkeypat
     seen = {}
 
     def fake_quantize_bytes(path, batches, reduce=False, bias_batches=None, threads=1):
-        seen["bias"] = None if bias_batches is None else list(bias_batches())
+        seen["bias"] = bias_batches
         seen["batches"] = batches
         raise RuntimeError("stop here")
 
