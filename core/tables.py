@@ -276,6 +276,21 @@ def _zeroed(size: int) -> bytearray | None:
         return None
 
 
+def _unfilled(size: int):
+    """A writable buffer of ``size`` bytes whose contents are undefined until written (a NumPy uint8
+    array), or None where the memory is not there. Why not ``bytearray(size)``: it writes every byte
+    with zero first, a pass over the whole buffer before the read writes it again (0.17 s of the 370 MB
+    Browse table's 0.38 s read at 1,000,000 predictions); NumPy leaves the pages untouched and, for
+    large arrays, asks the kernel for huge pages where it grants them (``madvise``), so the read's
+    page faults are fewer. Only for a reader that returns None unless every byte was read."""
+    import numpy as np
+
+    try:
+        return np.empty(size, dtype=np.uint8)
+    except (MemoryError, ValueError):
+        return None
+
+
 def sha256_of_halves(data) -> tuple[bytes, bytes]:
     """SHA-256 digests of ``data``'s first ``len // 2`` bytes and of the rest, hashed on two threads
     (hashlib releases the GIL): the halves :func:`read_stored_hashed` hashes as it reads them. Why two:
@@ -293,7 +308,7 @@ def sha256_of_halves(data) -> tuple[bytes, bytes]:
 HALF_CHUNK = 8 << 20  # bytes read and hashed at a time by each half's thread
 
 
-def read_stored_hashed(path: Path, size: int) -> tuple[bytearray, bytes, bytes] | None:
+def read_stored_hashed(path: Path, size: int) -> tuple[object, bytes, bytes] | None:
     """:func:`read_stored_buffer` with the SHA-256 digests of the buffer's two halves (the first
     ``size // 2`` bytes and the rest), each half read and hashed in chunks on its own thread (file
     reads and hashlib release the GIL). Why: reading 370 MB and then hashing its halves was two passes
@@ -308,7 +323,7 @@ def read_stored_hashed(path: Path, size: int) -> tuple[bytearray, bytes, bytes] 
         return None if buffer is None else (buffer, *sha256_of_halves(buffer))
     try:
         with _stored_of_size(path, size) as fd:
-            buffer = _zeroed(size) if fd is not None else None
+            buffer = _unfilled(size) if fd is not None else None
             if buffer is None:
                 return None
             view = memoryview(buffer)

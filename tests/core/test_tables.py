@@ -71,7 +71,7 @@ def test_read_stored_hashed_reads_the_bytes_and_hashes_each_half(tmp_path, monke
     path.write_bytes(data)
     buffer, first, second = read_stored_hashed(path, len(data))
     half = len(data) // 2
-    assert buffer == read_stored_buffer(path, len(data)) == bytearray(data)
+    assert bytes(buffer) == read_stored_buffer(path, len(data)) == bytearray(data)
     assert (first, second) == (hashlib.sha256(data[:half]).digest(), hashlib.sha256(data[half:]).digest())
     for size in (len(data) - 1, len(data) + 1, 0):
         assert read_stored_hashed(path, size) is None, "exactly its size"
@@ -81,6 +81,23 @@ def test_read_stored_hashed_reads_the_bytes_and_hashes_each_half(tmp_path, monke
     os.mkfifo(fifo)
     assert read_stored_hashed(link, len(data)) is None and read_stored_hashed(fifo, 0) is None
     assert read_stored_hashed(tmp_path / "missing", 1) is None and read_stored_hashed(tmp_path, 4096) is None
+
+
+def test_read_stored_hashed_does_not_zero_its_buffer_first(tmp_path, monkeypatch):
+    """bytearray(size) writes every byte with zero before the read writes it again: 0.17 s of the 370 MB
+    Browse table's 0.37 s read at 1,000,000 predictions. The hashed read takes an unfilled buffer."""
+    import core.tables as tables
+
+    data = bytes(range(256)) * 40
+    path = tmp_path / "t.arrow"
+    path.write_bytes(data)
+
+    def zero_filled(size):
+        raise AssertionError("a zero-filled buffer")
+
+    monkeypatch.setattr(tables, "bytearray", zero_filled, raising=False)
+    buffer, first, second = tables.read_stored_hashed(path, len(data))
+    assert bytes(buffer) == data
 
 
 def test_read_stored_hashed_refuses_a_file_that_shrinks_or_grows_while_read(tmp_path, monkeypatch):
@@ -118,7 +135,7 @@ def test_a_sparse_file_of_the_claimed_size_is_refused_before_its_buffer(tmp_path
     dense = tmp_path / "dense.arrow"
     dense.write_bytes(b"\0" * (1 << 20))  # zeros written are data, not a hole
     assert read_stored_buffer(dense, 1 << 20) == bytearray(1 << 20)
-    assert read_stored_hashed(dense, 1 << 20)[0] == bytearray(1 << 20)
+    assert bytes(read_stored_hashed(dense, 1 << 20)[0]) == bytes(1 << 20)
 
 
 def test_no_memory_for_the_buffer_is_a_stale_file_not_an_error(tmp_path, monkeypatch):
@@ -128,8 +145,9 @@ def test_no_memory_for_the_buffer_is_a_stale_file_not_an_error(tmp_path, monkeyp
     path = tmp_path / "t.arrow"
     path.write_bytes(b"x" * 100)
 
-    def no_memory(size):
+    def no_memory(size, *args, **kwargs):
         raise MemoryError
 
     monkeypatch.setattr(tables, "bytearray", no_memory, raising=False)  # the module's name before the builtin
+    monkeypatch.setattr(np, "empty", no_memory)  # read_stored_hashed's unfilled buffer (tables._unfilled)
     assert read_stored_buffer(path, 100) is None and read_stored_hashed(path, 100) is None
