@@ -149,5 +149,7 @@ def test_no_memory_for_the_buffer_is_a_stale_file_not_an_error(tmp_path, monkeyp
         raise MemoryError
 
     monkeypatch.setattr(tables, "bytearray", no_memory, raising=False)  # the module's name before the builtin
-    monkeypatch.setattr(np, "empty", no_memory)  # read_stored_hashed's unfilled buffer (tables._unfilled)
+    import mmap
+
+    monkeypatch.setattr(mmap, "mmap", no_memory)  # read_stored_hashed's unfilled buffer (tables._unfilled)
     assert read_stored_buffer(path, 100) is None and read_stored_hashed(path, 100) is None
