@@ -280,9 +280,9 @@ def _unfilled(size: int):
     """A writable buffer of ``size`` bytes whose contents are undefined until written (an anonymous
     memory map: the kernel hands out its pages as they are first written), or None where the memory
     is not there. Why not ``bytearray(size)``: it writes every byte with zero first, a pass over the
-    whole buffer before the read writes it again. Measured on the Browse page's first load at
-    1,000,000 predictions (370 MB table, median of pairs): median of 6 alternating in one process: bytearray 1.38 s, this map 1.20 s;
-    a NumPy array was slower still (1.71 s: it asks for huge pages, which the kernel had to
+    whole buffer before the read writes it again. The Browse page's first load at 1,000,000
+    predictions (370 MB table), median of 6 alternating in one process: bytearray 1.38 s, this map
+    1.20 s; a NumPy array was slower still (1.71 s: it asks for huge pages, which the kernel had to
     assemble for every new table). Only for a reader that returns None unless every byte was read."""
     import mmap
 
