@@ -141,10 +141,11 @@ class PredictionParts:
             written.append(folder / name)
         return written
 
-    def _columns_of_parts(self, columns: list[str]):
+    def _columns_of_parts(self, columns: list[str], *, dictionary: bool = False):
         """(folder, path, a pyarrow table of ``columns``) for each part file, in :meth:`read`'s order, read from
         those columns alone; a part without them is skipped, one that cannot be read is a one-line
-        StoreError."""
+        StoreError. ``dictionary``: string columns come dictionary-encoded, as Parquet stores them (each
+        distinct value decoded once, not once a row)."""
         import pyarrow.parquet as pq
 
         for folder in model_folders(self.folder):
@@ -155,7 +156,7 @@ class PredictionParts:
                     raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
                 with handle:
                     try:
-                        parquet = pq.ParquetFile(handle)
+                        parquet = pq.ParquetFile(handle, read_dictionary=columns if dictionary else None)
                         if not set(columns) <= set(parquet.schema_arrow.names):
                             continue
                         table = parquet.read(columns=columns)
@@ -168,12 +169,13 @@ class PredictionParts:
         """model -> the family its stored 'ok' rows record (its model stamp: one model per id, which
         ``classify.targets`` keeps; the latest part file's where they differ, as :meth:`read`'s latest
         row wins), for the models whose rows record one; read from the 'model', 'family' and 'status'
-        columns alone. Why: the Results page read every stored row for this (0.8 s at 1,000,000
+        columns alone, dictionary-encoded (1,000,000 predictions: 97 -> 40 ms; each row's strings decoded
+        were most of it). Why: the Results page read every stored row for this (0.8 s at 1,000,000
         predictions)."""
         import pyarrow.compute as pc
 
         out: dict[str, str] = {}
-        for _, path, rows in self._columns_of_parts(["model", "family", "status"]):
+        for _, path, rows in self._columns_of_parts(["model", "family", "status"], dictionary=True):
             try:
                 pairs = rows.filter(pc.equal(rows.column("status"), "ok")).group_by(["model", "family"]).aggregate([])
             except Exception as exc:  # columns of another type (a hand-made part)
