@@ -376,12 +376,17 @@ def _last_of_each(values) -> np.ndarray:
     return np.sort(len(codes) - 1 - first_from_end)
 
 
-def compare_models(table: pd.DataFrame, a: str, b: str) -> ModelComparison:
+def compare_models(table: pd.DataFrame, a: str, b: str, *, image_codes: np.ndarray | None = None) -> ModelComparison:
     """Per image, how models ``a`` and ``b`` did (top-1, strict), on the images of ``table`` (an
     :func:`image_table`, possibly filtered) that both predicted: both wrong, only A wrong, only B
-    wrong, both right. Images whose truth or correctness is unknown are left out."""
+    wrong, both right. Images whose truth or correctness is unknown are left out. ``image_codes``:
+    :func:`sorted_codes` of ``table["image"]`` (row for row), when the caller holds them (the dashboard
+    keeps them per table): the images are then deduplicated, paired and ordered by integer codes, not
+    by their names (1,000,000 rows: 0.16-0.2 s -> see :func:`_compare_by_codes`); the same table."""
     if a == b:
         raise BrowseError(f"Compare two different models (both are {a!r}).")
+    if image_codes is not None:
+        return _compare_by_codes(table, a, b, np.asarray(image_codes))
     keys = ["image", "true_wnid"]
     sides = []
     known = table["correct"].notna().to_numpy()
@@ -402,9 +407,47 @@ def compare_models(table: pd.DataFrame, a: str, b: str) -> ModelComparison:
     rank = {g: i for i, g in enumerate(GROUPS)}
     both["_g"] = both["group"].map(rank)
     both = both.sort_values(["_g", "true_wnid", "image"], kind="stable").drop(columns="_g").reset_index(drop=True)
-    order = ["group", "image", "true_wnid", "true_name",
-             *[p + c.removesuffix("_1") for p in ("a_", "b_") for c in _SIDE_COLUMNS]]
-    return ModelComparison(a, b, both[order])
+    return ModelComparison(a, b, both[_COMPARE_ORDER])
+
+
+_COMPARE_ORDER = ["group", "image", "true_wnid", "true_name",
+                  *[p + c.removesuffix("_1") for p in ("a_", "b_") for c in _SIDE_COLUMNS]]
+
+
+def _compare_by_codes(table: pd.DataFrame, a: str, b: str, codes: np.ndarray) -> ModelComparison:
+    """:func:`compare_models` with the images' :func:`sorted_codes` (ranks among the sorted names, NA
+    after them): each model's last row of an image kept (as ``_last_of_each``), an A row paired with
+    B's row of the same image code when their true classes are equal (NA equals NA, as ``merge``
+    pairs keys), then ordered by group, true class and image rank (the names' order, NA last)."""
+    if len(codes) != len(table):
+        raise BrowseError(f"{len(codes):,} image codes for {len(table):,} rows: give sorted_codes of this table's images.")
+    known = table["correct"].notna().to_numpy()
+    kept = []
+    for model in (a, b):
+        positions = np.flatnonzero((table["model"] == model).to_numpy(dtype=bool, na_value=False) & known)
+        mine = codes[positions]
+        _, first_from_end = np.unique(mine[::-1], return_index=True)  # each image's last row
+        kept.append(positions[np.sort(len(mine) - 1 - first_from_end)])
+    at_a, at_b = kept
+    where_b = np.full(int(codes.max(initial=-1)) + 2, -1, dtype=np.int64)  # image code -> B's row (codes are unique)
+    where_b[codes[at_b]] = np.arange(len(at_b))
+    partner = where_b[codes[at_a]]
+    paired = np.flatnonzero(partner >= 0)
+    at_a, at_b = at_a[paired], at_b[partner[paired]]
+    truth_a, truth_b = table["true_wnid"].take(at_a), table["true_wnid"].take(at_b)
+    same = (truth_a.to_numpy(dtype=object, na_value=None) == truth_b.to_numpy(dtype=object, na_value=None))
+    at_a, at_b = at_a[same], at_b[same]
+    side_a = table[["image", "true_wnid", "true_name", *_SIDE_COLUMNS]].take(at_a).rename(
+        columns={c: "a_" + c.removesuffix("_1") for c in _SIDE_COLUMNS})
+    side_b = table[list(_SIDE_COLUMNS)].take(at_b).rename(columns={c: "b_" + c.removesuffix("_1") for c in _SIDE_COLUMNS})
+    both = pd.concat([side_a.reset_index(drop=True), side_b.reset_index(drop=True)], axis=1)
+    a_ok = both["a_correct"].to_numpy(dtype=bool)
+    b_ok = both["b_correct"].to_numpy(dtype=bool)
+    group_codes = np.select([~a_ok & ~b_ok, ~a_ok & b_ok, a_ok & ~b_ok], [0, 1, 2], default=3)
+    order = np.lexsort((codes[at_a], sorted_codes(both["true_wnid"])[0], group_codes))
+    both = both.take(order).reset_index(drop=True)
+    both.insert(0, "group", pd.array(np.asarray(GROUPS, dtype=object)[group_codes[order]], dtype="string"))
+    return ModelComparison(a, b, both[_COMPARE_ORDER])
 
 
 # --------------------------------------------------------------------------- curation, error types, order

@@ -18,13 +18,13 @@ import pandas as pd
 import streamlit as st
 
 from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, OUTCOMES, SORT_LABELS, SORTS, UNMATCHED,
-                            card_rows, compare_models, filter_images)
+                            card_rows, compare_models, image_mask)
 from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
 from pages.pictures import stored_picture
 from pages.tables import NA_DASH, download_csv, percent_rounded, show_table
-from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_table, image_table_key,
-                         no_predictions_note, paired_test)
+from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_codes, image_table,
+                         image_table_key, no_predictions_note, paired_test)
 from pages.text import error_type_line, escape_markdown, listed, plural
 from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, remember_url, require_run, url_from_outside,
                              write_params)
@@ -81,10 +81,14 @@ def _options(run_path: str, predictions_fp: str, manifest_fp: str, view: str, cu
 
 @st.cache_resource(max_entries=8, show_spinner="Comparing the two models…")
 def _two_models(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model_a: str,
-                model_b: str, true: str, _table):
+                model_b: str, true: str, _table, _image_codes):
     """explain.browse.compare_models of the image table (the true-class filter applied), per pair and
-    class: shared, read-only."""
-    return compare_models(filter_images(_table, true=true or None), model_a, model_b)
+    class: shared, read-only. ``_image_codes``: the table's (pages.reads.image_codes): the images are
+    paired by them (1,000,000 predictions: 0.2 -> 0.09 s of the first load)."""
+    if not true:
+        return compare_models(_table, model_a, model_b, image_codes=_image_codes)
+    keep = image_mask(_table, true=true)
+    return compare_models(_table[keep].reset_index(drop=True), model_a, model_b, image_codes=_image_codes[keep])
 
 
 # --------------------------------------------------------------------------- the URL
@@ -499,8 +503,7 @@ model_a = ca.selectbox("Model A", all_models, key="cmp_a")
 others = [m for m in all_models if m != model_a]
 _keep_valid("cmp_b", others, others[0])
 model_b = cb.selectbox("Model B", others, key="cmp_b")
-comparison = _two_models(*table_key, model_a, model_b,
-                         true, table)
+comparison = _two_models(*table_key, model_a, model_b, true, table, image_codes(image_key))
 where = f" of {escape_markdown(names[true])}" if true else ""
 cc.caption(f"A = {escape_markdown(model_a)}, B = {escape_markdown(model_b)}: top-1, strict, on the "
            f"{plural(comparison.n_images, 'image')}{where} that both predicted (the true-class filter above applies, "

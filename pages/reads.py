@@ -452,6 +452,13 @@ def _image_codes(*key) -> tuple[np.ndarray, pd.Index]:
     return _read_only(codes), uniques
 
 
+def image_codes(key: tuple) -> np.ndarray:
+    """The images of the image table of ``key`` (:func:`image_table_key`) as codes into their sorted
+    names, row for row (explain.browse.sorted_codes; shared, read-only): what compare_models and
+    selection_images pair and order by instead of the names."""
+    return _guarded(_image_codes, *key)[0]
+
+
 @st.cache_resource(max_entries=8, show_spinner="Selecting the images…")
 def _browse_positions(key: tuple, filters: tuple) -> np.ndarray:
     from explain.browse import annotated_mask, image_mask

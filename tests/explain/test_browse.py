@@ -227,6 +227,38 @@ def test_compare_on_a_filtered_table_and_errors(table):
         cmp.group("neither")
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compare_by_image_codes_is_the_same_table(table, seed):
+    """compare_models with the images' sorted codes (what the dashboard holds per table) pairs, keeps and
+    orders by integers: the same table as by the names, on the rows shuffled, an image a model predicted
+    twice (its last row counts), an image without a name, one the two models give different truths (two
+    images, neither paired), a filtered table and an empty one."""
+    from explain.browse import sorted_codes
+
+    rng = np.random.default_rng(seed)
+    again = table[(table["model"] == "vit") & (table["image"] == f"{TABBY}/a.jpg")].assign(
+        pred_wnid_1=TABBY, correct=True, relation="correct")
+    nameless = table[table["image"] == f"{COUGAR}/b.jpg"].assign(image=pd.NA)
+    other_truth = table[(table["model"] == "vit") & (table["image"] == f"{LYNX}/a.jpg")].assign(true_wnid=COUGAR)
+    rows = pd.concat([table, again, nameless, other_truth], ignore_index=True)
+    rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
+    for frame in (rows, filter_images(rows, true=TABBY), rows.iloc[0:0]):
+        for a, b in (("resnet", "vit"), ("vit", "resnet"), ("resnet", "nobody")):
+            by_names = compare_models(frame, a, b).images
+            by_codes = compare_models(frame, a, b, image_codes=sorted_codes(frame["image"])[0]).images
+            pd.testing.assert_frame_equal(by_codes, by_names)
+    paired = compare_models(rows, "resnet", "vit")
+    vit_last = bool(rows[(rows["model"] == "vit") & (rows["image"] == f"{TABBY}/a.jpg")]["correct"].iloc[-1])
+    assert (f"{TABBY}/a.jpg" in paired.group("both_right")["image"].dropna().tolist()) == vit_last, \
+        "vit's last row of the image counts"
+    last_truth = rows[(rows["model"] == "vit") & (rows["image"] == f"{LYNX}/a.jpg")]["true_wnid"].iloc[-1]
+    assert (f"{LYNX}/a.jpg" in paired.images["image"].dropna().tolist()) == (last_truth == LYNX), \
+        "paired only where vit's last row of the image has resnet's truth"
+    assert paired.images["image"].isna().sum() == 1, "the images without a name are one image, as merge pairs NA"
+    with pytest.raises(BrowseError, match="image codes"):
+        compare_models(rows, "resnet", "vit", image_codes=np.zeros(3, dtype=np.int64))
+
+
 def test_card_rows_lead_with_the_selection_and_mark_the_rest(table):
     """Issue 22 item 16: a card's rows are the chosen models' rows of its image, the filtered ones
     first; 'matched' is membership in the selection, not a filter evaluated again."""
