@@ -273,20 +273,29 @@ def misclassified_images(run: Run, model: str, true_wnid: str, view: str | None 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model: str,
-                   classes: tuple, n: int) -> list:
+                   classes_key: str, n: int, _classes: tuple) -> list:
     from explain.matrix import most_confused
 
     return most_confused(_model_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp, model), model,
-                         list(classes), n)
+                         list(_classes), n)
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting the confusions…")
 def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model: str,
-                      classes: tuple, outside: str, shown: tuple | None) -> pd.DataFrame:
+                      classes_key: str, outside: str, shown: tuple | None, _classes: tuple) -> pd.DataFrame:
     from explain.matrix import confusion_matrix
 
     return confusion_matrix(_model_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp, model), model,
-                            list(classes), outside=outside, shown=list(shown) if shown is not None else None)
+                            list(_classes), outside=outside, shown=list(shown) if shown is not None else None)
+
+
+def classes_key(classes: tuple) -> str:
+    """A digest of ``classes`` (their number, each name and its order), the cache key of the tuple itself.
+    Why: Streamlit hashed a 1,000-class tuple element by element on every call (4.7 ms; Confusions makes
+    two calls a rerun); a class name never holds a NUL."""
+    import hashlib
+
+    return f"{len(classes)}:" + hashlib.blake2b("\0".join(map(str, classes)).encode(), digest_size=16).hexdigest()
 
 
 def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor",
@@ -294,11 +303,12 @@ def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor"
     """``explain.matrix.confusion_matrix`` of ``model`` on the run's usable predictions in ``view``
     (default the page's; every prediction of a run without a manifest) as counts, and the classes
     it shows: with ``cap``, ``explain.matrix.most_confused``'s ``cap`` classes, else None (all).
-    Cached per model, classes, grouping and cap, keyed by the fingerprints of the predictions, the
-    manifest and (curated) the log; what it returns is a copy."""
-    key = _key(run, view) + (model, tuple(classes))
-    shown = _guarded(_most_confused, *key, int(cap)) if cap else None
-    counts = _guarded(_confusion_counts, *key, outside, tuple(shown) if shown is not None else None)
+    Cached per model, classes (:func:`classes_key`), grouping and cap, keyed by the fingerprints of the
+    predictions, the manifest and (curated) the log; what it returns is a copy."""
+    classes = tuple(classes)
+    key = _key(run, view) + (model, classes_key(classes))
+    shown = _guarded(_most_confused, *key, int(cap), classes) if cap else None
+    counts = _guarded(_confusion_counts, *key, outside, tuple(shown) if shown is not None else None, classes)
     return counts, shown
 
 

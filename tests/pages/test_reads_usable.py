@@ -117,3 +117,20 @@ def test_the_cached_matrix_is_the_library_matrix_and_follows_new_predictions(tmp
     run.append_predictions(pd.DataFrame({"model": MODEL, "image": ["z"], "true_wnid": [TABBY], "pred_wnid": [TABBY],
                                          "prob_1": [0.7], "label_space": "imagenet-1k", "status": "ok"}))
     assert int(confusion_matrix(run, MODEL, classes)[0].to_numpy().sum()) == before + 1
+    # The classes are keyed by a digest (pages.reads.classes_key), not hashed one by one: other classes, or
+    # the same in another order, are another matrix.
+    fewer = classes[:-1]
+    pd.testing.assert_frame_equal(confusion_matrix(run, MODEL, fewer)[0],
+                                  library(run.read_predictions(), MODEL, fewer))
+    reordered = classes[::-1]
+    pd.testing.assert_frame_equal(confusion_matrix(run, MODEL, reordered)[0],
+                                  library(run.read_predictions(), MODEL, reordered))
+
+
+def test_the_classes_key_tells_every_list_of_classes_apart():
+    from pages.reads import classes_key
+
+    keys = {classes_key(c) for c in [(), ("a",), ("a", "b"), ("b", "a"), ("ab",), ("a", "bc"), ("ab", "c"),
+                                     ("a", "b", ""), ("",)]}
+    assert len(keys) == 9
+    assert classes_key(("a", "b")) == classes_key(("a", "b"))
