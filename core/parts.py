@@ -144,8 +144,8 @@ class PredictionParts:
     def _columns_of_parts(self, columns: list[str], *, dictionary: bool = False):
         """(folder, path, a pyarrow table of ``columns``) for each part file, in :meth:`read`'s order, read from
         those columns alone; a part without them is skipped, one that cannot be read is a one-line
-        StoreError. ``dictionary``: string columns come dictionary-encoded, as Parquet stores them (each
-        distinct value decoded once, not once a row)."""
+        StoreError. ``dictionary``: string columns come dictionary-encoded (each distinct value decoded once
+        where Parquet stored them so, not once a row; one dictionary per row group)."""
         import pyarrow.parquet as pq
 
         for folder in model_folders(self.folder):
@@ -177,6 +177,9 @@ class PredictionParts:
         out: dict[str, str] = {}
         for _, path, rows in self._columns_of_parts(["model", "family", "status"], dictionary=True):
             try:
+                # One dictionary for every row group (each comes with its own): grouping keys whose dictionaries
+                # differ raised "Unifying differing dictionaries" (a code review: a part of two row groups).
+                rows = rows.unify_dictionaries()
                 pairs = rows.filter(pc.equal(rows.column("status"), "ok")).group_by(["model", "family"]).aggregate([])
             except Exception as exc:  # columns of another type (a hand-made part)
                 raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") from None

@@ -49,6 +49,21 @@ def test_recorded_families_read_the_ok_rows_family_stamp_latest_part_first(tmp_p
         parts.recorded_families()
 
 
+def test_recorded_families_read_a_part_of_several_row_groups(tmp_path):
+    """Read dictionary-encoded, each row group brings its own dictionary: a part whose row groups hold
+    different families (a hand-made part, a large compacted one) is still read (a code review:
+    "Unifying differing dictionaries" made it 'not a readable Parquet file' and stopped the Results page)."""
+    import pyarrow.parquet as pq
+
+    parts = PredictionParts(tmp_path / "p")
+    parts.append(pd.concat([_preds("a", ["1", "2"]).assign(family="CNN"),
+                            _preds("a", ["3", "4"]).assign(family="transformer")], ignore_index=True))
+    (part,) = (tmp_path / "p").rglob("part-*.parquet")
+    pq.write_table(pq.read_table(part), part, row_group_size=2)
+    assert pq.ParquetFile(part).metadata.num_row_groups == 2
+    assert parts.recorded_families() == {"a": "transformer"}
+
+
 def test_recorded_families_refuse_special_part_files_in_one_line(tmp_path):
     """A part that is a dangling link, a link loop or a FIFO is a one-line StoreError, never a hang."""
     import os
