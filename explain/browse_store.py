@@ -117,7 +117,9 @@ def _arrow_kind(arrow_type) -> str:
                                                                                           f"arrow {arrow_type}")
 
 
-def _parse(data: bytearray) -> pd.DataFrame | None:
+def _parse(data) -> pd.DataFrame | None:
+    """The table in ``data`` (a writable buffer: core.tables.read_stored_hashed's map), Arrow's columns over
+    its bytes, or None where it is not what write_browse_table writes."""
     import pyarrow as pa
 
     try:

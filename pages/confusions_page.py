@@ -187,12 +187,13 @@ st.caption("Each model's most frequent confusions of this class. MF (misclassifi
            "share of the class's mistakes. " + relation_help())
 
 # ------------------------------------------------------------------ side by side per model
-# The class's rows once, then each model's among them: a mask over the whole tables per model was 60 ms of
+# The class's rows once, then each model's among them: a mask over the whole tables per model was ~65 ms of
 # every rerun at 1,000,000 predictions (10 models, 30,000 confusions).
 class_stats = tables.per_class[(tables.per_class["true_wnid"] == true_wnid).to_numpy(dtype=bool, na_value=False)]
 class_top = confusions[(confusions["true_wnid"] == true_wnid).to_numpy(dtype=bool, na_value=False)]
 # Each model's counts and accuracy with its interval, as Results' cells, from its row (one per model and class;
-# the first if a hand-made table had two): read as lists, not as a row each (86 columns: 86 takes a model).
+# the first if a hand-made table had two): read as lists, not as a row each (taking one row of the 86-column
+# table takes from each of its 86 columns, once per model).
 stats_of = {}
 for model, n, n_mistakes, accuracy in zip(class_stats["model"], class_stats["n"], class_stats["n_mistakes"],
                                           interval_texts(class_stats, "accuracy")):

@@ -273,7 +273,7 @@ def misclassified_images(run: Run, model: str, true_wnid: str, view: str | None 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model: str,
-                   classes_key: str, n: int, _classes: tuple) -> list:
+                   classes_digest: str, n: int, _classes: tuple) -> list:
     from explain.matrix import most_confused
 
     return most_confused(_model_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp, model), model,
@@ -282,7 +282,7 @@ def _most_confused(run_path: str, predictions_fp: str, manifest_fp: str, view: s
 
 @st.cache_data(max_entries=16, show_spinner="Counting the confusions…")
 def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str, model: str,
-                      classes_key: str, outside: str, shown: tuple | None, _classes: tuple) -> pd.DataFrame:
+                      classes_digest: str, outside: str, shown: tuple | None, _classes: tuple) -> pd.DataFrame:
     from explain.matrix import confusion_matrix
 
     return confusion_matrix(_model_view_rows(run_path, predictions_fp, manifest_fp, view, curation_fp, model), model,

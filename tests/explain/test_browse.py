@@ -231,22 +231,28 @@ def test_compare_on_a_filtered_table_and_errors(table):
 def test_compare_by_image_codes_is_the_same_table(table, seed):
     """compare_models with the images' sorted codes (what the dashboard holds per table) pairs, keeps and
     orders by integers: the same table as by the names, on the rows shuffled, an image a model predicted
-    twice (its last row counts), an image without a name, one the two models give different truths (two
-    images, neither paired), a filtered table and an empty one."""
-    from explain.browse import sorted_codes
+    twice (its last row counts), an image without a name, one without a true class, one a model gives two
+    truths (paired only where its last row has the other model's truth), a filtered table with the whole
+    table's codes (not dense: what the page passes) and an empty one."""
+    from explain.browse import image_mask, sorted_codes
 
     rng = np.random.default_rng(seed)
     again = table[(table["model"] == "vit") & (table["image"] == f"{TABBY}/a.jpg")].assign(
         pred_wnid_1=TABBY, correct=True, relation="correct")
     nameless = table[table["image"] == f"{COUGAR}/b.jpg"].assign(image=pd.NA)
+    untrue = table[table["image"] == f"{COUGAR}/a.jpg"].assign(image="untrue.jpg", true_wnid=pd.NA)
     other_truth = table[(table["model"] == "vit") & (table["image"] == f"{LYNX}/a.jpg")].assign(true_wnid=COUGAR)
-    rows = pd.concat([table, again, nameless, other_truth], ignore_index=True)
+    rows = pd.concat([table, again, nameless, untrue, other_truth], ignore_index=True)
     rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
-    for frame in (rows, filter_images(rows, true=TABBY), rows.iloc[0:0]):
+    codes = sorted_codes(rows["image"])[0]
+    keep = image_mask(rows, true=TABBY)
+    cases = [(rows, codes), (rows[keep].reset_index(drop=True), codes[keep]), (rows.iloc[0:0], codes[:0])]
+    for frame, frame_codes in cases:
         for a, b in (("resnet", "vit"), ("vit", "resnet"), ("resnet", "nobody")):
             by_names = compare_models(frame, a, b).images
-            by_codes = compare_models(frame, a, b, image_codes=sorted_codes(frame["image"])[0]).images
-            pd.testing.assert_frame_equal(by_codes, by_names)
+            pd.testing.assert_frame_equal(compare_models(frame, a, b, image_codes=frame_codes).images, by_names)
+            pd.testing.assert_frame_equal(
+                compare_models(frame, a, b, image_codes=sorted_codes(frame["image"])[0]).images, by_names)
     paired = compare_models(rows, "resnet", "vit")
     vit_last = bool(rows[(rows["model"] == "vit") & (rows["image"] == f"{TABBY}/a.jpg")]["correct"].iloc[-1])
     assert (f"{TABBY}/a.jpg" in paired.group("both_right")["image"].dropna().tolist()) == vit_last, \
@@ -255,6 +261,7 @@ def test_compare_by_image_codes_is_the_same_table(table, seed):
     assert (f"{LYNX}/a.jpg" in paired.images["image"].dropna().tolist()) == (last_truth == LYNX), \
         "paired only where vit's last row of the image has resnet's truth"
     assert paired.images["image"].isna().sum() == 1, "the images without a name are one image, as merge pairs NA"
+    assert "untrue.jpg" in paired.images["image"].dropna().tolist(), "no true class on both sides: paired, as merge"
     with pytest.raises(BrowseError, match="image codes"):
         compare_models(rows, "resnet", "vit", image_codes=np.zeros(3, dtype=np.int64))
 
