@@ -21,7 +21,7 @@ from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, 
                             card_rows, compare_models, image_mask)
 from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
-from pages.pictures import stored_picture
+from pages.pictures import grid_thumbnails, stored_picture
 from pages.tables import NA_DASH, download_csv, percent_rounded, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_codes, image_table,
                          image_table_key, no_predictions_note, paired_test)
@@ -253,31 +253,13 @@ def _prob(value) -> str:
     return NA_DASH if value is None or pd.isna(value) else f"{float(value):.1%}"
 
 
-@st.cache_data(max_entries=1024, show_spinner=False)
-def _thumbnail(path: str, mtime_ns: int) -> bytes | None:
-    """The whole image, letterboxed into one 4:3 box (JPEG bytes), so the grid's rows line up;
-    None when it cannot be decoded. Keyed by the file's mtime: a replaced file is read again."""
-    import io
-
-    from PIL import ImageOps
-
-    from core.imageio import ImageLoadError, load_rgb
-
-    try:
-        picture = ImageOps.pad(load_rgb(path), THUMBNAIL, color=(240, 242, 246))
-    except ImageLoadError:
-        return None
-    out = io.BytesIO()
-    picture.save(out, format="JPEG", quality=85)
-    return out.getvalue()
-
-
-def _image(path_of: str) -> None:
-    """The image file when the run has it; a note otherwise (uploaded predictions have none)."""
-    path = stored_picture(run, path_of)
-    if path is None:
+def _image(path_of: str, thumbnails: dict) -> None:
+    """The image's thumbnail (pages.pictures.grid_thumbnails, made for the whole grid at once) when the run
+    has its file; a note otherwise (uploaded predictions have none)."""
+    if path_of not in thumbnails:
+        stored_picture(run, path_of)  # says why there is none
         return
-    thumbnail = _thumbnail(str(path), path.stat().st_mtime_ns)
+    thumbnail = thumbnails[path_of]
     if thumbnail is None:
         st.caption(f"Cannot decode {escape_markdown(path_of)}")
     else:
@@ -309,12 +291,13 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
     by_image: dict[str, list[dict]] = {}
     for record in cards.to_dict("records"):  # once: a frame's to_dict per card cost 6 ms each
         by_image.setdefault(record["image"], []).append(record)
+    thumbnails = grid_thumbnails(run, images["image"].astype(str), THUMBNAIL) if has_files else {}
     for start in range(0, len(images), GRID_COLUMNS):
         cols = st.columns(GRID_COLUMNS)
         for col, item in zip(cols, images.iloc[start:start + GRID_COLUMNS].itertuples(index=False)):
             with col.container(border=True):
                 if has_files:
-                    _image(item.image)
+                    _image(str(item.image), thumbnails)
                 st.markdown(f"**{escape_markdown(_name(item.true_wnid))}**")
                 rows = by_image.get(item.image, [])
                 st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")

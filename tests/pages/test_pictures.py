@@ -10,3 +10,52 @@ def test_a_stored_picture_with_a_name_too_long_for_the_file_system_is_a_caption(
     run = RunStore(tmp_path).create_run(RunInfo(run_id="r", label_space="imagenet-1k"))
     run.images_dir.mkdir(parents=True, exist_ok=True)
     assert stored_picture(run, "x" * 300) is None
+
+
+def test_grid_thumbnails_are_made_together_kept_per_file_and_say_what_is_missing(tmp_path, monkeypatch):
+    """pages.pictures.grid_thumbnails: each image with a file gets letterboxed's bytes (a damaged one None),
+    an image without a file is left out (the card says so), a replaced file is made again, one made before
+    is not; the store keeps its most recently used and makes a grid's misses on several threads."""
+    import io
+    import itertools
+    import os
+    import threading
+
+    from PIL import Image
+
+    import pages.pictures as pictures
+    from core.runstore import RunInfo, RunStore
+
+    run = RunStore(tmp_path).create_run(RunInfo(run_id="r", label_space="imagenet-1k"))
+    (run.images_dir / "c").mkdir(parents=True)
+    for name, colour in (("a", (200, 0, 0)), ("b", (0, 200, 0))):
+        Image.new("RGB", (64, 48), colour).save(run.images_dir / "c" / f"{name}.jpg")
+    (run.images_dir / "c" / "bad.jpg").write_bytes(b"not a jpeg")
+    store = pictures.ThumbnailStore(limit=3)
+    monkeypatch.setattr(pictures, "_thumbnail_store", lambda: store)
+    made = []
+    real = pictures.letterboxed
+    together = threading.Barrier(2, timeout=10)  # the grid's first two thumbnails are made at the same time
+
+    calls = itertools.count()
+
+    def counted(path, box):
+        made.append(os.path.basename(path))
+        if next(calls) < 2:
+            together.wait()
+        return real(path, box)
+
+    monkeypatch.setattr(pictures, "letterboxed", counted)
+    monkeypatch.setattr(pictures.os, "cpu_count", lambda: 2)
+    got = pictures.grid_thumbnails(run, ["c/a.jpg", "c/b.jpg", "c/bad.jpg", "c/gone.jpg", "c/a.jpg"], (32, 24))
+    assert set(got) == {"c/a.jpg", "c/b.jpg", "c/bad.jpg"} and got["c/bad.jpg"] is None
+    assert Image.open(io.BytesIO(got["c/a.jpg"])).size == (32, 24)
+    assert sorted(made) == ["a.jpg", "b.jpg", "bad.jpg"], "each made once (two of them at once: the barrier)"
+    made.clear()
+    again = pictures.grid_thumbnails(run, ["c/a.jpg", "c/b.jpg"], (32, 24))
+    assert again == {k: got[k] for k in ("c/a.jpg", "c/b.jpg")} and made == [], "kept"
+    Image.new("RGB", (64, 48), (0, 0, 200)).save(run.images_dir / "c" / "a.jpg")
+    os.utime(run.images_dir / "c" / "a.jpg", ns=(1, 1))  # another modification time: another file
+    replaced = pictures.grid_thumbnails(run, ["c/a.jpg"], (32, 24))
+    assert made == ["a.jpg"] and replaced["c/a.jpg"] != got["c/a.jpg"]
+    assert len(store._items) == 3, "the least recently used left"
