@@ -111,6 +111,12 @@ def model_folders(folder: Path) -> list[Path]:
     return out
 
 
+def _is_text(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
 class PredictionParts:
     """One folder of prediction part files. Paths and table I/O; no business logic."""
 
@@ -144,8 +150,8 @@ class PredictionParts:
     def _columns_of_parts(self, columns: list[str], *, dictionary: bool = False):
         """(folder, path, a pyarrow table of ``columns``) for each part file, in :meth:`read`'s order, read from
         those columns alone; a part without them is skipped, one that cannot be read is a one-line
-        StoreError. ``dictionary``: string columns come dictionary-encoded (each distinct value decoded once
-        where Parquet stored them so, not once a row; one dictionary per row group)."""
+        StoreError. ``dictionary``: text columns come dictionary-encoded (each distinct value decoded once
+        where Parquet stored them so, not once a row; one dictionary per row group); others as they are."""
         import pyarrow.parquet as pq
 
         for folder in model_folders(self.folder):
@@ -156,9 +162,13 @@ class PredictionParts:
                     raise StoreError(f"{path} cannot be read ({exc.strerror or exc}).") from None
                 with handle:
                     try:
-                        parquet = pq.ParquetFile(handle, read_dictionary=columns if dictionary else None)
+                        parquet = pq.ParquetFile(handle)
                         if not set(columns) <= set(parquet.schema_arrow.names):
                             continue
+                        strings = [c for c in columns if dictionary and _is_text(parquet.schema_arrow.field(c).type)]
+                        if strings:  # asked for a column the file lacks, read_dictionary raised (a hostile check)
+                            handle.seek(0)
+                            parquet = pq.ParquetFile(handle, read_dictionary=strings)
                         table = parquet.read(columns=columns)
                     except Exception as exc:  # pyarrow raises several types for a damaged file
                         raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") \
@@ -180,7 +190,10 @@ class PredictionParts:
                 # One dictionary for every row group (each comes with its own): grouping keys whose dictionaries
                 # differ raised "Unifying differing dictionaries" (a code review: a part of two row groups).
                 rows = rows.unify_dictionaries()
-                pairs = rows.filter(pc.equal(rows.column("status"), "ok")).group_by(["model", "family"]).aggregate([])
+                # One thread: with several row groups' keys, the threaded grouping's order changed between calls
+                # (a hostile check: the family that wins below was then chosen at random).
+                pairs = rows.filter(pc.equal(rows.column("status"), "ok")).group_by(
+                    ["model", "family"], use_threads=False).aggregate([])
             except Exception as exc:  # columns of another type (a hand-made part)
                 raise StoreError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())}).") from None
             for model, family in zip(pairs.column("model").to_pylist(), pairs.column("family").to_pylist()):

@@ -352,10 +352,13 @@ def read_stored_hashed(path: Path, size: int) -> tuple[object, bytes, bytes] | N
                     at += got
                 return digest.digest()
 
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-read") as pool:
-                second = pool.submit(half, size // 2, size)
-                first = half(0, size // 2)
-                second = second.result()
+            try:
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-read") as pool:
+                    second = pool.submit(half, size // 2, size)
+                    first = half(0, size // 2)
+                    second = second.result()
+            except RuntimeError:  # no thread to be had (its stack over an address-space limit): one pass
+                first, second = half(0, size // 2), half(size // 2, size)
             if first is None or second is None or os.pread(fd, 1, size) != b"":  # shrank or grew meanwhile
                 return None
             return buffer, first, second

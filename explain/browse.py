@@ -420,8 +420,9 @@ def _compare_by_codes(table: pd.DataFrame, a: str, b: str, codes: np.ndarray) ->
     after them): each model's last row of an image kept (as ``_last_of_each``), an A row paired with
     B's row of the same image code when their true classes are equal (NA equals NA, as ``merge``
     pairs keys), then ordered by group, true class and image rank (the names' order, NA last)."""
-    if len(codes) != len(table):
-        raise BrowseError(f"{len(codes):,} image codes for {len(table):,} rows: give sorted_codes of this table's images.")
+    if len(codes) != len(table) or (len(codes) and (codes.min() < 0 or codes.max() > len(codes))):
+        raise BrowseError(f"{len(codes):,} image codes for {len(table):,} rows, not one rank each from 0 to the "
+                          "number of rows: give sorted_codes of this table's images.")
     known = table["correct"].notna().to_numpy()
     kept = []
     for model in (a, b):

@@ -290,12 +290,14 @@ def _confusion_counts(run_path: str, predictions_fp: str, manifest_fp: str, view
 
 
 def classes_key(classes: tuple) -> str:
-    """A digest of ``classes`` (their number, each name and its order), the cache key of the tuple itself.
-    Why: Streamlit hashed a 1,000-class tuple element by element on every call (4.7 ms; Confusions makes
-    two calls a rerun); a class name never holds a NUL."""
+    """A digest of ``classes`` (each name and its order, as a JSON list: no two lists write the same text),
+    the cache key of the tuple itself. Why: Streamlit hashed a 1,000-class tuple element by element on every
+    call (4.7 ms; Confusions makes two calls a rerun). Not names joined by a separator: a run.json may hold
+    any text, and ('a\\0', 'b') and ('a', '\\0b') joined alike (a hostile check: a stale matrix)."""
     import hashlib
+    import json
 
-    return f"{len(classes)}:" + hashlib.blake2b("\0".join(map(str, classes)).encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(json.dumps([str(c) for c in classes]).encode(), digest_size=16).hexdigest()
 
 
 def confusion_matrix(run: Run, model: str, classes, *, outside: str = "ancestor",

@@ -64,6 +64,27 @@ def test_recorded_families_read_a_part_of_several_row_groups(tmp_path):
     assert parts.recorded_families() == {"a": "transformer"}
 
 
+def test_recorded_families_skip_a_part_without_the_family_column_and_choose_the_same_each_time(tmp_path):
+    """Hostile check: a part stored before the family stamp (no 'family' column) is skipped, as before the
+    dictionary read, not 'not a readable Parquet file' (which dropped every model's recorded family); a part
+    whose row groups give one model several families gives the same answer on every call."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "p"
+    for model, columns in {"a": {"model": ["a"], "family": ["my-family"], "status": ["ok"]},
+                           "b": {"model": ["b"], "status": ["ok"]}}.items():
+        (root / model).mkdir(parents=True)
+        pq.write_table(pa.table(columns), root / model / "part-20240101000000000000-aaaaaa.parquet")
+    assert PredictionParts(root).recorded_families() == {"a": "my-family"}
+    (root / "c").mkdir()
+    families = [f"fam{g % 3}" for g in range(8) for _ in range(5)]
+    pq.write_table(pa.table({"model": ["c"] * 40, "family": families, "status": ["ok"] * 40}),
+                   root / "c" / "part-20240101000000000000-aaaaaa.parquet", row_group_size=5)
+    answers = {PredictionParts(root).recorded_families()["c"] for _ in range(200)}
+    assert len(answers) == 1
+
+
 def test_recorded_families_refuse_special_part_files_in_one_line(tmp_path):
     """A part that is a dangling link, a link loop or a FIFO is a one-line StoreError, never a hang."""
     import os

@@ -101,6 +101,28 @@ def test_read_stored_hashed_takes_no_zero_filled_bytearray(tmp_path, monkeypatch
     assert bytes(buffer) == data
 
 
+def test_read_stored_hashed_without_a_thread_reads_in_one_pass(tmp_path, monkeypatch):
+    """Hostile check: under an address-space limit the map fitted but the hashing thread's stack did not, and
+    'can't start new thread' escaped the reader; it now reads both halves itself."""
+    import concurrent.futures
+    import hashlib
+
+    import core.tables as tables
+
+    data = bytes(range(256)) * 9 + b"x"
+    path = tmp_path / "t.arrow"
+    path.write_bytes(data)
+
+    def no_thread(self, *args, **kwargs):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", no_thread)
+    buffer, first, second = tables.read_stored_hashed(path, len(data))
+    half = len(data) // 2
+    assert bytes(buffer) == data
+    assert (first, second) == (hashlib.sha256(data[:half]).digest(), hashlib.sha256(data[half:]).digest())
+
+
 def test_read_stored_hashed_refuses_a_file_that_shrinks_or_grows_while_read(tmp_path, monkeypatch):
     import core.tables as tables
     from core.tables import read_stored_hashed

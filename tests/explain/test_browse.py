@@ -262,8 +262,10 @@ def test_compare_by_image_codes_is_the_same_table(table, seed):
         "paired only where vit's last row of the image has resnet's truth"
     assert paired.images["image"].isna().sum() == 1, "the images without a name are one image, as merge pairs NA"
     assert "untrue.jpg" in paired.images["image"].dropna().tolist(), "no true class on both sides: paired, as merge"
-    with pytest.raises(BrowseError, match="image codes"):
-        compare_models(rows, "resnet", "vit", image_codes=np.zeros(3, dtype=np.int64))
+    for wrong in (np.zeros(3, dtype=np.int64), np.where(codes == 0, -1, codes), codes + 2 ** 40):
+        # another table's, negative (paired wrong rows), too large (an 8 TiB lookup): a hostile check
+        with pytest.raises(BrowseError, match="image codes"):
+            compare_models(rows, "resnet", "vit", image_codes=wrong)
 
 
 def test_card_rows_lead_with_the_selection_and_mark_the_rest(table):

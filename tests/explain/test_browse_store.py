@@ -169,6 +169,54 @@ def test_arrow_types_other_than_the_writers_are_refused_even_with_their_checksum
         assert read_browse_table(run, "raw", SPACE) is None, column
 
 
+def _store_with_claim(run, arrow, options=None) -> None:
+    """Write ``arrow`` as the Browse table with a claim rewritten to match it (a forged claim)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, arrow.schema, options=options) as writer:
+        writer.write_table(arrow)
+    data = sink.getvalue().to_pybytes()
+    claim = run.metrics_dir / "browse.json"
+    (run.metrics_dir / "browse.arrow").write_bytes(data)
+    claim.write_text(json.dumps({**json.loads(claim.read_text()), "bytes": len(data), "sha256": browse_store.digest(data)}))
+
+
+def test_a_table_made_to_match_a_forged_claim_is_refused_not_used(run):
+    """Hostile check: with a claim rewritten to match, a compressed file (a 53 KB one unpacked to 1 GiB) and a
+    string column whose offsets go backwards (the process crashed when the column was used) are refused (the
+    table is built again); pandas metadata naming another index (a KeyError on the page) is not read."""
+    import pyarrow as pa
+
+    table = run_image_table(run, "raw")
+    ensure_browse_table(run, "raw", SPACE)
+    written = pa.Table.from_pandas(table.astype(browse_store.DTYPES), preserve_index=False).combine_chunks()
+    written = written.cast(pa.schema([pa.field(c, pa.large_string() if browse_store.DTYPES[c] == "string"
+                                               else written.schema.field(c).type) for c in written.column_names],
+                                     metadata=written.schema.metadata))
+    _store_with_claim(run, written)
+    pd.testing.assert_frame_equal(read_browse_table(run, "raw", SPACE), table.astype(browse_store.DTYPES))
+
+    _store_with_claim(run, written, pa.ipc.IpcWriteOptions(compression="zstd"))
+    assert read_browse_table(run, "raw", SPACE) is None, "compressed: not read in place"
+
+    metadata = json.loads(written.schema.metadata[b"pandas"])
+    metadata["index_columns"] = ["image"]
+    _store_with_claim(run, written.replace_schema_metadata({b"pandas": json.dumps(metadata).encode()}))
+    pd.testing.assert_frame_equal(read_browse_table(run, "raw", SPACE), table.astype(browse_store.DTYPES),
+                                  obj="pandas metadata is not read")
+
+    image = written.column("image").chunk(0)
+    _, offsets, values = image.buffers()
+    backwards = np.frombuffer(offsets, dtype=np.int64).copy()
+    backwards[2] = backwards[1] - 5
+    broken = pa.Array.from_buffers(pa.large_string(), len(image), [None, pa.py_buffer(backwards.tobytes()), values])
+    _store_with_claim(run, written.set_column(written.column_names.index("image"), "image", broken))
+    assert read_browse_table(run, "raw", SPACE) is None, "offsets that go backwards"
+    pd.testing.assert_frame_equal(ensure_browse_table(run, "raw", SPACE).reset_index(drop=True),
+                                  table.astype(browse_store.DTYPES))
+
+
 def test_rows_read_before_the_run_changed_are_never_stored_as_fresh(run):
     """Hostile campaign: the dashboard's rows, cached under its key, were built after another process
     excluded images and stored under the new fingerprint: the excluded images stayed, shown as fresh."""

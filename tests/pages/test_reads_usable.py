@@ -130,7 +130,7 @@ def test_the_cached_matrix_is_the_library_matrix_and_follows_new_predictions(tmp
 def test_the_classes_key_tells_every_list_of_classes_apart():
     from pages.reads import classes_key
 
-    keys = {classes_key(c) for c in [(), ("a",), ("a", "b"), ("b", "a"), ("ab",), ("a", "bc"), ("ab", "c"),
-                                     ("a", "b", ""), ("",)]}
-    assert len(keys) == 9
+    lists = [(), ("a",), ("a", "b"), ("b", "a"), ("ab",), ("a", "bc"), ("ab", "c"), ("a", "b", ""), ("",),
+             ("a\0", "b"), ("a", "\0b"), ('a", "b',), ("a\\", "b")]
+    assert len({classes_key(c) for c in lists}) == len(lists)
     assert classes_key(("a", "b")) == classes_key(("a", "b"))
