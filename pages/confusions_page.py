@@ -224,8 +224,12 @@ for i, model in enumerate(chosen_models):
                                      formats=isinstance(data, pd.DataFrame), docs=TOP3_DOCS,
                                      labels={"pred_wnid": "Predicted class"}, bounded=interval_columns_in(view))
         config["relation"]["width"] = "small"
-        st.dataframe(data.map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
-                     placeholder=NA_DASH, column_config=config)
+        # In a container keyed by the model and the class: another class's table is a new table, its columns
+        # sized to its own cells (a UI review: sized for the class before, "100.0 % [56.6, 100.0]" read
+        # "00.0 % [56.6, 100.0]"; a key on the table alone kept the widths).
+        with st.container(key=f"top3-{re.sub(r'[^A-Za-z0-9_-]', '_', model)}-{true_wnid}"):
+            st.dataframe(data.map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
+                         placeholder=NA_DASH, column_config=config)
         for _, conf in top.iterrows():
             # A link, not a button and st.switch_page: the switch sent its URL on this page first, a history
             # step of its own (a hostile check: Back from Explain landed on a Confusions URL never seen). The URL
