@@ -2,7 +2,9 @@
 a confusion matrix per model ordered by the WordNet tree (click a cell for its images), and the
 misclassified images themselves. Numbers come from ``explain.metrics`` tables and
 ``explain.matrix``; this page only selects, labels and draws."""
+import hashlib
 import html
+import json
 import re
 
 import numpy as np
@@ -226,8 +228,10 @@ for i, model in enumerate(chosen_models):
         config["relation"]["width"] = "small"
         # In a container keyed by the model and the class: another class's table is a new table, its columns
         # sized to its own cells (a UI review: sized for the class before, "100.0 % [56.6, 100.0]" read
-        # "00.0 % [56.6, 100.0]"; a key on the table alone kept the widths).
-        with st.container(key=f"top3-{re.sub(r'[^A-Za-z0-9_-]', '_', model)}-{true_wnid}"):
+        # "00.0 % [56.6, 100.0]"; a key on the table alone kept the widths). A digest, not the id made safe:
+        # 'a/b' and 'a_b' would share a key, and Streamlit refuses a key used twice.
+        table_key = hashlib.blake2b(json.dumps([model, true_wnid]).encode(), digest_size=12).hexdigest()
+        with st.container(key=f"top3-{table_key}"):
             st.dataframe(data.map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
                          placeholder=NA_DASH, column_config=config)
         for _, conf in top.iterrows():

@@ -84,3 +84,13 @@ def test_a_run_with_images_keeps_its_own_advice(app):
     at = open_page(app, "probes")
     assert not any(PREDICTIONS_ONLY in i.value for i in at.info)
     assert any("--features" in c.value for c in at.code)
+
+
+def test_two_model_ids_alike_once_made_safe_each_get_their_top3_table(app, app_home, tmp_path_factory):
+    """Confusions keys each model's top-3 table by a digest of the model and the class: 'm/x' and 'm_x' made
+    safe for a key would be one key, which Streamlit refuses (StreamlitDuplicateElementKey: the page stopped)."""
+    run_id = _upload(app_home, tmp_path_factory, "twins", {"efficientnet_lite0": "m/x", "efficientnet_lite1": "m_x"})
+    at = _on(app, run_id, "confusions")
+    assert not at.error, [e.value for e in at.error]
+    headers = [m.value for m in at.markdown if m.value.startswith("**m")]
+    assert len(headers) == 2, headers
