@@ -200,6 +200,9 @@ stats_of = {}
 for model, n, n_mistakes, accuracy in zip(class_stats["model"], class_stats["n"], class_stats["n_mistakes"],
                                           interval_texts(class_stats, "accuracy")):
     stats_of.setdefault(model, (n, n_mistakes, accuracy or NA_DASH))
+if not chosen_models:  # a UI review: the section was blank without a word
+    st.info("Pick at least one model above to see its most frequent confusions of this class; the matrix and "
+            "the misclassified images below have their own model boxes.")
 cols = st.columns(max(1, min(len(chosen_models), 3)))
 for i, model in enumerate(chosen_models):
     with cols[i % len(cols)]:

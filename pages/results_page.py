@@ -67,7 +67,8 @@ url_choices("model", models, "results_models", "models this run has no predictio
 chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="results_models",
                         format_func=lambda m: f"{m} ({family[m]})")
 write_choices("model", chosen, models)
-if not chosen:
+if not chosen:  # said, as Browse says it (a UI review: the page ended at the empty box without a word)
+    st.info("Pick at least one model.")
     st.stop()
 
 ci = tables.ci

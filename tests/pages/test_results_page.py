@@ -303,6 +303,18 @@ def test_the_chosen_models_live_in_the_url(app, sample_tables):
     assert [m for m in at.multiselect if m.key == "results_models"][0].value == [models[-1]]
 
 
+def test_no_model_chosen_says_to_pick_one_on_results_and_confusions(app):
+    """A UI review: with every model removed, Results ended at the empty box and Confusions' side-by-side
+    section was blank, without a word (Browse says "Pick at least one model.")."""
+    at = open_page(app, "results")
+    [m for m in at.multiselect if m.key == "results_models"][0].set_value([]).run()
+    assert not at.exception and any(i.value == "Pick at least one model." for i in at.info)
+    at = open_page(app, "confusions")
+    [m for m in at.multiselect if m.key == "conf_models"][0].set_value([]).run()
+    assert not at.exception and any(i.value.startswith("Pick at least one model above") for i in at.info)
+    assert at.get("plotly_chart"), "the matrix is still drawn (its own model box)"
+
+
 def test_a_metric_no_model_has_says_so_and_a_zero_bar_shows_its_value(app, sample_tables):
     """A fresh look at the sample (2026-12-06): 'Nearest % (unseen)' drew bare axes, and a 0 % bar hid its
     value inside a bar of no height. Now a metric undefined for every chosen model is said in words, and
