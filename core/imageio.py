@@ -7,6 +7,7 @@ stored original stays byte-identical to what was fetched (its sha256 is its iden
 from __future__ import annotations
 
 import io
+import os
 import stat
 import warnings
 from pathlib import Path
@@ -140,6 +141,44 @@ def _flat(exc: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def read_image_file(path: str | Path) -> bytes:
+    """The bytes of an image file: a regular file of at most :data:`core.MAX_IMAGE_BYTES`, checked on
+    the opened file (``fstat``). Raises ImageLoadError with the reason otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer
+    except FileNotFoundError:
+        raise ImageLoadError("file not found") from None
+    except OSError as exc:
+        raise ImageLoadError(f"cannot open: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ImageLoadError(f"not a regular file ({file_kind(info.st_mode)}): not read")
+        reason = oversize_reason(info.st_size)
+        if reason:
+            raise ImageLoadError(reason)
+        try:
+            data = handle.read(MAX_IMAGE_BYTES + 1)
+        except OSError as exc:
+            raise ImageLoadError(f"cannot read: {exc.strerror or exc}") from None
+    reason = oversize_reason(len(data))  # grew while being read
+    if reason:
+        raise ImageLoadError(reason)
+    return data
+
+
+def refuse_bomb(img: Image.Image) -> None:
+    """Raise ImageLoadError when ``img`` (opened, not decoded) has more than MAX_IMAGE_PIXELS pixels. Why
+    not only Pillow's DecompressionBombWarning turned into an error: ``warnings.catch_warnings`` swaps the
+    process's one filter list, so two images opened at once on two threads (a grid's thumbnails) could each
+    undo the other's filter and a 64-128 Mpx image was decoded (a hostile check). Same words as before."""
+    pixels = img.width * img.height
+    if pixels > MAX_IMAGE_PIXELS:
+        raise ImageLoadError(f"decompression bomb refused: Image size ({pixels} pixels) exceeds limit of "
+                             f"{MAX_IMAGE_PIXELS} pixels, could be decompression bomb DOS attack.")
+
+
 def open_rgb(source) -> tuple[Image.Image, str, str]:
     """(RGB picture, the file's format, its own mode) from one full decode of a path or bytes.
     Raises ImageLoadError with a reason for any failure (:func:`load_error`)."""
@@ -148,6 +187,7 @@ def open_rgb(source) -> tuple[Image.Image, str, str]:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             data = source if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
             with Image.open(io.BytesIO(data)) as img:
+                refuse_bomb(img)
                 fmt, mode = img.format or "", img.mode  # as stored: before a GIF's frames change it
                 img.load()  # full decode: a truncated file fails here, not later in a worker
                 return detached(to_rgb(img), img), fmt, mode

@@ -55,7 +55,8 @@ models = tables.per_model["model"].tolist()
 # The chosen models live in the URL (`models`, repeated; none: every model), as on Results: a reload brought
 # every model back (a UI review).
 url_choices("models", models, "conf_models", "models this run has no predictions of")
-chosen_models = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="conf_models")
+chosen_models = list(dict.fromkeys(st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models,
+                                                  key="conf_models")))  # each once: one table and key per model
 write_choices("models", chosen_models, models)
 true_wnids = sorted(tables.per_class["true_wnid"].unique())
 names = {w: class_name(w, label_space) for w in set(true_wnids) | set(confusions["pred_wnid"].to_numpy(dtype=object))}

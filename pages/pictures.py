@@ -3,7 +3,6 @@ predictions have no image files; a name that climbs out of the run is refused by
 and grid thumbnails, made for a whole grid at once on the machine's cores."""
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Callable, Iterable
 
 import streamlit as st
 
+from core.machine import available_cores
 from core.runstore import Run, StoreError
 
 from pages.text import escape_markdown
@@ -21,7 +21,7 @@ def picture_path(run: Run, image: str) -> Path | None:
     try:
         path = run.image_path(image)
         found = path is not None and path.is_file()
-    except (StoreError, OSError):  # OSError: a name longer than the file system allows (ENAMETOOLONG)
+    except (StoreError, OSError, ValueError):  # ENAMETOOLONG; ValueError: a NUL in the name
         found = False
     return path if found else None
 
@@ -36,15 +36,16 @@ def stored_picture(run: Run, image: str) -> Path | None:
 
 def letterboxed(path: str, box: tuple[int, int]) -> bytes | None:
     """The whole image at ``path`` letterboxed into ``box`` (JPEG bytes), so a grid's rows line up; None
-    when it cannot be decoded (core.imageio's checks)."""
+    when it cannot be read or decoded: core.imageio's checks, the file's as inference reads it (a regular
+    file of at most MAX_IMAGE_BYTES, a FIFO opened without waiting) and the picture's (bombs refused)."""
     import io
 
     from PIL import ImageOps
 
-    from core.imageio import ImageLoadError, load_rgb
+    from core.imageio import ImageLoadError, load_rgb, read_image_file
 
     try:
-        picture = ImageOps.pad(load_rgb(path), box, color=(240, 242, 246))
+        picture = ImageOps.pad(load_rgb(read_image_file(path)), box, color=(240, 242, 246))
     except ImageLoadError:
         return None
     out = io.BytesIO()
@@ -55,7 +56,7 @@ def letterboxed(path: str, box: tuple[int, int]) -> bytes | None:
 class ThumbnailStore:
     """(path, mtime_ns, box) -> :func:`letterboxed` bytes (None: undecodable), the ``limit`` most recently
     used kept; safe to share between sessions. :meth:`many` makes a grid's missing thumbnails on up to
-    ``os.cpu_count()`` threads (Pillow decodes, resizes and encodes without the GIL). Why: 24 photographs
+    MAX_WORKERS of the cores this process may use (Pillow decodes, resizes and encodes without the GIL). Why: 24 photographs
     of 512 x 600 took 0.13 s one after the other and 0.06 s on this machine's two cores, and Browse draws
     two grids (48 thumbnails) on its first load."""
 
@@ -65,28 +66,48 @@ class ThumbnailStore:
         self._limit = limit
 
     def many(self, keys: Iterable[tuple], make: Callable[[tuple], bytes | None]) -> dict:
+        """key -> ``make(key)`` for ``keys``, the missing ones made together. A key whose ``make`` raised is
+        None here and not kept (the next grid tries it again); the others are kept whatever one raised."""
         wanted = list(dict.fromkeys(keys))
         with self._lock:
             found = {k: self._items[k] for k in wanted if k in self._items}
             for k in found:
                 self._items.move_to_end(k)
         missing = [k for k in wanted if k not in found]
-        workers = min(len(missing), os.cpu_count() or 1)
-        if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wildlens-thumbnail") as pool:
-                made = list(pool.map(make, missing))
-        else:
-            made = [make(k) for k in missing]
+        def attempt(key):
+            try:
+                return True, make(key)
+            except Exception:  # noqa: BLE001 - one picture's failure (out of memory, an encoder's error)
+                return False, None
+
+        made = _map(attempt, missing, min(len(missing), available_cores(), MAX_WORKERS))
         with self._lock:
-            for k, value in zip(missing, made):
-                self._items[k] = value
-                self._items.move_to_end(k)
+            for k, (ok, value) in zip(missing, made):
+                if ok:
+                    self._items[k] = value
+                    self._items.move_to_end(k)
             while len(self._items) > self._limit:
                 self._items.popitem(last=False)
-        found.update(zip(missing, made))
+        found.update((k, value) for k, (_, value) in zip(missing, made))
         return found
+
+
+MAX_WORKERS = 4  # pictures decoded at once: each may hold up to MAX_IMAGE_BYTES and MAX_IMAGE_PIXELS
+
+
+def _map(function, items: list, workers: int) -> list:
+    """``[function(i) for i in items]``, on ``workers`` threads where there are two or more and a thread can
+    be started (under an address-space limit one could not: then here, one after the other)."""
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        try:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wildlens-thumbnail") as pool:
+                return list(pool.map(function, items))
+        except RuntimeError:  # "can't start new thread": what was made is made again here (no side effects)
+            pass
+    return [function(i) for i in items]
 
 
 @st.cache_resource(show_spinner=False)

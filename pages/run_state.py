@@ -106,11 +106,13 @@ def url_choices(param: str, options, key: str, lacking: str) -> None:
     values = tuple(st.query_params.get_all(param))
     if url_from_outside(f"choices-{param}", values):  # a link, a reload, a bookmark, or back from another page
         missing = list(dict.fromkeys(v for v in values if v and v not in options))  # 'models=' is no name
-        st.session_state[key] = [v for v in values if v in options] or list(options)
+        st.session_state[key] = list(dict.fromkeys(v for v in values if v in options)) or list(options)
         if missing:
             st.warning(escape_markdown(f"The link names {lacking}: {listed(missing)}. Showing the rest."),
                        icon=":material/link_off:")
-    st.session_state[key] = [v for v in st.session_state.get(key, options) if v in options]
+    # Each once: '?models=m1&models=m1' chose m1 twice, and Confusions drew its table twice under one key, which
+    # Streamlit refuses (a review: the page stopped with StreamlitDuplicateElementKey).
+    st.session_state[key] = list(dict.fromkeys(v for v in st.session_state.get(key, options) if v in options))
 
 
 def write_choices(param: str, chosen, options) -> None:

@@ -51,39 +51,13 @@ from core.imageio import ImageLoadError, detached, load_error, load_rgb, to_rgb
 # The file limits live in core.imageio, without PyTorch: the command line's checks before inference use them.
 from core import imageio
 from core.imageio import MAX_ASPECT_RATIO, MAX_IMAGE_BYTES, file_kind, oversize_reason, ratio_text  # noqa: F401
+from core.imageio import read_image_file  # noqa: F401  (it lives in core: the dashboard reads images without torch)
 
 from classify.engine.options import DEFAULT_RESAMPLER, RESAMPLERS  # noqa: F401  (the option lists live there)
 from classify.models.registry import Geometry, InputConfig
 
 # MAX_ASPECT_RATIO: images beyond it are refused (why and the measurements: core.imageio, where crawl's
 # import checks it too, so that an import never accepts what classify will not read).
-
-def read_image_file(path: str | Path) -> bytes:
-    """The bytes of an image file: a regular file of at most :data:`core.imageio.MAX_IMAGE_BYTES`, checked on
-    the opened file (``fstat``). Raises ImageLoadError with the reason otherwise."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer
-    except FileNotFoundError:
-        raise ImageLoadError("file not found") from None
-    except OSError as exc:
-        raise ImageLoadError(f"cannot open: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ImageLoadError(f"not a regular file ({file_kind(info.st_mode)}): not read")
-        reason = oversize_reason(info.st_size)
-        if reason:
-            raise ImageLoadError(reason)
-        try:
-            data = handle.read(imageio.MAX_IMAGE_BYTES + 1)
-        except OSError as exc:
-            raise ImageLoadError(f"cannot read: {exc.strerror or exc}") from None
-    reason = oversize_reason(len(data))  # grew while being read
-    if reason:
-        raise ImageLoadError(reason)
-    return data
-
 
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")  # torchvision's InterpolationMode values we take
 
@@ -191,6 +165,7 @@ def load_rgb_draft(source, min_side: int) -> Image.Image:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as img:
+                imageio.refuse_bomb(img)
                 if img.format == "JPEG" and img.mode in ("RGB", "L"):  # CMYK/YCCK: full decode, as load_rgb
                     img.draft(img.mode, (min_side, min_side))
                 img.load()  # full decode of the (reduced) image: a truncated file fails here

@@ -206,6 +206,23 @@ def test_a_table_made_to_match_a_forged_claim_is_refused_not_used(run):
     pd.testing.assert_frame_equal(read_browse_table(run, "raw", SPACE), table.astype(browse_store.DTYPES),
                                   obj="pandas metadata is not read")
 
+    # A column's null count raised from 0 in the file's own bytes (its FieldNode: length, null count), the
+    # column having no validity buffer: pandas read one outside the file (a review). Arrow's validation refuses.
+    import struct
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, written.schema) as writer:
+        writer.write_table(written)
+    data = sink.getvalue().to_pybytes()
+    node = struct.pack("<qq", written.num_rows, 0)
+    assert written.num_rows % 8 and data.count(node) >= 1, "the first match is a FieldNode (no buffer offset is odd)"
+    forged = data.replace(node, struct.pack("<qq", written.num_rows, 7), 1)
+    claim = run.metrics_dir / "browse.json"
+    (run.metrics_dir / "browse.arrow").write_bytes(forged)
+    claim.write_text(json.dumps({**json.loads(claim.read_text()), "bytes": len(forged),
+                                 "sha256": browse_store.digest(forged)}))
+    assert read_browse_table(run, "raw", SPACE) is None, "a null count with no validity buffer"
+
     image = written.column("image").chunk(0)
     _, offsets, values = image.buffers()
     backwards = np.frombuffer(offsets, dtype=np.int64).copy()

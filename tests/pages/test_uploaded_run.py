@@ -94,3 +94,15 @@ def test_two_model_ids_alike_once_made_safe_each_get_their_top3_table(app, app_h
     assert not at.error, [e.value for e in at.error]
     headers = [m.value for m in at.markdown if m.value.startswith("**m")]
     assert len(headers) == 2, headers
+
+
+def test_a_link_naming_a_model_twice_shows_it_once(app, app_home, tmp_path_factory):
+    """A review: '?models=m/x&models=m/x' chose the model twice and Confusions drew its top-3 table twice under
+    one key (StreamlitDuplicateElementKey: the page stopped). Each chosen model is drawn once."""
+    run_id = _upload(app_home, tmp_path_factory, "twice", {"efficientnet_lite0": "m/x", "efficientnet_lite1": "m_x"})
+    app.session_state["_next_run_id"] = run_id
+    app.query_params["models"] = ["m/x", "m/x"]
+    at = open_page(app, "confusions")
+    assert not at.error, [e.value for e in at.error]
+    assert [m for m in at.multiselect if m.key == "conf_models"][0].value == ["m/x"]
+    assert len([m.value for m in at.markdown if m.value.startswith("**m")]) == 1
