@@ -419,12 +419,14 @@ st.subheader("Misclassified images")
 if st.session_state.get("images-model") not in (chosen_models or models):
     st.session_state.pop("images-model", None)
 model_for_images = st.selectbox("Model", chosen_models or models, key="images-model")
-# Most confident first, then by image: the order of the matrix's cell view (explain.matrix.cell_images); they came
-# in the order the predictions were stored (a UI review: one set of images, three orders on this page).
+# By image: the order the Image page pages through them after an "Open" (explain.browse.selection_images, true
+# class then image), and Browse's; they came in the order the predictions were stored (a UI review: one set of
+# images in three orders; the first "Open" must be "Image 1 of N" there, a browser test).
 wrong = misclassified_images(run, model_for_images, true_wnid).sort_values(
-    ["prob_1", "image"], ascending=[False, True], na_position="last", kind="stable").reset_index(drop=True)
+    "image", na_position="last", kind="stable").reset_index(drop=True)
 st.caption(escape_markdown(f"Images of {names[true_wnid]} (the true class above) that {model_for_images} got wrong, "
-                           "the most confident first; under each, its prediction and the model's probability for it."))
+                           "by file, as the Image page pages through them; under each, its prediction and the "
+                           "model's probability for it."))
 if wrong.empty:
     st.caption("None: every image of this class was classified correctly (or none was classified).")
 else:

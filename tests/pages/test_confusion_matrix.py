@@ -202,13 +202,13 @@ def test_misclassified_thumbnails_name_the_prediction_and_link_to_browse(app, sa
     assert f"→ {escape_markdown(class_name(first['pred_wnid']))} ({float(first['prob_1']):.1%})" in captions
     links = {link.proto.query_string for link in at.get("page_link") if "browse" in link.proto.page}
     assert f"run=sample&model={model}&true={true}&pred={first['pred_wnid']}&outcome=mistake" in links
-    # Most confident first, then by image, as the matrix's cell view (a UI review: three orders on one page)
+    # By image, as the Image page pages through them after an "Open" (a UI review: three orders on one page)
     from urllib.parse import parse_qs
 
     shown = [parse_qs(link.proto.query_string)["open"][0] for link in at.main.get("page_link")
              if link.proto.label == "Open" and "src=pair" in link.proto.query_string]
-    expected = wrong.sort_values(["prob_1", "image"], ascending=[False, True])["image"].tolist()[:60]
-    assert shown == expected and len(set(wrong["prob_1"])) > 1, "the order is tested on different probabilities"
+    assert shown == sorted(wrong["image"])[:60] and shown != wrong["image"].tolist()[:60], \
+        "tested where the stored order is another"
 
 
 def test_one_models_view_rows_are_that_models_rows_of_the_whole_view(app_home, tmp_path):
