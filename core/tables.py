@@ -313,9 +313,12 @@ def sha256_of_halves(data) -> tuple[bytes, bytes]:
 
     view = memoryview(data)
     half = len(view) // 2
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-hash") as pool:
-        second = pool.submit(lambda: hashlib.sha256(view[half:]).digest())
-        return hashlib.sha256(view[:half]).digest(), second.result()
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-hash") as pool:
+            second = pool.submit(lambda: hashlib.sha256(view[half:]).digest())
+            return hashlib.sha256(view[:half]).digest(), second.result()
+    except RuntimeError:  # no thread to be had (an address-space limit): both halves here, as read_stored_hashed
+        return hashlib.sha256(view[:half]).digest(), hashlib.sha256(view[half:]).digest()
 
 
 HALF_CHUNK = 8 << 20  # bytes read and hashed at a time by each half's thread

@@ -259,8 +259,12 @@ def ensure_browse_table(run: Run, view: str, label_space: str, build: Callable[[
 
     if background:  # the page shows the table now; storing it (~2 s of fsync at 1,000,000 rows) follows
         thread = threading.Thread(target=store, name="wildlens-browse-store", daemon=True)
-        _WRITERS[:] = [t for t in _WRITERS if t.is_alive()] + [thread]
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had (an address-space limit): stored now, the page waits for it
+            store()
+        else:
+            _WRITERS[:] = [t for t in _WRITERS if t.is_alive()] + [thread]
     else:
         store()
     return table

@@ -121,6 +121,7 @@ def test_read_stored_hashed_without_a_thread_reads_in_one_pass(tmp_path, monkeyp
     half = len(data) // 2
     assert bytes(buffer) == data
     assert (first, second) == (hashlib.sha256(data[:half]).digest(), hashlib.sha256(data[half:]).digest())
+    assert tables.sha256_of_halves(data) == (first, second), "the writer's digest too (a review)"
 
 
 def test_read_stored_hashed_refuses_a_file_that_shrinks_or_grows_while_read(tmp_path, monkeypatch):

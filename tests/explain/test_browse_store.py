@@ -392,3 +392,18 @@ def test_the_names_and_relations_rules_are_part_of_the_fingerprint(run, monkeypa
     monkeypatch.undo()
     monkeypatch.setattr(vocabulary, "RELATIONS", tuple(vocabulary.RELATIONS) + ("renamed",))
     assert read_browse_table(run, "raw", SPACE) is None
+
+
+def test_without_a_thread_the_page_stores_its_table_itself(run, monkeypatch):
+    """A review: "can't start new thread" (an address-space limit) escaped the page's background store of a
+    table it had built; the table is then stored before the page goes on, and read back equal."""
+    import threading
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    built = ensure_browse_table(run, "raw", SPACE, background=True)
+    assert not browse_store._WRITERS or all(t.is_alive() is False for t in browse_store._WRITERS)
+    monkeypatch.undo()
+    pd.testing.assert_frame_equal(read_browse_table(run, "raw", SPACE), built)
