@@ -174,19 +174,10 @@ def _offsets_sound(arrow) -> bool:
     1,000,000 rows are 152 MB of offsets, 42-74 ms on one core here."""
     import pyarrow as pa
 
-    from core.machine import available_cores
+    from core.machine import threaded_map
 
     chunks = [chunk for column in arrow.columns if column.type == pa.large_string() for chunk in column.chunks]
-    workers = min(len(chunks), available_cores(), 4)
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        try:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wildlens-offsets") as pool:
-                return all(pool.map(_chunk_offsets_sound, chunks))
-        except RuntimeError:  # no thread to be had: here, one after the other
-            pass
-    return all(_chunk_offsets_sound(chunk) for chunk in chunks)
+    return all(threaded_map(_chunk_offsets_sound, chunks, limit=4, name="wildlens-offsets"))
 
 
 def _chunk_offsets_sound(chunk) -> bool:

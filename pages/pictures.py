@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 import streamlit as st
 
-from core.machine import available_cores
+from core.machine import threaded_map
 from core.runstore import Run, StoreError
 
 from pages.text import escape_markdown
@@ -81,7 +81,7 @@ class ThumbnailStore:
             except Exception:  # noqa: BLE001 - one picture's failure (out of memory, an encoder's error)
                 return False, None
 
-        made = _map(attempt, missing, min(len(missing), available_cores(), MAX_WORKERS))
+        made = threaded_map(attempt, missing, limit=MAX_WORKERS, name="wildlens-thumbnail")
         with self._lock:
             for k, (ok, value) in zip(missing, made):
                 if ok:
@@ -94,20 +94,6 @@ class ThumbnailStore:
 
 
 MAX_WORKERS = 4  # pictures decoded at once: each may hold up to MAX_IMAGE_BYTES and MAX_IMAGE_PIXELS
-
-
-def _map(function, items: list, workers: int) -> list:
-    """``[function(i) for i in items]``, on ``workers`` threads where there are two or more and a thread can
-    be started (under an address-space limit one could not: then here, one after the other)."""
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        try:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wildlens-thumbnail") as pool:
-                return list(pool.map(function, items))
-        except RuntimeError:  # "can't start new thread": what was made is made again here (no side effects)
-            pass
-    return [function(i) for i in items]
 
 
 @st.cache_resource(show_spinner=False)

@@ -24,6 +24,7 @@ def test_grid_thumbnails_are_made_together_kept_per_file_and_say_what_is_missing
 
     from PIL import Image
 
+    import core.machine as machine
     import pages.pictures as pictures
     from core.runstore import RunInfo, RunStore
 
@@ -47,7 +48,7 @@ def test_grid_thumbnails_are_made_together_kept_per_file_and_say_what_is_missing
         return real(path, box)
 
     monkeypatch.setattr(pictures, "letterboxed", counted)
-    monkeypatch.setattr(pictures, "available_cores", lambda: 2)
+    monkeypatch.setattr(machine, "available_cores", lambda: 2)
     got = pictures.grid_thumbnails(run, ["c/a.jpg", "c/b.jpg", "c/bad.jpg", "c/gone.jpg", "c/a.jpg"], (32, 24))
     assert set(got) == {"c/a.jpg", "c/b.jpg", "c/bad.jpg"} and got["c/bad.jpg"] is None
     assert Image.open(io.BytesIO(got["c/a.jpg"])).size == (32, 24)
@@ -68,6 +69,7 @@ def test_a_thumbnail_that_fails_is_not_kept_and_the_rest_are_and_no_thread_is_ne
     and tried again next time, the others are kept, and the grid is made one after the other."""
     import threading
 
+    import core.machine as machine
     import pages.pictures as pictures
 
     def make(key):
@@ -83,7 +85,7 @@ def test_a_thumbnail_that_fails_is_not_kept_and_the_rest_are_and_no_thread_is_ne
         raise RuntimeError("can't start new thread")
 
     monkeypatch.setattr(threading.Thread, "start", no_thread)
-    monkeypatch.setattr(pictures, "available_cores", lambda: 2)
+    monkeypatch.setattr(machine, "available_cores", lambda: 2)
     assert store.many(["c", "d"], make) == {"c": b"c", "d": b"d"}
 
 
