@@ -31,6 +31,7 @@ import pandas as pd
 
 from core.errors import WildLensError
 from core.machine import available_cores as _cores  # looked up at each call: a test replaces it
+from core.machine import threaded_map
 from core.runstore import PREDICTION_STATUSES, TOP_K
 from core.wordnet import WORDNET_VERSION, is_wnid
 from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
@@ -132,27 +133,28 @@ _PARALLEL_FROM = 200_000  # rows; below this a thread's start costs more than it
 
 def _start(func, *args, parallel: bool):
     """Run ``func(*args)`` on a second thread when ``parallel`` and this process has a second core;
-    returns a callable giving its result (its exception re-raised there). Otherwise it runs when
+    returns a callable giving its result (its exception re-raised there). Otherwise, or where no
+    thread can be started ("can't start new thread" under an address-space limit), it runs when
     called, in this thread: the same answer either way."""
     if not parallel or _cores() < 2:
         return lambda: func(*args)
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-metrics")
-    future = pool.submit(func, *args)
+    try:
+        future = pool.submit(func, *args)
+    except RuntimeError:  # the work item is queued with no thread to take it: dropped with the pool
+        pool.shutdown(wait=False, cancel_futures=True)
+        return lambda: func(*args)
     pool.shutdown(wait=False)
     return future.result
 
 
 def _map(func, items: list, *, parallel: bool) -> list:
     """``[func(x) for x in items]``, on two threads when ``parallel`` and a second core is there
-    (pandas' and Arrow's hashing release the GIL); an exception is re-raised in item order."""
-    if not parallel or _cores() < 2 or len(items) < 2:
-        return [func(x) for x in items]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wildlens-metrics") as pool:
-        return list(pool.map(func, items))
+    (pandas' and Arrow's hashing release the GIL); an exception is re-raised in item order; one after
+    the other where no thread can be started (:func:`core.machine.threaded_map`)."""
+    return threaded_map(func, items, limit=2 if parallel and _cores() >= 2 else 1, name="wildlens-metrics")
 
 
 def _bad_row(mask: np.ndarray) -> int:

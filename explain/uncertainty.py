@@ -603,7 +603,8 @@ def block_threads(items: list[tuple], resamples: int) -> int | None:
 
 def ordered_map(func, items: list[tuple], threads: int | None = None):
     """Yield func(*item) for each item, in order, computing up to ``threads`` at a time (at most
-    2 x threads results waiting), or inline with one thread or one item."""
+    2 x threads results waiting), or inline with one thread or one item, or an item whose thread could
+    not be started (``func`` must have no side effects: such an item may also run on a pool thread)."""
     threads = worker_threads() if threads is None else threads
     if threads <= 1 or len(items) <= 1:
         for item in items:
@@ -612,14 +613,22 @@ def ordered_map(func, items: list[tuple], threads: int | None = None):
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
+    def result(job):
+        future, item = job
+        return func(*item) if future is None else future.result()
+
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bootstrap") as pool:
         pending = deque()
         for item in items:
-            pending.append(pool.submit(func, *item))
+            try:
+                future = pool.submit(func, *item)
+            except RuntimeError:  # "can't start new thread" (an address-space limit): this one computed here
+                future = None
+            pending.append((future, item))
             if len(pending) >= 2 * threads:
-                yield pending.popleft().result()
+                yield result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield result(pending.popleft())
 
 
 def model_stream_key(model: str) -> int:

@@ -483,6 +483,34 @@ def test_the_threaded_path_gives_the_same_tables_bit_for_bit(table, monkeypatch)
     assert info.value.column == "pred_wnid_3" and info.value.row == 5
 
 
+def test_no_thread_to_start_gives_the_same_tables(table, monkeypatch):
+    """Leftover of a hostile check: under an address-space limit "can't start new thread" escaped the
+    metric tables' threads (the wnid columns' factorising, the top-5 severities, the bootstrap's blocks);
+    each now runs in the calling thread and the tables, intervals included, are the serial ones."""
+    import concurrent.futures
+
+    from explain import metrics, uncertainty
+
+    big = pd.concat([table] * 3, ignore_index=True).assign(image=lambda d: [f"i{k}" for k in range(len(d))])
+    monkeypatch.setattr(metrics, "_PARALLEL_FROM", 10**12)
+    monkeypatch.setattr(uncertainty, "block_threads", lambda items, resamples: 1)
+    serial = compute_metric_tables(big, cache_dir=False)
+    monkeypatch.setattr(metrics, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(metrics, "_cores", lambda: 2)
+    monkeypatch.setattr(uncertainty, "block_threads", lambda items, resamples: 2)
+    refused = []
+
+    def no_thread(self, *args, **kwargs):
+        refused.append(args[0])
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", no_thread)
+    alone = compute_metric_tables(big, cache_dir=False)
+    assert refused, "the threaded paths were tried"
+    for name, df in serial.as_dict().items():
+        pd.testing.assert_frame_equal(alone.as_dict()[name], df, check_exact=True, obj=name)
+
+
 def test_shared_na_bounds_cannot_be_written():
     from explain.metric_intervals import na_array, no_bounds
 
