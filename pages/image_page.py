@@ -28,7 +28,7 @@ from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
 from pages.reads import (class_name, curation, image_table, image_table_key, known_images as known_image_names,
                          manifest, no_predictions_note, resolve_selection)
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run, write_params
-from pages.pictures import stored_picture
+from pages.pictures import file_version, stored_picture
 from pages.tables import NA_DASH
 from pages.text import escape_markdown, plural
 
@@ -50,9 +50,9 @@ def _named(wnid) -> str:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _picture(path: str, mtime_ns: int) -> tuple[bytes | None, str, int]:
+def _picture(path: str, version: tuple) -> tuple[bytes | None, str, int]:
     """(JPEG bytes of the whole picture, at most MAX_SIDE pixels a side, or None if it cannot be
-    decoded; its size as text; the width it is shown at)."""
+    decoded; its size as text; the width it is shown at); cached per :func:`pages.pictures.file_version`."""
     from core.imageio import ImageLoadError, load_rgb
 
     try:
@@ -72,7 +72,7 @@ def _show_picture(image: str, width="native") -> None:
     path = stored_picture(run, image)
     if path is None:
         return
-    data, size, shown = _picture(str(path), path.stat().st_mtime_ns)
+    data, size, shown = _picture(str(path), file_version(path))
     if data is None:
         st.caption(f"Cannot decode {escape_markdown(image)}: {escape_markdown(size)}")
     elif width == "native":

@@ -60,6 +60,12 @@ def test_grid_thumbnails_are_made_together_kept_per_file_and_say_what_is_missing
     os.utime(run.images_dir / "c" / "a.jpg", ns=(1, 1))  # another modification time: another file
     replaced = pictures.grid_thumbnails(run, ["c/a.jpg"], (32, 24))
     assert made == ["a.jpg"] and replaced["c/a.jpg"] != got["c/a.jpg"]
+    # cp -p: another picture put in place under the same modification time (a leftover of the last review)
+    made.clear()
+    Image.new("RGB", (48, 64), (0, 200, 0)).save(run.images_dir / "c" / "a.jpg")
+    os.utime(run.images_dir / "c" / "a.jpg", ns=(1, 1))
+    green = pictures.grid_thumbnails(run, ["c/a.jpg"], (32, 24))
+    assert made == ["a.jpg"] and green["c/a.jpg"] != replaced["c/a.jpg"], "a new picture under the old mtime"
     assert len(store._items) == 3, "the least recently used left"
 
 
