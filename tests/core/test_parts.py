@@ -53,6 +53,7 @@ def test_recorded_families_read_a_part_of_several_row_groups(tmp_path):
     """Read dictionary-encoded, each row group brings its own dictionary: a part whose row groups hold
     different families (a hand-made part, a large compacted one) is still read (a code review:
     "Unifying differing dictionaries" made it 'not a readable Parquet file' and stopped the Results page)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     parts = PredictionParts(tmp_path / "p")
@@ -62,6 +63,9 @@ def test_recorded_families_read_a_part_of_several_row_groups(tmp_path):
     pq.write_table(pq.read_table(part), part, row_group_size=2)
     assert pq.ParquetFile(part).metadata.num_row_groups == 2
     assert parts.recorded_families() == {"a": "transformer"}
+    pq.write_table(pa.table({"model": ["a"] * 3, "family": ["CNN", "transformer", "CNN"], "status": ["ok"] * 3}),
+                   part)
+    assert parts.recorded_families() == {"a": "CNN"}, "the latest row wins within a part, as read() has it"
 
 
 def test_recorded_families_skip_a_part_without_the_family_column_and_choose_the_same_each_time(tmp_path):
@@ -82,7 +86,7 @@ def test_recorded_families_skip_a_part_without_the_family_column_and_choose_the_
     pq.write_table(pa.table({"model": ["c"] * 40, "family": families, "status": ["ok"] * 40}),
                    root / "c" / "part-20240101000000000000-aaaaaa.parquet", row_group_size=5)
     answers = {PredictionParts(root).recorded_families()["c"] for _ in range(200)}
-    assert len(answers) == 1
+    assert answers == {families[-1]}, "the last row's family, within a part too (a review: its first group's)"
 
 
 def test_recorded_families_refuse_special_part_files_in_one_line(tmp_path):
