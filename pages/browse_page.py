@@ -517,7 +517,8 @@ def mcnemar_line(model_a: str, model_b: str, true: str) -> str:
     verdict = str(row["verdict"])
     named = {A_BETTER: f"A ({model_a}) more accurate", B_BETTER: f"B ({model_b}) more accurate"}.get(verdict, verdict)
     return (f"**Exact McNemar test** (top-1, strict; {plural(int(row['n']), 'paired image')}{where}): "
-            f"b = {int(row['a_only_correct']):,} only A right, c = {int(row['b_only_correct']):,} only B right, "
+            f"b = {int(row['a_only_correct']):,} only B wrong (A right), "  # the radio's words below
+            f"c = {int(row['b_only_correct']):,} only A wrong (B right), "
             f"p = {p}{q}: **{escape_markdown(named)}**.")
 
 

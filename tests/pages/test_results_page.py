@@ -188,8 +188,12 @@ def test_browse_shows_the_mcnemar_result(app, app_home):
     run = RunStore(app_home).open_run("sample")
     a, b = at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value
     overall = compare_models(run.usable_predictions(), a, b).overall
-    assert f"b = {int(overall['a_only_correct'])} only A right" in line[0]
-    assert f"c = {int(overall['b_only_correct'])} only B right" in line[0]
+    # In the words of the radio below it (a UI review: "only A right" beside "Only B wrong (11)"), its counts too.
+    assert f"b = {int(overall['a_only_correct'])} only B wrong (A right)" in line[0]
+    assert f"c = {int(overall['b_only_correct'])} only A wrong (B right)" in line[0]
+    labels = at.radio(key="cmp_group").options  # as shown: "Both wrong (11)"
+    assert f"Only B wrong ({int(overall['a_only_correct'])})" in labels
+    assert f"Only A wrong ({int(overall['b_only_correct'])})" in labels
     assert str(overall["verdict"]) in line[0] or "more accurate" in line[0]
 
 
