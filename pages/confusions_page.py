@@ -155,9 +155,8 @@ def _apply_url(url: dict) -> None:
             lacking.append(f"true class {listed([url['true']])}")
     if url["model"]:
         if url["model"] in models:
-            st.session_state["matrix-model"] = url["model"]
             if url["model"] in (chosen_models or models):
-                st.session_state["images-model"] = url["model"]
+                st.session_state["matrix-model"] = st.session_state["images-model"] = url["model"]
         else:
             lacking.append(f"model {listed([url['model']])}")
     wanted = (url["cell_true"], url["cell_pred"]) if url["cell_true"] and url["cell_pred"] else \
@@ -181,8 +180,8 @@ if url_from_outside("confusions", url):  # a link, a reload, a bookmark, or back
     _apply_url(url)
 if st.session_state.get("conf_true") not in true_wnids:
     st.session_state.pop("conf_true", None)
-for key in ("matrix-model", "images-model"):
-    if st.session_state.get(key) not in models:
+for key in ("matrix-model", "images-model"):  # each section offers the models chosen above (a UI review: every model)
+    if st.session_state.get(key) not in (chosen_models or models):
         st.session_state.pop(key, None)
 
 true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})", key="conf_true")
@@ -289,7 +288,7 @@ st.caption("Rows: true classes; columns: top-1 predictions; usable images only (
            "subtree. Predictions outside the run's classes are grouped under their nearest node of that tree "
            "('other: under …'). Click a cell to see its images.")
 controls = st.columns([2, 1, 1])
-matrix_model = controls[0].selectbox("Model", models, key="matrix-model")
+matrix_model = controls[0].selectbox("Model", chosen_models or models, key="matrix-model")
 normalised = controls[1].toggle("Row-normalised", key="matrix-normalise",
                                 help="Each row as shares of its images (rows sum to 100%); a class without images is empty.")
 grouped = controls[2].toggle("Group outside predictions", value=True, key="matrix-grouped",
@@ -416,8 +415,6 @@ _write_url({"true": true_wnid, "model": matrix_model, **({"cell_true": cell[0], 
 
 # ------------------------------------------------------------------ misclassified images
 st.subheader("Misclassified images")
-if st.session_state.get("images-model") not in (chosen_models or models):
-    st.session_state.pop("images-model", None)
 model_for_images = st.selectbox("Model", chosen_models or models, key="images-model")
 # By image: the order the Image page pages through them after an "Open" (explain.browse.selection_images, true
 # class then image), and Browse's; they came in the order the predictions were stored (a UI review: one set of

@@ -730,3 +730,27 @@ def test_confusions_models_live_in_the_url(app_home, monkeypatch):
     again.run()
     open_page(again, "confusions")
     assert not again.exception and again.multiselect(key="conf_models").value == everyone[:1]
+
+
+def test_confusions_sections_offer_the_models_chosen_above(app_home, monkeypatch):
+    """A UI review: with one model chosen in Confusions' Models box, the matrix's and the misclassified
+    images' model boxes still offered every model; both now offer the chosen ones (every model when none
+    is chosen), and a matrix model that is no longer chosen gives way to the first chosen one."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "sample"})
+    at.run()
+    open_page(at, "confusions")
+    everyone = list(at.multiselect(key="conf_models").value)
+    assert len(everyone) >= 2
+    assert list(at.selectbox(key="matrix-model").options) == everyone
+    at.selectbox(key="matrix-model").set_value(everyone[-1]).run()
+    at.multiselect(key="conf_models").set_value(everyone[:1]).run()
+    assert not at.exception
+    for key in ("matrix-model", "images-model"):
+        assert list(at.selectbox(key=key).options) == everyone[:1] and at.selectbox(key=key).value == everyone[0], key
+    assert at.query_params["model"] == everyone[0], "the URL names the matrix's model shown"
+    at.multiselect(key="conf_models").set_value([]).run()
+    assert not at.exception and list(at.selectbox(key="matrix-model").options) == everyone
