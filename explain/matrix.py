@@ -106,6 +106,25 @@ def outside_label(anchor_wnid: str) -> str:
     return OUTSIDE_PREFIX + (_synset_name(anchor_wnid) or anchor_wnid)
 
 
+@functools.lru_cache(maxsize=1)
+def _wnid_of_synset_name() -> dict[str, str]:
+    from core.wordgraph import noun_graph
+
+    graph = noun_graph()  # synset names are unique: 82,115 of them, ~80 ms once
+    return {name: f"n{offset:08d}" for name, offset in zip(graph.names, graph.offsets.tolist())}
+
+
+def outside_anchor(label: str) -> str | None:
+    """The wnid of the tree node an outside column groups under (:func:`outside_label` read back, so a page
+    can name it as it names classes: 'other: under clothing (n03051540)'); None for any other column."""
+    from core.wordnet import is_wnid
+
+    if not isinstance(label, str) or not label.startswith(OUTSIDE_PREFIX):
+        return None
+    rest = label[len(OUTSIDE_PREFIX):]
+    return rest if is_wnid(rest) else _wnid_of_synset_name().get(rest)
+
+
 def column_of(pairs: Iterable[tuple[str, str]], classes: Sequence[str], *, outside: str = "ancestor",
               shown: Sequence[str] | None = None) -> dict[tuple[str, str], str]:
     """(true wnid, pred wnid) -> the prediction's column in the true class's row: the prediction

@@ -306,8 +306,15 @@ counts, shown = confusion_matrix(run, matrix_model, run_classes, outside=outside
 values = cm.row_normalise(counts) if normalised else counts
 
 
-def column_title(label: str) -> str:
-    return f"{name_of(label)} ({label})" if label in counts.index else label
+def column_title(label: str, *, short: bool = False) -> str:
+    """A column's title (its tick label with ``short``): a class's name and wnid, an outside group's node named
+    as classes are ('other: under clothing (n03051540)'; a UI review: 'other: under clothing.n.01')."""
+    if label in counts.index:
+        return f"{name_of(label)} ({label})"
+    anchor = cm.outside_anchor(label)
+    if anchor is None:
+        return label
+    return f"{cm.OUTSIDE_PREFIX}{name_of(anchor)}" + ("" if short else f" ({anchor})")
 
 
 row_titles = [f"{name_of(w)} ({w})" for w in counts.index]
@@ -315,7 +322,9 @@ col_titles = [column_title(c) for c in counts.columns]
 short = [name_of(w) for w in counts.index]
 # Tick labels are names; a name two classes share (two 'crane's) carries its wnid.
 tick_rows = [f"{n} ({w})" if short.count(n) > 1 else n for n, w in zip(short, counts.index)]
-tick_cols = tick_rows + list(counts.columns[len(counts.index):])
+tick_outside = [column_title(c, short=True) for c in counts.columns[len(counts.index):]]
+tick_cols = tick_rows + [t if tick_outside.count(t) == 1 else title for t, title in
+                         zip(tick_outside, col_titles[len(counts.index):])]
 cell = None  # the matrix's picked cell (true, column)
 if counts.to_numpy().sum() == 0:
     st.caption("No usable prediction of this model.")

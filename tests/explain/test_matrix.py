@@ -76,6 +76,15 @@ def test_outside_predictions_are_grouped_by_their_common_ancestor_with_the_row()
         column_of([(tabby, TIGER)], CATS, outside="nearest")
 
 
+def test_an_outside_column_reads_back_to_its_node():
+    from explain.matrix import outside_anchor
+
+    assert outside_anchor(outside_label("n02120997")) == "n02120997"  # 'other: under feline.n.01'
+    assert outside_anchor("other: under n99999999") == "n99999999"  # a node WordNet lacks keeps its wnid
+    assert outside_anchor(OTHER) is None and outside_anchor(CATS[0]) is None
+    assert outside_anchor("other: under no_such.n.01") is None
+
+
 def test_the_matrix_names_the_common_ancestor_the_confusions_table_names():
     """Issue 22 item 15: wall clock -> Petri dish was "other: under artifact.n.01" (the nearest node of
     the run's tree on Petri dish's tree path, through crockery), while the Confusions table named

@@ -316,6 +316,16 @@ def test_the_way_back_from_a_pair_outside_the_runs_classes_picks_its_grouped_cel
     column = column_of([(true, pred)], run.info.wnids)[(true, pred)]
     assert column.startswith("other: under ") and cell_box(at).value == (true, column)
     assert at.query_params["cell_pred"] == column
+    # Its tick and hover name the node as classes are named (a UI review: 'other: under clothing.n.01').
+    from explain.matrix import outside_anchor
+    from pages.reads import class_name
+
+    anchor = outside_anchor(column)
+    _, spec = matrix_chart(at)
+    position = list(library_matrix(sample, model).columns).index(column)
+    assert spec["layout"]["xaxis"]["ticktext"][position] == f"other: under {class_name(anchor, 'imagenet-1k')}"
+    assert any(f"other: under {class_name(anchor, 'imagenet-1k')} ({anchor}):" in h
+               for h in spec["data"][1]["hovertext"])
 
 
 def test_a_hostile_link_is_text_cut_short_and_changes_nothing_else(app, sample):
