@@ -148,7 +148,7 @@ def results_model_bars(chart: pd.DataFrame, metric: str, errors: bool, has_bound
                  hover_data={"n": True, "n_mistakes": True, metric: ":" + chart_format(metric),
                              **({"interval": True} if has_bounds else {}),
                              **({"_above": False, "_below": False} if errors else {})},
-                 labels={metric: LABELS[metric], "model": "Model", "n": LABELS["n"],
+                 labels={metric: LABELS[metric], "model": "Model", "family": "Family", "n": LABELS["n"],
                          "n_mistakes": LABELS["n_mistakes"], "interval": f"{format_level(level)} interval"})
     # Inside the bar, clear of the error bar's cap; a bar too short for it (0 %) has its value above it,
     # where 'inside' (and Plotly's 'auto') drew nothing (a fresh look at the sample, 2026-12-06: 0 % read
@@ -286,7 +286,8 @@ if len(types):
                                    error_x="_right" if errors else None, error_x_minus="_left" if errors else None,
                                    hover_data={"_above": False, "_below": False, "_right": False, "_left": False}
                                    if errors else None,
-                                   labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type"})
+                                   labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type",
+                                           "family": "Family"})
         scatter_types.update_traces(marker=dict(size=10))
         scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
         scatter_types.update_yaxes(tickformat=".0%", matches=None, showticklabels=True, rangemode="tozero")

@@ -111,6 +111,8 @@ def test_results_draws_error_bars_from_the_interval_columns(app, sample_tables):
     for model, (high, low) in drawn.items():
         assert high == pytest.approx(float(per_model.loc[model, "accuracy_ci_high"]))
         assert low == pytest.approx(float(per_model.loc[model, "accuracy_ci_low"]))
+    # Every hover label as written elsewhere on the page (a UI review: 'family=CNN' beside 'Model=...')
+    assert all("Family=" in t["hovertemplate"] and "family=" not in t["hovertemplate"] for t in bars["data"])
 
 
 def test_results_tables_show_value_and_interval_in_one_cell(app, sample_tables):
