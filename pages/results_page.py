@@ -408,8 +408,8 @@ half, wide = ranking["half_width"], ranking["too_wide"]
 # The images a class needs at the least favourable accuracy within its interval (the one nearest 50 %:
 # explain.metric_intervals.rankable), fewer than the worst case's the warning gives (a fresh look, 2026-12-06:
 # 88 here and 93 there read as a contradiction; "at its accuracy" misnamed it, a UI review).
-rank_note = pd.Series([f"±{h * 100:.0f} points: too few images to rank (about {k:,} for ±{DEFAULT_HALF_WIDTH * 100:.0f} "
-                       "at the least favourable accuracy in its interval)"
+# Short: the cell's sentence pushed the metrics off a 1,400-pixel screen (a UI review); its help says the rest.
+rank_note = pd.Series([f"±{h * 100:.0f} points: too few to rank (~{k:,} images for ±{DEFAULT_HALF_WIDTH * 100:.0f})"
                        if w else "" for h, w, k in zip(half, wide, ranking["images_needed"])],
                       index=per_class.index, dtype="string")
 if wide.any():
@@ -429,8 +429,9 @@ show_table(shown_class[cols], "per_class", labels={"rank_note": "Ranking"},
            docs={"rank_note": f"Empty: the accuracy's {format_level(level)} interval is at most ±{DEFAULT_HALF_WIDTH * 100:.0f} "
                               "points wide. Otherwise its half-width (Wilson, explain.metric_intervals.rankable): too "
                               "few images to rank the class against others, and about how many images it would need "
-                              "at the accuracy within its interval nearest 50 %: an observed 0 % of 6 images does not "
-                              "promise a narrow interval."})
+                              f"for ±{DEFAULT_HALF_WIDTH * 100:.0f} points at the least favourable accuracy in its "
+                              "interval (the one nearest 50 %): an observed 0 % of 6 images does not promise a narrow "
+                              "interval."})
 download_csv(tables.per_class, f"{run.run_id}_per_class.csv", key="dl-per-class", label_space=run.info.label_space)
 
 # ------------------------------------------------------------------ classes the models have not seen
