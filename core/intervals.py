@@ -40,14 +40,14 @@ def finite_or_none(value) -> float | None:
 
 
 def format_share(value, low=None, high=None) -> str:
-    """'63.3 % [45.5, 78.1]': a share and its bounds in percent, one decimal, as the dashboard's tables write
+    """'63.3% [45.5, 78.1]': a share and its bounds in percent, one decimal, as the dashboard's tables write
     them (pages.tables.interval_texts, the same digits); the share alone where a bound is not defined,
     'NA' where the share is not. For a sentence that carries a number (explain.error_types)."""
     value, low, high = finite_or_none(value), finite_or_none(low), finite_or_none(high)
     if value is None:
         return "NA"
     bounds = f" [{low * 100:.1f}, {high * 100:.1f}]" if low is not None and high is not None else ""
-    return f"{value * 100:.1f} %{bounds}"
+    return f"{value * 100:.1f}%{bounds}"  # no space: as '{:.1%}' and Plotly write it beside it (a UI review)
 
 
 def format_level(level: float) -> str:

@@ -139,10 +139,10 @@ def compare_views(raw, curated, columns=VIEW_COMPARED) -> pd.DataFrame:
 
 
 def change_sentence(row, change: ViewChange, metric: str = "accuracy") -> str:
-    """'efficientnet_lite0: accuracy 63.3 % raw -> 70.1 % curated (4 relabelled, 3 excluded)' for a
+    """'efficientnet_lite0: accuracy 63.3% raw -> 70.1% curated (4 relabelled, 3 excluded)' for a
     row of :func:`compare_views` (outside text: escape it where Markdown is read)."""
     def pct(value) -> str:
-        return "NA" if value is None or pd.isna(value) else f"{float(value):.1%}".replace("%", " %")
+        return "NA" if value is None or pd.isna(value) else f"{float(value):.1%}"
 
     return (f"{row['model']}: {metric} {pct(row.get(f'{metric}_raw'))} raw -> {pct(row.get(f'{metric}_curated'))} "
             f"curated ({change.describe()})")

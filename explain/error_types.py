@@ -779,8 +779,8 @@ def mistake_shares(*, types: pd.DataFrame | None = None, per_model: pd.DataFrame
 
 
 def data_problem_sentence(row) -> str:
-    """'efficientnet_lite0: 2 of 11 mistakes are label or duplicate problems; accuracy 63.3 % [51.2, 74.0]
-    -> 69.0 % [56.1, 79.7] without them' for a row of :func:`error_type_table`, each accuracy with its
+    """'efficientnet_lite0: 2 of 11 mistakes are label or duplicate problems; accuracy 63.3% [51.2, 74.0]
+    -> 69.0% [56.1, 79.7] without them' for a row of :func:`error_type_table`, each accuracy with its
     Wilson interval as the tables write it (outside text: escape it where Markdown is read)."""
     def pct(column: str) -> str:
         return format_share(row.get(column), row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high"))

@@ -183,7 +183,7 @@ def _percent_column(column: pd.Series) -> pd.Series:
 
 def styled(df: pd.DataFrame):
     """``df`` for st.dataframe with the dashboard's number formats, rounded as the charts round, and
-    each value with an interval as one cell (``with_intervals``: '63.3 % [45.5, 78.1]').
+    each value with an interval as one cell (``with_intervals``: '63.3% [45.5, 78.1]').
 
     Missing values: st.dataframe's ``placeholder`` draws them as an en dash in every table (without
     it Streamlit writes "None"); show_table passes it. Formats: a pandas Styler's display values
@@ -193,7 +193,7 @@ def styled(df: pd.DataFrame):
     returned as DataFrames (styling 30,000 rows x 40 columns would take seconds on every rerun):
     there the column formats apply, with the same digits (Streamlit's "percent" format may cut the
     last digit of a percentage where the Styler rounds it), and a value with an interval keeps its
-    number (sorted as a number: as text, '9.5 %' sorted above '63.3 %', code review) with a
+    number (sorted as a number: as text, '9.5%' sorted above '63.3%', code review) with a
     '<column>_interval' text column of its bounds beside it. A table without interval columns that is
     not styled is ``df`` itself."""
     bounded = interval_columns_in(df)
@@ -300,7 +300,7 @@ def show_table(df: pd.DataFrame, table: str | None = None, *, docs: dict | None 
 
 
 # ---------------------------------------------------------------- intervals (issue 23): one format
-# A value with an interval reads '63.3 % [45.5, 78.1]' (a share: percent, one decimal, the bounds in
+# A value with an interval reads '63.3% [45.5, 78.1]' (a share: percent, one decimal, the bounds in
 # points), '0.781 [0.770, 0.792]' (a similarity: three decimals), '1.50 [1.20, 1.80]' (a mean of
 # hypernym steps: two); the value alone where its interval is not defined (NA bounds: one image, or
 # the tables were computed with --no-ci), an en dash where the value is.
@@ -323,7 +323,7 @@ def without_bounds(df: pd.DataFrame) -> pd.DataFrame:
 def _interval_style(column: str) -> tuple[float, int, str]:
     """(scale, decimals, unit) of a column's value in the one interval format."""
     if is_rate(column):
-        return 100.0, 1, " %"
+        return 100.0, 1, "%"  # '63.3% [45.5, 78.1]': as "{:.1%}" and the charts write a share (a UI review: "63.3 %" beside "63.3%")
     if _base(column) in STEP_COLUMNS:
         return 1.0, 2, ""
     return 1.0, 3, ""
@@ -424,7 +424,7 @@ def bound_texts(df: pd.DataFrame, column: str) -> list:
 
 
 def interval_texts(df: pd.DataFrame, column: str) -> list:
-    """Every row's ``column`` and bounds in the one format above, '63.3 % [45.5, 78.1]' (the value alone
+    """Every row's ``column`` and bounds in the one format above, '63.3% [45.5, 78.1]' (the value alone
     where the bounds are NA; None where the value is)."""
     import pyarrow.compute as pc
 

@@ -323,12 +323,12 @@ def test_the_data_problem_sentence_gives_each_accuracy_with_its_interval():
            "accuracy_ci_low": 0.4551, "accuracy_ci_high": 0.7812, "accuracy_clean": 19 / 28,
            "accuracy_clean_ci_low": pd.NA, "accuracy_clean_ci_high": pd.NA}
     assert error_types.data_problem_sentence(row) == ("m: 2 of 11 mistakes are label or duplicate problems; accuracy "
-                                                      "63.3 % [45.5, 78.1] -> 67.9 % without them")
+                                                      "63.3% [45.5, 78.1] -> 67.9% without them")
     row.update(accuracy=np.nan, accuracy_ci_low=np.nan, accuracy_ci_high=np.nan)
-    assert error_types.data_problem_sentence(row).endswith("accuracy NA -> 67.9 % without them")
+    assert error_types.data_problem_sentence(row).endswith("accuracy NA -> 67.9% without them")
     row.update(label_count=1, duplicate_count=0)  # one: singular; none: no arrow from a number to itself
     assert error_types.data_problem_sentence(row) == ("m: 1 of 11 mistakes is a label or duplicate problem; accuracy "
-                                                      "NA -> 67.9 % without it")
+                                                      "NA -> 67.9% without it")
     row.update(label_count=0, accuracy=19 / 30, accuracy_ci_low=0.4551, accuracy_ci_high=0.7812)
     assert error_types.data_problem_sentence(row) == ("m: none of its 11 mistakes is a label or duplicate problem; "
-                                                      "accuracy 63.3 % [45.5, 78.1]")
+                                                      "accuracy 63.3% [45.5, 78.1]")

@@ -41,4 +41,4 @@ def test_digests_tell_types_and_bounds_apart():
     moved.loc[1, "accuracy_ci_high"] = 0.45
     assert styled(moved)["accuracy_interval"].tolist()[:2] == [first[0], "[10.0, 45.0]"] and first[1] == "[10.0, 40.0]"
     small = styled(frame)  # a Styler: each cell's text
-    assert "50.0 % [40.0, 60.0]" in small.to_html() and "25.0 % [10.0, 40.0]" in small.to_html()
+    assert "50.0% [40.0, 60.0]" in small.to_html() and "25.0% [10.0, 40.0]" in small.to_html()

@@ -98,7 +98,7 @@ def test_curate_a_confusion_pair_and_see_results_change(server, shots):
         # Results: the raw and the curated accuracy side by side, and a label mistake counted.
         driver.get(f"{url}/results?run=sample")
         text = wait_for_text(driver, "Raw and curated", STEP)
-        assert re.search(r"efficientnet_lite0: accuracy [\d.]+ % raw → [\d.]+ % curated \(1 relabelled\)",
+        assert re.search(r"efficientnet_lite0: accuracy [\d.]+% raw → [\d.]+% curated \(1 relabelled\)",
                          text.replace("->", "→")), text[:3000]
         assert re.search(r"efficientnet_lite0: [1-9]\d* of \d+ mistakes (is a|are) label or duplicate problems?", text), \
             text[:4000]

@@ -21,12 +21,12 @@ def test_one_interval_format_for_rates_and_means():
                               f"{column}_ci_high": pd.array([high], dtype="Float64")})
         return interval_texts(frame, column)[0]
 
-    assert one(0.6333, 0.4553, 0.7812, "accuracy") == "63.3 % [45.5, 78.1]"
+    assert one(0.6333, 0.4553, 0.7812, "accuracy") == "63.3% [45.5, 78.1]"
     assert one(0.781, 0.7701, 0.7924, "wup_all") == "0.781 [0.770, 0.792]"
     assert one(1.5, 1.2, 1.8, "severity") == "1.50 [1.20, 1.80]"
-    assert one(0.5, None, None, "sibling_rate") == "50.0 %"  # no interval: the value alone
+    assert one(0.5, None, None, "sibling_rate") == "50.0%"  # no interval: the value alone
     assert one(pd.NA, 0.1, 0.2, "accuracy") is None  # drawn as the en dash
-    assert one(0.25, 0.1, 0.4, "cousin_rate") == "25.0 % [10.0, 40.0]"  # the new relation rates
+    assert one(0.25, 0.1, 0.4, "cousin_rate") == "25.0% [10.0, 40.0]"  # the new relation rates
 
 
 def _tables():
@@ -51,7 +51,7 @@ def test_styled_folds_the_bounds_into_their_column_and_keeps_the_numbers():
     column = list(styler.data.columns).index("accuracy")
     shown = [row[column + 1]["display_value"] for row in body]  # +1: the index cell
     assert shown == interval_texts(per_class, "accuracy")
-    assert shown[0].startswith("66.7 % [") and shown[0].endswith("]")
+    assert shown[0].startswith("66.7% [") and shown[0].endswith("]")
 
 
 def test_a_large_table_keeps_numbers_and_shows_the_bounds_beside_them():
