@@ -219,7 +219,7 @@ def test_confusions_and_explain_flow(app, app_home, monkeypatch):
     assert pair[1] == first["true_wnid"]
     # the confusion picked reads its MF with its interval, as the tables' cells
     picked = [s for s in at.selectbox if s.label == "Confused with"][0]
-    assert re.search(r" · MF \d+\.\d % \[\d+\.\d, \d+\.\d\] · ", picked.format_func(picked.value)), \
+    assert re.search(r" · MF \d+\.\d% \[\d+\.\d, \d+\.\d\] · ", picked.format_func(picked.value)), \
         picked.format_func(picked.value)
     assert at.get("plotly_chart"), "the WordNet path graph is missing"
     metrics = {m.label: m.value for m in at.metric}

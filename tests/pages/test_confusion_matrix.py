@@ -356,4 +356,4 @@ def test_each_top_confusion_links_to_explain_with_the_pair(app):
     import re
 
     lines = [c.value for c in at.caption if " · accuracy " in c.value]
-    assert lines and all(re.search(r"accuracy \d+\.\d % \[\d+\.\d, \d+\.\d\]$", line) for line in lines), lines
+    assert lines and all(re.search(r"accuracy \d+\.\d% \[\d+\.\d, \d+\.\d\]$", line) for line in lines), lines
