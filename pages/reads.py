@@ -389,9 +389,10 @@ def _explained_rows(run: Run, view: str) -> pd.DataFrame | None:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Building the per-image table…")
-def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
-                 issues_fp: str, label_space: str) -> pd.DataFrame:
-    from explain.browse_store import ensure_browse_table
+def _browse_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str, curation_fp: str,
+                  issues_fp: str, label_space: str) -> tuple:
+    """(the image table, its explain.browse.TableCodes): explain.browse_store.ensure_browse."""
+    from explain.browse_store import ensure_browse
 
     run = Run(run_path)
 
@@ -407,7 +408,11 @@ def _image_table(run_path: str, predictions_fp: str, manifest_fp: str, view: str
     # The rows build() reads are cached under this key: the store is used only while the run is as the key says.
     inputs = {"view": view, "predictions": predictions_fp, "manifest": manifest_fp, "curation": curation_fp,
               "label_issues": issues_fp}
-    return ensure_browse_table(run, view, label_space, build, inputs=inputs, background=True)
+    return ensure_browse(run, view, label_space, build, inputs=inputs, background=True)
+
+
+def _image_table(*key) -> pd.DataFrame:
+    return _browse_table(*key)[0]
 
 
 def _guarded(read, *args):
@@ -454,14 +459,11 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
 def _image_codes(*key) -> tuple[np.ndarray, pd.Index]:
-    """The table's images as codes into their sorted names (explain.browse.sorted_codes; NA: the code after
-    them): the cards' rows are found by them, and the grid's order uses them as ranks."""
-    from explain.browse import sorted_codes
-
-    codes, uniques = sorted_codes(_image_table(*key)["image"])
-    return _read_only(codes), uniques
+    """The table's images as codes into their sorted names (explain.browse.TableCodes, read with the stored
+    table; NA: the code after them): the cards' rows are found by them, and the grid's order uses them as ranks."""
+    codes = _browse_table(*key)[1]
+    return codes.image, codes.images
 
 
 def image_codes(key: tuple) -> np.ndarray:
@@ -489,10 +491,11 @@ def _browse_positions(key: tuple, filters: tuple) -> np.ndarray:
 def _browse_images(key: tuple, filters: tuple, sort: str) -> pd.DataFrame:
     from explain.browse import selection_images
 
-    table = _image_table(*key)
+    table, codes = _browse_table(*key)
     ordering = table[[c for c in ("image", "true_wnid", "prob_1", "margin") if c in table.columns]]
     positions = _browse_positions(key, filters)
-    return selection_images(ordering.take(positions), sort, image_codes=_image_codes(*key)[0][positions])
+    return selection_images(ordering.take(positions), sort, image_codes=codes.image[positions],
+                            true_codes=codes.true[positions])
 
 
 class BrowseRows:

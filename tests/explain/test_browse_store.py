@@ -182,6 +182,60 @@ def _store_with_claim(run, arrow, options=None) -> None:
     claim.write_text(json.dumps({**json.loads(claim.read_text()), "bytes": len(data), "sha256": browse_store.digest(data)}))
 
 
+def _with_ranks(written, table):
+    """``written`` (the table's Arrow columns) with the rank columns write_browse_table adds."""
+    import pyarrow as pa
+
+    from explain.browse import table_codes
+
+    codes = table_codes(table)
+    for column, ranks in (("image_rank", codes.image), ("true_rank", codes.true)):
+        written = written.append_column(column, pa.array(ranks.astype(np.int32)))
+    return written
+
+
+def test_the_stored_ranks_are_the_tables_and_forged_ones_are_refused(run):
+    """The ranks stored with the table (browse_store.CODE_COLUMNS) are explain.browse.table_codes' of it; ranks
+    made to match a forged claim are refused where one row of each rank shows they cannot be: out of range,
+    a rank unused, values out of order, a missing value before the last rank."""
+    import pyarrow as pa
+
+    from explain.browse import table_codes
+
+    table = run_image_table(run, "raw")
+    ensure_browse_table(run, "raw", SPACE)
+    stored, codes = browse_store.ensure_browse(run, "raw", SPACE, lambda: pytest.fail("read, not built"))
+    want = table_codes(table)
+    np.testing.assert_array_equal(codes.image, want.image)
+    np.testing.assert_array_equal(codes.true, want.true)
+    assert list(codes.images) == list(want.images) == sorted(set(table["image"]))
+    assert not codes.image.flags.writeable and not codes.true.flags.writeable, "shared by every session"
+    built, built_codes = browse_store.ensure_browse(run, "raw", SPACE, lambda: table, force=True)
+    assert list(built_codes.images) == list(want.images)
+
+    written = _with_ranks(pa.Table.from_pandas(table.astype(browse_store.DTYPES), preserve_index=False)
+                          .combine_chunks(), table)
+    written = written.cast(pa.schema([pa.field(c, pa.large_string() if browse_store.DTYPES.get(c) == "string"
+                                               else written.schema.field(c).type) for c in written.column_names],
+                                     metadata=written.schema.metadata))
+    _store_with_claim(run, written)
+    assert read_browse_table(run, "raw", SPACE) is not None, "the forger's file, ranks right: read"
+    ranks = want.image.astype(np.int32)
+    forged = {"out of range": np.where(ranks == ranks.max(), len(ranks), ranks),
+              "negative": np.where(ranks == 0, -1, ranks),
+              "a rank unused": np.where(ranks == 1, 2, ranks),
+              "out of order": np.where(ranks == 0, 1, np.where(ranks == 1, 0, ranks))}
+    for what, bad in forged.items():
+        at = written.column_names.index("image_rank")
+        _store_with_claim(run, written.set_column(at, "image_rank", pa.array(bad.astype(np.int32))))
+        assert read_browse_table(run, "raw", SPACE) is None, what
+    at = written.column_names.index("true_rank")
+    _store_with_claim(run, written.set_column(at, "true_rank", pa.array(want.true.astype(np.int64))))
+    assert read_browse_table(run, "raw", SPACE) is None, "ranks of another type"
+    _store_with_claim(run, written.drop_columns(["true_rank"]))
+    assert read_browse_table(run, "raw", SPACE) is None, "a table of the last version: built again"
+
+
 def test_a_table_made_to_match_a_forged_claim_is_refused_not_used(run):
     """Hostile check: with a claim rewritten to match, a compressed file (a 53 KB one unpacked to 1 GiB) and a
     string column whose offsets go backwards (the process crashed when the column was used) are refused (the
@@ -194,6 +248,7 @@ def test_a_table_made_to_match_a_forged_claim_is_refused_not_used(run):
     written = written.cast(pa.schema([pa.field(c, pa.large_string() if browse_store.DTYPES[c] == "string"
                                                else written.schema.field(c).type) for c in written.column_names],
                                      metadata=written.schema.metadata))
+    written = _with_ranks(written, table)
     _store_with_claim(run, written)
     pd.testing.assert_frame_equal(read_browse_table(run, "raw", SPACE), table.astype(browse_store.DTYPES))
 
@@ -319,11 +374,19 @@ def test_selection_images_orders_as_before(seed, sort):
     n = 300
     images = np.array([f"img{i}.jpg" for i in rng.integers(0, 60, n)], dtype=object)
     images[rng.random(n) < 0.05] = None  # images without a name are one image, as drop_duplicates counts them
-    true = np.array(CATS, dtype=object)[rng.integers(0, len(CATS), n)]
+    true = np.array(CATS, dtype=object)[rng.integers(0, len(CATS), n)]  # an image under several classes too
+    true[rng.random(n) < 0.05] = None
     probs = rng.choice([0.1, 0.5, 0.9, np.nan], n)  # ties and unknowns
     rows = pd.DataFrame({"image": pd.array(images, dtype="string"), "true_wnid": pd.array(true, dtype="string"),
                          "prob_1": pd.array(probs, dtype="Float64"), "margin": pd.array(probs / 2, dtype="Float64")})
     pd.testing.assert_frame_equal(selection_images(rows, sort), _selection_before(rows, sort))
+    from explain.browse import table_codes
+
+    codes = table_codes(rows)  # the ranks the dashboard passes (stored with the table), any subset of rows
+    keep = np.flatnonzero(rng.random(n) < 0.7)
+    pd.testing.assert_frame_equal(
+        selection_images(rows.take(keep), sort, image_codes=codes.image[keep], true_codes=codes.true[keep]),
+        _selection_before(rows.take(keep).reset_index(drop=True), sort))
 
 
 @pytest.mark.parametrize("storage", ["pyarrow", "python"])
