@@ -21,7 +21,7 @@ from explain.browse import (ANNOTATION_DOCS, COLUMN_DOCS, GROUP_LABELS, GROUPS, 
                             card_rows, compare_models, image_mask)
 from explain.selection import Selection
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, RELATIONS, relation_help, unmatched
-from pages.pictures import grid_thumbnails, stored_picture
+from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, download_csv, percent_rounded, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_codes, image_table,
                          image_table_key, no_predictions_note, paired_test)
@@ -31,7 +31,6 @@ from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, remember_url, 
 
 PER_PAGE = 24
 GRID_COLUMNS = 4
-THUMBNAIL = (320, 240)  # pixels of a grid image (4:3, the whole picture letterboxed)
 MAX_TABLE_ROWS = 5_000  # shown on screen; the CSV has every filtered row
 URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max", "etype", "tag", "margin_max", "sort",
             "page",
@@ -253,19 +252,6 @@ def _prob(value) -> str:
     return NA_DASH if value is None or pd.isna(value) else f"{float(value):.1%}"
 
 
-def _image(path_of: str, thumbnails: dict) -> None:
-    """The image's thumbnail (pages.pictures.grid_thumbnails, made for the whole grid at once) when the run
-    has its file; a note otherwise (uploaded predictions have none)."""
-    if path_of not in thumbnails:
-        stored_picture(run, path_of)  # says why there is none
-        return
-    thumbnail = thumbnails[path_of]
-    if thumbnail is None:
-        st.caption(f"Cannot decode {escape_markdown(path_of)}")
-    else:
-        st.image(thumbnail, width="stretch")
-
-
 def _prediction_line(row) -> str:
     """'✓ model: tabby 87%' in the relation's colour (outside text escaped); a row the filters did
     not match (explain.browse.card_rows) in italics, without its relation's colour, and says so."""
@@ -297,7 +283,7 @@ def image_grid(images: pd.DataFrame, cards: pd.DataFrame, selection: Selection |
         for col, item in zip(cols, images.iloc[start:start + GRID_COLUMNS].itertuples(index=False)):
             with col.container(border=True):
                 if has_files:
-                    _image(str(item.image), thumbnails)
+                    show_thumbnail(run, str(item.image), thumbnails)
                 st.markdown(f"**{escape_markdown(_name(item.true_wnid))}**")
                 rows = by_image.get(item.image, [])
                 st.caption("  \n".join(_prediction_line(r) for r in rows) or "No prediction of the chosen models.")

@@ -24,6 +24,7 @@ from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, page_link, rem
                              url_choices, url_from_outside, write_choices, write_params)
 from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
                          no_predictions_note)
+from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.text import escape_markdown, listed, plural
 
 BROWSE = "pages/browse_page.py"
@@ -122,12 +123,16 @@ def open_link(model: str, true: str, pred: str, label: str, image: str | None = 
 
 def image_grid(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
     grid = st.columns(6)
-    for i, (_, p) in enumerate(rows.head(limit).iterrows()):
+    shown = rows.head(limit)
+    # Browse's thumbnails (pages.pictures: made together, kept per file version, read as inference reads files):
+    # each picture was read whole from disk on every rerun, and a file that does not decode showed no word.
+    pictures = grid_thumbnails(run, shown["image"].astype(str), THUMBNAIL)
+    for i, (_, p) in enumerate(shown.iterrows()):
         pred = str(p["pred_wnid"])
         prob = "" if pd.isna(p["prob_1"]) else f" ({float(p['prob_1']):.1%})"
         with grid[i % 6]:
             # The caption holds a class name (a stored wnid where it has none: escaped) and a probability.
-            st.image(str(run.image_path(p["image"])), width="stretch", caption=f"→ {escape_markdown(name_of(pred))}{prob}")
+            show_thumbnail(run, str(p["image"]), pictures, caption=f"→ {escape_markdown(name_of(pred))}{prob}")
             open_link(model, str(p["true_wnid"]), pred, "Open", str(p["image"]))
             if links and pred != str(p["true_wnid"]):
                 browse_link(model, str(p["true_wnid"]), pred, "Browse this pair")

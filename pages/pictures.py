@@ -123,3 +123,21 @@ def grid_thumbnails(run: Run, images: Iterable[str], box: tuple[int, int]) -> di
                 continue
     made = _thumbnail_store().many(keys.values(), lambda key: letterboxed(key[0], key[2]))
     return {image: made[key] for image, key in keys.items()}
+
+
+THUMBNAIL = (320, 240)  # pixels of a grid image (4:3, the whole picture letterboxed): Browse's and Confusions'
+
+
+def show_thumbnail(run: Run, image: str, thumbnails: dict, caption: str | None = None) -> None:
+    """``image``'s thumbnail from :func:`grid_thumbnails`' ``thumbnails`` (``caption`` under it, Markdown: escape
+    outside text), "Cannot decode …" for a file that does not decode, or :func:`stored_picture`'s note where
+    the run has no file for it (uploaded predictions)."""
+    if image not in thumbnails:
+        stored_picture(run, image)  # says why there is none
+        return
+    thumbnail = thumbnails[image]
+    if thumbnail is None:
+        st.caption(f"Cannot decode {escape_markdown(image)}")
+    else:
+        st.image(thumbnail, width="stretch", caption=caption)
+

@@ -754,3 +754,37 @@ def test_confusions_sections_offer_the_models_chosen_above(app_home, monkeypatch
     assert at.query_params["model"] == everyone[0], "the URL names the matrix's model shown"
     at.multiselect(key="conf_models").set_value([]).run()
     assert not at.exception and list(at.selectbox(key="matrix-model").options) == everyone
+
+
+def test_confusions_thumbnails_say_which_file_does_not_decode(sample_store, tmp_path_factory, monkeypatch):
+    """Confusions' misclassified images are Browse's thumbnails (pages.pictures): each picture was read whole from
+    disk on every rerun through st.image(path), and a file that no longer decodes showed nothing said. Now a
+    damaged file is "Cannot decode <image>" under the grid and the other images are drawn."""
+    from core.runstore import RunStore
+    from tests.pages.conftest import copy_store
+
+    home = copy_store(sample_store, tmp_path_factory, "damaged_home")
+    monkeypatch.setenv("WILDLENS_HOME", str(home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "sample"})
+    at.run()
+    open_page(at, "confusions")
+    model, true = at.selectbox(key="images-model").value, at.selectbox(key="conf_true").value
+    run = RunStore(home).open_run("sample")
+    preds = run.usable_predictions()
+    wrong = preds[(preds["model"] == model) & (preds["true_wnid"] == true) & (preds["pred_wnid"] != true)]
+    if len(wrong) < 2:
+        pytest.skip("fewer than two mistakes of the first class on the sample")
+    images = sorted(wrong["image"].astype(str))
+    run.image_path(images[0]).write_bytes(b"\xff\xd8 not a jpeg any more")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at.run()
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    from pages.text import escape_markdown
+
+    assert f"Cannot decode {escape_markdown(images[0])}" in captions, [c for c in captions if "decode" in c]
+    assert len(at.get("image")) >= 1, "the others are drawn"
