@@ -18,6 +18,7 @@ from explain.metric_intervals import rankable
 from explain.metrics import column_docs
 from explain.schema import labels_of
 from pages.charts import cached_figure, claims_figure, error_offsets
+from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
@@ -247,15 +248,16 @@ if points and points[0].get("customdata") and points[0]["customdata"][0] in mode
                        query_params={k: v for k, v in link_params.items() if k != "src"})
     grid = st.columns(6)
     has_files = run.images_dir.is_dir()
-    for i, item in enumerate(picked_images.head(12).itertuples(index=False)):
+    shown = picked_images.head(12)
+    # Browse's thumbnails (pages.pictures): files read as inference reads them (st.image on a path waited on a
+    # FIFO), a picture that does not decode said in words.
+    pictures = grid_thumbnails(run, shown["image"].astype(str), THUMBNAIL) if has_files else {}
+    for i, item in enumerate(shown.itertuples(index=False)):
         with grid[i % 6]:
             reason = rows[(rows["image"] == item.image)]["error_reason" if by == "error type" else "relation"]
             reason = str(reason.iloc[0]) if len(reason) and isinstance(reason.iloc[0], str) else ""
             if has_files:
-                try:
-                    st.image(str(run.image_path(str(item.image))), width="stretch")
-                except Exception:  # a missing or undecodable file: its name instead
-                    st.caption(escape_markdown(str(item.image)))
+                show_thumbnail(run, str(item.image), pictures)
             st.caption(escape_markdown(f"{class_name(item.true_wnid, run.info.label_space)} · {reason}"))
             st.page_link("pages/image_page.py", label="Open", query_params={**link_params, "open": str(item.image)})
 st.markdown("  \n".join(escape_markdown(data_problem_sentence(row)) for row in types.to_dict("records")))

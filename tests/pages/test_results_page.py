@@ -358,3 +358,56 @@ def test_a_link_repeating_models_thousands_of_times_is_one_short_warning(app, sa
     assert [m for m in at.multiselect if m.key == "results_models"][0].value == [models[0]]
     (warning,) = [w.value for w in at.warning if "Showing the rest" in w.value]
     assert len(warning) < 600 and "and 895 more" in warning and escape_markdown("**m0**") in warning, warning
+
+
+def test_a_clicked_mistake_segment_shows_its_images_and_names_one_that_does_not_decode(sample_store, tmp_path_factory,
+                                                                                      monkeypatch):
+    """Results' click on a segment of the mistakes' stack: its images as Browse's thumbnails (pages.pictures), a
+    picture that does not decode named as such (st.image on the file's path waited on a FIFO and showed a damaged
+    file as its bare name)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from core.runstore import RunStore
+    from pages.text import escape_markdown
+    from tests.conftest import ROOT
+    from tests.pages.conftest import copy_store, send_chart_selection
+
+    home = copy_store(sample_store, tmp_path_factory, "segment_home")
+    monkeypatch.setenv("WILDLENS_HOME", str(home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    at.query_params.update({"run": "sample"})
+    at.run()
+    at.switch_page("pages/results_page.py").run()
+    chart = [c for c in at.get("plotly_chart") if "mistake-stack" in (c.proto.id or "")]
+    assert chart, "the mistakes' stack"
+    spec = json.loads(chart[0].proto.spec)
+    segments = [(data[0], data[1]) for trace in spec["data"] for data in trace.get("customdata") or []
+                if isinstance(data, list) and data[2]]  # (model, kind) with mistakes: [model, kind, count, interval]
+    if not segments:
+        pytest.skip("no segment to click on the sample")
+    model, kind = segments[0]
+    run = RunStore(home).open_run("sample")
+    point = {"curve_number": 0, "point_number": 0, "point_index": 0, "customdata": [model, kind]}
+    send_chart_selection(at, chart[0], {"points": [point], "point_indices": [0], "box": [], "lasso": []})
+    shown = len(at.get("image"))
+    assert shown >= 1, "the segment's images"
+    from explain.browse import filter_images, selection_images
+    from explain.browse import run_image_table
+
+    from explain.browse import filter_annotated
+    from explain.error_types import ERROR_TYPES
+
+    rows = filter_images(run_image_table(run, "raw"), models=[model], outcome="mistake")
+    rows = rows if kind not in ERROR_TYPES else filter_annotated(run_image_table(run, "raw").pipe(
+        lambda t: t.loc[rows.index]), error_types=[kind])
+    first = str(selection_images(rows, "class")["image"].iloc[0])
+    run.image_path(first).write_bytes(b"\xff\xd8 not a jpeg any more")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    send_chart_selection(at, chart[0], {"points": [point], "point_indices": [0], "box": [], "lasso": []})
+    captions = [c.value for c in at.caption]
+    assert f"Cannot decode {escape_markdown(first)}" in captions, [c for c in captions if "decode" in c]
+    assert len(at.get("image")) == shown - 1, "the others are drawn"
