@@ -603,8 +603,8 @@ def block_threads(items: list[tuple], resamples: int) -> int | None:
 
 def ordered_map(func, items: list[tuple], threads: int | None = None):
     """Yield func(*item) for each item, in order, computing up to ``threads`` at a time (at most
-    2 x threads results waiting), or inline with one thread or one item, or an item whose thread could
-    not be started (``func`` must have no side effects: such an item may also run on a pool thread)."""
+    2 x threads results waiting), or inline with one thread or one item; from the first item whose thread
+    could not be started on, the items no thread has taken run here (each item once)."""
     threads = worker_threads() if threads is None else threads
     if threads <= 1 or len(items) <= 1:
         for item in items:
@@ -618,12 +618,16 @@ def ordered_map(func, items: list[tuple], threads: int | None = None):
         return func(*item) if future is None else future.result()
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bootstrap") as pool:
-        pending = deque()
+        pending, threaded = deque(), True
         for item in items:
-            try:
-                future = pool.submit(func, *item)
-            except RuntimeError:  # "can't start new thread" (an address-space limit): this one computed here
-                future = None
+            future = None
+            if threaded:
+                try:
+                    future = pool.submit(func, *item)
+                except RuntimeError:  # "can't start new thread" (an address-space limit): the rest computed here
+                    threaded = False
+                    pool.shutdown(wait=False, cancel_futures=True)  # queued and not taken: computed here, once
+                    pending = deque((None if f is None or f.cancel() else f, queued) for f, queued in pending)
             pending.append((future, item))
             if len(pending) >= 2 * threads:
                 yield result(pending.popleft())

@@ -469,11 +469,18 @@ def test_the_threaded_path_gives_the_same_tables_bit_for_bit(table, monkeypatch)
     serial = compute_metric_tables(big, cache_dir=False)
     monkeypatch.setattr(metrics, "_PARALLEL_FROM", 0)
     monkeypatch.setattr(metrics, "_cores", lambda: 2)
+    import core.machine
+
+    monkeypatch.setattr(core.machine, "available_cores", lambda: 2)  # the wnid columns' pool too, on one core
+    factorised_on, factorize = [], metrics._factorize
+    monkeypatch.setattr(metrics, "_factorize", lambda *a: factorised_on.append(threading.current_thread().name)
+                        or factorize(*a))
     ran_on, top_k_sums = [], metrics._top_k_sums
     monkeypatch.setattr(metrics, "_top_k_sums", lambda *a: ran_on.append(threading.current_thread().name)
                         or top_k_sums(*a))
     threaded = compute_metric_tables(big, cache_dir=False)
     assert ran_on and ran_on[0].startswith("wildlens-metrics")  # the path under test was taken
+    assert factorised_on and all(name.startswith("wildlens-metrics") for name in factorised_on), factorised_on
     for name, df in serial.as_dict().items():
         pd.testing.assert_frame_equal(threaded.as_dict()[name], df, check_exact=True, obj=name)
     # and an error raised on the second thread reaches the caller as the serial path's
@@ -487,8 +494,6 @@ def test_no_thread_to_start_gives_the_same_tables(table, monkeypatch):
     """Leftover of a hostile check: under an address-space limit "can't start new thread" escaped the
     metric tables' threads (the wnid columns' factorising, the top-5 severities, the bootstrap's blocks);
     each now runs in the calling thread and the tables, intervals included, are the serial ones."""
-    import concurrent.futures
-
     from explain import metrics, uncertainty
 
     big = pd.concat([table] * 3, ignore_index=True).assign(image=lambda d: [f"i{k}" for k in range(len(d))])
@@ -498,13 +503,16 @@ def test_no_thread_to_start_gives_the_same_tables(table, monkeypatch):
     monkeypatch.setattr(metrics, "_PARALLEL_FROM", 0)
     monkeypatch.setattr(metrics, "_cores", lambda: 2)
     monkeypatch.setattr(uncertainty, "block_threads", lambda items, resamples: 2)
+    import core.machine
+
+    monkeypatch.setattr(core.machine, "available_cores", lambda: 2)
     refused = []
 
-    def no_thread(self, *args, **kwargs):
-        refused.append(args[0])
+    def no_thread(self):  # as CPython fails inside ThreadPoolExecutor.submit: the item queued, then no thread
+        refused.append(self.name)
         raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", no_thread)
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
     alone = compute_metric_tables(big, cache_dir=False)
     assert refused, "the threaded paths were tried"
     for name, df in serial.as_dict().items():
