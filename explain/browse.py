@@ -146,13 +146,15 @@ class TableCodes:
     (:func:`sorted_codes`; NA: the rank after them all): what the dashboard pairs, finds and orders rows by
     instead of the names. Stored with the table (explain.browse_store): ranking 1,000,000 rows' images and
     classes was ~0.2 s of Browse's first load."""
-    image: np.ndarray  # int64 ranks of ``image``
+    image: np.ndarray  # integer ranks of ``image`` (int32 as stored, int64 as made)
     images: pd.Index  # the sorted distinct images (object): ``images[image[i]]`` is row i's image
-    true: np.ndarray  # int64 ranks of ``true_wnid``
+    true: np.ndarray  # integer ranks of ``true_wnid``
 
     def __post_init__(self):
-        for array in (self.image, self.true):
-            array.flags.writeable = False  # shared by every session of a dashboard
+        for name in ("image", "true"):  # read-only views, shared by every session; the caller's arrays untouched
+            view = np.asarray(getattr(self, name)).view()
+            view.flags.writeable = False
+            object.__setattr__(self, name, view)
 
 
 def table_codes(table: pd.DataFrame) -> TableCodes:
@@ -442,9 +444,14 @@ def _compare_by_codes(table: pd.DataFrame, a: str, b: str, codes: np.ndarray) ->
     after them): each model's last row of an image kept (as ``_last_of_each``), an A row paired with
     B's row of the same image code when their true classes are equal (NA equals NA, as ``merge``
     pairs keys), then ordered by group, true class and image rank (the names' order, NA last)."""
-    if len(codes) != len(table) or (len(codes) and (codes.min() < 0 or codes.max() > len(codes))):
-        raise BrowseError(f"{len(codes):,} image codes for {len(table):,} rows, not one rank each from 0 to the "
-                          "number of rows: give sorted_codes of this table's images.")
+    if len(codes) != len(table) or (len(codes) and codes.min() < 0):
+        raise BrowseError(f"{len(codes):,} image codes for {len(table):,} rows, not one rank each: give sorted_codes "
+                          "of this table's images (or of the whole table's, taken at these rows).")
+    if len(codes) and codes.max() > len(codes):
+        # A filtered table's ranks in the whole table (what the page passes with a true class chosen): renumbered
+        # in their order, so the lookup below is as long as this table. Why: a later class's ranks were refused,
+        # and Browse stopped with an error for most classes (a hostile campaign).
+        codes = np.unique(codes, return_inverse=True)[1]
     known = table["correct"].notna().to_numpy()
     kept = []
     for model in (a, b):
@@ -583,7 +590,8 @@ def selection_images(rows: pd.DataFrame, sort: str = "class", image_codes: np.nd
     smallest first (ties: true class, image; an image with several matched rows takes its first).
     ``image_codes``: :func:`sorted_codes` of ``rows["image"]``, when the caller holds them (the dashboard
     keeps them per table: ranking 1,000,000 image names took 0.15-0.3 s of Browse's first load); ``true_codes``
-    likewise of ``rows["true_wnid"]`` (:class:`TableCodes`: any ranks in the values' order will do)."""
+    likewise of ``rows["true_wnid"]`` (:class:`TableCodes`; any integer codes in the values' order will do: ranks
+    from 0 to the row count take the one-pass path, others a sort of every row)."""
     if sort not in SORTS:
         raise BrowseError(f"Unknown order {sort!r}; allowed: {', '.join(SORTS)}.")
     if rows.empty:
@@ -592,7 +600,10 @@ def selection_images(rows: pd.DataFrame, sort: str = "class", image_codes: np.nd
     images = _sort_codes(frame["image"]) if image_codes is None else np.asarray(image_codes)
     trues = _sort_codes(frame["true_wnid"]) if true_codes is None else np.asarray(true_codes)
     if sort == "class":
-        return frame.take(_first_rows_by_class(images, trues)).reset_index(drop=True)
+        n = len(images)
+        if images.min() >= 0 and trues.min() >= 0 and images.max() <= n and trues.max() <= n:  # ranks, as stored
+            return frame.take(_first_rows_by_class(images, trues)).reset_index(drop=True)
+        order = np.lexsort((images, trues))  # other codes (negative, or sparse and large): every row sorted
     else:
         column = "margin" if sort == "margin" else "prob_1"
         values = rows[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan) if column in rows \

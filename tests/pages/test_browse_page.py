@@ -53,6 +53,23 @@ def test_browse_renders_on_the_sample_run(app, library):
     assert [m.label for m in at.metric] == ["Both wrong", "Only A wrong", "Only B wrong", "Both right"]
 
 
+def test_every_true_class_compares_the_two_models(app, library):
+    """A hostile campaign: with a true class chosen, the comparison got the whole table's image ranks of that class's
+    rows and refused them for every class but the first few, and the page stopped with an error."""
+    from explain.browse import compare_models
+
+    at = open_page(app)
+    a, b = _widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value
+    for true in sorted(set(library["true_wnid"].dropna()), reverse=True):  # the last classes first
+        _widget(at, "selectbox", "browse_true").set_value(true).run()
+        assert not at.exception, (true, [e.value for e in at.exception])
+        shown = {m.label: m.value for m in at.metric}
+        expected = compare_models(library[library["true_wnid"] == true].reset_index(drop=True), a, b)
+        assert shown == {label: f"{len(expected.group(g)):,}" for g, label in
+                         (("both_wrong", "Both wrong"), ("only_a_wrong", "Only A wrong"),
+                          ("only_b_wrong", "Only B wrong"), ("both_right", "Both right"))}, true
+
+
 def test_a_link_prefilters_the_page_and_the_filters_go_back_to_the_url(app, library):
     mistakes = library[~library["correct"].astype(bool)]
     if mistakes.empty:
