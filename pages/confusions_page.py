@@ -158,13 +158,19 @@ def _apply_url(url: dict) -> None:
             st.session_state["conf_true"] = url["true"]
         else:
             lacking.append(f"true class {listed([url['true']])}")
+    unchosen = False
     if url["model"]:
         if url["model"] in models:
             if url["model"] in (chosen_models or models):
                 st.session_state["matrix-model"] = st.session_state["images-model"] = url["model"]
+            else:  # a hand-made link: its models leave this one out (a review: ignored without a word)
+                unchosen = True
+                st.warning(escape_markdown(f"The link's model {url['model']} is not among the models it chooses "
+                                           f"above: showing {chosen_models[0]}'s instead (add {url['model']} above "
+                                           "to see its matrix and images)."), icon=":material/link_off:")
         else:
             lacking.append(f"model {listed([url['model']])}")
-    wanted = (url["cell_true"], url["cell_pred"]) if url["cell_true"] and url["cell_pred"] else \
+    wanted = None if unchosen else (url["cell_true"], url["cell_pred"]) if url["cell_true"] and url["cell_pred"] else \
         (url["true"], url["pred"]) if url["true"] and url["pred"] else None
     # Picked below, once the matrix's cells are known; () for a URL without a cell: none picked (a UI review: Back
     # to the step before a cell was picked kept the cell).
@@ -395,6 +401,9 @@ else:
         wanted = (wanted[0], cm.column_of([tuple(wanted)], run_classes, outside=outside, shown=shown)[tuple(wanted)])
     if wanted is not None and tuple(wanted) in options:
         st.session_state[pick_key] = tuple(wanted)
+    elif wanted is not None:  # a hostile campaign: a link's cell that is none of this matrix went without a word
+        st.warning(escape_markdown(f"The link's cell {str(wanted[0])[:80]} → {str(wanted[1])[:80]} is not in "
+                                   f"{matrix_model}'s matrix as shown here: no cell picked."), icon=":material/link_off:")
     if st.session_state.get(pick_key) not in options:  # a cell the predictions no longer hold (a rerun of a model)
         st.session_state.pop(pick_key, None)
     if clicked is not None and clicked != st.session_state.get(f"_last-{pick_key}"):

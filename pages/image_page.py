@@ -53,10 +53,10 @@ def _named(wnid) -> str:
 def _picture(path: str, version: tuple) -> tuple[bytes | None, str, int]:
     """(JPEG bytes of the whole picture, at most MAX_SIDE pixels a side, or None if it cannot be
     decoded; its size as text; the width it is shown at); cached per :func:`pages.pictures.file_version`."""
-    from core.imageio import ImageLoadError, load_rgb
+    from core.imageio import ImageLoadError, load_rgb, read_image_file
 
-    try:
-        picture = load_rgb(path)
+    try:  # read as inference reads files: a regular file of at most MAX_IMAGE_BYTES (a 1 GiB one was read whole)
+        picture = load_rgb(read_image_file(path))
     except ImageLoadError as exc:
         return None, one_line(exc), 0
     size = f"{picture.width} × {picture.height} pixels"
@@ -72,7 +72,12 @@ def _show_picture(image: str, width="native") -> None:
     path = stored_picture(run, image)
     if path is None:
         return
-    data, size, shown = _picture(str(path), file_version(path))
+    try:
+        version = file_version(path)
+    except OSError:  # gone since it was found: as a missing file
+        st.caption(f"No image file: {escape_markdown(image)}")
+        return
+    data, size, shown = _picture(str(path), version)
     if data is None:
         st.caption(f"Cannot decode {escape_markdown(image)}: {escape_markdown(size)}")
     elif width == "native":

@@ -132,12 +132,14 @@ def show_thumbnail(run: Run, image: str, thumbnails: dict, caption: str | None =
     """``image``'s thumbnail from :func:`grid_thumbnails`' ``thumbnails`` (``caption`` under it, Markdown: escape
     outside text), "Cannot decode …" for a file that does not decode, or :func:`stored_picture`'s note where
     the run has no file for it (uploaded predictions)."""
+    thumbnail = thumbnails.get(image)
+    if thumbnail is not None:
+        st.image(thumbnail, width="stretch", caption=caption)
+        return
     if image not in thumbnails:
         stored_picture(run, image)  # says why there is none
-        return
-    thumbnail = thumbnails[image]
-    if thumbnail is None:
-        st.caption(f"Cannot decode {escape_markdown(image)}")
     else:
-        st.image(thumbnail, width="stretch", caption=caption)
+        st.caption(f"Cannot decode {escape_markdown(image)}")
+    if caption:  # what the card says of the image (a prediction) stays (a review: it went with the picture)
+        st.caption(caption)
 

@@ -225,8 +225,13 @@ st.caption("Click a segment to see its images below. Hover for the count and the
            "the model's mistakes).")
 points = (event.selection.get("points") if event else None) or []
 model_of_label = {html.escape(m): m for m in shares["model"]}  # the chart carries escaped ids only (Plotly reads HTML)
-if points and points[0].get("customdata") and points[0]["customdata"][0] in model_of_label:
-    model_picked, kind_picked = model_of_label[points[0]["customdata"][0]], points[0]["customdata"][1]
+picked_point = points[0].get("customdata") if isinstance(points, list) and points and isinstance(points[0], dict) \
+    else None
+# The browser sends the selection: a point's customdata is [model label, kind] when it is the chart's own
+# (a hostile campaign: ["m"] raised IndexError, [["m"], 1] TypeError).
+if isinstance(picked_point, list) and len(picked_point) >= 2 and all(isinstance(v, str) for v in picked_point[:2]) \
+        and picked_point[0] in model_of_label:
+    model_picked, kind_picked = model_of_label[picked_point[0]], picked_point[1]
     table_view = image_table(run, view)
     rows = filter_images(table_view, models=[model_picked], outcome="mistake",
                          relations=[kind_picked] if by == "relation" else None)

@@ -754,6 +754,15 @@ def test_confusions_sections_offer_the_models_chosen_above(app_home, monkeypatch
     assert at.query_params["model"] == everyone[0], "the URL names the matrix's model shown"
     at.multiselect(key="conf_models").set_value([]).run()
     assert not at.exception and list(at.selectbox(key="matrix-model").options) == everyone
+    # A hand-made link whose models leave out its model: said, the first chosen one's matrix, no cell picked
+    linked = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    linked.query_params.update({"run": "sample", "models": everyone[:1], "model": everyone[-1],
+                                "cell_true": "n02123045", "cell_pred": "n02123045"})
+    linked.run()
+    open_page(linked, "confusions")
+    assert not linked.exception and linked.selectbox(key="matrix-model").value == everyone[0]
+    said = [w.value for w in linked.warning if "not among the models" in w.value]
+    assert len(said) == 1 and "cell_true" not in linked.query_params
 
 
 def test_confusions_thumbnails_say_which_file_does_not_decode(sample_store, tmp_path_factory, monkeypatch):
@@ -786,5 +795,6 @@ def test_confusions_thumbnails_say_which_file_does_not_decode(sample_store, tmp_
     captions = [c.value for c in at.caption]
     from pages.text import escape_markdown
 
-    assert f"Cannot decode {escape_markdown(images[0])}" in captions, [c for c in captions if "decode" in c]
+    at_damaged = captions.index(f"Cannot decode {escape_markdown(images[0])}")
+    assert captions[at_damaged + 1].startswith("→ "), "its prediction still under it (a review)"
     assert len(at.get("image")) >= 1, "the others are drawn"

@@ -340,6 +340,8 @@ def test_a_hostile_link_is_text_cut_short_and_changes_nothing_else(app, sample):
     assert len(warning) < 600 and escape_markdown("**x**[l](https://evil.invalid)") in warning, warning
     assert cell_box(at).value is None
     assert at.query_params["true"] != evil and "cell_true" not in at.query_params
+    (said,) = [w.value for w in at.warning if "no cell picked" in w.value]  # (a hostile campaign: not a word)
+    assert len(said) < 400 and escape_markdown("**x**[l](https://evil.invalid)") in said, said
 
 
 def test_each_top_confusion_links_to_explain_with_the_pair(app):

@@ -67,6 +67,28 @@ def test_paging_through_a_confusion_pair(home):
     assert "efficientnet\\_lite0" in predictions and "efficientnet\\_lite2" in predictions  # every model's top-5
 
 
+def test_a_picture_over_the_size_limit_is_not_read_and_says_why(home):
+    """A hostile campaign: the Image page read its picture whole, whatever its size (a 1 GiB sparse file: 1.8 GB of
+    memory and 4 s); it reads as inference reads files now: over core.MAX_IMAGE_BYTES it is not read, and says so."""
+    import os
+    import resource
+
+    from core.imageio import MAX_IMAGE_BYTES
+    from core.runstore import RunStore
+
+    images = _pair_images(home)
+    path = RunStore(home).open_run("sample").image_path(images[0])
+    with open(path, "r+b") as handle:
+        handle.truncate(MAX_IMAGE_BYTES + 1)  # sparse: no disk taken
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    at = _app(src="pair", model="efficientnet_lite0", true=TABBY, pred=EGYPTIAN_CAT, open=images[0])
+    said = [c.value for c in at.caption if c.value.startswith("Cannot decode")]
+    assert said and "over the" in said[0] and "not read" in said[0], said
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < MAX_IMAGE_BYTES // 1024 // 2, f"the file was read: the peak grew by {grown_kib} KiB"
+    assert os.path.getsize(path) == MAX_IMAGE_BYTES + 1, "the user's file is left as it is"
+
+
 def test_a_link_to_an_image_the_run_lacks_says_so(home):
     """A fresh look at the sample (2026-12-06): ?open=n0/zzz.png showed the selection's first image with
     no word. Now the page says what the link named and what it shows instead."""

@@ -391,6 +391,10 @@ def test_a_clicked_mistake_segment_shows_its_images_and_names_one_that_does_not_
     model, kind = segments[0]
     run = RunStore(home).open_run("sample")
     point = {"curve_number": 0, "point_number": 0, "point_index": 0, "customdata": [model, kind]}
+    for forged in (["m"], [["m"], 1], [None, None], "m", {"x": 1}):  # what a client may send (a hostile campaign)
+        send_chart_selection(at, chart[0], {"points": [{**point, "customdata": forged}], "point_indices": [0],
+                                            "box": [], "lasso": []})  # (it asserts no exception)
+    send_chart_selection(at, chart[0], {"points": {"0": point}, "point_indices": [0], "box": [], "lasso": []})
     send_chart_selection(at, chart[0], {"points": [point], "point_indices": [0], "box": [], "lasso": []})
     shown = len(at.get("image"))
     assert shown >= 1, "the segment's images"
