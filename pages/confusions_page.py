@@ -192,8 +192,10 @@ if url_from_outside("confusions", url):  # a link, a reload, a bookmark, or back
 if st.session_state.get("conf_true") not in true_wnids:
     st.session_state.pop("conf_true", None)
 for key in ("matrix-model", "images-model"):  # each section offers the models chosen above (a UI review: every model)
-    if st.session_state.get(key) not in (chosen_models or models):
-        st.session_state.pop(key, None)
+    if key in st.session_state and st.session_state[key] not in (chosen_models or models):
+        # Set, not popped: popped, the page used the first chosen model while the browser's box kept showing the one
+        # removed (a UI review; Streamlit keeps a keyed widget's value in the browser when its options change).
+        st.session_state[key] = (chosen_models or models)[0]
 
 true_wnid = st.selectbox("True class", true_wnids, format_func=lambda w: f"{names[w]} ({w})", key="conf_true")
 st.caption("Each model's most frequent confusions of this class. MF (misclassification frequency): a confusion's "
@@ -212,8 +214,8 @@ for model, n, n_mistakes, accuracy in zip(class_stats["model"], class_stats["n"]
                                           interval_texts(class_stats, "accuracy")):
     stats_of.setdefault(model, (n, n_mistakes, accuracy or NA_DASH))
 if not chosen_models:  # a UI review: the section was blank without a word
-    st.info("Pick at least one model above to see its most frequent confusions of this class; the matrix and "
-            "the misclassified images below have their own model boxes.")
+    st.info("Pick at least one model above to see its most frequent confusions of this class; until then the "
+            "matrix and the misclassified images below offer every model.")
 cols = st.columns(max(1, min(len(chosen_models), 3)))
 for i, model in enumerate(chosen_models):
     with cols[i % len(cols)]:
@@ -423,6 +425,9 @@ else:
         # The view's usable predictions (pages.reads: raw, or the curation applied), as the metrics take them.
         images = cm.cell_images(model_view_predictions(run, matrix_model), matrix_model, true, column, run_classes,
                                 outside=outside, shown=shown)
+        # By file, as the misclassified images below and the Image page after an "Open" (a UI review: most confident
+        # first, the first "Open" landed on "Image 4 of 4").
+        images = images.sort_values("image", na_position="last", kind="stable").reset_index(drop=True)
         st.markdown(f"**{escape_markdown(row_titles[list(counts.index).index(true)])} → "
                     f"{escape_markdown(column_title(column))}** · {plural(len(images), 'image')}")
         if true != column:
@@ -455,6 +460,8 @@ else:
 # ------------------------------------------------------------------ whole table
 st.subheader("All top-3 confusions")
 table = confusions[confusions["model"].isin(chosen_models)]
+if not chosen_models:  # a UI review: an empty table reading "empty", and a download of every model's rows
+    st.caption("No model chosen above: pick one to list its confusions here.")
 # Names beside the wnids (the download below is the library's table as it is).
 for column, named in (("true_wnid", "true_name"), ("pred_wnid", "pred_name"), ("lcs_wnid", "lcs_name")):
     if column in table.columns:
@@ -475,4 +482,6 @@ st.dataframe(data, hide_index=True, width="stretch", placeholder=NA_DASH,
              column_config=table_column_config("confusions", frame.columns, frame,
                                                formats=isinstance(data, pd.DataFrame),
                                                bounded=interval_columns_in(table)))
-download_csv(confusions, f"{run.run_id}_confusions.csv", key="dl-confusions", label_space=label_space)
+# The chosen models' rows, as the table shows them (every model when all are chosen: the library's table as it is).
+download_csv(confusions[confusions["model"].isin(chosen_models)], f"{run.run_id}_confusions.csv", key="dl-confusions",
+             label_space=label_space)

@@ -387,6 +387,12 @@ def test_selection_images_orders_as_before(seed, sort):
     pd.testing.assert_frame_equal(
         selection_images(rows.take(keep), sort, image_codes=codes.image[keep], true_codes=codes.true[keep]),
         _selection_before(rows.take(keep).reset_index(drop=True), sort))
+    # any integer codes in the values' order (a review: a negative code wrapped around, a huge one overflowed)
+    shifted = {"negative": (codes.image.astype(np.int64) - 1, codes.true.astype(np.int64) - 1),
+               "huge": (codes.image.astype(np.int64) * 2**40, codes.true.astype(np.int64) * 2**40)}
+    for what, (image, true) in shifted.items():
+        pd.testing.assert_frame_equal(selection_images(rows, sort, image_codes=image, true_codes=true),
+                                      _selection_before(rows, sort), obj=what)
 
 
 @pytest.mark.parametrize("storage", ["pyarrow", "python"])

@@ -317,6 +317,7 @@ def test_no_model_chosen_says_to_pick_one_on_results_and_confusions(app):
     at = open_page(app, "confusions")
     [m for m in at.multiselect if m.key == "conf_models"][0].set_value([]).run()
     assert not at.exception and any(i.value.startswith("Pick at least one model above") for i in at.info)
+    assert any(c.value.startswith("No model chosen above") for c in at.caption), "the all-confusions table says why"
     assert at.get("plotly_chart"), "the matrix is still drawn (its own model box)"
 
 
