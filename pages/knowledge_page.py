@@ -18,7 +18,8 @@ from explain.recipes import (COLUMN_DOCS, COLUMN_LABELS, difference_summary, par
                              recipe_label, recipe_table, zero_shot_groups)
 from explain.schema import labels_of
 from pages.charts import error_offsets
-from pages.tables import NA_DASH, PERCENT_D3, STYLE_MAX_CELLS, download_csv, show_table, styled, table_column_config
+from pages.tables import (NA_DASH, PERCENT_D3, STYLE_MAX_CELLS, download_csv, points, show_table, styled,
+                          table_column_config)
 from pages.reads import class_name, metric_tables, predictions, predictions_only, predictions_only_note
 from pages.text import escape_markdown, plural, show_error
 from pages.run_state import page_link, require_run
@@ -27,7 +28,7 @@ LABELS = labels_of("per_model") | COLUMN_LABELS
 SHOWN = ["recipe_label", "accuracy", "accuracy_vs_name", "sibling_rate", "path_mistakes", "lch_mistakes",
          "wup_mistakes", "lin_mistakes", "severity", "n", "n_mistakes", "accuracy_top5", "recipe", "model"]
 TABLE_LABELS = COLUMN_LABELS | {"true_wnid": "Class id"}
-SIGNED = ("accuracy_vs_name", "accuracy_change")  # differences: '+12.5%' green, '-12.5%' red
+SIGNED = ("accuracy_vs_name", "accuracy_change")  # differences: '+12.5 points' green, '-12.5 points' red
 SHARES = ("accuracy_a", "accuracy_b", "sibling_rate_a", "sibling_rate_b")
 # The recipes whose prompts are shown when the run has no zero-shot model: the knowledge kinds, ELEVATER's format.
 STANDARD_RECIPES = ("", "def", "path", "def__path", "def__elevater")
@@ -43,14 +44,15 @@ def _signed_colour(value) -> str:
 
 
 def show_signed_table(df: pd.DataFrame, table: str | None) -> None:
-    """show_table, with the differences signed and coloured ('+23.2%' green) and this page's shares
+    """show_table, with the differences signed and coloured ('+23.2 points' green) and this page's shares
     as percentages; a table too big to style is left to show_table's own formats."""
     data = styled(df)
     if df.empty or df.size > STYLE_MAX_CELLS or data is df:
         show_table(df, table, docs=COLUMN_DOCS, labels=TABLE_LABELS)
         return
     signed = [c for c in SIGNED if c in df.columns]
-    formats = {c: "{:+.1%}" for c in signed} | {c: "{:.1%}" for c in SHARES if c in df.columns}
+    # Differences of shares in points, as Results and the claims write them (a UI review: "+0.0%").
+    formats = {c: points for c in signed} | {c: "{:.1%}" for c in SHARES if c in df.columns}
     data = data.format(formats, subset=list(formats), na_rep=NA_DASH).map(_signed_colour, subset=signed)
     config = table_column_config(table, df.columns, df, docs=COLUMN_DOCS, labels=TABLE_LABELS, formats=False)
     st.dataframe(data, column_config=config, hide_index=True, width="stretch", placeholder=NA_DASH)

@@ -101,10 +101,17 @@ def is_rate(column: str) -> bool:
             or base == "accuracy_clean")
 
 
-def _cell_format(column: str, dtype) -> str | None:
-    """Python format of a number column's cells (the Styler's), None for other columns."""
+def points(value) -> str:
+    """A change of a share in percentage points, signed: '+6.7 points', as the claims write differences."""
+    return f"{float(value) * 100:+.1f} points"
+
+
+def _cell_format(column: str, dtype):
+    """Python format of a number column's cells (the Styler's: a format string or a function), None for other
+    columns."""
     if is_rate(column):
-        return "{:+.1%}" if column.endswith("_change") else "{:.1%}"  # a change between views: signed
+        # A change between views in points, as the claims write a difference of shares (a UI review: "+0.0%").
+        return points if column.endswith("_change") else "{:.1%}"
     if _base(column) in SIMILARITY_COLUMNS and _is_float(dtype):
         return "{:.3f}"
     if _base(column) in STEP_COLUMNS and _is_float(dtype):

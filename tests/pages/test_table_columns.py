@@ -188,3 +188,14 @@ def test_a_sentences_share_reads_as_the_tables_cell():
     frame = pd.DataFrame({"x_share": values, "x_share_ci_low": lows, "x_share_ci_high": highs})
     assert [format_share(v, lo, hi) for v, lo, hi in zip(values, lows, highs)] == interval_texts(frame, "x_share")
     assert format_share(pd.NA) == "NA" and format_share(0.5, pd.NA, 0.6) == "50.0%"
+
+
+def test_a_change_of_a_share_reads_in_points():
+    """A UI review: the raw-and-curated table wrote an accuracy's change as '+0.0%'; differences of shares read in
+    points everywhere, as the claims write them ('+6.7 points [1.2, 12.0]')."""
+    import pandas as pd
+
+    from pages.tables import styled
+
+    html = styled(pd.DataFrame({"model": ["m", "n"], "accuracy_change": [0.0667, -0.125]})).to_html()
+    assert "+6.7 points" in html and "-12.5 points" in html and "%" not in html
