@@ -332,7 +332,7 @@ def bulk_curation(images: list[str]) -> None:
     from core.curation import BUILTIN_TAGS, CurationError, record
     from core.errors import one_line
 
-    with st.expander(f"Curate these {plural(len(images), 'image')} at once"):
+    with st.expander("Curate this image" if len(images) == 1 else f"Curate these {plural(len(images), 'image')} at once"):
         st.caption("One entry of the run's curation log names them all (an undo on the Image page takes it back); "
                    "images and the manifest are never changed. The curated view and Results show the effect.")
         left, right = st.columns([2, 3], vertical_alignment="bottom")
@@ -434,7 +434,8 @@ elif filtered.empty:
     st.info("No image matches these filters.")
 else:
     images = filtered.images  # the Image page pages through them in this order
-    image_link(selection, f"Page through these {plural(len(images), 'image')} one by one", images["image"].iloc[0])
+    image_link(selection, "Open this image" if len(images) == 1 else  # a UI review: "these 1 image"
+               f"Page through these {plural(len(images), 'image')} one by one", images["image"].iloc[0])
     st.caption(f"{plural(len(filtered), 'prediction')} of {plural(len(images), 'image')} "
                f"{'matches' if len(filtered) == 1 else 'match'}. Each image shows, "
                "per chosen model, its top-1 (✓ right, ✗ wrong; coloured by relation) and, under Top-5, its five best "

@@ -456,3 +456,17 @@ def test_a_new_server_reads_the_stored_table_and_builds_it_only_when_missing(app
 
     pd.testing.assert_frame_equal(stored, library)
     pd.testing.assert_frame_equal(reads._image_table(*reads.image_table_key(run, "raw")), library)
+
+
+def test_one_image_is_this_image_not_these_1(app, library):
+    """A UI review: "Page through these 1 image one by one", "Curate these 1 image at once"."""
+    mistakes = library[~library["correct"].astype(bool)]
+    counts = mistakes.groupby(["model", "true_wnid", "pred_wnid_1"]).size()
+    single = counts[counts == 1]
+    if single.empty:
+        pytest.skip("no pair of the sample has exactly one image")
+    model, true, pred = single.index[0]
+    at = open_page(app, run="sample", model=model, true=true, pred=pred, outcome="mistake")
+    links = [link.proto.label for link in at.get("page_link")]
+    assert "Open this image" in links and not [label for label in links if "these 1 " in label], links
+    assert "Curate this image" in [e.label for e in at.expander]
