@@ -1,4 +1,7 @@
 """Explain: for a confusion (true class, predicted class), the WordNet path between them."""
+
+from textwrap import shorten
+
 import pandas as pd
 import streamlit as st
 
@@ -113,9 +116,12 @@ else:
     true_wnid, pred_wnid = wnid_of(true_senses[0]), wnid_of(pred_senses[0])
     for text, senses in ((true_text, true_senses), (pred_text, pred_senses)):
         if len(senses) > 1:  # a word of several senses: which one is shown, and how to name another
+            # Definitions cut at a word, with an ellipsis, and the other sense's own (a UI review: "since prehistori);
+            # type a synset name such as frump.n.01", a name that reads as no sense of 'dog' without its definition).
             st.caption(escape_markdown(f"'{text.strip()[:60]}' has {len(senses)} noun senses: showing its first, "
-                                       f"{senses[0].name()} ({senses[0].definition()[:120]}); type a synset name "
-                                       f"such as {senses[1].name()} for another."))
+                                       f"{senses[0].name()} ({shorten(senses[0].definition(), 120, placeholder='…')}); "
+                                       f"type a synset name such as {senses[1].name()} "
+                                       f"({shorten(senses[1].definition(), 60, placeholder='…')}) for another."))
     write_params({"model": None, "pair": ANY, "true": true_wnid, "pred": pred_wnid})  # bookmarkable, one step
 remember_url("explain", tuple(st.query_params.get(k, "") for k in URL_KEYS))
 

@@ -620,8 +620,9 @@ def test_explain_any_two_concepts_lives_in_the_url_and_says_where_the_path_lengt
     assert at.error and at.text_input[1].value == "xyzzy"
     at.text_input[1].set_value("tiger").run()
     assert not at.error and at.text_input[1].value == "tiger"
-    assert any("'tiger' has 2 noun senses: showing its first, tiger.n.01" in c.value.replace("\\", "")
-               for c in at.caption)
+    said = [c.value.replace("\\", "") for c in at.caption if "noun senses" in c.value]
+    assert said and "'tiger' has 2 noun senses: showing its first, tiger.n.01" in said[0]
+    assert "such as tiger.n.02 (" in said[0] and said[0].endswith(") for another."), said  # the other sense's words
     sent = url_messages(monkeypatch)
     for mode in ("From this run's confusions", "Any two concepts", "From this run's confusions"):
         before = len(sent)
