@@ -259,12 +259,20 @@ if isinstance(picked_point, list) and len(picked_point) >= 2 and all(isinstance(
     pictures = grid_thumbnails(run, shown["image"].astype(str), THUMBNAIL) if has_files else {}
     for i, item in enumerate(shown.itertuples(index=False)):
         with grid[i % 6]:
-            reason = rows[(rows["image"] == item.image)]["error_reason" if by == "error type" else "relation"]
+            mine = rows[(rows["image"] == item.image)]
+            reason = mine["error_reason" if by == "error type" else "relation"]
             reason = str(reason.iloc[0]) if len(reason) and isinstance(reason.iloc[0], str) else ""
+            # What the model predicted, as Confusions' cards say it (a UI review: only the true class and the reason)
+            pred, prob = (mine["pred_wnid_1"].iloc[0], mine["prob_1"].iloc[0]) if len(mine) else (None, None)
+            said = "" if pred is None or pd.isna(pred) else f"→ {escape_markdown(class_name(pred, run.info.label_space))}" \
+                + ("" if prob is None or pd.isna(prob) else f" ({float(prob):.1%})")
             if has_files:
-                show_thumbnail(run, str(item.image), pictures)
+                show_thumbnail(run, str(item.image), pictures, caption=said or None)
+            elif said:
+                st.caption(said)
             st.caption(escape_markdown(f"{class_name(item.true_wnid, run.info.label_space)} · {reason}"))
-            st.page_link("pages/image_page.py", label="Open", query_params={**link_params, "open": str(item.image)})
+            st.page_link("pages/image_page.py", label="Open", icon=":material/open_in_full:",
+                         query_params={**link_params, "open": str(item.image)})
 st.markdown("  \n".join(escape_markdown(data_problem_sentence(row)) for row in types.to_dict("records")))
 show_table(types, docs=ERROR_TYPE_TABLE_DOCS, labels=ERROR_TYPE_TABLE_LABELS)
 download_csv(types, f"{run.run_id}_error_types.csv", key="dl-error-types", label_space=run.info.label_space)

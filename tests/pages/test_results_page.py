@@ -399,6 +399,8 @@ def test_a_clicked_mistake_segment_shows_its_images_and_names_one_that_does_not_
     send_chart_selection(at, chart[0], {"points": [point], "point_indices": [0], "box": [], "lasso": []})
     shown = len(at.get("image"))
     assert shown >= 1, "the segment's images"
+    captions = [c for image in at.get("image") for c in image.captions]
+    assert captions and all(c.startswith("→ ") for c in captions), "what the model predicted (a UI review)"
     from explain.browse import filter_images, selection_images
     from explain.browse import run_image_table
 
