@@ -123,10 +123,11 @@ def images_needed(half_width: float = DEFAULT_HALF_WIDTH, p: float = 0.5, level:
 
 def format_half_width(n: int, level: float = DEFAULT_LEVEL) -> str:
     """One phrase for a crawl budget: 'k = 50 images per class: accuracy to +-13.4 points (95 %, worst case)'."""
+    images = "image" if n == 1 else "images"  # a UI review: "k = 1 images per class"
     if n <= 0:
         return f"k = {n} images per class: no interval (no images)"
     half = float(wilson_half_width(n, 0.5, level)) * 100
-    return f"k = {n} images per class: accuracy to \u00b1{half:.1f} points ({format_level(level)}, worst case p = 0.5)"
+    return f"k = {n} {images} per class: accuracy to \u00b1{half:.1f} points ({format_level(level)}, worst case p = 0.5)"
 
 
 def images_needed_at(rates, half_width: float = DEFAULT_HALF_WIDTH, level: float = DEFAULT_LEVEL) -> np.ndarray:

@@ -51,7 +51,7 @@ PHRASES: dict[str, Phrase] = {
     "accuracy": Phrase("accuracy", "more accurate than", **_POINTS),
     "accuracy_hier": Phrase("hierarchical accuracy", "more accurate hierarchically than", **_POINTS),
     "sibling_rate": Phrase("sibling %", "has a higher sibling % than", **_POINTS),
-    "wup_mistakes": Phrase("WUP of its mistakes", "makes mistakes closer in WordNet (WUP) than"),
+    "wup_mistakes": Phrase("WUP of the mistakes", "makes mistakes closer in WordNet (WUP) than"),  # "differ in ..."
     "severity": Phrase("mistake severity", "makes less severe mistakes than", **_STEPS),
     "path_all": Phrase("path similarity (all images)", "has a higher path similarity (all images) than"),
     "wup_all": Phrase("WUP (all images)", "has a higher WUP (all images) than"),

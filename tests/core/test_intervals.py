@@ -48,6 +48,7 @@ def test_images_needed_figures_and_observed_rate():
 
 def test_format_half_width():
     assert format_half_width(50) == "k = 50 images per class: accuracy to \u00b113.4 points (95%, worst case p = 0.5)"
+    assert format_half_width(1).startswith("k = 1 image per class: ")  # a UI review: "k = 1 images per class"
     assert "no interval" in format_half_width(0)
 
 
