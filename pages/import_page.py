@@ -46,6 +46,13 @@ SUMMARY_DOCS = {"wnid": "The class's WordNet 3.0 id.", "name": "ImageNet's name 
                 "rejected": "Files refused (not an image, too small, unreadable; see the rejected:<code> columns)."}
 
 
+def summary_labels(table) -> dict:
+    """SUMMARY_LABELS and a readable label for each 'rejected:<code>' column ('Rejected (not image)'; a UI review:
+    the header read 'Rejected:not-image'); the CSV keeps the column's own name."""
+    return {**SUMMARY_LABELS, **{c: f"Rejected ({c.split(':', 1)[1].replace('-', ' ')})" for c in map(str, table.columns)
+                                 if c.startswith("rejected:")}}
+
+
 def shown(name: str) -> str:
     """A folder name for a Markdown label: escaped, line breaks visible as ⏎, bytes that are not UTF-8 as \\xNN."""
     return escape_markdown(printable_name(name).replace("\r", "⏎").replace("\n", "⏎"))
@@ -209,7 +216,7 @@ except FolderImportError as exc:
         st.caption("What was read, per class:")
         read = exc.summary.per_class.drop(columns=["requested", "short_by"], errors="ignore")
         read.insert(1, "name", [space.display_name(w) if w in space else w for w in read["wnid"]])
-        show_table(read, docs=SUMMARY_DOCS, labels=SUMMARY_LABELS)
+        show_table(read, docs=SUMMARY_DOCS, labels=summary_labels(read))
     st.stop()
 except WildLensError as exc:
     show_error(exc)
@@ -223,7 +230,7 @@ st.success(f"Run {summary.run_id} created: {plural(summary.new_accepted, 'image'
 table = summary.per_class.drop(columns=["requested", "short_by"], errors="ignore")  # no k: an import asks for none
 # 'name': the column core.names.with_names gives a wnid, so the CSV has it once.
 table.insert(1, "name", [space.display_name(w) if w in space else w for w in table["wnid"]])
-show_table(table, docs=SUMMARY_DOCS, labels=SUMMARY_LABELS)
+show_table(table, docs=SUMMARY_DOCS, labels=summary_labels(table))
 download_csv(table, f"{summary.run_id}_import_summary.csv", key="dl-import-summary", label_space=label_space)
 if summary.folders_skipped:
     st.markdown("**Not imported:**\n" + "\n".join(f"- {shown(name)}: {escape_markdown(why)}"

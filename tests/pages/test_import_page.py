@@ -77,6 +77,7 @@ def test_the_issue_folders_import_with_missile_resolved_in_place(home, tmp_path)
     src = tmp_path / "my photos"
     for seed, name in enumerate(("tabby", "espresso", "missile", "palace", "astronaut")):
         write_images(src / name, 100 + 10 * seed)
+    (src / "tabby" / "broken.jpg").write_bytes(b"not an image at all")  # refused: its column's header is read
     at = start("pages/import_page.py")
     assert [t.value for t in at.title] == ["Import"]
     at.text_input(key="import_folder").set_value(str(src)).run()
@@ -113,6 +114,13 @@ def test_the_issue_folders_import_with_missile_resolved_in_place(home, tmp_path)
     assert any("Not imported" in m.value and "astronaut: skipped as asked" in m.value for m in at.markdown)
     summary = at.dataframe[-1].value
     assert set(summary["wnid"]) == {TABBY, MISSILE, PALACE, ESPRESSO}
+    import json
+
+    rejected = [c for c in summary.columns if str(c).startswith("rejected:")]
+    headers = json.dumps(json.loads(at.dataframe[-1].proto.columns))
+    assert rejected and all(f"Rejected ({str(c).split(':', 1)[1].replace('-', ' ')})" in headers for c in rejected), \
+        (rejected, headers[:300])  # a UI review: the header read 'Rejected:not-image'
+
     assert any("images" in link.proto.page for link in at.get("page_link") if "Open its images" in link.proto.label)
 
     at.switch_page("pages/images_page.py").run()  # what the page's "Open its images" link does
