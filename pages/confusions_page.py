@@ -248,8 +248,10 @@ for i, model in enumerate(chosen_models):
         # 'a/b' and 'a_b' would share a key, and Streamlit refuses a key used twice.
         table_key = hashlib.blake2b(json.dumps([model, true_wnid]).encode(), digest_size=12).hexdigest()
         with st.container(key=f"top3-{table_key}"):
+            # Rows of 35 pixels under a header of 35, and room for a horizontal scroll bar: in a third of a
+            # 1,400-pixel page the bar took the last row's place (a UI review: "comic book" cut in half).
             st.dataframe(data.map(relation_style, subset=["relation"]), hide_index=True, width="stretch",
-                         placeholder=NA_DASH, column_config=config)
+                         placeholder=NA_DASH, column_config=config, height=35 * (len(view) + 1) + 3 + 16)
         for _, conf in top.iterrows():
             # A link, not a button and st.switch_page: the switch sent its URL on this page first, a history
             # step of its own (a hostile check: Back from Explain landed on a Confusions URL never seen). The URL
