@@ -50,6 +50,7 @@ import pandas as pd
 
 from .runstore import (_RUN_ID_RE, SCHEMA_VERSION, StoreError, atomic_path, now_iso, read_parquet_bytes,
                        write_bytes_atomic, write_json_atomic, write_table)
+from .tables import MODEL_ID_RULE
 
 FEATURES_DIR = "features"
 META_NAME = "meta.json"
@@ -87,7 +88,7 @@ def feature_dir(run: RunLike, model: str) -> Path:
     """The folder of one model's features; refuses ids that could name another folder."""
     name = str(model).replace("/", "_")
     if not _RUN_ID_RE.match(name):
-        raise FeatureStoreError(f"{model!r} is not a usable model id.")
+        raise FeatureStoreError(f"{model!r} is not a usable model id: {MODEL_ID_RULE}.")
     return features_root(run) / name
 
 

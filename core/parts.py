@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .tables import (_RUN_ID_RE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
+from .tables import (_RUN_ID_RE, MODEL_ID_RULE, PREDICTION_SCHEMA, PREDICTION_STATUSES, StoreError, conform, empty_table,
                      open_table_file, probe_writable, read_table, write_table)
 
 
@@ -92,7 +92,8 @@ def check_folder(path: Path) -> None:
 
 
 def usable_model_id(model: str) -> bool:
-    """Whether ``model`` can name a model folder (:meth:`PredictionParts.model_dir` refuses the rest)."""
+    """Whether ``model`` can name a model folder (:data:`core.tables.MODEL_ID_RULE`; :meth:`PredictionParts.model_dir`
+    refuses the rest)."""
     return bool(_RUN_ID_RE.match(str(model).replace("/", "_")))
 
 
@@ -126,8 +127,8 @@ class PredictionParts:
     def model_dir(self, model: str) -> Path:
         """The sub-folder of one model's parts; refuses ids that could name another folder, and a
         linked folder that cannot be reached (:func:`check_folder`)."""
-        if not _RUN_ID_RE.match(model.replace("/", "_")):
-            raise StoreError(f"{model!r} is not a usable model id.")
+        if not usable_model_id(model):
+            raise StoreError(f"{model!r} is not a usable model id: {MODEL_ID_RULE}.")
         check_folder(self.folder)
         folder = self.folder / model.replace("/", "_")
         check_folder(folder)

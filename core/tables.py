@@ -30,6 +30,9 @@ _META_KEY = b"wildlens.schema_version"
 # \Z, not $: '$' also matches before a final newline ('x\n' made a run folder of that name; a review, 2026-12-06).
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\Z")
 RUN_ID_RULE = "up to 80 ASCII letters, digits, '-', '_' and '.', starting with a letter or digit"  # the rule, in words
+# A model id names its folder with '/' as '_' (torchvision/resnet50 -> torchvision_resnet50): the run id's rule otherwise.
+MODEL_ID_RULE = ("up to 80 ASCII letters, digits, '-', '_', '.' and '/', starting with a letter or digit; "
+                 "rename the model")
 TOP_K = 5
 
 

@@ -270,6 +270,21 @@ def _one_label_space(df: pd.DataFrame) -> str:
     return spaces.pop() if len(spaces) == 1 else DEFAULT_LABEL_SPACE
 
 
+def _check_model_ids(df: pd.DataFrame) -> None:
+    """A PredictionsError naming the first row whose model id cannot name a folder of the run (core.tables'
+    MODEL_ID_RULE). Why here: the run store refused it only while storing, in one line without the row or the
+    rule (a UI review: "'hf-hub:org/m1' is not a usable model id.")."""
+    from core.parts import usable_model_id
+    from core.tables import MODEL_ID_RULE
+
+    models = df["model"]
+    for model in pd.unique(models.dropna()):
+        if not usable_model_id(str(model)):
+            row = int(np.flatnonzero((models == model).to_numpy(dtype=bool, na_value=False))[0])
+            raise PredictionsError(f"{str(model)[:80]!r} is not a usable model id: {MODEL_ID_RULE}.", column="model",
+                                   row=row)
+
+
 def import_predictions_as_run(predictions: Path | str, store, title: str = "") -> tuple[object, MetricTables]:
     """Bring your own predictions: a predictions file (the columns ``python -m explain metrics``
     reads) becomes a new run of ``store`` (a core.runstore.RunStore) whose tables every page shows.
@@ -291,6 +306,7 @@ def import_predictions_as_run(predictions: Path | str, store, title: str = "") -
     check_upload_table(path.name, len(df), df["model"].nunique() if "model" in df.columns else 0)
     try:  # the validation of `python -m explain metrics FILE` (label spaces included: metrics.check_label_space)
         tables = compute_metric_tables(df)
+        _check_model_ids(df)
     except PredictionsError as exc:
         raise PredictionsError(f"{path.name}: {exc.describe(line_of_row).rstrip('.')}. No run was created.") from None
     df = df.copy()

@@ -45,11 +45,15 @@ def test_a_bad_file_is_one_line_and_creates_no_run(tmp_path, content, message):
 
 
 def test_a_model_id_that_cannot_name_a_folder_leaves_no_half_run(tmp_path):
+    """A UI review: the refusal said neither the row nor the rule; now one line with both, and nothing made."""
     path = tmp_path / "odd.csv"
-    pd.DataFrame({"model": ["a model with spaces"], "true_wnid": [TABBY], "pred_wnid": [TABBY]}).to_csv(path, index=False)
+    pd.DataFrame({"model": ["ok_model", "hf-hub:org/m1"], "true_wnid": [TABBY] * 2,
+                  "pred_wnid": [TABBY] * 2}).to_csv(path, index=False)
     store = RunStore(tmp_path / "home")
-    with pytest.raises(Exception, match="not a usable model id"):
+    with pytest.raises(PredictionsError, match="not a usable model id") as info:
         import_predictions_as_run(path, store)
+    said = str(info.value)
+    assert "\n" not in said and "line 3" in said and "'model'" in said and "rename the model" in said, said
     assert store.list_runs() == [] and not list((tmp_path / "home" / "runs").glob("*"))
 
 
