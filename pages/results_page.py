@@ -291,6 +291,12 @@ if len(types):
     if scatter_errors is not None:  # px takes column names: the offsets go in as columns (split per panel)
         points_long = points_long.assign(_above=scatter_errors[0], _below=scatter_errors[1],
                                          _right=accuracy_errors[0], _left=accuracy_errors[1])
+    # The hover writes each number with its interval as the tables do, '63.3% [45.5, 78.1]' (a UI review: Plotly
+    # wrote the error bars' lengths, "63% +15% / -18%"); 'x_share' formats as a share (pages.tables.is_rate).
+    points_long = points_long.assign(
+        accuracy_text=[t or NA_DASH for t in interval_texts(points_long, "accuracy")],
+        share_text=[t or NA_DASH for t in interval_texts(points_long.rename(columns={
+            "share": "x_share", "share_ci_low": "x_share_ci_low", "share_ci_high": "x_share_ci_high"}), "x_share")])
 
     def results_types_scatter(points_long: pd.DataFrame, errors: bool):
         kinds = [t for t in ERROR_TYPES if t in set(points_long["kind"])]
@@ -299,10 +305,12 @@ if len(types):
                                    category_orders={"kind": kinds},
                                    error_y="_above" if errors else None, error_y_minus="_below" if errors else None,
                                    error_x="_right" if errors else None, error_x_minus="_left" if errors else None,
-                                   hover_data={"_above": False, "_below": False, "_right": False, "_left": False}
-                                   if errors else None,
-                                   labels={"accuracy": "Accuracy", "share": "Share of the mistakes", "kind": "Type",
-                                           "family": "Family"})
+                                   hover_data={"accuracy": False, "share": False, "accuracy_text": True,
+                                               "share_text": True, **({"_above": False, "_below": False, "_right": False,
+                                                                       "_left": False} if errors else {})},
+                                   labels={"accuracy": "Accuracy", "share": "Share of the mistakes",
+                                           "accuracy_text": "Accuracy", "share_text": "Share of the mistakes",
+                                           "kind": "Error type", "family": "Family"})
         scatter_types.update_traces(marker=dict(size=10))
         scatter_types.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
         scatter_types.update_yaxes(tickformat=".0%", matches=None, showticklabels=True, rangemode="tozero")

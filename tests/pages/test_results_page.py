@@ -2,6 +2,7 @@
 classes too few images to rank, the Claims section, the McNemar result on Browse, and the half-width
 that k gives on Query. Through AppTest on the sample run (pages/results_page.py and its neighbours)."""
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -418,3 +419,18 @@ def test_a_clicked_mistake_segment_shows_its_images_and_names_one_that_does_not_
     captions = [c.value for c in at.caption]
     assert f"Cannot decode {escape_markdown(first)}" in captions, [c for c in captions if "decode" in c]
     assert len(at.get("image")) == shown - 1, "the others are drawn"
+
+
+def test_the_accuracy_against_types_scatter_hovers_with_intervals(app):
+    """A UI review: the scatter's hover read "Accuracy=63% +15% / -18%" (Plotly's error bar lengths); each number
+    reads with its interval as the tables write it, and the type is named as the stack's hover names it."""
+    at = open_page(app, "results")
+    scatters = [f for f in _figures(at) if f["data"] and f["data"][0].get("type") == "scatter"
+                and "facet" in json.dumps(f["layout"].get("annotations", ""))]
+    scatters = scatters or [f for f in _figures(at) if f["data"] and f["data"][0].get("type") == "scatter"]
+    assert scatters, "the accuracy-against-types scatter"
+    templates = [t["hovertemplate"] for t in scatters[0]["data"] if t.get("hovertemplate")]
+    assert templates and all("Accuracy=%{customdata" in t and "Share of the mistakes=%{customdata" in t
+                             and "Error type=" in t and "%{x" not in t for t in templates), templates[0]
+    texts = [v for t in scatters[0]["data"] for row in (t.get("customdata") or []) for v in row if isinstance(v, str)]
+    assert any(re.fullmatch(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", v) for v in texts), texts[:6]
