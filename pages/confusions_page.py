@@ -355,7 +355,11 @@ else:
         fig = go.Figure(go.Heatmap(z=z, x=list(range(len(counts.columns))), y=list(range(len(counts))),
                                    colorscale="Blues", hoverinfo="skip", zmin=0, zmax=1 if normalised else None,
                                    colorbar=dict(title="Share" if normalised else "Images",
-                                                 tickformat=".0%" if normalised else "d"),
+                                                 tickformat=".0%" if normalised else "d",
+                                                 # whole counts only: Plotly's ticks at 1.2 and 1.4 read "1, 1" (a UI
+                                                 # review: an all-ones matrix's bar read 2, 1, 1)
+                                                 **({} if normalised else {"dtick": max(1, int(np.ceil(
+                                                     counts.to_numpy().max(initial=0) / 5)))})),
                                    texttemplate="%{z:" + PERCENT_D3 + "}" if normalised else "%{z:d}",
                                    showscale=True))
         if counts.size > 1600:

@@ -71,6 +71,8 @@ def test_the_matrix_renders_in_tree_order_with_names(app, sample):
     assert counts == expected.to_numpy().tolist()
     ticks = spec["layout"]["yaxis"]["ticktext"]
     assert ticks == [class_name(w) for w in expected.index], "rows are named, in tree order"
+    step = heat["colorbar"]["dtick"]  # whole counts on the colour bar (a UI review: "2, 1, 1" on an all-ones matrix)
+    assert step == max(1, -(-int(expected.to_numpy().max()) // 5)) and float(step).is_integer()
     # one clickable point per non-empty cell, its customdata the cell's position
     assert sorted(map(tuple, cells["customdata"])) == sorted(
         (i, j) for i in range(expected.shape[0]) for j in range(expected.shape[1]) if expected.iat[i, j] > 0)
