@@ -31,7 +31,8 @@ MODES = ["From this run's confusions", "Any two concepts"]
 ANY = "any"
 URL_KEYS = ("pair", "true", "pred")
 url_pair = tuple(st.query_params.get(k, "") for k in URL_KEYS)
-if url_from_outside("explain", url_pair):
+linked = url_from_outside("explain", url_pair)
+if linked:
     st.session_state["explain-mode"] = MODES[1] if url_pair[0] == ANY else MODES[0]
     if url_pair[0] == ANY:
         for key, value in (("explain-true", url_pair[1]), ("explain-pred", url_pair[2])):
@@ -45,6 +46,13 @@ remember_url("explain", url_pair)  # seen: a stop below (a concept that resolves
 keep_widget_state("explain-true", "explain-pred",  # through the other mode, which does not draw them
                   "explain-model", "explain-class", "explain-confused")
 mode = st.radio("Pair", MODES, horizontal=True, key="explain-mode")
+switched = st.session_state.get("_explain_mode_seen") == MODES[0] and mode == MODES[1] and not linked
+st.session_state["_explain_mode_seen"] = mode
+# The two concepts start from the confusion shown (a UI review: the switch reset the pair to tabby -> Egyptian cat),
+# unless concepts were typed before in this session: those are kept through the other mode (a hostile check).
+if switched and st.session_state.get("pair") and "explain-true" not in st.session_state \
+        and "explain-pred" not in st.session_state:
+    _, st.session_state["explain-true"], st.session_state["explain-pred"] = st.session_state["pair"]
 if mode == MODES[0]:
     if confusions.empty:
         write_params({"pair": None})

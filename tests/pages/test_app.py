@@ -792,3 +792,21 @@ def test_confusions_thumbnails_say_which_file_does_not_decode(sample_store, tmp_
     at_damaged = captions.index(f"Cannot decode {escape_markdown(images[0])}")
     assert captions[at_damaged + 1].startswith("→ "), "its prediction still under it (a review)"
     assert len(at.get("image")) >= 1, "the others are drawn"
+
+
+def test_explain_any_two_concepts_starts_from_the_confusion_shown(app_home, monkeypatch):
+    """A UI review: switching from a run's confusion (military uniform -> comic book) to "Any two concepts" showed
+    tabby -> Egyptian cat; the two concepts now start from the pair shown (concepts typed earlier are kept)."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"run": "sample"})
+    at.run()
+    open_page(at, "explain")
+    classes = at.selectbox(key="explain-class").options
+    at.selectbox(key="explain-class").set_value(re.search(r"\((n\d{8})\)$", classes[-1]).group(1)).run()
+    pair = (at.selectbox(key="explain-class").value, at.selectbox(key="explain-confused").value)
+    at.radio[0].set_value("Any two concepts").run()
+    assert not at.exception and tuple(t.value for t in at.text_input) == pair
+    assert (at.query_params["true"], at.query_params["pred"]) == pair
