@@ -156,9 +156,19 @@ def results_model_bars(chart: pd.DataFrame, metric: str, errors: bool, has_bound
     # like "no value").
     top = max((abs(float(v)) for v in chart[metric] if pd.notna(v)), default=0.0)
     short = 0.08 * (1.0 if metric in RATE_COLUMNS else top)
+    # Above its whisker, where a bar is too short for its value and has one: the whisker crossed the value written
+    # just above the bar ("0.0%" struck through, a UI review). Python's format spec is d3's for these formats.
+    whisker_top = dict(zip(chart["model"], chart[metric].astype(float) + chart["_above"].astype(float))) if errors else {}
     for trace in fig.data:
-        trace.textposition = ["outside" if v is not None and pd.notna(v) and abs(float(v)) < short else "inside"
-                              for v in trace.y]
+        low = [v is not None and pd.notna(v) and abs(float(v)) < short for v in trace.y]
+        trace.textposition = ["outside" if is_low else "inside" for is_low in low]
+        lifted = [is_low and pd.notna(whisker_top.get(x, float("nan"))) for x, is_low in zip(trace.x, low)]
+        if any(lifted):
+            trace.texttemplate = ["" if up else f"%{{y:{chart_format(metric)}}}" for up in lifted]
+            for x, v, up in zip(trace.x, trace.y, lifted):
+                if up:
+                    fig.add_annotation(x=x, y=whisker_top[x], text=format(float(v), chart_format(metric)),
+                                       showarrow=False, yshift=10)
     fig.update_traces(insidetextanchor="start", cliponaxis=False)
     fig.update_layout(height=380, margin=dict(t=30, b=10), legend_title_text="")
     if metric in RATE_COLUMNS:

@@ -347,6 +347,13 @@ def test_a_metric_no_model_has_says_so_and_a_zero_bar_shows_its_value(app, sampl
         values = [v for trace in bars["data"] for v in _values(trace["y"])]  # a typed array in Plotly's JSON
         assert len(values) == len(positions) and 0 in values, (positions, values)
         assert all(p == "outside" for p, v in zip(positions, values) if v == 0), (positions, values)
+        # written above its whisker, not crossed by it (a UI review: "0.0%" struck through)
+        lifted = [a for a in bars["layout"].get("annotations", []) if a.get("text") == "0.0%"]
+        templates = [t for trace in bars["data"] for t in (trace.get("texttemplate") or [])
+                     if isinstance(trace.get("texttemplate"), list)]
+        if any("error_y" in trace for trace in bars["data"]):
+            assert lifted and all(a["y"] > 0 and a["yshift"] > 0 for a in lifted), bars["layout"].get("annotations")
+            assert "" in templates, "the bar's own label left empty"
     assert empty or zero, "the sample has a metric with no value or a 0 % bar"
 
 
