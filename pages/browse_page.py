@@ -380,7 +380,7 @@ _keep_valid("browse_outcome", list(OUTCOMES), "all")
 _keep_valid("browse_relations", list(RELATIONS), [])
 st.session_state.setdefault("browse_conf", (0.0, 1.0))
 
-c1, c2, c3 = st.columns([2, 1, 1])
+c1, c2, c3 = st.columns([2.5, 1, 1])  # three model tags and the clear icon fit at 1,400 px (a UI review)
 models = c1.multiselect("Models", all_models, key="browse_models")
 true = c2.selectbox("True class", ["", *true_options], key="browse_true",
                     format_func=lambda w: f"{names[w]} ({w})" if w else "Any true class")

@@ -451,8 +451,14 @@ def save_view_form(page: str, params: dict, key: str) -> None:
     if run is None:
         return
     with st.popover("Save this view", icon=":material/bookmark_add:"):
-        name = st.text_input("Name", key=f"{key}-name", max_chars=60, placeholder="e.g. cartoon cats")
-        if st.button("Save", key=f"{key}-save", disabled=not name.strip()):
+        # A form: Enter in the name saves, as the click does (a UI review: Enter closed the popover, saving nothing;
+        # the Runs page's title form already worked so).
+        with st.form(f"{key}-form", border=False, enter_to_submit=True):
+            name = st.text_input("Name", key=f"{key}-name", max_chars=60, placeholder="e.g. cartoon cats")
+            submitted = st.form_submit_button("Save", key=f"{key}-save")
+        if submitted and not name.strip():
+            st.caption("Type a name first.")
+        elif submitted:
             try:
                 save_view(run, name, page, {k: v for k, v in params.items() if k != RUN_PARAM})
             except SavedViewError as exc:

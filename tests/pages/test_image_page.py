@@ -175,7 +175,9 @@ def test_bulk_actions_on_browse_and_a_saved_view(home):
     assert len(state.entries) == 1 and state.entries[0].value == "wrong-class" and len(state.entries[0].images) > 1
     at.multiselect(key="browse_tags").select("wrong-class").run()
     assert at.query_params["tag"] == "wrong-class"
-    at.text_input(key="browse-save-name").input("wrong tabbies").run()
+    at.button(key="browse-save-save").click().run()  # no name yet: said, nothing saved
+    assert any(c.value == "Type a name first." for c in at.caption)
+    at.text_input(key="browse-save-name").input("wrong tabbies")  # typed, then Save (or Enter: the form submits)
     at.button(key="browse-save-save").click().run()
     from core.runstore import RunStore
     from core.saved_views import read_views
