@@ -712,20 +712,20 @@ def test_results_chart_heatmap_and_images_class_live_in_the_url(app_home, monkey
     assert said[0].replace("\\", "") == "The link's class=<b>n0</b> is not one of this page's choices here: showing the first."
 
 
-def _fresh_confusions(home, monkeypatch) -> AppTest:
-    """Confusions on the sample run of ``home``, in a new session with every cache empty."""
+def _fresh(home, monkeypatch, page: str = "confusions") -> AppTest:
+    """``page`` on the sample run of ``home``, in a new session with every cache empty."""
     monkeypatch.setenv("WILDLENS_HOME", str(home))
     st.cache_data.clear()
     st.cache_resource.clear()
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"run": "sample"})
     at.run()
-    return open_page(at, "confusions")
+    return open_page(at, page)
 
 
 def test_confusions_models_live_in_the_url(app_home, monkeypatch):
     """A UI review: a model removed from Confusions' Models box came back on reload."""
-    at = _fresh_confusions(app_home, monkeypatch)
+    at = _fresh(app_home, monkeypatch)
     box = at.multiselect(key="conf_models")
     everyone = list(box.value)
     assert len(everyone) >= 2 and "models" not in at.query_params
@@ -742,7 +742,7 @@ def test_confusions_sections_offer_the_models_chosen_above(app_home, monkeypatch
     """A UI review: with one model chosen in Confusions' Models box, the matrix's and the misclassified
     images' model boxes still offered every model; both now offer the chosen ones (every model when none
     is chosen), and a matrix model that is no longer chosen gives way to the first chosen one."""
-    at = _fresh_confusions(app_home, monkeypatch)
+    at = _fresh(app_home, monkeypatch)
     everyone = list(at.multiselect(key="conf_models").value)
     assert len(everyone) >= 2
     assert list(at.selectbox(key="matrix-model").options) == everyone
@@ -773,7 +773,7 @@ def test_confusions_thumbnails_say_which_file_does_not_decode(sample_store, tmp_
     from tests.pages.conftest import copy_store
 
     home = copy_store(sample_store, tmp_path_factory, "damaged_home")
-    at = _fresh_confusions(home, monkeypatch)
+    at = _fresh(home, monkeypatch)
     model, true = at.selectbox(key="images-model").value, at.selectbox(key="conf_true").value
     run = RunStore(home).open_run("sample")
     preds = run.usable_predictions()
@@ -797,13 +797,7 @@ def test_confusions_thumbnails_say_which_file_does_not_decode(sample_store, tmp_
 def test_explain_any_two_concepts_starts_from_the_confusion_shown(app_home, monkeypatch):
     """A UI review: switching from a run's confusion (military uniform -> comic book) to "Any two concepts" showed
     tabby -> Egyptian cat; the two concepts now start from the pair shown (concepts typed earlier are kept)."""
-    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"run": "sample"})
-    at.run()
-    open_page(at, "explain")
+    at = _fresh(app_home, monkeypatch, "explain")
     classes = at.selectbox(key="explain-class").options
     at.selectbox(key="explain-class").set_value(re.search(r"\((n\d{8})\)$", classes[-1]).group(1)).run()
     pair = (at.selectbox(key="explain-class").value, at.selectbox(key="explain-confused").value)
