@@ -28,7 +28,7 @@ from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
 from pages.reads import (class_name, curation, image_table, image_table_key, known_images as known_image_names,
                          manifest, no_predictions_note, resolve_selection)
 from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run, write_params
-from pages.pictures import file_version, stored_picture
+from pages.pictures import file_version, say_no_file, stored_picture
 from pages.tables import NA_DASH
 from pages.text import escape_markdown, plural
 
@@ -75,7 +75,7 @@ def _show_picture(image: str, width="native") -> None:
     try:
         version = file_version(path)
     except OSError:  # gone since it was found: as a missing file
-        st.caption(f"No image file: {escape_markdown(image)}")
+        say_no_file(image)
         return
     data, size, shown = _picture(str(path), version)
     if data is None:

@@ -38,8 +38,13 @@ def stored_picture(run: Run, image: str) -> Path | None:
     """The path of ``image``'s file in ``run``, or None after a caption naming what is missing."""
     path = picture_path(run, image)
     if path is None:
-        st.caption(f"No image file: {escape_markdown(image)}")
+        say_no_file(image)
     return path
+
+
+def say_no_file(image: str) -> None:
+    """The caption of an image without a file (gone, never stored, or not a regular file)."""
+    st.caption(f"No image file: {escape_markdown(image)}")
 
 
 def letterboxed(path: str, box: tuple[int, int]) -> bytes | None:
