@@ -5,6 +5,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, download_csv, show_table, table_column_config
 from pages.reads import class_name, manifest
 from pages.text import escape_markdown, plural, show_error
@@ -99,11 +100,15 @@ if _issues_path.exists():
             st.page_link("pages/image_page.py", label="Page through the flagged images (tag, relabel, exclude in the "
                          "curation log)", icon=":material/open_in_full:",
                          query_params={RUN_PARAM: run.run_id, "src": "issues"})
+        # Thumbnails as on the other grids (pages.pictures): st.image on the file's path stopped the page at
+        # a file that no longer decodes and waited forever on a FIFO put in an image's place.
+        _thumbnails = grid_thumbnails(run, _open["image"].astype(str).iloc[:FLAGGED_SHOWN], THUMBNAIL)
         for _start in range(0, min(len(_open), FLAGGED_SHOWN), COLUMNS):
             _cols = st.columns(COLUMNS)
             for _col, (_, _row) in zip(_cols, _open.iloc[_start:min(_start + COLUMNS, FLAGGED_SHOWN)].iterrows()):
                 _file, _suggested = str(_row["image"]), str(_row["suggested_wnid"])
-                _col.image(str(run.image_path(_file)), width="stretch")
+                with _col:
+                    show_thumbnail(run, _file, _thumbnails)
                 _col.markdown(escape_markdown(f"{class_name(_row['true_wnid'], info.label_space)}") + " → **"
                               + escape_markdown(class_name(_suggested, info.label_space)) + "**  \n"
                               + f"quality {float(_row['label_quality']):.2f}"
@@ -142,12 +147,14 @@ with tab_grid:
         pages = max(1, -(-len(accepted) // PER_PAGE))
         page = st.number_input("Page", 1, pages, 1) if pages > 1 else 1
         shown = accepted.iloc[(page - 1) * PER_PAGE: page * PER_PAGE]
+        thumbnails = grid_thumbnails(run, shown["file"].astype(str), THUMBNAIL)  # (an image's id is its manifest file)
         for start in range(0, len(shown), COLUMNS):
             cols = st.columns(COLUMNS)
             for col, (_, row) in zip(cols, shown.iloc[start:start + COLUMNS].iterrows()):
                 # Captions are built from hashes and numbers only, never from web text.
                 caption = f"{row['sha256'][:10]} · {row['width']}×{row['height']}" + (" · excluded" if row["excluded"] else "")
-                col.image(str(run.image_path(row["file"])), caption=caption, width="stretch")
+                with col:
+                    show_thumbnail(run, str(row["file"]), thumbnails, caption=caption)
 
         st.markdown("**Provenance** — tick *excluded* to keep an image out of the next inference run. "
                     "The file and its row stay; untick to bring it back.")

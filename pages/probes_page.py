@@ -21,6 +21,7 @@ from core.features import feature_dir, feature_models, read_feature_meta, read_f
 from core.runstore import Run, _files_fingerprint, manifest_fingerprint, predictions_fingerprint, read_table
 from explain.embedding import METHOD_LABELS, embedding_table, explained_variance, project, select_images
 from explain.vocabulary import RELATION_COLOURS, RELATIONS
+from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, download_csv, show_table
 from pages.text import escape_markdown, plural, show_error
 from pages.reads import metric_tables, predictions_only, predictions_only_note, usable_files
@@ -355,11 +356,15 @@ def embedding_section(run: Run) -> None:
                  f"{plural(min(len(picked), MAX_LISTED), 'image')} on the Image page (tag, relabel, exclude)",
                  icon=":material/open_in_full:", query_params={RUN_PARAM: run.run_id, **chosen.params()})
     cols = st.columns(6)
-    for i, (_, row) in enumerate(picked.head(SELECTED_SHOWN).iterrows()):
+    shown = picked.head(SELECTED_SHOWN)
+    # Thumbnails as on the other grids (pages.pictures): st.image on the file's path stopped the page at a file
+    # that no longer decodes, and a run of uploaded predictions has no files.
+    thumbnails = grid_thumbnails(run, shown["image"].astype(str), THUMBNAIL)
+    for i, (_, row) in enumerate(shown.iterrows()):
         verdict = "no prediction" if pd.isna(row["pred_name"]) else f"→ {row['pred_name']}"
         # Captions name classes (our vocabulary) and the image's hash-based file name, escaped anyway.
-        cols[i % 6].image(str(run.image_path(row["image"])), width="stretch",
-                          caption=escape_markdown(f"{row['true_name']} {verdict}"))
+        with cols[i % 6]:
+            show_thumbnail(run, str(row["image"]), thumbnails, caption=escape_markdown(f"{row['true_name']} {verdict}"))
     show_table(picked[["image", "true_name", "pred_name", "prob_1", "correct", "relation"]], docs=MAP_DOCS,
                labels={"image": "Image", "prob_1": "Probability", "correct": "Correct", "relation": "Relation"})
     safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)

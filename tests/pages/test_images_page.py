@@ -114,3 +114,52 @@ def test_flagged_cards_name_the_sense_of_an_ambiguous_class(home, monkeypatch):
     notes = " ".join(m.value for m in at.markdown if "quality" in m.value)
     assert "**" + escape_markdown("crane (wading bird)") + "**" in notes, notes
     assert "**" + escape_markdown("crane (lifting device)") + "**" in notes, notes
+
+
+def test_a_damaged_file_and_a_fifo_in_an_images_place_are_said_and_the_page_goes_on(home, tmp_path_factory,
+                                                                                     monkeypatch):
+    """The Images page's grids drew each image by its path (st.image): a FIFO put in an accepted image's place
+    kept the page waiting forever, and a file that no longer decodes was an empty box. Now the grids are the
+    other pages' thumbnails (pages.pictures): "No image file" and "Cannot decode <file>" under the grid, the
+    other images drawn, in the flagged cards as in the class's grid."""
+    import os
+
+    from core.runstore import RunStore
+    from pages.text import escape_markdown
+    from tests.pages.conftest import copy_store
+
+    copy = copy_store(home, tmp_path_factory, "images_page_damaged")
+    run = RunStore(copy).open_run("sample")
+    manifest = run.read_manifest()
+    first = manifest.loc[manifest["status"] == "accepted", "wnid"].iloc[0]
+    files = manifest.loc[(manifest["wnid"] == first) & (manifest["status"] == "accepted"), "file"].astype(str).tolist()
+    assert len(files) >= 3
+    flagged = str(read_flagged(run)[0])
+    damaged, piped = files[1], files[2]
+    for name in {flagged, damaged}:
+        run.image_path(name).write_bytes(b"\xff\xd8 not a jpeg any more")
+    run.image_path(piped).unlink()
+    os.mkfifo(run.image_path(piped))
+    monkeypatch.setenv("WILDLENS_HOME", str(copy))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/images_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = [c.value for c in at.caption]
+    assert f"Cannot decode {escape_markdown(flagged)}" in captions, "the flagged card's picture"
+    assert f"Cannot decode {escape_markdown(damaged)}" in captions
+    assert f"No image file: {escape_markdown(piped)}" in captions
+    assert any(c.startswith(damaged_hash(run, damaged)) for c in captions), "its caption kept"
+    assert len(at.get("imgs")) >= 1 or len(at.get("image")) >= 1, "the other images are drawn"
+
+
+def read_flagged(run):
+    from core.runstore import read_table
+
+    return read_table(run.path / "probes" / "label_issues.parquet")["image"].astype(str).tolist()
+
+
+def damaged_hash(run, file):
+    manifest = run.read_manifest()
+    return str(manifest.loc[manifest["file"] == file, "sha256"].iloc[0])[:10]

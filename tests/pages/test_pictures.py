@@ -123,3 +123,16 @@ def test_thumbnails_read_files_as_inference_does_and_refuse_what_it_refuses(tmp_
     run = RunStore(tmp_path / "home").create_run(RunInfo(run_id="r", label_space="imagenet-1k"))
     run.images_dir.mkdir(parents=True, exist_ok=True)
     assert pictures.picture_path(run, "a\0b") is None
+
+
+def test_only_pages_pictures_turns_an_image_into_a_path():
+    """Every page draws a stored image through pages.pictures (read as inference reads files, a damaged one
+    said): the Images and Probes pages drew theirs with st.image(path) after the other grids had moved, and
+    a damaged file stopped both pages. A page that calls Run.image_path itself is caught here."""
+    import re
+
+    from tests.conftest import ROOT
+
+    scripts = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+    callers = [p.name for p in scripts if p.name != "pictures.py" and re.search(r"\bimage_path\(", p.read_text())]
+    assert callers == []

@@ -212,6 +212,31 @@ def test_the_map_has_a_point_per_image_and_a_selection_lists_them(probe_home, mo
         assert trace["marker"]["color"] == RELATION_COLOURS.get(trace["name"], "#bbbbbb")
 
 
+def test_a_selected_image_that_no_longer_decodes_is_said_and_the_others_drawn(probe_home, tmp_path_factory,
+                                                                               monkeypatch):
+    """The map's selection drew each image by its path (st.image): a file that no longer decoded stopped the
+    page (PIL's UnidentifiedImageError). Now the other grids' thumbnails (pages.pictures): "Cannot decode
+    <image>" with the card's caption, the other images drawn."""
+    from core.features import read_features
+    from core.runstore import RunStore
+    from pages.text import escape_markdown
+    from tests.pages.conftest import copy_store
+
+    home = copy_store(probe_home, tmp_path_factory, "probes_damaged")
+    run = RunStore(home).open_run("sample")
+    index, _ = read_features(run, MODEL)
+    damaged = str(index["image"].iloc[5])
+    run.image_path(damaged).write_bytes(b"\xff\xd8 not a jpeg any more")
+    at = _open(home, monkeypatch, "pages/probes_page.py")
+    chart, _ = _chart(at, f"map-{MODEL}-pca-true")
+    at = _select(at, chart, [0, 5, 6])
+    assert not at.exception, [e.value for e in at.exception]
+    captions = [c.value for c in at.caption]
+    said = captions.index(f"Cannot decode {escape_markdown(damaged)}")
+    assert " → " in captions[said + 1] or "no prediction" in captions[said + 1], "the card's caption kept"
+    assert len(at.get("image")) == 2
+
+
 def test_tsne_on_request(probe_home, monkeypatch):
     at = _open(probe_home, monkeypatch, "pages/probes_page.py")
     at.radio(key="map-method").set_value("tsne").run()
