@@ -140,11 +140,16 @@ def image_grid(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
 
 # ------------------------------------------------------------------ the URL
 # What a user would bookmark lives in the URL: the true class (`true`), the model of the matrix and of the
-# misclassified images (`model`) and the matrix's picked cell (`cell_true`, `cell_pred`). A link from outside
-# (a reload, a bookmark, the Image page's "Back to the grid": model, true, pred of a pair) sets the widgets;
-# values the run lacks are dropped with a note. Why: the page kept nothing, so a reload or the way back from
-# an image landed on the first class (a fresh look at the sample, 2026-12-06).
-URL_KEYS = ("true", "model", "pred", "cell_true", "cell_pred")
+# misclassified images (`model`; `images_model` where the images' model differs from the matrix's) and the
+# matrix's picked cell (`cell_true`, `cell_pred`), and the settings that differ from their defaults: the bars'
+# measure (`bars=share_of_samples`), the row-normalised matrix (`normalised=1`) and a single outside column
+# (`outside=other`). A link from outside (a reload, a bookmark, the Image page's "Back to the grid": model, true,
+# pred of a pair) sets the widgets; values the run lacks are dropped with a note. Why: the page kept nothing, so
+# a reload or the way back from an image landed on the first class (a fresh look at the sample, 2026-12-06);
+# the images' own model and the settings were lost on a reload (a UI review, 2026-12-07).
+URL_KEYS = ("true", "model", "pred", "cell_true", "cell_pred", "images_model", "bars", "normalised", "outside")
+BARS = {"mf": "MF (share of the mistakes)", "share_of_samples": "Share of all images"}  # the first: the default
+OUTSIDE = ("ancestor", "other")  # the matrix's outside predictions: grouped under their nearest node (default), one column
 
 
 def _url_state() -> dict:
@@ -159,17 +164,32 @@ def _apply_url(url: dict) -> None:
         else:
             lacking.append(f"true class {listed([url['true']])}")
     unchosen = False
-    if url["model"]:
-        if url["model"] in models:
-            if url["model"] in (chosen_models or models):
-                st.session_state["matrix-model"] = st.session_state["images-model"] = url["model"]
+    for key, widgets in (("model", ("matrix-model", "images-model")), ("images_model", ("images-model",))):
+        if not url[key]:
+            continue
+        if url[key] in models:
+            if url[key] in (chosen_models or models):
+                for widget in widgets:
+                    st.session_state[widget] = url[key]
             else:  # a hand-made link: its models leave this one out (a review: ignored without a word)
-                unchosen = True
-                st.warning(escape_markdown(f"The link's model {url['model']} is not among the models it chooses "
-                                           f"above: showing {chosen_models[0]}'s instead (add {url['model']} above "
+                unchosen = unchosen or key == "model"
+                st.warning(escape_markdown(f"The link's model {url[key]} is not among the models it chooses "
+                                           f"above: showing {chosen_models[0]}'s instead (add {url[key]} above "
                                            "to see its matrix and images)."), icon=":material/link_off:")
         else:
-            lacking.append(f"model {listed([url['model']])}")
+            lacking.append(f"model {listed([url[key]])}")
+    settings = {"bars": ("top3-bars", {v: v for v in BARS}),
+                "normalised": ("matrix-normalise", {"1": True, "0": False}),
+                "outside": ("matrix-grouped", {"ancestor": True, "other": False})}
+    odd = []
+    for key, (widget, values) in settings.items():
+        if url[key] in values:
+            st.session_state[widget] = values[url[key]]
+        elif url[key]:
+            odd.append(f"{key}={listed([url[key]])} (takes {' or '.join(values)})")
+    if odd:
+        st.warning(escape_markdown("Not a value this page takes: " + "; ".join(odd) + ". Showing the default."),
+                   icon=":material/link_off:")
     wanted = None if unchosen else (url["cell_true"], url["cell_pred"]) if url["cell_true"] and url["cell_pred"] else \
         (url["true"], url["pred"]) if url["true"] and url["pred"] else None
     # Picked below, once the matrix's cells are known; () for a URL without a cell: none picked (a UI review: Back
@@ -265,8 +285,7 @@ for i, model in enumerate(chosen_models):
 # ------------------------------------------------------------------ the top-3 as bars, with their intervals
 picked = class_top[class_top["model"].isin(chosen_models).to_numpy(dtype=bool, na_value=False)]
 if not picked.empty:
-    share = st.radio("Bars", ["mf", "share_of_samples"], horizontal=True, key="top3-bars",
-                     format_func={"mf": "MF (share of the mistakes)", "share_of_samples": "Share of all images"}.get)
+    share = st.radio("Bars", list(BARS), horizontal=True, key="top3-bars", format_func=BARS.get)
     bars = picked.sort_values(["model", "rank"])
     # Plotly reads HTML in labels and hover texts: model ids and class names go in escaped.
     bars = bars.assign(pair=[html.escape(f"{m} · {name_of(p)} ({p})")
@@ -306,9 +325,10 @@ controls = st.columns([2, 1, 1])
 matrix_model = controls[0].selectbox("Model", chosen_models or models, key="matrix-model")
 normalised = controls[1].toggle("Row-normalised", key="matrix-normalise",
                                 help="Each row as shares of its images (rows sum to 100%); a class without images is empty.")
-grouped = controls[2].toggle("Group outside predictions", value=True, key="matrix-grouped",
+st.session_state.setdefault("matrix-grouped", True)  # on by default; set here, not by value=, as a link may set it
+grouped = controls[2].toggle("Group outside predictions", key="matrix-grouped",
                              help="On: one column per nearest WordNet node of the run's tree. Off: a single 'other' column.")
-outside = "ancestor" if grouped else "other"
+outside = OUTSIDE[0] if grouped else OUTSIDE[1]
 run_classes = list(run.info.wnids) or true_wnids
 n_classes = len(set(run_classes) | set(true_wnids))
 cap = None
@@ -445,11 +465,14 @@ else:
             open_link(matrix_model, true, true, f"{name_of(true)}, correct: page through its images")
         thumbnails(images, matrix_model, links=False)  # the pairs are linked above
 
-_write_url({"true": true_wnid, "model": matrix_model, **({"cell_true": cell[0], "cell_pred": cell[1]} if cell else {})})
-
 # ------------------------------------------------------------------ misclassified images
 st.subheader("Misclassified images")
 model_for_images = st.selectbox("Model", chosen_models or models, key="images-model")
+# Written here, once every widget it records has its value (no st.stop above, and none between the widgets).
+_write_url({"true": true_wnid, "model": matrix_model, **({"cell_true": cell[0], "cell_pred": cell[1]} if cell else {}),
+            "images_model": model_for_images if model_for_images != matrix_model else None,
+            "bars": None if st.session_state.get("top3-bars", "mf") == "mf" else st.session_state["top3-bars"],
+            "normalised": "1" if normalised else None, "outside": None if grouped else OUTSIDE[1]})
 # By image: the order the Image page pages through them after an "Open" (explain.browse.selection_images, true
 # class then image), and Browse's; they came in the order the predictions were stored (a UI review: one set of
 # images in three orders; the first "Open" must be "Image 1 of N" there, a browser test).

@@ -152,7 +152,7 @@ with tab_grid:
             cols = st.columns(COLUMNS)
             for col, (_, row) in zip(cols, shown.iloc[start:start + COLUMNS].iterrows()):
                 # Captions are built from hashes and numbers only, never from web text.
-                caption = f"{row['sha256'][:10]} · {row['width']}×{row['height']}" + (" · excluded" if row["excluded"] else "")
+                caption = f"{row['sha256'][:10]} · {row['width']} × {row['height']}" + (" · excluded" if row["excluded"] else "")
                 with col:
                     show_thumbnail(run, str(row["file"]), thumbnails, caption=caption)
 
