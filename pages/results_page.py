@@ -22,9 +22,9 @@ from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
-from pages.run_state import (current_view, page_link, require_run, url_choice, url_choices, write_choice,
-                             write_choices)
-from pages.text import escape_markdown, plural, show_error
+from pages.run_state import (current_view, page_link, remember_url, require_run, url_choice, url_choices,
+                             url_from_outside, write_choice, write_choices, write_params)
+from pages.text import escape_markdown, listed, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
                 "hyponym_rate", "cousin_rate", "related_rate", "distant_rate", "hprec_at_5", "share_nearest",
@@ -207,7 +207,10 @@ with st.expander("What each type means"):
     st.markdown("\n".join(f"- **{t}**: {escape_markdown(ERROR_TYPE_DOCS[t])}" for t in ERROR_TYPES))
 types = error_types(run, view, level)
 types = types[types["model"].isin(chosen)]
-by = st.radio("Stack each model's mistakes by", ["error type", "relation"], horizontal=True, key="mistake-stack")
+STACKS = ["error type", "relation"]
+url_choice("stack", STACKS, "mistake-stack")  # ?stack=relation: kept on reload and Back, as the clicked segment below
+by = st.radio("Stack each model's mistakes by", STACKS, horizontal=True, key="mistake-stack")
+write_choice("stack", by, STACKS[0])
 shares = mistake_shares(types=types) if by == "error type" else mistake_shares(per_model=per_model)
 colours = ERROR_TYPE_COLOURS if by == "error type" else RELATION_COLOURS
 bars = shares.assign(model_label=shares["model"].map(html.escape),
@@ -239,9 +242,26 @@ picked_point = points[0].get("customdata") if isinstance(points, list) and point
     else None
 # The browser sends the selection: a point's customdata is [model label, kind] when it is the chart's own
 # (a hostile campaign: ["m"] raised IndexError, [["m"], 1] TypeError).
+segment, from_link = None, False
 if isinstance(picked_point, list) and len(picked_point) >= 2 and all(isinstance(v, str) for v in picked_point[:2]) \
         and picked_point[0] in model_of_label:
-    model_picked, kind_picked = model_of_label[picked_point[0]], picked_point[1]
+    segment = model_of_label[picked_point[0]], picked_point[1]
+# The clicked segment lives in the URL (`segment_model`, `segment`): a reload, a bookmark or the browser's Back from
+# the Image page shows its images again (a UI review: they were lost, as Streamlit cannot set a chart's selection;
+# the chart then shows no segment picked, the caption below says which). On the page's own reruns the chart's
+# selection decides (none: none shown).
+url_segment = (st.query_params.get("segment_model", ""), st.query_params.get("segment", ""))
+if segment is None and all(url_segment) and url_from_outside("results-segment", url_segment):
+    on_chart = shares[(shares["model"] == url_segment[0]) & (shares["kind"] == url_segment[1])]
+    if len(on_chart) and int(on_chart["count"].iloc[0]) > 0:
+        segment, from_link = url_segment, True
+    else:
+        st.warning(escape_markdown(f"The link's segment {listed([url_segment[0]], 1)} · {listed([url_segment[1]], 1)} "
+                                   f"is none of this chart's (stacked by {by}): click one."), icon=":material/link_off:")
+write_params({"segment_model": segment[0] if segment else None, "segment": segment[1] if segment else None})
+remember_url("results-segment", (st.query_params.get("segment_model", ""), st.query_params.get("segment", "")))
+if segment is not None:
+    model_picked, kind_picked = segment
     table_view = image_table(run, view)
     rows = filter_images(table_view, models=[model_picked], outcome="mistake",
                          relations=[kind_picked] if by == "relation" else None)
@@ -254,7 +274,8 @@ if isinstance(picked_point, list) and len(picked_point) >= 2 and all(isinstance(
     link_params = {RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]} if VIEW_PARAM in st.query_params
                                              else {}), **chosen_selection.params()}
     st.markdown(f"**{escape_markdown(model_picked)}**: {plural(len(picked_images), 'mistake')} of type "
-                f"**{escape_markdown(kind_picked)}**")
+                f"**{escape_markdown(kind_picked)}**" + (" (the segment the link names; click one to pick another)"
+                                                          if from_link else ""))
     links = st.columns(2)
     if len(picked_images):
         links[0].page_link("pages/image_page.py", label="Page through them", icon=":material/open_in_full:",

@@ -428,6 +428,53 @@ def test_a_clicked_mistake_segment_shows_its_images_and_names_one_that_does_not_
     assert len(at.get("image")) == shown - 1, "the others are drawn"
 
 
+def test_the_clicked_segment_and_the_stack_live_in_the_url(app):
+    """A UI review (2026-12-07): the images of a clicked segment were lost on the browser's Back from the Image page
+    (and on a reload), as was the stack's choice (error type or relation). Now both go to the URL and come back;
+    the chart's own reruns decide (no segment picked: none in the URL); a link naming no segment is said."""
+    from tests.pages.conftest import away_and_back, send_chart_selection
+
+    at = open_page(app, "results")
+
+    def stack_chart():
+        (chart,) = [c for c in at.get("plotly_chart") if "mistake-stack" in (c.proto.id or "")]
+        segments = [(d[0], d[1]) for trace in json.loads(chart.proto.spec)["data"] for d in trace.get("customdata") or []
+                    if isinstance(d, list) and d[2]]
+        return chart, segments
+
+    def click(chart, segment):
+        point = {"curve_number": 0, "point_number": 0, "point_index": 0, "customdata": list(segment) if segment else []}
+        send_chart_selection(at, chart, {"points": [point] if segment else [], "point_indices": [0] if segment else [],
+                                         "box": [], "lasso": []})
+
+    at.radio(key="mistake-stack").set_value("relation").run()
+    assert at.query_params["stack"] == "relation"
+    chart, segments = stack_chart()
+    if not segments:
+        pytest.skip("no segment to click on the sample")
+    click(chart, segments[-1])
+    assert (at.query_params["segment_model"], at.query_params["segment"]) == segments[-1]
+    shown = len(at.get("image"))
+    assert shown >= 1
+    written = {key: at.query_params[key] for key in at.query_params}
+    away_and_back(at, "pages/image_page.py", written)
+    at.switch_page("pages/results_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="mistake-stack").value == "relation"
+    said = [m.value for m in at.markdown if "the segment the link names" in m.value]
+    assert len(said) == 1 and len(at.get("image")) == shown
+    # The page's own rerun with nothing picked on the chart: no segment, none in the URL.
+    chart, _ = stack_chart()
+    click(chart, None)
+    assert "segment" not in at.query_params and "segment_model" not in at.query_params
+    assert not [m.value for m in at.markdown if "mistakes of type" in m.value or "mistake of type" in m.value]
+    # A link naming a segment the chart lacks.
+    at.query_params["segment_model"], at.query_params["segment"] = segments[-1][0], "<b>no such</b>"
+    at.run()
+    assert any("is none of this chart's" in w.value for w in at.warning)
+    assert "segment" not in at.query_params
+
+
 def test_the_accuracy_against_types_scatter_hovers_with_intervals(app):
     """A UI review: the scatter's hover read "Accuracy=63% +15% / -18%" (Plotly's error bar lengths); each number
     reads with its interval as the tables write it, and the type is named as the stack's hover names it."""
