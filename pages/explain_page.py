@@ -168,5 +168,7 @@ PATH_DOCS = {"step": "Position on the path, 0 = the true class.", "synset": "The
                                                          "pred (the predicted class); empty for a synset between them.",
              "lemmas": "The synset's lemma names.", "definition": "WordNet's gloss.",
              "depth": "Hypernym steps from the synset up to entity.n.01 (NLTK min_depth)."}
-show_table(with_names(path_table, label_space), docs=PATH_DOCS, labels={"wnid": "Id", "synset": "Synset"})
+# Widths for the text: the names and the gloss were cut to a few words at the default widths (a UI review).
+show_table(with_names(path_table, label_space), docs=PATH_DOCS, labels={"wnid": "Id", "synset": "Synset"},
+           widths={"step": "small", "depth": "small", "role": "small", "definition": "large"})
 download_csv(path_table, f"path_{true_wnid}_{pred_wnid}.csv", key="dl-path", label_space=label_space)

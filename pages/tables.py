@@ -291,14 +291,18 @@ def _cell_texts(styler, column: int, texts: list) -> None:
 
 
 def show_table(df: pd.DataFrame, table: str | None = None, *, docs: dict | None = None, labels: dict | None = None,
-               **kwargs) -> None:
+               widths: dict | None = None, **kwargs) -> None:
     """st.dataframe of ``df`` (no index, full width) with table_column_config and styled's formats;
     ``<column>_ci_low`` / ``_ci_high`` pairs shown in their column's cells (``with_intervals``).
-    ``kwargs`` go to st.dataframe (a ``column_config`` entry there replaces the derived one)."""
+    ``widths``: column -> "small", "medium" or "large" (its label and help kept). ``kwargs`` go to
+    st.dataframe (a ``column_config`` entry there replaces the derived one)."""
     data = styled(df)
     frame = data if isinstance(data, pd.DataFrame) else data.data
     config = table_column_config(table, frame.columns, frame, docs=docs, labels=labels,
                                  formats=isinstance(data, pd.DataFrame), bounded=interval_columns_in(df))
+    for column, width in (widths or {}).items():
+        if column in frame.columns:
+            config[column] = {**(config.get(column) or {}), "width": width}
     config.update(kwargs.pop("column_config", None) or {})
     kwargs.setdefault("hide_index", True)
     kwargs.setdefault("width", "stretch")

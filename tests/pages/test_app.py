@@ -804,3 +804,16 @@ def test_explain_any_two_concepts_starts_from_the_confusion_shown(app_home, monk
     at.radio[0].set_value("Any two concepts").run()
     assert not at.exception and tuple(t.value for t in at.text_input) == pair
     assert (at.query_params["true"], at.query_params["pred"]) == pair
+
+
+def test_explain_path_table_gives_the_gloss_room_and_keeps_each_columns_help(app):
+    """A UI review: the path table cut names and WordNet's gloss to a few words at the default widths. The gloss
+    is wide and the step, depth and role narrow, each keeping its label and help (pages.tables.show_table's widths)."""
+    import json
+
+    at = open_page(app, "explain")
+    (table,) = [d for d in at.dataframe if "definition" in list(d.value.columns)]
+    config = json.loads(table.proto.columns)
+    assert config["definition"]["width"] == "large" and config["definition"]["help"].startswith("`definition`: WordNet")
+    assert {config[c]["width"] for c in ("step", "depth", "role")} == {"small"}
+    assert config["wnid"]["label"] == "Id" and "width" not in config["wnid"]
