@@ -169,6 +169,11 @@ PATH_DOCS = {"step": "Position on the path, 0 = the true class.", "synset": "The
              "lemmas": "The synset's lemma names.", "definition": "WordNet's gloss.",
              "depth": "Hypernym steps from the synset up to entity.n.01 (NLTK min_depth)."}
 # Widths for the text: the names and the gloss were cut to a few words at the default widths (a UI review).
-show_table(with_names(path_table, label_space), docs=PATH_DOCS, labels={"wnid": "Id", "synset": "Synset"},
-           widths={"step": "small", "depth": "small", "role": "small", "definition": "large"})
+# Every row shown (a long path hid its last ones behind a scroll bar) and the gloss before the lemmas, which
+# mostly repeat the name (the CSV keeps the library's order).
+shown_path = with_names(path_table, label_space)
+shown_path = shown_path[[c for c in shown_path.columns if c != "lemmas"] + ["lemmas"]]
+show_table(shown_path, docs=PATH_DOCS, labels={"wnid": "Id", "synset": "Synset"},
+           widths={"step": "small", "depth": "small", "role": "small", "lemmas": "medium", "definition": "large"},
+           height=35 * (len(shown_path) + 1) + 3)
 download_csv(path_table, f"path_{true_wnid}_{pred_wnid}.csv", key="dl-path", label_space=label_space)

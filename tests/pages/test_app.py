@@ -817,3 +817,4 @@ def test_explain_path_table_gives_the_gloss_room_and_keeps_each_columns_help(app
     assert config["definition"]["width"] == "large" and config["definition"]["help"].startswith("`definition`: WordNet")
     assert {config[c]["width"] for c in ("step", "depth", "role")} == {"small"}
     assert config["wnid"]["label"] == "Id" and "width" not in config["wnid"]
+    assert list(table.value.columns)[-1] == "lemmas", "the gloss before the lemmas"
