@@ -20,7 +20,7 @@ from pages.charts import cached_figure, error_offsets
 from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
                           table_column_config, without_bounds)
 from explain.selection import Selection
-from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, page_link, remember_url, require_run,
+from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, keep_widget_state, page_link, remember_url, require_run,
                              url_choices, url_from_outside, write_choices, write_params)
 from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
                          no_predictions_note)
@@ -173,20 +173,23 @@ def _apply_url(url: dict) -> None:
                     st.session_state[widget] = url[key]
             else:  # a hand-made link: its models leave this one out (a review: ignored without a word)
                 unchosen = unchosen or key == "model"
+                instead = url["model"] if key == "images_model" and url["model"] in chosen_models else chosen_models[0]
+                what = "images" if key == "images_model" else "matrix and images"
                 st.warning(escape_markdown(f"The link's model {url[key]} is not among the models it chooses "
-                                           f"above: showing {chosen_models[0]}'s instead (add {url[key]} above "
-                                           "to see its matrix and images)."), icon=":material/link_off:")
+                                           f"above: showing {instead}'s {what} instead (add {url[key]} above "
+                                           f"to see its {what})."), icon=":material/link_off:")
         else:
             lacking.append(f"model {listed([url[key]])}")
     settings = {"bars": ("top3-bars", {v: v for v in BARS}),
-                "normalised": ("matrix-normalise", {"1": True, "0": False}),
+                "normalised": ("matrix-normalise", {"0": False, "1": True}),
                 "outside": ("matrix-grouped", {"ancestor": True, "other": False})}
     odd = []
-    for key, (widget, values) in settings.items():
-        if url[key] in values:
-            st.session_state[widget] = values[url[key]]
-        elif url[key]:
+    for key, (widget, values) in settings.items():  # the first value is the default, which the URL leaves out
+        if url[key] and url[key] not in values:
             odd.append(f"{key}={listed([url[key]])} (takes {' or '.join(values)})")
+        # No parameter (or one the page does not take) is the default: Back to an address before a toggle was
+        # switched on switches it off again (a code review: it stayed on and its value was written back).
+        st.session_state[widget] = values.get(url[key], next(iter(values.values())))
     if odd:
         st.warning(escape_markdown("Not a value this page takes: " + "; ".join(odd) + ". Showing the default."),
                    icon=":material/link_off:")
@@ -284,6 +287,7 @@ for i, model in enumerate(chosen_models):
 
 # ------------------------------------------------------------------ the top-3 as bars, with their intervals
 picked = class_top[class_top["model"].isin(chosen_models).to_numpy(dtype=bool, na_value=False)]
+keep_widget_state("top3-bars")  # not drawn for a class without mistakes: its choice kept for the next (a code review)
 if not picked.empty:
     share = st.radio("Bars", list(BARS), horizontal=True, key="top3-bars", format_func=BARS.get)
     bars = picked.sort_values(["model", "rank"])

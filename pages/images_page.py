@@ -151,8 +151,10 @@ with tab_grid:
         for start in range(0, len(shown), COLUMNS):
             cols = st.columns(COLUMNS)
             for col, (_, row) in zip(cols, shown.iloc[start:start + COLUMNS].iterrows()):
-                # Captions are built from hashes and numbers only, never from web text.
-                caption = f"{row['sha256'][:10]} · {row['width']} × {row['height']}" + (" · excluded" if row["excluded"] else "")
+                # Captions are built from the manifest's hash and numbers, escaped anyway: a hand-edited manifest is a
+                # file's text (a code review: '![](//a.b)' as a sha256 loaded an outside image).
+                caption = escape_markdown(f"{row['sha256'][:10]} · {row['width']} × {row['height']}"
+                                          + (" · excluded" if row["excluded"] else ""))
                 with col:
                     show_thumbnail(run, str(row["file"]), thumbnails, caption=caption)
 

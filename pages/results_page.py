@@ -22,8 +22,8 @@ from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
-from pages.run_state import (current_view, page_link, remember_url, require_run, url_choice, url_choices,
-                             url_from_outside, write_choice, write_choices, write_params)
+from pages.run_state import (current_view, keep_widget_state, page_link, remember_url, require_run, url_choice,
+                             url_choices, url_from_outside, write_choice, write_choices, write_params)
 from pages.text import escape_markdown, listed, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
@@ -67,7 +67,9 @@ models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
 url_choices("model", models, "results_models", "models this run has no predictions of")
 chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="results_models",
                         format_func=lambda m: f"{m} ({family[m]})")
-write_choices("model", chosen, models)
+# A chosen segment's model removed: its segment leaves the URL in the same step (one step of the history).
+write_choices("model", chosen, models, also={"segment_model": None, "segment": None}
+              if st.query_params.get("segment_model", chosen[0] if chosen else "") not in chosen else None)
 if not chosen:  # said, as Browse says it (a UI review: the page ended at the empty box without a word)
     st.info("Pick at least one model.")
     st.stop()
@@ -207,10 +209,31 @@ with st.expander("What each type means"):
     st.markdown("\n".join(f"- **{t}**: {escape_markdown(ERROR_TYPE_DOCS[t])}" for t in ERROR_TYPES))
 types = error_types(run, view, level)
 types = types[types["model"].isin(chosen)]
+# The stack's choice and the clicked segment live in the URL (`stack=relation`, `segment_model`, `segment`): a
+# reload, a bookmark or the browser's Back shows the same segment's images (a UI review: they were lost). Streamlit
+# cannot set a chart's selection, so a URL from outside (a link, a reload, Back) decides alone: its segment, or
+# none, the chart drawn afresh under a new key (else a selection the browser still holds wrote itself back over the
+# step Back went to: a code review), and the chart shows none picked; on the page's own reruns a new selection on
+# the chart decides, and the segment stays until one does. The three are written in one step.
 STACKS = ["error type", "relation"]
-url_choice("stack", STACKS, "mistake-stack")  # ?stack=relation: kept on reload and Back, as the clicked segment below
+SEGMENT_KEYS = ("stack", "segment_model", "segment")
+url_segment = tuple(st.query_params.get(key, "") for key in SEGMENT_KEYS)
+fresh_link = url_from_outside("results-segment", url_segment)  # this run's URL is a link's, a reload's or Back's
+if fresh_link:
+    stack_value, linked = url_segment[0], url_segment[1:]
+    if stack_value and stack_value not in STACKS:
+        st.warning(escape_markdown(f"The link's stack={listed([stack_value], 1)} is not one of this page's choices "
+                                   "here: showing the first."), icon=":material/link_off:")
+    st.session_state["mistake-stack"] = stack = stack_value if stack_value in STACKS else STACKS[0]
+    if any(linked) and not all(linked):
+        st.warning("The link names half a segment (it needs both segment_model and segment): click one.",
+                   icon=":material/link_off:")
+    st.session_state["_results_segment"] = (linked, "link", stack) if all(linked) else None
+    st.session_state["_results_chart_epoch"] = st.session_state.get("_results_chart_epoch", 0) + 1
+    st.session_state["_results_last_pick"] = None
+else:
+    keep_widget_state("mistake-stack")
 by = st.radio("Stack each model's mistakes by", STACKS, horizontal=True, key="mistake-stack")
-write_choice("stack", by, STACKS[0])
 shares = mistake_shares(types=types) if by == "error type" else mistake_shares(per_model=per_model)
 colours = ERROR_TYPE_COLOURS if by == "error type" else RELATION_COLOURS
 bars = shares.assign(model_label=shares["model"].map(html.escape),
@@ -233,7 +256,8 @@ def results_mistake_stack(bars: pd.DataFrame, by: str, colours: dict, models: tu
 
 
 event = st.plotly_chart(cached_figure(results_mistake_stack, bars, by, colours, tuple(shown["model"]), level),
-                        width="stretch", on_select="rerun", selection_mode=("points",), key=f"mistake-stack-{by}-{view}")
+                        width="stretch", on_select="rerun", selection_mode=("points",),
+                        key=f"mistake-stack-{by}-{view}-{st.session_state.get('_results_chart_epoch', 0)}")
 st.caption("Click a segment to see its images below. Hover for the count and the share's interval (Wilson over "
            "the model's mistakes).")
 points = (event.selection.get("points") if event else None) or []
@@ -242,24 +266,29 @@ picked_point = points[0].get("customdata") if isinstance(points, list) and point
     else None
 # The browser sends the selection: a point's customdata is [model label, kind] when it is the chart's own
 # (a hostile campaign: ["m"] raised IndexError, [["m"], 1] TypeError).
-segment, from_link = None, False
-if isinstance(picked_point, list) and len(picked_point) >= 2 and all(isinstance(v, str) for v in picked_point[:2]) \
-        and picked_point[0] in model_of_label:
-    segment = model_of_label[picked_point[0]], picked_point[1]
-# The clicked segment lives in the URL (`segment_model`, `segment`): a reload, a bookmark or the browser's Back from
-# the Image page shows its images again (a UI review: they were lost, as Streamlit cannot set a chart's selection;
-# the chart then shows no segment picked, the caption below says which). On the page's own reruns the chart's
-# selection decides (none: none shown).
-url_segment = (st.query_params.get("segment_model", ""), st.query_params.get("segment", ""))
-if segment is None and all(url_segment) and url_from_outside("results-segment", url_segment):
-    on_chart = shares[(shares["model"] == url_segment[0]) & (shares["kind"] == url_segment[1])]
-    if len(on_chart) and int(on_chart["count"].iloc[0]) > 0:
-        segment, from_link = url_segment, True
-    else:
-        st.warning(escape_markdown(f"The link's segment {listed([url_segment[0]], 1)} · {listed([url_segment[1]], 1)} "
-                                   f"is none of this chart's (stacked by {by}): click one."), icon=":material/link_off:")
-write_params({"segment_model": segment[0] if segment else None, "segment": segment[1] if segment else None})
-remember_url("results-segment", (st.query_params.get("segment_model", ""), st.query_params.get("segment", "")))
+pick = tuple(picked_point[:2]) if isinstance(picked_point, list) and len(picked_point) >= 2 \
+    and all(isinstance(v, str) for v in picked_point[:2]) else None
+if pick != st.session_state.get("_results_last_pick"):  # a new selection on the chart (none: a click off the bars)
+    st.session_state["_results_last_pick"] = pick
+    st.session_state["_results_segment"] = ((model_of_label[pick[0]], pick[1]), "chart", by) \
+        if pick is not None and pick[0] in model_of_label else None
+segment, source, stacked_by = st.session_state.get("_results_segment") or (None, None, None)
+if stacked_by != by:  # the stack changed since the segment was picked: its kinds are another's
+    segment = None
+if segment is not None:
+    on_chart = shares[(shares["model"] == segment[0]) & (shares["kind"] == segment[1])]
+    if not (len(on_chart) and int(on_chart["count"].iloc[0]) > 0):  # not among the models or kinds shown now
+        if fresh_link:
+            st.warning(escape_markdown(f"The link's segment {listed([segment[0]], 1)} · {listed([segment[1]], 1)} "
+                                       f"is none of this chart's (stacked by {by}): click one."),
+                       icon=":material/link_off:")
+        segment = None
+if segment is None:
+    st.session_state["_results_segment"] = None
+from_link = source == "link"
+write_params({"stack": None if by == STACKS[0] else by, "segment_model": segment[0] if segment else None,
+              "segment": segment[1] if segment else None})
+remember_url("results-segment", tuple(st.query_params.get(key, "") for key in SEGMENT_KEYS))
 if segment is not None:
     model_picked, kind_picked = segment
     table_view = image_table(run, view)

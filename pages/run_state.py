@@ -115,10 +115,10 @@ def url_choices(param: str, options, key: str, lacking: str) -> None:
     st.session_state[key] = list(dict.fromkeys(v for v in st.session_state.get(key, options) if v in options))
 
 
-def write_choices(param: str, chosen, options) -> None:
+def write_choices(param: str, chosen, options, also: dict | None = None) -> None:
     """The multiselect's ``chosen`` in the URL's repeated ``param`` (left out when it is every option),
-    remembered as the page's own."""
-    write_params({param: list(chosen) if chosen and set(chosen) != set(options) else None})
+    remembered as the page's own; ``also``: other parameters the same change sets (one history step)."""
+    write_params({param: list(chosen) if chosen and set(chosen) != set(options) else None, **(also or {})})
     remember_url(f"choices-{param}", tuple(st.query_params.get_all(param)))
 
 

@@ -463,8 +463,10 @@ def test_the_clicked_segment_and_the_stack_live_in_the_url(app):
     assert at.radio(key="mistake-stack").value == "relation"
     said = [m.value for m in at.markdown if "the segment the link names" in m.value]
     assert len(said) == 1 and len(at.get("image")) == shown
-    # The page's own rerun with nothing picked on the chart: no segment, none in the URL.
+    # The page's own reruns: a segment picked on the chart, then none (a click off the bars): none in the URL.
     chart, _ = stack_chart()
+    click(chart, segments[0])
+    assert at.query_params["segment"] == segments[0][1]
     click(chart, None)
     assert "segment" not in at.query_params and "segment_model" not in at.query_params
     assert not [m.value for m in at.markdown if "mistakes of type" in m.value or "mistake of type" in m.value]
@@ -473,6 +475,57 @@ def test_the_clicked_segment_and_the_stack_live_in_the_url(app):
     at.run()
     assert any("is none of this chart's" in w.value for w in at.warning)
     assert "segment" not in at.query_params
+
+
+def test_back_inside_the_page_undoes_a_segment_and_a_stack_in_one_step_each(app, monkeypatch):
+    """A code review: (1) Back to the URL before a click wrote the segment straight back (the browser's chart still
+    held the selection), (2) switching the stack with a segment picked sent two URLs (two presses of Back, the one
+    between naming a segment of the other stack), (3) a segment restored from the URL went at the next unrelated
+    change. Now a URL from outside decides alone (the chart drawn afresh), the stack and the segment go in one
+    write, and a segment stays until a new selection on the chart."""
+    from streamlit.runtime.state.query_params_proxy import QueryParamsProxy
+
+    from tests.pages.conftest import send_chart_selection
+
+    at = open_page(app, "results")
+    (chart,) = [c for c in at.get("plotly_chart") if "mistake-stack" in (c.proto.id or "")]
+    segments = [(d[0], d[1]) for trace in json.loads(chart.proto.spec)["data"] for d in trace.get("customdata") or []
+                if isinstance(d, list) and d[2]]
+    if not segments:
+        pytest.skip("no segment to click on the sample")
+    before = {key: at.query_params[key] for key in at.query_params}
+    selection = {"points": [{"curve_number": 0, "point_number": 0, "point_index": 0, "customdata": list(segments[0])}],
+                 "point_indices": [0], "box": [], "lasso": []}
+    send_chart_selection(at, chart, selection)
+    assert at.query_params["segment"] == segments[0][1]
+    # (1) Back: the earlier URL, the chart still sending its selection.
+    for key in list(at.query_params):
+        del at.query_params[key]
+    at.query_params.update(before)
+    send_chart_selection(at, chart, selection)
+    assert "segment" not in at.query_params and "segment_model" not in at.query_params
+    assert not [m.value for m in at.markdown if " of type " in m.value]
+    # (2) A segment picked, then the stack switched: one URL written.
+    (chart,) = [c for c in at.get("plotly_chart") if "mistake-stack" in (c.proto.id or "")]
+    send_chart_selection(at, chart, selection)
+    assert at.query_params["segment"] == segments[0][1]
+    sent = []
+    original = QueryParamsProxy.from_dict
+    monkeypatch.setattr(QueryParamsProxy, "from_dict", lambda self, params: (sent.append(dict(params)),
+                                                                              original(self, params))[1])
+    at.radio(key="mistake-stack").set_value("relation").run()
+    assert len(sent) == 1 and sent[0].get("stack") == "relation" and "segment" not in sent[0], sent
+    assert not [w.value for w in at.warning if "segment" in w.value]
+    # (3) A segment from the URL (a reload) stays through an unrelated change.
+    monkeypatch.setattr(QueryParamsProxy, "from_dict", original)
+    at.query_params.update({"segment_model": segments[0][0], "segment": segments[0][1]})
+    del at.query_params["stack"]
+    at.run()
+    assert [m.value for m in at.markdown if "the segment the link names" in m.value]
+    at.selectbox(key="results-chart").set_value("sibling_rate").run()
+    assert "chart" in at.query_params, "an unrelated change made"
+    assert at.query_params["segment"] == segments[0][1]
+    assert [m.value for m in at.markdown if "the segment the link names" in m.value]
 
 
 def test_the_accuracy_against_types_scatter_hovers_with_intervals(app):
