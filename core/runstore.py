@@ -119,6 +119,9 @@ def _checked_info(data) -> tuple[dict, str]:
     return out, ""
 
 
+RUN_INFO_MAX_BYTES = 1 << 20  # a run.json is a few kB (title, classes, provenance); 1 MiB leaves room for 21k classes
+
+
 class Run:
     """One run folder. Paths and table I/O; no business logic."""
 
@@ -160,10 +163,19 @@ class Run:
     # description -------------------------------------------------------------
     @property
     def info(self) -> RunInfo:
+        from .userfile import UserFileError, read_user_bytes
+
         try:
-            data = json.loads(self.info_path.read_text())
-        except FileNotFoundError:
-            raise StoreError(f"{self.path} is not a WildLens run (no run.json).") from None
+            # Read as a file a person handed us: a FIFO in its place opens at once and is refused, a link to a
+            # device is refused, a huge file is not read (a hostile campaign: a FIFO there hung every run list,
+            # and with it the dashboard; a link to /dev/zero read without end).
+            data = json.loads(read_user_bytes(self.info_path, what=str(self.info_path), max_bytes=RUN_INFO_MAX_BYTES))
+        except UserFileError as exc:
+            if not os.path.lexists(self.info_path):
+                raise StoreError(f"{self.path} is not a WildLens run (no run.json).") from None
+            reason = " ".join(str(exc).split()).rstrip(".").removesuffix("; give a regular file")
+            raise StoreError(f"{reason}; move it away and restore the run's run.json (a backup, or a copy of "
+                             "another run's with this run's id).") from None
         except (ValueError, OSError) as exc:  # not JSON, not UTF-8 (JSONDecodeError is a ValueError), unreadable
             raise StoreError(f"{self.info_path} is damaged ({exc}).") from None
         # Fields of the wrong type (a hand edit, a damaged copy) are refused here, in one line, instead
@@ -224,13 +236,25 @@ class Run:
 
     def set_excluded(self, files: list[str], excluded: bool = True, reason: str = "") -> int:
         """Mark images as excluded (or back). Rows and files are never deleted. Read, changed and
-        written under the manifest lock, so a concurrent import or crawl keeps the change."""
-        with self.manifest_lock():
-            df = self.read_manifest()
-            mask = df["file"].isin(files)
-            df.loc[mask, "excluded"] = excluded
-            df.loc[mask, "excluded_reason"] = reason if excluded else pd.NA
-            self.write_manifest(df)
+        written under the manifest lock, so a concurrent import or crawl keeps the change, and under the run's
+        presence lock (:func:`core.locking.run_presence_lock`): a run deleted meanwhile is StoreError, never made
+        again (a hostile campaign: its folder came back with an empty manifest, unlisted, and blocked its id).
+        A write that fails (a full disk, a read-only folder) is StoreError too, one line; nothing changed."""
+        from .locking import RunGone, run_presence_lock
+
+        try:
+            with run_presence_lock(self.path, f"Run {self.run_id} is gone (deleted meanwhile); nothing was changed."):
+                with self.manifest_lock():
+                    df = self.read_manifest()
+                    mask = df["file"].isin(files)
+                    df.loc[mask, "excluded"] = excluded
+                    df.loc[mask, "excluded_reason"] = reason if excluded else pd.NA
+                    self.write_manifest(df)
+        except RunGone as exc:
+            raise StoreError(str(exc)) from None
+        except OSError as exc:
+            raise StoreError(f"cannot save the exclusion in run {self.run_id} ({exc.strerror or exc}); nothing was "
+                             f"changed: check that {self.path} is writable and its disk has room.") from None
         return int(mask.sum())
 
     def usable_images(self) -> pd.DataFrame:

@@ -8,7 +8,8 @@ import streamlit as st
 from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, download_csv, show_table, table_column_config
 from pages.reads import class_name, manifest
-from pages.text import escape_markdown, plural, show_error
+from core.errors import WildLensError
+from pages.text import escape_markdown, listed, plural, show_error
 from pages.run_state import require_run, url_choice, write_choice
 
 PER_PAGE = 30
@@ -106,16 +107,25 @@ if _issues_path.exists():
         for _start in range(0, min(len(_open), FLAGGED_SHOWN), COLUMNS):
             _cols = st.columns(COLUMNS)
             for _col, (_, _row) in zip(_cols, _open.iloc[_start:min(_start + COLUMNS, FLAGGED_SHOWN)].iterrows()):
-                _file, _suggested = str(_row["image"]), str(_row["suggested_wnid"])
+                # An empty suggestion or quality (the file's schema allows them) is said as such, never "<NA>".
+                _file = str(_row["image"])
+                _suggested = "" if pd.isna(_row["suggested_wnid"]) else str(_row["suggested_wnid"])
                 with _col:
                     show_thumbnail(run, _file, _thumbnails)
                 _col.markdown(escape_markdown(f"{class_name(_row['true_wnid'], info.label_space)}") + " → **"
-                              + escape_markdown(class_name(_suggested, info.label_space)) + "**  \n"
-                              + f"quality {float(_row['label_quality']):.2f}"
+                              + (escape_markdown(class_name(_suggested, info.label_space)) if _suggested
+                                 else "no suggestion") + "**  \n"
+                              + ("quality " + (NA_DASH if pd.isna(_row["label_quality"])  # (a hostile campaign)
+                                                else f"{float(_row['label_quality']):.2f}"))
                               + (f" · {escape_markdown(_by[_file])}" if _file in _by.index and _by[_file] else ""))
                 if _col.button("Exclude", key=f"exclude-flagged-{_file}", icon=":material/block:"):
-                    run.set_excluded([_file], True, f"label issue: suggested {_suggested}")
-                    st.rerun()
+                    try:
+                        run.set_excluded([_file], True, "label issue" + (f": suggested {_suggested}" if _suggested else ""))
+                    except WildLensError as exc:  # the run deleted meanwhile, a full disk: one line
+                        with _col:
+                            show_error(exc)
+                    else:
+                        st.rerun()
         if len(_open) > FLAGGED_SHOWN:
             st.caption(f"The {FLAGGED_SHOWN} lowest label qualities are shown; "
                        f"{plural(len(_open) - FLAGGED_SHOWN, 'more image')} below them.")
@@ -170,13 +180,30 @@ with tab_grid:
                                                                        + MANIFEST_DOCS["excluded"]),
                            "url": st.column_config.TextColumn("URL", help="`url`: " + MANIFEST_DOCS["url"])},
         )
-        changed = edited[(edited["excluded"].astype(bool) != accepted["excluded"].astype(bool))
-                         | (edited["excluded_reason"].fillna("") != accepted["excluded_reason"].fillna(""))]
+        excluded_now = edited["excluded"].fillna(False).astype(bool).to_numpy()
+        reason_now = edited["excluded_reason"].fillna("").astype(str).str.strip().to_numpy()
+        reason_before = accepted["excluded_reason"].fillna("").astype(str).str.strip().to_numpy()
+        # A change is an exclusion ticked or unticked, or an excluded image's reason edited. A reason typed for an
+        # image left included is kept nowhere (the manifest holds reasons of exclusions): said, not counted (a
+        # hostile campaign: it was dropped without a word and its Save button stayed).
+        changed = edited[(excluded_now != accepted["excluded"].fillna(False).astype(bool).to_numpy())
+                         | (excluded_now & (reason_now != reason_before))]
+        stray = edited[~excluded_now & (reason_now != "") & (reason_now != reason_before)]
+        if len(stray):
+            st.caption(escape_markdown(f"A reason is kept with an exclusion only: tick Excluded for "
+                                       f"{listed(stray['file'].astype(str).tolist(), 2)}, or clear its reason."))
         if not changed.empty and st.button(f"Save {plural(len(changed), 'change')}", type="primary"):
-            for _, row in changed.iterrows():
-                run.set_excluded([row["file"]], bool(row["excluded"]), str(row["excluded_reason"] or "excluded by analyst"))
-            st.success("Saved. Predictions already stored are kept; excluded images are left out of metrics.")
-            st.rerun()
+            try:
+                for _, row in changed.iterrows():
+                    # An empty cell is NA (the column is a string column): `NA or ...` raised, the page stopped and
+                    # the exclusion was lost (a hostile campaign).
+                    reason = "" if pd.isna(row["excluded_reason"]) else str(row["excluded_reason"]).strip()
+                    run.set_excluded([row["file"]], bool(row["excluded"]), reason or "excluded by analyst")
+            except WildLensError as exc:  # the run deleted meanwhile, a full disk: one line, nothing lost
+                show_error(exc, note="The changes above are still in the table: save again once that is fixed.")
+            else:
+                st.success("Saved. Predictions already stored are kept; excluded images are left out of metrics.")
+                st.rerun()
 with tab_other:
     other = rows[rows["status"] != "accepted"]
     if other.empty:
@@ -196,7 +223,6 @@ st.caption("The run's usable images as a dataset other tools read, in the same l
            "WildLens's relation, severity and error type). Curated: the curation log's relabels and exclusions "
            "applied. Images are hard links to the run's files where the disk allows (no second copy): edit the "
            "exported files only after copying them. The folder must be new or empty; nothing there is overwritten.")
-from core.errors import WildLensError  # noqa: E402
 from crawl.export import export_run  # noqa: E402
 from explain.curation_view import default_view  # noqa: E402
 

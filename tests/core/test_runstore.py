@@ -47,6 +47,34 @@ def test_damaged_run_is_skipped_in_listing(tmp_path):
     assert [i.run_id for i in store.list_runs()] == ["good"]
 
 
+def test_a_special_or_huge_run_json_is_a_damaged_run_at_once(tmp_path):
+    """A hostile campaign: a FIFO at runs/<id>/run.json hung every run list (the sidebar, the Runs page: the whole
+    dashboard), and a link to /dev/zero read without end. Each is now a damaged run, said at once, never read."""
+    import os
+    import threading
+
+    store = RunStore(tmp_path)
+    store.create_run(run_id="good")
+    for name in ("fifo", "zero", "huge"):
+        (store.runs_dir / name).mkdir()
+    os.mkfifo(store.runs_dir / "fifo" / "run.json")
+    os.symlink("/dev/zero", store.runs_dir / "zero" / "run.json")
+    with open(store.runs_dir / "huge" / "run.json", "wb") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB of NUL bytes that cost no disk
+    found = {}
+    worker = threading.Thread(target=lambda: found.update(runs=store.list_runs(), damaged=store.damaged_runs()),
+                              daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "listing the runs waited on the FIFO"
+    assert [i.run_id for i in found["runs"]] == ["good"]
+    said = dict(found["damaged"])
+    assert set(said) == {"fifo", "zero", "huge"}
+    assert "is a FIFO (named pipe), not a regular file; move it away" in said["fifo"]
+    assert "is a device, not a regular file" in said["zero"] and "more than the 1 MiB" in said["huge"]
+    assert all("\n" not in reason for reason in said.values())
+
+
 def test_unknown_keys_survive_round_trip(tmp_path):
     run = RunStore(tmp_path).create_run(run_id="r1")
     data = json.loads(run.info_path.read_text())
@@ -190,3 +218,32 @@ def test_a_dangling_part_link_changes_the_predictions_fingerprint(tmp_path):
     before = predictions_fingerprint(run)
     (run.predictions_dir / "m" / "part-99999999999999999999-000000.parquet").symlink_to(tmp_path / "gone")
     assert predictions_fingerprint(run) != before
+
+
+def test_excluding_in_a_run_deleted_meanwhile_never_makes_its_folder_again(tmp_path):
+    """A hostile campaign: Run.set_excluded on a run deleted by another process brought back runs/<id>/ with an empty
+    manifest and no run.json: listed nowhere, and the id refused ("Run victim already exists"). Now it is one
+    line and the folder stays gone; so is a write that fails."""
+    import errno
+
+    import core.runstore as runstore
+
+    store = RunStore(tmp_path)
+    run = store.create_run(run_id="victim")
+    store.delete_run("victim")
+    with pytest.raises(StoreError, match=r"^Run victim is gone \(deleted meanwhile\); nothing was changed\.$"):
+        run.set_excluded(["n02123045/x.jpg"], True, "x")
+    assert not (store.runs_dir / "victim").exists()
+    store.create_run(run_id="victim")  # the id is free
+    run = store.open_run("victim")
+    saved = runstore.write_table
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    runstore.write_table = full_disk
+    try:
+        with pytest.raises(StoreError, match="No space left on device.*disk has room"):
+            run.set_excluded(["n02123045/x.jpg"], True, "x")
+    finally:
+        runstore.write_table = saved

@@ -163,3 +163,53 @@ def read_flagged(run):
 def damaged_hash(run, file):
     manifest = run.read_manifest()
     return str(manifest.loc[manifest["file"] == file, "sha256"].iloc[0])[:10]
+
+
+def test_excluding_without_a_reason_a_stray_reason_a_failed_write_and_empty_issue_cells(home, tmp_path_factory,
+                                                                                          monkeypatch):
+    """A hostile campaign on the Images page: (1) ticking Excluded without typing a reason stopped the page at Save
+    (`NA or ...`: "boolean value of NA is ambiguous") and the exclusion was lost; (2) a reason typed for an image
+    left included was dropped without a word and its Save button stayed; (3) a write that failed (a full disk)
+    stopped the page; (4) a label-issue row without a quality or a suggestion stopped it ("<NA>" otherwise)."""
+    import errno
+
+    import core.runstore as runstore
+    from core.runstore import RunStore, read_table, write_table
+    from tests.pages.conftest import copy_store
+
+    copy = copy_store(home, tmp_path_factory, "images_page_hostile")
+    run = RunStore(copy).open_run("sample")
+    issues = read_table(run.path / "probes" / "label_issues.parquet")
+    issues.loc[0, ["label_quality", "suggested_wnid"]] = [pd.NA, pd.NA]
+    write_table(issues, run.path / "probes" / "label_issues.parquet")
+    at = _open(copy, monkeypatch)
+    cards = [m.value for m in at.markdown if "→ **" in m.value]
+    assert any("→ **no suggestion**" in c and "quality –" in c for c in cards), cards  # (4)
+    editor = at.data_editor[0]
+    shown = editor.value
+    files = shown["file"].tolist()
+    at.session_state[editor.key] = {"edited_rows": {0: {"excluded": True}, 1: {"excluded_reason": "typed, not ticked"}},
+                                    "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("A reason is kept with an exclusion only" in c.value for c in at.caption)  # (2)
+    save = [b for b in at.button if b.label.startswith("Save ")]
+    assert [b.label for b in save] == ["Save 1 change"]
+    # (3) the write fails: one line, nothing changed, the edit still there to save again
+    original = runstore.write_table
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runstore, "write_table", full_disk)
+    save[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (said,) = [e.value for e in at.error]
+    assert "No space left on device" in said and "save again" in said and "\n" not in said
+    assert not run.read_manifest().loc[lambda m: m["file"] == files[0], "excluded"].any()
+    monkeypatch.setattr(runstore, "write_table", original)
+    [b for b in at.button if b.label.startswith("Save ")][0].click().run()  # (1)
+    assert not at.exception, [e.value for e in at.exception]
+    after = run.read_manifest().set_index("file")
+    assert after.loc[files[0], "excluded"] and after.loc[files[0], "excluded_reason"] == "excluded by analyst"
+    assert not after.loc[files[1], "excluded"] and pd.isna(after.loc[files[1], "excluded_reason"])
