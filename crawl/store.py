@@ -37,6 +37,7 @@ Duplicate policy (exact: same sha256; near: pHash distance <= threshold):
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -54,7 +55,7 @@ import pandas as pd
 
 from core.errors import WildLensError
 from core.locking import FolderBusy, exclusive_lock
-from core.userfile import broken_link_reason
+from core.userfile import UserFileError, broken_link_reason, read_user_bytes
 from core.parts import atomic_temp_re
 from core.runstore import (MANIFEST_LOCK_NAME, MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso,
                            waiting_lock, write_bytes_atomic, write_table)
@@ -70,6 +71,8 @@ _STORED_NAME_RE = re.compile(r"^[0-9a-f]{16}\.(%s)$" % _EXTENSIONS)
 _TEMP_NAME_RE = re.compile(r"^\.[0-9a-f]{16}\.(%s)\.[0-9a-f]{12}\.tmp$" % _EXTENSIONS)
 LOCK_NAME = ".wildlens-collect.lock"
 JOURNAL_NAME = ".wildlens-manifest.journal"
+# A folder's manifest.csv and journal are read whole: 1 GiB is millions of rows (45,000 images: ~10 MB).
+MANIFEST_MAX_BYTES = 1 << 30
 # The columns without which a file is not a manifest (a CSV of something else reads as one
 # column and would otherwise pass for an empty manifest).
 _REQUIRED_COLUMNS = ("wnid", "file", "sha256", "status")
@@ -158,7 +161,10 @@ class FolderDestination(Destination):
         try:
             from core.csvsafe import read_csv  # gives back the cells write_table neutralised: resume sees the originals
 
-            raw = read_csv(self.manifest_path, dtype=str, keep_default_na=False, na_values=[""])
+            # Read as a file a person handed us (core.userfile): a FIFO in its place is refused at once instead of
+            # hanging `crawl import` and `crawl summary` (a hostile campaign), a link to a device is refused.
+            data = read_user_bytes(self.manifest_path, what=str(self.manifest_path), max_bytes=MANIFEST_MAX_BYTES)
+            raw = read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""])
             missing = [col for col in _REQUIRED_COLUMNS if col not in raw.columns]
             if missing:
                 raise ValueError(f"no column {', '.join(missing)}")
@@ -433,12 +439,13 @@ class Collector:
         many were applied. A line cut short by the kill ends the replay; an accepted row whose
         file never arrived (killed between its journal line and its rename) is dropped, so the
         image is fetched or imported again."""
-        try:
-            lines = self.dest.journal_path.read_bytes().splitlines()
-        except FileNotFoundError:
+        path = self.dest.journal_path
+        if not os.path.lexists(path):
             return 0
-        except OSError as exc:
-            raise self.dest.damaged(f"{self.dest.journal_path} cannot be read ({exc.strerror or exc})") from None
+        try:  # a FIFO or a device in its place is refused at once (it hung the import: a hostile campaign)
+            lines = read_user_bytes(path, what=str(path), max_bytes=MANIFEST_MAX_BYTES).splitlines()
+        except UserFileError as exc:
+            raise self.dest.damaged(f"{path} cannot be read ({_flat(str(exc)).rstrip('.')})") from None
         applied, appended, replaced = 0, [], {}
         for line in lines:
             try:

@@ -342,6 +342,32 @@ def test_unreadable_manifest_says_how_to_rebuild_and_changes_nothing(src, tmp_pa
     assert stored_files(out / TABBY) == before and (out / "manifest.csv").read_bytes() == damage
 
 
+@pytest.mark.parametrize("name", ["manifest.csv", ".wildlens-manifest.journal"])
+def test_a_fifo_in_place_of_a_folders_manifest_or_journal_is_one_line_not_a_hang(src, tmp_path, capsys, name):
+    """A hostile campaign: a FIFO at DIR/manifest.csv hung `crawl import --out DIR` and `crawl summary --out DIR`
+    (pandas opened it and waited for a writer), one at the journal hung the import. Each is one line at once,
+    the FIFO left in place, nothing changed."""
+    import threading
+
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    (out / name).unlink(missing_ok=True)
+    os.mkfifo(out / name)
+    capsys.readouterr()
+    commands = [["import", str(src), "--out", str(out), "--no-progress"]]
+    commands += [["summary", "--out", str(out)]] if name == "manifest.csv" else []
+    for command in commands:
+        codes = []
+        worker = threading.Thread(target=lambda: codes.append(main(command)), daemon=True)
+        worker.start()
+        worker.join(30)
+        assert not worker.is_alive(), f"{command[0]} waited on the FIFO"
+        err = capsys.readouterr().err.strip()
+        assert codes == [2] and len(err.splitlines()) == 1, err
+        assert f"{out / name}" in err and "FIFO" in err, err
+    assert (out / name).is_fifo()
+
+
 def test_damaged_run_manifest_says_how_to_rebuild(src, capsys):
     assert main(["import", str(src), "--run", "R", "--no-progress"]) == 0
     run = RunStore().open_run("R")
