@@ -440,8 +440,10 @@ def _same_class_notes(chosen: dict[str, str]) -> list[str]:
     by_wnid: dict[str, list[str]] = {}
     for folder, wnid in chosen.items():
         by_wnid.setdefault(wnid, []).append(folder)
-    return [f"folders {', '.join(names)} all mean {wnid}; imported together" for wnid, names in by_wnid.items()
-            if len(names) > 1]
+    # Shown as every other message shows a folder (a hostile campaign: a name holding ESC codes set the terminal's
+    # title and colours, a newline split the note).
+    return [f"folders {', '.join(map(_folder_shown, names))} all mean {wnid}; imported together"
+            for wnid, names in by_wnid.items() if len(names) > 1]
 
 
 def plan_import(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE) -> tuple[dict[str, str], list[str]]:

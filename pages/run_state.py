@@ -470,5 +470,9 @@ def save_view_form(page: str, params: dict, key: str) -> None:
             gone = st.selectbox("Remove a saved view", [""] + [v.name for v in views], key=f"{key}-remove",
                                 format_func=lambda n: n or "…")
             if gone and st.button(f"Remove {escape_markdown(gone)}", key=f"{key}-remove-go"):
-                remove_view(run, gone)
-                st.rerun()
+                try:
+                    remove_view(run, gone)
+                except SavedViewError as exc:  # a views.json it cannot read whole (a hostile campaign: the page stopped)
+                    st.error(escape_markdown(one_line(exc)), icon=":material/error:")
+                else:
+                    st.rerun()

@@ -900,3 +900,13 @@ def test_the_import_folder_is_checked_before_anything_about_the_path_is_said(tmp
             outside.symlink_to(outside)
         with pytest.raises(ServingError, match="is outside the import folder"):
             import_new_run(outside)
+
+
+def test_the_imported_together_note_shows_folder_names_as_every_message_does():
+    """A hostile campaign: the note for folders that mean one class printed their names raw, so a name holding ESC
+    codes set the terminal's title and colours and a newline split the note."""
+    from crawl.importer import _same_class_notes
+
+    (note,) = _same_class_notes({"n03763968": "n03763968", "x\x1b]0;pwned\x07\x1b[31m\nz": "n03763968"})
+    assert note.startswith("folders 'n03763968', 'x") and note.endswith(" all mean n03763968; imported together")
+    assert not any(ord(c) < 32 or c == "\x7f" for c in note), repr(note)
