@@ -62,7 +62,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.errors import WildLensError
+from core.errors import WildLensError, printable
 from core.explained import CURATED, EXPLAINED_IN_MEMORY, RAW, VIEWS, read_explained
 from core.fiftyone_layout import (CLASS_NAME_ATTR, DATA_DIR, IMAGE_ATTR, LABELS_FILE, model_attribute,
                                   model_keys)
@@ -181,9 +181,15 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
         raise ExportError(f"--out {out} exists and is not a folder; give a new or empty folder (nothing there is "
                           "overwritten).")
     try:
-        entries = len(os.listdir(out))
+        names = os.listdir(out)
     except OSError as exc:
         raise ExportError(f"--out {out} cannot be read ({exc.strerror or exc}); give a new or empty folder.") from None
+    entries = len(names)
+    leftovers = [n for n in names if n.startswith(f".{out.name}{TEMP_PREFIX}") and n.endswith(TEMP_SUFFIX)]
+    if leftovers and len(leftovers) == entries:  # (a hostile campaign: "not empty (1 entry)" named nothing)
+        raise ExportError(f"--out {out} holds only what a killed export left ({printable(leftovers[0])}"
+                          f"{' and more' if entries > 1 else ''}); remove it and export again (an export never "
+                          "deletes anything, not even its own leftovers).")
     if entries:
         raise ExportError(f"--out {out} is not empty ({entries} entr{'ies' if entries != 1 else 'y'}); give a new or "
                           "empty folder: an export never overwrites or deletes anything.")

@@ -259,6 +259,22 @@ def test_a_non_empty_destination_is_refused_and_untouched(tmp_path):
     assert export_run(run, empty, "imagefolder").images == 6  # an empty folder is fine
 
 
+def test_a_folder_holding_only_a_killed_exports_leftover_says_so(tmp_path):
+    """A hostile campaign: an export into an empty folder killed outright leaves its hidden folder there, and the
+    next export said only "not empty (1 entry)". It names the leftover and what to do; it is not removed."""
+    run, _ = _make_run()
+    out = tmp_path / "mine"
+    leftover = out / ".mine.wildlens-export-0a1b2c3d.tmp"
+    leftover.mkdir(parents=True)
+    with pytest.raises(ExportError, match=r"holds only what a killed export left \(\.mine\.wildlens-export-0a1b2c3d"
+                                          r"\.tmp\); remove it and export again"):
+        export_run(run, out, "imagefolder")
+    assert leftover.is_dir()
+    (out / "keep.txt").write_text("mine")  # with anything else there: the folder is not empty, as before
+    with pytest.raises(ExportError, match=r"not empty \(2 entries\)"):
+        export_run(run, out, "imagefolder")
+
+
 def test_a_destination_inside_the_runs_folder_is_refused(tmp_path, capsys):
     run, _ = _make_run()
     for inside in (run.path / "export", run.path.parent, run.path.parent / "new"):
