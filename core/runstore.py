@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import pandas as pd
 
-from .errors import WildLensError
+from .errors import WildLensError, printable
 # The schemas and atomic writers live in core.tables (which imports nothing of this module); callers
 # keep reading them from here.
 from .tables import (SCHEMA_VERSION, _META_KEY, _RUN_ID_RE, RUN_ID_RULE, TOP_K, StoreError, MANIFEST_SCHEMA,
@@ -393,7 +393,16 @@ class RunStore:
             return []
         damaged = []
         for folder in sorted(self.runs_dir.iterdir()):
-            if valid_run_id(folder.name) and (folder / "run.json").exists():
+            if not valid_run_id(folder.name):
+                # A run folder copied under a name that is no run id ("sample copy") was left out of every list
+                # without a word (a hostile campaign); the store's own hidden folders (.import-*, .deleting-*) stay
+                # unsaid.
+                if not folder.name.startswith(".") and os.path.lexists(folder / "run.json"):
+                    shown = printable(folder.name[:80])
+                    damaged.append((shown, f"{printable(str(self.runs_dir))}/{shown} has a name that is no run id "
+                                    f"({RUN_ID_RULE}); rename the folder to open it as a run."))
+                continue
+            if (folder / "run.json").exists():
                 try:
                     Run(folder).info
                 except StoreError as exc:

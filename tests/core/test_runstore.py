@@ -247,3 +247,20 @@ def test_excluding_in_a_run_deleted_meanwhile_never_makes_its_folder_again(tmp_p
             run.set_excluded(["n02123045/x.jpg"], True, "x")
     finally:
         runstore.write_table = saved
+
+
+def test_a_run_folder_under_a_name_that_is_no_run_id_is_said_not_skipped(tmp_path):
+    """A hostile campaign: a run folder copied as "good copy" was left out of every list without a word. It is listed
+    among the damaged runs with the rule and the fix (its name shown without control characters); the store's own
+    hidden folders are not."""
+    import shutil
+
+    store = RunStore(tmp_path)
+    store.create_run(run_id="good")
+    shutil.copytree(store.runs_dir / "good", store.runs_dir / "good copy\nx")
+    (store.runs_dir / ".import-abc").mkdir()
+    (store.runs_dir / ".import-abc" / "run.json").write_text("{}")
+    ((name, why),) = store.damaged_runs()
+    assert name == "good copy\\nx" and "has a name that is no run id (up to 80 ASCII letters" in why
+    assert why.endswith("rename the folder to open it as a run.") and "\n" not in why
+    assert [i.run_id for i in store.list_runs()] == ["good"]
