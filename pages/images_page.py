@@ -223,7 +223,7 @@ st.caption("The run's usable images as a dataset other tools read, in the same l
            "WildLens's relation, severity and error type). Curated: the curation log's relabels and exclusions "
            "applied. Images are hard links to the run's files where the disk allows (no second copy): edit the "
            "exported files only after copying them. The folder must be new or empty; nothing there is overwritten.")
-from crawl.export import export_run  # noqa: E402
+from crawl.export import ExportError, export_run  # noqa: E402
 from explain.curation_view import default_view  # noqa: E402
 
 left, middle, right = st.columns([1, 1, 3], vertical_alignment="bottom")
@@ -245,6 +245,11 @@ if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=no
     from pages.reads import explained, explanations_refused
 
     try:
+        if not Path(target.strip()).expanduser().is_absolute():
+            # A relative folder went into the server's working folder, and the success line named it relative
+            # (a hostile campaign): the page takes a full path, as the box's default is.
+            raise ExportError(f"{target.strip()[:200]} is not a full path; give one that starts at / (or ~), e.g. "
+                              f"{(fence or Path.home() / 'wildlens-exports') / target.strip()[:60]}.")
         if export_format == "fiftyone" and explanations_refused(run) is None:  # (too large: exported without them)
             explained(run, export_view)  # the stored explanations fresh: relation, severity, error type go in
         with st.spinner("Exporting…"):

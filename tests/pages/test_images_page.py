@@ -213,3 +213,23 @@ def test_excluding_without_a_reason_a_stray_reason_a_failed_write_and_empty_issu
     after = run.read_manifest().set_index("file")
     assert after.loc[files[0], "excluded"] and after.loc[files[0], "excluded_reason"] == "excluded by analyst"
     assert not after.loc[files[1], "excluded"] and pd.isna(after.loc[files[1], "excluded_reason"])
+
+
+def test_the_export_takes_a_full_path_and_writes_the_image_set_there(home, tmp_path, monkeypatch):
+    """The Images page's export (crawl.export through the page): a relative folder went into the server's working
+    folder, named relative in the success line (a hostile campaign); it is refused in one line, nothing written.
+    A full path gets the image set, said in the success line."""
+    monkeypatch.chdir(tmp_path)
+    at = _open(home, monkeypatch)
+    at.radio(key="export-format").set_value("imagefolder").run()
+    at.text_input(key="export-folder").input("relative_export").run()
+    at.button(key="export-go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (said,) = [e.value for e in at.error]
+    assert "relative\\_export is not a full path" in said and "\n" not in said
+    assert not (tmp_path / "relative_export").exists()
+    out = tmp_path / "exported"
+    at.text_input(key="export-folder").input(str(out)).run()
+    at.button(key="export-go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert (out / "export_manifest.csv").is_file() and [s.value for s in at.success if "exported" in s.value.lower()]
