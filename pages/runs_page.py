@@ -98,7 +98,8 @@ def confirm_delete(run_id: str, shown: str, n_images: int) -> None:
         return refuse(f"The confirmation was for run {run_id} and the page now shows {picked}: nothing was deleted. "
                       "Pick the run and ask again to delete it.")
     try:
-        info = store().open_run(run_id).info
+        opened = store().open_run(run_id)
+        info, linked = opened.info, opened.path.is_symlink()
     except StoreError:
         return refuse(f"Run {run_id} no longer exists (deleted in another tab or by the CLI): nothing was deleted.")
     if title_of(info) != shown:
@@ -120,7 +121,9 @@ def confirm_delete(run_id: str, shown: str, n_images: int) -> None:
         if not remaining:
             write_params({RUN_PARAM: None})
     st.session_state["_runs_flash"] = (f"Run {escape_markdown(shown)} ({run_id}) deleted with "
-                                       f"{plural(n_images, 'image')}.")
+                                       f"{plural(n_images, 'image')}." if not linked else
+                                       f"Run {escape_markdown(shown)} ({run_id}): its link removed, the folder it led "
+                                       "to kept.")
 
 
 st.title("Runs")
@@ -262,7 +265,12 @@ else:
     stored = ("" if n_predictions == 0 else ", its stored predictions (unreadable: a damaged or linked part file)"
               if n_predictions is None else
               f", {plural(n_predictions, 'stored prediction')} of {plural(len(info.models), 'model')}")
-    goes = f"its {plural(n_images, 'image')}{stored} and every other file in {escape_markdown(run.path)}"
+    # A run folder that is a link is unlinked, its target kept (core.runstore.RunStore.delete_run): said so (a
+    # hostile campaign: the box announced its images and every file gone).
+    linked = run.path.is_symlink()
+    goes = (f"the link {escape_markdown(run.path)} only; the folder it leads to and its "
+            f"{plural(n_images, 'image')} stay where they are" if linked else
+            f"its {plural(n_images, 'image')}{stored} and every other file in {escape_markdown(run.path)}")
     with st.container(border=True):
         st.warning(f"Delete run **{escape_markdown(shown)}** ({choice})? This removes {goes}. It cannot be undone."
                    + (" The sample run is built again the next time WildLens starts." if info.is_sample else ""),

@@ -274,3 +274,28 @@ def test_a_run_with_a_linked_part_can_still_be_deleted_and_the_link_target_is_ke
     at.button(key="delete-confirm").click().run()
     no_traceback(at)
     assert run_ids(home) == ["sample"] and not x.path.exists() and outside.is_file()
+
+
+def test_deleting_a_run_whose_folder_is_a_link_says_only_the_link_goes(home, tmp_path):
+    """A hostile campaign: for a run folder that is a symbolic link (a run kept on another disk) the delete removes the
+    link alone and keeps the folder it leads to, but the confirmation announced its images and every file gone, and
+    the result 'deleted with N images'. Both now say what happens."""
+    import shutil
+
+    make_run(home, "sample", "Sample photographs", is_sample=True)
+    x = make_run(home, "x-run", "kept elsewhere")
+    elsewhere = tmp_path / "other-disk" / "x-run"
+    elsewhere.parent.mkdir()
+    shutil.move(str(x.path), elsewhere)
+    x.path.symlink_to(elsewhere, target_is_directory=True)
+    at = start()
+    runs_picker(at).set_value("x-run").run()
+    at.button(key="delete-ask").click().run()
+    no_traceback(at)
+    (warning,) = at.warning
+    assert "removes the link" in warning.value and "stay where they are" in warning.value
+    assert "every other file" not in warning.value
+    at.button(key="delete-confirm").click().run()
+    no_traceback(at)
+    assert run_ids(home) == ["sample"] and not x.path.is_symlink() and (elsewhere / "run.json").is_file()
+    assert any("its link removed, the folder it led to kept" in s.value for s in at.success)
