@@ -22,6 +22,7 @@ with a message rather than misread.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
@@ -173,7 +174,11 @@ class Run:
         except UserFileError as exc:
             if not os.path.lexists(self.info_path):
                 raise StoreError(f"{self.path} is not a WildLens run (no run.json).") from None
-            reason = " ".join(str(exc).split()).rstrip(".").removesuffix("; give a regular file")
+            # core.userfile's own advice ("give a regular file", "split it") is for a file named on a command line:
+            # cut at it (a code review), and a file that cannot be read for its permissions is made readable.
+            reason = " ".join(str(exc).split()).split("; ")[0].rstrip(".")
+            if "permission denied" in reason:
+                raise StoreError(f"{reason}; make it readable to this user.") from None
             raise StoreError(f"{reason}; move it away and restore the run's run.json (a backup, or a copy of "
                              "another run's with this run's id).") from None
         except (ValueError, OSError) as exc:  # not JSON, not UTF-8 (JSONDecodeError is a ValueError), unreadable
@@ -235,27 +240,41 @@ class Run:
             write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")
 
     def set_excluded(self, files: list[str], excluded: bool = True, reason: str = "") -> int:
-        """Mark images as excluded (or back). Rows and files are never deleted. Read, changed and
-        written under the manifest lock, so a concurrent import or crawl keeps the change, and under the run's
-        presence lock (:func:`core.locking.run_presence_lock`): a run deleted meanwhile is StoreError, never made
-        again (a hostile campaign: its folder came back with an empty manifest, unlisted, and blocked its id).
-        A write that fails (a full disk, a read-only folder) is StoreError too, one line; nothing changed."""
+        """Mark images as excluded (or back). Rows and files are never deleted. See :meth:`set_exclusions`."""
+        return self.set_exclusions({file: (reason if excluded else None) for file in files})
+
+    def set_exclusions(self, changes: dict[str, str | None]) -> int:
+        """Exclude each file of ``changes`` with its reason (None: include it again), in one read-change-write of
+        the manifest: all or nothing (the Images page saves a table's edits at once: a failure part-way had saved
+        some rows and said nothing was). Rows and files are never deleted; returns the rows changed.
+
+        Under the manifest lock, so a concurrent import or crawl keeps the change, and under the run's presence
+        lock (:func:`core.locking.run_presence_lock`): a run deleted meanwhile is StoreError, never made again (a
+        hostile campaign: its folder came back with an empty manifest, unlisted, and blocked its id). A write that
+        fails (a full disk, a read-only folder) is StoreError too, one line; nothing changed."""
         from .locking import RunGone, run_presence_lock
 
         try:
             with run_presence_lock(self.path, f"Run {self.run_id} is gone (deleted meanwhile); nothing was changed."):
                 with self.manifest_lock():
                     df = self.read_manifest()
-                    mask = df["file"].isin(files)
-                    df.loc[mask, "excluded"] = excluded
-                    df.loc[mask, "excluded_reason"] = reason if excluded else pd.NA
+                    changed = 0
+                    for file, reason in changes.items():
+                        mask = (df["file"] == file).fillna(False).to_numpy(dtype=bool)
+                        df.loc[mask, "excluded"] = reason is not None
+                        df.loc[mask, "excluded_reason"] = pd.NA if reason is None else reason
+                        changed += int(mask.sum())
                     self.write_manifest(df)
         except RunGone as exc:
             raise StoreError(str(exc)) from None
         except OSError as exc:
-            raise StoreError(f"cannot save the exclusion in run {self.run_id} ({exc.strerror or exc}); nothing was "
-                             f"changed: check that {self.path} is writable and its disk has room.") from None
-        return int(mask.sum())
+            why = exc.strerror or str(exc)
+            fix = ("free space on its disk" if exc.errno == errno.ENOSPC else f"check that {self.path} and its manifest "
+                   "are writable folders and files of yours" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+                   else f"check {self.path} (its manifest and lock files must be regular files)")
+            raise StoreError(f"cannot save the exclusion in run {self.run_id} ({why}); nothing was changed: "
+                             f"{fix}.") from None
+        return changed
 
     def usable_images(self) -> pd.DataFrame:
         """Accepted, not excluded: the images a model should see."""

@@ -516,6 +516,8 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
 class _StagedRun(RunDestination):
     """A new run's staging folder, named in messages and progress as the run it will become."""
 
+    must_exist = False  # the import's own folder, made by it (no run of that id exists yet)
+
     def __init__(self, run: Run, run_id: str):
         super().__init__(run)
         self.final_id = run_id

@@ -41,10 +41,12 @@ import io
 import json
 import os
 import re
+import stat
 import tempfile
 import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +120,11 @@ class Destination:
 
 
 class RunDestination(Destination):
+    # A run that must still be there while it is written (core.locking.run_presence_lock, held by `exclusive`): a
+    # run deleted between its opening and the import's first write had its folder made again, unlisted, its id
+    # blocked (a code review). A new run's staging folder is the import's own (crawl.importer._StagedRun: False).
+    must_exist = True
+
     def __init__(self, run: Run):
         self.run = run
         self.root = run.path
@@ -249,9 +256,15 @@ def check_writable(dest: Destination, wnids=()) -> None:
 def exclusive(dest: Destination) -> Iterator[None]:
     """One writer per destination (core.locking): a second crawl or import into the same run fails
     at once instead of interleaving two manifests. The OS releases the lock when a process dies."""
+    from core.locking import RunGone, run_presence_lock
+
+    presence = (run_presence_lock(dest.root, f"Run {dest.run.run_id} is gone (deleted meanwhile); nothing was written.")
+                if getattr(dest, "must_exist", False) else contextlib.nullcontext())
     try:
-        with exclusive_lock(dest.root, name=LOCK_NAME):
+        with presence, exclusive_lock(dest.root, name=LOCK_NAME):
             yield
+    except RunGone as exc:
+        raise CollectError(str(exc)) from None
     except FolderBusy:
         raise CollectError(f"Another crawl or import is writing to {dest.describe()}; wait for it to finish.") from None
     except PermissionError as exc:  # the lock file itself (check_writable ran before, but a folder can change)
@@ -424,7 +437,21 @@ class Collector:
         is the kernel's once this returns, whatever kills the process next."""
         line = (json.dumps({"i": index, "row": row}, default=_jsonable, ensure_ascii=False) + "\n").encode("utf-8")
         if self._journal_fd is None:
-            self._journal_fd = os.open(self.dest.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+            # Not blocking on a FIFO put in its place during the run, not following a link (rows appended to its
+            # target); what was opened must be a regular file (a code review).
+            flags = (os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+            try:
+                fd = os.open(self.dest.journal_path, flags, 0o666)
+            except OSError as exc:  # ELOOP: a link; ENXIO: a FIFO without a reader
+                raise CollectError(f"{self.dest.journal_path} cannot be opened as WildLens's journal "
+                                   f"({exc.strerror or exc}); move it away and run again.") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise CollectError(f"{self.dest.journal_path} is not a regular file, not WildLens's journal; move it "
+                                   "away and run again.")
+            os.set_blocking(fd, True)
+            self._journal_fd = fd
         view = memoryview(line)
         while view:
             view = view[os.write(self._journal_fd, view):]
@@ -444,8 +471,10 @@ class Collector:
             return 0
         try:  # a FIFO or a device in its place is refused at once (it hung the import: a hostile campaign)
             lines = read_user_bytes(path, what=str(path), max_bytes=MANIFEST_MAX_BYTES).splitlines()
-        except UserFileError as exc:
-            raise self.dest.damaged(f"{path} cannot be read ({_flat(str(exc)).rstrip('.')})") from None
+        except UserFileError as exc:  # the manifest is whole: only the journal's place is taken (a code review)
+            reason = _flat(str(exc)).split("; ")[0].rstrip(".")
+            raise CollectError(f"{reason}, not WildLens's journal of {self.dest.describe()}; move it away and run "
+                               "again (the manifest is untouched).") from None
         applied, appended, replaced = 0, [], {}
         for line in lines:
             try:

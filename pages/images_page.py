@@ -112,7 +112,8 @@ if _issues_path.exists():
                 _suggested = "" if pd.isna(_row["suggested_wnid"]) else str(_row["suggested_wnid"])
                 with _col:
                     show_thumbnail(run, _file, _thumbnails)
-                _col.markdown(escape_markdown(f"{class_name(_row['true_wnid'], info.label_space)}") + " → **"
+                _col.markdown((NA_DASH if pd.isna(_row["true_wnid"]) else escape_markdown(
+                               class_name(_row["true_wnid"], info.label_space))) + " → **"
                               + (escape_markdown(class_name(_suggested, info.label_space)) if _suggested
                                  else "no suggestion") + "**  \n"
                               + ("quality " + (NA_DASH if pd.isna(_row["label_quality"])  # (a hostile campaign)
@@ -193,12 +194,13 @@ with tab_grid:
             st.caption(escape_markdown(f"A reason is kept with an exclusion only: tick Excluded for "
                                        f"{listed(stray['file'].astype(str).tolist(), 2)}, or clear its reason."))
         if not changed.empty and st.button(f"Save {plural(len(changed), 'change')}", type="primary"):
+            # Every edit in one write (all or nothing). An empty cell is NA, an emptied checkbox too: `NA or ...` and
+            # bool(NA) raised, the page stopped and the exclusion was lost (a hostile campaign, a code review).
+            ticked = dict(zip(edited["file"], excluded_now))
+            reasons = dict(zip(edited["file"], reason_now))
             try:
-                for _, row in changed.iterrows():
-                    # An empty cell is NA (the column is a string column): `NA or ...` raised, the page stopped and
-                    # the exclusion was lost (a hostile campaign).
-                    reason = "" if pd.isna(row["excluded_reason"]) else str(row["excluded_reason"]).strip()
-                    run.set_excluded([row["file"]], bool(row["excluded"]), reason or "excluded by analyst")
+                run.set_exclusions({file: (reasons[file] or "excluded by analyst") if ticked[file] else None
+                                    for file in changed["file"]})
             except WildLensError as exc:  # the run deleted meanwhile, a full disk: one line, nothing lost
                 show_error(exc, note="The changes above are still in the table: save again once that is fixed.")
             else:

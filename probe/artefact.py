@@ -84,7 +84,7 @@ def run_probes(run: Run, models: Sequence[str], shots: Sequence[int] = SHOTS, se
             per_class.append(p)
     results_df = sort_results(pd.concat(results, ignore_index=True), RESULTS_SCHEMA)
     per_class_df = sort_results(pd.concat(per_class, ignore_index=True), PER_CLASS_SCHEMA)
-    with exclusive_lock(probes_dir(run), f"Another process is writing {probes_dir(run)}; wait for it to finish."):
+    with _writing(run):
         _merge_write(run, RESULTS, results_df, models, RESULTS_SCHEMA, "probe results")
         _merge_write(run, PER_CLASS, per_class_df, models, PER_CLASS_SCHEMA, "probe per-class results")
     return results_df, per_class_df
@@ -99,9 +99,22 @@ def run_label_issues(run: Run, models: Sequence[str], notes: Callable[[str], Non
             _notes(data, notes, language=False)
             tables.append(label_issues(data))
     table = pd.concat(tables, ignore_index=True)
-    with exclusive_lock(probes_dir(run), f"Another process is writing {probes_dir(run)}; wait for it to finish."):
+    with _writing(run):
         _merge_write(run, LABEL_ISSUES, table, models, ISSUES_SCHEMA, "label issues")
     return table
+
+
+@contextmanager
+def _writing(run: Run):
+    """``probes/`` held for one writer, in a run that must still be there: the run's presence lock first
+    (core.locking.run_presence_lock), so a run deleted during the minutes of fitting is one line and its folder is
+    never made again (a code review: runs/<id>/probes/ came back, unlisted, and blocked the id)."""
+    from core.locking import run_presence_lock
+
+    # RunGone is a StoreError (a WildLensError): the command line prints its one line.
+    with run_presence_lock(run.path, f"Run {run.run_id} is gone (deleted meanwhile); nothing was written."):
+        with exclusive_lock(probes_dir(run), f"Another process is writing {probes_dir(run)}; wait for it to finish."):
+            yield
 
 
 def _notes(data: ProbeData, notes: Callable[[str], None] | None, language: bool = True) -> None:

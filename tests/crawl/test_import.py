@@ -910,3 +910,50 @@ def test_the_imported_together_note_shows_folder_names_as_every_message_does():
     (note,) = _same_class_notes({"n03763968": "n03763968", "x\x1b]0;pwned\x07\x1b[31m\nz": "n03763968"})
     assert note.startswith("folders 'n03763968', 'x") and note.endswith(" all mean n03763968; imported together")
     assert not any(ord(c) < 32 or c == "\x7f" for c in note), repr(note)
+
+
+def test_an_import_into_a_run_deleted_meanwhile_never_makes_its_folder_again(src):
+    """A code review: an import (or crawl) into a run deleted between its opening and its first write made runs/<id>/
+    again (images/, a manifest, lock files, no run.json): listed nowhere, its id blocked. The run's presence lock is
+    held for the whole write now: one line, nothing made."""
+    from crawl.store import CollectError
+
+    store = RunStore()
+    run = store.create_run(run_id="victim")
+    store.delete_run("victim")
+    with pytest.raises(CollectError, match=r"^Run victim is gone \(deleted meanwhile\); nothing was written\.$"):
+        import_folder(src, run, label_space="imagenet-1k")
+    assert not (store.runs_dir / "victim").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_journal_put_in_place_during_a_run_is_refused_not_waited_on_nor_followed(src, tmp_path, kind):
+    """A code review: the journal was opened for writing by path, so a FIFO put there between two saves blocked the
+    import for ever (holding its lock), and a link made the rows go to the link's target. Opened without blocking
+    and without following, what was opened must be a regular file: one line, the target untouched."""
+    import threading
+
+    from crawl.config import ValidationConfig
+    from crawl.store import CollectError, Collector
+
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    collector = Collector(FolderDestination(out), ValidationConfig())
+    journal = collector.dest.journal_path
+    target = tmp_path / "theirs.txt"
+    target.write_text("mine\n")
+    os.mkfifo(journal) if kind == "fifo" else journal.symlink_to(target)
+    caught = []
+
+    def write():
+        try:
+            collector._journal(0, {"wnid": TABBY})
+        except CollectError as exc:
+            caught.append(str(exc))
+
+    worker = threading.Thread(target=write, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the journal's open waited on the FIFO"
+    assert len(caught) == 1 and str(journal) in caught[0] and "move it away and run again" in caught[0]
+    assert target.read_text() == "mine\n"

@@ -180,11 +180,11 @@ def test_excluding_without_a_reason_a_stray_reason_a_failed_write_and_empty_issu
     copy = copy_store(home, tmp_path_factory, "images_page_hostile")
     run = RunStore(copy).open_run("sample")
     issues = read_table(run.path / "probes" / "label_issues.parquet")
-    issues.loc[0, ["label_quality", "suggested_wnid"]] = [pd.NA, pd.NA]
+    issues.loc[0, ["label_quality", "suggested_wnid", "true_wnid"]] = [pd.NA, pd.NA, pd.NA]
     write_table(issues, run.path / "probes" / "label_issues.parquet")
     at = _open(copy, monkeypatch)
     cards = [m.value for m in at.markdown if "→ **" in m.value]
-    assert any("→ **no suggestion**" in c and "quality –" in c for c in cards), cards  # (4)
+    assert any(c.startswith("– → **no suggestion**") and "quality –" in c for c in cards), cards  # (4)
     editor = at.data_editor[0]
     shown = editor.value
     files = shown["file"].tolist()
@@ -213,6 +213,14 @@ def test_excluding_without_a_reason_a_stray_reason_a_failed_write_and_empty_issu
     after = run.read_manifest().set_index("file")
     assert after.loc[files[0], "excluded"] and after.loc[files[0], "excluded_reason"] == "excluded by analyst"
     assert not after.loc[files[1], "excluded"] and pd.isna(after.loc[files[1], "excluded_reason"])
+    # (5) an emptied Excluded cell (NA: the column is nullable) is "not excluded", not bool(NA) stopping the page
+    # (a code review)
+    at.session_state[editor.key] = {"edited_rows": {0: {"excluded": None}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    [b for b in at.button if b.label.startswith("Save ")][0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    after = run.read_manifest().set_index("file")
+    assert not after.loc[files[0], "excluded"] and pd.isna(after.loc[files[0], "excluded_reason"])
 
 
 def test_the_export_takes_a_full_path_and_writes_the_image_set_there(home, tmp_path, monkeypatch):

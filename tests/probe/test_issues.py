@@ -98,3 +98,24 @@ def test_label_issue_folds_keep_near_duplicates_together():
     # without near duplicates: the plain stratified folds, as before
     plain = load_probe_data(make_run(x, labels, run_id="plainissues")[0], "synthnet")
     assert issue_folds(plain)[1] is None and type(issue_folds(plain)[0]).__name__ == "StratifiedKFold"
+
+
+def test_probe_writes_into_a_run_deleted_meanwhile_make_nothing_again(tmp_path):
+    """A code review: `python -m probe` (and --label-issues) took probes/'s lock only after minutes of fitting, making
+    runs/<id>/probes/ again in a run deleted meanwhile (listed nowhere, its id blocked). Both writers go through
+    probe.artefact._writing, which holds the run's presence lock first: one line, nothing made."""
+    import pytest
+
+    from core.locking import RunGone
+    from core.runstore import RunStore
+    from probe.artefact import _writing
+
+    store = RunStore(tmp_path)
+    run = store.create_run(run_id="p")
+    with _writing(run):
+        pass
+    store.delete_run("p")
+    with pytest.raises(RunGone, match=r"^Run p is gone \(deleted meanwhile\); nothing was written\.$"):
+        with _writing(run):
+            pass
+    assert not (store.runs_dir / "p").exists()
