@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
+# Confusions' top bars: a value written at a bar's start ends within this share of the axis ("100.0%" at 1,400
+# pixels); a whisker reaching back under it would cross it (the value is then written right of the whisker).
+WHISKER_CLEAR = 0.1
+
+
 def path_graph(explanation: PairExplanation) -> nx.DiGraph:
     """The WordNet path as a networkx graph, edges pointing from hyponym to hypernym. Each node's
     layer is its distance from the lowest common subsumer along the path, so the drawing reads as

@@ -16,7 +16,7 @@ import streamlit as st
 from explain import matrix as cm
 from explain.explanations import confusion_lcs_phrase
 from explain.vocabulary import RELATION_COLOURS, relation_help
-from pages.charts import cached_figure, error_offsets
+from pages.charts import WHISKER_CLEAR, cached_figure, error_offsets
 from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
                           table_column_config, without_bounds)
 from explain.selection import Selection
@@ -310,6 +310,22 @@ if not picked.empty:
         top_bars.update_yaxes(categoryorder="array", categoryarray=bars["pair"].tolist()[::-1])
         top_bars.update_xaxes(range=[0, 1.02], tickformat=".0%")
         top_bars.update_traces(textposition="inside", insidetextanchor="start")
+        # A value written at the bar's start is crossed by its whisker when the interval reaches back under it
+        # ("20.0%" struck through on the sample's tiger cat, [3.6, 62.4]): then it is written just right of the
+        # whisker's end instead, as Results lifts a short bar's value above its whisker. WHISKER_CLEAR: the share
+        # of the axis a value at the start takes ("100.0%" at 1,400 pixels).
+        if errors:
+            low_end = dict(zip(bars["pair"], bars[share].astype(float) - bars["_below"].astype(float)))
+            high_end = dict(zip(bars["pair"], bars[share].astype(float) + bars["_above"].astype(float)))
+            for trace in top_bars.data:
+                moved = [pd.notna(low_end.get(y, np.nan)) and low_end[y] < WHISKER_CLEAR
+                         and high_end[y] <= 1 - WHISKER_CLEAR for y in trace.y]
+                if any(moved):
+                    trace.texttemplate = ["" if m else f"%{{x:{PERCENT_D3}}}" for m in moved]
+                    for x, y, m in zip(trace.x, trace.y, moved):
+                        if m:
+                            top_bars.add_annotation(x=high_end[y], y=y, text=format(float(x), PERCENT_D3),
+                                                    showarrow=False, xanchor="left", xshift=6)
         top_bars.update_layout(height=max(200, 34 * len(bars) + 110), margin=dict(t=30, b=10), legend_title_text="")
         return top_bars
 

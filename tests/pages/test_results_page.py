@@ -180,6 +180,35 @@ def test_confusions_draws_mf_with_error_bars(app, sample_tables):
         assert len(above) == len(below) == len(_values(trace["x"])) and min(above + below) >= 0
 
 
+def test_confusions_bar_values_are_never_crossed_by_their_whiskers(app):
+    """A look at the sample in Chromium: "20.0%" at the start of tiger cat's bar was struck through by its whisker
+    ([3.6, 62.4]). A value whose whisker reaches back under it is written right of the whisker's end instead; every
+    other value stays at its bar's start."""
+    from pages.charts import WHISKER_CLEAR
+
+    at = open_page(app, "confusions")
+    moved = kept = 0
+    for measure in ("mf", "share_of_samples"):
+        at.radio(key="top3-bars").set_value(measure).run()
+        (figure,) = [f for f in _figures(at) if f["data"] and f["data"][0].get("orientation") == "h"]
+        notes = {(a["y"], a["text"]): a for a in figure["layout"].get("annotations", [])}
+        for trace in figure["data"]:
+            xs = _values(trace["x"])
+            above, below = _values(trace["error_x"]["array"]), _values(trace["error_x"]["arrayminus"])
+            templates = trace.get("texttemplate")
+            templates = templates if isinstance(templates, list) else [templates] * len(xs)
+            for x, y, up, down, template in zip(xs, trace["y"], above, below, templates):
+                crossed = x - down < WHISKER_CLEAR and x + up <= 1 - WHISKER_CLEAR
+                if crossed:
+                    note = notes[(y, format(float(x), ".1%"))]
+                    assert template == "" and note["x"] == pytest.approx(x + up) and note["xanchor"] == "left"
+                    moved += 1
+                else:
+                    assert template and "%{x" in template
+                    kept += 1
+    assert moved and kept, (moved, kept)
+
+
 def test_browse_shows_the_mcnemar_result(app, app_home):
     from core.runstore import RunStore
     from explain.compare import compare_models
