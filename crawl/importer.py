@@ -41,6 +41,7 @@ from __future__ import annotations
 import difflib
 import errno
 import functools
+import json
 import os
 import re
 import secrets
@@ -56,7 +57,7 @@ from core.errors import printable
 from core.folderscan import Skip, TreeScan, bad_name_reason, printable_name
 from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighbour_classes, resolve_noun_synsets
 from core.progress import ProgressCallback, report
-from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id
+from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id, write_bytes_atomic
 from core.tables import RUN_ID_RULE, StoreError
 from core.userfile import describe_kind
 from core.serving import check_import_source
@@ -546,8 +547,10 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     runs into a staging folder inside the runs folder (``runs/.import-<token>``, invisible to
     ``RunStore.list_runs``) that is renamed to ``runs/<run_id>`` at the end, in one step; when
     nothing was accepted, or anything fails, the staging folder is removed and no run exists
-    (FolderImportError, its ``summary`` saying why each file was rejected). Staging folders a
-    killed process left behind are removed by the next import after a day.
+    (FolderImportError, its ``summary`` saying why each file was rejected). A killed import's staging folder
+    is taken up by the same import run again (:func:`_resumable_staging`: same run id, source, label space,
+    classes and links): re-running resumes. Other staging folders a killed process left behind are removed by
+    the next import after a day.
 
     The run records what an import knows: ``source`` 'import', the classes that got images
     (label-space order), the label space and title; no query, sense, k or engine. The summary's
@@ -567,12 +570,23 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
         raise FolderImportError(f"Run {run_id} already exists; import into it with --run {run_id} only if you mean "
                                 "to add to it, or choose another run id.")
     _sweep_stale_staging(store)
-    staging = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+    # What makes a killed import of this run the same import: the run, the source, the label space, the folders'
+    # classes and whether links are followed. Its staging folder is taken up again (re-running resumes).
+    marker = {"run_id": run_id, "source": str(src), "label_space": label_space, "follow_links": bool(follow_links),
+              "folders": sorted([str(folder), str(wnid)] for folder, wnid in chosen.items())}
+    staging = _resumable_staging(store, marker)
+    resumed = staging is not None
+    if staging is None:
+        staging = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
     try:
-        staging.mkdir(parents=True)
-        run = Run(staging)
-        run.save_info(RunInfo(run_id=run_id, title=title or f"Import of {src.name}", source="import",
-                              label_space=label_space))
+        if resumed:
+            run = Run(staging)
+        else:
+            staging.mkdir(parents=True)
+            run = Run(staging)
+            run.save_info(RunInfo(run_id=run_id, title=title or f"Import of {src.name}", source="import",
+                                  label_space=label_space))
+            write_bytes_atomic(staging / IMPORT_MARKER, json.dumps(marker).encode("utf-8"))
     except OSError as exc:  # a read-only $WILDLENS_HOME: one line, not a traceback
         shutil.rmtree(staging, ignore_errors=True)
         raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc}; set "
@@ -598,6 +612,10 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
             if wnid not in got:
                 summary.notes.append(f"folder {folder!r} ({wnid}): no usable image; the class is not in the run")
         run.update_info(wnids=summary.wnids)
+        if resumed:
+            summary.notes.append(f"resumed the import of run {run_id} that was killed before: the "
+                                 f"{summary.already_imported} image(s) it had stored were kept (known by their hash, not stored again)")
+        (staging / IMPORT_MARKER).unlink(missing_ok=True)
         try:
             os.rename(staging, target)
         except OSError as exc:
@@ -609,6 +627,40 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     summary.run_id = run_id
     summary.destination = f"run {run_id}"
     return summary
+
+
+IMPORT_MARKER = ".wildlens-import.json"  # in a staging folder: what import it is (import_new_run's marker)
+
+
+def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
+    """The staging folder of a killed import that ``marker`` describes, taken over under a fresh name, or None.
+
+    Why: an import into a new run killed part-way (SIGKILL, a power cut) started over on the next run, and each
+    attempt left a partial copy for a day (a hostile campaign). Its folder is taken up when its import is gone:
+    its lock is free (the OS releases it when the process dies; a stopped process keeps it, and its folder is
+    left alone), then it is renamed, so two imports resuming at once cannot share it (one rename wins). The
+    collector then resumes as in an existing run: the manifest and its journal say what is stored."""
+    from core.locking import FolderBusy, exclusive_lock
+    from core.userfile import UserFileError, read_user_bytes
+
+    from .store import LOCK_NAME
+
+    if not store.runs_dir.is_dir():
+        return None
+    for path in sorted(store.runs_dir.glob(f"{STAGING_PREFIX}*")):
+        try:
+            if not path.is_dir() or path.is_symlink():
+                continue
+            if json.loads(read_user_bytes(path / IMPORT_MARKER, max_bytes=1 << 20)) != marker:
+                continue
+            with exclusive_lock(path, name=LOCK_NAME):  # free: its import is gone
+                pass
+            fresh = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+            os.rename(path, fresh)  # ours alone from here
+        except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
+            continue
+        return fresh
+    return None
 
 
 def _sweep_stale_staging(store: RunStore) -> None:

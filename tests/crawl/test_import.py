@@ -957,3 +957,47 @@ def test_a_journal_put_in_place_during_a_run_is_refused_not_waited_on_nor_follow
     assert not worker.is_alive(), "the journal's open waited on the FIFO"
     assert len(caught) == 1 and str(journal) in caught[0] and "move it away and run again" in caught[0]
     assert target.read_text() == "mine\n"
+
+
+def test_a_killed_import_into_a_new_run_resumes_on_the_next_run(src):
+    """A hostile campaign: `crawl import SRC --run NEW` killed part-way started over on the next run, and each killed
+    attempt left a partial copy in runs/.import-* for a day. The same import (run, source, label space, classes)
+    takes its staging folder up again: the images stored before are kept, the run ends whole, no copy is left; an
+    import of another source never takes it."""
+    import crawl.importer as importer
+    from crawl.importer import STAGING_PREFIX, import_new_run
+
+    store = RunStore()
+    full = import_new_run(src, run_id="whole", label_space="imagenet-1k")
+    calls = {"n": 0}
+    real_validate = importer.validate_image
+
+    def dies_after_three(data, validation):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise KeyboardInterrupt  # stands for the kill: below, the staging folder is left as a kill leaves it
+        return real_validate(data, validation)
+
+    with pytest.MonkeyPatch.context() as patched:  # (not monkeypatch.undo(): it would undo WILDLENS_HOME too)
+        patched.setattr(importer, "validate_image", dies_after_three)
+        patched.setattr(importer.shutil, "rmtree", lambda *a, **k: None)  # a kill removes nothing
+        with pytest.raises(KeyboardInterrupt):
+            import_new_run(src, run_id="fresh", label_space="imagenet-1k")
+    left = list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
+    assert len(left) == 1 and not (store.runs_dir / "fresh").exists()
+    import json
+
+    saved = json.loads((left[0] / importer.IMPORT_MARKER).read_text())
+    assert saved["run_id"] == "fresh" and saved["source"] == str(src.resolve())
+    for change in ({"source": str(src.parent / "other-src")}, {"run_id": "other"}, {"follow_links": True}):
+        assert importer._resumable_staging(store, {**saved, **change}) is None  # another import: never taken
+    assert list(store.runs_dir.glob(f"{STAGING_PREFIX}*")) == left
+    summary = import_new_run(src, run_id="fresh", label_space="imagenet-1k")
+    assert summary.already_imported >= 1 and any("resumed the import of run fresh" in n for n in summary.notes)
+    assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*")), "no partial copy left"
+    resumed, whole = (store.open_run(r).read_manifest() for r in ("fresh", "whole"))
+    key = ["wnid", "sha256", "status", "original_name"]
+    assert sorted(map(tuple, resumed[key].astype(str).values)) == sorted(map(tuple, whole[key].astype(str).values))
+    assert not (store.runs_dir / "fresh" / ".wildlens-import.json").exists()
+    assert full.wnids == summary.wnids
+
