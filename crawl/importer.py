@@ -519,9 +519,17 @@ class _StagedRun(RunDestination):
 
     must_exist = False  # the import's own folder, made by it (no run of that id exists yet)
 
-    def __init__(self, run: Run, run_id: str):
+    def __init__(self, run: Run, run_id: str, marker: dict | None = None):
         super().__init__(run)
         self.final_id = run_id
+        self.marker = marker
+
+    def locked(self) -> None:
+        """Called by crawl.store.exclusive once this import holds the folder's lock: the marker that lets the same
+        import, run again after a kill, take the folder up (:func:`_resumable_staging`) is written only now, so a
+        folder whose import has not taken its lock yet is never taken from it (a marker means: locked, or dead)."""
+        if self.marker is not None:
+            write_bytes_atomic(self.root / IMPORT_MARKER, json.dumps(self.marker).encode("utf-8"))
 
     def describe(self) -> str:
         return f"new run {self.final_id}"
@@ -586,13 +594,12 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
             run = Run(staging)
             run.save_info(RunInfo(run_id=run_id, title=title or f"Import of {src.name}", source="import",
                                   label_space=label_space))
-            write_bytes_atomic(staging / IMPORT_MARKER, json.dumps(marker).encode("utf-8"))
     except OSError as exc:  # a read-only $WILDLENS_HOME: one line, not a traceback
         shutil.rmtree(staging, ignore_errors=True)
         raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc}; set "
                                 "$WILDLENS_HOME to a folder you can write to, or use --out DIR.") from None
     try:
-        dest = _StagedRun(run, run_id)
+        dest = _StagedRun(run, run_id, marker)
         _check_apart(src, dest)
         summary = _import(src, dest, chosen, plan.notes, progress, validation, follow_links)
         summary.folders_skipped = skipped

@@ -262,6 +262,9 @@ def exclusive(dest: Destination) -> Iterator[None]:
                 if getattr(dest, "must_exist", False) else contextlib.nullcontext())
     try:
         with presence, exclusive_lock(dest.root, name=LOCK_NAME):
+            locked = getattr(dest, "locked", None)
+            if locked is not None:  # what the destination does once it is its writer's (crawl.importer._StagedRun)
+                locked()
             yield
     except RunGone as exc:
         raise CollectError(str(exc)) from None
