@@ -38,6 +38,7 @@ with its reason: ``not-regular`` (FIFO, device, socket), ``outside-src``, ``syml
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import errno
 import functools
@@ -529,7 +530,13 @@ class _StagedRun(RunDestination):
         import, run again after a kill, take the folder up (:func:`_resumable_staging`) is written only now, so a
         folder whose import has not taken its lock yet is never taken from it (a marker means: locked, or dead)."""
         if self.marker is not None:
-            write_bytes_atomic(self.root / IMPORT_MARKER, json.dumps(self.marker).encode("utf-8"))
+            write_bytes_atomic(self.root / IMPORT_MARKER, _marker_bytes(self.marker))
+
+    def unlocking(self) -> None:
+        """Called by crawl.store.exclusive before the lock goes (not when the process is killed): the marker goes
+        first, so a folder whose import still runs, lock released, is never taken (a review: between the end of
+        the collection and the rename)."""
+        (self.root / IMPORT_MARKER).unlink(missing_ok=True)
 
     def describe(self) -> str:
         return f"new run {self.final_id}"
@@ -577,18 +584,24 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     if target.exists():
         raise FolderImportError(f"Run {run_id} already exists; import into it with --run {run_id} only if you mean "
                                 "to add to it, or choose another run id.")
-    _sweep_stale_staging(store)
     # What makes a killed import of this run the same import: the run, the source, the label space, the folders'
-    # classes and whether links are followed. Its staging folder is taken up again (re-running resumes).
+    # classes, whether links are followed and what an image must satisfy (a review: rows the killed attempt had
+    # rejected under other limits were kept). Its staging folder is taken up again (re-running resumes), before
+    # the sweep of day-old ones (which would otherwise remove it).
     marker = {"run_id": run_id, "source": str(src), "label_space": label_space, "follow_links": bool(follow_links),
-              "folders": sorted([str(folder), str(wnid)] for folder, wnid in chosen.items())}
+              "folders": sorted([str(folder), str(wnid)] for folder, wnid in chosen.items()),
+              "validation": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v)
+                             for k, v in dataclasses.asdict(validation).items()}}
     staging = _resumable_staging(store, marker)
+    _sweep_stale_staging(store)
     resumed = staging is not None
     if staging is None:
         staging = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
     try:
         if resumed:
             run = Run(staging)
+            if title:
+                run.update_info(title=title)
         else:
             staging.mkdir(parents=True)
             run = Run(staging)
@@ -620,8 +633,9 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
                 summary.notes.append(f"folder {folder!r} ({wnid}): no usable image; the class is not in the run")
         run.update_info(wnids=summary.wnids)
         if resumed:
-            summary.notes.append(f"resumed the import of run {run_id} that was killed before: the "
-                                 f"{summary.already_imported} image(s) it had stored were kept (known by their hash, not stored again)")
+            summary.notes.append(f"took up the staging folder of an earlier import of run {run_id} that did not finish"
+                                 + (f": {summary.already_imported} file(s) it had recorded were not imported again"
+                                    if summary.already_imported else ""))
         (staging / IMPORT_MARKER).unlink(missing_ok=True)
         try:
             os.rename(staging, target)
@@ -637,6 +651,10 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
 
 
 IMPORT_MARKER = ".wildlens-import.json"  # in a staging folder: what import it is (import_new_run's marker)
+
+
+def _marker_bytes(marker: dict) -> bytes:
+    return json.dumps(marker, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
 def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
@@ -658,12 +676,15 @@ def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
         try:
             if not path.is_dir() or path.is_symlink():
                 continue
-            if json.loads(read_user_bytes(path / IMPORT_MARKER, max_bytes=1 << 20)) != marker:
+            # Compared as bytes, never parsed: a marker nested 200,000 levels deep raised RecursionError (a review).
+            if read_user_bytes(path / IMPORT_MARKER, max_bytes=64 << 10) != _marker_bytes(marker):
                 continue
             with exclusive_lock(path, name=LOCK_NAME):  # free: its import is gone
                 pass
             fresh = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
-            os.rename(path, fresh)  # ours alone from here
+            os.rename(path, fresh)
+            # Ours alone from here: without its marker until this import locks it, no other resume takes it.
+            (fresh / IMPORT_MARKER).unlink(missing_ok=True)
         except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
             continue
         return fresh

@@ -265,7 +265,12 @@ def exclusive(dest: Destination) -> Iterator[None]:
             locked = getattr(dest, "locked", None)
             if locked is not None:  # what the destination does once it is its writer's (crawl.importer._StagedRun)
                 locked()
-            yield
+            try:
+                yield
+            finally:
+                unlocking = getattr(dest, "unlocking", None)
+                if unlocking is not None:  # and before it is no longer
+                    unlocking()
     except RunGone as exc:
         raise CollectError(str(exc)) from None
     except FolderBusy:

@@ -200,3 +200,44 @@ def test_a_writer_that_dies_of_anything_leaves_its_row_out(tmp_path, monkeypatch
     on_disk = {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("n*/*")}
     assert on_disk == set(accepted["file"]), "every stored file has a row, every accepted row its file"
     assert not list(tmp_path.rglob("*.tmp")) and 2 <= len(accepted) <= 5
+
+
+def test_an_import_into_a_new_run_killed_part_way_resumes_on_the_next_run(tmp_path):
+    """A hostile campaign: `crawl import SRC --run NEW` killed part-way started over on the next run, and each killed
+    attempt left a partial copy in runs/.import-* for a day. kill -9 once some images are stored, then the same
+    import again: the staging folder is taken up (the images stored before kept), the run ends as a clean import
+    of the same folder ends, nothing is left behind. Another import (another source) never takes it."""
+    import json
+
+    import crawl.importer as importer
+    from crawl.importer import IMPORT_MARKER, STAGING_PREFIX, import_new_run
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(5000, 5600))
+    store = RunStore()
+    proc = subprocess.Popen([sys.executable, "-m", "crawl", "import", str(src), "--run", "fresh", "--no-progress"],
+                            cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline and \
+            len(list(store.runs_dir.glob(f"{STAGING_PREFIX}*/images/{TABBY}/*"))) < 20:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(10) == -signal.SIGKILL, "the import ended before the kill: make it bigger"
+    (left,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
+    saved = json.loads((left / IMPORT_MARKER).read_text())
+    assert saved["run_id"] == "fresh" and saved["source"] == str(src.resolve())
+    other = tmp_path / "other"
+    for change in ({"source": str(other)}, {"run_id": "other"}, {"follow_links": True}):
+        assert importer._resumable_staging(store, {**saved, **change}) is None  # another import: never taken
+    summary = import_new_run(src, run_id="fresh", label_space="imagenet-1k")
+    assert any(n.startswith("took up the staging folder of an earlier import of run fresh") for n in summary.notes)
+    assert summary.already_imported >= 10  # (the 20 files seen may include a temporary file being written)
+    assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*")), "no partial copy left"
+    assert not (store.runs_dir / "fresh" / IMPORT_MARKER).exists()
+    clean = import_new_run(src, run_id="clean", label_space="imagenet-1k")
+    key = ["wnid", "sha256", "status", "original_name"]
+    resumed, whole = (store.open_run(r).read_manifest()[key].astype(str) for r in ("fresh", "clean"))
+    assert sorted(map(tuple, resumed.values)) == sorted(map(tuple, whole.values))
+    assert clean.wnids == summary.wnids
+    files = {p.name for p in (store.runs_dir / "fresh" / "images" / TABBY).iterdir()}
+    assert files == {Path(f).name for f in store.open_run("fresh").read_manifest().query("status == 'accepted'")["file"]}
