@@ -543,6 +543,44 @@ def _check_exported(run: Run, images: list[_Image], summary: ExportSummary) -> N
                           + "); check the run's images folder.")
 
 
+def move_no_replace(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target`` unless ``target`` exists (FileExistsError, nothing changed). Why: os.rename
+    replaces a file silently, so a file the user put in the folder between the export's emptiness check and its
+    move would have been replaced, then removed by the rollback (a hostile campaign, found by reading).
+    Linux's renameat2(RENAME_NOREPLACE) checks and renames in one step; where the kernel or the file system lacks
+    it, a file is hard-linked (which never replaces) and its old name removed, and a folder is checked, then
+    renamed (a rename never replaces a folder that holds anything)."""
+    if _renameat2_noreplace(source, target):
+        return
+    if source.is_dir() and not source.is_symlink():
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "File exists", str(target))
+        os.rename(source, target)
+        return
+    os.link(source, target, follow_symlinks=False)  # EEXIST where target exists
+    os.unlink(source)
+
+
+def _renameat2_noreplace(source: Path, target: Path) -> bool:
+    """True once renamed by renameat2(..., RENAME_NOREPLACE); False where it is not there (not Linux, an old
+    kernel or C library, a file system that refuses the flag); FileExistsError where the target exists."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_noreplace = -100, 1
+    if renameat2(at_fdcwd, os.fsencode(source), at_fdcwd, os.fsencode(target), rename_noreplace) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EINVAL)):
+        return False
+    if code == errno.EEXIST:
+        raise FileExistsError(code, os.strerror(code), str(target))
+    raise OSError(code, os.strerror(code), str(target))
+
+
 def _build_into(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportSummary, label_space: str,
                 models: list[str], predictions: dict, explained: dict | None, keys: dict, progress,
                 link: bool) -> None:
@@ -559,7 +597,11 @@ def _build_into(run: Run, images: list[_Image], out: Path, fmt: str, summary: Ex
             raise ExportError(f"--out {out} was changed while exporting (it is no longer empty); nothing was written "
                               "there: run the export again with an empty folder.")
         for name in entries:
-            os.rename(temp / name, out / name)
+            try:
+                move_no_replace(temp / name, out / name)
+            except FileExistsError:
+                raise ExportError(f"--out {out} was changed while exporting ({printable(name)} appeared there); "
+                                  "nothing of yours was replaced: run the export again with an empty folder.") from None
             moved.append(out / name)
         os.rmdir(temp)
     except BaseException:

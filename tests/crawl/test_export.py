@@ -369,3 +369,45 @@ def test_a_run_without_images_is_refused_in_one_line(tmp_path):
     with pytest.raises(ExportError, match="has no images"):
         export_run(run, tmp_path / "x", "imagefolder")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("renameat2", [True, False])
+def test_the_export_moves_never_replace_what_appeared_in_the_folder(tmp_path, monkeypatch, renameat2):
+    """A hostile campaign (found by reading): the export checked DIR was empty, then os.rename'd its entries in, which
+    replaces a file silently: a file of the user's put there in between was replaced, then removed by the rollback.
+    crawl.export.move_no_replace refuses to replace (renameat2's RENAME_NOREPLACE, or a hard link and a check where
+    it is missing), and the export says the folder changed, its own entries taken back, the user's file as it was."""
+    import crawl.export as export
+
+    if not renameat2:
+        monkeypatch.setattr(export, "_renameat2_noreplace", lambda source, target: False)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.txt").write_text("ours")
+    (tmp_path / "b.txt").write_text("theirs")
+    (tmp_path / "c.txt").write_text("ours too")
+    with pytest.raises(FileExistsError):
+        export.move_no_replace(tmp_path / "c.txt", tmp_path / "b.txt")
+    assert (tmp_path / "b.txt").read_text() == "theirs" and (tmp_path / "c.txt").read_text() == "ours too"
+    (tmp_path / "d").mkdir()
+    with pytest.raises(FileExistsError):
+        export.move_no_replace(tmp_path / "a", tmp_path / "d")  # an empty folder of theirs is not replaced either
+    export.move_no_replace(tmp_path / "a", tmp_path / "e")
+    assert (tmp_path / "e" / "f.txt").read_text() == "ours" and not (tmp_path / "a").exists()
+    # Through the export: a file appears in DIR after the check; the export stops, the file is the user's still.
+    run, _ = _make_run()
+    out = tmp_path / "out"
+    out.mkdir()
+    real = export._check_exported
+
+    def a_file_appears(*args, **kwargs):
+        real(*args, **kwargs)
+        (out / "export_manifest.csv").write_text("mine")
+
+    monkeypatch.setattr(export, "_check_exported", a_file_appears)
+    monkeypatch.setattr(export.os, "listdir", lambda path, _real=os.listdir: [
+        n for n in _real(path) if not (str(path) == str(out) and n == "export_manifest.csv")])  # the check sees none
+    with pytest.raises(ExportError, match=r"was changed while exporting \(export_manifest\.csv appeared there\); "
+                                          r"nothing of yours was replaced"):
+        export_run(run, out, "imagefolder")
+    assert sorted(e.name for e in os.scandir(out)) == ["export_manifest.csv"]  # (scandir: not the patched listdir)
+    assert (out / "export_manifest.csv").read_text() == "mine"
