@@ -241,3 +241,7 @@ def test_the_export_takes_a_full_path_and_writes_the_image_set_there(home, tmp_p
     at.button(key="export-go").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert (out / "export_manifest.csv").is_file() and [s.value for s in at.success if "exported" in s.value.lower()]
+    # Again into the same folder, now full: said with the page's words, not the command line's option
+    at.button(key="export-go").click().run()
+    (said,) = [e.value for e in at.error]
+    assert said.startswith("The folder ") and "is not empty" in said and "--out" not in said
