@@ -174,9 +174,9 @@ class Run:
         except UserFileError as exc:
             if not os.path.lexists(self.info_path):
                 raise StoreError(f"{self.path} is not a WildLens run (no run.json).") from None
-            # core.userfile's own advice ("give a regular file", "split it") is for a file named on a command line:
-            # cut at it (a code review), and a file that cannot be read for its permissions is made readable.
-            reason = " ".join(str(exc).split()).split("; ")[0].rstrip(".")
+            # Its own advice instead of core.userfile's (a code review), and a file that cannot be read for its
+            # permissions is made readable.
+            reason = exc.problem
             if "permission denied" in reason:
                 raise StoreError(f"{reason}; make it readable to this user.") from None
             raise StoreError(f"{reason}; move it away and restore the run's run.json (a backup, or a copy of "

@@ -32,6 +32,12 @@ DEFAULT_MAX_BYTES = 2 * GiB
 class UserFileError(WildLensError, ValueError):
     """A file a user named cannot be read as asked; the message names it and says what to give."""
 
+    @property
+    def problem(self) -> str:
+        """The message without its advice ("give a regular file", "split it"), which fits a file named on a command
+        line: for a reader that gives its own (a run's run.json, a folder's journal)."""
+        return " ".join(str(self).split()).split("; ")[0].rstrip(".")
+
 
 def _size_text(n: int) -> str:
     return f"{n / GiB:.3g} GiB" if n >= GiB else f"{n / MiB:.3g} MiB" if n >= MiB else f"{n:,} bytes"

@@ -92,9 +92,19 @@ class Destination:
     root: Path
     manifest_path: Path
 
+    # Only a run's folder must still be there while it is written (RunDestination); `exclusive` holds the run's
+    # presence lock for it.
+    must_exist = False
+
     @property
     def journal_path(self) -> Path:
         return self.root / JOURNAL_NAME
+
+    def locked(self) -> None:
+        """Called by :func:`exclusive` once this writer holds the destination's lock (crawl.importer._StagedRun)."""
+
+    def unlocking(self) -> None:
+        """Called by :func:`exclusive` before the lock is released (not when the process is killed)."""
 
     def rebuild_command(self) -> str:
         """The command that re-imports this destination's stored images into a new manifest."""
@@ -259,18 +269,14 @@ def exclusive(dest: Destination) -> Iterator[None]:
     from core.locking import RunGone, run_presence_lock
 
     presence = (run_presence_lock(dest.root, f"Run {dest.run.run_id} is gone (deleted meanwhile); nothing was written.")
-                if getattr(dest, "must_exist", False) else contextlib.nullcontext())
+                if dest.must_exist else contextlib.nullcontext())
     try:
         with presence, exclusive_lock(dest.root, name=LOCK_NAME):
-            locked = getattr(dest, "locked", None)
-            if locked is not None:  # what the destination does once it is its writer's (crawl.importer._StagedRun)
-                locked()
+            dest.locked()
             try:
                 yield
             finally:
-                unlocking = getattr(dest, "unlocking", None)
-                if unlocking is not None:  # and before it is no longer
-                    unlocking()
+                dest.unlocking()
     except RunGone as exc:
         raise CollectError(str(exc)) from None
     except FolderBusy:
@@ -480,8 +486,7 @@ class Collector:
         try:  # a FIFO or a device in its place is refused at once (it hung the import: a hostile campaign)
             lines = read_user_bytes(path, what=str(path), max_bytes=MANIFEST_MAX_BYTES).splitlines()
         except UserFileError as exc:  # the manifest is whole: only the journal's place is taken (a code review)
-            reason = _flat(str(exc)).split("; ")[0].rstrip(".")
-            raise CollectError(f"{reason}, not WildLens's journal of {self.dest.describe()}; move it away and run "
+            raise CollectError(f"{exc.problem}, not WildLens's journal of {self.dest.describe()}; move it away and run "
                                "again (the manifest is untouched).") from None
         applied, appended, replaced = 0, [], {}
         for line in lines:
