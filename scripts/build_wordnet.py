@@ -170,7 +170,10 @@ def _extract(orig: Path, into: Path) -> Path:
     with tarfile.open(orig) as tf:
         wanted = [m for m in tf.getmembers()
                   if m.isfile() and re.fullmatch(r"WordNet-3\.0/(dict/[^/]+|dict/dbfiles/[^/]+|doc/man/lexnames\.5)", m.name)]
-        tf.extractall(into, members=wanted, filter="data")
+        for member in wanted:  # regular files under fixed names (the pattern above): written as plain files
+            target = into / member.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tf.extractfile(member).read())
     top = into / "WordNet-3.0"
     for path in top.rglob("*"):  # Princeton's files are read-only; grind writes beside them
         path.chmod(0o755 if path.is_dir() else 0o644)

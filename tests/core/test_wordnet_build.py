@@ -61,6 +61,33 @@ def test_build_script_zip_writer_reproduces_the_vendored_zip_byte_for_byte():
     assert build.zip_bytes(members) == VENDORED_ZIP.read_bytes()
 
 
+def test_the_source_extract_writes_only_the_wanted_regular_files(tmp_path):
+    """Only dict/ files and lexnames.5 come out of the source tarball, as plain files (a link or a
+    path outside the pattern is left in it), on every Python 3.11 (tarfile's extraction filters
+    came in 3.11.4; Debian's packaged 3.11.2 has none)."""
+    import io
+    import tarfile
+
+    orig = tmp_path / "wordnet.orig.tar.gz"
+    with tarfile.open(orig, "w:gz") as tf:
+        def add(name: str, data: bytes = b"", **kind):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o444
+            for key, value in kind.items():
+                setattr(info, key, value)
+            tf.addfile(info, io.BytesIO(data) if data else None)
+
+        add("WordNet-3.0/dict/data.noun", b"nouns")
+        add("WordNet-3.0/dict/dbfiles/noun.animal", b"animals")
+        add("WordNet-3.0/doc/man/lexnames.5", b"lexnames")
+        add("WordNet-3.0/dict/link", type=tarfile.SYMTYPE, linkname="/etc/passwd")
+        add("WordNet-3.0/src/grind.c", b"int main;")
+    top = _script()._extract(orig, tmp_path / "out")
+    found = {str(p.relative_to(top)): p.read_bytes() for p in top.rglob("*") if p.is_file() or p.is_symlink()}
+    assert found == {"dict/data.noun": b"nouns", "dict/dbfiles/noun.animal": b"animals",
+                     "doc/man/lexnames.5": b"lexnames"}
+
+
 def test_build_script_without_its_inputs_says_what_to_fetch(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), "--check", "--source", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
