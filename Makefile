@@ -1,9 +1,9 @@
 # Two commands set up a fresh machine:  make run  |  make test   (see README.md)
 # The interpreter the venv is made from (only when .venv is missing; `make PYTHON=...` chooses): the
 # system's packaged Python 3.11 where it can make a venv, else python3. Why: Debian and Ubuntu build
-# theirs optimised (profile-guided, the interpreter linked statically), pyenv's default build is not; on this 2-core
-# machine the page, browse and WordNet test modules took 126 against 146 CPU-seconds on it (alternating
-# runs, 2026-12-07), and the dashboard's Python is the same code.
+# theirs optimised (profile-guided, the interpreter linked statically), pyenv's default build is
+# not; on this 2-core machine the page, browse and WordNet test modules took 126 against 146
+# CPU-seconds on it (alternating runs, 2026-12-07), and the dashboard's Python is the same code.
 PYTHON ?= $(shell for p in /usr/bin/python3.11 python3.11; do \
 	  $$p -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 \
 	  && { echo $$p; exit; }; done; echo python3)
