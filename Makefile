@@ -1,9 +1,11 @@
 # Two commands set up a fresh machine:  make run  |  make test   (see README.md)
-# The interpreter the venv is made from (only when .venv is missing; `make PYTHON=...` chooses): the
-# system's packaged Python 3.11 where it can make a venv, else python3. Why: Debian and Ubuntu build
-# theirs optimised (profile-guided, the interpreter linked statically), pyenv's default build is
-# not; on this 2-core machine the page, browse and WordNet test modules took 126 against 146
-# CPU-seconds on it (alternating runs, 2026-12-07), and the dashboard's Python is the same code.
+# The interpreter the venv is made from (only when .venv is missing; `make PYTHON=...` or PYTHON in
+# the environment chooses): Debian's packaged Python 3.11 where it can make a venv, else any
+# python3.11 on the PATH that can, else python3 (refused below unless it is 3.11). Why: Debian
+# builds its interpreter with profile-guided optimisation and LTO and links it statically;
+# pyenv's default build has none of these. On this 2-core machine the page, browse and WordNet
+# test modules took 126 against 146 CPU-seconds on it (alternating runs, 2026-12-07), and the
+# dashboard's Python is the same code.
 PYTHON ?= $(shell for p in /usr/bin/python3.11 python3.11; do \
 	  $$p -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 \
 	  && { echo $$p; exit; }; done; echo python3)
@@ -17,7 +19,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Create the venv when missing and (re)install when requirements.txt changed.
 $(STAMP): requirements.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
+	  || { echo "error: $(PYTHON) is not Python 3.11, which requirements.txt pins for: install python3.11 (with its venv module) or run make PYTHON=/path/to/python3.11" >&2; exit 2; }; \
+	  $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q -r requirements.txt
 	@touch $(STAMP)
 

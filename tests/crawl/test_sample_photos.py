@@ -20,8 +20,9 @@ def test_two_sample_runs_hold_the_same_files_and_the_views_are_encoded_once(tmp_
     assert len(encoded) == len(SAMPLE_PHOTOS) * len(VIEWS), "each view encoded once for both runs"
     first, second = manifests
     assert first.drop(columns="fetched_at").equals(second.drop(columns="fetched_at"))
-    run = store.open_run("s1")
-    for row in second.itertuples():
-        data = (run.images_dir / row.file).read_bytes()
-        assert hashlib.sha256(data).hexdigest() == row.sha256 and row.file.endswith(f"{row.sha256[:16]}.png")
-        assert Image.open(io.BytesIO(data)).size == (row.width, row.height) and row.bytes == len(data)
+    for run_id, manifest in zip(("s0", "s1"), manifests):
+        run = store.open_run(run_id)
+        for row in manifest.itertuples():
+            data = (run.images_dir / row.file).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == row.sha256 and row.file.endswith(f"{row.sha256[:16]}.png")
+            assert Image.open(io.BytesIO(data)).size == (row.width, row.height) and row.bytes == len(data)
