@@ -37,7 +37,8 @@ run: $(STAMP)
 # workers (tests/conftest.py THREAD_POOLS). The suite is CPU-bound: on this 2-core machine it needs
 # ~850-900 CPU-seconds of the whole process tree (cgroup cpuacct; Ray's workers and daemons ~220, the
 # browser tests' servers and Chromium ~150), so more workers do not help (2026-12-06, quiet: -n 2
-# 490-526 s, -n 3 551 s and 1,050 CPU-seconds). A single file or test: .venv/bin/python -m pytest tests/explain (one process).
+# 490-526 s, -n 3 551 s and 1,050 CPU-seconds; 2026-12-07, a fresh clone on Debian's interpreter with the page tests'
+# shared script cache: 403.8 s). A single file or test: .venv/bin/python -m pytest tests/explain (one process).
 test: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
 
