@@ -80,6 +80,18 @@ def wait_until_rendered(driver, timeout: float = 180.0, settle: float = 0.5) -> 
     raise TimeoutError(f"{driver.current_url} did not finish rendering in {timeout:.0f} s")
 
 
+# Two animation frames: the first runs before the next paint, the second after it.
+PAINTED = "const done = arguments[arguments.length - 1]; requestAnimationFrame(() => requestAnimationFrame(() => done(true)));"
+
+
+def wait_painted(driver) -> None:
+    """Return once the page has painted what was just changed (a scroll, before a screenshot or a
+    click at computed coordinates). Why not a sleep: test_day slept 0.5 s before each of its 13
+    screenshots and 1 s before its chart click, ~7 s of a core left idle per run; a scroll by
+    scrollIntoView is instant (behavior 'auto'), so the frame after it shows it."""
+    driver.execute_async_script(PAINTED)
+
+
 # --------------------------------------------------------------------------- the real server
 def free_port() -> int:
     with socket.socket() as s:

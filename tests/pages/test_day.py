@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.pages.browser import (CHROMEDRIVER, CHROMIUM, browser, choose, click_button, click_link, type_into,
-                                 wait_for, wait_for_text, wait_until_rendered)
+                                 wait_for, wait_for_text, wait_painted, wait_until_rendered)
 
 pytestmark = pytest.mark.skipif(
     not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
@@ -128,7 +128,7 @@ def test_a_new_users_day(server, tmp_path, shots):
             at = found[0] if found else None
         driver.execute_script("arguments[0].scrollIntoView({block: 'start'})",
                               at or driver.find_element(By.CSS_SELECTOR, "h1"))
-        time.sleep(0.5)
+        wait_painted(driver)
         driver.save_screenshot(str(shots / name))
 
     try:
@@ -208,7 +208,7 @@ def test_a_new_users_day(server, tmp_path, shots):
         cell = next((c for c in cells if c["row"] != c["col"]), cells[0])
         chart = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')[layout["chart"]]
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)
-        time.sleep(1)
+        wait_painted(driver)
         drag = chart.find_element(By.CSS_SELECTOR, ".nsewdrag")
         size = drag.size
         ActionChains(driver).move_to_element_with_offset(
