@@ -107,19 +107,20 @@ _SCRIPT_CACHE = None  # the process's compiled page scripts (share_script_cache)
 
 
 def share_script_cache() -> None:
-    """AppTest compiles ``app.py`` and the page again on every run (a new ``ScriptCache`` per run, with
-    Streamlit's magic AST pass: 4-20 ms a render here); a server keeps one per process
+    """AppTest compiles ``app.py`` and the page again on every run (new ``ScriptCache``s per run, one in
+    ``app_test`` for the pages, one in ``local_script_runner`` for app.py, with Streamlit's magic AST
+    pass: 4-25 ms a render here); a server keeps one per process
     (``streamlit.runtime.Runtime._script_cache``, cleared only when a watched source file changes, and
     WildLens watches none), so a page is compiled at its first load only. The figures here are the
     server's: one cache for this process, as the server has. (Figures recorded before 2026-12-06 evening
     compiled every render.)"""
     from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-    from streamlit.testing.v1 import app_test
+    from streamlit.testing.v1 import app_test, local_script_runner
 
     global _SCRIPT_CACHE
     if _SCRIPT_CACHE is None:
         _SCRIPT_CACHE = ScriptCache()
-        app_test.ScriptCache = lambda: _SCRIPT_CACHE
+        app_test.ScriptCache = local_script_runner.ScriptCache = lambda: _SCRIPT_CACHE
 
 
 def time_pages(home: Path, run_id: str, repeats: int, first_repeats: int = 3) -> dict[str, tuple[float, float, float]]:

@@ -81,21 +81,22 @@ def _component_scan_once():
 @pytest.fixture(scope="session", autouse=True)
 def _scripts_compiled_once():
     """One compiled-script cache for the test process, as a server keeps one
-    (``streamlit.runtime.Runtime._script_cache``): AppTest makes a new ``ScriptCache`` for every run,
-    so app.py and the page were parsed and passed through Streamlit's magic AST rewrite at every
-    render of every test (benchmarks/bench_app.py's ``share_script_cache`` does the same for its
-    figures). Keyed by the script's path: a test's own script file (``AppTest.from_string``) is a new path.
+    (``streamlit.runtime.Runtime._script_cache``): AppTest makes new ``ScriptCache``s for every run, one
+    for the pages (``app_test``) and one for app.py (``local_script_runner``), so each page was parsed
+    and passed through Streamlit's magic AST rewrite at every render of every test (7-25 ms a page;
+    app.py 0.8 ms). benchmarks/bench_app.py's ``share_script_cache`` does the same for its figures.
+    Keyed by the script's absolute path: ``AppTest.from_string`` files are named by their text's hash.
     tests/pages/test_results_page.py + test_app.py: 50.9 / 48.8 -> 45.6 / 44.0 CPU-s (alternating, 2026-12-07)."""
     from streamlit.runtime.scriptrunner.script_cache import ScriptCache
-    from streamlit.testing.v1 import app_test
+    from streamlit.testing.v1 import app_test, local_script_runner
 
     shared = ScriptCache()
-    real = app_test.ScriptCache
-    app_test.ScriptCache = lambda: shared
+    real = app_test.ScriptCache, local_script_runner.ScriptCache
+    app_test.ScriptCache = local_script_runner.ScriptCache = lambda: shared
     try:
         yield
     finally:
-        app_test.ScriptCache = real
+        app_test.ScriptCache, local_script_runner.ScriptCache = real
 
 
 @pytest.fixture(scope="session", autouse=True)
