@@ -48,6 +48,7 @@ or is interrupted removes what it wrote and leaves DIR as it was; a process kill
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -95,7 +96,19 @@ MANIFEST_COLUMNS = ("file", "image", "true_wnid", "true_name", "collected_wnid",
 
 
 class ExportError(WildLensError, ValueError):
-    """A run cannot be exported as asked (a destination that is not empty, nothing to export)."""
+    """A run cannot be exported as asked (a destination that is not empty, nothing to export). ``page_text``: the
+    message as a page says it, whose folder box is no option ('The folder DIR is not empty ...' where the command
+    line says '--out DIR is not empty ...'); the message itself elsewhere."""
+
+    def __init__(self, message: str, page_text: str | None = None):
+        super().__init__(message)
+        self.page_text = message if page_text is None else page_text
+
+
+def _out_error(out: Path, rest: str) -> ExportError:
+    """An :class:`ExportError` about the destination folder ``out``: '--out DIR<rest>' on the command line, 'The
+    folder DIR<rest>' on a page."""
+    return ExportError(f"--out {out}{rest}", f"The folder {out}{rest}")
 
 
 @dataclass
@@ -166,32 +179,32 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
         runs_folders.add(Path(run.path).resolve().parent)
     for runs in runs_folders:
         if where == runs or runs in where.parents:
-            raise ExportError(f"--out {out}: that is inside the run store's runs folder ({runs}), which holds "
+            raise _out_error(out, f": that is inside the run store's runs folder ({runs}), which holds "
                               "WildLens's runs only; give a folder outside it.")
     try:
         info = os.lstat(out)
     except FileNotFoundError:
         return out
     except OSError as exc:
-        raise ExportError(f"--out {out} cannot be checked ({exc.strerror or exc}); give a folder you can "
+        raise _out_error(out, f" cannot be checked ({exc.strerror or exc}); give a folder you can "
                           "read.") from None
     if stat.S_ISLNK(info.st_mode):
-        raise ExportError(f"--out {out} is a symbolic link; give the folder itself (missing or empty).")
+        raise _out_error(out, " is a symbolic link; give the folder itself (missing or empty).")
     if not stat.S_ISDIR(info.st_mode):
-        raise ExportError(f"--out {out} exists and is not a folder; give a new or empty folder (nothing there is "
+        raise _out_error(out, f" exists and is not a folder; give a new or empty folder (nothing there is "
                           "overwritten).")
     try:
         names = os.listdir(out)
     except OSError as exc:
-        raise ExportError(f"--out {out} cannot be read ({exc.strerror or exc}); give a new or empty folder.") from None
+        raise _out_error(out, f" cannot be read ({exc.strerror or exc}); give a new or empty folder.") from None
     entries = len(names)
     leftovers = [n for n in names if n.startswith(f".{out.name}{TEMP_PREFIX}") and n.endswith(TEMP_SUFFIX)]
     if leftovers and len(leftovers) == entries:  # (a hostile campaign: "not empty (1 entry)" named nothing)
-        raise ExportError(f"--out {out} holds only what a killed export left ({printable(leftovers[0])}"
+        raise _out_error(out, f" holds only what a killed export left ({printable(leftovers[0])}"
                           f"{' and more' if entries > 1 else ''}); remove it and export again (an export never "
                           "deletes anything, not even its own leftovers).")
     if entries:
-        raise ExportError(f"--out {out} is not empty ({entries} entr{'ies' if entries != 1 else 'y'}); give a new or "
+        raise _out_error(out, f" is not empty ({entries} entr{'ies' if entries != 1 else 'y'}); give a new or "
                           "empty folder: an export never overwrites or deletes anything.")
     return out
 
@@ -526,7 +539,7 @@ def _build(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportS
             os.rename(temp, out)
         except OSError as exc:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
-                raise ExportError(f"--out {out} was changed while exporting (it is no longer missing or an empty "
+                raise _out_error(out, f" was changed while exporting (it is no longer missing or an empty "
                                   "folder); nothing was written there: run the export again with an empty "
                                   "folder.") from None
             raise
@@ -566,9 +579,8 @@ def _renameat2_noreplace(source: Path, target: Path) -> bool:
     kernel or C library, a file system that refuses the flag); FileExistsError where the target exists."""
     import ctypes
 
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
+    renameat2 = _renameat2()
+    if renameat2 is None:
         return False
     at_fdcwd, rename_noreplace = -100, 1
     if renameat2(at_fdcwd, os.fsencode(source), at_fdcwd, os.fsencode(target), rename_noreplace) == 0:
@@ -579,6 +591,17 @@ def _renameat2_noreplace(source: Path, target: Path) -> bool:
     if code == errno.EEXIST:
         raise FileExistsError(code, os.strerror(code), str(target))
     raise OSError(code, os.strerror(code), str(target))
+
+
+@functools.cache
+def _renameat2():
+    """The C library's renameat2, looked up once per process; None where there is none."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
 
 
 def _build_into(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportSummary, label_space: str,
@@ -594,13 +617,13 @@ def _build_into(run: Run, images: list[_Image], out: Path, fmt: str, summary: Ex
         last = LABELS_FILE if fmt == FIFTYONE else MANIFEST_FILE
         entries = sorted(os.listdir(temp), key=lambda name: name == last)  # the labels or manifest last
         if set(os.listdir(out)) - {temp.name}:
-            raise ExportError(f"--out {out} was changed while exporting (it is no longer empty); nothing was written "
+            raise _out_error(out, f" was changed while exporting (it is no longer empty); nothing was written "
                               "there: run the export again with an empty folder.")
         for name in entries:
             try:
                 move_no_replace(temp / name, out / name)
             except FileExistsError:
-                raise ExportError(f"--out {out} was changed while exporting ({printable(name)} appeared there); "
+                raise _out_error(out, f" was changed while exporting ({printable(name)} appeared there); "
                                   "nothing of yours was replaced: run the export again with an empty folder.") from None
             moved.append(out / name)
         os.rmdir(temp)

@@ -46,8 +46,7 @@ import tempfile
 import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-import contextlib
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -269,7 +268,7 @@ def exclusive(dest: Destination) -> Iterator[None]:
     from core.locking import RunGone, run_presence_lock
 
     presence = (run_presence_lock(dest.root, f"Run {dest.run.run_id} is gone (deleted meanwhile); nothing was written.")
-                if dest.must_exist else contextlib.nullcontext())
+                if dest.must_exist else nullcontext())
     try:
         with presence, exclusive_lock(dest.root, name=LOCK_NAME):
             dest.locked()

@@ -8,7 +8,7 @@ import streamlit as st
 from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, download_csv, show_table, table_column_config
 from pages.reads import class_name, manifest
-from core.errors import WildLensError, one_line
+from core.errors import WildLensError
 from pages.text import escape_markdown, listed, plural, show_error
 from pages.run_state import require_run, url_choice, write_choice
 
@@ -257,9 +257,6 @@ if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=no
         with st.spinner("Exporting…"):
             summary = export_run(run, target.strip(), export_format, view=export_view)
     except WildLensError as exc:  # ExportError, and a damaged log or predictions the explanations refuse
-        # crawl.export names the folder as the command line's option ("--out DIR ..."): here it is the box above.
-        said = one_line(exc)
-        st.error(escape_markdown("The folder " + said[len("--out "):] if said.startswith("--out ") else said),
-                 icon=":material/error:")
+        show_error(exc)  # in the page's words: "The folder DIR ..." (crawl.export.ExportError.page_text)
     else:
         st.success(escape_markdown("  \n".join(summary.describe())), icon=":material/check:")

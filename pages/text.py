@@ -38,10 +38,13 @@ _AUTOLINK_START = re.compile(r"(?i)(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)")
 
 def show_error(exc: BaseException, *, note: str = "", icon: str = ":material/error:") -> None:
     """A user-facing error (core.errors.WildLensError) in place: its one line, escaped (file names,
-    URLs and search terms inside it are outside text), and an optional note of our own."""
+    URLs and search terms inside it are outside text), and an optional note of our own. An error that words
+    itself for a page (``page_text``: crawl.export.ExportError says "The folder DIR ...", not "--out DIR ...")
+    is shown in those words."""
     from core.errors import one_line
 
-    st.error(escape_markdown(one_line(exc)) + (f" {note}" if note else ""), icon=icon)
+    said = getattr(exc, "page_text", None) or one_line(exc)
+    st.error(escape_markdown(said) + (f" {note}" if note else ""), icon=icon)
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
