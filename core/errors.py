@@ -24,9 +24,13 @@ def one_line(exc: BaseException, limit: int = 500) -> str:
     """The first line of an error's message (KeyError's repr quotes stripped), at most ``limit``
     characters: what a command line prints after 'error: '."""
     text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return first_line(text, limit) or type(exc).__name__
+
+
+def first_line(text, limit: int = 500) -> str:
+    """The first line of ``text``, stripped, at most ``limit`` characters ('' for none)."""
     text = str(text).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return first[:limit]
+    return text.splitlines()[0][:limit] if text else ""
 
 
 def printable(text) -> str:

@@ -259,7 +259,8 @@ class Run:
                 with self.manifest_lock():
                     df = self.read_manifest()
                     # One pass over the manifest for all the changes (a comparison per change was rows x changes).
-                    hit = df["file"].isin(list(changes)).fillna(False).to_numpy(dtype=bool)
+                    # (A row without a file is no change's: isin matches any missing key to it.)
+                    hit = (df["file"].notna() & df["file"].isin(list(changes))).fillna(False).to_numpy(dtype=bool)
                     reasons = [changes[file] for file in df.loc[hit, "file"]]
                     df.loc[hit, "excluded"] = [reason is not None for reason in reasons]
                     df.loc[hit, "excluded_reason"] = [pd.NA if reason is None else reason for reason in reasons]

@@ -610,7 +610,7 @@ def _build_into(run: Run, images: list[_Image], out: Path, fmt: str, summary: Ex
     """:func:`_build` into the existing empty folder ``out``."""
     temp = out / f".{out.name}{TEMP_PREFIX}{secrets.token_hex(4)}{TEMP_SUFFIX}"  # hidden, the sibling's name
     os.mkdir(temp)
-    moved: list[Path] = []
+    moved: list[tuple[list, list]] = []  # per entry moved in: its files' (path, (device, inode)), its folders
     try:
         _write(run, images, temp, fmt, summary, label_space, models, predictions, explained, keys, progress, link)
         _check_exported(run, images, summary)
@@ -620,19 +620,52 @@ def _build_into(run: Run, images: list[_Image], out: Path, fmt: str, summary: Ex
             raise _out_error(out, f" was changed while exporting (it is no longer empty); nothing was written "
                               "there: run the export again with an empty folder.")
         for name in entries:
+            written = _written(temp / name, out / name)
             try:
                 move_no_replace(temp / name, out / name)
             except FileExistsError:
                 raise _out_error(out, f" was changed while exporting ({printable(name)} appeared there); "
                                   "nothing of yours was replaced: run the export again with an empty folder.") from None
-            moved.append(out / name)
+            moved.append(written)
         os.rmdir(temp)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)  # this call's own folder, never the user's
-        for path in moved:  # what this call moved in, never anything of the user's (the folder was empty)
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(
-                missing_ok=True)
+        for files, folders in moved:  # what this call moved in, file by file: never anything of the user's
+            _remove_written(files, folders)
         raise
+
+
+def _written(source: Path, target: Path) -> tuple[list, list]:
+    """What this export wrote at ``source``, named as it will be at ``target`` once moved: its files with their
+    (device, inode), which a rename keeps, and its folders, deepest first. Why not remove the moved folder
+    whole on a rollback: a user's file put into it meanwhile went with it (a hostile campaign)."""
+    if not source.is_dir() or source.is_symlink():
+        info = os.lstat(source)
+        return [(target, (info.st_dev, info.st_ino))], []
+    files, folders = [], [target]
+    for folder, dirs, names in os.walk(source):
+        here = target / Path(folder).relative_to(source)
+        folders += [here / d for d in dirs]
+        for name in names:
+            info = os.lstat(Path(folder) / name)
+            files.append((here / name, (info.st_dev, info.st_ino)))
+    return files, sorted(folders, key=lambda f: len(f.parts), reverse=True)
+
+
+def _remove_written(files: list, folders: list) -> None:
+    """Remove the files :func:`_written` recorded that are still the same files, then the folders left empty."""
+    for path, ident in files:
+        try:
+            info = os.lstat(path)
+            if (info.st_dev, info.st_ino) == ident:
+                os.unlink(path)
+        except OSError:
+            pass
+    for folder in folders:
+        try:
+            os.rmdir(folder)  # only an empty one: a folder holding a user's file stays, with it
+        except OSError:
+            pass
 
 
 def _write(run: Run, images: list[_Image], temp: Path, fmt: str, summary: ExportSummary, label_space: str,

@@ -173,8 +173,8 @@ def _extract(orig: Path, into: Path) -> Path:
         for member in wanted:  # regular files under fixed names (the pattern above): written as plain files
             target = into / member.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            with tf.extractfile(member) as source:
-                target.write_bytes(source.read())
+            with tf.extractfile(member) as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)  # a piece at a time (data.noun is 15 MB)
     top = into / "WordNet-3.0"
     for path in top.rglob("*"):  # Princeton's files are read-only; grind writes beside them
         path.chmod(0o755 if path.is_dir() else 0o644)

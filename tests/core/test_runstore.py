@@ -99,6 +99,23 @@ def test_manifest_round_trip_and_exclusion(tmp_path):
         run.write_manifest(pd.DataFrame({"status": ["maybe"]}))
 
 
+def test_exclusions_are_saved_together_and_a_row_without_a_file_is_no_changes(tmp_path):
+    """Run.set_exclusions: each file with its reason or None (included again), in one write; a manifest row
+    without a file matches no change, whatever missing key a caller passes (isin matched NaN and None to it and
+    the lookup raised KeyError: a hostile check)."""
+    import numpy as np
+
+    run = RunStore(tmp_path).create_run(run_id="r")
+    run.write_manifest(pd.DataFrame({"wnid": ["n02123045"] * 3, "file": ["a.jpg", "b.jpg", pd.NA],
+                                     "status": ["accepted", "accepted", "rejected"]}))
+    assert run.set_exclusions({"a.jpg": "blurry", "b.jpg": "", np.nan: "x", None: "y", "gone.jpg": "z"}) == 2
+    back = run.read_manifest()
+    assert back["excluded"].tolist() == [True, True, False] and back.loc[0, "excluded_reason"] == "blurry"
+    assert run.set_exclusions({"a.jpg": None, pd.NA: "x"}) == 1
+    back = run.read_manifest()
+    assert back["excluded"].tolist() == [False, True, False] and pd.isna(back.loc[0, "excluded_reason"])
+
+
 def _preds(model, images, pred="n02123045"):
     return pd.DataFrame({"model": model, "image": images, "true_wnid": "n02123045", "pred_wnid": pred,
                          "prob_1": 0.9, "label_space": "imagenet-1k", "status": "ok"})

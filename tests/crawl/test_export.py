@@ -411,3 +411,27 @@ def test_the_export_moves_never_replace_what_appeared_in_the_folder(tmp_path, mo
         export_run(run, out, "imagefolder")
     assert sorted(e.name for e in os.scandir(out)) == ["export_manifest.csv"]  # (scandir: not the patched listdir)
     assert (out / "export_manifest.csv").read_text() == "mine"
+
+
+def test_a_failed_export_takes_back_only_its_own_files(tmp_path, monkeypatch):
+    """The rollback after a failure part-way through the moves removes the files this export moved in, not a
+    file a user put into one of its class folders meanwhile (it removed the folders whole: a hostile campaign)."""
+    run, _ = _make_run()
+    out = tmp_path / "out"
+    out.mkdir()
+    real = export_module.move_no_replace
+
+    def a_users_file_then_a_clash(source, target):
+        if target.name == "export_manifest.csv":  # the last move: the class folders are in DIR already
+            wnid = next(p for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))  # not its temp
+            (wnid / "my_own_photo.jpg").write_bytes(b"mine")
+            raise FileExistsError(17, "File exists", str(target))
+        return real(source, target)
+
+    monkeypatch.setattr(export_module, "move_no_replace", a_users_file_then_a_clash)
+    with pytest.raises(ExportError, match="was changed while exporting"):
+        export_run(run, out, "imagefolder")
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert len(left) == 1 and left[0].endswith("/my_own_photo.jpg"), left
+    assert next(out.rglob("my_own_photo.jpg")).read_bytes() == b"mine"
+    assert [p for p in out.iterdir() if p.is_dir() and not any(p.iterdir())] == [], "its emptied folders removed"
