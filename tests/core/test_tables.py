@@ -177,3 +177,61 @@ def test_no_memory_for_the_buffer_is_a_stale_file_not_an_error(tmp_path, monkeyp
 
     monkeypatch.setattr(mmap, "mmap", no_memory)  # read_stored_hashed's unfilled buffer (tables._unfilled)
     assert read_stored_buffer(path, 100) is None and read_stored_hashed(path, 100) is None
+
+
+def _conform_column_by_column(df, schema, *, table="table", extra="keep"):
+    """conform as it was written before it built one frame (the reference: same columns, dtypes, values)."""
+    from core.tables import StoreError
+
+    out = pd.DataFrame(index=df.index)
+    for col, dtype in schema.items():
+        if col in df.columns:
+            try:
+                out[col] = df[col].astype(dtype)
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"{table}: column {col!r} cannot be read as {dtype}: {exc}") from None
+        else:
+            out[col] = pd.Series(pd.NA, index=df.index, dtype=dtype)
+    if extra == "keep":
+        for col in df.columns:
+            if col not in schema:
+                out[col] = df[col]
+    return out.reset_index(drop=True)
+
+
+def _prediction_frames():
+    import pyarrow as pa
+
+    from core.tables import PREDICTION_SCHEMA
+
+    n = 7
+    raw = pa.table({"model": ["m"] * n, "image": [f"{i}.jpg" for i in range(n)], "true_wnid": ["n1", None] * 3 + ["n2"],
+                    "pred_wnid": ["n2"] * n, "prob_1": np.linspace(0, 1, n), "status": ["ok"] * n,
+                    "reason": [None] * n, "int8_rechecked": [True, False, None, True, False, None, True],
+                    "extra": np.arange(n)}).to_pandas()  # as read from Arrow: NaN-backed 'str', float64, object
+    conformed = _conform_column_by_column(raw, PREDICTION_SCHEMA)
+    odd_index = raw.set_axis([3] * n)  # duplicate labels
+    return {"raw": raw, "conformed": conformed, "odd index": odd_index, "empty": raw.iloc[:0],
+            "no columns": pd.DataFrame(index=[4, 5])}
+
+
+@pytest.mark.parametrize("name", ["raw", "conformed", "odd index", "empty", "no columns"])
+@pytest.mark.parametrize("extra", ["keep", "drop"])
+def test_conform_gives_what_converting_column_by_column_gave(name, extra):
+    from core.tables import PREDICTION_SCHEMA, conform
+
+    df = _prediction_frames()[name]
+    before = df.copy()
+    got, want = conform(df, PREDICTION_SCHEMA, extra=extra), _conform_column_by_column(df, PREDICTION_SCHEMA, extra=extra)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]  # 'string' (NA) is not 'str' (NaN)
+    if got.shape[0] and got.shape[1]:
+        got.iloc[0, 0] = "changed"  # the result never writes through to the caller's frame
+    pd.testing.assert_frame_equal(df, before)
+
+
+def test_conform_refuses_a_column_it_cannot_convert_in_one_line():
+    from core.tables import StoreError, conform
+
+    with pytest.raises(StoreError, match=r"^predictions: column 'prob_1' cannot be read as Float64: "):
+        conform(pd.DataFrame({"prob_1": ["not a number"]}), {"prob_1": "Float64"}, table="predictions")
