@@ -229,11 +229,13 @@ def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkp
 
 def finish_probes(probes: list[Probe]) -> int:
     """The probes' answers; raises :class:`RayEngineError` naming the first node that cannot
-    run WildLens, read the images or find the weights. Returns the number of nodes checked."""
+    run WildLens, read the images or find the weights. Returns the number of nodes checked (a node
+    that left the cluster since the probes started is not one: :func:`_node_gone`)."""
     if not probes:
         return 0
     ray = _import_ray()
     ready, _ = ray.wait([p.future for p in probes], num_returns=len(probes), timeout=PROBE_SECONDS)
+    checked = len(probes)
     for probe in probes:
         name = probe.node
         if probe.future not in ready:
@@ -242,6 +244,13 @@ def finish_probes(probes: list[Probe]) -> int:
         try:
             answer = ray.get(probe.future)
         except Exception as exc:  # noqa: BLE001  (ray wraps a worker's import error in its own types)
+            if _node_gone(exc):
+                # The node left the cluster after ray.nodes() listed it (the GCS lists a dead node as alive
+                # until its health checks fail): it hosts no actor, so it needs nothing; not counted. Was:
+                # "cannot run WildLens ... install it there" for a node that no longer exists (a run
+                # started right after a node died, 4 of 4 tries, 2026-12-07).
+                checked -= 1
+                continue
             raise RayEngineError(f"Ray node {name} cannot run WildLens ({_last_line(exc)}); install it there the same "
                                  "way as here (pip install -e '.[ray]' in the same checkout).") from None
         if answer["unreadable"] and answer.get("in_store") and answer["home"] != probe.driver_home:
@@ -261,7 +270,18 @@ def finish_probes(probes: list[Probe]) -> int:
                                  "filesystem every node mounts at the same place (NFS), with WILDLENS_HOME there.")
         if answer["weights"]:
             raise RayEngineError(f"Ray node {name}: {answer['weights'][0]}")
-    return len(probes)
+    return checked
+
+
+def _node_gone(exc: BaseException) -> bool:
+    """Whether a probe failed because its node no longer exists: Ray refuses a task pinned to a
+    node (NodeAffinitySchedulingStrategy, soft=False) that has left the cluster as unschedulable; a
+    probe asks for no CPU, so on a node that is there it is always schedulable."""
+    try:
+        from ray.exceptions import TaskUnschedulableError
+    except ImportError:  # pragma: no cover - a Ray without the type
+        return False
+    return isinstance(exc, TaskUnschedulableError)
 
 
 def check_workers(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkpoints: dict[str, str] | None = None,

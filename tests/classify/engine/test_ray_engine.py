@@ -280,6 +280,25 @@ def test_a_node_that_cannot_read_the_images_stops_the_run_before_any_work(ray_in
 
 
 @needs_ray
+def test_a_node_that_left_before_its_probe_ran_is_not_counted_nor_blamed(ray_instance, views):
+    """A node that left the cluster after ray.nodes() listed it (the GCS lists a dead node as alive
+    for a few health checks): its probe is refused as unschedulable, and the run goes on with the
+    nodes that are there. Was: "cannot run WildLens ... install it there" for a node that was gone.
+    The node here never existed (an id of no node): Ray answers it as it answers a removed one,
+    without racing a dying raylet (which can abort Ray 2.60's driver: tests/raycluster.py _settle)."""
+    from classify.engine.ray_engine import Probe, finish_probes, start_probes
+
+    readable = sample_paths([_task(p) for p in sorted(views.rglob("*.jpg"))])
+    probes = start_probes(readable)
+    gone = "ab" * 28
+    remote = ray_instance.remote(num_cpus=0, max_retries=0)(lambda: None)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    future = remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(gone, soft=False)).remote()
+    assert finish_probes(probes + [Probe("192.0.2.9 (node abababab)", gone, future)]) == 3, "the three nodes there"
+
+
+@needs_ray
 def test_a_worker_node_removed_mid_run_loses_nothing_and_the_summary_says_so(ray_cluster, views, local_table,
                                                                               tmp_path):
     """A classify run on the cluster that loses a worker node (its raylet, object store and actor
