@@ -22,9 +22,11 @@ class OptionError(WildLensError, ValueError):
 
 def one_line(exc: BaseException, limit: int = 500) -> str:
     """The first line of an error's message (KeyError's repr quotes stripped), at most ``limit``
-    characters: what a command line prints after 'error: '."""
+    characters, control characters escaped (:func:`printable`): what a command line prints after
+    'error: '. Why escaped: a message names what the user gave (a folder, a file, a model id), and a
+    folder named with an escape sequence cleared the terminal through ``--out`` (hostile check, 2026-12-07)."""
     text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    return first_line(text, limit) or type(exc).__name__
+    return printable(first_line(text, limit)) or type(exc).__name__
 
 
 def first_line(text, limit: int = 500) -> str:

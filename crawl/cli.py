@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.errors import OptionError, WildLensError, one_line
+from core.errors import OptionError, WildLensError, one_line, printable
 from core.intervals import DEFAULT_HALF_WIDTH, format_half_width, images_needed
 from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names
 from core.progress import TerminalProgress
@@ -181,7 +181,7 @@ def cmd_fetch(args) -> int:
         summary = crawl_run(target, wnids, args.k, engine=args.engine, config=config, progress=progress,
                             label_space=label_space, search_terms=terms, **kwargs)
     except EngineUnreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_OFFLINE
     finally:
         if progress is not None:
@@ -341,13 +341,13 @@ def cmd_export(args) -> int:
         summary = export_run(run, args.out, args.format, view=RAW if args.raw else CURATED, link=args.link,
                              progress=progress)
     except KeyboardInterrupt:
-        print(f"interrupted: nothing was exported; {args.out} is as it was", file=sys.stderr)
+        print(f"interrupted: nothing was exported; {printable(args.out)} is as it was", file=sys.stderr)
         return 130
     finally:
         if progress is not None:
             progress.close()
-    for line in summary.describe():
-        print(line, file=sys.stderr if line.startswith("note: ") else sys.stdout)
+    for line in summary.describe():  # they name the destination the user typed: escaped as an error would be
+        print(printable(line), file=sys.stderr if line.startswith("note: ") else sys.stdout)
     shown = 5  # the first few by name, so the user can look; the counts above say how many in all
     for image, why in summary.skipped_images[:shown]:
         print(f"skipped {image!r}: {why}", file=sys.stderr)

@@ -95,7 +95,7 @@ def streamlit_options(argv: list[str]) -> tuple[list[str], str | None]:
 def serve(argv: list[str] | None = None) -> int:
     from streamlit.web import cli
 
-    from core.errors import WildLensError
+    from core.errors import WildLensError, one_line
     from core.serving import mark_sharing
 
     try:
@@ -112,7 +112,7 @@ def serve(argv: list[str] | None = None) -> int:
     try:
         options, notice = streamlit_options(list(sys.argv[1:] if argv is None else argv))
     except WildLensError as exc:  # a bad WILDLENS_UPLOAD_MAX_* or WILDLENS_IMPORT_ROOT
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     if notice:
         mark_sharing()  # this process's library calls (Import, Ray) follow core/serving.py's rules
