@@ -165,6 +165,25 @@ class ExportSummary:
 
 
 # --------------------------------------------------------------------------- checks
+_TEMP_EXTRA = len(f".{TEMP_PREFIX}{'0' * 8}{TEMP_SUFFIX}")  # bytes the hidden folder's name adds to DIR's
+
+
+def _check_name_length(out: Path) -> None:
+    """Refuse a last name too long for the hidden folder built beside (or inside) DIR, before anything
+    is made. Why: a 250-byte name passed every check, the export made DIR's parents and then failed
+    at the hidden name ("File name too long"), leaving the parents behind (hostile check, 2026-12-07)."""
+    folder = next((p for p in (out, *out.parents) if p.is_dir()), None)
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX") if folder is not None else 255
+    except (OSError, ValueError):
+        limit = 255
+    size = len(os.fsencode(out.name))
+    if size + _TEMP_EXTRA > limit:
+        raise _out_error(out, f": its last name is {size} bytes, and an export is built under a hidden name "
+                              f"{_TEMP_EXTRA} bytes longer, over this filesystem's {limit}: give a name of at "
+                              f"most {limit - _TEMP_EXTRA} bytes.")
+
+
 def check_destination(out: Path | str, run: Run | None = None) -> Path:
     """DIR as a path, or ExportError (one line) when it may not receive an export: inside the run
     store's runs folder (the default store's, and the run's own), a link, not a folder, or a folder
@@ -181,6 +200,7 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
         if where == runs or runs in where.parents:
             raise _out_error(out, f": that is inside the run store's runs folder ({runs}), which holds "
                               "WildLens's runs only; give a folder outside it.")
+    _check_name_length(out)
     try:
         info = os.lstat(out)
     except FileNotFoundError:

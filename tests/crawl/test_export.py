@@ -286,6 +286,34 @@ def test_a_destination_inside_the_runs_folder_is_refused(tmp_path, capsys):
     assert err.startswith("error: --out") and err.count("\n") == 1
 
 
+def test_the_command_line_prints_a_destination_named_with_control_characters_escaped(tmp_path, capsys):
+    """A folder name is the user's text: an escape sequence in it (clear the screen, retitle the window)
+    reaches the terminal escaped, in the refusal and in the summary alike."""
+    run, _ = _make_run()
+    hostile = tmp_path / "out\x1b[2J\x1b]0;owned\x07"
+    hostile.mkdir()
+    (hostile / "mine.txt").write_text("kept")
+    assert crawl_main(["export", "--run", "r1", "--out", str(hostile), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1
+    assert "out\\x1b[2J\\x1b]0;owned\\x07 is not empty" in err and (hostile / "mine.txt").read_text() == "kept"
+    fresh = tmp_path / "new\x1b[31m"
+    assert crawl_main(["export", "--run", "r1", "--out", str(fresh), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "new\\x1b[31m/<wnid>/<file>" in out and fresh.is_dir()
+
+
+def test_a_name_too_long_for_the_hidden_folder_is_refused_before_anything_is_made(tmp_path):
+    run, _ = _make_run()
+    parents = tmp_path / "a" / "b"
+    with pytest.raises(ExportError, match=r"its last name is 250 bytes, and an export is built under a hidden name "
+                                          r"30 bytes longer, over this filesystem's 255: give a name of at most 225"):
+        export_run(run, parents / ("x" * 250), "imagefolder")
+    assert not (tmp_path / "a").exists(), "no parent made"
+    summary = export_run(run, parents / ("y" * 225), "imagefolder")  # the longest that fits
+    assert summary.images and (parents / ("y" * 225)).is_dir()
+
+
 def test_a_killed_export_leaves_no_destination(tmp_path, monkeypatch):
     run, _ = _make_run()
     placed = []
