@@ -109,12 +109,15 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
     object: 'string' is not pandas' NaN-backed 'str'). Why: inserting the columns one by one and
     calling astype on each took 4.1 ms for a 30-row predictions table that was already conformed,
     now 0.7 ms (4.8 -> 2.8 ms at 100,000 rows); every table read passes here, and the page tests spent
-    ~14 % of their CPU in it (py-spy, 2026-12-07). pandas 3 copies on write, so the columns kept as
-    they are never alias the caller's frame."""
+    ~14 % of their CPU in it (py-spy, 2026-12-07). The frame is built from copies of the columns, so it
+    shares no memory with the caller's."""
     columns: dict[str, pd.Series] = {}
     for col, dtype in schema.items():
         if col in df.columns:
-            values, want = df[col], _dtype(dtype)
+            values, want = df[col], _dtype(dtype, pd.get_option("mode.string_storage"))
+            if isinstance(values, pd.DataFrame):  # the name twice in the file (a hand-written Parquet can)
+                raise StoreError(f"{table}: column {col!r} cannot be read as {dtype}: the table has "
+                                 f"{values.shape[1]} columns of that name.")
             if values.dtype != want or type(values.dtype) is not type(want):
                 try:
                     values = values.astype(want)
@@ -131,8 +134,9 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
 
 
 @functools.lru_cache(maxsize=None)
-def _dtype(name: str):
-    """pandas' dtype object for a schema's dtype name, resolved once."""
+def _dtype(name: str, string_storage: str):
+    """pandas' dtype object for a schema's dtype name, resolved once per string storage ('string'
+    follows pandas' mode.string_storage option, as astype('string') does)."""
     return pd.api.types.pandas_dtype(name)
 
 

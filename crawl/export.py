@@ -172,11 +172,16 @@ def _check_name_length(out: Path) -> None:
     """Refuse a last name too long for the hidden folder built beside (or inside) DIR, before anything
     is made. Why: a 250-byte name passed every check, the export made DIR's parents and then failed
     at the hidden name ("File name too long"), leaving the parents behind (hostile check, 2026-12-07)."""
-    folder = next((p for p in (out, *out.parents) if p.is_dir()), None)
+    # os.path.isdir: False on any OSError (Path.is_dir raised on a too-long or unsearchable component:
+    # those reach check_destination's lstat and its one-line message).
+    folder = next((p for p in (out, *out.parents) if os.path.isdir(p)), None)
     try:
         limit = os.pathconf(folder, "PC_NAME_MAX") if folder is not None else 255
     except (OSError, ValueError):
         limit = 255
+    # At most 255 bytes, Linux's limit for a name: vfat and exFAT report 1530 (255 UTF-16 units times
+    # their widest charset) and a filesystem may report none (-1 or 0).
+    limit = 255 if limit <= 0 else min(limit, 255)
     size = len(os.fsencode(out.name))
     if size + _TEMP_EXTRA > limit:
         raise _out_error(out, f": its last name is {size} bytes, and an export is built under a hidden name "

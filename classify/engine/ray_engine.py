@@ -99,6 +99,8 @@ _TEXT_FIELDS = ("text_values", "text_rows", "text_wnids", "text_logit_scale")
 # elsewhere) before the failure is reported as it is.
 # Ray marks a node dead after its health checks fail (3 s apart, 5 in a row by default: ~15 s).
 NODE_LOSS_WAIT = 30.0
+# The same wait for a node whose probe Ray refused as unschedulable (finish_probes): gone, or still there.
+PROBE_GONE_WAIT = NODE_LOSS_WAIT
 
 
 # --------------------------------------------------------------------------- the actors' device
@@ -245,12 +247,18 @@ def finish_probes(probes: list[Probe]) -> int:
             answer = ray.get(probe.future)
         except Exception as exc:  # noqa: BLE001  (ray wraps a worker's import error in its own types)
             if _node_gone(exc):
-                # The node left the cluster after ray.nodes() listed it (the GCS lists a dead node as alive
-                # until its health checks fail): it hosts no actor, so it needs nothing; not counted. Was:
-                # "cannot run WildLens ... install it there" for a node that no longer exists (a run
-                # started right after a node died, 4 of 4 tries, 2026-12-07).
-                checked -= 1
-                continue
+                # Ray refused the probe pinned to the node: the node left the cluster after ray.nodes() listed
+                # it (the GCS lists a dead node as alive until its health checks fail), or it is draining or
+                # so new that this raylet has not heard of it. Gone (Ray lists it dead within the wait): it
+                # hosts no actor, so it needs nothing; not counted. Was: "cannot run WildLens ... install it
+                # there" for a node that no longer existed (a run started right after a node died, 4 of 4
+                # tries, 2026-12-07). Still there: refused, as it was never checked.
+                if _lost_since(ray, {probe.node_id: name}, PROBE_GONE_WAIT):
+                    checked -= 1
+                    continue
+                raise RayEngineError(f"Ray node {name} refused the image and weights check ({_last_line(exc)}): it "
+                                     "may be draining or still joining the cluster; check 'ray status' and run "
+                                     "again.") from None
             raise RayEngineError(f"Ray node {name} cannot run WildLens ({_last_line(exc)}); install it there the same "
                                  "way as here (pip install -e '.[ray]' in the same checkout).") from None
         if answer["unreadable"] and answer.get("in_store") and answer["home"] != probe.driver_home:
@@ -270,13 +278,17 @@ def finish_probes(probes: list[Probe]) -> int:
                                  "filesystem every node mounts at the same place (NFS), with WILDLENS_HOME there.")
         if answer["weights"]:
             raise RayEngineError(f"Ray node {name}: {answer['weights'][0]}")
+    if not checked:
+        raise RayEngineError(f"every Ray node this run was planned on left the cluster before it started "
+                             f"({', '.join(p.node for p in probes)}); check 'ray status' and run again.")
     return checked
 
 
 def _node_gone(exc: BaseException) -> bool:
-    """Whether a probe failed because its node no longer exists: Ray refuses a task pinned to a
-    node (NodeAffinitySchedulingStrategy, soft=False) that has left the cluster as unschedulable; a
-    probe asks for no CPU, so on a node that is there it is always schedulable."""
+    """Whether Ray refused a probe as unschedulable: pinned to its node (NodeAffinitySchedulingStrategy,
+    soft=False), that means the node is not alive in this raylet's view (gone, draining, or not yet
+    heard of); a probe asks for no resources, so it is never infeasible otherwise (Ray's
+    NodeAffinitySchedulingPolicy). The caller tells gone from the rest (:func:`_lost_since`)."""
     try:
         from ray.exceptions import TaskUnschedulableError
     except ImportError:  # pragma: no cover - a Ray without the type

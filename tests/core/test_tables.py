@@ -235,3 +235,24 @@ def test_conform_refuses_a_column_it_cannot_convert_in_one_line():
 
     with pytest.raises(StoreError, match=r"^predictions: column 'prob_1' cannot be read as Float64: "):
         conform(pd.DataFrame({"prob_1": ["not a number"]}), {"prob_1": "Float64"}, table="predictions")
+
+
+def test_a_parquet_file_naming_a_column_twice_is_a_store_error(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from core.tables import PREDICTION_SCHEMA, StoreError, read_table
+
+    pq.write_table(pa.table([pa.array(["m"]), pa.array(["x"]), pa.array(["a.jpg"])], names=["model", "image", "image"]),
+                   tmp_path / "twice.parquet")
+    with pytest.raises(StoreError, match=r"column 'image' cannot be read as string: the table has 2 columns of that name"):
+        read_table(tmp_path / "twice.parquet", PREDICTION_SCHEMA, table="predictions")
+
+
+def test_conform_follows_the_string_storage_option_as_astype_does():
+    from core.tables import conform
+
+    df = pd.DataFrame({"a": ["x"]}).astype("string")  # read once under the default storage
+    with pd.option_context("mode.string_storage", "python"):
+        got = conform(df, {"a": "string", "b": "string"})
+        assert str(got["a"].dtype.storage) == str(got["b"].dtype.storage) == "python"

@@ -312,6 +312,12 @@ def test_a_name_too_long_for_the_hidden_folder_is_refused_before_anything_is_mad
     assert not (tmp_path / "a").exists(), "no parent made"
     summary = export_run(run, parents / ("y" * 225), "imagefolder")  # the longest that fits
     assert summary.images and (parents / ("y" * 225)).is_dir()
+    # Over the system's own limit: the last name gets the same sentence (Path.is_dir raised OSError on
+    # it: a traceback, review); a folder above it, the lstat's one line as before the check.
+    with pytest.raises(ExportError, match=r"its last name is 300 bytes, .* give a name of at most 225 bytes"):
+        export_run(run, parents / ("z" * 300), "imagefolder")
+    with pytest.raises(ExportError, match=r"cannot be checked \(File name too long\); give a folder you can read"):
+        export_run(run, tmp_path / ("z" * 300) / "out", "imagefolder")
 
 
 def test_a_killed_export_leaves_no_destination(tmp_path, monkeypatch):

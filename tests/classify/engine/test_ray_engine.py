@@ -9,6 +9,7 @@ added mid-run (a lost node, a node with another store) and the cluster restored 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -280,7 +281,7 @@ def test_a_node_that_cannot_read_the_images_stops_the_run_before_any_work(ray_in
 
 
 @needs_ray
-def test_a_node_that_left_before_its_probe_ran_is_not_counted_nor_blamed(ray_instance, views):
+def test_a_node_that_left_before_its_probe_ran_is_not_counted_nor_blamed(ray_instance, views, monkeypatch):
     """A node that left the cluster after ray.nodes() listed it (the GCS lists a dead node as alive
     for a few health checks): its probe is refused as unschedulable, and the run goes on with the
     nodes that are there. Was: "cannot run WildLens ... install it there" for a node that was gone.
@@ -294,8 +295,22 @@ def test_a_node_that_left_before_its_probe_ran_is_not_counted_nor_blamed(ray_ins
     remote = ray_instance.remote(num_cpus=0, max_retries=0)(lambda: None)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    future = remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(gone, soft=False)).remote()
-    assert finish_probes(probes + [Probe("192.0.2.9 (node abababab)", gone, future)]) == 3, "the three nodes there"
+    def pinned_to_no_node():
+        return remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(gone, soft=False)).remote()
+
+    assert finish_probes(probes + [Probe("192.0.2.9 (node abababab)", gone, pinned_to_no_node())]) == 3, \
+        "the three nodes there"
+    with pytest.raises(RayEngineError, match=r"^every Ray node this run was planned on left the cluster before it "
+                                             r"started \(192\.0\.2\.9 \(node abababab\)\); check 'ray status'"):
+        finish_probes([Probe("192.0.2.9 (node abababab)", gone, pinned_to_no_node())])
+    # Refused while Ray still lists the node alive (draining, or joining): not skipped; named with Ray's reason.
+    import classify.engine.ray_engine as engine
+
+    monkeypatch.setattr(engine, "PROBE_GONE_WAIT", 0.5)  # how long a refused node may take to be listed dead
+    there = probes[0]
+    with pytest.raises(RayEngineError, match=rf"^Ray node {re.escape(there.node)} refused the image and weights check "
+                                             r"\(.*not schedulable.*\): it may be draining or still joining"):
+        finish_probes([Probe(there.node, there.node_id, pinned_to_no_node())])
 
 
 @needs_ray
