@@ -64,6 +64,32 @@ def ray_cluster():
     yield _RUNNING["cluster"]
 
 
+def wait_until_schedulable(node_id: str, deadline: float = 20.0) -> None:
+    """Wait until a task pinned to ``node_id`` runs there: the driver's raylet has heard of a node the
+    test just added (the GCS lists it first; a probe pinned to it before is refused as unschedulable,
+    which the run reports as a node draining or still joining: classify.engine.ray_engine.finish_probes)."""
+    import time
+
+    import ray
+    from ray.exceptions import TaskUnschedulableError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def here() -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            assert ray.get(here.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+                           .remote()) == node_id
+            return
+        except TaskUnschedulableError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
 def _settle(cluster, deadline: float = 20.0) -> None:
     """Wait until Ray's own node table (the GCS, ``ray.nodes()``) has exactly the cluster's nodes
     alive: a node an earlier test removed is marked dead, one it added back is registered. Why: a node

@@ -26,7 +26,7 @@ from classify.engine.ray_engine import (RayEngineError, check_workers, decode_fr
 from classify.targets import predict_folder
 from core.errors import OptionError
 from tests.conftest import ROOT
-from tests.raycluster import _restore_workers, _without_home
+from tests.raycluster import _restore_workers, _without_home, wait_until_schedulable
 
 MODELS = "efficientnet_lite0,efficientnet_lite1"
 # The fault tests run one model: what they test is the rows kept once through a fault, and each model an
@@ -359,6 +359,7 @@ def test_a_node_with_another_store_is_refused_by_name_before_any_row(ray_cluster
         stranger = ray_cluster.add_node(num_cpus=1, object_store_memory=96 * 1024 ** 2,
                                         env_vars={"WILDLENS_HOME": str(other)})
         ray_cluster.wait_for_nodes()
+    wait_until_schedulable(stranger.node_id)
     try:
         with pytest.raises(RayEngineError) as caught:
             predict_run(run, "efficientnet_lite0", InferenceOptions(engine="ray", batch_size=4))
