@@ -26,6 +26,11 @@ def one_line(exc: BaseException, limit: int = 500) -> str:
     'error: '. Why escaped: a message names what the user gave (a folder, a file, a model id), and a
     folder named with an escape sequence cleared the terminal through ``--out`` (hostile check, 2026-12-07)."""
     text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    if isinstance(exc, WildLensError):
+        # Our messages are one line by contract, so a line break in one is the user's (a folder named
+        # 'new\nname'): escaped, not cut there (cut, the message named another, shorter path and lost
+        # its reason and fix; hostile check, 2026-12-07).
+        return printable(text).strip()[:limit] or type(exc).__name__
     return printable(first_line(text, limit)) or type(exc).__name__
 
 
@@ -42,5 +47,6 @@ def printable(text) -> str:
     export) goes through here: printed raw it could clear the screen or retitle the window."""
     import unicodedata
 
-    return "".join(c if not unicodedata.category(c).startswith("C") else c.encode("unicode_escape").decode("ascii")
-                   for c in str(text))
+    # Zl and Zp: U+2028 and U+2029 break lines like a newline (str.splitlines, terminals, browsers).
+    return "".join(c if not unicodedata.category(c).startswith(("C", "Zl", "Zp"))
+                   else c.encode("unicode_escape").decode("ascii") for c in str(text))
