@@ -205,6 +205,8 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
         if where == runs or runs in where.parents:
             raise _out_error(out, f": that is inside the run store's runs folder ({runs}), which holds "
                               "WildLens's runs only; give a folder outside it.")
+    if out.name == "..":  # Path keeps '..' as a name: 'DIR/x/..' was built as 'x/.../.x..' and failed at the rename
+        raise _out_error(out, " ends in '..': give the folder by its own name.")
     _check_name_length(out)
     try:
         info = os.lstat(out)
@@ -553,9 +555,13 @@ def _build(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportS
     if out.is_dir():
         _build_into(run, images, out, fmt, summary, label_space, models, predictions, explained, keys, progress, link)
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
+    made = _make_parents(out.parent)
     temp = out.parent / f".{out.name}{TEMP_PREFIX}{secrets.token_hex(4)}{TEMP_SUFFIX}"
-    os.mkdir(temp)
+    try:
+        os.mkdir(temp)
+    except BaseException:
+        _remove_made(made)
+        raise
     try:
         _write(run, images, temp, fmt, summary, label_space, models, predictions, explained, keys, progress, link)
         _check_exported(run, images, summary)
@@ -570,7 +576,31 @@ def _build(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportS
             raise
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)  # this call's own folder, never the user's
+        _remove_made(made)
         raise
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Make ``folder`` and the folders above it that are missing; returns those this call made,
+    outermost first."""
+    missing, at = [], folder
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove the folders :func:`_make_parents` made, deepest first, each only while it is empty
+    (rmdir): a failed export leaves the destination's parents as they were. Why: a failure after the
+    checks (nothing to export, a full disk, Ctrl-C) left the folders it had made (hostile check,
+    2026-12-07). One that holds anything, someone else's since, is kept with those above it."""
+    for folder in reversed(made):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
 
 
 def _check_exported(run: Run, images: list[_Image], summary: ExportSummary) -> None:

@@ -320,6 +320,23 @@ def test_a_name_too_long_for_the_hidden_folder_is_refused_before_anything_is_mad
         export_run(run, tmp_path / ("z" * 300) / "out", "imagefolder")
 
 
+def test_a_failed_export_removes_the_parent_folders_it_made_and_keeps_the_rest(tmp_path):
+    run, _ = _make_run()
+    for image in [p for p in run.images_dir.rglob("*") if p.is_file()]:
+        image.unlink()  # nothing left to export: refused after the parents were made
+    with pytest.raises(ExportError, match="nothing exported from run r1"):
+        export_run(run, tmp_path / "q1" / "q2" / "out", "imagefolder")
+    assert not (tmp_path / "q1").exists(), "the folders it made are removed"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept")
+    with pytest.raises(ExportError, match="nothing exported"):
+        export_run(run, tmp_path / "mine" / "new" / "out", "imagefolder")
+    assert not (tmp_path / "mine" / "new").exists() and (tmp_path / "mine" / "notes.txt").read_text() == "kept"
+    with pytest.raises(ExportError, match=r"ends in '\.\.': give the folder by its own name"):
+        export_run(run, tmp_path / "p1" / "x" / "..", "imagefolder")
+    assert not (tmp_path / "p1").exists()
+
+
 def test_a_killed_export_leaves_no_destination(tmp_path, monkeypatch):
     run, _ = _make_run()
     placed = []
