@@ -34,12 +34,18 @@ def title_of(info) -> str:
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
-def _image_count(run_path: str, manifest_fp: str) -> int:
-    return len(Run(run_path).usable_images())
+def _image_count(run_path: str, manifest_fp: str) -> int | None:
+    from core.errors import WildLensError
+
+    try:
+        return len(Run(run_path).usable_images())
+    except WildLensError:  # a damaged manifest: the run is still listed, and can be deleted here (it was left out)
+        return None
 
 
-def image_count(run) -> int:
-    """Accepted images not excluded (Run.usable_images), counted once per manifest version."""
+def image_count(run) -> int | None:
+    """Accepted images not excluded (Run.usable_images), counted once per manifest version; None when
+    the manifest cannot be read (the run's own pages say why)."""
     return _image_count(str(run.path), manifest_fingerprint(run)) if run.manifest_path.exists() else 0
 
 
@@ -86,7 +92,7 @@ def ask_delete(run_id: str) -> None:
     st.session_state["_delete_pending"] = run_id
 
 
-def confirm_delete(run_id: str, shown: str, n_images: int) -> None:
+def confirm_delete(run_id: str, shown: str, n_images: int | None) -> None:
     """The confirm button's callback, with the id and the title the confirmation showed."""
     def refuse(line: str, keep: bool = False) -> None:
         if not keep:
@@ -121,7 +127,8 @@ def confirm_delete(run_id: str, shown: str, n_images: int) -> None:
         if not remaining:
             write_params({RUN_PARAM: None})
     st.session_state["_runs_flash"] = (f"Run {escape_markdown(shown)} ({run_id}) deleted with "
-                                       f"{plural(n_images, 'image')}." if not linked else
+                                       f"{'its images' if n_images is None else plural(n_images, 'image')}."
+                                       if not linked else
                                        f"Run {escape_markdown(shown)} ({run_id}): its link removed, the folder it led "
                                        "to kept.")
 
@@ -268,9 +275,10 @@ else:
     # A run folder that is a link is unlinked, its target kept (core.runstore.RunStore.delete_run): said so (a
     # hostile campaign: the box announced its images and every file gone).
     linked = run.path.is_symlink()
+    images_text = "images" if n_images is None else plural(n_images, "image")  # None: an unreadable manifest
     goes = (f"the link {escape_markdown(run.path)} only; the folder it leads to and its "
-            f"{plural(n_images, 'image')} stay where they are" if linked else
-            f"its {plural(n_images, 'image')}{stored} and every other file in {escape_markdown(run.path)}")
+            f"{images_text} stay where they are" if linked else
+            f"its {images_text}{stored} and every other file in {escape_markdown(run.path)}")
     with st.container(border=True):
         st.warning(f"Delete run **{escape_markdown(shown)}** ({choice})? This removes {goes}. It cannot be undone."
                    + (" The sample run is built again the next time WildLens starts." if info.is_sample else ""),

@@ -299,3 +299,31 @@ def test_deleting_a_run_whose_folder_is_a_link_says_only_the_link_goes(home, tmp
     no_traceback(at)
     assert run_ids(home) == ["sample"] and not x.path.is_symlink() and (elsewhere / "run.json").is_file()
     assert any("its link removed, the folder it led to kept" in s.value for s in at.success)
+
+
+def test_a_run_with_a_damaged_manifest_is_listed_and_can_be_deleted(home):
+    """A manifest that cannot be read (here a hand-written Parquet naming a column twice): the run is
+    listed with no image count and its delete says its images, instead of the run missing from the
+    list (image_count's StoreError was taken for a run deleted since it was listed)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    make_run(home, "sample", "Sample photographs", is_sample=True)
+    x = make_run(home, "x-run", "damaged")
+    table = pq.read_table(x.manifest_path)
+    pq.write_table(pa.table(table.columns + [table.column("file")], names=table.column_names + ["file"]),
+                   x.manifest_path)
+    at = start()
+    no_traceback(at)
+    (listed,) = [t for t in at.main.dataframe if "run" in t.value.columns]
+    row = listed.value[listed.value["run"] == "x-run"]
+    assert len(row) == 1 and row["images"].isna().all()
+    runs_picker(at).set_value("x-run").run()
+    at.button(key="delete-ask").click().run()
+    no_traceback(at)
+    (warning,) = at.warning
+    assert "This removes its images, 2 stored predictions of 1 model and every other file in" in warning.value
+    at.button(key="delete-confirm").click().run()
+    no_traceback(at)
+    assert run_ids(home) == ["sample"] and not x.path.exists()
+    assert any("(x-run) deleted with its images." in m.value for m in [*at.success, *at.info, *at.toast])
