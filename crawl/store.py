@@ -185,8 +185,7 @@ class FolderDestination(Destination):
             if missing:
                 raise ValueError(f"no column {', '.join(missing)}")
             if "excluded" in raw:
-                raw["excluded"] = raw["excluded"].map({"True": True, "true": True, "1": True, "False": False,
-                                                       "false": False, "0": False})
+                raw["excluded"] = _read_flags(raw["excluded"], "excluded")
             df = conform(raw, MANIFEST_SCHEMA, table="manifest")
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, StoreError,
                 OSError) as exc:
@@ -197,6 +196,24 @@ class FolderDestination(Destination):
     def write_manifest(self, df: pd.DataFrame) -> None:
         with self.manifest_lock():
             write_table(df, self.manifest_path, MANIFEST_SCHEMA, table="manifest")  # atomic CSV
+
+
+
+_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _read_flags(column: pd.Series, name: str) -> pd.Series:
+    """A yes/no column of a manifest a person may have edited: True/False in any letter case (Excel and
+    LibreOffice write TRUE), 1/0, yes/no; empty is NA. Anything else is refused naming the row. Why:
+    only 'True', 'true' and '1' were read as yes, so an Excel TRUE read as not excluded and the next
+    import wrote False over it (hostile check, 2026-12-07)."""
+    words = column.str.strip().str.lower()
+    flags = words.map(_FLAGS)
+    unknown = words.notna() & (words != "") & flags.isna()
+    if unknown.any():
+        row = int(unknown.to_numpy().nonzero()[0][0])
+        raise ValueError(f"column {name} holds {str(column.iloc[row])[:20]!r} on line {row + 2}; write True or False")
+    return flags.astype("boolean")
 
 
 def _flat(text: str, limit: int = 200) -> str:

@@ -957,3 +957,34 @@ def test_a_journal_put_in_place_during_a_run_is_refused_not_waited_on_nor_follow
     assert not worker.is_alive(), "the journal's open waited on the FIFO"
     assert len(caught) == 1 and str(journal) in caught[0] and "move it away and run again" in caught[0]
     assert target.read_text() == "mine\n"
+
+
+def test_an_exclusion_typed_as_a_spreadsheet_writes_it_is_read_and_kept(src, tmp_path, capsys):
+    """manifest.csv edited in Excel or LibreOffice (TRUE / FALSE) or by hand (yes): read as exclusions,
+    and a second import keeps them (TRUE was read as not excluded, then written back as False); a
+    word that is no yes/no is refused naming its line."""
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    path = out / "manifest.csv"
+    text = path.read_text().splitlines()
+    header = text[0].split(",")
+    at = header.index("excluded")
+    accepted = [i for i, line in enumerate(text[1:], 1) if ",accepted," in line][:2]
+    for i, word in zip(accepted, ("TRUE", " yes")):
+        cells = text[i].split(",")
+        cells[at] = word
+        text[i] = ",".join(cells)
+    path.write_text("\n".join(text) + "\n")
+    dest = FolderDestination(out)
+    assert dest.read_manifest()["excluded"].sum() == 2
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    assert FolderDestination(out).read_manifest()["excluded"].sum() == 2, "the second import keeps them"
+    text = path.read_text().splitlines()
+    cells = text[accepted[0]].split(",")
+    cells[at] = "maybe"
+    text[accepted[0]] = ",".join(cells)
+    path.write_text("\n".join(text) + "\n")
+    capsys.readouterr()
+    assert main(["summary", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"column excluded holds 'maybe' on line {accepted[0] + 1}; write True or False" in err and err.count("\n") == 1
