@@ -51,6 +51,7 @@ import errno
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -195,7 +196,12 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
     with anything in it. Nothing is created or changed."""
     from core.serving import check_export_destination
 
-    out = Path(out).expanduser()
+    if "\0" in str(out):  # (a NUL pasted into the page's box reached os.lstat: ValueError, a page exception)
+        raise _out_error(out, " holds a NUL character; give the folder's path.")
+    try:
+        out = Path(out).expanduser()
+    except RuntimeError:  # '~nosuchuser/x': Python finds no such home (a traceback; hostile check, 2026-12-07)
+        raise _out_error(out, f": {Path(out).parts[0]} names no user's home here; give the full path.") from None
     check_export_destination(out)  # WILDLENS_EXPORT_ROOT: no export outside it (none on a shared dashboard without it)
     where = out.resolve()
     runs_folders = {RunStore().runs_dir.resolve()}
@@ -388,7 +394,12 @@ def _text(value):
 
 
 def _number(value):
-    return None if value is None or pd.isna(value) else float(value)
+    """A stored number for JSON: null when missing or not finite (a hand-edited part's inf: JSON has no
+    infinity, and json.dumps refused the whole export with a traceback; hostile check, 2026-12-07)."""
+    if value is None or pd.isna(value):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _predictions(run: Run, images: set[str]) -> tuple[list[str], dict[str, dict[str, dict]]]:

@@ -337,6 +337,35 @@ def test_a_failed_export_removes_the_parent_folders_it_made_and_keeps_the_rest(t
     assert not (tmp_path / "p1").exists()
 
 
+def test_a_nul_or_a_home_of_no_user_in_the_destination_is_one_line(tmp_path):
+    run, _ = _make_run()
+    with pytest.raises(ExportError, match=r"holds a NUL character; give the folder's path\.$") as caught:
+        export_run(run, str(tmp_path / "a\0b"), "imagefolder")
+    assert caught.value.page_text.startswith("The folder ")
+    with pytest.raises(ExportError, match=r"^--out ~no-such-user-here/x: ~no-such-user-here names no user's home "
+                                          r"here; give the full path\.$"):
+        export_run(run, "~no-such-user-here/x", "imagefolder")
+
+
+def test_a_probability_that_is_not_finite_is_exported_as_null(tmp_path):
+    """A hand-edited part with inf: JSON has no infinity (json.dumps refused the export with a traceback)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run, _ = _make_run()
+    part = next(run.predictions_dir.rglob("part-*.parquet"))
+    table = pq.read_table(part)
+    probs = table.column("prob_1").to_pylist()
+    probs[0] = float("inf")
+    pq.write_table(table.set_column(table.schema.get_field_index("prob_1"), "prob_1",
+                                    pa.array(probs, table.schema.field("prob_1").type)), part)
+    summary = export_run(run, tmp_path / "fo", "fiftyone", view=RAW)
+    assert summary.images
+    confidences = [c for t in _labels(tmp_path / "fo")["labels"].values() for k, v in t["attributes"].items()
+                   if k.endswith("confidence") for c in (v if isinstance(v, list) else [v])]
+    assert None in confidences and all(c is None or 0 <= c <= 1 for c in confidences)
+
+
 def test_a_killed_export_leaves_no_destination(tmp_path, monkeypatch):
     run, _ = _make_run()
     placed = []
