@@ -107,10 +107,12 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
 
     Built as one frame from a dict, converting only the columns whose dtype differs (an equal dtype
     object: 'string' is not pandas' NaN-backed 'str'). Why: inserting the columns one by one and
-    calling astype on each took 4.1 ms for a 30-row predictions table that was already conformed,
-    now 0.7 ms (4.8 -> 2.8 ms at 100,000 rows); every table read passes here, and the page tests spent
-    ~14 % of their CPU in it (py-spy, 2026-12-07). The frame is built from copies of the columns, so it
-    shares no memory with the caller's."""
+    calling astype on each took 4.1 ms for a 30-row predictions table that was already conformed, now
+    0.6 ms (benchmarks/bench_tables.py: 3-8x from 30 to 1,000,000 rows); every table read passes here,
+    and the page tests spent ~14 % of their CPU in it (py-spy, 2026-12-07). Built without copying
+    (copy=False; with copies a conformed 1,000,000-row table took 13 ms, not 0.7): the columns it keeps
+    are the caller's until either side writes, and pandas 3 copies on write, so neither sees the
+    other's change (a test writes into each)."""
     columns: dict[str, pd.Series] = {}
     for col, dtype in schema.items():
         if col in df.columns:
@@ -130,7 +132,7 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
         for col in df.columns:
             if col not in schema:
                 columns[col] = df[col]
-    return pd.DataFrame(columns, index=df.index).reset_index(drop=True)
+    return pd.DataFrame(columns, index=df.index, copy=False).reset_index(drop=True)
 
 
 @functools.lru_cache(maxsize=None)

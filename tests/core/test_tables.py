@@ -225,8 +225,12 @@ def test_conform_gives_what_converting_column_by_column_gave(name, extra):
     got, want = conform(df, PREDICTION_SCHEMA, extra=extra), _conform_column_by_column(df, PREDICTION_SCHEMA, extra=extra)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]  # 'string' (NA) is not 'str' (NaN)
-    if got.shape[0] and got.shape[1]:
-        got.iloc[0, 0] = "changed"  # the result never writes through to the caller's frame
+    if got.shape[0] and got.shape[1] and df.shape[1]:
+        kept = got.copy()
+        df.iloc[0, 0] = "theirs"  # neither frame writes through to the other (they share columns until then)
+        pd.testing.assert_frame_equal(got, kept)
+        df.iloc[0, 0] = before.iloc[0, 0]
+        got.iloc[0, 0] = "changed"
     pd.testing.assert_frame_equal(df, before)
 
 
