@@ -26,18 +26,19 @@ def one_line(exc: BaseException, limit: int = 500) -> str:
     'error: '. Why escaped: a message names what the user gave (a folder, a file, a model id), and a
     folder named with an escape sequence cleared the terminal through ``--out`` (hostile check, 2026-12-07)."""
     text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    if isinstance(exc, WildLensError):
-        # Our messages are one line by contract, so a line break in one is the user's (a folder named
-        # 'new\nname'): escaped, not cut there (cut, the message named another, shorter path and lost
-        # its reason and fix; hostile check, 2026-12-07).
-        return printable(text).strip()[:limit] or type(exc).__name__
     return printable(first_line(text, limit)) or type(exc).__name__
 
 
 def first_line(text, limit: int = 500) -> str:
-    """The first line of ``text``, stripped, at most ``limit`` characters ('' for none)."""
+    """The first line of ``text`` (up to a newline or carriage return), stripped, at most ``limit``
+    characters ('' for none). Only those two end it: str.splitlines also cut at U+2028, a form feed or
+    a file separator inside a folder name the user gave, and the message lost the rest of the path, its
+    reason and its fix (hostile check, 2026-12-07); :func:`printable` shows them escaped. A message that
+    names a path with a newline in it escapes the path itself (crawl.export._out_error)."""
+    import re
+
     text = str(text).strip()
-    return text.splitlines()[0][:limit] if text else ""
+    return re.split(r"\r\n|\r|\n", text, maxsplit=1)[0][:limit] if text else ""
 
 
 def printable(text) -> str:

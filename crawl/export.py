@@ -109,7 +109,9 @@ class ExportError(WildLensError, ValueError):
 def _out_error(out: Path, rest: str) -> ExportError:
     """An :class:`ExportError` about the destination folder ``out``: '--out DIR<rest>' on the command line, 'The
     folder DIR<rest>' on a page."""
-    return ExportError(f"--out {out}{rest}", f"The folder {out}{rest}")
+    # printable: the folder is the user's text; a newline in its name would end the one line there and
+    # lose the reason (hostile check, 2026-12-07), an escape sequence would reach the terminal.
+    return ExportError(f"--out {printable(out)}{rest}", f"The folder {printable(out)}{rest}")
 
 
 @dataclass
@@ -550,8 +552,8 @@ def export_run(run: Run, out: Path | str, fmt: str = IMAGEFOLDER, *, view: str =
             _build(run, images, out, fmt, summary, label_space, models, predictions, explained, keys, progress,
                    link)
         except OSError as exc:  # a folder that cannot be written, a full disk: one line, the destination as it was
-            raise ExportError(f"cannot write the export to {out}: {exc.strerror or exc}; check that {out.parent} is "
-                              "writable and has room (nothing was left at --out).") from None
+            raise ExportError(f"cannot write the export to {printable(out)}: {exc.strerror or exc}; check that "
+                              f"{printable(out.parent)} is writable and has room (nothing was left at --out).") from None
     return summary
 
 

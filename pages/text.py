@@ -41,11 +41,11 @@ def show_error(exc: BaseException, *, note: str = "", icon: str = ":material/err
     URLs and search terms inside it are outside text), and an optional note of our own. An error that words
     itself for a page (``page_text``: crawl.export.ExportError says "The folder DIR ...", not "--out DIR ...")
     is shown in those words."""
-    from core.errors import one_line, printable
+    from core.errors import first_line, one_line, printable
 
     page_text = getattr(exc, "page_text", None)
-    # Escaped as one_line escapes: a line break or a right-to-left override in a folder name is shown, not obeyed.
-    said = printable(page_text).strip()[:500] if page_text else one_line(exc)
+    # Cut and escaped as one_line does: a right-to-left override in a folder name is shown, not obeyed.
+    said = printable(first_line(page_text)) if page_text else one_line(exc)
     st.error(escape_markdown(said) + (f" {note}" if note else ""), icon=icon)
 
 

