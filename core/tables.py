@@ -108,8 +108,9 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
     Built as one frame from a dict, converting only the columns whose dtype differs (an equal dtype
     object: 'string' is not pandas' NaN-backed 'str'). Why: inserting the columns one by one and
     calling astype on each took 4.1 ms for a 30-row predictions table that was already conformed, now
-    0.6 ms (benchmarks/bench_tables.py: 3-8x from 30 to 1,000,000 rows); every table read passes here,
-    and the page tests spent ~14 % of their CPU in it (py-spy, 2026-12-07). Built without copying
+    0.6 ms (benchmarks/bench_tables.py: 2.5-7x up to 10,000 rows; 1,000,000 rows: 6x conformed, 1.1x as
+    Arrow gives them); every table read passes here, and the page tests spent ~14 % of their CPU in it
+    (py-spy, 2026-12-07). Built without copying
     (copy=False; with copies a conformed 1,000,000-row table took 13 ms, not 0.7): the columns it keeps
     are the caller's until either side writes, and pandas 3 copies on write, so neither sees the
     other's change (a test writes into each)."""
