@@ -103,8 +103,10 @@ def _run_exists(run_id: str) -> bool:
 
 
 def _print_table(df: pd.DataFrame) -> None:
+    # printable: the cells come from a manifest a person may have edited (a wnid cell holding an escape
+    # sequence reached the terminal raw; hostile check, 2026-12-07).
     with pd.option_context("display.width", 200, "display.max_columns", 50):
-        print(df.to_string(index=False) if len(df) else "(no classes)")
+        print("\n".join(map(printable, df.to_string(index=False).split("\n"))) if len(df) else "(no classes)")
 
 
 MAX_K = 1_000_000  # images per class: an engine returns a few hundred a term; 99999999999999999999 was an OverflowError

@@ -988,3 +988,21 @@ def test_an_exclusion_typed_as_a_spreadsheet_writes_it_is_read_and_kept(src, tmp
     assert main(["summary", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"column excluded holds 'maybe' on line {accepted[0] + 1}; write True or False" in err and err.count("\n") == 1
+
+
+def test_summary_prints_a_hand_edited_wnid_escaped(src, tmp_path, capsys):
+    """crawl summary's table comes from a manifest a person may edit: an escape sequence in a cell is
+    printed escaped, not sent to the terminal."""
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    path = out / "manifest.csv"
+    lines = path.read_text().splitlines()
+    at = lines[0].split(",").index("wnid")
+    cells = lines[1].split(",")
+    cells[at] = "n02123045\x1b[2J"
+    lines[1] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    main(["summary", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert "\x1b" not in printed.out + printed.err
