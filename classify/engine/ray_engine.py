@@ -259,9 +259,6 @@ def finish_probes(probes: list[Probe]) -> int:
                 raise RayEngineError(f"Ray node {name} refused the image and weights check ({_last_line(exc)}): it "
                                      "may be draining or still joining the cluster; check 'ray status' and run "
                                      "again.") from None
-            if probe.node_id not in _alive_nodes(ray):  # it died under its probe (a worker or node gone): not blamed
-                checked -= 1
-                continue
             raise RayEngineError(f"Ray node {name} cannot run WildLens ({_last_line(exc)}); install it there the same "
                                  "way as here (pip install -e '.[ray]' in the same checkout).") from None
         if answer["unreadable"] and answer.get("in_store") and answer["home"] != probe.driver_home:
