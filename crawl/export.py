@@ -203,7 +203,8 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
     try:
         out = Path(out).expanduser()
     except RuntimeError:  # '~nosuchuser/x': Python finds no such home (a traceback; hostile check, 2026-12-07)
-        raise _out_error(out, f": {Path(out).parts[0]} names no user's home here; give the full path.") from None
+        raise _out_error(out, f": {printable(Path(out).parts[0])} names no user's home here; give the full "
+                              "path.") from None
     check_export_destination(out)  # WILDLENS_EXPORT_ROOT: no export outside it (none on a shared dashboard without it)
     where = out.resolve()
     runs_folders = {RunStore().runs_dir.resolve()}
@@ -594,14 +595,30 @@ def _build(run: Run, images: list[_Image], out: Path, fmt: str, summary: ExportS
 
 
 def _make_parents(folder: Path) -> list[Path]:
-    """Make ``folder`` and the folders above it that are missing; returns those this call made,
-    outermost first."""
-    missing, at = [], folder
-    while not os.path.lexists(at) and at != at.parent:
-        missing.append(at)
+    """Make ``folder`` and the folders above it that are missing, one level at a time from the
+    outermost; returns those this call made (its own mkdir succeeded), outermost first, and removes
+    them again if making the next one fails. A level that exists, or that someone else makes
+    meanwhile (EEXIST), is not this call's. Why one at a time: a walk of what was missing followed by
+    mkdir(parents=True) counted a folder made meanwhile, or reached through '..' ('new/../x': the
+    user's empty x), as its own, and a failed export removed it (review, 2026-12-07)."""
+    levels, at = [], folder
+    while at != at.parent:
+        levels.append(at)
         at = at.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    return missing[::-1]
+    made: list[Path] = []
+    try:
+        for level in reversed(levels):
+            try:
+                os.mkdir(level)
+            except FileExistsError:
+                if not os.path.isdir(level):
+                    raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(level)) from None
+                continue
+            made.append(level)
+    except BaseException:
+        _remove_made(made)
+        raise
+    return made
 
 
 def _remove_made(made: list[Path]) -> None:

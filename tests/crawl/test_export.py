@@ -320,6 +320,29 @@ def test_a_name_too_long_for_the_hidden_folder_is_refused_before_anything_is_mad
         export_run(run, tmp_path / ("z" * 300) / "out", "imagefolder")
 
 
+def test_a_failed_export_removes_only_the_folders_it_made_itself(tmp_path, monkeypatch):
+    """Through '..' ('new/../x' with the user's empty x) and with a folder someone else makes meanwhile:
+    only what this export's own mkdir made is removed (review: the user's x and their q1 were removed)."""
+    run, _ = _make_run()
+    for image in [p for p in run.images_dir.rglob("*") if p.is_file()]:
+        image.unlink()
+    (tmp_path / "base" / "x").mkdir(parents=True)
+    with pytest.raises(ExportError, match="nothing exported"):
+        export_run(run, tmp_path / "base" / "new" / ".." / "x" / "out", "imagefolder")
+    assert (tmp_path / "base" / "x").is_dir() and not (tmp_path / "base" / "new").exists()
+    real_mkdir = os.mkdir
+
+    def someone_else_first(path, *args, **kwargs):
+        if str(path) == str(tmp_path / "q1"):
+            real_mkdir(path)  # made by another process just before this export's own mkdir
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(export_module.os, "mkdir", someone_else_first)
+    with pytest.raises(ExportError, match="nothing exported"):
+        export_run(run, tmp_path / "q1" / "q2" / "out", "imagefolder")
+    assert (tmp_path / "q1").is_dir() and not (tmp_path / "q1" / "q2").exists()
+
+
 def test_a_failed_export_removes_the_parent_folders_it_made_and_keeps_the_rest(tmp_path):
     run, _ = _make_run()
     for image in [p for p in run.images_dir.rglob("*") if p.is_file()]:
