@@ -8,7 +8,7 @@ import streamlit as st
 from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, download_csv, show_table, table_column_config
 from pages.reads import class_name, manifest
-from core.errors import WildLensError
+from core.errors import WildLensError, printable
 from pages.text import escape_markdown, listed, plural, show_error
 from pages.run_state import require_run, url_choice, write_choice
 
@@ -247,7 +247,7 @@ if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=no
     from pages.reads import explained, explanations_refused
 
     try:
-        if not Path(target.strip()).expanduser().is_absolute():
+        if not target.strip().startswith("~") and not Path(target.strip()).is_absolute():
             # A relative folder went into the server's working folder, and the success line named it relative
             # (a hostile campaign): the page takes a full path, as the box's default is.
             raise ExportError(f"{target.strip()[:200]} is not a full path; give one that starts at / (or ~), e.g. "
@@ -259,4 +259,5 @@ if st.button("Export", key="export-go", icon=":material/ios_share:", disabled=no
     except WildLensError as exc:  # ExportError, and a damaged log or predictions the explanations refuse
         show_error(exc)  # in the page's words: "The folder DIR ..." (crawl.export.ExportError.page_text)
     else:
-        st.success(escape_markdown("  \n".join(summary.describe())), icon=":material/check:")
+        # printable: the lines name the folder the user typed (a right-to-left override in it was obeyed)
+        st.success(escape_markdown("  \n".join(map(printable, summary.describe()))), icon=":material/check:")

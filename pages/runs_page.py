@@ -193,7 +193,7 @@ show_table(table.assign(created=table["created"].str[:16].str.replace("T", " "))
                  "source": "crawl:<engine>, import, upload or sample.",
                  "models": "Models whose predictions are stored.", "sample": "The sample run built at first start.",
                  "images": f"Accepted images, not excluded. {NA_DASH} : none stored (a run made from an uploaded "
-                           "predictions file)."},
+                           "predictions file), or a manifest that cannot be read (the run's Images page says why)."},
            column_config={"sample": st.column_config.CheckboxColumn(
                "Sample", help="`sample`: The sample run built at first start.")})
 download_csv(table, "runs.csv", key="dl-runs")
