@@ -54,7 +54,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from core.errors import WildLensError
+from core.errors import WildLensError, printable
 from core.locking import FolderBusy, exclusive_lock
 from core.userfile import UserFileError, broken_link_reason, read_user_bytes
 from core.parts import atomic_temp_re
@@ -199,7 +199,9 @@ class FolderDestination(Destination):
 
 
 
-_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+# pandas' and R's missing-value words read as empty (R's write.csv writes NA), 1.0/0.0 as a float column writes them.
+_FLAGS = {"true": True, "1": True, "1.0": True, "yes": True, "false": False, "0": False, "0.0": False, "no": False,
+          "": None, "na": None, "nan": None, "none": None, "null": None, "<na>": None}
 
 
 def _read_flags(column: pd.Series, name: str) -> pd.Series:
@@ -207,13 +209,15 @@ def _read_flags(column: pd.Series, name: str) -> pd.Series:
     LibreOffice write TRUE), 1/0, yes/no; empty is NA. Anything else is refused naming the row. Why:
     only 'True', 'true' and '1' were read as yes, so an Excel TRUE read as not excluded and the next
     import wrote False over it (hostile check, 2026-12-07)."""
-    words = column.str.strip().str.lower()
-    flags = words.map(_FLAGS)
-    unknown = words.notna() & (words != "") & flags.isna()
-    if unknown.any():
-        row = int(unknown.to_numpy().nonzero()[0][0])
-        raise ValueError(f"column {name} holds {str(column.iloc[row])[:20]!r} on line {row + 2}; write True or False")
-    return flags.astype("boolean")
+    import unicodedata
+
+    words = column.map(lambda v: unicodedata.normalize("NFKC", v).strip().lower() if isinstance(v, str) else v)
+    known = words.isin(list(_FLAGS)) | words.isna()
+    if not known.all():
+        row = int((~known).to_numpy().nonzero()[0][0])
+        raise ValueError(f"column {name} holds '{printable(str(column.iloc[row])[:20])}' in data row {row + 1} "
+                         "(the rows after the header, counted from 1); write True or False")
+    return words.map(_FLAGS).astype("boolean")
 
 
 def _flat(text: str, limit: int = 200) -> str:
