@@ -34,6 +34,7 @@ from typing import Callable
 from core.errors import OptionError, WildLensError, one_line
 from core.progress import TerminalProgress
 from core.runstore import Run, RunStore
+from core.userfile import expand_user
 
 from classify.models.registry import DEFAULT_MODEL, FAMILIES, list_models
 
@@ -401,7 +402,7 @@ def cmd_predict(argv: list[str], after_run: Callable[[Run], object] | None = Non
                 from classify.targets import parts_folder_for
 
                 if not args.overwrite:  # --overwrite: its batches start over, whatever label sets they hold
-                    check_stored_label_sets(PredictionParts(parts_folder_for(Path(args.out).expanduser())),
+                    check_stored_label_sets(PredictionParts(parts_folder_for(expand_user(args.out))),
                                             result_entries(models, options), f"--out {args.out}")
                 table, result = predict_folder(args.images, models, args.out, options, progress, overwrite=args.overwrite)
                 target = f"{args.out} ({len(table)} rows)"

@@ -65,7 +65,7 @@ from core.runstore import (MODEL_STAMP_COLUMNS, PREDICTION_SCHEMA, Run, StoreErr
 from core.wordnet import is_wnid
 
 from core.imageio import file_kind, oversize_reason
-from core.userfile import broken_link_reason
+from core.userfile import broken_link_reason, expand_user
 
 from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
 from classify.sinks import OutputError, PredictionSink  # noqa: F401  (OutputError: raised here too)
@@ -311,7 +311,7 @@ def _listing(folder: Path) -> list[os.DirEntry]:
 
 def check_images_folder(folder: str | Path) -> Path:
     """``folder`` as given (user expanded) when it is a folder; else FolderError with advice."""
-    given = Path(folder).expanduser()
+    given = expand_user(folder)
     if not given.exists():
         raise FolderError(f"Folder {given} does not exist.")
     if not given.is_dir():
@@ -386,7 +386,7 @@ def _is_noun(wnid: str) -> bool:
 
 
 def check_output_path(out: str | Path) -> Path:
-    out = Path(out).expanduser()
+    out = expand_user(out)
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
         raise FolderError(f"--out {out}: the file name must end in .csv or .parquet (it decides the format).")
     if out.exists() and out.is_dir():
@@ -624,7 +624,7 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
     if out_path is None:
         table, result = _classify_folder(tasks, entries, PredictionSink(), options, progress)
     else:
-        images = Path(folder).expanduser().resolve()
+        images = expand_user(folder).resolve()
         model_ids = [e.id for e in entries]
         check_parts_not_linked(out_path)
         claim_parts = PredictionParts(parts_folder_for(out_path))

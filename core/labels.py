@@ -41,6 +41,7 @@ from pathlib import Path
 from .errors import WildLensError
 from .wordgraph import Noun, noun_graph, other_parts_of_speech
 from .wordnet import get_wordnet, is_wnid, wnid_of
+from .userfile import expand_user
 
 
 class QueryError(WildLensError, ValueError):
@@ -203,7 +204,7 @@ def label_set_path(sha: str, root: Path | str | None = None) -> Path:
     """Where ``file:<sha>`` is kept: ``$WILDLENS_HOME/cache/labelsets/<sha>.txt`` (or under ``root``)."""
     from .runstore import default_root
 
-    base = Path(root).expanduser() if root else default_root()
+    base = expand_user(root) if root else default_root()
     return base / "cache" / LABEL_SET_CACHE / f"{sha}.txt"
 
 

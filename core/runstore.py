@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Iterator
 import pandas as pd
 
 from .errors import WildLensError, printable
+from .userfile import expand_user
 # The schemas and atomic writers live in core.tables (which imports nothing of this module); callers
 # keep reading them from here.
 from .tables import (SCHEMA_VERSION, _META_KEY, _RUN_ID_RE, RUN_ID_RULE, TOP_K, StoreError, MANIFEST_SCHEMA,
@@ -52,7 +53,7 @@ HOME_ENV = "WILDLENS_HOME"
 
 def default_root() -> Path:
     env = os.environ.get(HOME_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".wildlens"
+    return expand_user(env) if env else Path.home() / ".wildlens"
 
 
 def now_iso() -> str:
@@ -362,7 +363,7 @@ class RunStore:
     """The root folder that holds every run (``$WILDLENS_HOME``, default ``~/.wildlens``)."""
 
     def __init__(self, root: Path | str | None = None):
-        self.root = Path(root).expanduser() if root else default_root()
+        self.root = expand_user(root) if root else default_root()
 
     @property
     def runs_dir(self) -> Path:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import WildLensError
+from .userfile import expand_user
 
 LOOPBACK = "127.0.0.1"
 SHARE_ENV = "WILDLENS_SHARE"
@@ -87,7 +88,7 @@ def _root_from(env: str, what: str) -> Path | None:
     text = os.environ.get(env, "").strip()
     if not text:
         return None
-    root = Path(text).expanduser().resolve()
+    root = expand_user(text).resolve()
     if not root.is_dir():
         raise ServingError(f"{env}={text} is not a folder: set it to the folder {what}, and restart WildLens.")
     return root
@@ -113,7 +114,7 @@ def check_import_source(src: Path | str, follow_links: bool = False) -> None:
     root = check_import_allowed()
     if root is None:
         return
-    real = Path(os.path.realpath(Path(src).expanduser()))  # (Path.resolve raises on a link that leads back to itself)
+    real = Path(os.path.realpath(expand_user(src)))  # (Path.resolve raises on a link that leads back to itself)
     if real != root and root not in real.parents:
         raise ServingError(f"{src} is outside the import folder {root} ({IMPORT_ROOT_ENV}): put the images under it.")
     if follow_links:
@@ -136,7 +137,7 @@ def check_export_destination(out: Path | str) -> Path | None:
             raise ServingError(f"Export is off on a shared dashboard: set {EXPORT_ROOT_ENV} to the one folder exports "
                                "may be written into, and restart WildLens.")
         return None
-    real = Path(out).expanduser().resolve()
+    real = expand_user(out).resolve()
     if real == root or root not in real.parents:
         raise ServingError(f"{out} is not a folder inside the export folder {root} ({EXPORT_ROOT_ENV}): give a new "
                            "folder under it.")

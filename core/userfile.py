@@ -133,3 +133,17 @@ def broken_link_reason(path: str | os.PathLike) -> str | None:
             return f"{path} is a symbolic link that leads back to itself ({os.readlink(path)})"
         return f"{path} is a symbolic link to {os.readlink(path)}, which cannot be reached ({exc.strerror or exc})"
     return None
+
+
+def expand_user(path) -> Path:
+    """``Path(path).expanduser()``, or :class:`UserFileError` (one line) when a leading '~name'
+    names no user here. Why: Python raises RuntimeError("Could not determine home directory"), and
+    '--out ~nosuchuser/x' ended crawl summary, crawl import and the other commands in a traceback
+    (hostile check, 2026-12-07)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        from .errors import printable
+
+        first = printable(Path(path).parts[0])
+        raise UserFileError(f"{printable(path)}: {first} names no user's home here; give the full path.") from None

@@ -30,6 +30,7 @@ from core.intervals import DEFAULT_HALF_WIDTH, format_half_width, images_needed
 from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names
 from core.progress import TerminalProgress
 from core.runstore import RunStore, StoreError
+from core.userfile import expand_user
 
 from .config import DEFAULT_FORMATS, CrawlConfig, ValidationConfig
 from .crawler import (EngineUnreachable, available_engines, check_engine, crawl_run, default_search_terms,
@@ -270,7 +271,7 @@ def cmd_check(args) -> int:
 def cmd_summary(args) -> int:
     _check_k(args.k)
     if args.out is not None:
-        if not Path(args.out).expanduser().is_dir():  # a typo printed '(no classes)', exit 0
+        if not expand_user(args.out).is_dir():  # a typo printed '(no classes)', exit 0
             raise OptionError(f"--out {args.out} is not a folder; give the folder an import or crawl wrote "
                               "(it holds manifest.csv).")
         manifest = FolderDestination(args.out).read_manifest()

@@ -60,7 +60,7 @@ from core.labels import DEFAULT_LABEL_SPACE, QueryError, get_label_space, neighb
 from core.progress import ProgressCallback, report
 from core.runstore import Run, RunInfo, RunStore, new_run_id, now_iso, valid_run_id, write_bytes_atomic
 from core.tables import RUN_ID_RULE, StoreError
-from core.userfile import describe_kind
+from core.userfile import describe_kind, expand_user
 from core.serving import check_import_source
 from core.wordgraph import noun_of as synset_of  # NLTK's nouns as arrays (core.wordgraph)
 from core.wordnet import is_wnid, wnid_of
@@ -344,7 +344,7 @@ def _resolved_source(src: Path | str, label_space: str, follow_links: bool) -> P
     """SRC's real path; SRC that is no folder is plan_folders' one line about the path as given. Why:
     resolving a link that leads back to itself raised RuntimeError (a traceback), and a broken link was
     named by its missing target (code review)."""
-    given = Path(src).expanduser()
+    given = expand_user(src)
     check_import_source(given, follow_links)  # the serving root first: nothing about a path outside it is said
     if not os.path.isdir(given):  # (never raises: an unreadable parent is "not a folder" too)
         plan_folders(given, label_space, follow_links)  # raises FolderImportError with what it is
@@ -356,7 +356,7 @@ def plan_folders(src: Path | str, label_space: str = DEFAULT_LABEL_SPACE, follow
     its file count and what its name stands for (see :class:`FolderPlan`). Folder names are data:
     any text is allowed and shown as it is. Raises FolderImportError when ``src`` is not a
     readable folder or holds no class folder."""
-    src = Path(src).expanduser()
+    src = expand_user(src)
     # WILDLENS_IMPORT_ROOT (and no import at all on a shared dashboard without it): every import
     # entry point plans first, so this one check covers them all (core/serving.py).
     check_import_source(src, follow_links)

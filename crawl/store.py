@@ -56,7 +56,7 @@ import pandas as pd
 
 from core.errors import WildLensError, printable
 from core.locking import FolderBusy, exclusive_lock
-from core.userfile import UserFileError, broken_link_reason, read_user_bytes
+from core.userfile import UserFileError, broken_link_reason, expand_user, read_user_bytes
 from core.parts import atomic_temp_re
 from core.runstore import (MANIFEST_LOCK_NAME, MANIFEST_SCHEMA, Run, StoreError, conform, empty_table, now_iso,
                            waiting_lock, write_bytes_atomic, write_table)
@@ -164,7 +164,7 @@ class FolderDestination(Destination):
     relative to DIR)."""
 
     def __init__(self, root: Path | str):
-        self.root = Path(root).expanduser()
+        self.root = expand_user(root)
         self.images_dir = self.root
         self.manifest_path = self.root / "manifest.csv"
 
@@ -244,7 +244,7 @@ def check_folder_outside_the_store(root: Path | str) -> None:
     from core.runstore import RunStore
 
     runs = RunStore().runs_dir.resolve()
-    root = Path(root).expanduser()
+    root = expand_user(root)
     where = root.resolve()
     if where == runs or runs in where.parents:
         raise CollectError(f"--out {root}: that is inside the run store's runs folder ({runs}), which holds WildLens's "

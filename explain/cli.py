@@ -9,6 +9,7 @@ from pathlib import Path
 
 from core.errors import OptionError, WildLensError, one_line, printable
 from core.labels import DEFAULT_LABEL_SPACE, hyponym_classes, label_space_names, senses
+from core.userfile import expand_user
 
 COMMANDS = {}
 
@@ -45,7 +46,7 @@ def _check_out_outside_runs(out) -> None:
     from core.runstore import RunStore
 
     runs = RunStore().runs_dir.resolve()
-    where = Path(out).expanduser().resolve()
+    where = expand_user(out).resolve()
     if where == runs or runs in where.parents:
         raise MetricsOutputError(f"--out {out}: that is inside the run store's runs folder ({runs}), which holds "
                                  "WildLens's runs only; give a folder outside it (a run's own tables are in its "

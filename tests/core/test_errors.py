@@ -26,3 +26,25 @@ def test_one_line_of_an_empty_message_names_the_error_and_a_key_error_loses_its_
 def test_another_errors_first_line_only():
     assert one_line(OSError("first line\nsecond line")) == "first line"
     assert one_line(RuntimeError("a\x1b[2J\nb")) == "a\\x1b[2J"
+
+
+@pytest.mark.parametrize("argv", [
+    ["crawl", "summary", "--out", "~no-such-user-here/x"],
+    ["crawl", "import", "SRC", "--out", "~no-such-user-here/x", "--no-progress"],
+    ["crawl", "import", "~no-such-user-here/src", "--out", "OUT", "--no-progress"],
+    ["classify", "--images", "~no-such-user-here/photos", "--out", "OUT/p.csv", "--no-progress"],
+    ["classify", "--images", "SRC", "--out", "~no-such-user-here/p.csv", "--no-progress"],
+])
+def test_a_home_of_no_user_is_one_line_on_every_command(argv, tmp_path, capsys):
+    """'~name' that names no user here: Python's RuntimeError ended these commands in a traceback
+    (core.userfile.expand_user; hostile check, 2026-12-07)."""
+    from classify.cli import main as classify_main
+    from crawl.cli import main as crawl_main
+
+    (tmp_path / "src" / "n02123045").mkdir(parents=True)
+    argv = [a.replace("SRC", str(tmp_path / "src")).replace("OUT", str(tmp_path / "out")) for a in argv]
+    main = {"crawl": crawl_main, "classify": classify_main}[argv[0]]
+    assert main(argv[1:]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "~no-such-user-here names no user's home here; give the full path." in err
