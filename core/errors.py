@@ -11,6 +11,8 @@ Subclasses keep the built-in base they had before this class existed (``ValueErr
 """
 from __future__ import annotations
 
+import re
+
 
 class WildLensError(Exception):
     """A problem the user can fix; ``str()`` is one line: what is wrong and what to do."""
@@ -35,8 +37,6 @@ def first_line(text, limit: int = 500) -> str:
     a file separator inside a folder name the user gave, and the message lost the rest of the path, its
     reason and its fix (hostile check, 2026-12-07); :func:`printable` shows them escaped. A message that
     names a path with a newline in it escapes the path itself (crawl.export._out_error)."""
-    import re
-
     text = str(text).strip()
     return re.split(r"\r\n|\r|\n", text, maxsplit=1)[0][:limit] if text else ""
 

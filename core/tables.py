@@ -110,14 +110,15 @@ def conform(df: pd.DataFrame, schema: dict[str, str], *, table: str = "table", e
     calling astype on each took 4.1 ms for a 30-row predictions table that was already conformed, now
     0.6 ms (benchmarks/bench_tables.py: 2.5-7x up to 10,000 rows; 1,000,000 rows: 6x conformed, 1.1x as
     Arrow gives them); every table read passes here, and the page tests spent ~14 % of their CPU in it
-    (py-spy, 2026-12-07). Built without copying
-    (copy=False; with copies a conformed 1,000,000-row table took 13 ms, not 0.7): the columns it keeps
+    (py-spy, 2026-12-07). Built without copying (copy=False; with copies a conformed 1,000,000-row
+    table took 13 ms, not 0.7): the columns it keeps
     are the caller's until either side writes, and pandas 3 copies on write, so neither sees the
     other's change (a test writes into each)."""
     columns: dict[str, pd.Series] = {}
+    storage = pd.get_option("mode.string_storage")
     for col, dtype in schema.items():
         if col in df.columns:
-            values, want = df[col], _dtype(dtype, pd.get_option("mode.string_storage"))
+            values, want = df[col], _dtype(dtype, storage)
             if isinstance(values, pd.DataFrame):  # the name twice in the file (a hand-written Parquet can)
                 raise StoreError(f"{table}: column {col!r} cannot be read as {dtype}: the table has "
                                  f"{values.shape[1]} columns of that name.")

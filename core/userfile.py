@@ -145,5 +145,12 @@ def expand_user(path) -> Path:
     except RuntimeError:
         from .errors import printable
 
-        first = printable(Path(path).parts[0])
-        raise UserFileError(f"{printable(path)}: {first} names no user's home here; give the full path.") from None
+        raise UserFileError(f"{printable(path)}: {no_home_reason(path)}") from None
+
+
+def no_home_reason(path) -> str:
+    """What :func:`expand_user` says of a path whose '~name' names no user here (crawl.export words
+    the same reason in its own sentence)."""
+    from .errors import printable
+
+    return f"{printable(Path(path).parts[0])} names no user's home here; give the full path."

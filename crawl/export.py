@@ -65,6 +65,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.errors import WildLensError, printable
+from core.userfile import UserFileError, expand_user, no_home_reason
 from core.explained import CURATED, EXPLAINED_IN_MEMORY, RAW, VIEWS, read_explained
 from core.fiftyone_layout import (CLASS_NAME_ATTR, DATA_DIR, IMAGE_ATTR, LABELS_FILE, model_attribute,
                                   model_keys)
@@ -201,10 +202,9 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
     if "\0" in str(out):  # (a NUL pasted into the page's box reached os.lstat: ValueError, a page exception)
         raise _out_error(out, " holds a NUL character; give the folder's path.")
     try:
-        out = Path(out).expanduser()
-    except RuntimeError:  # '~nosuchuser/x': Python finds no such home (a traceback; hostile check, 2026-12-07)
-        raise _out_error(out, f": {printable(Path(out).parts[0])} names no user's home here; give the full "
-                              "path.") from None
+        out = expand_user(out)
+    except UserFileError:  # '~nosuchuser/x' (Python's RuntimeError was a traceback; hostile check, 2026-12-07)
+        raise _out_error(out, f": {no_home_reason(out)}") from None
     check_export_destination(out)  # WILDLENS_EXPORT_ROOT: no export outside it (none on a shared dashboard without it)
     where = out.resolve()
     runs_folders = {RunStore().runs_dir.resolve()}
