@@ -53,7 +53,13 @@ HOME_ENV = "WILDLENS_HOME"
 
 def default_root() -> Path:
     env = os.environ.get(HOME_ENV)
-    return expand_user(env) if env else Path.home() / ".wildlens"
+    if env:
+        return expand_user(env)
+    try:
+        return Path.home() / ".wildlens"
+    except RuntimeError:  # HOME unset and no passwd entry (docker run --user 12345): a traceback on every command
+        raise StoreError(f"no home folder to keep runs in (HOME is unset and user {os.getuid()} has none); set "
+                         f"{HOME_ENV} (or HOME) to a folder you can write.") from None
 
 
 def now_iso() -> str:

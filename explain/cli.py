@@ -39,18 +39,22 @@ class MetricsOutputError(WildLensError, ValueError):
     """The metric tables cannot be written where asked (a folder that is not writable, a full disk)."""
 
 
-def _check_out_outside_runs(out) -> None:
+def _check_out_outside_runs(out) -> Path:
     """``--out DIR`` is never the store's ``runs/`` folder nor inside it (resolved through links):
     `explain metrics FILE --out $WILDLENS_HOME/runs/r1` wrote three CSVs into run r1 (and `--out
-    runs` into runs/ itself), as `classify --out` and `crawl --out` no longer may. Before any work."""
+    runs` into runs/ itself), as `classify --out` and `crawl --out` no longer may. Before any work.
+    Returns DIR with '~' expanded: the folder checked is the one the caller writes to (it checked
+    '~/x' expanded and wrote './~/x', into a run from inside its folder; hostile check, 2026-12-07)."""
     from core.runstore import RunStore
 
     runs = RunStore().runs_dir.resolve()
-    where = expand_user(out).resolve()
+    given = expand_user(out)
+    where = given.resolve()
     if where == runs or runs in where.parents:
         raise MetricsOutputError(f"--out {out}: that is inside the run store's runs folder ({runs}), which holds "
                                  "WildLens's runs only; give a folder outside it (a run's own tables are in its "
                                  "metrics/, read with --run RUN_ID).")
+    return given
 
 
 @command
@@ -69,7 +73,7 @@ def cmd_metrics(args) -> int:
 
     check_engine_arguments(args)
     if args.out:
-        _check_out_outside_runs(args.out)
+        args.out = _check_out_outside_runs(args.out)
     ci = _interval_options(args)
     cache_dir = False if args.no_cache else None
     written: dict = {}
@@ -230,7 +234,7 @@ def cmd_compare(args) -> int:
     args.no_ci = False
     ci = _interval_options(args)
     if args.out:
-        _check_out_outside_runs(args.out)
+        args.out = _check_out_outside_runs(args.out)
     df = _compare_input(args)
     families = _parse_families(args.family, _models_of(df))
     if args.family_a or args.family_b:
@@ -461,7 +465,7 @@ def cmd_concepts(args) -> int:
     from .concepts import MIN_IMAGES, LEVELS, concept_levels, level_bounds, read_image_counts
     from .export import table_to_csv_bytes
 
-    _check_out_outside_runs(args.out)
+    args.out = _check_out_outside_runs(args.out)
     counts = read_image_counts(args.image_counts) if args.image_counts else None
     result = concept_levels(args.seen, counts)
     target = Path(args.out) / "concepts.csv"

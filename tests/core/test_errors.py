@@ -48,3 +48,34 @@ def test_a_home_of_no_user_is_one_line_on_every_command(argv, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "~no-such-user-here names no user's home here; give the full path." in err
+
+
+def test_explain_writes_to_the_out_folder_it_checked(tmp_path, monkeypatch, capsys):
+    """'--out ~/x': checked expanded and written literally ('./~/x', inside a run when run from its
+    folder); now both the expanded one."""
+    import pandas as pd
+
+    from explain.cli import main as explain_main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    preds = tmp_path / "p.csv"
+    pd.DataFrame({"model": ["m", "m"], "image": ["a", "b"], "true_wnid": ["n02123045", "n02123159"],
+                  "pred_wnid": ["n02123045", "n02123045"]}).to_csv(preds, index=False)
+    assert explain_main(["metrics", str(preds), "--out", "~/x", "--no-ci"]) == 0
+    assert (home / "x" / "per_model.csv").is_file() and not (tmp_path / "~").exists()
+
+
+def test_no_home_and_no_store_is_one_line(monkeypatch):
+    import pathlib
+
+    from core.runstore import StoreError, default_root
+
+    monkeypatch.delenv("WILDLENS_HOME", raising=False)
+    monkeypatch.setattr(pathlib.Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(
+        RuntimeError("Could not determine home directory."))))
+    with pytest.raises(StoreError, match=r"^no home folder to keep runs in \(HOME is unset and user \d+ has none\); "
+                                         r"set WILDLENS_HOME \(or HOME\)"):
+        default_root()
