@@ -187,6 +187,8 @@ class FolderDestination(Destination):
             if "excluded" in raw:
                 raw["excluded"] = _read_flags(raw["excluded"], "excluded")
             df = conform(raw, MANIFEST_SCHEMA, table="manifest")
+        except CellError as exc:  # the person's edit: that cell is the fix (a rebuild would drop their exclusions)
+            raise CollectError(f"{self.manifest_path}: {exc}, then run again; nothing was changed.") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, StoreError,
                 OSError) as exc:
             raise self.damaged(f"{self.manifest_path} is not a readable manifest ({_flat(str(exc))})") from None
@@ -199,9 +201,15 @@ class FolderDestination(Destination):
 
 
 
-# pandas' and R's missing-value words read as empty (R's write.csv writes NA), 1.0/0.0 as a float column writes them.
+# pandas' and R's missing-value words read as empty (R's write.csv writes NA; Excel shows a missing
+# lookup as #N/A), 1.0/0.0 as a float column writes them.
 _FLAGS = {"true": True, "1": True, "1.0": True, "yes": True, "false": False, "0": False, "0.0": False, "no": False,
-          "": None, "na": None, "nan": None, "none": None, "null": None, "<na>": None}
+          "": None, "na": None, "nan": None, "none": None, "null": None, "<na>": None, "#n/a": None, "n/a": None}
+
+
+class CellError(ValueError):
+    """One cell of a manifest a person edited holds what it may not: the fix is that cell, not a
+    rebuild (re-importing makes a new manifest without the person's exclusions)."""
 
 
 def _read_flags(column: pd.Series, name: str) -> pd.Series:
@@ -212,12 +220,18 @@ def _read_flags(column: pd.Series, name: str) -> pd.Series:
     import unicodedata
 
     # Each distinct cell normalised once (a manifest holds ~100,000 rows and a handful of words).
-    words = column.map({v: unicodedata.normalize("NFKC", v).strip().lower() for v in column.dropna().unique()})
+    # Format characters (a byte-order mark or zero-width space a spreadsheet or a paste left) are invisible
+    # and dropped; NFKC folds full-width letters.
+    def word(cell: str) -> str:
+        text = unicodedata.normalize("NFKC", cell)
+        return "".join(c for c in text if unicodedata.category(c) != "Cf").strip().lower()
+
+    words = column.map({v: word(v) for v in column.dropna().unique()})
     known = words.isin(list(_FLAGS)) | words.isna()
     if not known.all():
         row = int((~known).to_numpy().nonzero()[0][0])
-        raise ValueError(f"column {name} holds '{printable(str(column.iloc[row])[:20])}' in data row {row + 1} "
-                         "(the rows after the header, counted from 1); write True or False")
+        raise CellError(f"column {name} holds '{printable(str(column.iloc[row])[:20])}' in data row {row + 1} "
+                        "(the rows after the header, counted from 1); write True or False there, or leave it empty")
     return words.map(_FLAGS).astype("boolean")
 
 

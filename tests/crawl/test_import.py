@@ -987,16 +987,22 @@ def test_an_exclusion_typed_as_a_spreadsheet_writes_it_is_read_and_kept(src, tmp
     capsys.readouterr()
     assert main(["summary", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"column excluded holds 'maybe' in data row {accepted[0]} (the rows after the header, counted from 1); " \
-           "write True or False" in err and err.count("\n") == 1
+    assert f"{path}: column excluded holds 'maybe' in data row {accepted[0]} (the rows after the header, counted " \
+           "from 1); write True or False there, or leave it empty, then run again; nothing was changed." in err
+    assert err.count("\n") == 1
+    # The fix is that cell: re-importing into a new folder (the advice for a damaged manifest) would make a
+    # manifest without this person's exclusions.
+    assert "Rebuild" not in err and "re-import" not in err
 
 
 def test_the_excluded_flags_read_as_people_and_tools_write_them():
     from crawl.store import _read_flags
 
-    cells = pd.Series(["TRUE", "false", " Yes", None, "", "1.0", "0", "NA", "nan", "ＴＲＵＥ", "True "], dtype=object)
+    cells = pd.Series(["TRUE", "false", " Yes", None, "", "1.0", "0", "NA", "nan", "ＴＲＵＥ", "True ",
+                       # Excel's missing value; a byte-order mark and a zero-width space a paste or an export left
+                       "#N/A", "\ufeffTRUE", "FALSE\u200b"], dtype=object)
     assert _read_flags(cells, "excluded").tolist() == [True, False, True, pd.NA, pd.NA, True, False, pd.NA, pd.NA,
-                                                       True, True]
+                                                       True, True, pd.NA, True, False]
     with pytest.raises(ValueError, match=r"^column excluded holds 'maybe\\x1b' in data row 2 "):
         _read_flags(pd.Series(["True", "maybe\x1b"], dtype=object), "excluded")
 
