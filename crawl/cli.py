@@ -240,7 +240,8 @@ def cmd_import(args) -> int:
                                          label_space=label_space, run_id=args.run, progress=progress,
                                          validation=validation, follow_links=args.follow_links)
             except KeyboardInterrupt:
-                print("interrupted: nothing was imported and no run was created", file=sys.stderr)
+                print("interrupted: no run was created yet; run the same command again to resume the import",
+                      file=sys.stderr)
                 return 130
             print(f"created run {summary.run_id} in {store.runs_dir}", file=sys.stderr)
         else:

@@ -67,7 +67,7 @@ from core.wordnet import is_wnid, wnid_of
 
 from .config import ValidationConfig
 from .store import (CollectError, Collector, RunDestination, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
-                    summarise, sweep_leftovers)
+                    StoreFailure, summarise, sweep_leftovers)
 from .validate import (NOT_REGULAR, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
                        validate_image)
 
@@ -561,10 +561,11 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     unknown stops the import before anything is read (FolderImportError naming each). The import
     runs into a staging folder inside the runs folder (``runs/.import-<token>``, invisible to
     ``RunStore.list_runs``) that is renamed to ``runs/<run_id>`` at the end, in one step; when
-    nothing was accepted, or anything fails, the staging folder is removed and no run exists
-    (FolderImportError, its ``summary`` saying why each file was rejected). A killed import's staging folder
-    is taken up by the same import run again (:func:`_resumable_staging`: same run id, source, label space,
-    classes and links): re-running resumes. Other staging folders a killed process left behind are removed by
+    nothing was accepted, or the import fails, the staging folder is removed and no run exists
+    (FolderImportError, its ``summary`` saying why each file was rejected). A killed, interrupted (Ctrl-C, the
+    page left) or file-system-failed import's staging folder is kept (:func:`_kept_for_resume`) and taken up by
+    the same import run again (:func:`_resumable_staging`: same run id, source, label space, classes and
+    links): re-running resumes. Other staging folders a killed process left behind are removed by
     the next import after a day.
 
     The run records what an import knows: ``source`` 'import', the classes that got images
@@ -577,6 +578,7 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     if not chosen:
         raise FolderImportError(f"Nothing to import from {src}: every class folder is skipped; map at least one "
                                 "to a class. No run was created.")
+    auto_id = run_id is None  # the dashboard's imports: a fresh id each time, from the title
     run_id = run_id or new_run_id(title or src.name or "import")
     if not valid_run_id(run_id):
         raise FolderImportError(f"{run_id!r} is not a valid run id: {RUN_ID_RULE}.")
@@ -588,11 +590,17 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     # classes, whether links are followed and what an image must satisfy (a review: rows the killed attempt had
     # rejected under other limits were kept). Its staging folder is taken up again (re-running resumes), before
     # the sweep of day-old ones (which would otherwise remove it).
-    marker = {"run_id": run_id, "source": str(src), "label_space": label_space, "follow_links": bool(follow_links),
+    # An import without a run id of its own (the dashboard's) is the same import as an earlier one of the same
+    # title: it takes up that import's staging folder and the run id made then (re-running resumes there too).
+    marker = {"run_id": {"new run titled": title} if auto_id else run_id, "source": str(src), "label_space": label_space,
+              "follow_links": bool(follow_links),
               "folders": sorted([str(folder), str(wnid)] for folder, wnid in chosen.items()),
               "validation": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v)
                              for k, v in dataclasses.asdict(validation).items()}}
     staging = _resumable_staging(store, marker)
+    if staging is not None and auto_id:
+        run_id = _staged_run_id(staging, store) or run_id
+        target = store.runs_dir / run_id
     _sweep_stale_staging(store)
     resumed = staging is not None
     if staging is None:
@@ -642,8 +650,9 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
         except OSError as exc:
             raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc} "
                                     "(another run of that id?); nothing was imported.") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException as exc:
+        if not _kept_for_resume(exc, staging, marker):
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     summary.run_id = run_id
     summary.destination = f"run {run_id}"
@@ -689,6 +698,39 @@ def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
             continue
         return fresh
     return None
+
+
+def _kept_for_resume(exc: BaseException, staging: Path, marker: dict) -> bool:
+    """Whether an import that ended in ``exc`` leaves its staging folder for the same import to take up.
+
+    Interrupted (Ctrl-C; the dashboard stopping its script when the reader leaves the page: exceptions
+    that are no ``Exception``) or failed on the file system (``StoreFailure``: a full disk, whose message
+    says to run again to resume; an ``OSError``: the source unplugged): what was imported stays, with its marker written again (the lock's end removed it),
+    so running the same import again resumes, as after a kill; an import nobody runs again is swept
+    after a day. Why: an import of thousands of images stopped at the last one started over from
+    the first (a hostile campaign). Our own refusals (``FolderImportError``: nothing usable, the
+    rename refused) and other exceptions (a fault whose state is not known) remove the folder, as
+    does a marker that cannot be written (nothing could take the folder up)."""
+    if isinstance(exc, FolderImportError) or (isinstance(exc, Exception) and not isinstance(exc, (OSError, StoreFailure))):
+        return False
+    try:
+        write_bytes_atomic(staging / IMPORT_MARKER, _marker_bytes(marker))
+    except OSError:
+        return False
+    return True
+
+
+def _staged_run_id(staging: Path, store: RunStore) -> str | None:
+    """The run id a taken-up staging folder was made for (its run.json's field: ``Run.info`` names a run by
+    its folder), when it is valid and still free."""
+    from core.userfile import UserFileError, read_user_bytes
+
+    try:
+        run_id = json.loads(read_user_bytes(staging / "run.json", max_bytes=64 << 10)).get("run_id")
+    except (UserFileError, OSError, ValueError, RecursionError, AttributeError):
+        return None
+    return run_id if isinstance(run_id, str) and valid_run_id(run_id) and not (store.runs_dir / run_id).exists() \
+        else None
 
 
 def _sweep_stale_staging(store: RunStore) -> None:

@@ -83,6 +83,12 @@ class CollectError(WildLensError, RuntimeError):
     """Collection cannot proceed; the message says why and what to do."""
 
 
+class StoreFailure(CollectError):
+    """A file could not be stored (a full disk, a folder made read-only mid-run): everything stored
+    before it is recorded, and the same command run again resumes (an import into a new run keeps
+    its staging folder for it: crawl.importer._kept_for_resume)."""
+
+
 # --------------------------------------------------------------------------- destinations
 class Destination:
     """Images folder + manifest. Subclasses say where the manifest lives and in which format."""
@@ -703,9 +709,9 @@ class Collector:
             if self._store_error is not None:
                 raise self._store_failure()
 
-    def _store_failure(self) -> CollectError:
+    def _store_failure(self) -> StoreFailure:
         exc = self._store_error
-        return CollectError(f"Cannot store images in {self.dest.describe()}: {exc.strerror or exc} "
+        return StoreFailure(f"Cannot store images in {self.dest.describe()}: {exc.strerror or exc} "
                             f"({exc.filename or self.dest.images_dir}); every image stored so far is recorded: "
                             "make room (or fix the folder's permissions), then run the same command again to resume.")
 

@@ -222,7 +222,8 @@ except WildLensError as exc:
     show_error(exc)
     st.stop()
 except OSError as exc:  # the folder vanished or cannot be read mid-import
-    show_error(exc, note="Check that the folder is readable by the user running WildLens. No run was created.")
+    show_error(exc, note="Check that the folder is readable by the user running WildLens. No run was created yet: "
+                         "import the same folder again to go on from the images already imported.")
     st.stop()
 
 st.success(f"Run {summary.run_id} created: {plural(summary.new_accepted, 'image')} of "

@@ -7,6 +7,7 @@
 * The manifest is rewritten O(log n) times, not every 10 rows (the quadratic step: 40,000 files
   took 420 s), and a kill -9 at any point still loses and duplicates nothing.
 """
+import json
 import os
 import signal
 import subprocess
@@ -241,3 +242,96 @@ def test_an_import_into_a_new_run_killed_part_way_resumes_on_the_next_run(tmp_pa
     assert clean.wnids == summary.wnids
     files = {p.name for p in (store.runs_dir / "fresh" / "images" / TABBY).iterdir()}
     assert files == {Path(f).name for f in store.open_run("fresh").read_manifest().query("status == 'accepted'")["file"]}
+
+
+@pytest.mark.parametrize("failure", ["interrupt", "disk full", "source unplugged", "fault"])
+def test_an_import_into_a_new_run_that_stops_on_an_error_resumes_on_the_next_run(tmp_path, monkeypatch, failure):
+    """A hostile campaign: `crawl import SRC --run NEW` stopped by Ctrl-C (or the dashboard leaving the page), a
+    full disk (whose message says "run the same command again to resume") or a source that went away removed
+    its staging folder, so the next run started over from the first image. Those keep it, marker written again,
+    and the same import takes it up; a fault of unknown state (any other exception) still removes it."""
+    import crawl.importer as importer
+    from crawl.importer import IMPORT_MARKER, STAGING_PREFIX, import_new_run
+    from crawl.store import StoreFailure
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7000, 7012))
+    store = RunStore()
+    real, calls = importer._import_one, []
+
+    def stops_at_the_sixth(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 6:
+            raise {"interrupt": KeyboardInterrupt(), "disk full": StoreFailure("Cannot store images: no space left"),
+                   "source unplugged": OSError(5, "Input/output error"), "fault": RuntimeError("a bug")}[failure]
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importer, "_import_one", stops_at_the_sixth)
+    with pytest.raises((KeyboardInterrupt, StoreFailure, OSError, RuntimeError)):
+        import_new_run(src, run_id="fresh", label_space="imagenet-1k", store=store)
+    monkeypatch.setattr(importer, "_import_one", real)
+    left = list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
+    assert store.list_runs() == [], "no run before the import ends"
+    if failure == "fault":
+        assert left == [], "a fault of unknown state leaves nothing"
+        return
+    (staging,) = left
+    assert (staging / IMPORT_MARKER).is_file(), "the marker the same import takes the folder up by"
+    summary = import_new_run(src, run_id="fresh", label_space="imagenet-1k", store=store)
+    assert any(n.startswith("took up the staging folder of an earlier import of run fresh") for n in summary.notes)
+    assert summary.already_imported == 5 and summary.new_accepted == 7
+    assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
+    manifest = store.open_run("fresh").read_manifest()
+    assert (manifest["status"] == "accepted").sum() == 12 and not manifest.duplicated("sha256").any()
+
+
+def test_a_ctrl_c_during_an_import_into_a_new_run_says_that_running_it_again_resumes(tmp_path, monkeypatch, capsys):
+    import crawl.importer as importer
+    from crawl.cli import main
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7100, 7104))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importer, "_import_one", interrupted)
+    assert main(["import", str(src), "--run", "fresh", "--no-progress"]) == 130
+    assert capsys.readouterr().err == ("interrupted: no run was created yet; run the same command again to resume "
+                                       "the import\n")
+
+
+def test_the_dashboards_import_left_mid_way_resumes_under_the_run_id_it_was_given(tmp_path, monkeypatch):
+    """The Import page gives no run id (each import gets a fresh one from its title): an import the reader
+    left mid-way (Streamlit stops the script with an exception that is no Exception) is taken up by the same
+    import of the same folder and title, under the id it was given then; another title starts anew."""
+    import crawl.importer as importer
+    from crawl.importer import STAGING_PREFIX, import_new_run
+
+    class PageLeft(BaseException):  # as Streamlit's StopException
+        pass
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7200, 7208))
+    store = RunStore()
+    real, calls = importer._import_one, []
+
+    def left_at_the_fourth(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise PageLeft()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importer, "_import_one", left_at_the_fourth)
+    with pytest.raises(PageLeft):
+        import_new_run(src, store=store, title="Cats")
+    monkeypatch.setattr(importer, "_import_one", real)
+    (staging,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
+    first_id = json.loads((staging / "run.json").read_text())["run_id"]
+    other = import_new_run(src, store=store, title="Other cats")
+    assert other.run_id != first_id and other.already_imported == 0, "another title: another import"
+    summary = import_new_run(src, store=store, title="Cats")
+    assert summary.run_id == first_id, "the id the import was given when it started"
+    assert summary.already_imported == 3 and summary.new_accepted == 5
+    assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
+    assert sorted(r.run_id for r in store.list_runs()) == sorted([first_id, other.run_id])
