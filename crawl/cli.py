@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -275,7 +276,11 @@ def cmd_summary(args) -> int:
         if not expand_user(args.out).is_dir():  # a typo printed '(no classes)', exit 0
             raise OptionError(f"--out {args.out} is not a folder; give the folder an import or crawl wrote "
                               "(it holds manifest.csv).")
-        manifest = FolderDestination(args.out).read_manifest()
+        dest = FolderDestination(args.out)
+        if not os.path.lexists(dest.manifest_path):  # an empty or unrelated folder printed '(no classes)', exit 0
+            raise OptionError(f"--out {args.out} holds no manifest.csv: no import or crawl wrote there; give the folder "
+                              "one wrote, or fill this one with 'python -m crawl import SRC --out DIR'.")
+        manifest = dest.read_manifest()
     else:
         manifest = RunStore().open_run(args.run).read_manifest()
     _print_table(summarise(manifest, k=args.k))

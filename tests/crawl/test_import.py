@@ -845,6 +845,8 @@ def test_cli_refuses_a_folder_mapped_twice_or_mapped_and_skipped(mixed_src, caps
     (["terms", "--wnids", ""], ["--wnids needs at least one wnid"]),
     (["terms", "--wnids", " , "], ["--wnids needs at least one wnid"]),
     (["summary", "--out", "{tmp}/no-such-folder"], ["no-such-folder is not a folder"]),
+    # an empty folder (or one no import wrote) printed '(no classes)', exit 0, as if an import had found nothing
+    (["summary", "--out", "{tmp}"], ["holds no manifest.csv", "python -m crawl import SRC --out DIR"]),
 ])
 def test_crawl_options_out_of_range_are_one_line(tmp_path, capsys, argv, words):
     """Second campaign: --k 99999999999999999999 was an OverflowError traceback (pandas' Int64);
