@@ -580,8 +580,9 @@ def _from_arrow(arrow, source, schema: dict[str, str] | None, table: str) -> pd.
     try:
         df = arrow.to_pandas()
         return conform(df, schema, table=table) if schema is not None else df
-    except StoreError:
-        raise
+    except StoreError as exc:  # conform names the table and the column; the file and the fix are said here
+        raise StoreError(f"{source}: {str(exc).rstrip('.')}; WildLens did not write it so: restore it, or move it away "
+                         "and re-run.") from None
     except (TypeError, ValueError, ArithmeticError) as exc:  # a column whose type its pandas metadata contradicts
         # (a hand-edited file: TypeError "Expected array of boolean type" reached the pages; hostile campaign)
         raise StoreError(f"{source} does not read as the {table} table ({' '.join(str(exc).split())[:200]}).") \

@@ -1,5 +1,6 @@
 """core.tables helpers that the pages lean on at scale, against pandas as the reference."""
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -249,8 +250,25 @@ def test_a_parquet_file_naming_a_column_twice_is_a_store_error(tmp_path):
 
     pq.write_table(pa.table([pa.array(["m"]), pa.array(["x"]), pa.array(["a.jpg"])], names=["model", "image", "image"]),
                    tmp_path / "twice.parquet")
-    with pytest.raises(StoreError, match=r"column 'image' cannot be read as string: the table has 2 columns of that name"):
+    with pytest.raises(StoreError) as info:
         read_table(tmp_path / "twice.parquet", PREDICTION_SCHEMA, table="predictions")
+    # The file, what is wrong in it and the fix, in one line (conform alone named neither the file nor the fix).
+    assert str(info.value) == (f"{tmp_path / 'twice.parquet'}: predictions: column 'image' cannot be read as string: "
+                               "the table has 2 columns of that name; WildLens did not write it so: restore it, or "
+                               "move it away and re-run.")
+
+
+def test_a_parquet_column_of_another_type_names_the_file_and_the_fix(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from core.tables import PREDICTION_SCHEMA, StoreError, read_table
+
+    pq.write_table(pa.table({"model": ["m"], "image": ["a.jpg"], "prob_1": ["high"]}), tmp_path / "typed.parquet")
+    with pytest.raises(StoreError, match=rf"^{re.escape(str(tmp_path / 'typed.parquet'))}: predictions: column "
+                                         r"'prob_1' cannot be read as Float64: .*; WildLens did not write it so: "
+                                         r"restore it, or move it away and re-run\.$"):
+        read_table(tmp_path / "typed.parquet", PREDICTION_SCHEMA, table="predictions")
 
 
 def test_conform_follows_the_string_storage_option_as_astype_does():
