@@ -562,10 +562,11 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
     runs into a staging folder inside the runs folder (``runs/.import-<token>``, invisible to
     ``RunStore.list_runs``) that is renamed to ``runs/<run_id>`` at the end, in one step; when
     nothing was accepted, or the import fails, the staging folder is removed and no run exists
-    (FolderImportError, its ``summary`` saying why each file was rejected). A killed, interrupted (Ctrl-C, the
-    page left) or file-system-failed import's staging folder is kept (:func:`_kept_for_resume`) and taken up by
-    the same import run again (:func:`_resumable_staging`: same run id, source, label space, classes and
-    links): re-running resumes. Other staging folders a killed process left behind are removed by
+    (FolderImportError, its ``summary`` saying why each file was rejected). A killed, interrupted (Ctrl-C,
+    another page opened on the dashboard) or file-system-failed import's staging folder is kept
+    (:func:`_kept_for_resume`) and taken up by the same import run again (:func:`_resumable_staging`:
+    same run id, or for an import without one the same title; source, label space, classes and links):
+    re-running resumes. Other staging folders a killed process left behind are removed by
     the next import after a day.
 
     The run records what an import knows: ``source`` 'import', the classes that got images
@@ -703,15 +704,18 @@ def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
 def _kept_for_resume(exc: BaseException, staging: Path, marker: dict) -> bool:
     """Whether an import that ended in ``exc`` leaves its staging folder for the same import to take up.
 
-    Interrupted (Ctrl-C; the dashboard stopping its script when the reader leaves the page: exceptions
-    that are no ``Exception``) or failed on the file system (``StoreFailure``: a full disk, whose message
-    says to run again to resume; an ``OSError``: the source unplugged): what was imported stays, with its marker written again (the lock's end removed it),
-    so running the same import again resumes, as after a kill; an import nobody runs again is swept
-    after a day. Why: an import of thousands of images stopped at the last one started over from
-    the first (a hostile campaign). Our own refusals (``FolderImportError``: nothing usable, the
-    rename refused) and other exceptions (a fault whose state is not known) remove the folder, as
-    does a marker that cannot be written (nothing could take the folder up)."""
-    if isinstance(exc, FolderImportError) or (isinstance(exc, Exception) and not isinstance(exc, (OSError, StoreFailure))):
+    Interrupted (Ctrl-C; the dashboard stopping its script when the reader opens another page while
+    it runs: exceptions that are no ``Exception``; a closed browser tab does not stop it, the import
+    ends) or failed on the file system (``StoreFailure``: a full disk, whose message says to run again
+    to resume; an ``OSError``: the source unplugged): what was imported stays, with its marker written
+    again (the lock's end removed it), so running the same import again resumes, as after a kill; an
+    import nobody runs again is swept after a day. Why: an import of thousands of images stopped at
+    the last one started over from the first (a hostile campaign). Our own refusals
+    (``FolderImportError``: nothing usable, the rename refused) and other exceptions (a fault whose
+    state is not known) remove the folder, as does a marker that cannot be written (nothing could take
+    the folder up)."""
+    if isinstance(exc, FolderImportError) or (isinstance(exc, Exception)
+                                              and not isinstance(exc, (OSError, StoreFailure))):
         return False
     try:
         write_bytes_atomic(staging / IMPORT_MARKER, _marker_bytes(marker))

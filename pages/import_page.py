@@ -226,8 +226,11 @@ except OSError as exc:  # the folder vanished or cannot be read mid-import
                          "import the same folder again to go on from the images already imported.")
     st.stop()
 
+# An import taken up after it was stopped (crawl.importer._kept_for_resume) counts only what it imported now.
+kept = (f"; {plural(summary.already_imported, 'file')} recorded by the earlier import of this folder that was stopped "
+        "are kept" if summary.already_imported else "")
 st.success(f"Run {summary.run_id} created: {plural(summary.new_accepted, 'image')} of "
-           f"{plural(len(summary.wnids), 'class', 'classes')} imported from {plural(summary.files_seen, 'file')}.")
+           f"{plural(len(summary.wnids), 'class', 'classes')} imported from {plural(summary.files_seen, 'file')}{kept}.")
 table = summary.per_class.drop(columns=["requested", "short_by"], errors="ignore")  # no k: an import asks for none
 # 'name': the column core.names.with_names gives a wnid, so the CSV has it once.
 table.insert(1, "name", [space.display_name(w) if w in space else w for w in table["wnid"]])

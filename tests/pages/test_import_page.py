@@ -327,3 +327,38 @@ def test_the_folder_is_read_again_only_when_it_changes(home, tmp_path, monkeypat
     write_images(src / "tabby", 320, n=3)  # one more image (photo 2.jpg) in a class folder
     at.run()
     assert len(calls) == 2 and int(at.dataframe[0].value.set_index("folder").loc["tabby", "files"]) == 3
+
+
+def test_an_import_stopped_by_opening_another_page_goes_on_when_imported_again(home, tmp_path, monkeypatch):
+    """Opening another page while an import runs stops its script (an exception that is no Exception): the
+    staging folder is kept (crawl.importer._kept_for_resume) and the same folder under the same title is taken
+    up; the success line says how many files the stopped import had recorded (it counted only the new ones)."""
+    import crawl.importer as importer
+
+    class PageLeft(BaseException):  # as Streamlit's StopException
+        pass
+
+    src = tmp_path / "src"
+    write_images(src / "tabby", 300, n=6)
+    real, calls = importer._import_one, []
+
+    def stopped_at_the_fourth(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise PageLeft()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importer, "_import_one", stopped_at_the_fourth)
+    with pytest.raises(PageLeft):
+        importer.import_new_run(src, store=home, title="Import of src")  # the page's default title
+    monkeypatch.setattr(importer, "_import_one", real)
+    assert run_ids(home) == [] and len(list(home.runs_dir.glob(".import-*"))) == 1
+    at = start("pages/import_page.py")
+    at.text_input(key="import_folder").set_value(str(src)).run()
+    button(at, "import-go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (success,) = at.success
+    assert success.value.endswith("3 images of 1 class imported from 6 files; 3 files recorded by the earlier import "
+                                  "of this folder that was stopped are kept.")
+    assert len(run_ids(home)) == 1 and not list(home.runs_dir.glob(".import-*"))
+    assert any(c.value.startswith("took up the staging folder of an earlier import") for c in at.caption)
