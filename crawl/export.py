@@ -65,7 +65,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.errors import WildLensError, printable
-from core.userfile import UserFileError, expand_user, no_home_reason
+from core.userfile import UserFileError, broken_link_reason, expand_user, no_home_reason
 from core.explained import CURATED, EXPLAINED_IN_MEMORY, RAW, VIEWS, read_explained
 from core.fiftyone_layout import (CLASS_NAME_ATTR, DATA_DIR, IMAGE_ATTR, LABELS_FILE, model_attribute,
                                   model_keys)
@@ -221,6 +221,11 @@ def check_destination(out: Path | str, run: Run | None = None) -> Path:
         info = os.lstat(out)
     except FileNotFoundError:
         return out
+    except NotADirectoryError:  # a file on the way: named (it read "cannot be checked (Not a directory)")
+        above = next((p for p in out.parents if os.path.lexists(p) and not os.path.isdir(p)), None)
+        what = ((broken_link_reason(above) or f"{above} is not a folder") if above is not None
+                else "a part of it is not a folder")
+        raise _out_error(out, f" cannot be made: {printable(what)}; fix or move it, or give another --out.") from None
     except OSError as exc:
         raise _out_error(out, f" cannot be checked ({exc.strerror or exc}); give a folder you can "
                           "read.") from None
@@ -612,7 +617,11 @@ def _make_parents(folder: Path) -> list[Path]:
                 os.mkdir(level)
             except FileExistsError:
                 if not os.path.isdir(level):
-                    raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(level)) from None
+                    # Named for what it is: a dangling link was reported as the OS's bare "Not a directory"
+                    # (hostile check, 2026-12-07).
+                    what = broken_link_reason(level) or f"{level} is not a folder"
+                    raise ExportError(f"--out cannot be made: {printable(what)}; fix or move it, or give another "
+                                      "--out (nothing was left at --out).") from None
                 continue
             made.append(level)
     except BaseException:

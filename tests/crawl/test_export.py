@@ -360,6 +360,26 @@ def test_a_failed_export_removes_the_parent_folders_it_made_and_keeps_the_rest(t
     assert not (tmp_path / "p1").exists()
 
 
+def test_a_dangling_link_or_a_file_on_the_way_to_the_destination_is_named_for_what_it_is(tmp_path):
+    """Hostile check: a parent that is a link to nowhere was reported as the OS's "Not a directory",
+    with advice to check that the folder was writable; the made parents above it are removed."""
+    run, _ = _make_run()
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "gone").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ExportError) as caught:
+        export_run(run, tmp_path / "base" / "gone" / "new", "imagefolder")
+    assert str(caught.value) == (f"--out cannot be made: {tmp_path / 'base' / 'gone'} is a symbolic link to "
+                                 f"{tmp_path / 'nowhere'}, which does not exist; fix or move it, or give another --out "
+                                 "(nothing was left at --out).")
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "file").write_text("mine")
+    with pytest.raises(ExportError) as caught:  # (it read "cannot be checked (Not a directory)")
+        export_run(run, tmp_path / "new" / "file" / "sub" / "out", "imagefolder")
+    assert str(caught.value) == (f"--out {tmp_path / 'new' / 'file' / 'sub' / 'out'} cannot be made: "
+                                 f"{tmp_path / 'new' / 'file'} is not a folder; fix or move it, or give another --out.")
+    assert (tmp_path / "new" / "file").read_text() == "mine" and sorted(os.listdir(tmp_path / "new")) == ["file"]
+
+
 def test_a_nul_or_a_home_of_no_user_in_the_destination_is_one_line(tmp_path):
     run, _ = _make_run()
     with pytest.raises(ExportError, match=r"holds a NUL character; give the folder's path\.$") as caught:
