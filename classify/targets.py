@@ -311,7 +311,7 @@ def _listing(folder: Path) -> list[os.DirEntry]:
 
 def check_images_folder(folder: str | Path) -> Path:
     """``folder`` as given (user expanded) when it is a folder; else FolderError with advice."""
-    given = expand_user(folder)
+    given = expand_user(folder, "--images")
     if not given.exists():
         raise FolderError(f"Folder {given} does not exist.")
     if not given.is_dir():
@@ -386,7 +386,7 @@ def _is_noun(wnid: str) -> bool:
 
 
 def check_output_path(out: str | Path) -> Path:
-    out = expand_user(out)
+    out = expand_user(out, "--out")
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
         raise FolderError(f"--out {out}: the file name must end in .csv or .parquet (it decides the format).")
     if out.exists() and out.is_dir():

@@ -54,7 +54,7 @@ HOME_ENV = "WILDLENS_HOME"
 def default_root() -> Path:
     env = os.environ.get(HOME_ENV)
     if env:
-        return expand_user(env)
+        return expand_user(env, f"{HOME_ENV}=")
     try:
         return Path.home() / ".wildlens"
     except RuntimeError:  # HOME unset and no passwd entry (docker run --user 12345): a traceback on every command

@@ -88,7 +88,7 @@ def _root_from(env: str, what: str) -> Path | None:
     text = os.environ.get(env, "").strip()
     if not text:
         return None
-    root = expand_user(text).resolve()
+    root = expand_user(text, f"{env}=").resolve()
     if not root.is_dir():
         raise ServingError(f"{env}={text} is not a folder: set it to the folder {what}, and restart WildLens.")
     return root

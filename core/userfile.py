@@ -135,17 +135,19 @@ def broken_link_reason(path: str | os.PathLike) -> str | None:
     return None
 
 
-def expand_user(path) -> Path:
+def expand_user(path, what: str = "") -> Path:
     """``Path(path).expanduser()``, or :class:`UserFileError` (one line) when a leading '~name'
-    names no user here. Why: Python raises RuntimeError("Could not determine home directory"), and
+    names no user here; ``what`` names where the path came from ('--out', 'WILDLENS_HOME=') ahead of
+    it in that line. Why: Python raises RuntimeError("Could not determine home directory"), and
     '--out ~nosuchuser/x' ended crawl summary, crawl import and the other commands in a traceback
-    (hostile check, 2026-12-07)."""
+    (hostile check, 2026-12-07); a path from an environment variable was not named as one."""
     try:
         return Path(path).expanduser()
     except RuntimeError:
         from .errors import printable
 
-        raise UserFileError(f"{printable(path)}: {no_home_reason(path)}") from None
+        label = f"{what}{'' if not what or what.endswith('=') else ' '}"
+        raise UserFileError(f"{label}{printable(path)}: {no_home_reason(path)}") from None
 
 
 def no_home_reason(path) -> str:

@@ -273,7 +273,7 @@ def cmd_check(args) -> int:
 def cmd_summary(args) -> int:
     _check_k(args.k)
     if args.out is not None:
-        if not expand_user(args.out).is_dir():  # a typo printed '(no classes)', exit 0
+        if not expand_user(args.out, "--out").is_dir():  # a typo printed '(no classes)', exit 0
             raise OptionError(f"--out {args.out} is not a folder; give the folder an import or crawl wrote "
                               "(it holds manifest.csv).")
         dest = FolderDestination(args.out)

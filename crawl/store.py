@@ -170,7 +170,7 @@ class FolderDestination(Destination):
     relative to DIR)."""
 
     def __init__(self, root: Path | str):
-        self.root = expand_user(root)
+        self.root = expand_user(root, "--out")
         self.images_dir = self.root
         self.manifest_path = self.root / "manifest.csv"
 
@@ -265,7 +265,7 @@ def check_folder_outside_the_store(root: Path | str) -> None:
     from core.runstore import RunStore
 
     runs = RunStore().runs_dir.resolve()
-    root = expand_user(root)
+    root = expand_user(root, "--out")
     where = root.resolve()
     if where == runs or runs in where.parents:
         raise CollectError(f"--out {root}: that is inside the run store's runs folder ({runs}), which holds WildLens's "

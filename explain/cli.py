@@ -48,7 +48,7 @@ def _check_out_outside_runs(out) -> Path:
     from core.runstore import RunStore
 
     runs = RunStore().runs_dir.resolve()
-    given = expand_user(out)
+    given = expand_user(out, "--out")
     where = given.resolve()
     if where == runs or runs in where.parents:
         raise MetricsOutputError(f"--out {out}: that is inside the run store's runs folder ({runs}), which holds "

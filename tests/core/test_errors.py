@@ -28,25 +28,33 @@ def test_another_errors_first_line_only():
     assert one_line(RuntimeError("a\x1b[2J\nb")) == "a\\x1b[2J"
 
 
-@pytest.mark.parametrize("argv", [
-    ["crawl", "summary", "--out", "~no-such-user-here/x"],
-    ["crawl", "import", "SRC", "--out", "~no-such-user-here/x", "--no-progress"],
-    ["crawl", "import", "~no-such-user-here/src", "--out", "OUT", "--no-progress"],
-    ["classify", "--images", "~no-such-user-here/photos", "--out", "OUT/p.csv", "--no-progress"],
-    ["classify", "--images", "SRC", "--out", "~no-such-user-here/p.csv", "--no-progress"],
+@pytest.mark.parametrize("argv, named", [
+    (["crawl", "summary", "--out", "~no-such-user-here/x"], "--out ~no-such-user-here/x: "),
+    (["crawl", "import", "SRC", "--out", "~no-such-user-here/x", "--no-progress"], "--out ~no-such-user-here/x: "),
+    (["crawl", "import", "~no-such-user-here/src", "--out", "OUT", "--no-progress"], ""),
+    (["classify", "--images", "~no-such-user-here/photos", "--out", "OUT/p.csv", "--no-progress"],
+     "--images ~no-such-user-here/photos: "),
+    (["classify", "--images", "SRC", "--out", "~no-such-user-here/p.csv", "--no-progress"],
+     "--out ~no-such-user-here/p.csv: "),
+    (["explain", "metrics", "--run", "r", "--out", "~no-such-user-here/x"], "--out ~no-such-user-here/x: "),
+    (["explain", "metrics", "--run", "r", "HOME=~no-such-user-here/h"], "WILDLENS_HOME=~no-such-user-here/h: "),
 ])
-def test_a_home_of_no_user_is_one_line_on_every_command(argv, tmp_path, capsys):
+def test_a_home_of_no_user_is_one_line_on_every_command(argv, named, tmp_path, capsys, monkeypatch):
     """'~name' that names no user here: Python's RuntimeError ended these commands in a traceback
-    (core.userfile.expand_user; hostile check, 2026-12-07)."""
+    (core.userfile.expand_user; hostile check, 2026-12-07); the line names the option or variable the
+    path came from."""
+    from explain.cli import main as explain_main
     from classify.cli import main as classify_main
     from crawl.cli import main as crawl_main
 
     (tmp_path / "src" / "n02123045").mkdir(parents=True)
     argv = [a.replace("SRC", str(tmp_path / "src")).replace("OUT", str(tmp_path / "out")) for a in argv]
-    main = {"crawl": crawl_main, "classify": classify_main}[argv[0]]
+    if argv[-1].startswith("HOME="):
+        monkeypatch.setenv("WILDLENS_HOME", argv.pop().removeprefix("HOME="))
+    main = {"crawl": crawl_main, "classify": classify_main, "explain": explain_main}[argv[0]]
     assert main(argv[1:]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
+    assert err.startswith(f"error: {named}") and err.count("\n") == 1
     assert "~no-such-user-here names no user's home here; give the full path." in err
 
 
