@@ -190,6 +190,8 @@ class Run:
                              "another run's with this run's id).") from None
         except (ValueError, OSError) as exc:  # not JSON, not UTF-8 (JSONDecodeError is a ValueError), unreadable
             raise StoreError(f"{self.info_path} is damaged ({exc}).") from None
+        except RecursionError:  # '[' x 5000: one such run.json ended the whole run list (hostile check, 2026-12-07)
+            raise StoreError(f"{self.info_path} is damaged (nested too deeply to be a run's description).") from None
         # Fields of the wrong type (a hand edit, a damaged copy) are refused here, in one line, instead
         # of breaking whatever reads them later: a title that is a list failed every page's sidebar.
         data, problem = _checked_info(data)

@@ -67,7 +67,7 @@ from core.wordnet import is_wnid, wnid_of
 
 from .config import ValidationConfig
 from .store import (CollectError, Collector, RunDestination, as_destination, check_manifest, check_writable, exclusive, leftover_notes,
-                    StoreFailure, summarise, sweep_leftovers)
+                    StoreFailure, record_failure, summarise, sweep_leftovers)
 from .validate import (NOT_REGULAR, SYMLINK_LOOP, TOO_LARGE, UNREADABLE, Rejected, sha256_hex,
                        validate_image)
 
@@ -599,28 +599,32 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
               "validation": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v)
                              for k, v in dataclasses.asdict(validation).items()}}
     staging = _resumable_staging(store, marker)
-    if staging is not None and auto_id:
-        run_id = _staged_run_id(staging, store) or run_id
-        target = store.runs_dir / run_id
-    _sweep_stale_staging(store)
     resumed = staging is not None
-    if staging is None:
-        staging = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+    # From here every exit goes through _kept_for_resume: a taken-up folder is never removed for an error
+    # before its import has started (a full disk at the title's update removed the images kept, and a
+    # Ctrl-C in the sweep left the folder without its marker, so the next run started over; review).
     try:
+        if resumed and auto_id:
+            run_id = _staged_run_id(staging, store) or run_id
+            target = store.runs_dir / run_id
+        _sweep_stale_staging(store)
         if resumed:
             run = Run(staging)
             if title:
-                run.update_info(title=title)
+                try:
+                    run.update_info(run_id=run_id, title=title)  # run.json keeps the id (Run.info names the folder)
+                except OSError as exc:
+                    raise record_failure(exc, run.info_path) from None
         else:
-            staging.mkdir(parents=True)
-            run = Run(staging)
-            run.save_info(RunInfo(run_id=run_id, title=title or f"Import of {src.name}", source="import",
-                                  label_space=label_space))
-    except OSError as exc:  # a read-only $WILDLENS_HOME: one line, not a traceback
-        shutil.rmtree(staging, ignore_errors=True)
-        raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc}; set "
-                                "$WILDLENS_HOME to a folder you can write to, or use --out DIR.") from None
-    try:
+            staging = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+            try:
+                staging.mkdir(parents=True)
+                run = Run(staging)
+                run.save_info(RunInfo(run_id=run_id, title=title or f"Import of {src.name}", source="import",
+                                      label_space=label_space))
+            except OSError as exc:  # a read-only $WILDLENS_HOME: one line, not a traceback
+                raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc}; "
+                                        "set $WILDLENS_HOME to a folder you can write to, or use --out DIR.") from None
         dest = _StagedRun(run, run_id, marker)
         _check_apart(src, dest)
         summary = _import(src, dest, chosen, plan.notes, progress, validation, follow_links)
@@ -640,7 +644,7 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
         for folder, wnid in chosen.items():
             if wnid not in got:
                 summary.notes.append(f"folder {folder!r} ({wnid}): no usable image; the class is not in the run")
-        run.update_info(wnids=summary.wnids)
+        run.update_info(run_id=run_id, wnids=summary.wnids)
         if resumed:
             summary.notes.append(f"took up the staging folder of an earlier import of run {run_id} that did not finish"
                                  + (f": {summary.already_imported} file(s) it had recorded were not imported again"
@@ -652,7 +656,7 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
             raise FolderImportError(f"Cannot create run {run_id} in {store.runs_dir}: {exc.strerror or exc} "
                                     "(another run of that id?); nothing was imported.") from None
     except BaseException as exc:
-        if not _kept_for_resume(exc, staging, marker):
+        if staging is not None and not _kept_for_resume(exc, staging, marker):
             shutil.rmtree(staging, ignore_errors=True)
         raise
     summary.run_id = run_id
@@ -661,6 +665,9 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
 
 
 IMPORT_MARKER = ".wildlens-import.json"  # in a staging folder: what import it is (import_new_run's marker)
+# It lists the class folders: 3,000 of them made 78 KB, over the 64 KiB read before, and such an import never
+# resumed (hostile check, 2026-12-07). ImageNet-21k's 21,841 classes with long folder names fit in this.
+MARKER_MAX_BYTES = 16 << 20
 
 
 def _marker_bytes(marker: dict) -> bytes:
@@ -687,7 +694,7 @@ def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
             if not path.is_dir() or path.is_symlink():
                 continue
             # Compared as bytes, never parsed: a marker nested 200,000 levels deep raised RecursionError (a review).
-            if read_user_bytes(path / IMPORT_MARKER, max_bytes=64 << 10) != _marker_bytes(marker):
+            if read_user_bytes(path / IMPORT_MARKER, max_bytes=MARKER_MAX_BYTES) != _marker_bytes(marker):
                 continue
             with exclusive_lock(path, name=LOCK_NAME):  # free: its import is gone
                 pass
@@ -706,17 +713,20 @@ def _kept_for_resume(exc: BaseException, staging: Path, marker: dict) -> bool:
 
     Interrupted (Ctrl-C; the dashboard stopping its script when the reader opens another page while
     it runs: exceptions that are no ``Exception``; a closed browser tab does not stop it, the import
-    ends) or failed on the file system (``StoreFailure``: a full disk, whose message says to run again
-    to resume; an ``OSError``: the source unplugged): what was imported stays, with its marker written
-    again (the lock's end removed it), so running the same import again resumes, as after a kill; an
-    import nobody runs again is swept after a day. Why: an import of thousands of images stopped at
-    the last one started over from the first (a hostile campaign). Our own refusals
-    (``FolderImportError``: nothing usable, the rename refused) and other exceptions (a fault whose
-    state is not known) remove the folder, as does a marker that cannot be written (nothing could take
-    the folder up)."""
+    ends) or failed on the file system (``StoreFailure``: a full disk at a file, the journal or the
+    manifest, whose message says to run again to resume; another ``OSError`` of the store; a file of
+    the source that cannot be read is a rejected row, no failure): what was imported stays, with its
+    marker written again (the lock's end removed it), so running the same import again resumes, as
+    after a kill; an import nobody runs again is swept after a day. Why: an import of thousands of
+    images stopped at the last one started over from the first (a hostile campaign). Our own
+    refusals (``FolderImportError``: nothing usable, the rename refused) and other exceptions (a fault
+    whose state is not known) remove the folder, as does a marker that cannot be written (nothing
+    could take the folder up); a folder already renamed into place is left as it is."""
     if isinstance(exc, FolderImportError) or (isinstance(exc, Exception)
                                               and not isinstance(exc, (OSError, StoreFailure))):
         return False
+    if not staging.is_dir():  # renamed into place before the interrupt landed: nothing to keep, no folder to remake
+        return True
     try:
         write_bytes_atomic(staging / IMPORT_MARKER, _marker_bytes(marker))
     except OSError:

@@ -89,6 +89,16 @@ class StoreFailure(CollectError):
     its staging folder for it: crawl.importer._kept_for_resume)."""
 
 
+def record_failure(exc: OSError, path) -> StoreFailure:
+    """A full disk (or a folder made read-only) met while recording rows, in one line. Why: the
+    journal's write, or the manifest's at the save, is where a full disk usually shows first, and it
+    ended the command in a 45-line OSError traceback (hostile check, 2026-12-07); what is recorded
+    stays and the same command resumes."""
+    return StoreFailure(f"Cannot record images in {path}: {exc.strerror or exc}; every image recorded before is "
+                        "kept: make room (or fix the folder's permissions), then run the same command again to "
+                        "resume.")
+
+
 # --------------------------------------------------------------------------- destinations
 class Destination:
     """Images folder + manifest. Subclasses say where the manifest lives and in which format."""
@@ -508,8 +518,11 @@ class Collector:
             os.set_blocking(fd, True)
             self._journal_fd = fd
         view = memoryview(line)
-        while view:
-            view = view[os.write(self._journal_fd, view):]
+        try:
+            while view:
+                view = view[os.write(self._journal_fd, view):]
+        except OSError as exc:  # a full disk: the journal is usually the first write to meet it
+            raise record_failure(exc, self.dest.journal_path) from None
 
     def _close_journal(self) -> None:
         if self._journal_fd is not None:
@@ -674,7 +687,12 @@ class Collector:
         if self._store_error is not None:  # a file could not be stored: stop at once, one line
             raise self._store_failure()
         if not self.writers:
-            write_bytes_atomic(path, data)
+            try:
+                write_bytes_atomic(path, data)
+            except OSError as exc:  # as a writer thread's failure (_wait_one): the row is left out, one line
+                self._failed.add(index)
+                self._store_error = exc
+                raise self._store_failure() from None
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.writers, thread_name_prefix="wildlens-store")
@@ -687,7 +705,10 @@ class Collector:
         try:                               # waiting leaves it pending, so a later save waits again
             future.result()
         except BaseException as exc:
-            if not future.done():  # the wait itself was interrupted (Ctrl-C here): the write is still pending
+            # The wait itself was interrupted (Ctrl-C here): the write is still pending, or it finished meanwhile
+            # and a later wait counts it. Why both: a Ctrl-C landing as the writer finished was taken for a failed
+            # write and reported as a full disk, exit 2 (hostile check, 2026-12-07).
+            if not future.done() or future.cancelled() or future.exception() is not exc:
                 raise
             # The writer failed, whatever with (an OSError, or a KeyboardInterrupt / SystemExit raised in
             # its thread, which is no Ctrl-C of this process): the row is left out, the save says why.
@@ -801,7 +822,10 @@ class Collector:
                 self._failed &= gone  # a restored old row is no failed one (a later save keeps it)
                 rows = [row for i, row in enumerate(self.rows) if i not in gone]
             df = pd.DataFrame(rows, columns=list(MANIFEST_SCHEMA)) if rows else empty_table(MANIFEST_SCHEMA)
-            self.dest.write_manifest(df)
+            try:
+                self.dest.write_manifest(df)
+            except OSError as exc:  # the journal is kept: the next run replays it
+                raise record_failure(exc, self.dest.manifest_path) from None
             self._written = _stamp(self.dest.manifest_path)
             self._close_journal()
             self.dest.journal_path.unlink(missing_ok=True)

@@ -45,6 +45,11 @@ def test_damaged_run_is_skipped_in_listing(tmp_path):
     bad.mkdir()
     (bad / "run.json").write_text("{not json")
     assert [i.run_id for i in store.list_runs()] == ["good"]
+    # Nested too deeply for json: RecursionError ended the whole list (hostile check, 2026-12-07).
+    (bad / "run.json").write_text("[" * 5000 + "]" * 5000)
+    assert [i.run_id for i in store.list_runs()] == ["good"]
+    with pytest.raises(StoreError, match=r"run\.json is damaged \(nested too deeply"):
+        store.open_run("bad").info
 
 
 def test_a_special_or_huge_run_json_is_a_damaged_run_at_once(tmp_path):

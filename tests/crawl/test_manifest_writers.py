@@ -244,32 +244,59 @@ def test_an_import_into_a_new_run_killed_part_way_resumes_on_the_next_run(tmp_pa
     assert files == {Path(f).name for f in store.open_run("fresh").read_manifest().query("status == 'accepted'")["file"]}
 
 
-@pytest.mark.parametrize("failure", ["interrupt", "disk full", "source unplugged", "fault"])
+@pytest.mark.parametrize("failure", ["interrupt", "disk full at a file", "disk full at the journal", "fault"])
 def test_an_import_into_a_new_run_that_stops_on_an_error_resumes_on_the_next_run(tmp_path, monkeypatch, failure):
-    """A hostile campaign: `crawl import SRC --run NEW` stopped by Ctrl-C (or the dashboard leaving the page), a
-    full disk (whose message says "run the same command again to resume") or a source that went away removed
-    its staging folder, so the next run started over from the first image. Those keep it, marker written again,
-    and the same import takes it up; a fault of unknown state (any other exception) still removes it."""
+    """A hostile campaign: `crawl import SRC --run NEW` stopped by Ctrl-C (or the dashboard's next page) or by a
+    full disk (a file's write, or the journal's, where a full disk usually shows first and which was a 45-line
+    traceback) removed its staging folder, so the next run started over from the first image. Those keep it,
+    marker written again, and the same import takes it up; a fault of unknown state still removes it."""
+    import errno
+
     import crawl.importer as importer
+    import crawl.store as store_module
     from crawl.importer import IMPORT_MARKER, STAGING_PREFIX, import_new_run
     from crawl.store import StoreFailure
 
     src = tmp_path / "src"
     _images(src / TABBY, range(7000, 7012))
     store = RunStore()
-    real, calls = importer._import_one, []
+    calls = []
 
-    def stops_at_the_sixth(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 6:
-            raise {"interrupt": KeyboardInterrupt(), "disk full": StoreFailure("Cannot store images: no space left"),
-                   "source unplugged": OSError(5, "Input/output error"), "fault": RuntimeError("a bug")}[failure]
-        return real(*args, **kwargs)
+    def failing_at_the_sixth(real, error):
+        def call(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 6:
+                raise error
+            return real(*args, **kwargs)
+        return call
 
-    monkeypatch.setattr(importer, "_import_one", stops_at_the_sixth)
-    with pytest.raises((KeyboardInterrupt, StoreFailure, OSError, RuntimeError)):
+    if failure == "disk full at a file":
+        monkeypatch.setattr(store_module, "write_bytes_atomic", failing_at_the_sixth(
+            store_module.write_bytes_atomic, OSError(errno.ENOSPC, "No space left on device")))
+    elif failure == "disk full at the journal":
+        real_journal = store_module.Collector._journal
+
+        def journal(self, index, row):
+            calls.append(1)
+            if len(calls) == 6:
+                real_write = os.write
+                monkeypatch.setattr(store_module.os, "write", lambda fd, data: (_ for _ in ()).throw(
+                    OSError(errno.ENOSPC, "No space left on device")))
+                try:
+                    return real_journal(self, index, row)
+                finally:
+                    monkeypatch.setattr(store_module.os, "write", real_write)
+            return real_journal(self, index, row)
+
+        monkeypatch.setattr(store_module.Collector, "_journal", journal)
+    else:
+        monkeypatch.setattr(importer, "_import_one", failing_at_the_sixth(
+            importer._import_one, KeyboardInterrupt() if failure == "interrupt" else RuntimeError("a bug")))
+    with pytest.raises((KeyboardInterrupt, StoreFailure, RuntimeError)) as caught:
         import_new_run(src, run_id="fresh", label_space="imagenet-1k", store=store)
-    monkeypatch.setattr(importer, "_import_one", real)
+    if failure.startswith("disk full"):
+        assert isinstance(caught.value, StoreFailure) and "run the same command again to resume" in str(caught.value)
+    calls.extend([1] * 100)  # the patches stay, but fail no more: the resume below runs as on a disk with room
     left = list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
     assert store.list_runs() == [], "no run before the import ends"
     if failure == "fault":
@@ -279,10 +306,13 @@ def test_an_import_into_a_new_run_that_stops_on_an_error_resumes_on_the_next_run
     assert (staging / IMPORT_MARKER).is_file(), "the marker the same import takes the folder up by"
     summary = import_new_run(src, run_id="fresh", label_space="imagenet-1k", store=store)
     assert any(n.startswith("took up the staging folder of an earlier import of run fresh") for n in summary.notes)
-    assert summary.already_imported == 5 and summary.new_accepted == 7
+    assert summary.already_imported >= 4 and summary.already_imported + summary.new_accepted == 12
     assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
     manifest = store.open_run("fresh").read_manifest()
-    assert (manifest["status"] == "accepted").sum() == 12 and not manifest.duplicated("sha256").any()
+    accepted = manifest[manifest["status"] == "accepted"]
+    assert len(accepted) == 12 and not manifest.duplicated("sha256").any()
+    files = {p.name for p in (store.runs_dir / "fresh" / "images" / TABBY).iterdir()}
+    assert files == {Path(f).name for f in accepted["file"]}, "every accepted row has its file, and no other file"
 
 
 def test_a_ctrl_c_during_an_import_into_a_new_run_says_that_running_it_again_resumes(tmp_path, monkeypatch, capsys):
@@ -330,8 +360,92 @@ def test_the_dashboards_import_left_mid_way_resumes_under_the_run_id_it_was_give
     first_id = json.loads((staging / "run.json").read_text())["run_id"]
     other = import_new_run(src, store=store, title="Other cats")
     assert other.run_id != first_id and other.already_imported == 0, "another title: another import"
+    # Stopped a second time after taking the folder up: the id survives (run.json held '.import-<token>'
+    # once the title was written again, and the third import made a new id; review).
+    seen = []
+
+    def left_at_the_sixth(*args, **kwargs):  # every file is handed over again, the 3 recorded ones included
+        seen.append(1)
+        if len(seen) == 6:
+            raise PageLeft()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importer, "_import_one", left_at_the_sixth)
+    with pytest.raises(PageLeft):
+        import_new_run(src, store=store, title="Cats")
+    monkeypatch.setattr(importer, "_import_one", real)
     summary = import_new_run(src, store=store, title="Cats")
     assert summary.run_id == first_id, "the id the import was given when it started"
-    assert summary.already_imported == 3 and summary.new_accepted == 5
+    assert summary.already_imported == 5 and summary.new_accepted == 3
+    assert json.loads((store.runs_dir / first_id / "run.json").read_text())["run_id"] == first_id
     assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
     assert sorted(r.run_id for r in store.list_runs()) == sorted([first_id, other.run_id])
+
+
+def test_an_import_of_thousands_of_class_folders_is_taken_up_too(tmp_path, monkeypatch):
+    """The marker lists the class folders: 3,000 made 78 KB, over the 64 KiB it was read with, and such an
+    import never resumed (hostile check). A title as long makes a marker as large."""
+    import crawl.importer as importer
+    from crawl.importer import IMPORT_MARKER, STAGING_PREFIX, import_new_run
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7300, 7304))
+    store = RunStore()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    title = "A title as long as a marker of 3,000 class folders " * 2000
+    real = importer._import_one
+    monkeypatch.setattr(importer, "_import_one", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_new_run(src, store=store, title=title)
+    monkeypatch.setattr(importer, "_import_one", real)
+    (staging,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
+    assert (staging / IMPORT_MARKER).stat().st_size > 64 << 10
+    summary = import_new_run(src, store=store, title=title)
+    assert any(n.startswith("took up the staging folder") for n in summary.notes)
+    assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))
+
+
+def test_an_interrupt_landing_just_after_the_rename_leaves_the_run_and_no_empty_staging_folder(tmp_path, monkeypatch):
+    """A Ctrl-C that arrives as os.rename returns (CPython raises it then): the run is in place; the marker
+    was written again into a staging folder made anew, which the next import took up and failed on (no
+    run.json; hostile check)."""
+    import crawl.importer as importer
+    from crawl.importer import STAGING_PREFIX, import_new_run
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7400, 7403))
+    store = RunStore()
+    real = os.rename
+
+    def renamed_then_interrupted(a, b):
+        real(a, b)
+        if Path(b).name == "done":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(importer.os, "rename", renamed_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_new_run(src, store=store, run_id="done", label_space="imagenet-1k")
+    assert [r.run_id for r in store.list_runs()] == ["done"]
+    assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*")), "no staging folder made anew"
+
+
+def test_a_ctrl_c_while_waiting_for_a_writer_that_finished_is_an_interrupt_not_a_full_disk(tmp_path):
+    """A Ctrl-C landing as the writer finished: the wait saw a done future and took the KeyboardInterrupt
+    for the write's failure, and the import said "Cannot store images ... make room", exit 2 (hostile check)."""
+    from concurrent.futures import Future
+
+    class InterruptedWait(Future):
+        def result(self, timeout=None):  # done, successfully, when the Ctrl-C arrives in the wait
+            raise KeyboardInterrupt
+
+    collector = Collector(FolderDestination(tmp_path / "out"), ValidationConfig(), writers=2)
+    done = InterruptedWait()
+    done.set_result(None)
+    collector._pending.append((0, done))
+    with pytest.raises(KeyboardInterrupt):
+        collector._wait_one()
+    assert collector._store_error is None and not collector._failed
+    assert collector._pending == [(0, done)], "still pending: a later wait counts it"
