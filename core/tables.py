@@ -581,8 +581,10 @@ def _from_arrow(arrow, source, schema: dict[str, str] | None, table: str) -> pd.
         df = arrow.to_pandas()
         return conform(df, schema, table=table) if schema is not None else df
     except StoreError as exc:  # conform names the table and the column; the file and the fix are said here
-        raise StoreError(f"{source}: {str(exc).rstrip('.')}; WildLens did not write it so: restore it, or move it away "
-                         "and re-run.") from None
+        said = " ".join(str(exc).split()).rstrip(".")  # on one line, cut: the fix after it must survive one_line
+        said = said if len(said) <= 240 else said[:239] + "…"
+        raise StoreError(f"{source}: {said}; WildLens did not write it so: restore it, or move it away and re-run.") \
+            from None
     except (TypeError, ValueError, ArithmeticError) as exc:  # a column whose type its pandas metadata contradicts
         # (a hand-edited file: TypeError "Expected array of boolean type" reached the pages; hostile campaign)
         raise StoreError(f"{source} does not read as the {table} table ({' '.join(str(exc).split())[:200]}).") \

@@ -189,6 +189,10 @@ class FolderDestination(Destination):
 
     def read_manifest(self) -> pd.DataFrame:
         if not self.manifest_path.exists():
+            broken = broken_link_reason(self.manifest_path)
+            if broken:  # read as no manifest, it printed '(no classes)' and an import wrote a new one over it (review)
+                raise CollectError(f"{broken}; move the link away, or put the manifest itself there, and run again; "
+                                   "nothing was changed.")
             return empty_table(MANIFEST_SCHEMA)
         try:
             from core.csvsafe import read_csv  # gives back the cells write_table neutralised: resume sees the originals
@@ -197,6 +201,7 @@ class FolderDestination(Destination):
             # hanging `crawl import` and `crawl summary` (a hostile campaign), a link to a device is refused.
             data = read_user_bytes(self.manifest_path, what=str(self.manifest_path), max_bytes=MANIFEST_MAX_BYTES)
             raw = read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""])
+            _check_header(raw.columns)
             missing = [col for col in _REQUIRED_COLUMNS if col not in raw.columns]
             if missing:
                 raise ValueError(f"no column {', '.join(missing)}")
@@ -205,6 +210,9 @@ class FolderDestination(Destination):
             df = conform(raw, MANIFEST_SCHEMA, table="manifest")
         except CellError as exc:  # the person's edit: that cell is the fix (a rebuild would drop their exclusions)
             raise CollectError(f"{self.manifest_path}: {exc}, then run again; nothing was changed.") from None
+        except UnicodeDecodeError:  # Excel's plain "CSV" on Windows is cp1252; a rebuild would drop the exclusions
+            raise CollectError(f"{self.manifest_path} is not UTF-8 text (a spreadsheet saved it in another encoding?); "
+                               "save it as 'CSV UTF-8 (comma delimited)' and run again; nothing was changed.") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, StoreError,
                 OSError) as exc:
             raise self.damaged(f"{self.manifest_path} is not a readable manifest ({_flat(str(exc))})") from None
@@ -226,6 +234,30 @@ _FLAGS = {"true": True, "1": True, "1.0": True, "yes": True, "false": False, "0"
 class CellError(ValueError):
     """One cell of a manifest a person edited holds what it may not: the fix is that cell, not a
     rebuild (re-importing makes a new manifest without the person's exclusions)."""
+
+
+def _header_word(name: str) -> str:
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", str(name))
+    return "".join(c for c in text if unicodedata.category(c) != "Cf").strip().lower()
+
+
+def _check_header(columns) -> None:
+    """Refuse (CellError: the fix is the header) a manifest a spreadsheet saved with ';' or tabs, or
+    whose header spells one of WildLens's columns another way ('Excluded', 'excluded '): read as an
+    unknown column, its values were dropped and the next import wrote the column back empty, so a
+    person's exclusions were lost without a word (hostile check, 2026-12-07)."""
+    names = [str(c) for c in columns]
+    if len(names) == 1 and any(sep in names[0] for sep in (";", "\t")):
+        sep = "';'" if ";" in names[0] else "tabs"
+        raise CellError(f"its header is separated by {sep}, not commas (a spreadsheet's regional CSV?); save it as "
+                        "comma-separated 'CSV UTF-8'")
+    for name in names:
+        word = _header_word(name)
+        if name not in MANIFEST_SCHEMA and word in MANIFEST_SCHEMA:
+            raise CellError(f"its header names '{printable(name)}' where WildLens writes '{word}'; rename that "
+                            f"column back to {word}")
 
 
 def _read_flags(column: pd.Series, name: str) -> pd.Series:

@@ -1025,3 +1025,41 @@ def test_summary_prints_a_hand_edited_wnid_escaped(src, tmp_path, capsys):
     main(["summary", "--out", str(out)])
     printed = capsys.readouterr()
     assert "\x1b" not in printed.out + printed.err
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda text: text.replace(",excluded,", ",Excluded,", 1), "its header names 'Excluded' where WildLens writes "
+                                                                "'excluded'; rename that column back to excluded"),
+    (lambda text: text.replace(",excluded,", ",excluded\u200b,", 1), "its header names 'excluded\\u200b' where"),
+    (lambda text: text.replace(",", ";"), "its header is separated by ';', not commas"),
+    (lambda text: text.replace(",accepted,", ",accepted\xe9,", 1), None),  # saved as cp1252 below (Excel's "CSV")
+])
+def test_a_manifest_a_spreadsheet_saved_its_own_way_is_refused_with_the_fix_and_kept(src, tmp_path, capsys, edit,
+                                                                                      said):
+    """Hostile check: 'Excluded' as the header (or with a zero-width space) was read as an unknown column, and
+    the next import wrote 'excluded' back empty: the person's exclusions were gone, exit 0. A ';'-separated
+    or cp1252 file was told to be rebuilt by re-importing, which drops them too."""
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    path = out / "manifest.csv"
+    text = edit(path.read_text())
+    path.write_bytes(text.encode("cp1252", errors="replace") if said is None else text.encode("utf-8"))
+    before = path.read_bytes()
+    capsys.readouterr()
+    for argv in (["summary", "--out", str(out)], ["import", str(src), "--out", str(out), "--no-progress"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "nothing was changed" in err and "Rebuild" not in err, err
+        assert (said or "is not UTF-8 text") in err, err
+    assert path.read_bytes() == before
+
+
+def test_a_manifest_that_is_a_dangling_link_is_refused_not_read_as_empty(src, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.csv").symlink_to(tmp_path / "gone.csv")
+    assert main(["summary", "--out", str(out)]) == 2  # it printed '(no classes)', exit 0
+    err = capsys.readouterr().err
+    assert f"manifest.csv is a symbolic link to {tmp_path / 'gone.csv'}, which does not exist" in err
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 2
+    assert (out / "manifest.csv").is_symlink() and not (tmp_path / "gone.csv").exists()
