@@ -227,8 +227,8 @@ except OSError as exc:  # the folder vanished or cannot be read mid-import
     st.stop()
 
 # An import taken up after it was stopped (crawl.importer._kept_for_resume) counts only what it imported now.
-kept = (f"; {plural(summary.already_imported, 'file')} recorded by the earlier import of this folder that was stopped "
-        "are kept" if summary.already_imported else "")
+kept = (f"; {plural(summary.already_imported, 'file')} an earlier, unfinished import of this folder had recorded "
+        "were kept, not read again" if summary.already_imported else "")
 st.success(f"Run {summary.run_id} created: {plural(summary.new_accepted, 'image')} of "
            f"{plural(len(summary.wnids), 'class', 'classes')} imported from {plural(summary.files_seen, 'file')}{kept}.")
 table = summary.per_class.drop(columns=["requested", "short_by"], errors="ignore")  # no k: an import asks for none

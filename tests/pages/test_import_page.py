@@ -358,7 +358,7 @@ def test_an_import_stopped_by_opening_another_page_goes_on_when_imported_again(h
     button(at, "import-go").click().run()
     assert not at.exception, [e.value for e in at.exception]
     (success,) = at.success
-    assert success.value.endswith("3 images of 1 class imported from 6 files; 3 files recorded by the earlier import "
-                                  "of this folder that was stopped are kept.")
+    assert success.value.endswith("3 images of 1 class imported from 6 files; 3 files an earlier, unfinished import "
+                                  "of this folder had recorded were kept, not read again.")
     assert len(run_ids(home)) == 1 and not list(home.runs_dir.glob(".import-*"))
     assert any(c.value.startswith("took up the staging folder of an earlier import") for c in at.caption)
