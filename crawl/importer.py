@@ -659,6 +659,7 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
         if staging is not None and not _kept_for_resume(exc, staging, marker):
             shutil.rmtree(staging, ignore_errors=True)
         raise
+    _drop_same_import(store, marker)
     summary.run_id = run_id
     summary.destination = f"run {run_id}"
     return summary
@@ -706,6 +707,28 @@ def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
             continue
         return fresh
     return None
+
+
+def _drop_same_import(store: RunStore, marker: dict) -> None:
+    """Remove the other kept staging folders of the import that just made its run (same marker, their
+    import gone): partial copies of what the run now holds. Why: two stops of the same dashboard import
+    before either was taken up left two; the next import took up one and the one after the other,
+    making a second run of the same images (review, 2026-12-07)."""
+    from core.locking import FolderBusy, exclusive_lock
+    from core.userfile import UserFileError, read_user_bytes
+
+    from .store import LOCK_NAME
+
+    for path in store.runs_dir.glob(f"{STAGING_PREFIX}*"):
+        try:
+            if not path.is_dir() or path.is_symlink():
+                continue
+            if read_user_bytes(path / IMPORT_MARKER, max_bytes=MARKER_MAX_BYTES) != _marker_bytes(marker):
+                continue
+            with exclusive_lock(path, name=LOCK_NAME):  # free: its import is gone
+                shutil.rmtree(path, ignore_errors=True)
+        except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
+            continue
 
 
 def _kept_for_resume(exc: BaseException, staging: Path, marker: dict) -> bool:

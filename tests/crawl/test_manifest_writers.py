@@ -9,6 +9,7 @@
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -449,3 +450,32 @@ def test_a_ctrl_c_while_waiting_for_a_writer_that_finished_is_an_interrupt_not_a
         collector._wait_one()
     assert collector._store_error is None and not collector._failed
     assert collector._pending == [(0, done)], "still pending: a later wait counts it"
+
+
+def test_two_stops_of_one_dashboard_import_make_one_run_and_leave_no_copy(tmp_path, monkeypatch):
+    """Two stops of the same dashboard import before either was taken up (two tabs, or a retry while the
+    first still ran) kept two staging folders: the next import took up one, the one after the other, and
+    made a second run of the same images (review). The run's import now removes the other copy."""
+    import crawl.importer as importer
+    from crawl.importer import STAGING_PREFIX, import_new_run
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7500, 7506))
+    store = RunStore()
+    real = importer._import_one
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importer, "_import_one", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_new_run(src, store=store, title="Cats")
+    monkeypatch.setattr(importer, "_import_one", real)
+    # The second, stopped while the first held its folder (one after the other, the second takes the first up).
+    (first,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
+    shutil.copytree(first, store.runs_dir / f"{STAGING_PREFIX}000000000000")
+    assert len(list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))) == 2
+    import_new_run(src, store=store, title="Cats")
+    assert not list(store.runs_dir.glob(f"{STAGING_PREFIX}*")), "the other copy of the same import is removed"
+    import_new_run(src, store=store, title="Other")  # another import: a run of its own, as always
+    assert len(store.list_runs()) == 2
