@@ -23,8 +23,10 @@ def refresh_metrics(run) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from classify.cli import main as classify_main
-
+    try:
+        from classify.cli import main as classify_main
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules load: nothing was started, no traceback
+        return 130
     return classify_main(argv, after_run=refresh_metrics)
 
 

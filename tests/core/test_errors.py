@@ -87,3 +87,22 @@ def test_no_home_and_no_store_is_one_line(monkeypatch):
     with pytest.raises(StoreError, match=r"^no home folder to keep runs in \(HOME is unset and user \d+ has none\); "
                                          r"set WILDLENS_HOME \(or HOME\)"):
         default_root()
+
+
+@pytest.mark.parametrize("package", ["crawl", "classify", "explain", "probe", "wildlens"])
+def test_a_ctrl_c_while_a_command_loads_ends_it_quietly(package, monkeypatch):
+    """Ctrl-C in the first half second of `python -m crawl import ...` (its modules loading) printed a 24-44
+    line KeyboardInterrupt traceback (hostile check, 2026-12-07): nothing was started, exit 130."""
+    import runpy
+    import sys
+
+    class CtrlC:
+        def find_spec(self, name, path=None, target=None):
+            if name == f"{package}.cli":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, f"{package}.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [CtrlC(), *sys.meta_path])
+    with pytest.raises(SystemExit) as ended:
+        runpy.run_module(package, run_name="__main__")
+    assert ended.value.code == 130
