@@ -49,6 +49,7 @@ import secrets
 import shutil
 import stat
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -675,35 +676,56 @@ def _marker_bytes(marker: dict) -> bytes:
     return json.dumps(marker, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
-    """The staging folder of a killed import that ``marker`` describes, taken over under a fresh name, or None.
-
-    Why: an import into a new run killed part-way (SIGKILL, a power cut) started over on the next run, and each
-    attempt left a partial copy for a day (a hostile campaign). Its folder is taken up when its import is gone:
-    its lock is free (the OS releases it when the process dies; a stopped process keeps it, and its folder is
-    left alone), then it is renamed, so two imports resuming at once cannot share it (one rename wins). The
-    collector then resumes as in an existing run: the manifest and its journal say what is stored."""
+@contextmanager
+def _left_by_the_same_import(path: Path, marker: dict):
+    """Enter when ``path`` is a staging folder that ``marker``'s import left and its import is gone:
+    a folder (no link) holding the same marker, whose lock is free (the OS releases it when the process
+    dies; a stopped process keeps it, and its folder is left alone). Held while the body runs; the
+    body's own errors propagate. Raises _NotLeft otherwise."""
     from core.locking import FolderBusy, exclusive_lock
     from core.userfile import UserFileError, read_user_bytes
 
     from .store import LOCK_NAME
 
+    try:
+        if not path.is_dir() or path.is_symlink():
+            raise _NotLeft
+        # Compared as bytes, never parsed: a marker nested 200,000 levels deep raised RecursionError (a review).
+        if read_user_bytes(path / IMPORT_MARKER, max_bytes=MARKER_MAX_BYTES) != _marker_bytes(marker):
+            raise _NotLeft
+        lock = exclusive_lock(path, name=LOCK_NAME)
+        lock.__enter__()
+    except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
+        raise _NotLeft from None
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
+class _NotLeft(Exception):
+    """A staging folder that is not one the same import left (see :func:`_left_by_the_same_import`)."""
+
+
+def _resumable_staging(store: RunStore, marker: dict) -> Path | None:
+    """The staging folder of a killed import that ``marker`` describes, taken over under a fresh name, or None.
+
+    Why: an import into a new run killed part-way (SIGKILL, a power cut) started over on the next run, and each
+    attempt left a partial copy for a day (a hostile campaign). Its folder is taken up when its import is gone
+    (:func:`_left_by_the_same_import`), then it is renamed, so two imports resuming at once cannot share it (one
+    rename wins). The collector then resumes as in an existing run: the manifest and its journal say what is
+    stored."""
     if not store.runs_dir.is_dir():
         return None
     for path in sorted(store.runs_dir.glob(f"{STAGING_PREFIX}*")):
         try:
-            if not path.is_dir() or path.is_symlink():
-                continue
-            # Compared as bytes, never parsed: a marker nested 200,000 levels deep raised RecursionError (a review).
-            if read_user_bytes(path / IMPORT_MARKER, max_bytes=MARKER_MAX_BYTES) != _marker_bytes(marker):
-                continue
-            with exclusive_lock(path, name=LOCK_NAME):  # free: its import is gone
+            with _left_by_the_same_import(path, marker):
                 pass
             fresh = store.runs_dir / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
             os.rename(path, fresh)
             # Ours alone from here: without its marker until this import locks it, no other resume takes it.
             (fresh / IMPORT_MARKER).unlink(missing_ok=True)
-        except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
+        except (_NotLeft, OSError):
             continue
         return fresh
     return None
@@ -714,20 +736,11 @@ def _drop_same_import(store: RunStore, marker: dict) -> None:
     import gone): partial copies of what the run now holds. Why: two stops of the same dashboard import
     before either was taken up left two; the next import took up one and the one after the other,
     making a second run of the same images (review, 2026-12-07)."""
-    from core.locking import FolderBusy, exclusive_lock
-    from core.userfile import UserFileError, read_user_bytes
-
-    from .store import LOCK_NAME
-
     for path in store.runs_dir.glob(f"{STAGING_PREFIX}*"):
         try:
-            if not path.is_dir() or path.is_symlink():
-                continue
-            if read_user_bytes(path / IMPORT_MARKER, max_bytes=MARKER_MAX_BYTES) != _marker_bytes(marker):
-                continue
-            with exclusive_lock(path, name=LOCK_NAME):  # free: its import is gone
+            with _left_by_the_same_import(path, marker):
                 shutil.rmtree(path, ignore_errors=True)
-        except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
+        except _NotLeft:
             continue
 
 
