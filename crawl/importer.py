@@ -698,6 +698,14 @@ def _left_by_the_same_import(path: Path, marker: dict):
     except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
         raise _NotLeft from None
     try:
+        # Read again under the lock: a live import that finished between the first read and the lock removed
+        # its marker before letting the lock go, and its folder is about to become its run (review).
+        try:
+            again = read_user_bytes(path / IMPORT_MARKER, max_bytes=MARKER_MAX_BYTES)
+        except (UserFileError, OSError):
+            again = None
+        if again != _marker_bytes(marker):
+            raise _NotLeft
         yield
     finally:
         lock.__exit__(None, None, None)
@@ -739,8 +747,10 @@ def _drop_same_import(store: RunStore, marker: dict) -> None:
     for path in store.runs_dir.glob(f"{STAGING_PREFIX}*"):
         try:
             with _left_by_the_same_import(path, marker):
+                # The marker first: a copy half removed by a Ctrl-C is never taken up as a resumable import.
+                (path / IMPORT_MARKER).unlink(missing_ok=True)
                 shutil.rmtree(path, ignore_errors=True)
-        except _NotLeft:
+        except (_NotLeft, OSError):
             continue
 
 

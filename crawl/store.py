@@ -237,17 +237,21 @@ class CellError(ValueError):
 
 
 def _header_word(name: str) -> str:
+    """A header cell as the column name it was meant to be: NFKC, format characters dropped, stripped,
+    lower case, spaces and dashes as underscores ('Excluded reason' -> 'excluded_reason')."""
     import unicodedata
 
     text = unicodedata.normalize("NFKC", str(name))
-    return "".join(c for c in text if unicodedata.category(c) != "Cf").strip().lower()
+    text = "".join(c for c in text if unicodedata.category(c) != "Cf").strip().lower()
+    return re.sub(r"[\s\-]+", "_", text)
 
 
 def _check_header(columns) -> None:
     """Refuse (CellError: the fix is the header) a manifest a spreadsheet saved with ';' or tabs, or
-    whose header spells one of WildLens's columns another way ('Excluded', 'excluded '): read as an
-    unknown column, its values were dropped and the next import wrote the column back empty, so a
-    person's exclusions were lost without a word (hostile check, 2026-12-07)."""
+    whose header spells one of WildLens's columns another way ('Excluded', 'excluded ', 'Excluded
+    reason') and lacks the column itself: read as an unknown column, its values were dropped and the
+    next import wrote the column back empty, so a person's exclusions were lost without a word
+    (hostile check, 2026-12-07)."""
     names = [str(c) for c in columns]
     if len(names) == 1 and any(sep in names[0] for sep in (";", "\t")):
         sep = "';'" if ";" in names[0] else "tabs"
@@ -255,7 +259,8 @@ def _check_header(columns) -> None:
                         "comma-separated 'CSV UTF-8'")
     for name in names:
         word = _header_word(name)
-        if name not in MANIFEST_SCHEMA and word in MANIFEST_SCHEMA:
+        # Only where WildLens's own column is missing: a person's extra 'Status' beside 'status' is theirs.
+        if name not in MANIFEST_SCHEMA and word in MANIFEST_SCHEMA and word not in names:
             raise CellError(f"its header names '{printable(name)}' where WildLens writes '{word}'; rename that "
                             f"column back to {word}")
 
@@ -550,10 +555,19 @@ class Collector:
             os.set_blocking(fd, True)
             self._journal_fd = fd
         view = memoryview(line)
+        size = os.fstat(self._journal_fd).st_size
         try:
             while view:
                 view = view[os.write(self._journal_fd, view):]
         except OSError as exc:  # a full disk: the journal is usually the first write to meet it
+            # Stop as a failed file stops (a crawl checks raise_if_store_failed between terms: it went on short,
+            # never saying the disk was full), and cut a half-written line off: the next line glued onto it
+            # would end the replay there, losing every row after it (review, 2026-12-07).
+            self._store_error = self._store_error or exc
+            try:
+                os.ftruncate(self._journal_fd, size)
+            except OSError:
+                pass
             raise record_failure(exc, self.dest.journal_path) from None
 
     def _close_journal(self) -> None:
@@ -721,9 +735,8 @@ class Collector:
         if not self.writers:
             try:
                 write_bytes_atomic(path, data)
-            except OSError as exc:  # as a writer thread's failure (_wait_one): the row is left out, one line
-                self._failed.add(index)
-                self._store_error = exc
+            except OSError as exc:  # one line; the row, journaled but not yet appended, is simply not recorded (it
+                self._store_error = exc  # is no index of self.rows to leave out: review) and the next run imports it
                 raise self._store_failure() from None
             return
         if self._pool is None:

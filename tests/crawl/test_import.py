@@ -1031,6 +1031,8 @@ def test_summary_prints_a_hand_edited_wnid_escaped(src, tmp_path, capsys):
     (lambda text: text.replace(",excluded,", ",Excluded,", 1), "its header names 'Excluded' where WildLens writes "
                                                                 "'excluded'; rename that column back to excluded"),
     (lambda text: text.replace(",excluded,", ",excluded\u200b,", 1), "its header names 'excluded\\u200b' where"),
+    (lambda text: text.replace(",excluded_reason", ",Excluded reason", 1), "its header names 'Excluded reason' "
+                                                                          "where WildLens writes 'excluded_reason'"),
     (lambda text: text.replace(",", ";"), "its header is separated by ';', not commas"),
     (lambda text: text.replace(",accepted,", ",accepted\xe9,", 1), None),  # saved as cp1252 below (Excel's "CSV")
 ])
@@ -1063,3 +1065,15 @@ def test_a_manifest_that_is_a_dangling_link_is_refused_not_read_as_empty(src, tm
     assert f"manifest.csv is a symbolic link to {tmp_path / 'gone.csv'}, which does not exist" in err
     assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 2
     assert (out / "manifest.csv").is_symlink() and not (tmp_path / "gone.csv").exists()
+
+
+def test_a_persons_own_column_named_like_one_of_wildlens_beside_it_is_not_refused(src, tmp_path, capsys):
+    """The header check refuses only a header whose WildLens column is missing: a person's extra 'Status'
+    beside 'status' was refused with advice that would have made the header name 'status' twice (review)."""
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    path = out / "manifest.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0] + ",Status"] + [line + ",checked" for line in lines[1:]]) + "\n")
+    capsys.readouterr()
+    assert main(["summary", "--out", str(out)]) == 0
