@@ -179,6 +179,8 @@ class FolderDestination(Destination):
     """``DIR/<wnid>/<hash>.<ext>`` and ``DIR/manifest.csv`` (every schema column, 'file'
     relative to DIR)."""
 
+    extra_columns: list[str] = []  # a person's own columns in the manifest last read (check_manifest)
+
     def __init__(self, root: Path | str):
         self.root = expand_user(root, "--out")
         self.images_dir = self.root
@@ -202,6 +204,9 @@ class FolderDestination(Destination):
             data = read_user_bytes(self.manifest_path, what=str(self.manifest_path), max_bytes=MANIFEST_MAX_BYTES)
             raw = read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""])
             _check_header(raw.columns)
+            # A person's own columns (notes beside the rows): kept apart, for the writers' check (check_manifest).
+            self.extra_columns = [str(c) for c in raw.columns
+                                  if c not in MANIFEST_SCHEMA and not _PANDAS_INDEX.fullmatch(str(c))]
             missing = [col for col in _REQUIRED_COLUMNS if col not in raw.columns]
             if missing:
                 raise ValueError(f"no column {', '.join(missing)}")
@@ -234,6 +239,9 @@ _FLAGS = {"true": True, "1": True, "1.0": True, "yes": True, "false": False, "0"
 class CellError(ValueError):
     """One cell of a manifest a person edited holds what it may not: the fix is that cell, not a
     rebuild (re-importing makes a new manifest without the person's exclusions)."""
+
+
+_PANDAS_INDEX = re.compile(r"Unnamed: \d+")  # the index column pandas' to_csv adds: no one's data
 
 
 def _header_word(name: str) -> str:
@@ -385,9 +393,20 @@ def stored_files(dest: Destination, wnids=None) -> list[Path]:
 
 
 def check_manifest(dest: Destination) -> None:
-    """Raise CollectError unless the manifest can be read, or is absent beside no stored image."""
+    """Raise CollectError unless the manifest can be read, or is absent beside no stored image, and
+    holds no column of a person's own: a crawl or import writes WildLens's columns only, and a 'Notes'
+    column added in a spreadsheet was dropped at the next save without a word (review, 2026-12-07)."""
     if dest.manifest_path.exists():
         dest.read_manifest()
+        extra = getattr(dest, "extra_columns", [])
+        if extra:
+            names = ", ".join(f"'{printable(name)}'" for name in extra[:5]) + (" ..." if len(extra) > 5 else "")
+            many = len(extra) > 1
+            it = "them" if many else "it"
+            raise CollectError(f"{dest.manifest_path}: column{'s' if many else ''} {names} {'are' if many else 'is'} "
+                               f"not WildLens's, and this run would write the manifest without {it}; copy {it} to a "
+                               f"file of your own and delete {it} here (or collect into another --out), then run "
+                               "again; nothing was changed.")
         return
     stored = stored_files(dest)
     if stored:

@@ -1077,3 +1077,25 @@ def test_a_persons_own_column_named_like_one_of_wildlens_beside_it_is_not_refuse
     path.write_text("\n".join([lines[0] + ",Status"] + [line + ",checked" for line in lines[1:]]) + "\n")
     capsys.readouterr()
     assert main(["summary", "--out", str(out)]) == 0
+
+
+def test_a_column_of_a_persons_own_stops_a_writer_before_it_drops_it(src, tmp_path, capsys):
+    """A 'Notes' column added in a spreadsheet was dropped at the next import's save, without a word (review):
+    the import and the crawl now refuse before any work; reading (summary) goes on; pandas' index column is
+    no one's data."""
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    path = out / "manifest.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0] + ",Notes"] + [line + ",seen twice" for line in lines[1:]]) + "\n")
+    before = path.read_bytes()
+    capsys.readouterr()
+    assert main(["summary", "--out", str(out)]) == 0
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: column 'Notes' is not WildLens's, and this run would write the " \
+        "manifest without it; copy it to a file of your own and delete it here" in err
+    assert path.read_bytes() == before
+    path.write_text("\n".join([",".join(["Unnamed: 0", lines[0]])] + [f"{i},{line}" for i, line in
+                                                                       enumerate(lines[1:])]) + "\n")
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
