@@ -68,10 +68,15 @@ def run_presence_lock(folder: Path, gone_message: str) -> Iterator[None]:
 
 
 @contextmanager
-def exclusive_lock(folder: Path, busy_message: str | None = None, name: str = LOCK_NAME) -> Iterator[None]:
-    """Hold ``folder/name`` exclusively for the ``with`` block, or raise :class:`FolderBusy` at once."""
+def exclusive_lock(folder: Path, busy_message: str | None = None, name: str = LOCK_NAME,
+                   make_folder: bool = True) -> Iterator[None]:
+    """Hold ``folder/name`` exclusively for the ``with`` block, or raise :class:`FolderBusy` at once.
+    ``make_folder=False``: a folder that is gone stays gone (FileNotFoundError), for a lock taken on a
+    folder another process may rename meanwhile (crawl.importer's take-up of a staging folder: the
+    loser of two made an empty copy under the old name; review, 2026-12-07)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if make_folder:
+        folder.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # Windows: no advisory lock; one writer is then the user's job

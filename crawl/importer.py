@@ -693,7 +693,7 @@ def _left_by_the_same_import(path: Path, marker: dict):
         # Compared as bytes, never parsed: a marker nested 200,000 levels deep raised RecursionError (a review).
         if read_user_bytes(path / IMPORT_MARKER, max_bytes=MARKER_MAX_BYTES) != _marker_bytes(marker):
             raise _NotLeft
-        lock = exclusive_lock(path, name=LOCK_NAME)
+        lock = exclusive_lock(path, name=LOCK_NAME, make_folder=False)
         lock.__enter__()
     except (UserFileError, ValueError, FolderBusy, StoreError, OSError):
         raise _NotLeft from None
@@ -809,7 +809,7 @@ def _sweep_stale_staging(store: RunStore) -> None:
     for path in store.runs_dir.glob(f"{STAGING_PREFIX}*"):
         try:
             if path.is_dir() and not path.is_symlink() and now - path.stat().st_mtime > _STALE_STAGING_S:
-                with exclusive_lock(path, name=LOCK_NAME):
+                with exclusive_lock(path, name=LOCK_NAME, make_folder=False):
                     shutil.rmtree(path, ignore_errors=True)
         except (FolderBusy, StoreError, OSError):  # (a linked lock file in it: left for its owner to look at)
             continue

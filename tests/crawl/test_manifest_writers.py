@@ -540,3 +540,38 @@ def test_a_full_disk_at_the_journal_stops_the_collector_and_leaves_no_torn_line(
         collector.raise_if_store_failed()
     lines = FolderDestination(tmp_path).journal_path.read_bytes().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["row"]["original_name"] == "a.jpg", "no half line left"
+
+
+def test_a_staging_folder_renamed_by_another_resume_is_not_made_again_empty(tmp_path, monkeypatch):
+    """Two imports taking the same folder up: the loser's lock made the folder again, empty, under the name
+    the winner had just renamed away (review). Its lock no longer makes folders."""
+    import core.userfile as userfile
+    import crawl.importer as importer
+    from crawl.importer import STAGING_PREFIX, import_new_run
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7700, 7703))
+    store = RunStore()
+    real = importer._import_one
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importer, "_import_one", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_new_run(src, store=store, run_id="raced", label_space="imagenet-1k")
+    monkeypatch.setattr(importer, "_import_one", real)
+    (left,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
+    winner = store.runs_dir / f"{STAGING_PREFIX}ffffffffffff"
+    read = userfile.read_user_bytes
+
+    def renamed_by_the_winner_after_the_first_read(path, *args, **kwargs):
+        data = read(path, *args, **kwargs)
+        if Path(path).parent == left and left.exists():
+            os.rename(left, winner)  # the other import took it up just now
+        return data
+
+    monkeypatch.setattr(userfile, "read_user_bytes", renamed_by_the_winner_after_the_first_read)
+    assert importer._resumable_staging(store, json.loads((left / importer.IMPORT_MARKER).read_bytes())) is None
+    assert not left.exists(), "not made again, empty, under the old name"
+    assert winner.is_dir()
