@@ -214,7 +214,10 @@ class FolderDestination(Destination):
                 raw["excluded"] = _read_flags(raw["excluded"], "excluded")
             df = conform(raw, MANIFEST_SCHEMA, table="manifest")
         except CellError as exc:  # the person's edit: that cell is the fix (a rebuild would drop their exclusions)
-            raise CollectError(f"{self.manifest_path}: {exc}, then run again; nothing was changed.") from None
+            line = _file_line(data, exc.row) if exc.row is not None else None
+            said = str(exc).replace("(the rows after the header, counted from 1)", f"(line {line} of the file)") \
+                if line is not None else str(exc)
+            raise CollectError(f"{self.manifest_path}: {said}, then run again; nothing was changed.") from None
         except UnicodeDecodeError:  # Excel's plain "CSV" on Windows is cp1252; a rebuild would drop the exclusions
             raise CollectError(f"{self.manifest_path} is not UTF-8 text (a spreadsheet saved it in another encoding?); "
                                "save it as 'CSV UTF-8 (comma delimited)' and run again; nothing was changed.") from None
@@ -238,7 +241,32 @@ _FLAGS = {"true": True, "1": True, "1.0": True, "yes": True, "false": False, "0"
 
 class CellError(ValueError):
     """One cell of a manifest a person edited holds what it may not: the fix is that cell, not a
-    rebuild (re-importing makes a new manifest without the person's exclusions)."""
+    rebuild (re-importing makes a new manifest without the person's exclusions). ``row``: its data
+    row, counted from 0 as pandas reads them (blank lines skipped), when the error is one cell's."""
+
+    def __init__(self, message: str, row: int | None = None):
+        super().__init__(message)
+        self.row = row
+
+
+def _file_line(data: bytes, row: int) -> int | None:
+    """The line of the file (from 1, as a spreadsheet or an editor numbers them) where data row ``row``
+    (from 0, after the header, blank lines skipped as pandas skips them) starts. Why: 'data row 3'
+    named another line than the one to fix when blank lines came before it (hostile check, 2026-12-07)."""
+    import csv
+
+    try:
+        reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
+        seen, start = -1, 1  # -1: the header comes first
+        for record in reader:
+            if record and any(record):
+                if seen == row:
+                    return start
+                seen += 1
+            start = reader.line_num + 1
+    except (UnicodeDecodeError, csv.Error):
+        return None
+    return None
 
 
 _PANDAS_INDEX = re.compile(r"Unnamed: \d+")  # the index column pandas' to_csv adds: no one's data
@@ -292,7 +320,8 @@ def _read_flags(column: pd.Series, name: str) -> pd.Series:
     if not known.all():
         row = int((~known).to_numpy().nonzero()[0][0])
         raise CellError(f"column {name} holds '{printable(str(column.iloc[row])[:20])}' in data row {row + 1} "
-                        "(the rows after the header, counted from 1); write True or False there, or leave it empty")
+                        "(the rows after the header, counted from 1); write True or False there, or leave it empty",
+                        row=row)
     return words.map(_FLAGS).astype("boolean")
 
 

@@ -989,12 +989,16 @@ def test_an_exclusion_typed_as_a_spreadsheet_writes_it_is_read_and_kept(src, tmp
     capsys.readouterr()
     assert main(["summary", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: column excluded holds 'maybe' in data row {accepted[0]} (the rows after the header, counted " \
-           "from 1); write True or False there, or leave it empty, then run again; nothing was changed." in err
+    assert f"{path}: column excluded holds 'maybe' in data row {accepted[0]} (line {accepted[0] + 1} of the file); " \
+           "write True or False there, or leave it empty, then run again; nothing was changed." in err
     assert err.count("\n") == 1
     # The fix is that cell: re-importing into a new folder (the advice for a damaged manifest) would make a
     # manifest without this person's exclusions.
     assert "Rebuild" not in err and "re-import" not in err
+    # Blank lines before it (pandas skips them): the line named is still the one to fix.
+    path.write_text("\n".join(text[:1] + ["", ""] + text[1:]) + "\n")
+    assert main(["summary", "--out", str(out)]) == 2
+    assert f"in data row {accepted[0]} (line {accepted[0] + 3} of the file)" in capsys.readouterr().err
 
 
 def test_the_excluded_flags_read_as_people_and_tools_write_them():
