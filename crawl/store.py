@@ -89,6 +89,12 @@ class StoreFailure(CollectError):
     its staging folder for it: crawl.importer._kept_for_resume)."""
 
 
+class ManifestEditError(CollectError):
+    """A folder manifest as a person edited it cannot be used as it is (a cell, the header, the encoding,
+    a column of their own): the fix is theirs, and no write may replace their edit (a collector that
+    meets one mid-run stops instead of writing its rows over it: Collector._take_exclusions)."""
+
+
 def record_failure(exc: OSError, path) -> StoreFailure:
     """A full disk (or a folder made read-only) met while recording rows, in one line. Why: the
     journal's write, or the manifest's at the save, is where a full disk usually shows first, and it
@@ -205,8 +211,7 @@ class FolderDestination(Destination):
             raw = read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""])
             _check_header(raw.columns)
             # A person's own columns (notes beside the rows): kept apart, for the writers' check (check_manifest).
-            self.extra_columns = [str(c) for c in raw.columns
-                                  if c not in MANIFEST_SCHEMA and not _PANDAS_INDEX.fullmatch(str(c))]
+            self.extra_columns = [str(c) for c in raw.columns if c not in MANIFEST_SCHEMA and not _pandas_index(raw[c])]
             missing = [col for col in _REQUIRED_COLUMNS if col not in raw.columns]
             if missing:
                 raise ValueError(f"no column {', '.join(missing)}")
@@ -217,9 +222,9 @@ class FolderDestination(Destination):
             line = _file_line(data, exc.row) if exc.row is not None else None
             said = str(exc).replace("(the rows after the header, counted from 1)", f"(line {line} of the file)") \
                 if line is not None else str(exc)
-            raise CollectError(f"{self.manifest_path}: {said}, then run again; nothing was changed.") from None
+            raise ManifestEditError(f"{self.manifest_path}: {said}, then run again; nothing was changed.") from None
         except UnicodeDecodeError:  # Excel's plain "CSV" on Windows is cp1252; a rebuild would drop the exclusions
-            raise CollectError(f"{self.manifest_path} is not UTF-8 text (a spreadsheet saved it in another encoding?); "
+            raise ManifestEditError(f"{self.manifest_path} is not UTF-8 text (a spreadsheet saved it in another encoding?); "
                                "save it as 'CSV UTF-8 (comma delimited)' and run again; nothing was changed.") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, StoreError,
                 OSError) as exc:
@@ -256,10 +261,13 @@ def _file_line(data: bytes, row: int) -> int | None:
     import csv
 
     try:
-        reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
+        text = data.decode("utf-8-sig")
+        lines = text.splitlines()
+        reader = csv.reader(io.StringIO(text, newline=""))
         seen, start = -1, 1  # -1: the header comes first
-        for record in reader:
-            if record and any(record):
+        for _record in reader:
+            # pandas skips a line that is empty or spaces only; ',,,' or '""' is a row (of empty cells)
+            if start - 1 < len(lines) and lines[start - 1].strip():
                 if seen == row:
                     return start
                 seen += 1
@@ -269,7 +277,17 @@ def _file_line(data: bytes, row: int) -> int | None:
     return None
 
 
-_PANDAS_INDEX = re.compile(r"Unnamed: \d+")  # the index column pandas' to_csv adds: no one's data
+_PANDAS_INDEX = re.compile(r"Unnamed: \d+")
+
+
+def _pandas_index(column: pd.Series) -> bool:
+    """The index column pandas' to_csv adds (its header cell empty, read as 'Unnamed: N'; its cells
+    empty or the row numbers 0, 1, ...): no one's data. An empty header over a person's notes is read
+    under the same name, and was dropped with them (hostile check, 2026-12-07)."""
+    if not _PANDAS_INDEX.fullmatch(str(column.name)):
+        return False
+    cells = column.fillna("").astype(str).str.strip()
+    return bool((cells == "").all() or (cells == pd.Series(range(len(cells)), index=cells.index).astype(str)).all())
 
 
 def _header_word(name: str) -> str:
@@ -294,11 +312,16 @@ def _check_header(columns) -> None:
         raise CellError(f"its header is separated by {sep}, not commas (a spreadsheet's regional CSV?); save it as "
                         "comma-separated 'CSV UTF-8'")
     for name in names:
+        twice = re.fullmatch(r"(.+)\.\d+", name)  # pandas renames a second 'file' to 'file.1'
+        if twice and twice.group(1) in MANIFEST_SCHEMA and twice.group(1) in names:
+            raise CellError(f"its header names {twice.group(1)} twice; keep one of the two columns")
         word = _header_word(name)
         # Only where WildLens's own column is missing: a person's extra 'Status' beside 'status' is theirs.
         if name not in MANIFEST_SCHEMA and word in MANIFEST_SCHEMA and word not in names:
-            raise CellError(f"its header names '{printable(name)}' where WildLens writes '{word}'; rename that "
-                            f"column back to {word}")
+            shown = printable(name)
+            shown = shown if len(shown) <= 80 else shown[:79] + "…"
+            raise CellError(f"its header names '{shown}' where WildLens writes '{word}'; rename that column back "
+                            f"to {word}")
 
 
 def _read_flags(column: pd.Series, name: str) -> pd.Series:
@@ -421,21 +444,32 @@ def stored_files(dest: Destination, wnids=None) -> list[Path]:
             if _STORED_NAME_RE.match(p.name) and p.is_file()]
 
 
+def _refuse_extra_columns(dest: Destination) -> None:
+    """ManifestEditError when the manifest last read holds a column of a person's own (a writer would
+    drop it); the names are cut so that the fix after them stays on the line."""
+    extra = getattr(dest, "extra_columns", [])
+    if not extra:
+        return
+    def shown(name: str) -> str:
+        text = printable(name)
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    names = ", ".join(f"'{shown(name)}'" for name in extra[:5]) + (" ..." if len(extra) > 5 else "")
+    many = len(extra) > 1
+    it = "them" if many else "it"
+    raise ManifestEditError(f"{dest.manifest_path}: column{'s' if many else ''} {names} {'are' if many else 'is'} "
+                            f"not WildLens's, and this run would write the manifest without {it}; copy {it} to a "
+                            f"file of your own and delete {it} here (or collect into another --out), then run again; "
+                            "nothing was changed.")
+
+
 def check_manifest(dest: Destination) -> None:
     """Raise CollectError unless the manifest can be read, or is absent beside no stored image, and
     holds no column of a person's own: a crawl or import writes WildLens's columns only, and a 'Notes'
     column added in a spreadsheet was dropped at the next save without a word (review, 2026-12-07)."""
     if dest.manifest_path.exists():
         dest.read_manifest()
-        extra = getattr(dest, "extra_columns", [])
-        if extra:
-            names = ", ".join(f"'{printable(name)}'" for name in extra[:5]) + (" ..." if len(extra) > 5 else "")
-            many = len(extra) > 1
-            it = "them" if many else "it"
-            raise CollectError(f"{dest.manifest_path}: column{'s' if many else ''} {names} {'are' if many else 'is'} "
-                               f"not WildLens's, and this run would write the manifest without {it}; copy {it} to a "
-                               f"file of your own and delete {it} here (or collect into another --out), then run "
-                               "again; nothing was changed.")
+        _refuse_extra_columns(dest)
         return
     stored = stored_files(dest)
     if stored:
@@ -937,6 +971,12 @@ class Collector:
             if _stamp(self.dest.manifest_path) == self._written:
                 return  # the manifest is the one this collector wrote last: nobody changed it since
             disk = self.dest.read_manifest()
+            _refuse_extra_columns(self.dest)
+        except ManifestEditError:
+            # A person's edit made meanwhile (a column of their own, a header, a cell): this run stops instead of
+            # writing its rows over it; what it recorded stays in the journal, and the same command resumes once the
+            # file is fixed (a 'Notes' column added during a crawl was dropped at its next save: review).
+            raise
         except (CollectError, OSError):  # missing, or not readable: the write that follows restores it
             return
         n = min(len(disk), len(self.rows))

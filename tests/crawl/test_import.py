@@ -995,8 +995,8 @@ def test_an_exclusion_typed_as_a_spreadsheet_writes_it_is_read_and_kept(src, tmp
     # The fix is that cell: re-importing into a new folder (the advice for a damaged manifest) would make a
     # manifest without this person's exclusions.
     assert "Rebuild" not in err and "re-import" not in err
-    # Blank lines before it (pandas skips them): the line named is still the one to fix.
-    path.write_text("\n".join(text[:1] + ["", ""] + text[1:]) + "\n")
+    # Blank lines before it (pandas skips them, and a line of spaces): the line named is still the one to fix.
+    path.write_text("\n".join(text[:1] + ["", "   "] + text[1:]) + "\n")
     assert main(["summary", "--out", str(out)]) == 2
     assert f"in data row {accepted[0]} (line {accepted[0] + 3} of the file)" in capsys.readouterr().err
 
@@ -1090,8 +1090,8 @@ def test_a_column_of_a_persons_own_stops_a_writer_before_it_drops_it(src, tmp_pa
     out = tmp_path / "out"
     assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
     path = out / "manifest.csv"
-    lines = path.read_text().splitlines()
-    path.write_text("\n".join([lines[0] + ",Notes"] + [line + ",seen twice" for line in lines[1:]]) + "\n")
+    original = path.read_bytes()
+    _edited(out, "Notes", lambda i: "seen twice")
     before = path.read_bytes()
     capsys.readouterr()
     assert main(["summary", "--out", str(out)]) == 0
@@ -1100,6 +1100,47 @@ def test_a_column_of_a_persons_own_stops_a_writer_before_it_drops_it(src, tmp_pa
     assert err.count("\n") == 1 and f"{path}: column 'Notes' is not WildLens's, and this run would write the " \
         "manifest without it; copy it to a file of your own and delete it here" in err
     assert path.read_bytes() == before
-    path.write_text("\n".join([",".join(["Unnamed: 0", lines[0]])] + [f"{i},{line}" for i, line in
-                                                                       enumerate(lines[1:])]) + "\n")
+    path.write_bytes(original)
+    _edited(out, "", str, first=True)  # pandas' to_csv index: an empty header over the row numbers
     assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+
+
+def _edited(out, header, cells, first=False):
+    """DIR/manifest.csv with a column added (last, or ``first``): ``header`` and one cell per row from
+    ``cells(i)``, written as a spreadsheet writes CSV (the file names hold newlines: quoted cells)."""
+    import csv
+    import io
+
+    path = out / "manifest.csv"
+    rows = list(csv.reader(io.StringIO(path.read_text(), newline="")))
+    added = [[header, *rows[0]] if first else [*rows[0], header]]
+    added += [[cells(i), *row] if first else [*row, cells(i)] for i, row in enumerate(rows[1:])]
+    text = io.StringIO(newline="")
+    csv.writer(text, lineterminator="\n").writerows(added)
+    path.write_text(text.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("header, cells, refused", [
+    ("", lambda i: "real notes", "column 'Unnamed: 21' is not WildLens's"),  # an empty header over notes
+    ("Unnamed: 0", lambda i: "my note", "column 'Unnamed: 0' is not WildLens's"),
+    ("Unnamed: 0", lambda i: str(i), None),  # pandas' own index column: no one's data
+    ("x" * 10_000, lambda i: "n", "copy it to a file of your own and delete it here"),  # the fix stays on the line
+    ("file", lambda i: "again", "its header names file twice; keep one of the two columns"),
+])
+def test_what_a_person_added_to_the_header_is_told_or_kept(src, tmp_path, capsys, header, cells, refused):
+    """Hostile check: notes under an empty header cell (read as 'Unnamed: N') were dropped as pandas' index
+    column; a 10,000-character name cut the fix off the line; a second 'file' column was named 'file.1'."""
+    out = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out), "--no-progress"]) == 0
+    path = _edited(out, header, cells)
+    before = path.read_bytes()
+    capsys.readouterr()
+    code = main(["import", str(src), "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    if refused is None:
+        assert code == 0
+        return
+    assert code == 2 and err.count("\n") == 1 and refused in err and "nothing was changed" in err, err
+    assert len(err) < 2000 and path.read_bytes() == before
+

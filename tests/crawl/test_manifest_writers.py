@@ -575,3 +575,23 @@ def test_a_staging_folder_renamed_by_another_resume_is_not_made_again_empty(tmp_
     assert importer._resumable_staging(store, json.loads((left / importer.IMPORT_MARKER).read_bytes())) is None
     assert not left.exists(), "not made again, empty, under the old name"
     assert winner.is_dir()
+
+
+def test_a_column_a_person_adds_during_a_run_stops_it_instead_of_being_dropped(tmp_path):
+    """check_manifest runs before the work; a 'Notes' column added meanwhile (a long crawl) was dropped at the
+    collector's next save (review). The save stops instead, the edit kept; the rows stay in the journal."""
+    from crawl.store import ManifestEditError
+
+    dest = FolderDestination(tmp_path / "out")
+    collector = Collector(dest, ValidationConfig(), save_every=1000)
+    collector.record(TABBY, {"source": "import", "original_name": "a.jpg"}, rejection=Rejected("empty", "0 bytes"))
+    collector.save()
+    path = dest.manifest_path
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0] + ",Notes"] + [line + ",mine" for line in lines[1:]]) + "\n")
+    edited = path.read_bytes()
+    collector.record(TABBY, {"source": "import", "original_name": "b.jpg"}, rejection=Rejected("empty", "0 bytes"))
+    with pytest.raises(ManifestEditError, match="column 'Notes' is not WildLens's"):
+        collector.save()
+    assert path.read_bytes() == edited
+    assert dest.journal_path.read_text().count("b.jpg") == 1, "the row waits in the journal for the resume"
