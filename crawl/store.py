@@ -966,7 +966,9 @@ class Collector:
         (the same row: same position, class, file and hash; rows are appended, or a rejection replaced in
         place by its URL's new verdict, which then differs in file and hash), and
         count the change in the usable images of its class. A manifest that cannot be read is
-        left to the write that follows (which restores it from the rows held here)."""
+        left to the write that follows (which restores it from the rows held here), unless what stops
+        it is a person's edit (ManifestEditError: a cell, the header, a column of their own), which
+        stops this run instead."""
         try:
             if _stamp(self.dest.manifest_path) == self._written:
                 return  # the manifest is the one this collector wrote last: nobody changed it since
