@@ -213,11 +213,23 @@ def _ray_workers(cluster) -> dict[str, list[int]]:
     return found
 
 
+def _ray_workers_seen(cluster, nodes: int = 1, deadline: float = 5.0) -> dict[str, list[int]]:
+    """:func:`_ray_workers` once it finds actors on ``nodes`` worker nodes, or what it finds at the
+    deadline. Why not one look: a fresh clone's run once found none at the first stored batch (spread
+    [0] where both actors ran, 2026-12-07): the look at /proc can miss a process Ray is retitling."""
+    end = time.monotonic() + deadline
+    found = _ray_workers(cluster)
+    while len(found) < nodes and time.monotonic() < end:
+        time.sleep(0.1)
+        found = _ray_workers(cluster)
+    return found
+
+
 def _spread(cluster, seen: list):
     """A progress callback that records, at the first stored batch, how many worker nodes run an actor."""
     def watch(event):
         if event.done and not seen:
-            seen.append(len(_ray_workers(cluster)))
+            seen.append(len(_ray_workers_seen(cluster, nodes=2)))
     return watch
 
 
@@ -227,7 +239,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_cluste
 
     def kill_a_worker_after_the_first_batch(event):
         if event.done and not killed:
-            pids = [pid for node in _ray_workers(ray_cluster).values() for pid in node]
+            pids = [pid for node in _ray_workers_seen(ray_cluster).values() for pid in node]
             assert pids, "the actor is running"
             os.kill(pids[0], signal.SIGKILL)
             killed.append((pids[0], event.done))
