@@ -225,11 +225,32 @@ def _ray_workers_seen(cluster, nodes: int = 1, deadline: float = 5.0) -> dict[st
     return found
 
 
-def _spread(cluster, seen: list):
-    """A progress callback that records, at the first stored batch, how many worker nodes run an actor."""
+def _map_workers_anywhere(cluster) -> str:
+    """Every process titled MapWorker with its parent, and the worker nodes' raylets: what a failed
+    spread check says (it failed twice in full-suite runs and never alone, 2026-12-07)."""
+    rows = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").strip()
+        except OSError:
+            continue
+        if "MapWorker" in cmdline:
+            rows.append(f"{entry.name} (parent {stat.rsplit(')', 1)[1].split()[1]}): {cmdline[:80]}")
+    raylets = [node.all_processes["raylet"][0].process.pid for node in cluster.worker_nodes]
+    return f"worker raylets {raylets}; MapWorker processes: {rows or 'none'}"
+
+
+def _spread(cluster, seen: list, why: list | None = None):
+    """A progress callback that records, at the first stored batch, how many worker nodes run an actor
+    (and, in ``why``, what the machine showed when that is not two)."""
     def watch(event):
         if event.done and not seen:
             seen.append(len(_ray_workers_seen(cluster, nodes=2)))
+            if why is not None and seen[0] != 2:
+                why.append(_map_workers_anywhere(cluster))
     return watch
 
 
@@ -402,11 +423,11 @@ def test_features_through_ray_equal_the_local_engines(ray_cluster, tmp_path):
     for engine in ("local", "ray"):
         run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="features", label_space="imagenet-1k"))
         write_sample_images(run)
-        spread = []
+        spread, why = [], []
         extract_features(run, "efficientnet_lite0", InferenceOptions(engine=engine, batch_size=4,
                                                                      ray_actors=2 if engine == "ray" else None),
-                         _spread(ray_cluster, spread))
-        assert engine == "local" or spread == [2], "the two actors run on the two worker nodes"
+                         _spread(ray_cluster, spread, why))
+        assert engine == "local" or spread == [2], f"the two actors run on the two worker nodes: {why}"
         runs.append(run)
     (local_index, local_vectors), (ray_index, ray_vectors) = (read_features(run, "efficientnet_lite0") for run in runs)
     order = [list(local_index["image"]).index(image) for image in ray_index["image"]]
