@@ -452,16 +452,10 @@ def test_a_ctrl_c_while_waiting_for_a_writer_that_finished_is_an_interrupt_not_a
     assert collector._pending == [(0, done)], "still pending: a later wait counts it"
 
 
-def test_two_stops_of_one_dashboard_import_make_one_run_and_leave_no_copy(tmp_path, monkeypatch):
-    """Two stops of the same dashboard import before either was taken up (two tabs, or a retry while the
-    first still ran) kept two staging folders: the next import took up one, the one after the other, and
-    made a second run of the same images (review). The run's import now removes the other copy."""
+def _stopped_at_the_first_file(monkeypatch, src, store, **kwargs) -> None:
+    """An import into a new run stopped by Ctrl-C at its first file: its staging folder kept for the resume."""
     import crawl.importer as importer
-    from crawl.importer import STAGING_PREFIX, import_new_run
 
-    src = tmp_path / "src"
-    _images(src / TABBY, range(7500, 7506))
-    store = RunStore()
     real = importer._import_one
 
     def interrupted(*args, **kwargs):
@@ -469,8 +463,20 @@ def test_two_stops_of_one_dashboard_import_make_one_run_and_leave_no_copy(tmp_pa
 
     monkeypatch.setattr(importer, "_import_one", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        import_new_run(src, store=store, title="Cats")
+        importer.import_new_run(src, store=store, **kwargs)
     monkeypatch.setattr(importer, "_import_one", real)
+
+
+def test_two_stops_of_one_dashboard_import_make_one_run_and_leave_no_copy(tmp_path, monkeypatch):
+    """Two stops of the same dashboard import before either was taken up (two tabs, or a retry while the
+    first still ran) kept two staging folders: the next import took up one, the one after the other, and
+    made a second run of the same images (review). The run's import now removes the other copy."""
+    from crawl.importer import STAGING_PREFIX, import_new_run
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7500, 7506))
+    store = RunStore()
+    _stopped_at_the_first_file(monkeypatch, src, store, title="Cats")
     # The second, stopped while the first held its folder (one after the other, the second takes the first up).
     (first,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
     shutil.copytree(first, store.runs_dir / f"{STAGING_PREFIX}000000000000")
@@ -547,20 +553,12 @@ def test_a_staging_folder_renamed_by_another_resume_is_not_made_again_empty(tmp_
     the winner had just renamed away (review). Its lock no longer makes folders."""
     import core.userfile as userfile
     import crawl.importer as importer
-    from crawl.importer import STAGING_PREFIX, import_new_run
+    from crawl.importer import STAGING_PREFIX
 
     src = tmp_path / "src"
     _images(src / TABBY, range(7700, 7703))
     store = RunStore()
-    real = importer._import_one
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(importer, "_import_one", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        import_new_run(src, store=store, run_id="raced", label_space="imagenet-1k")
-    monkeypatch.setattr(importer, "_import_one", real)
+    _stopped_at_the_first_file(monkeypatch, src, store, run_id="raced", label_space="imagenet-1k")
     (left,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
     winner = store.runs_dir / f"{STAGING_PREFIX}ffffffffffff"
     read = userfile.read_user_bytes
