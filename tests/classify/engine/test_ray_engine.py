@@ -213,44 +213,36 @@ def _ray_workers(cluster) -> dict[str, list[int]]:
     return found
 
 
-def _ray_workers_seen(cluster, nodes: int = 1, deadline: float = 5.0) -> dict[str, list[int]]:
-    """:func:`_ray_workers` once it finds actors on ``nodes`` worker nodes, or what it finds at the
-    deadline. Why not one look: a fresh clone's run once found none at the first stored batch (spread
-    [0] where both actors ran, 2026-12-07): the look at /proc can miss a process Ray is retitling."""
-    end = time.monotonic() + deadline
-    found = _ray_workers(cluster)
-    while len(found) < nodes and time.monotonic() < end:
-        time.sleep(0.1)
-        found = _ray_workers(cluster)
-    return found
+def _map_worker_nodes() -> dict[str, str]:
+    """{actor id: node id} of every Ray Data actor (a MapWorker) the cluster placed, alive or dead, from
+    the GCS's actor table (``ray._private.state.actors``: Ray's public ``ray.util.state`` needs the
+    dashboard, which the suite's cluster does not start)."""
+    from ray._private.state import actors
+
+    return {actor["ActorID"]: actor["Address"]["NodeID"] for actor in actors().values()
+            if "MapWorker" in actor["ActorClassName"] and actor["Address"]["NodeID"].strip("0")}
 
 
-def _map_workers_anywhere(cluster) -> str:
-    """Every process titled MapWorker with its parent, and the worker nodes' raylets: what a failed
-    spread check says (it failed twice in full-suite runs and never alone, 2026-12-07)."""
-    rows = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").strip()
-        except OSError:
-            continue
-        if "MapWorker" in cmdline:
-            rows.append(f"{entry.name} (parent {stat.rsplit(')', 1)[1].split()[1]}): {cmdline[:80]}")
-    raylets = [node.all_processes["raylet"][0].process.pid for node in cluster.worker_nodes]
-    return f"worker raylets {raylets}; MapWorker processes: {rows or 'none'}"
+def _spread(cluster, seen: list, deadline: float = 10.0):
+    """A progress callback that records, at the first stored batch, on how many worker nodes the run
+    placed its actors. Read from the actor table, not /proc: Ray Data releases an actor pool once it
+    has consumed all its inputs ("consumed all inputs", ray/data/_internal/actor_autoscaler), which a
+    slow driver's first stored batch can come after; the look at /proc then found no actor (spread [0]
+    in 2 of 4 fresh-clone suites, 2026-12-07; a 3 s pause in the callback gave it in 2 runs of 2)."""
+    before = set(_map_worker_nodes())
+    workers = {node.node_id for node in cluster.worker_nodes}
 
+    def placed() -> set[str]:
+        return {node for actor, node in _map_worker_nodes().items() if actor not in before} & workers
 
-def _spread(cluster, seen: list, why: list | None = None):
-    """A progress callback that records, at the first stored batch, how many worker nodes run an actor
-    (and, in ``why``, what the machine showed when that is not two)."""
     def watch(event):
         if event.done and not seen:
-            seen.append(len(_ray_workers_seen(cluster, nodes=2)))
-            if why is not None and seen[0] != 2:
-                why.append(_map_workers_anywhere(cluster))
+            end = time.monotonic() + deadline  # an actor Ray is still placing has no node yet
+            nodes = placed()
+            while len(nodes) < 2 and time.monotonic() < end:
+                time.sleep(0.1)
+                nodes = placed()
+            seen.append(len(nodes))
     return watch
 
 
@@ -260,7 +252,9 @@ def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_cluste
 
     def kill_a_worker_after_the_first_batch(event):
         if event.done and not killed:
-            pids = [pid for node in _ray_workers_seen(ray_cluster).values() for pid in node]
+            pids = [pid for node in _ray_workers(ray_cluster).values() for pid in node]
+            # Ray Data releases the actor once it has consumed all inputs (see _spread): one actor with 15
+            # batches of 2 leaves the driver longer to store its first batch than the two-actor runs do.
             assert pids, "the actor is running"
             os.kill(pids[0], signal.SIGKILL)
             killed.append((pids[0], event.done))
@@ -423,11 +417,11 @@ def test_features_through_ray_equal_the_local_engines(ray_cluster, tmp_path):
     for engine in ("local", "ray"):
         run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="features", label_space="imagenet-1k"))
         write_sample_images(run)
-        spread, why = [], []
+        spread = []
         extract_features(run, "efficientnet_lite0", InferenceOptions(engine=engine, batch_size=4,
                                                                      ray_actors=2 if engine == "ray" else None),
-                         _spread(ray_cluster, spread, why))
-        assert engine == "local" or spread == [2], f"the two actors run on the two worker nodes: {why}"
+                         _spread(ray_cluster, spread) if engine == "ray" else None)
+        assert engine == "local" or spread == [2], "the two actors run on the two worker nodes"
         runs.append(run)
     (local_index, local_vectors), (ray_index, ray_vectors) = (read_features(run, "efficientnet_lite0") for run in runs)
     order = [list(local_index["image"]).index(image) for image in ray_index["image"]]
@@ -482,7 +476,7 @@ def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_cluster, tmp
         spread = []
         extract_features(run, entries, InferenceOptions(engine=engine, batch_size=4, checkpoints=checkpoints,
                                                         ray_actors=2 if engine == "ray" else None),
-                         _spread(ray_cluster, spread))
+                         _spread(ray_cluster, spread) if engine == "ray" else None)
         assert engine == "local" or spread == [2], "the two actors run on the two worker nodes"
         stored.append((run, read_features(run, entries[0].id), read_feature_meta(run, entries[0].id)))
     (local, (li, lv), lmeta), (ray, (ri, rv), rmeta) = stored
