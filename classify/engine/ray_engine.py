@@ -78,6 +78,7 @@ from core.raysession import exception_chain, user_error as _user_error  # a work
 
 from classify.engine import gpu_decode
 from classify.engine.device import precision_name
+from classify.engine.ray_probe import probe_node as _probe_node  # (a light module: see its docstring)
 from classify.engine.pipeline import (CollateCrops, CropBatch, DecodedCrops, _batch_rows, _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored, stamping)
 from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
 from classify.models.registry import ModelEntry
@@ -165,39 +166,6 @@ def node_name(node: dict) -> str:
     return f"{where} (node {str(node.get('NodeID', ''))[:8]})"
 
 
-def _probe_node(paths: Sequence[str], models: Sequence[tuple[ModelEntry, str | None]], allow_download: bool,
-                driver_home: str | None = None, sizes: Sequence[int] | None = None) -> dict:
-    """Run on a node: can it import WildLens, read ``paths`` (each of the size the driver saw, when
-    ``sizes`` are given: another file at the same path is another store's) and load each model's weights?"""
-    import socket
-
-    home = _node_home(driver_home)
-    out = {"node": socket.gethostname(), "unreadable": None, "weights": [], "home": str(home) if home else None,
-           "in_store": False}
-    for i, path in enumerate(paths):
-        local = _local(path, home)
-        try:
-            with open(local, "rb") as handle:
-                handle.read(1)
-                size = os.fstat(handle.fileno()).st_size
-        except (OSError, ValueError) as exc:
-            out["unreadable"] = f"{local} ({getattr(exc, 'strerror', None) or exc})"
-            out["in_store"] = path.startswith(HOME_PREFIX)
-            break
-        if sizes is not None and i < len(sizes) and size != sizes[i]:
-            out["unreadable"] = f"{local} (another file: {size:,} bytes there, {sizes[i]:,} on this machine)"
-            out["in_store"] = path.startswith(HOME_PREFIX)
-            break
-    from classify.models.weights import require_weights
-
-    for entry, checkpoint in models:
-        try:
-            require_weights(entry, checkpoint, allow_download)
-        except WildLensError as exc:
-            out["weights"].append(str(exc))
-    return out
-
-
 @dataclass(frozen=True)
 class Probe:
     node: str  # node_name()
@@ -210,8 +178,7 @@ def start_probes(paths: Sequence[str], models: Sequence[ModelEntry] = (), checkp
                  allow_download: bool = False, layout: "RayPlan | None" = None,
                  driver_home: str | None = None, sizes: Sequence[int] | None = None) -> list[Probe]:
     """Start :func:`_probe_node` on every alive node that can host an actor of ``layout`` (every
-    alive node without one). The run starts its actors meanwhile (a probe's fresh worker imports
-    torch: ~4 s here) and waits for the answers (:func:`finish_probes`) before it stores the
+    alive node without one). The run starts its actors meanwhile and waits for the answers (:func:`finish_probes`) before it stores the
     first row. ``driver_home``: the driver's run store, against which store-relative ``paths``
     (:func:`_portable`) are read on a node without a WILDLENS_HOME of its own."""
     ray = _import_ray()

@@ -1,0 +1,50 @@
+"""What a Ray node runs before a run's work (``ray_engine.start_probes``): can it read the run's
+images and find each model's weights?
+
+A module of its own, kept light, because a Ray worker imports the module of the function it runs:
+``_probe_node`` in ``classify.engine.ray_engine`` made each probe's worker import PyTorch and pandas
+with the engine (2.6 CPU-seconds, 0.45 here; measured `import` in a fresh process, 2026-12-07),
+which the run waited for before it stored its first row, on every node.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from typing import TYPE_CHECKING, Sequence
+
+from core.errors import WildLensError
+from core.raysession import HOME_PREFIX, node_home, node_path
+
+if TYPE_CHECKING:
+    from classify.models.registry import ModelEntry
+
+
+def probe_node(paths: Sequence[str], models: Sequence[tuple["ModelEntry", str | None]], allow_download: bool,
+               driver_home: str | None = None, sizes: Sequence[int] | None = None) -> dict:
+    """Run on a node: can it import WildLens, read ``paths`` (each of the size the driver saw, when
+    ``sizes`` are given: another file at the same path is another store's) and load each model's weights?"""
+    home = node_home(driver_home)
+    out = {"node": socket.gethostname(), "unreadable": None, "weights": [], "home": str(home) if home else None,
+           "in_store": False}
+    for i, path in enumerate(paths):
+        local = node_path(path, home)
+        try:
+            with open(local, "rb") as handle:
+                handle.read(1)
+                size = os.fstat(handle.fileno()).st_size
+        except (OSError, ValueError) as exc:
+            out["unreadable"] = f"{local} ({getattr(exc, 'strerror', None) or exc})"
+            out["in_store"] = path.startswith(HOME_PREFIX)
+            break
+        if sizes is not None and i < len(sizes) and size != sizes[i]:
+            out["unreadable"] = f"{local} (another file: {size:,} bytes there, {sizes[i]:,} on this machine)"
+            out["in_store"] = path.startswith(HOME_PREFIX)
+            break
+    from classify.models.weights import require_weights
+
+    for entry, checkpoint in models:
+        try:
+            require_weights(entry, checkpoint, allow_download)
+        except WildLensError as exc:
+            out["weights"].append(str(exc))
+    return out
