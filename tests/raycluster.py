@@ -54,6 +54,11 @@ def ray_cluster():
     """The suite's cluster, started at the first test that asks for it and stopped after the last
     test of the xdist group "ray" (:func:`stop_after_the_ray_group`), so its daemons do not idle
     beside the rest of the worker's tests."""
+    yield suite_cluster()
+
+
+def suite_cluster():
+    """:func:`ray_cluster`'s body, for a fixture of a wider scope (a run shared by a module's tests)."""
     from classify.engine.ray_engine import ray_available
 
     if not ray_available():
@@ -61,7 +66,7 @@ def ray_cluster():
     if "cluster" not in _RUNNING:
         _RUNNING["cluster"] = _start()
     _settle(_RUNNING["cluster"])
-    yield _RUNNING["cluster"]
+    return _RUNNING["cluster"]
 
 
 def wait_until_schedulable(node_id: str, deadline: float = 20.0) -> None:

@@ -406,84 +406,99 @@ def _task(path: Path):
     return ImageTask(path.name, str(path), path.parent.name)
 
 
-@needs_ray
-def test_features_through_ray_equal_the_local_engines(ray_cluster, tmp_path):
+@pytest.fixture(scope="module")
+def feature_runs(tmp_path_factory):
+    """One --features pass of Lite0 and a zero-shot model (the tiny random open_clip test double, given
+    as a safetensors checkpoint: plumbing only) over the packaged photographs' 30 views, into a run on
+    each engine, the Ray one with two actors; shared by the two tests below. Why one pass: each Ray
+    pass starts two actors (~6 CPU-seconds each: PyTorch, timm, the models) on this 2-core machine
+    (the suite's budget), and two models in one pass is also what a user's --models a,b --features runs.
+    Returns (local run, Ray run, [Lite0's entry, the zero-shot entry], nodes the actors were placed on, a folder)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from classify.models.lookup import resolve_models
+    from classify.models.registry import get_source
+    from classify.models.sources.openclip_source import clip_entry
     from classify.targets import extract_features
-    from core.features import read_features
+    from classify.zeroshot_runs import zero_shot_models
     from core.runstore import RunInfo, RunStore
     from crawl.sample_photos import write_sample_images
+    from tests.classify.doubles import register_tiny_clip
+    from tests.raycluster import suite_cluster
 
-    runs = []
-    for engine in ("local", "ray"):
-        run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="features", label_space="imagenet-1k"))
-        write_sample_images(run)
-        spread = []
-        extract_features(run, "efficientnet_lite0", InferenceOptions(engine=engine, batch_size=4,
-                                                                     ray_actors=2 if engine == "ray" else None),
-                         _spread(ray_cluster, spread) if engine == "ray" else None)
-        assert engine == "local" or spread == [2], "the two actors run on the two worker nodes"
-        runs.append(run)
-    (local_index, local_vectors), (ray_index, ray_vectors) = (read_features(run, "efficientnet_lite0") for run in runs)
+    cluster = suite_cluster()
+    folder = tmp_path_factory.mktemp("feature-runs")
+    arch = register_tiny_clip()
+    torch.manual_seed(0)
+    model = get_source(clip_entry(f"clip:{arch}")).create(clip_entry(f"clip:{arch}"), device="cpu")
+    checkpoint = folder / "tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(checkpoint))
+    zero_shot, checkpoints = zero_shot_models([f"clip:{arch}+simple7"], "sense:cat.n.01", None,
+                                              {f"clip:{arch}": str(checkpoint)})
+    entries = [resolve_models("efficientnet_lite0")[0], *zero_shot]
+    runs, spread = [], []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WILDLENS_HOME", str(folder / "home"))  # (the function-scoped one is not set up yet)
+        for engine in ("local", "ray"):
+            run = RunStore(folder / engine).create_run(RunInfo(run_id="features", label_space="imagenet-1k"))
+            write_sample_images(run)
+            extract_features(run, entries, InferenceOptions(engine=engine, batch_size=4, checkpoints=checkpoints,
+                                                            ray_actors=2 if engine == "ray" else None),
+                             _spread(cluster, spread) if engine == "ray" else None)
+            runs.append(run)
+    return runs[0], runs[1], entries, spread, folder
+
+
+@needs_ray
+def test_features_through_ray_equal_the_local_engines(ray_cluster, feature_runs):
+    from core.features import read_features
+
+    local, ray, (lite0, _), spread, folder = feature_runs
+    assert spread == [2], "the two actors run on the two worker nodes"
+    (local_index, local_vectors), (ray_index, ray_vectors) = (read_features(run, lite0.id) for run in (local, ray))
     order = [list(local_index["image"]).index(image) for image in ray_index["image"]]
     assert sorted(ray_index["image"]) == sorted(local_index["image"]) and len(order) == 30
     assert ray_vectors.shape == (30, 1280) and np.abs(ray_vectors - local_vectors[order]).max() <= 1e-5
-    _assert_same_predictions(runs[1].read_predictions(), _sorted(runs[0].read_predictions()))
+    _assert_same_predictions(_only(_sorted(ray.read_predictions()), lite0.id),
+                             _only(_sorted(local.read_predictions()), lite0.id))
     # Issue 22 item 5, the Ray engine into a run: the actors' rows record the weights they came
     # from, so the run resumed with another checkpoint is refused before any work (was: the old
     # rows returned as 'already stored' for the new weights).
     from classify.models.weights import file_sha256
-    from classify.models.lookup import resolve_models
     from classify.targets import StoredModelError, predict_run
     from classify.models.weights import weights_status
 
-    for run in runs:
-        digests = set(run.read_predictions()["weights_sha256"])
-        assert digests == {file_sha256(weights_status(resolve_models("efficientnet_lite0")[0]).path)}
-    other = tmp_path / "other-weights.safetensors"
+    for run in (local, ray):
+        predictions = run.read_predictions()
+        assert set(predictions[predictions["model"] == lite0.id]["weights_sha256"]) == {
+            file_sha256(weights_status(lite0).path)}
+    other = folder / "other-weights.safetensors"
     other.write_bytes(b"other weights: refused from their digest, before they are read")
+    before = ray.read_predictions()
     with pytest.raises(StoredModelError, match="^Run features holds efficientnet_lite0 predictions from other weights"):
-        predict_run(runs[1], "efficientnet_lite0",
+        predict_run(ray, "efficientnet_lite0",
                     InferenceOptions(engine="ray", checkpoints={"efficientnet_lite0": str(other)}))
+    pd.testing.assert_frame_equal(ray.read_predictions(), before)  # (the run the next test reads: unchanged)
 
 
 @needs_ray
-def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_cluster, tmp_path, monkeypatch):
-    """A zero-shot model (the tiny random open_clip test double, given as a safetensors checkpoint:
-    plumbing only) with --features on both engines: the same rows, embeddings and text classifier."""
-    import torch
-    from safetensors.torch import save_file
-
-    from classify.targets import extract_features
-    from classify.models.registry import get_source
-    from classify.models.sources.openclip_source import clip_entry
-    from classify.zeroshot_runs import zero_shot_models
+def test_a_zero_shot_model_runs_on_ray_with_its_text_classifier(ray_cluster, feature_runs):
+    """A zero-shot model with --features on both engines (in the pass of :func:`feature_runs`): the same
+    rows, embeddings and text classifier."""
     from core.features import read_feature_meta, read_features
-    from core.runstore import RunInfo, RunStore
-    from crawl.sample_photos import write_sample_images
-    from tests.classify.doubles import register_tiny_clip
 
-    arch = register_tiny_clip()
-    torch.manual_seed(0)
-    model = get_source(clip_entry(f"clip:{arch}")).create(clip_entry(f"clip:{arch}"), device="cpu")
-    checkpoint = tmp_path / "tiny.safetensors"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(checkpoint))
-    entries, checkpoints = zero_shot_models([f"clip:{arch}+simple7"], "sense:cat.n.01", None,
-                                            {f"clip:{arch}": str(checkpoint)})
-    stored = []
-    for engine in ("local", "ray"):
-        run = RunStore(tmp_path / engine).create_run(RunInfo(run_id="zs", label_space="imagenet-1k"))
-        write_sample_images(run)
-        spread = []
-        extract_features(run, entries, InferenceOptions(engine=engine, batch_size=4, checkpoints=checkpoints,
-                                                        ray_actors=2 if engine == "ray" else None),
-                         _spread(ray_cluster, spread) if engine == "ray" else None)
-        assert engine == "local" or spread == [2], "the two actors run on the two worker nodes"
-        stored.append((run, read_features(run, entries[0].id), read_feature_meta(run, entries[0].id)))
-    (local, (li, lv), lmeta), (ray, (ri, rv), rmeta) = stored
-    _assert_same_predictions(ray.read_predictions(), _sorted(local.read_predictions()))
+    local, ray, (_, zero_shot), spread, _ = feature_runs
+    assert spread == [2], "the two actors run on the two worker nodes"
+    _assert_same_predictions(_only(_sorted(ray.read_predictions()), zero_shot.id),
+                             _only(_sorted(local.read_predictions()), zero_shot.id))
+    (li, lv), (ri, rv) = (read_features(run, zero_shot.id) for run in (local, ray))
+    lmeta, rmeta = (read_feature_meta(run, zero_shot.id) for run in (local, ray))
     order = [list(li["image"]).index(image) for image in ri["image"]]
+    assert sorted(ri["image"]) == sorted(li["image"]) and len(order) == 30
     assert rv.shape == (30, 16) and np.abs(rv - lv[order]).max() <= 1e-5
     assert rmeta["kind"] == "image-embedding" and rmeta["text_classifier"]["wnids"] == lmeta["text_classifier"]["wnids"]
+    assert len(rmeta["text_classifier"]["wnids"]) > 1
 
 
 def test_the_node_probe_names_what_a_node_lacks(tmp_path):
