@@ -169,7 +169,8 @@ def _extract(orig: Path, into: Path) -> Path:
     """Extract the source's ``dict/`` folder and manual pages; returns the WordNet-3.0 folder."""
     with tarfile.open(orig) as tf:
         wanted = [m for m in tf.getmembers()
-                  if m.isfile() and re.fullmatch(r"WordNet-3\.0/(dict/[^/]+|dict/dbfiles/[^/]+|doc/man/lexnames\.5)", m.name)]
+                  if m.isfile() and re.fullmatch(r"WordNet-3\.0/(dict/[^/]+|dict/dbfiles/[^/]+|doc/man/lexnames\.5)", m.name)
+                  and m.name.rsplit("/", 1)[1] not in (".", "..")]  # [^/]+ matches '..': a file named dict/.. crashed
         for member in wanted:  # regular files under fixed names (the pattern above): written as plain files
             target = into / member.name
             target.parent.mkdir(parents=True, exist_ok=True)
