@@ -196,8 +196,15 @@ def type_into(driver, label: str, text: str) -> None:
     from selenium.webdriver.common.keys import Keys
 
     box = widget(driver, "stTextInput", label).find_element(By.CSS_SELECTOR, "input")
-    box.clear()
-    box.send_keys(text + Keys.ENTER)
+    # Select all and delete, as a person does: WebElement.clear() empties the DOM value, which React
+    # puts back, so the text was appended to a prefilled box (an Images page export once went to
+    # the default path with the text after it).
+    box.send_keys(Keys.CONTROL + "a", Keys.DELETE)
+    box.send_keys(text)
+    typed = box.get_attribute("value")
+    if typed != text:
+        raise AssertionError(f"the box {label!r} holds {typed!r} after typing {text!r}")
+    box.send_keys(Keys.ENTER)
 
 
 def choose(driver, label: str, option: str, timeout: float = 60.0) -> str:
