@@ -6,9 +6,16 @@
 # pyenv's default build has none of these. On this 2-core machine the page, browse and WordNet
 # test modules took 126 against 146 CPU-seconds on it (alternating runs, 2026-12-07), and the
 # dashboard's Python is the same code.
-PYTHON ?= $(shell for p in /usr/bin/python3.11 python3.11; do \
+DEFAULT_PYTHON = $(shell for p in /usr/bin/python3.11 python3.11; do \
 	  $$p -c 'import sys, ensurepip, venv; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 \
 	  && { echo $$p; exit; }; done; echo python3)
+PYTHON ?= $(DEFAULT_PYTHON)
+# An empty PYTHON in the environment or on the command line means the default, not an empty command.
+ifneq ($(origin PYTHON),file)
+ifeq ($(strip $(PYTHON)),)
+override PYTHON = $(DEFAULT_PYTHON)
+endif
+endif
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-requirements
@@ -19,9 +26,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Create the venv when missing and (re)install when requirements.txt changed.
 $(STAMP): requirements.txt
-	@test -x $(BIN)/python || { $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
+	@test -x $(BIN)/python || { "$(PYTHON)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
 	  || { echo "error: $(PYTHON) is not Python 3.11, which requirements.txt pins for: install python3.11 (with its venv module) or run make PYTHON=/path/to/python3.11" >&2; exit 2; }; \
-	  $(PYTHON) -m venv $(VENV); }
+	  "$(PYTHON)" -m venv $(VENV); }
 	$(BIN)/python -m pip install -q -r requirements.txt
 	@touch $(STAMP)
 
