@@ -99,15 +99,24 @@ def _encoded_views() -> tuple[tuple[SamplePhoto, str, bytes, str, int, int], ...
 
 def write_sample_images(run: Run) -> pd.DataFrame:
     """Write the views into the run's images folder and its manifest; return the manifest.
-    Idempotent: files already present (same hash) are not rewritten."""
+    Idempotent: files already present with the view's bytes are not rewritten. Anything else at a
+    view's name (other bytes, a link, a folder) is refused, and left as it is: it was kept and
+    recorded under the view's hash before (a hostile check)."""
     from core.runstore import write_bytes_atomic
+    from core.tables import StoreError
 
     rows = []
     for photo, view_name, data, sha, width, height in _encoded_views():
         file = f"{photo.wnid}/{sha[:16]}.png"
         target = run.images_dir / file
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise StoreError(f"{target} is {'a link' if target.is_symlink() else 'not a file'} where the sample view "
+                             f"{photo.relpath} [{view_name}] goes; move it out of the run's images folder and start again.")
         if not target.exists():
             write_bytes_atomic(target, data)
+        elif hashlib.sha256(target.read_bytes()).hexdigest() != sha:
+            raise StoreError(f"{target} holds other bytes than the sample view it is named after ({photo.relpath} "
+                             f"[{view_name}]); move it out of the run's images folder and start again.")
         rows.append({
             "wnid": photo.wnid, "file": file, "sha256": sha, "width": width, "height": height,
             "format": "PNG", "mode": "RGB", "bytes": len(data), "source": "sample",

@@ -26,3 +26,37 @@ def test_two_sample_runs_hold_the_same_files_and_the_views_are_encoded_once(tmp_
             data = (run.images_dir / row.file).read_bytes()
             assert hashlib.sha256(data).hexdigest() == row.sha256 and row.file.endswith(f"{row.sha256[:16]}.png")
             assert Image.open(io.BytesIO(data)).size == (row.width, row.height) and row.bytes == len(data)
+
+
+def test_a_file_already_at_a_views_name_is_kept_when_it_is_the_view_and_refused_otherwise(tmp_path):
+    """A second call rewrites nothing; other bytes, a link or a folder where a view goes are refused in
+    one line naming the path, and left as they are (other bytes were recorded under the view's hash)."""
+    import os
+
+    import pytest
+
+    from core.tables import StoreError
+
+    store = RunStore(tmp_path / "store")
+    run = store.create_run(RunInfo(run_id="s", label_space="imagenet-1k"))
+    manifest = write_sample_images(run)
+    target = run.images_dir / manifest["file"].iloc[0]
+    stamp = target.stat().st_mtime_ns
+    write_sample_images(run)
+    assert target.stat().st_mtime_ns == stamp, "the view is not written again"
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"a person's own file")
+    for kind in ("other bytes", "a link", "a folder"):
+        target.unlink() if not target.is_dir() else target.rmdir()
+        if kind == "other bytes":
+            target.write_bytes(b"a person's own file")
+        elif kind == "a link":
+            os.symlink(mine, target)
+        else:
+            target.mkdir()
+        with pytest.raises(StoreError) as caught:
+            write_sample_images(run)
+        assert str(caught.value).startswith(str(target)) and "move it out" in str(caught.value)
+        assert "\n" not in str(caught.value)
+        assert target.is_dir() if kind == "a folder" else target.read_bytes() == b"a person's own file"
+    assert mine.read_bytes() == b"a person's own file"
