@@ -169,6 +169,10 @@ class ImportSummary:
     folders_skipped: dict[str, str] = field(default_factory=dict)  # class folder not imported -> why
     run_id: str | None = None  # the run created by import_new_run
     wnids: list[str] = field(default_factory=list)  # import_new_run: the run's classes (with accepted images)
+    # With _import(since=True): files the destination had recorded before this import that have other bytes
+    # in the source now, and those no longer in it (an import taken up after a stop: the source changed).
+    changed_since: int = 0
+    gone_since: int = 0
 
 
 def _normalise(name: str) -> str:
@@ -483,7 +487,9 @@ def import_folder(src: Path | str, run_or_dir, label_space: str | None = None,
 
 
 def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress, validation: ValidationConfig,
-            follow_links: bool) -> ImportSummary:
+            follow_links: bool, since: bool = False) -> ImportSummary:
+    """Import ``folders`` of ``src`` into ``dest``. ``since``: count in the summary the files ``dest`` had
+    recorded that changed or left ``src`` (for an import taken up after a stop, whose rows are all its own)."""
     started = time.monotonic()
     notes = list(notes) + _same_class_notes(folders)
     wnids = list(dict.fromkeys(folders.values()))
@@ -496,10 +502,19 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
     with exclusive(dest):
         collector = Collector(dest, validation, writers=IMPORT_WRITERS)
         summary.notes += leftover_notes(*sweep_leftovers(dest, collector.manifest(), wnids), "import")
+        recorded: dict[tuple[str, str], set] = {}
+        if since:
+            before = collector.manifest()
+            for wnid, original, sha in zip(before["wnid"], before["original_name"], before["sha256"]):
+                recorded.setdefault((wnid, original), set()).add(sha if isinstance(sha, str) and sha else None)
         try:
             for done, (wnid, entry) in enumerate(work, start=1):
-                _import_one(collector, wnid, entry, validation, summary)
+                sha = _import_one(collector, wnid, entry, validation, summary)
+                if since and (wnid, entry.original) in recorded:
+                    shas = recorded.pop((wnid, entry.original))
+                    summary.changed_since += sha is not None and sha not in shas
                 report(progress, "import", done, len(work), dest.describe(), f"{entry.original[-50:]}")
+            summary.gone_since = len(recorded)
         finally:
             collector.save()
     if summary.skipped:
@@ -628,7 +643,7 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
                                         "set $WILDLENS_HOME to a folder you can write to, or use --out DIR.") from None
         dest = _StagedRun(run, run_id, marker)
         _check_apart(src, dest)
-        summary = _import(src, dest, chosen, plan.notes, progress, validation, follow_links)
+        summary = _import(src, dest, chosen, plan.notes, progress, validation, follow_links, since=resumed)
         summary.folders_skipped = skipped
         usable = run.usable_images()
         space = get_label_space(label_space)
@@ -650,6 +665,15 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
             summary.notes.append(f"took up the staging folder of an earlier import of run {run_id} that did not finish"
                                  + (f": {summary.already_imported} file(s) it had recorded were not imported again"
                                     if summary.already_imported else ""))
+            if summary.changed_since or summary.gone_since:
+                # The run then differs from an import of the source as it is now: say so (a hostile check).
+                what = [f"{summary.changed_since} have other bytes there now (both versions are in the run)"
+                        if summary.changed_since else "",
+                        f"{summary.gone_since} are no longer there (kept in the run)" if summary.gone_since else ""]
+                summary.notes.append(f"the source changed since that import: of the files it had recorded, "
+                                     + " and ".join(w for w in what if w)
+                                     + "; for a run of the source as it is now, import it again under another "
+                                       + ("title" if auto_id else "run id"))
         (staging / IMPORT_MARKER).unlink(missing_ok=True)
         try:
             os.rename(staging, target)
@@ -829,7 +853,8 @@ def _check_apart(src: Path, dest) -> None:
 
 
 def _import_one(collector: Collector, wnid: str, entry: Entry, validation: ValidationConfig,
-                summary: ImportSummary) -> None:
+                summary: ImportSummary) -> str | None:
+    """Record one entry of the source; returns its bytes' sha256, or None where it was not read."""
     provenance = {"source": "import", "original_name": entry.original, "fetched_at": now_iso()}
     try:
         if entry.skip is not None:
@@ -840,18 +865,19 @@ def _import_one(collector: Collector, wnid: str, entry: Entry, validation: Valid
             summary.skipped.append((entry.original, exc.reason))
         if not collector.has_import(wnid, entry.original, None):
             collector.record(wnid, provenance, rejection=exc)
-        return
+        return None
     sha = sha256_hex(data)
     if collector.has_import(wnid, entry.original, sha):
         summary.already_imported += 1
-        return
+        return sha
     provenance["sha256"] = sha
     try:
         facts = validate_image(data, validation)
     except Rejected as exc:
         collector.record(wnid, provenance, rejection=exc)
-        return
+        return sha
     collector.record(wnid, provenance, facts=facts, data=data)
+    return sha
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)

@@ -467,6 +467,48 @@ def _stopped_at_the_first_file(monkeypatch, src, store, **kwargs) -> None:
     monkeypatch.setattr(importer, "_import_one", real)
 
 
+def test_a_resume_after_the_source_changed_says_how_the_run_differs_from_an_import_of_it_now(tmp_path, monkeypatch):
+    """A file the stopped import had recorded and that has other bytes in the source now is in the run
+    twice (the old copy and the new), one removed from the source stays: the resumed import said nothing
+    of it (a hostile check). A resume of an unchanged source says nothing of the kind."""
+    import crawl.importer as importer
+    from crawl.importer import STAGING_PREFIX
+
+    src = tmp_path / "src"
+    _images(src / TABBY, range(7600, 7608))
+    store = RunStore()
+    real, calls = importer._import_one, []
+
+    def stopped_at_the_fifth(*args, **kwargs):
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        calls.append(args[2].original)
+        return real(*args, **kwargs)
+
+    for changed in (False, True):
+        monkeypatch.setattr(importer, "_import_one", stopped_at_the_fifth)
+        calls.clear()
+        with pytest.raises(KeyboardInterrupt):
+            importer.import_new_run(src, store=store, run_id=f"changed-{changed}", label_space="imagenet-1k")
+        monkeypatch.setattr(importer, "_import_one", real)
+        (staging,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
+        recorded = [p for p in src.rglob("*.jpg") if any(original.endswith(p.name) for original in calls)]
+        assert len(recorded) == 4
+        if changed:
+            recorded[0].write_bytes(T.jpeg(7700, size=(64, 64)))
+            recorded[1].unlink()
+        summary = importer.import_new_run(src, store=store, run_id=f"changed-{changed}", label_space="imagenet-1k")
+        notes = " ".join(summary.notes)
+        assert "took up the staging folder" in notes
+        if changed:
+            assert ("the source changed since that import: of the files it had recorded, 1 have other bytes there now "
+                    "(both versions are in the run) and 1 are no longer there (kept in the run); for a run of the "
+                    "source as it is now, import it again under another run id") in notes
+            assert len(store.open_run("changed-True").usable_images()) == 9
+        else:
+            assert "source changed" not in notes and len(store.open_run("changed-False").usable_images()) == 8
+
+
 def test_two_stops_of_one_dashboard_import_make_one_run_and_leave_no_copy(tmp_path, monkeypatch):
     """Two stops of the same dashboard import before either was taken up (two tabs, or a retry while the
     first still ran) kept two staging folders: the next import took up one, the one after the other, and
