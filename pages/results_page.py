@@ -305,6 +305,11 @@ if segment is not None:
     st.markdown(f"**{escape_markdown(model_picked)}**: {plural(len(picked_images), 'mistake')} of type "
                 f"**{escape_markdown(kind_picked)}**" + (" (the segment the link names; click one to pick another)"
                                                           if from_link else ""))
+    if from_link:
+        # The chart cannot show a link's segment as selected, so a click off the bars changes nothing:
+        # this is the way to none (a UI review found no way to clear it).
+        st.button("Show no segment", key="results-clear-segment", icon=":material/close:",
+                  on_click=lambda: st.session_state.update(_results_segment=None))
     links = st.columns(2)
     if len(picked_images):
         links[0].page_link("pages/image_page.py", label="Page through them", icon=":material/open_in_full:",

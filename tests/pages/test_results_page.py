@@ -555,6 +555,13 @@ def test_back_inside_the_page_undoes_a_segment_and_a_stack_in_one_step_each(app,
     assert "chart" in at.query_params, "an unrelated change made"
     assert at.query_params["segment"] == segments[0][1]
     assert [m.value for m in at.markdown if "the segment the link names" in m.value]
+    # (4) A segment from the URL is cleared by its button (the chart cannot show it selected, so a click off
+    # the bars sends nothing new): none in the URL, no images, and none comes back at the next rerun.
+    at.button(key="results-clear-segment").click().run()
+    assert "segment" not in at.query_params and "segment_model" not in at.query_params
+    assert not [m.value for m in at.markdown if " of type " in m.value]
+    at.selectbox(key="results-chart").set_value("accuracy").run()
+    assert "segment" not in at.query_params and not [b for b in at.button if b.key == "results-clear-segment"]
 
 
 def test_the_accuracy_against_types_scatter_hovers_with_intervals(app):
