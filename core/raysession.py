@@ -120,7 +120,8 @@ def ray_session(address: str | None = None, join_timeout: float | None = None) -
     asked = address or os.environ.get("RAY_ADDRESS") or None
     deadline = time.monotonic() + (JOIN_SECONDS if join_timeout is None else float(join_timeout))
     if asked:
-        _check_reachable(asked, deadline)  # before anything else: ray.init would retry for minutes
+        _check_reachable(asked, deadline,  # before anything else: ray.init would retry for minutes
+                         JOIN_SECONDS if join_timeout is None else float(join_timeout))
     with _SESSION_LOCK:
         where = _ready(ray, asked, deadline)
     yield where
@@ -213,13 +214,14 @@ def ray_client_available() -> bool:
     return importlib.util.find_spec("grpc") is not None
 
 
-def _check_reachable(address: str, deadline: float | None = None) -> None:
+def _check_reachable(address: str, deadline: float | None = None, given: float | None = None) -> None:
     """A cluster address ('HOST:PORT' or 'ray://HOST:PORT') that takes no connection, or takes
     one but does not answer as Ray does, is one line by ``deadline`` (time.monotonic(); default
     :data:`JOIN_SECONDS` from now): ``ray.init`` would retry it for minutes. Ray's GCS and its
     Ray Client server are gRPC servers, which greet a connection with an HTTP/2 SETTINGS frame;
     a silent server or one that answers anything else is refused (with ``RAY_USE_TLS`` set the
-    greeting is TLS's, so only the connection is checked). 'auto' and 'local' are Ray's to resolve."""
+    greeting is TLS's, so only the connection is checked). 'auto' and 'local' are Ray's to resolve.
+    ``given``: the join timeout the user gave, which the message names (the time left is a little less)."""
     import socket
 
     if address in ("auto", "local"):
@@ -259,7 +261,7 @@ def _check_reachable(address: str, deadline: float | None = None) -> None:
                 head += chunk
         except socket.timeout:
             raise RayEngineError(f"--ray-address {address} accepts connections but did not answer as a Ray cluster "
-                                 f"within {round(seconds, 1):g} s; {fix}") from None
+                                 f"within {round(seconds if given is None else given, 1):g} s; {fix}") from None
         except OSError as exc:
             if not head:
                 raise RayEngineError(f"--ray-address {address} accepts connections but closed them without answering "

@@ -2,9 +2,10 @@
 images and find each model's weights?
 
 A module of its own, kept light, because a Ray worker imports the module of the function it runs:
-``_probe_node`` in ``classify.engine.ray_engine`` made each probe's worker import PyTorch and pandas
-with the engine (2.6 CPU-seconds, 0.45 here; measured `import` in a fresh process, 2026-12-07),
-which the run waited for before it stored its first row, on every node.
+``_probe_node`` in ``classify.engine.ray_engine`` made each probe's worker import PyTorch with the
+engine (the engine's imports 2.6 CPU-seconds in a fresh process, this module's 0.4, pandas through
+core.raysession -> core.runstore still among them; 2026-12-07), which the run waited for before it
+stored its first row, on every node.
 """
 from __future__ import annotations
 
