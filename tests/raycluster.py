@@ -10,10 +10,14 @@ is marked dead in ~2 s (Ray's default is ~15 s).
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.rayworker import GATE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent  # (not imported from tests.conftest, which imports this module)
 
@@ -130,16 +134,30 @@ def _start():
             "num_cpus": 0, "include_dashboard": False, "object_store_memory": 128 * 1024 ** 2,
             "_system_config": {**FAST_HEALTH, **WARM_WORKERS}})
     _restore_workers(cluster)
-    # The tiny CLIP test double is registered in each worker as in this process (tests.classify.doubles).
+    # Each worker registers the tiny CLIP test double as this process does and installs the batch gate
+    # (tests.rayworker.worker_setup).
+    _RUNNING["gate"] = Path(tempfile.mkdtemp(prefix="wildlens-ray-gate-")) / "hold"
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)},
-                          "worker_process_setup_hook": "tests.classify.doubles.register_tiny_clip_on_import"})
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), GATE_ENV: str(_RUNNING["gate"])},
+                          "worker_process_setup_hook": "tests.rayworker.worker_setup"})
     return cluster
+
+
+def batch_gate() -> Path:
+    """A file that, while it exists, holds each of the suite's Ray Data actors (classify.engine.ray_engine.
+    PredictActor) before its third batch and every one after (for up to 60 s; tests.rayworker). Why: Ray Data releases an
+    actor once it has consumed all its inputs, which a driver slower than the whole run (a loaded machine) saw
+    before its first stored batch; a fault test that kills or removes a running actor after that batch needs
+    one still running. Create it before the run; remove it once the fault is made."""
+    return _RUNNING["gate"]
 
 
 def stop_cluster() -> None:
     """Stop the suite's cluster if this process started it (a later test that asks starts it again)."""
     cluster = _RUNNING.pop("cluster", None)
+    gate = _RUNNING.pop("gate", None)
+    if gate is not None:
+        shutil.rmtree(gate.parent, ignore_errors=True)
     if cluster is not None:
         import ray
 

@@ -26,7 +26,7 @@ from classify.engine.ray_engine import (RayEngineError, check_workers, decode_fr
 from classify.targets import predict_folder
 from core.errors import OptionError
 from tests.conftest import ROOT
-from tests.raycluster import _restore_workers, _without_home, wait_until_schedulable
+from tests.raycluster import _restore_workers, _without_home, batch_gate, wait_until_schedulable
 
 MODELS = "efficientnet_lite0,efficientnet_lite1"
 # The fault tests run one model: what they test is the rows kept once through a fault, and each model an
@@ -194,33 +194,16 @@ def test_ray_gives_the_local_engines_rows(ray_cluster, views, local_table, tmp_p
                        InferenceOptions(engine="ray"))
 
 
-def _ray_workers(cluster) -> dict[str, list[int]]:
-    """PIDs of the cluster's Ray Data actors (children of a node's raylet named MapWorker), per worker
-    node (its raylet socket)."""
-    raylets = {node.all_processes["raylet"][0].process.pid: node for node in cluster.worker_nodes}
-    found: dict[str, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent in raylets and "MapWorker" in cmdline:
-            found.setdefault(raylets[parent].unique_id, []).append(int(entry.name))
-    return found
-
-
 def _map_worker_nodes() -> dict[str, str]:
-    """{actor id: node id} of every Ray Data actor (a MapWorker) the cluster placed, alive or dead, from
+    """{actor id: node id} of every Ray Data actor (a MapWorker) that got a worker process, alive or dead, from
     the GCS's actor table (``ray._private.state.actors``: Ray's public ``ray.util.state`` needs the
     dashboard, which the suite's cluster does not start)."""
     from ray._private.state import actors
 
+    # A worker process (Pid) marks an actor that was placed: one Ray never started lists the node it was
+    # being leased through (the head's, seen in a review).
     return {actor["ActorID"]: actor["Address"]["NodeID"] for actor in actors().values()
-            if "MapWorker" in actor["ActorClassName"] and actor["Address"]["NodeID"].strip("0")}
+            if "MapWorker" in actor["ActorClassName"] and actor["Pid"] and actor["Address"]["NodeID"].strip("0")}
 
 
 def _spread(cluster, seen: list, deadline: float = 10.0):
@@ -248,21 +231,37 @@ def _spread(cluster, seen: list, deadline: float = 10.0):
 
 @needs_ray
 def test_a_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(ray_cluster, views, local_table, tmp_path):
-    killed = []
+    """The run's actor process killed (SIGKILL) once the first batch is stored, the actor held before its
+    next batch (tests.raycluster.batch_gate: without it a slow driver found the actor released, its inputs
+    all consumed): Ray restarts it, the batches it held are redone, and every row is stored once, equal to
+    the local engine's."""
+    from ray._private.state import actors
 
-    def kill_a_worker_after_the_first_batch(event):
+    before = set(actors())
+    killed = []
+    gate = batch_gate()
+
+    def kill_the_runs_actor_after_the_first_batch(event):
         if event.done and not killed:
-            pids = [pid for node in _ray_workers(ray_cluster).values() for pid in node]
-            # Ray Data releases the actor once it has consumed all inputs (see _spread): one actor with 15
-            # batches of 2 leaves the driver longer to store its first batch than the two-actor runs do.
-            assert pids, "the actor is running"
-            os.kill(pids[0], signal.SIGKILL)
-            killed.append((pids[0], event.done))
+            # This run's actor from the GCS's actor table (a look at /proc could take a previous run's actor
+            # still exiting).
+            mine = {key: actor for key, actor in actors().items()
+                    if key not in before and "MapWorker" in actor["ActorClassName"]}
+            alive = [(key, actor["Pid"]) for key, actor in mine.items() if actor["State"] == "ALIVE" and actor["Pid"]]
+            assert alive, f"the run's actor is running: {[(a['State'], a['Pid']) for a in mine.values()]}"
+            os.kill(alive[0][1], signal.SIGKILL)
+            killed.append((alive[0][0], event.done))
+            gate.unlink()
 
     out = tmp_path / "killed.parquet"
-    table, report = predict_folder(views, ONE, out, InferenceOptions(engine="ray", batch_size=2),
-                                   kill_a_worker_after_the_first_batch)
-    assert killed and killed[0][1] < 30, "a worker was killed mid-run, with images still to do"
+    gate.touch()
+    try:
+        table, report = predict_folder(views, ONE, out, InferenceOptions(engine="ray", batch_size=2),
+                                       kill_the_runs_actor_after_the_first_batch)
+    finally:
+        gate.unlink(missing_ok=True)
+    assert killed and killed[0][1] < 30, "the run's actor was killed mid-run, with images still to do"
+    assert actors(killed[0][0])["NumRestarts"] >= 1, "Ray restarted the killed actor"
     assert all(r.predicted + r.skipped == 30 and r.failed == 0 for r in report.models.values())
     _assert_same_predictions(table, _only(local_table, ONE))
     parts = pd.concat([pd.read_parquet(p) for p in (tmp_path / ".killed.parquet.parts").rglob("*.parquet")])
@@ -347,18 +346,22 @@ def test_a_worker_node_removed_mid_run_loses_nothing_and_the_summary_says_so(ray
     gone: Cluster.remove_node) after its first batch is stored: every row stored once, equal to the
     local engine's, the run finished on the node left, and the summary names the lost node."""
     removed = []
+    gate = batch_gate()  # the actors held before their next batch until the node is gone (see the kill test)
 
     def remove_a_node_after_the_first_batch(event):
         if event.done and not removed:
             node = next(iter(ray_cluster.worker_nodes))
             removed.append((event.done, node.node_id[:8]))
             ray_cluster.remove_node(node, allow_graceful=False)
+            gate.unlink()
 
     out = tmp_path / "lost.parquet"
+    gate.touch()
     try:
         table, report = predict_folder(views, ONE, out, InferenceOptions(engine="ray", ray_actors=2, batch_size=2),
                                        remove_a_node_after_the_first_batch)
     finally:
+        gate.unlink(missing_ok=True)
         _restore_workers(ray_cluster)
     assert removed and removed[0][0] < 30, "a node was removed mid-run, with images still to do"
     assert len(report.lost_nodes) == 1 and f"(node {removed[0][1]})" in report.lost_nodes[0]
@@ -413,7 +416,9 @@ def feature_runs(tmp_path_factory):
     each engine, the Ray one with two actors; shared by the two tests below. Why one pass: each Ray
     pass starts two actors (~6 CPU-seconds each: PyTorch, timm, the models) on this 2-core machine
     (the suite's budget), and two models in one pass is also what a user's --models a,b --features runs.
-    Returns (local run, Ray run, [Lite0's entry, the zero-shot entry], nodes the actors were placed on, a folder)."""
+    Returns (local run, Ray run, [Lite0's entry, the zero-shot entry], [how many worker nodes the Ray pass's
+    actors were placed on], a folder). Everything under a WILDLENS_HOME of its own (the function-scoped one
+    is not set up yet for a module's fixture)."""
     import torch
     from safetensors.torch import save_file
 
@@ -429,17 +434,17 @@ def feature_runs(tmp_path_factory):
 
     cluster = suite_cluster()
     folder = tmp_path_factory.mktemp("feature-runs")
-    arch = register_tiny_clip()
-    torch.manual_seed(0)
-    model = get_source(clip_entry(f"clip:{arch}")).create(clip_entry(f"clip:{arch}"), device="cpu")
-    checkpoint = folder / "tiny.safetensors"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(checkpoint))
-    zero_shot, checkpoints = zero_shot_models([f"clip:{arch}+simple7"], "sense:cat.n.01", None,
-                                              {f"clip:{arch}": str(checkpoint)})
-    entries = [resolve_models("efficientnet_lite0")[0], *zero_shot]
     runs, spread = [], []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("WILDLENS_HOME", str(folder / "home"))  # (the function-scoped one is not set up yet)
+        patch.setenv("WILDLENS_HOME", str(folder / "home"))
+        arch = register_tiny_clip()
+        torch.manual_seed(0)
+        model = get_source(clip_entry(f"clip:{arch}")).create(clip_entry(f"clip:{arch}"), device="cpu")
+        checkpoint = folder / "tiny.safetensors"
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(checkpoint))
+        zero_shot, checkpoints = zero_shot_models([f"clip:{arch}+simple7"], "sense:cat.n.01", None,
+                                                  {f"clip:{arch}": str(checkpoint)})
+        entries = [resolve_models("efficientnet_lite0")[0], *zero_shot]
         for engine in ("local", "ray"):
             run = RunStore(folder / engine).create_run(RunInfo(run_id="features", label_space="imagenet-1k"))
             write_sample_images(run)
@@ -905,13 +910,13 @@ def _group(pgid: int) -> list[str]:
     ("cuda", "--device cuda with --engine ray, but the Ray cluster has no GPU; use --device auto or cpu."),
     ("cuda:1", "--device cuda:1 with --engine ray: use auto, cpu or cuda"),
 ])
-def test_the_device_is_the_actors_not_the_drivers(ray_instance, views, device, words, tmp_path, capsys, monkeypatch):
+def test_the_device_is_the_actors_not_the_drivers(ray_instance, views, device, words, tmp_path, capsys):
     """With the Ray engine --device speaks of the actors (the driver may have no GPU while the
-    cluster has many): the command line does not ask the driver's PyTorch for it. In this process
-    (the command line's main, joined to the suite's cluster): a fresh one cost ~3 CPU-seconds each."""
+    cluster has many): the command line does not ask the driver's PyTorch for it. The command line's main
+    in this process, whose Ray connection (the suite's cluster) it reuses: a fresh process cost ~3 CPU-seconds
+    each. Joining through RAY_ADDRESS is the killed-driver test's (a subprocess)."""
     from classify.cli import main
 
-    monkeypatch.setenv("RAY_ADDRESS", ray_instance.get_runtime_context().gcs_address)
     code = main(["--images", str(views), "--out", str(tmp_path / "o.csv"), "--engine", "ray", "--device", device,
                  "--no-progress"])
     err = capsys.readouterr().err
