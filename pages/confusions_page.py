@@ -20,8 +20,8 @@ from pages.charts import WHISKER_CLEAR, cached_figure, error_offsets
 from pages.tables import (NA_DASH, PERCENT_D3, download_csv, interval_columns_in, interval_texts, show_table, styled,
                           table_column_config, without_bounds)
 from explain.selection import Selection
-from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, keep_widget_state, page_link, remember_url, require_run,
-                             url_choices, url_from_outside, write_choices, write_params)
+from pages.run_state import (RUN_PARAM, VIEW_PARAM, back_params, current_view, keep_widget_state, page_link, remember_url,
+                             require_run, url_choices, url_from_outside, write_choices, write_params)
 from pages.reads import (class_name, confusion_matrix, metric_tables, misclassified_images, model_view_predictions,
                          no_predictions_note)
 from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
@@ -115,7 +115,8 @@ def open_link(model: str, true: str, pred: str, label: str, image: str | None = 
     one by one, opened on ``image``."""
     params = {RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]} if VIEW_PARAM in st.query_params
                                         else {}),
-              **Selection(source="pair", models=(model,), true=true, pred=pred).params()}
+              **Selection(source="pair", models=(model,), true=true, pred=pred).params(),
+              **back_params(PAGE_STATE)}  # the Image page's "Back to the grid" gives this page all of it back
     if image:
         params["open"] = image
     st.page_link(IMAGE_PAGE, label=escape_markdown(label), icon=":material/open_in_full:", query_params=params)
@@ -148,6 +149,7 @@ def image_grid(rows: pd.DataFrame, model: str, links: bool, limit: int) -> None:
 # a reload or the way back from an image landed on the first class (a fresh look at the sample, 2026-12-06);
 # the images' own model and the settings were lost on a reload (a UI review, 2026-12-07).
 URL_KEYS = ("true", "model", "pred", "cell_true", "cell_pred", "images_model", "bars", "normalised", "outside")
+PAGE_STATE: dict = {}  # this rerun's URL state as far as known (_page_state), for the Image page's way back
 BARS = {"mf": "MF (share of the mistakes)", "share_of_samples": "Share of all images"}  # the first: the default
 OUTSIDE = ("ancestor", "other")  # the matrix's outside predictions: grouped under their nearest node (default), one column
 
@@ -201,6 +203,15 @@ def _apply_url(url: dict) -> None:
     if lacking:
         st.warning(escape_markdown("The link names what this run has no predictions of: " + ", ".join(lacking)
                                    + ". Showing the run's first instead."), icon=":material/link_off:")
+
+
+def _page_state(cell, images_model) -> dict:
+    """The page's URL state (URL_KEYS) from its widgets: what _write_url writes, and what an "Open" link gives
+    the Image page for its way back (the cell's links come before the images' model's box: its last value)."""
+    return {"true": true_wnid, "model": matrix_model, **({"cell_true": cell[0], "cell_pred": cell[1]} if cell else {}),
+            "images_model": images_model if images_model != matrix_model else None,
+            "bars": None if st.session_state.get("top3-bars", "mf") == "mf" else st.session_state["top3-bars"],
+            "normalised": "1" if normalised else None, "outside": None if grouped else OUTSIDE[1]}
 
 
 def _write_url(values: dict) -> None:
@@ -466,6 +477,7 @@ else:
     safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "_", matrix_model)
     download_csv(cm.matrix_long(counts), f"{run.run_id}_confusion_matrix_{safe_model}.csv", key="dl-matrix",
                  label="Download the matrix as CSV (one row per cell)", label_space=label_space)
+    PAGE_STATE.update(_page_state(cell, st.session_state.get("images-model", matrix_model)))
     if cell is not None:
         true, column = cell
         # The view's usable predictions (pages.reads: raw, or the curation applied), as the metrics take them.
@@ -489,10 +501,9 @@ else:
 st.subheader("Misclassified images")
 model_for_images = st.selectbox("Model", chosen_models or models, key="images-model")
 # Written here, once every widget it records has its value (no st.stop above, and none between the widgets).
-_write_url({"true": true_wnid, "model": matrix_model, **({"cell_true": cell[0], "cell_pred": cell[1]} if cell else {}),
-            "images_model": model_for_images if model_for_images != matrix_model else None,
-            "bars": None if st.session_state.get("top3-bars", "mf") == "mf" else st.session_state["top3-bars"],
-            "normalised": "1" if normalised else None, "outside": None if grouped else OUTSIDE[1]})
+PAGE_STATE.clear()
+PAGE_STATE.update(_page_state(cell, model_for_images))
+_write_url(PAGE_STATE)
 # By image: the order the Image page pages through them after an "Open" (explain.browse.selection_images, true
 # class then image), and Browse's; they came in the order the predictions were stored (a UI review: one set of
 # images in three orders; the first "Open" must be "Image 1 of N" there, a browser test).

@@ -27,7 +27,8 @@ from explain.selection import SOURCE_LABELS, Selection, describe
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
 from pages.reads import (class_name, curation, image_table, image_table_key, known_images as known_image_names,
                          manifest, no_predictions_note, resolve_selection)
-from pages.run_state import RUN_PARAM, VIEW_PARAM, current_view, require_run, write_params
+from pages.run_state import (RUN_PARAM, VIEW_PARAM, carried_back_params, current_view, require_run, returned_params,
+                             write_params)
 from pages.pictures import file_version, say_no_file, stored_picture
 from pages.tables import NA_DASH
 from pages.text import escape_markdown, plural
@@ -172,7 +173,8 @@ where = (f"**Not in this selection now** (relabelled, excluded or opened from a 
          if outside else f"**Image {position + 1:,} of {len(order):,}**")
 nav[2].markdown(f"{where} · {escape_markdown(describe(selection, _name))} "
                 f"({SOURCE_LABELS[selection.source]}, {view} view)")
-back = {k: v for k, v in selection.params().items() if k not in ("src", "img")}
+# The page that opened this one gave its whole state (back_ parameters): that is the way back; else the selection.
+back = returned_params() or {k: v for k, v in selection.params().items() if k not in ("src", "img")}
 nav[3].page_link(back_page, label="Back to the grid", icon=":material/grid_view:",
                  query_params={RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]}
                                                         if VIEW_PARAM in st.query_params else {}), **back})
@@ -325,7 +327,8 @@ with twins:
                 st.caption(f"{_named(twin.wnid)} · {twin.distance} bits · {escape_markdown(twin.status)}")
                 if twin.file in known_images:
                     st.page_link(PAGE, label="Open", icon=":material/open_in_new:",
-                                 query_params={RUN_PARAM: run.run_id, **selection.params(), "open": str(twin.file)})
+                                 query_params={RUN_PARAM: run.run_id, **selection.params(), **carried_back_params(),
+                                               "open": str(twin.file)})
 with past:
     entries = history(state, image)
     if not entries:

@@ -147,6 +147,26 @@ def write_choice(param: str, value, default) -> None:
 
 
 RUN_PARAM = "run"  # ?run=<run id>: the current run lives in the URL, so reloads and shared links keep it
+# A page that opens the Image page may add its own URL state as back_<key>=<value>: the Image page's "Back to the
+# grid" then gives that page its whole state back instead of only the selection (Confusions' settings and cell
+# were lost that way: a UI review).
+BACK_PREFIX = "back_"
+
+
+def back_params(state: dict) -> dict[str, str]:
+    """``state`` (a page's URL state: key -> value, None or "" for none) as back_ parameters of a link to the Image page."""
+    return {BACK_PREFIX + key: str(value) for key, value in state.items() if value not in (None, "")}
+
+
+def carried_back_params() -> dict[str, list[str]]:
+    """The back_ parameters of this page's URL, as they are (for the Image page's own links)."""
+    return {key: st.query_params.get_all(key) for key in st.query_params if key.startswith(BACK_PREFIX)}
+
+
+def returned_params() -> dict[str, list[str]]:
+    """The state a page gave the Image page (its back_ parameters, the prefix removed): its way back."""
+    return {key[len(BACK_PREFIX):]: values for key, values in carried_back_params().items()
+            if key[len(BACK_PREFIX):] not in ("", RUN_PARAM, "view")}  # the run and the view stay the Image page's
 
 
 def require_run() -> Run:

@@ -445,3 +445,39 @@ def test_each_top_confusion_links_to_explain_with_the_pair(app):
 
     lines = [c.value for c in at.caption if " · accuracy " in c.value]
     assert lines and all(re.search(r"accuracy \d+\.\d% \[\d+\.\d, \d+\.\d\]$", line) for line in lines), lines
+
+
+def test_back_to_the_grid_from_the_image_page_gives_confusions_all_its_settings_back(app, sample):
+    """A UI review: the Image page's "Back to the grid" named the pair only, so Confusions came back with its
+    defaults (the bars' measure, the row-normalised matrix, the cell picked). Its "Open" links now carry the
+    page's state as back_ parameters, which the Image page's way back gives it whole."""
+    import urllib.parse
+
+    at = open_page(app)
+    model = [s for s in at.selectbox if s.key == "matrix-model"][0].value
+    expected = library_matrix(sample, model)
+    diagonal = [(w, w) for w in expected.index if expected.loc[w, w] > 0][0]
+    at.toggle(key="matrix-normalise").set_value(True).run()
+    cell_box(at).set_value(diagonal).run()
+    state = {key: at.query_params[key] for key in at.query_params}
+    assert state["normalised"] == "1" and (state["cell_true"], state["cell_pred"]) == diagonal
+    opens = [link.proto for link in at.get("page_link") if link.proto.page == "image"]
+    assert opens, "an Open link to the Image page"
+    query = dict(urllib.parse.parse_qsl(opens[0].query_string))
+    assert {key: query[f"back_{key}"] for key in state if key != "run"} == {k: v for k, v in state.items() if k != "run"}
+    # On the Image page, opened by that link: its way back is Confusions' whole state.
+    at.switch_page("pages/image_page.py")
+    for key in list(at.query_params):
+        del at.query_params[key]
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (back,) = [link.proto for link in at.get("page_link") if link.proto.label == "Back to the grid"]
+    back_query = dict(urllib.parse.parse_qsl(back.query_string))
+    assert "confusions" in back.page and back_query == state, back_query
+    # Confusions from that link (a link from outside: it decides): the settings and the cell as they were.
+    away_and_back(at, "pages/image_page.py", back_query)
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.toggle(key="matrix-normalise").value is True and cell_box(at).value == diagonal
+    assert {key: at.query_params[key] for key in at.query_params} == state
