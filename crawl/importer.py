@@ -53,6 +53,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from core.errors import printable
@@ -169,8 +170,8 @@ class ImportSummary:
     folders_skipped: dict[str, str] = field(default_factory=dict)  # class folder not imported -> why
     run_id: str | None = None  # the run created by import_new_run
     wnids: list[str] = field(default_factory=list)  # import_new_run: the run's classes (with accepted images)
-    # With _import(since=True): files the destination had recorded before this import that have other bytes
-    # in the source now, and those no longer in it (an import taken up after a stop: the source changed).
+    # With _import(since=True), an import taken up after a stop (crawl.importer._changed_since): files in the run
+    # in more than one version, and files imported before that are no longer readable files in the source.
     changed_since: int = 0
     gone_since: int = 0
 
@@ -502,21 +503,17 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
     with exclusive(dest):
         collector = Collector(dest, validation, writers=IMPORT_WRITERS)
         summary.notes += leftover_notes(*sweep_leftovers(dest, collector.manifest(), wnids), "import")
-        recorded: dict[tuple[str, str], set] = {}
-        if since:
-            before = collector.manifest()
-            for wnid, original, sha in zip(before["wnid"], before["original_name"], before["sha256"]):
-                recorded.setdefault((wnid, original), set()).add(sha if isinstance(sha, str) and sha else None)
+        readable = np.zeros(len(work) if since else 0, dtype=bool)  # per entry: read this time (since=True)
         try:
             for done, (wnid, entry) in enumerate(work, start=1):
                 sha = _import_one(collector, wnid, entry, validation, summary)
-                if since and (wnid, entry.original) in recorded:
-                    shas = recorded.pop((wnid, entry.original))
-                    summary.changed_since += sha is not None and sha not in shas
+                if since:
+                    readable[done - 1] = sha is not None
                 report(progress, "import", done, len(work), dest.describe(), f"{entry.original[-50:]}")
-            summary.gone_since = len(recorded)
         finally:
             collector.save()
+    if since:
+        summary.changed_since, summary.gone_since = _changed_since(collector.manifest(), work, readable)
     if summary.skipped:
         counts = pd.Series([reason.split(":", 1)[0] for _, reason in summary.skipped]).value_counts()
         summary.notes.append(f"skipped {len(summary.skipped)} {'entry' if len(summary.skipped) == 1 else 'entries'} "
@@ -529,6 +526,18 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
     summary.new_accepted = sum(1 for r in new if r["status"] == "accepted")
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _changed_since(manifest: pd.DataFrame, work: list, readable: np.ndarray) -> tuple[int, int]:
+    """(files in the run in more than one accepted version, files accepted before that this import found no
+    readable file for), from the manifest at the end: what stops in between changed is counted too (a hostile
+    check: counted during the last pass, a change seen by a pass that was stopped again went unsaid), and an
+    earlier version that was rejected is no second version in the run."""
+    accepted = manifest[manifest["status"] == "accepted"]
+    versions = accepted.groupby(["wnid", "original_name"], sort=False)["sha256"].nunique()
+    read = pd.MultiIndex.from_arrays([[w for (w, _), ok in zip(work, readable) if ok],
+                                      [e.original for (_, e), ok in zip(work, readable) if ok]])
+    return int((versions > 1).sum()), int((~versions.index.isin(read)).sum())
 
 
 class _StagedRun(RunDestination):
@@ -667,10 +676,10 @@ def import_new_run(src: Path | str, mapping: dict[str, str | None] | None = None
                                     if summary.already_imported else ""))
             if summary.changed_since or summary.gone_since:
                 # The run then differs from an import of the source as it is now: say so (a hostile check).
-                what = [f"{summary.changed_since} have other bytes there now (both versions are in the run)"
-                        if summary.changed_since else "",
-                        f"{summary.gone_since} are no longer there (kept in the run)" if summary.gone_since else ""]
-                summary.notes.append(f"the source changed since that import: of the files it had recorded, "
+                what = [f"{summary.changed_since} changed (each version is in the run)" if summary.changed_since else "",
+                        f"{summary.gone_since} are no longer readable files there (kept in the run)"
+                        if summary.gone_since else ""]
+                summary.notes.append("the source changed while the import was stopped: of the files it had imported, "
                                      + " and ".join(w for w in what if w)
                                      + "; for a run of the source as it is now, import it again under another "
                                        + ("title" if auto_id else "run id"))

@@ -467,46 +467,71 @@ def _stopped_at_the_first_file(monkeypatch, src, store, **kwargs) -> None:
     monkeypatch.setattr(importer, "_import_one", real)
 
 
-def test_a_resume_after_the_source_changed_says_how_the_run_differs_from_an_import_of_it_now(tmp_path, monkeypatch):
-    """A file the stopped import had recorded and that has other bytes in the source now is in the run
-    twice (the old copy and the new), one removed from the source stays: the resumed import said nothing
-    of it (a hostile check). A resume of an unchanged source says nothing of the kind."""
+@pytest.mark.parametrize("change", ["none", "changed and removed", "special files", "rejected before", "two stops"])
+def test_a_resume_after_the_source_changed_says_how_the_run_differs_from_an_import_of_it_now(tmp_path, monkeypatch,
+                                                                                             change):
+    """A file the stopped import had imported and that has other bytes in the source now is in the run twice
+    (the old copy and the new), one removed from the source (or now a FIFO, a link, a folder) stays: the
+    resumed import said nothing of it (a hostile check). Counted from the run's manifest at the end: a change
+    that a second, stopped pass saw is said too, and an earlier version that was rejected is no second one."""
     import crawl.importer as importer
     from crawl.importer import STAGING_PREFIX
 
     src = tmp_path / "src"
     _images(src / TABBY, range(7600, 7608))
+    if change == "rejected before":
+        (src / TABBY / "img007600.jpg").write_bytes(b"not an image")
     store = RunStore()
     real, calls = importer._import_one, []
 
-    def stopped_at_the_fifth(*args, **kwargs):
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        calls.append(args[2].original)
-        return real(*args, **kwargs)
+    def stopped_after(n):
+        def stopped(*args, **kwargs):
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            calls.append(args[2].original)
+            return real(*args, **kwargs)
+        return stopped
 
-    for changed in (False, True):
-        monkeypatch.setattr(importer, "_import_one", stopped_at_the_fifth)
+    def stop_at(n):
+        monkeypatch.setattr(importer, "_import_one", stopped_after(n))
         calls.clear()
         with pytest.raises(KeyboardInterrupt):
-            importer.import_new_run(src, store=store, run_id=f"changed-{changed}", label_space="imagenet-1k")
+            importer.import_new_run(src, store=store, run_id="changed", label_space="imagenet-1k")
         monkeypatch.setattr(importer, "_import_one", real)
-        (staging,) = store.runs_dir.glob(f"{STAGING_PREFIX}*")
-        recorded = [p for p in src.rglob("*.jpg") if any(original.endswith(p.name) for original in calls)]
-        assert len(recorded) == 4
-        if changed:
-            recorded[0].write_bytes(T.jpeg(7700, size=(64, 64)))
-            recorded[1].unlink()
-        summary = importer.import_new_run(src, store=store, run_id=f"changed-{changed}", label_space="imagenet-1k")
-        notes = " ".join(summary.notes)
-        assert "took up the staging folder" in notes
-        if changed:
-            assert ("the source changed since that import: of the files it had recorded, 1 have other bytes there now "
-                    "(both versions are in the run) and 1 are no longer there (kept in the run); for a run of the "
-                    "source as it is now, import it again under another run id") in notes
-            assert len(store.open_run("changed-True").usable_images()) == 9
-        else:
-            assert "source changed" not in notes and len(store.open_run("changed-False").usable_images()) == 8
+
+    stop_at(4)
+    assert len(list(store.runs_dir.glob(f"{STAGING_PREFIX}*"))) == 1
+    first = sorted(p for p in src.rglob("*.jpg") if any(original.endswith(p.name) for original in calls))
+    assert len(first) == 4
+    if change == "changed and removed":
+        first[1].write_bytes(T.jpeg(7700, size=(64, 64)))
+        first[2].unlink()
+    elif change == "special files":
+        for path in first[1:4]:
+            path.unlink()
+        os.mkfifo(first[1])
+        (tmp_path / "outside.jpg").write_bytes(T.jpeg(7703, size=(64, 64)))
+        os.symlink(tmp_path / "outside.jpg", first[2])  # out of the source: not read
+        first[3].mkdir()
+    elif change == "rejected before":
+        first[0].write_bytes(T.jpeg(7701, size=(64, 64)))
+    elif change == "two stops":
+        first[1].write_bytes(T.jpeg(7702, size=(64, 64)))
+        stop_at(3)  # this pass reads the new version, then stops again
+    summary = importer.import_new_run(src, store=store, run_id="changed", label_space="imagenet-1k")
+    notes = " ".join(summary.notes)
+    assert "took up the staging folder" in notes
+    said = {"changed and removed": "1 changed (each version is in the run) and 1 are no longer readable files there "
+                                   "(kept in the run)",
+            "special files": "3 are no longer readable files there (kept in the run)",
+            "two stops": "1 changed (each version is in the run)"}.get(change)
+    if said is None:
+        assert "source changed" not in notes, notes
+    else:
+        assert (f"the source changed while the import was stopped: of the files it had imported, {said}; for a run "
+                "of the source as it is now, import it again under another run id") in notes, notes
+    usable = len(store.open_run("changed").usable_images())
+    assert usable == {"changed and removed": 9, "two stops": 9, "rejected before": 8}.get(change, 8)
 
 
 def test_two_stops_of_one_dashboard_import_make_one_run_and_leave_no_copy(tmp_path, monkeypatch):
