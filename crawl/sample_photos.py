@@ -97,6 +97,14 @@ def _encoded_views() -> tuple[tuple[SamplePhoto, str, bytes, str, int, int], ...
     return tuple(views)
 
 
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def write_sample_images(run: Run) -> pd.DataFrame:
     """Write the views into the run's images folder and its manifest; return the manifest.
     Idempotent: files already present with the view's bytes are not rewritten. Anything else at a
@@ -105,16 +113,23 @@ def write_sample_images(run: Run) -> pd.DataFrame:
     from core.runstore import write_bytes_atomic
     from core.tables import StoreError
 
+    def refuse(path: Path, what: str) -> StoreError:
+        return StoreError(f"{path} is {what} where the sample run's images go; move it out of the run and start again.")
+
     rows = []
     for photo, view_name, data, sha, width, height in _encoded_views():
         file = f"{photo.wnid}/{sha[:16]}.png"
         target = run.images_dir / file
+        # A link or a file on the way (the images folder, the class folder) is refused as at the view's own name:
+        # a linked class folder took the views into a folder of the person's (a hostile check).
+        for folder in (run.images_dir, target.parent):
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                raise refuse(folder, "a link" if folder.is_symlink() else "not a folder")
         if target.is_symlink() or (target.exists() and not target.is_file()):
-            raise StoreError(f"{target} is {'a link' if target.is_symlink() else 'not a file'} where the sample view "
-                             f"{photo.relpath} [{view_name}] goes; move it out of the run's images folder and start again.")
+            raise refuse(target, "a link" if target.is_symlink() else "not a file")
         if not target.exists():
             write_bytes_atomic(target, data)
-        elif hashlib.sha256(target.read_bytes()).hexdigest() != sha:
+        elif target.stat().st_size != len(data) or _file_sha256(target) != sha:  # (the size first: a 3 GB file was read whole)
             raise StoreError(f"{target} holds other bytes than the sample view it is named after ({photo.relpath} "
                              f"[{view_name}]); move it out of the run's images folder and start again.")
         rows.append({

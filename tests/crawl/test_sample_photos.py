@@ -60,3 +60,32 @@ def test_a_file_already_at_a_views_name_is_kept_when_it_is_the_view_and_refused_
         assert "\n" not in str(caught.value)
         assert target.is_dir() if kind == "a folder" else target.read_bytes() == b"a person's own file"
     assert mine.read_bytes() == b"a person's own file"
+
+
+def test_a_link_or_a_file_on_the_way_to_the_views_is_refused_and_nothing_is_written_through_it(tmp_path):
+    """A hostile check: a class folder (or the images folder) that is a link took the sample views into the
+    folder it points to, a person's; a file there gave a raw errno naming a temporary file."""
+    import os
+
+    import pytest
+
+    from core.tables import StoreError
+
+    store = RunStore(tmp_path / "store")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    for case in ("class folder link", "images folder link", "class folder file"):
+        run = store.create_run(RunInfo(run_id=case.replace(" ", "-"), label_space="imagenet-1k"))
+        wnid = SAMPLE_PHOTOS[0].wnid
+        if case == "images folder link":
+            run.images_dir.rmdir() if run.images_dir.is_dir() else None
+            os.symlink(theirs, run.images_dir)
+            where = run.images_dir
+        else:
+            run.images_dir.mkdir(parents=True, exist_ok=True)
+            where = run.images_dir / wnid
+            os.symlink(theirs, where) if case == "class folder link" else where.write_bytes(b"mine")
+        with pytest.raises(StoreError) as caught:
+            write_sample_images(run)
+        assert str(caught.value).startswith(str(where)) and "move it out of the run" in str(caught.value)
+        assert not list(theirs.iterdir()), "nothing written through the link"
