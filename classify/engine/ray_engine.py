@@ -78,7 +78,7 @@ from core.raysession import exception_chain, user_error as _user_error  # a work
 
 from classify.engine import gpu_decode
 from classify.engine.device import precision_name
-from classify.engine.ray_probe import probe_node as _probe_node  # (a light module: see its docstring)
+from classify.engine.ray_probe import probe_node as _probe_node, regular_file_size  # (a light module: see its docstring)
 from classify.engine.pipeline import (CollateCrops, CropBatch, DecodedCrops, _batch_rows, _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored, stamping)
 from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
 from classify.models.registry import ModelEntry
@@ -297,8 +297,7 @@ def sample_paths(tasks: Sequence[ImageTask], n: int = SAMPLE_IMAGES) -> list[str
     out = []
     for i in picks:
         try:
-            with open(usable[i], "rb") as handle:
-                handle.read(1)
+            regular_file_size(usable[i])  # (a FIFO there would have held the run: opened without blocking)
             out.append(usable[i])
         except OSError:  # unreadable here too: a failed row, as with the local engine, not a node problem
             continue

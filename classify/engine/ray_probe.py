@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from typing import TYPE_CHECKING, Sequence
 
 from core.errors import WildLensError
@@ -30,9 +31,7 @@ def probe_node(paths: Sequence[str], models: Sequence[tuple["ModelEntry", str | 
     for i, path in enumerate(paths):
         local = node_path(path, home)
         try:
-            with open(local, "rb") as handle:
-                handle.read(1)
-                size = os.fstat(handle.fileno()).st_size
+            size = regular_file_size(local)
         except (OSError, ValueError) as exc:
             out["unreadable"] = f"{local} ({getattr(exc, 'strerror', None) or exc})"
             out["in_store"] = path.startswith(HOME_PREFIX)
@@ -49,3 +48,21 @@ def probe_node(paths: Sequence[str], models: Sequence[tuple["ModelEntry", str | 
         except WildLensError as exc:
             out["weights"].append(str(exc))
     return out
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def regular_file_size(path) -> int:
+    """The size of the regular file at ``path``, after reading its first byte; OSError ("not a regular
+    file") for anything else. Opened without blocking: a FIFO at an image's path held a probe (and the
+    driver's pick of the images to probe) until its 300 s deadline (a hostile check)."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        facts = os.fstat(fd)
+        if not stat.S_ISREG(facts.st_mode):
+            raise OSError(0, "not a regular file")
+        os.read(fd, 1)
+        return facts.st_size
+    finally:
+        os.close(fd)

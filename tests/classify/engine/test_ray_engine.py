@@ -521,6 +521,30 @@ def test_the_node_probe_names_what_a_node_lacks(tmp_path):
     assert len(answer["weights"]) == 1 and "resnet50" in answer["weights"][0] and "timm.create_model" in answer["weights"][0]
 
 
+def test_a_fifo_or_a_folder_at_an_images_path_is_unreadable_at_once_to_the_probe_and_the_driver(tmp_path):
+    """A hostile check: a FIFO at an image's path held the probe (and the driver's pick of the images to
+    probe) until the 300 s deadline, then blamed the node's workers."""
+    import threading
+
+    from classify.engine.ray_engine import _probe_node
+    from classify.engine.types import ImageTask
+
+    image = tmp_path / "a.jpg"
+    image.write_bytes(b"\xff\xd8\xff")
+    fifo, folder = tmp_path / "fifo.jpg", tmp_path / "folder.jpg"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    done = {}
+    worker = threading.Thread(target=lambda: done.update(
+        probe=[_probe_node([str(path)], [], False)["unreadable"] for path in (fifo, folder)],
+        picked=sample_paths([ImageTask(p.name, str(p), "n1") for p in (fifo, image, folder)])), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "the FIFO held it"
+    assert done["probe"] == [f"{fifo} (not a regular file)", f"{folder} (not a regular file)"]
+    assert done["picked"] == [str(image)]
+
+
 def test_store_relative_paths_are_read_under_each_nodes_own_store(tmp_path, monkeypatch):
     """An image in the driver's store travels relative to it; a node reads it under its own
     WILDLENS_HOME when its Ray was started with one, else under the driver's; other paths as they are."""
