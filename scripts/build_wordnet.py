@@ -171,6 +171,9 @@ def _extract(orig: Path, into: Path) -> Path:
         wanted = [m for m in tf.getmembers()
                   if m.isfile() and re.fullmatch(r"WordNet-3\.0/(dict/[^/]+|dict/dbfiles/[^/]+|doc/man/lexnames\.5)", m.name)
                   and m.name.rsplit("/", 1)[1] not in (".", "..")]  # [^/]+ matches '..': a file named dict/.. crashed
+        # A file named as a folder another wanted member is in (dict/dbfiles beside dict/dbfiles/noun.x) crashed too.
+        folders = {name.rsplit("/", 1)[0] for name in (m.name for m in wanted)}
+        wanted = [m for m in wanted if m.name not in folders]
         for member in wanted:  # regular files under fixed names (the pattern above): written as plain files
             target = into / member.name
             target.parent.mkdir(parents=True, exist_ok=True)

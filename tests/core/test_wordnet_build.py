@@ -82,8 +82,8 @@ def test_the_source_extract_writes_only_the_wanted_regular_files(tmp_path, monke
         add("WordNet-3.0/doc/man/lexnames.5", b"lexnames")
         add("WordNet-3.0/dict/link", type=tarfile.SYMTYPE, linkname="/etc/passwd")
         add("WordNet-3.0/src/grind.c", b"int main;")
-        for name in ("WordNet-3.0/dict/..", "WordNet-3.0/dict/.", "WordNet-3.0/dict/dbfiles/.."):
-            add(name, b"a file named after a folder")  # (it crashed the extract: IsADirectoryError)
+        for name in ("WordNet-3.0/dict/..", "WordNet-3.0/dict/.", "WordNet-3.0/dict/dbfiles/..", "WordNet-3.0/dict/dbfiles"):
+            add(name, b"a file named after a folder")  # (it crashed the extract: IsADirectoryError, FileExistsError)
     for name in ("extractall", "extract"):  # whose filter= argument Python 3.11.2 lacks
         monkeypatch.setattr(tarfile.TarFile, name, lambda *a, **k: pytest.fail("tarfile extracted it"))
     top = _script()._extract(orig, tmp_path / "out")
