@@ -16,6 +16,8 @@ ifeq ($(strip $(PYTHON)),)
 override PYTHON = $(DEFAULT_PYTHON)
 endif
 endif
+# PYTHON as one shell word, whatever it holds (a space, $, a backquote, a quote): single-quoted, each ' written '\''.
+QPYTHON = '$(subst ','\'',$(PYTHON))'
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-requirements
@@ -26,9 +28,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Create the venv when missing and (re)install when requirements.txt changed.
 $(STAMP): requirements.txt
-	@test -x $(BIN)/python || { "$(PYTHON)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
-	  || { echo "error: $(PYTHON) is not Python 3.11, which requirements.txt pins for: install python3.11 (with its venv module) or run make PYTHON=/path/to/python3.11" >&2; exit 2; }; \
-	  "$(PYTHON)" -m venv $(VENV); }
+	@test -x $(BIN)/python || { $(QPYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
+	  || { echo 'error: '$(QPYTHON)' is not Python 3.11, which requirements.txt pins for: install python3.11 (with its venv module) or run make PYTHON=/path/to/python3.11' >&2; exit 2; }; \
+	  $(QPYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q -r requirements.txt
 	@touch $(STAMP)
 

@@ -35,15 +35,18 @@ def _make(project, *args, env=None):
                           env={**os.environ, **(env or {})})
 
 
-def test_a_python_whose_path_has_a_space_makes_the_venv(project):
-    """PYTHON was used unquoted: '/opt/my pythons/python3.11' ran '/opt/my' and was refused as 'not Python 3.11'."""
-    folder = project / "my pythons"
+@pytest.mark.parametrize("name", ["my pythons", "py`touch MARK`", 'py"q', "it's"])
+def test_a_python_whose_path_has_a_space_or_a_quote_makes_the_venv_and_runs_nothing_else(project, name):
+    """PYTHON was used unquoted: '/opt/my pythons/python3.11' ran '/opt/my' and was refused as 'not Python 3.11';
+    double-quoted (a hostile check), a backquote in it ran a command and a '"' broke the shell line."""
+    folder = project / name
     folder.mkdir()
     (folder / "python3.11").write_text(STAND_IN)
     (folder / "python3.11").chmod(0o755)
     done = _make(project, "install", f"PYTHON={folder / 'python3.11'}")
     assert done.returncode == 0, done.stderr
     assert (project / ".venv" / "bin" / "python").exists() and (project / ".venv" / ".installed-requirements").exists()
+    assert not (project / "MARK").exists() and not list(project.rglob("MARK"))
 
 
 @pytest.mark.parametrize("where", ["environment", "command line"])
@@ -52,5 +55,5 @@ def test_an_empty_python_means_the_default_interpreter(project, where):
     done = _make(project, "-n", "install", *(["PYTHON="] if where == "command line" else []),
                  env={"PYTHON": ""} if where == "environment" else None)
     assert done.returncode == 0, done.stderr
-    chosen = re.search(r'\|\| \{ "([^"]*)" -c', done.stdout)
+    chosen = re.search(r"\|\| \{ '([^']*)' -c", done.stdout)
     assert chosen and chosen.group(1).strip(), done.stdout
