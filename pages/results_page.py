@@ -67,6 +67,13 @@ models = sorted(models, key=lambda m: (FAMILY_ORDER.get(family[m], 9), m))
 url_choices("model", models, "results_models", "models this run has no predictions of")
 chosen = st.multiselect(f"Models · {plural(len(models), 'model')} in this run", models, key="results_models",
                         format_func=lambda m: f"{m} ({family[m]})")
+linked_model = st.query_params.get("segment_model", "")
+if linked_model and linked_model not in chosen and url_from_outside(
+        "results-segment", tuple(st.query_params.get(key, "") for key in ("stack", "segment_model", "segment"))):
+    # A link's segment of a model not shown went without a word (a hostile check; one of a kind not shown is said below).
+    st.warning(escape_markdown(f"The link's segment is {listed([linked_model], 1)}'s, a model not among those chosen "
+                               "above: no segment shown (add it above, then click its segment)."),
+               icon=":material/link_off:")
 # A chosen segment's model removed: its segment leaves the URL in the same step (one step of the history).
 write_choices("model", chosen, models, also={"segment_model": None, "segment": None}
               if st.query_params.get("segment_model", chosen[0] if chosen else "") not in chosen else None)

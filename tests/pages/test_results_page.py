@@ -506,6 +506,23 @@ def test_the_clicked_segment_and_the_stack_live_in_the_url(app):
     assert "segment" not in at.query_params
 
 
+def test_a_links_segment_of_a_model_not_chosen_is_said_and_dropped(app):
+    """A hostile check: a link naming models and a segment of another model dropped the segment without a word
+    (one of a kind the chart lacks is said); and the page's own reruns, a chosen model removed with its
+    segment, say nothing."""
+    at = open_page(app, "results")
+    models = list(at.multiselect(key="results_models").options)
+    if len(models) < 2:
+        pytest.skip("one model on the sample")
+    at.query_params.update({"model": models[0], "stack": "relation", "segment_model": models[1], "segment": "sibling"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [w.value for w in at.warning if "a model not among those chosen" in w.value]
+    assert len(said) == 1 and "segment_model" not in at.query_params and "segment" not in at.query_params, said
+    at.run()  # the page's own rerun: nothing more said
+    assert not [w.value for w in at.warning if "a model not among those chosen" in w.value]
+
+
 def test_back_inside_the_page_undoes_a_segment_and_a_stack_in_one_step_each(app, monkeypatch):
     """A code review: (1) Back to the URL before a click wrote the segment straight back (the browser's chart still
     held the selection), (2) switching the stack with a segment picked sent two URLs (two presses of Back, the one
