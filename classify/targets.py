@@ -62,6 +62,7 @@ from core.parts import PredictionParts, atomic_temp_re
 from core.progress import ProgressCallback
 from core.runstore import (MODEL_STAMP_COLUMNS, PREDICTION_SCHEMA, Run, StoreError, conform, probe_writable,
                            write_table)
+from core.userfile import file_sha256
 from core.wordnet import is_wnid
 
 from core.imageio import file_kind, oversize_reason
@@ -468,16 +469,6 @@ def check_out_outside_the_store(out: Path) -> None:
                               "WildLens's runs only; give a file outside it (to classify a run, use --run RUN_ID).")
 
 
-def _file_sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _read_out_marker(parts: PredictionParts) -> dict | None:
     """The parts folder's marker (what a WildLens --out run wrote there), or None (none, or not readable)."""
     import json
@@ -558,7 +549,7 @@ def check_out_claim(out: Path, parts: PredictionParts, images: Path, model_ids: 
     if overwrite:
         return None
     if marker is not None and marker.get("out_sha256"):
-        if marker["out_sha256"] != _file_sha256(out):
+        if marker["out_sha256"] != file_sha256(out):
             raise OutputError(f"--out {out} was changed since WildLens wrote it for {marker['images']}; it is not "
                               f"replaced: {fix}.")
         held = set(marker.get("models") or ())
@@ -648,12 +639,12 @@ def predict_folder(folder: str | Path, models: str | Iterable[str | ModelEntry],
             marker = _read_out_marker(parts)
             if marker is None or marker["images"] != str(images):  # before the first batch: whose batches these are
                 # An older WildLens's file accepted above stays recognised if this run is killed.
-                known = {} if held is None else {"out": out_path.name, "out_sha256": _file_sha256(out_path),
+                known = {} if held is None else {"out": out_path.name, "out_sha256": file_sha256(out_path),
                                                  "models": sorted(held)}
                 _write_out_marker(parts, images=str(images), **known)
             table, result = _classify_folder(tasks, entries, PredictionSink(parts), options, progress)
             write_table(table, out_path, PREDICTION_SCHEMA, table="predictions")
-            _write_out_marker(parts, images=str(images), out=out_path.name, out_sha256=_file_sha256(out_path),
+            _write_out_marker(parts, images=str(images), out=out_path.name, out_sha256=file_sha256(out_path),
                               models=sorted(set(table["model"].dropna().astype(str))))
     result.skipped = list(scan.skipped)
     return conform(table, PREDICTION_SCHEMA, table="predictions", extra="drop"), result

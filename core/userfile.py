@@ -156,3 +156,14 @@ def no_home_reason(path) -> str:
     from .errors import printable
 
     return f"{printable(Path(path).parts[0])} names no user's home here; give the full path."
+
+
+def file_sha256(path) -> str:
+    """The sha256 of the file at ``path``, read a MiB at a time (a weights file, a written --out, a sample view)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -24,6 +24,7 @@ import pandas as pd
 from PIL import Image, ImageOps
 
 from core.runstore import Run, now_iso
+from core.userfile import file_sha256
 
 from core.imageio import load_rgb
 
@@ -97,14 +98,6 @@ def _encoded_views() -> tuple[tuple[SamplePhoto, str, bytes, str, int, int], ...
     return tuple(views)
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_sample_images(run: Run) -> pd.DataFrame:
     """Write the views into the run's images folder and its manifest; return the manifest.
     Idempotent: files already present with the view's bytes are not rewritten. Anything else at a
@@ -129,7 +122,7 @@ def write_sample_images(run: Run) -> pd.DataFrame:
             raise refuse(target, "a link" if target.is_symlink() else "not a file")
         if not target.exists():
             write_bytes_atomic(target, data)
-        elif target.stat().st_size != len(data) or _file_sha256(target) != sha:  # (the size first: a 3 GB file was read whole)
+        elif target.stat().st_size != len(data) or file_sha256(target) != sha:  # (the size first: a 3 GB file was read whole)
             raise StoreError(f"{target} holds other bytes than the sample view it is named after ({photo.relpath} "
                              f"[{view_name}]); move it out of the run's images folder and start again.")
         rows.append({

@@ -28,7 +28,6 @@ and the exact command that fetches the weights on a machine with internet.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import pickle
 from collections import OrderedDict
@@ -338,11 +337,9 @@ def load_model(entry: ModelEntry, checkpoint: str | Path | None = None, allow_do
 # --------------------------------------------------------------------------- digests
 @functools.lru_cache(maxsize=64)
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    from core.userfile import file_sha256 as sha256_of
+
+    return sha256_of(path)
 
 
 def file_sha256(path: str | Path) -> str:
