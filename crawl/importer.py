@@ -512,15 +512,16 @@ def _import(src: Path, dest, folders: dict[str, str], notes: list[str], progress
                 report(progress, "import", done, len(work), dest.describe(), f"{entry.original[-50:]}")
         finally:
             collector.save()
+    manifest = collector.manifest()  # (built from the rows each call: once here)
     if since:
-        summary.changed_since, summary.gone_since = _changed_since(collector.manifest(), work, readable)
+        summary.changed_since, summary.gone_since = _changed_since(manifest, work, readable)
     if summary.skipped:
         counts = pd.Series([reason.split(":", 1)[0] for _, reason in summary.skipped]).value_counts()
         summary.notes.append(f"skipped {len(summary.skipped)} {'entry' if len(summary.skipped) == 1 else 'entries'} "
                              f"that are not regular files of their own class folder in {src} ("
                              + ", ".join(f"{n} {code}" for code, n in counts.items())
                              + "); each has a manifest row with its reason")
-    summary.per_class = summarise(collector.manifest(), wnids)
+    summary.per_class = summarise(manifest, wnids)
     new = collector.new_rows
     summary.new_rows = len(new)
     summary.new_accepted = sum(1 for r in new if r["status"] == "accepted")

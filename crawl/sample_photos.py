@@ -109,15 +109,16 @@ def write_sample_images(run: Run) -> pd.DataFrame:
     def refuse(path: Path, what: str) -> StoreError:
         return StoreError(f"{path} is {what} where the sample run's images go; move it out of the run and start again.")
 
-    rows = []
+    rows, checked = [], set()
     for photo, view_name, data, sha, width, height in _encoded_views():
         file = f"{photo.wnid}/{sha[:16]}.png"
         target = run.images_dir / file
         # A link or a file on the way (the images folder, the class folder) is refused as at the view's own name:
-        # a linked class folder took the views into a folder of the person's (a hostile check).
+        # a linked class folder took the views into a folder of the person's (a hostile check). Each folder once.
         for folder in (run.images_dir, target.parent):
-            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            if folder not in checked and (folder.is_symlink() or (folder.exists() and not folder.is_dir())):
                 raise refuse(folder, "a link" if folder.is_symlink() else "not a folder")
+            checked.add(folder)
         if target.is_symlink() or (target.exists() and not target.is_file()):
             raise refuse(target, "a link" if target.is_symlink() else "not a file")
         if not target.exists():

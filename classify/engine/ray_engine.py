@@ -74,11 +74,12 @@ from core.raysession import (RayEngineError, _check_reachable, _import_ray, ray_
                              ray_version)
 # Paths in the driver's run store travel relative to it; each node reads them under its own store.
 from core.raysession import HOME_PREFIX, node_home as _node_home, node_path as _local, portable_path as _portable
+from core.userfile import regular_file_size
 from core.raysession import exception_chain, user_error as _user_error  # a worker's WildLensError out of what Ray raised
 
 from classify.engine import gpu_decode
 from classify.engine.device import precision_name
-from classify.engine.ray_probe import probe_node as _probe_node, regular_file_size  # (a light module: see its docstring)
+from classify.engine.ray_probe import probe_node as _probe_node  # (a light module: see its docstring)
 from classify.engine.pipeline import (CollateCrops, CropBatch, DecodedCrops, _batch_rows, _load_pass, _pass_label, _plan, _Settings, base_entry, decode_on_device, mark_stored, stamping)
 from classify.engine.types import ImageTask, InferenceOptions, InferenceReport
 from classify.models.registry import ModelEntry

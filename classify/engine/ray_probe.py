@@ -9,13 +9,12 @@ stored its first row, on every node.
 """
 from __future__ import annotations
 
-import os
 import socket
-import stat
 from typing import TYPE_CHECKING, Sequence
 
 from core.errors import WildLensError
 from core.raysession import HOME_PREFIX, node_home, node_path
+from core.userfile import regular_file_size
 
 if TYPE_CHECKING:
     from classify.models.registry import ModelEntry
@@ -48,21 +47,3 @@ def probe_node(paths: Sequence[str], models: Sequence[tuple["ModelEntry", str | 
         except WildLensError as exc:
             out["weights"].append(str(exc))
     return out
-
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-
-
-def regular_file_size(path) -> int:
-    """The size of the regular file at ``path``, after reading its first byte; OSError ("not a regular
-    file") for anything else. Opened without blocking: a FIFO at an image's path held a probe (and the
-    driver's pick of the images to probe) until its 300 s deadline (a hostile check)."""
-    fd = os.open(path, _OPEN_FLAGS)
-    try:
-        facts = os.fstat(fd)
-        if not stat.S_ISREG(facts.st_mode):
-            raise OSError(0, "not a regular file")
-        os.read(fd, 1)
-        return facts.st_size
-    finally:
-        os.close(fd)

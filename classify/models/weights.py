@@ -36,6 +36,7 @@ from typing import Mapping
 from urllib.parse import urlparse
 
 from core.errors import WildLensError
+from core.userfile import file_sha256 as _hash_file  # (this module's file_sha256 caches it per path, size, mtime)
 
 from classify.models.registry import ModelEntry, WeightsStatus, get_source
 
@@ -336,10 +337,8 @@ def load_model(entry: ModelEntry, checkpoint: str | Path | None = None, allow_do
 
 # --------------------------------------------------------------------------- digests
 @functools.lru_cache(maxsize=64)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    from core.userfile import file_sha256 as sha256_of
-
-    return sha256_of(path)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:  # (size and mtime: the cache's key)
+    return _hash_file(path)
 
 
 def file_sha256(path: str | Path) -> str:

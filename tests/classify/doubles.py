@@ -108,36 +108,3 @@ def register_tiny_clip() -> str:
 
     _MODEL_CONFIGS.setdefault(TINY_CLIP, json.loads(json.dumps(TINY_CLIP_CONFIG)))
     return TINY_CLIP
-
-
-def register_tiny_clip_on_import() -> None:
-    """A Ray worker's setup hook: :func:`register_tiny_clip` as soon as something imports
-    ``open_clip.factory``, not now. Why: every worker process of the test instance runs the hook at
-    start, and importing open_clip there cost each ~3.5 s of CPU (torch and open_clip), also in the
-    many workers that never build a CLIP model (measured: the Ray test module's CPU, see its fixture)."""
-    import importlib.abc
-    import importlib.util
-    import sys
-
-    if "open_clip.factory" in sys.modules:
-        register_tiny_clip()
-        return
-
-    class AfterOpenClipFactory(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name != "open_clip.factory":
-                return None
-            sys.meta_path.remove(self)  # the real spec, found by the finders after this one
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.loader is None:  # open_clip is not installed: nothing to register
-                return None
-            run = spec.loader.exec_module
-
-            def exec_module(module):
-                run(module)
-                register_tiny_clip()
-
-            spec.loader.exec_module = exec_module
-            return spec
-
-    sys.meta_path.insert(0, AfterOpenClipFactory())
