@@ -116,7 +116,8 @@ def open_link(model: str, true: str, pred: str, label: str, image: str | None = 
     params = {RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]} if VIEW_PARAM in st.query_params
                                         else {}),
               **Selection(source="pair", models=(model,), true=true, pred=pred).params(),
-              **back_params(PAGE_STATE)}  # the Image page's "Back to the grid" gives this page all of it back
+              # The Image page's "Back to the grid" gives this page all of it back, the models chosen too (a hostile check).
+              **back_params({**PAGE_STATE, "models": chosen_models if set(chosen_models) != set(models) else None})}
     if image:
         params["open"] = image
     st.page_link(IMAGE_PAGE, label=escape_markdown(label), icon=":material/open_in_full:", query_params=params)

@@ -174,7 +174,11 @@ where = (f"**Not in this selection now** (relabelled, excluded or opened from a 
 nav[2].markdown(f"{where} · {escape_markdown(describe(selection, _name))} "
                 f"({SOURCE_LABELS[selection.source]}, {view} view)")
 # The page that opened this one gave its whole state (back_ parameters): that is the way back; else the selection.
-back = returned_params() or {k: v for k, v in selection.params().items() if k not in ("src", "img")}
+# Only Confusions gives it, on a pair, naming at least its class and model (a hostile check: any back_ parameter
+# replaced the way back, a lone back_bars landing on the first class, and src=browse took Confusions' keys to Browse).
+returned = returned_params()
+back = returned if selection.source == "pair" and {"true", "model"} <= returned.keys() else \
+    {k: v for k, v in selection.params().items() if k not in ("src", "img")}
 nav[3].page_link(back_page, label="Back to the grid", icon=":material/grid_view:",
                  query_params={RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]}
                                                         if VIEW_PARAM in st.query_params else {}), **back})

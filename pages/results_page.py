@@ -71,8 +71,10 @@ linked_model = st.query_params.get("segment_model", "")
 if linked_model and linked_model not in chosen and url_from_outside(
         "results-segment", tuple(st.query_params.get(key, "") for key in ("stack", "segment_model", "segment"))):
     # A link's segment of a model not shown went without a word (a hostile check; one of a kind not shown is said below).
-    st.warning(escape_markdown(f"The link's segment is {listed([linked_model], 1)}'s, a model not among those chosen "
-                               "above: no segment shown (add it above, then click its segment)."),
+    st.warning(escape_markdown(f"The link's segment is {listed([linked_model], 1)}'s, "
+                               + ("a model not among those chosen above: no segment shown (add it above, then click "
+                                  "its segment)." if linked_model in models else
+                                  "a model this run has no predictions of: no segment shown.")),
                icon=":material/link_off:")
 # A chosen segment's model removed: its segment leaves the URL in the same step (one step of the history).
 write_choices("model", chosen, models, also={"segment_model": None, "segment": None}

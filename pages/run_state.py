@@ -153,9 +153,11 @@ RUN_PARAM = "run"  # ?run=<run id>: the current run lives in the URL, so reloads
 BACK_PREFIX = "back_"
 
 
-def back_params(state: dict) -> dict[str, str]:
-    """``state`` (a page's URL state: key -> value, None or "" for none) as back_ parameters of a link to the Image page."""
-    return {BACK_PREFIX + key: str(value) for key, value in state.items() if value not in (None, "")}
+def back_params(state: dict) -> dict[str, str | list[str]]:
+    """``state`` (a page's URL state: key -> value, a list for a repeated parameter, None, "" or [] for none) as
+    back_ parameters of a link to the Image page."""
+    return {BACK_PREFIX + key: [str(v) for v in value] if isinstance(value, list) else str(value)
+            for key, value in state.items() if value not in (None, "", [])}
 
 
 def carried_back_params() -> dict[str, list[str]]:

@@ -511,7 +511,7 @@ def test_a_links_segment_of_a_model_not_chosen_is_said_and_dropped(app):
     (one of a kind the chart lacks is said); and the page's own reruns, a chosen model removed with its
     segment, say nothing."""
     at = open_page(app, "results")
-    models = list(at.multiselect(key="results_models").options)
+    models = [option.rsplit(" (", 1)[0] for option in at.multiselect(key="results_models").options]  # "id (family)"
     if len(models) < 2:
         pytest.skip("one model on the sample")
     at.query_params.update({"model": models[0], "stack": "relation", "segment_model": models[1], "segment": "sibling"})
@@ -521,6 +521,11 @@ def test_a_links_segment_of_a_model_not_chosen_is_said_and_dropped(app):
     assert len(said) == 1 and "segment_model" not in at.query_params and "segment" not in at.query_params, said
     at.run()  # the page's own rerun: nothing more said
     assert not [w.value for w in at.warning if "a model not among those chosen" in w.value]
+    # A model the run lacks is said so, not "add it above" (a hostile check).
+    at.query_params.update({"segment_model": "nosuchmodel", "segment": "sibling"})
+    at.run()
+    assert [w.value for w in at.warning if "nosuchmodel's, a model this run has no predictions of" in w.value]
+    assert not [w.value for w in at.warning if "add it above" in w.value]
 
 
 def test_back_inside_the_page_undoes_a_segment_and_a_stack_in_one_step_each(app, monkeypatch):
