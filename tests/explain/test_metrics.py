@@ -459,8 +459,8 @@ def test_unique_equals_numpy(keys, sort, monkeypatch):
 
 
 def test_the_threaded_path_gives_the_same_tables_bit_for_bit(table, monkeypatch):
-    """The wnid columns are factorised on two threads and the top-5 severities run beside the other
-    sums from 200,000 rows on a machine with a second core; force that path on the fixture (and on
+    """The wnid columns are factorised on two threads, and the top-5 severities and the confusions table
+    run beside the other sums from 200,000 rows on a machine with a second core; force that path on the fixture (and on
     its 22k rows, whose pairs are computed on demand) and compare with the serial one."""
     from explain import metrics
 
@@ -478,8 +478,12 @@ def test_the_threaded_path_gives_the_same_tables_bit_for_bit(table, monkeypatch)
     ran_on, top_k_sums = [], metrics._top_k_sums
     monkeypatch.setattr(metrics, "_top_k_sums", lambda *a: ran_on.append(threading.current_thread().name)
                         or top_k_sums(*a))
+    confusions_on, confusions = [], metrics._confusions
+    monkeypatch.setattr(metrics, "_confusions", lambda *a: confusions_on.append(threading.current_thread().name)
+                        or confusions(*a))
     threaded = compute_metric_tables(big, cache_dir=False)
     assert ran_on and ran_on[0].startswith("wildlens-metrics")  # the path under test was taken
+    assert confusions_on and confusions_on[0].startswith("wildlens-metrics")
     assert factorised_on and all(name.startswith("wildlens-metrics") for name in factorised_on), factorised_on
     for name, df in serial.as_dict().items():
         pd.testing.assert_frame_equal(threaded.as_dict()[name], df, check_exact=True, obj=name)
@@ -488,6 +492,47 @@ def test_the_threaded_path_gives_the_same_tables_bit_for_bit(table, monkeypatch)
     with pytest.raises(PredictionsError, match="not a wnid") as info:
         compute_metric_tables(bad, cache_dir=False)
     assert info.value.column == "pred_wnid_3" and info.value.row == 5
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_the_checks_keep_their_order_when_later_columns_are_read_early(monkeypatch, threaded):
+    """model, label_space and image are factorised on the wnid columns' threads; what one of them raises
+    (a list in a cell) is still raised after the wnid checks, where the column was read before: a file
+    with both problems names the wnid first, and the list once the wnid is fixed."""
+    from explain import metrics
+    import core.machine
+
+    if threaded:
+        monkeypatch.setattr(metrics, "_PARALLEL_FROM", 0)
+        monkeypatch.setattr(metrics, "_cores", lambda: 2)
+        monkeypatch.setattr(core.machine, "available_cores", lambda: 2)
+    df = pd.DataFrame({"model": ["m", "m", "m"], "image": ["a", "b", "c"],
+                       "true_wnid": ["n02123045", "n02123159", "n02123045"],
+                       "pred_wnid": ["n02123045", "n0212", "n02123045"], "status": "ok"})
+    for column in ("model", "image", "label_space"):
+        bad = df.assign(**{column: pd.Series(["x", ["a", "list"], "y"], dtype=object)})
+        with pytest.raises(PredictionsError, match="not a wnid") as first:
+            compute_metric_tables(bad, cache_dir=False)
+        assert first.value.column == "pred_wnid" and first.value.row == 1
+        fixed = bad.assign(pred_wnid=bad["true_wnid"])
+        if column == "label_space":
+            fixed["label_space"] = pd.Series(["imagenet-1k", ["a", "list"], "imagenet-1k"], dtype=object)
+        with pytest.raises(PredictionsError, match="holds a list") as second:
+            compute_metric_tables(fixed, cache_dir=False)
+        assert second.value.column == column and second.value.row == 1
+
+
+def test_rows_without_model_or_image_are_predictions_of_their_own_beside_repeats():
+    """The repeat check hashes the (model, image) keys of rows that have both; a row without an image (or
+    without a model: not counted) is never taken for a repeat, and an identical repeat counts once."""
+    df = pd.DataFrame({"model": ["m", "m", "m", "m", None],
+                       "image": ["a", "a", None, None, "a"],
+                       "true_wnid": ["n02123045"] * 5,
+                       "pred_wnid": ["n02123045", "n02123045", "n02123159", "n02123159", "n02123045"],
+                       "status": ["ok", "ok", "ok", "ok", "failed"]})
+    per_model = compute_metric_tables(df, cache_dir=False).per_model
+    row = per_model.set_index("model").loc["m"]
+    assert row["n"] == 3 and row["n_mistakes"] == 2  # rows 0 and 1 once; rows 2 and 3 each their own
 
 
 def test_no_thread_to_start_gives_the_same_tables(table, monkeypatch):
