@@ -26,10 +26,10 @@ from pages.tables import NA_DASH, download_csv, percent_rounded, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, browse_rows, class_name, curation, image_codes, image_table,
                          image_table_key, no_predictions_note, paired_test)
 from pages.text import error_type_line, escape_markdown, listed, plural
-from pages.run_state import (RUN_PARAM, VIEW_PARAM, current_view, remember_url, require_run, url_from_outside,
-                             write_params)
+from pages.run_state import (BROWSE_PER_PAGE, RUN_PARAM, VIEW_PARAM, current_view, remember_url, require_run,
+                             url_from_outside, write_params)
 
-PER_PAGE = 24
+PER_PAGE = BROWSE_PER_PAGE  # pages.run_state: the Image page's way back finds an image's grid page
 GRID_COLUMNS = 4
 MAX_TABLE_ROWS = 5_000  # shown on screen; the CSV has every filtered row
 URL_KEYS = ("model", "true", "pred", "outcome", "relation", "conf_min", "conf_max", "etype", "tag", "margin_max", "sort",

@@ -27,8 +27,8 @@ from explain.selection import SOURCE_LABELS, Selection, describe
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
 from pages.reads import (class_name, curation, image_table, image_table_key, known_images as known_image_names,
                          manifest, no_predictions_note, resolve_selection)
-from pages.run_state import (RUN_PARAM, VIEW_PARAM, carried_back_params, current_view, require_run, returned_params,
-                             write_params)
+from pages.run_state import (BROWSE_GRID_PAGE_PARAM, BROWSE_PER_PAGE, RUN_PARAM, VIEW_PARAM, carried_back_params,
+                             current_view, require_run, returned_params, write_params)
 from pages.pictures import file_version, say_no_file, stored_picture
 from pages.tables import NA_DASH
 from pages.text import escape_markdown, plural
@@ -179,6 +179,11 @@ nav[2].markdown(f"{where} · {escape_markdown(describe(selection, _name))} "
 returned = returned_params()
 back = returned if selection.source == "pair" and {"true", "model"} <= returned.keys() else \
     {k: v for k, v in selection.params().items() if k not in ("src", "img")}
+# Browse's grid opens on the page that holds this image (the grid and this page share one order); an image outside
+# the selection now (relabelled, excluded) has no grid page: the grid's first.
+grid_page = None if outside else position // BROWSE_PER_PAGE + 1
+if selection.source in BROWSE_GRID_PAGE_PARAM and grid_page and grid_page > 1:
+    back = {**back, BROWSE_GRID_PAGE_PARAM[selection.source]: str(grid_page)}
 nav[3].page_link(back_page, label="Back to the grid", icon=":material/grid_view:",
                  query_params={RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]}
                                                         if VIEW_PARAM in st.query_params else {}), **back})

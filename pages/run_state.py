@@ -151,6 +151,11 @@ RUN_PARAM = "run"  # ?run=<run id>: the current run lives in the URL, so reloads
 # grid" then gives that page its whole state back instead of only the selection (Confusions' settings and cell
 # were lost that way: a UI review).
 BACK_PREFIX = "back_"
+# Browse's grid: images per page, and the URL parameter of the grid page of each of its Image page sources. The
+# Image page's "Back to the grid" opens the grid page that holds the image shown (it pages through the grid's
+# images in the grid's order): paging from image 1 to 30 and back landed on page 1 (a leftover of a UI review).
+BROWSE_PER_PAGE = 24
+BROWSE_GRID_PAGE_PARAM = {"browse": "page", "compare": "cmp_page"}
 
 
 def back_params(state: dict) -> dict[str, str | list[str]]:

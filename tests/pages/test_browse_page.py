@@ -470,3 +470,47 @@ def test_one_image_is_this_image_not_these_1(app, library):
     links = [link.proto.label for link in at.get("page_link")]
     assert "Open this image" in links and not [label for label in links if "these 1 " in label], links
     assert "Curate this image" in [e.label for e in at.expander]
+
+
+@pytest.mark.parametrize("grid", ["browse", "compare"])
+def test_back_to_the_grid_opens_the_grid_page_that_holds_the_image(app, monkeypatch, grid):
+    """A leftover of a UI review: the Image page's "Back to the grid" named Browse's filters but not its grid page,
+    so an image opened from (or paged to) the second page came back to the first. The way back now opens the grid
+    page holding the image shown: the Image page pages through the grid's images in the grid's order. The
+    comparison's grid (its groups hold under 24 of the sample's 30 images) is paged 8 at a time here."""
+    import urllib.parse
+
+    import pages.run_state
+
+    param, where = ("page", {}) if grid == "browse" else ("cmp_page", {"cmp_group": "both_right"})
+    if grid == "compare":
+        monkeypatch.setattr(pages.run_state, "BROWSE_PER_PAGE", 8)  # both pages read it at each run
+    at = open_page(app, run="sample", **where, **{param: "2"})
+    opens = [dict(urllib.parse.parse_qsl(link.proto.query_string)) for link in at.get("page_link")
+             if link.proto.page == "image" and link.proto.label == "Open"]
+    opens = [query for query in opens if query.get("src") == grid]
+    assert opens, "Open links on the grid's second page"
+    query = opens[-1]
+    shown = query["open"]
+
+    def back_link(params: dict) -> dict:
+        away_and_back(at, PAGE, params)
+        at.switch_page("pages/image_page.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        (back,) = [link.proto for link in at.get("page_link") if link.proto.label == "Back to the grid"]
+        assert "browse" in back.page
+        return dict(urllib.parse.parse_qsl(back.query_string))
+
+    back = back_link(query)
+    assert back[param] == "2", back
+    # Browse from that link: the second page, and the image among its cards.
+    away_and_back(at, "pages/image_page.py", back)
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _widget(at, "number_input", "browse_page_no" if grid == "browse" else "cmp_page_no").value == 2
+    on_grid = {q.get("open") for q in (dict(urllib.parse.parse_qsl(link.proto.query_string))
+                                       for link in at.get("page_link") if link.proto.page == "image") if q.get("src") == grid}
+    assert shown in on_grid, (shown, on_grid)
+    # The first image's way back is the grid's first page: no page parameter.
+    first = back_link({k: v for k, v in query.items() if k != "open"})
+    assert param not in first, first
