@@ -200,6 +200,11 @@ def probes_section(run: Run) -> None:
     if duplicates:
         st.warning(escape_markdown(duplicates), icon=":material/warning:")
     st.plotly_chart(curve_figure(shown, fixed, cap), width="stretch", key="probe-curve")
+    from probe.artefact import coinciding_curves
+
+    same = coinciding_curves(results[results["model"].isin(chosen)])
+    if same:
+        st.caption(escape_markdown(same))
     st.caption("Lines: top-1 of the probe on the images not drawn for training, mean over seeds; bands: min to max "
                "over seeds; error bars: the 95 % Wilson interval over one draw's test images. Dotted horizontal lines: each model's own fixed classifier head (strict top-1 on all the "
                "run's usable images, as on Results), for comparison; the probe's test images are a subset of those.")

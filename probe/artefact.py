@@ -166,6 +166,30 @@ def curve_notes(results: pd.DataFrame) -> tuple[str, str]:
     return (cap + "." if cap else ""), ("; ".join(dups) + "." if dups else "")
 
 
+def coinciding_curves(results: pd.DataFrame) -> str:
+    """One line naming the curves (model · variant) the Probes chart draws on top of each other, '' when
+    none: the same top-1 at every N and seed, so one line hides the other (the chart's hover lists both).
+    Why: two models whose features give the same probes (a fine-tune that kept the backbone, a model
+    stored under two ids) showed as one line and a legend entry with nothing to see."""
+    if results is None or results.empty or not {"model", "variant", "shots", "top1"} <= set(results.columns):
+        return ""
+    data = results.assign(shots=pd.to_numeric(results["shots"], errors="coerce"),
+                          top1=pd.to_numeric(results["top1"], errors="coerce"))
+    seed = data["seed"].astype("string").fillna("") if "seed" in data.columns else pd.Series("", index=data.index)
+    curves: dict[tuple, list[str]] = {}
+    for (model, variant), part in data.assign(seed=seed).groupby(["model", "variant"], sort=False, dropna=False):
+        points = part.sort_values(["shots", "seed"])
+        key = tuple(zip(points["shots"].astype("float64").fillna(-1), points["seed"],
+                        points["top1"].astype("float64").fillna(-1).round(12)))
+        curves.setdefault(key, []).append(f"{model} · {variant}")
+    same = [names for names in curves.values() if len(names) > 1]
+    if not same:
+        return ""
+    parts = [" and ".join([", ".join(names[:-1]), names[-1]]) for names in same]
+    return ("; ".join(parts) + ": the same top-1 at every N and seed, drawn on top of each other (the hover lists "
+            "each).")
+
+
 def read_results(run: Run) -> pd.DataFrame | None:
     target = probes_dir(run) / RESULTS
     return read_table(target, RESULTS_SCHEMA, table="probe results") if target.exists() else None

@@ -115,6 +115,7 @@ def test_the_curve_draws_the_stored_means_bands_and_fixed_heads(probe_home, monk
 
     at = _open(probe_home, monkeypatch, "pages/probes_page.py")
     _, spec = _chart(at, "probe-curve")
+    assert not any("drawn on top of each other" in c.value for c in at.caption)  # every curve differs here
     results = _results()
     expected = results.groupby(["model", "variant", "shots"])["top1"].agg(["mean", "min", "max"])
     lines = {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
@@ -324,3 +325,26 @@ def test_the_chart_says_where_n_stops_and_warns_of_near_duplicates(probe_home, m
         assert not [a for a in spec["layout"]["annotations"] if "N stops" in a["text"]] and not at.warning
     finally:
         target.write_bytes(original)
+
+
+def test_curves_drawn_on_top_of_each_other_are_named_under_the_chart(sample_store, tmp_path_factory, monkeypatch):
+    """Two models with the same probes drew one line; the page names them under the chart
+    (probe.artefact.coinciding_curves), as text: a model id is outside text."""
+    from core.runstore import RunStore, write_table
+    from tests.pages.conftest import copy_store
+
+    home = copy_store(sample_store, tmp_path_factory, "probes_same")
+    run = RunStore(home).open_run("sample")
+    results = _results()
+    lite1 = results[results["model"] == "efficientnet_lite1"]
+    same = pd.concat([results[results["model"] != "efficientnet_lite1"], lite1,
+                      lite1.assign(model="efficientnet_lite2")], ignore_index=True)
+    (run.path / "probes").mkdir()
+    write_table(same, run.path / "probes" / "results.parquet")
+    at = _open(home, monkeypatch, "pages/probes_page.py")
+    said = [c.value for c in at.caption if "drawn on top of each other" in c.value]
+    from pages.text import escape_markdown
+
+    assert said == [escape_markdown("efficientnet_lite1 · linear and efficientnet_lite2 · linear; efficientnet_lite1 · "
+                                    "language-init and efficientnet_lite2 · language-init: the same top-1 at every N "
+                                    "and seed, drawn on top of each other (the hover lists each).")], said

@@ -266,3 +266,25 @@ def test_a_text_classifier_inside_the_features_folder_is_still_read(capsys):
     np.save(folder / "text.npy", np.ones((8, 3), np.float32))
     assert main(["--run", "textc", "--models", "synthnet", "--shots", "2", "--seeds", "22"]) == 0
     assert "language-init" in set(_tables(run)[0]["variant"])
+
+
+def test_curves_drawn_on_top_of_each_other_are_named():
+    """A leftover of a UI review: two models with the same probes drew one line on the Probes chart. The page now
+    says which curves coincide (the same top-1 at every N and seed), from the stored results."""
+    from probe.artefact import coinciding_curves
+
+    def rows(model, variant, top1s, seeds=(22, 37)):
+        return [{"model": model, "variant": variant, "shots": n, "seed": seed, "top1": t}
+                for (n, t) in zip((1, 2, 4), top1s) for seed in seeds]
+
+    same = [0.5, 0.625, 0.75]
+    results = pd.DataFrame(rows("a", "linear", same) + rows("b", "linear", same) + rows("c", "linear", [0.5, 0.6, 0.7])
+                           + rows("a", "language-init", same) + rows("d", "linear", same, seeds=(22,)))
+    assert coinciding_curves(results) == ("a · linear, b · linear and a · language-init: the same top-1 at every N "
+                                          "and seed, drawn on top of each other (the hover lists each).")
+    # one seed's top-1 apart: no longer the same curve
+    other = results.copy()
+    other.loc[(other["model"] == "b") & (other["seed"] == 37) & (other["shots"] == 4), "top1"] = 0.8
+    other = other[other["variant"] == "linear"]
+    assert coinciding_curves(other) == ""
+    assert coinciding_curves(results.iloc[0:0]) == "" and coinciding_curves(None) == ""
