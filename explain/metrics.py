@@ -303,8 +303,8 @@ def _read_rows(df: pd.DataFrame, top_k_sums=_NO_TOP_K) -> _Rows:
         if isinstance(job, str):
             try:
                 return _factorize_values(df[job])
-            except PredictionsError as exc:
-                return exc
+            except Exception as exc:  # any error (a TypeError of an unhashable cell too): raised where it was before
+                return _Deferred(exc)
         return _factorize(df[job[0]], job[1]) if job[0] in df.columns else empty_column
 
     factors = _map(factor, [*columns, *later], parallel=len(df) >= _PARALLEL_FROM)
@@ -326,30 +326,40 @@ def _read_rows(df: pd.DataFrame, top_k_sums=_NO_TOP_K) -> _Rows:
     model_codes, model_uniques = _read_later(read_later, "model")  # first-appearance order
     models = [str(m) for m in model_uniques]
     _check_probabilities(df)
-    spaces, space, sizes = _label_spaces(df, read_later.get("label_space"))
+    spaces, space, sizes = _label_spaces(df, _read_later(read_later, "label_space"))
     _check_one_space_per_model(model_codes, models, space, spaces)
 
     top = np.stack([pred, *top_codes]) if has_top else None
     top_complete = _check_top_k(top, ok, space, spaces, sizes) if has_top else None
-    # The top-5 severities need nothing checked after this point (a repeated row's are computed and never
-    # read): started now on a second core (when top_k_sums is a cache_dir), they overlap the last checks.
+    _check_in_space(top if has_top else pred[None, :], ok, wnids, space, spaces, sizes)
+    repeat = _repeated_rows(df, model_codes, _read_later(read_later, "image"))
+    # Every check passed: the top-5 severities start on a second core (when top_k_sums is a cache_dir). Not before
+    # the last checks: a table refused there left the thread running on, building and caching similarity matrices
+    # for a refused table and holding the process's exit (a hostile check).
     top_k_job = None
     if has_top and top_k_sums is not _NO_TOP_K:
         top_k_job = _start(_top_k_sums, top, top_complete, true, wnids, space, spaces, top_k_sums,
                            parallel=len(df) >= _PARALLEL_FROM)
-    _check_in_space(top if has_top else pred[None, :], ok, wnids, space, spaces, sizes)
-    repeat = _repeated_rows(df, model_codes, read_later.get("image"))
     ok = ok & ~repeat  # an identical repeat of an earlier row counts nowhere: the earlier one is the prediction
     model = np.where(has_model & ~repeat, model_codes, -1)
     top_k_hit = (top == true).any(axis=0) & ok & (true >= 0) if has_top else None  # as codes: any column dtype
     return _Rows(models, wnids, model, true, pred, ok, top_k_hit, top, top_complete, spaces, space, top_k_job)
 
 
+@dataclass(frozen=True)
+class _Deferred:
+    """What factorising a column read later raised on :func:`_read_rows`' threads, raised where the column is read
+    (the checks keep their order: a hostile check found a TypeError of an unhashable cell raised first)."""
+
+    error: Exception
+
+
 def _read_later(read: dict, column: str):
-    """A column's factorisation from :func:`_read_rows`' threads, or the PredictionsError it raised."""
-    factor = read[column]
-    if isinstance(factor, PredictionsError):
-        raise factor
+    """A column's factorisation from :func:`_read_rows`' threads (None when the table has no such column);
+    what it raised is raised here."""
+    factor = read.get(column)
+    if isinstance(factor, _Deferred):
+        raise factor.error
     return factor
 
 
@@ -382,11 +392,9 @@ def _label_spaces(df: pd.DataFrame, factor=None) -> tuple[list[str], np.ndarray,
     """The rows' label spaces as codes into canonical names (-1: an empty cell or no column, then no
     class counts as outside it), and each name's class count. A value that names no label space or
     label set WildLens can read is refused (:func:`check_label_space`). ``factor``: the column's
-    ``_factorize_values`` already made (or the PredictionsError it raised)."""
+    ``_factorize_values`` already made."""
     if "label_space" not in df.columns:
         return [], np.full(len(df), -1, dtype=np.int64), []
-    if isinstance(factor, PredictionsError):
-        raise factor
     codes, uniques = factor if factor is not None else _factorize_values(df["label_space"])
     names, sizes, remap = [], [], np.full(len(uniques) + 1, -1, dtype=np.int64)
     for i, value in enumerate(uniques):
@@ -519,15 +527,12 @@ def _repeated_rows(df: pd.DataFrame, model_codes: np.ndarray, image_factor=None)
     a file concatenated with itself holds the same prediction twice); a repeat that differs in
     any column of the predictions schema is refused, naming both rows: which one is the model's
     prediction cannot be known. Rows without an image (or without an ``image`` column) are
-    predictions of their own. ``image_factor``: the image column's ``_factorize_values`` already made
-    (or the PredictionsError it raised)."""
+    predictions of their own. ``image_factor``: the image column's ``_factorize_values`` already made."""
     from core.runstore import PREDICTION_SCHEMA
 
     repeat = np.zeros(len(df), dtype=bool)
     if "image" not in df.columns:
         return repeat
-    if isinstance(image_factor, PredictionsError):
-        raise image_factor
     image_codes, _ = image_factor if image_factor is not None else _factorize_values(df["image"])
     keyed = (image_codes >= 0) & (model_codes >= 0)
     key = model_codes.astype(np.int64) * (int(image_codes.max(initial=0)) + 1) + image_codes

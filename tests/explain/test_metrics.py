@@ -520,6 +520,38 @@ def test_the_checks_keep_their_order_when_later_columns_are_read_early(monkeypat
         with pytest.raises(PredictionsError, match="holds a list") as second:
             compute_metric_tables(fixed, cache_dir=False)
         assert second.value.column == column and second.value.row == 1
+        # Any error, not only a refusal: a tuple holding a list cannot be hashed (a TypeError, as before this
+        # column was read early) and still comes after the wnid's refusal (a hostile check).
+        unhashable = df.assign(**{column: pd.Series(["x", ("b", ["x"]), "y"], dtype=object)})
+        with pytest.raises(PredictionsError, match="not a wnid"):
+            compute_metric_tables(unhashable, cache_dir=False)
+        with pytest.raises(TypeError, match="unhashable"):
+            compute_metric_tables(unhashable.assign(pred_wnid=df["true_wnid"]), cache_dir=False)
+
+
+def test_a_refused_table_leaves_no_thread_running(monkeypatch):
+    """A hostile check: the top-5 severities started on a second core before the last checks, so a table those
+    refused (a class outside its label space, a conflicting repeat) left the thread building and caching the
+    ImageNet-1k matrices for it. They start once every check has passed."""
+    from explain import metrics
+    import core.machine
+
+    monkeypatch.setattr(metrics, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(metrics, "_cores", lambda: 2)
+    monkeypatch.setattr(core.machine, "available_cores", lambda: 2)
+    started, start = [], metrics._start
+    monkeypatch.setattr(metrics, "_start", lambda func, *a, **k: started.append(func.__name__) or start(func, *a, **k))
+    top = {"pred_wnid_2": ["n02123159"] * 2, "pred_wnid_3": ["n02123394"] * 2, "pred_wnid_4": ["n02123597"] * 2,
+           "pred_wnid_5": ["n02124075"] * 2}
+    outside = pd.DataFrame({"model": ["m", "m"], "image": ["a", "b"], "true_wnid": ["n02123045"] * 2,
+                            "pred_wnid": ["n02084071", "n02123045"], **top, "label_space": "imagenet-1k"})
+    with pytest.raises(PredictionsError, match="not a class of this row's label space"):
+        compute_metric_tables(outside, cache_dir=False, ci=None)
+    clash = outside.assign(image="a", pred_wnid="n02123045", label_space=pd.NA)
+    clash.loc[1, "pred_wnid_5"] = "n02127808"  # another top-5: the same model and image twice, differing
+    with pytest.raises(PredictionsError, match="again, with another"):
+        compute_metric_tables(clash, cache_dir=False, ci=None)
+    assert started == []
 
 
 def test_rows_without_model_or_image_are_predictions_of_their_own_beside_repeats():
