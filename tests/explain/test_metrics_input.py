@@ -129,6 +129,30 @@ def test_the_refused_probability_is_written_as_the_user_wrote_it(tmp_path):
     assert "np.float64" not in str(caught.value) and "7.5 is not a probability" in str(caught.value)
 
 
+@pytest.mark.parametrize("values, row, said", [
+    (pd.Series([True] * 32), 0, "True"),
+    (pd.Series([0.5] * 31 + [pd.NA], dtype="object").where(lambda s: s.index != 4, True), 4, "True"),
+    (pd.Series([pd.NA] + [True] * 31, dtype="boolean"), 1, "True"),  # the first cell empty: allowed
+    (pd.Series([0.5 + 0j] * 32), 0, "(0.5+0j)"),
+    (pd.Series([pd.Timestamp(0)] * 32), 0, "Timestamp('1970-01-01 00:00:00')"),
+    (pd.Series([pd.Timedelta(0)] * 32), 0, "Timedelta('0 days 00:00:00')"),
+    (pd.Series([True] * 32, dtype="bool[pyarrow]"), 0, "True"),
+])
+def test_a_bool_complex_date_or_duration_is_no_probability(values, row, said):
+    """A hostile check: True (1.0), a complex number, Timestamp(0) or Timedelta(0) (0) were taken as probabilities:
+    each converts to a number. Refused at the first such cell, written as the user wrote it; text such as '0.25'
+    and numbers of any numeric dtype are still read."""
+    df = _frame(32)
+    with pytest.raises(PredictionsError) as caught:
+        compute_metric_tables(df.assign(prob_3=values), cache_dir=False)
+    assert caught.value.column == "prob_3" and caught.value.row == row
+    assert str(caught.value).endswith(f"{said} is not a probability (a number between 0 and 1); fix it or leave the "
+                                      "cell empty."), str(caught.value)
+    for fine in (pd.Series(["0.25"] * 32, dtype=object), pd.Series([0.25] * 32, dtype="category"),
+                 pd.Series([0.25] * 32, dtype="float64[pyarrow]"), pd.Series([0] * 32, dtype="Int64")):
+        compute_metric_tables(df.assign(prob_3=fine), cache_dir=False, ci=None)
+
+
 # ---------------------------------------------------------------- ASCII digits only
 @pytest.mark.parametrize("column", ["true_wnid", "pred_wnid", "pred_wnid_4"])
 def test_a_wnid_with_non_ascii_digits_is_refused(tmp_path, column):
