@@ -100,10 +100,14 @@ class _Rows:
     top_complete: np.ndarray | None  # per row: a counted row with a complete top-5 (_check_top_k); None without
     spaces: list[str]  # canonical label-space names
     space: np.ndarray  # per row: code into spaces, -1 without the column or for an unknown name
-    top_k_job: object = None  # _read_rows(top_k_sums=...): a callable giving the _TopK; None when not asked
+    top_k_job: object = None  # _read_rows(top_k_sums=...): a _Job giving the _TopK; None without top-5 columns
+    top_k_asked: bool = False  # _read_rows(top_k_sums=...) was given
 
     def top_k_sums(self) -> "_TopK":
-        """The rows' top-5 severities (:func:`_top_k_sums`); all NaN without top-5 columns."""
+        """The rows' top-5 severities (:func:`_top_k_sums`); all NaN without top-5 columns. Only for rows read
+        with ``_read_rows(df, top_k_sums=cache_dir)``: other rows would read as a table without a top-5."""
+        if not self.top_k_asked:
+            raise RuntimeError("these rows were read without their top-5 severities: _read_rows(df, top_k_sums=cache_dir)")
         if self.top_k_job is None:
             nan = np.full(len(self.ok), np.nan)
             return _TopK(nan, nan, nan)
@@ -139,13 +143,31 @@ def _unique(keys: np.ndarray, *, inverse: bool = False, counts: bool = False, so
 _PARALLEL_FROM = 200_000  # rows; below this a thread's start costs more than it overlaps
 
 
-def _start(func, *args, parallel: bool):
+class _Job:
+    """Work started by :func:`_start`: calling it gives the result (its exception re-raised there);
+    :meth:`settle` waits for a thread that runs it and drops what it gives (a job never asked for
+    runs nowhere)."""
+
+    def __init__(self, func, args, future=None):
+        self.func, self.args, self.future = func, args, future
+
+    def __call__(self):
+        return self.future.result() if self.future is not None else self.func(*self.args)
+
+    def settle(self) -> None:
+        if self.future is not None:
+            from concurrent.futures import wait
+
+            wait([self.future])
+
+
+def _start(func, *args, parallel: bool) -> _Job:
     """Run ``func(*args)`` on a second thread when ``parallel`` and this process has a second core;
-    returns a callable giving its result (its exception re-raised there). Otherwise, or where no
-    thread can be started ("can't start new thread" under an address-space limit), it runs when
-    called, in this thread: the same answer either way."""
+    returns a :class:`_Job` giving its result when called. Otherwise, or where no thread can be
+    started ("can't start new thread" under an address-space limit), it runs when called, in this
+    thread: the same answer either way."""
     if not parallel or _cores() < 2:
-        return lambda: func(*args)
+        return _Job(func, args)
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wildlens-metrics")
@@ -153,9 +175,9 @@ def _start(func, *args, parallel: bool):
         future = pool.submit(func, *args)
     except RuntimeError:  # the work item is queued with no thread to take it: dropped with the pool
         pool.shutdown(wait=False, cancel_futures=True)
-        return lambda: func(*args)
+        return _Job(func, args)
     pool.shutdown(wait=False)
-    return future.result
+    return _Job(func, args, future)
 
 
 def _map(func, items: list, *, parallel: bool) -> list:
@@ -343,7 +365,8 @@ def _read_rows(df: pd.DataFrame, top_k_sums=_NO_TOP_K) -> _Rows:
     ok = ok & ~repeat  # an identical repeat of an earlier row counts nowhere: the earlier one is the prediction
     model = np.where(has_model & ~repeat, model_codes, -1)
     top_k_hit = (top == true).any(axis=0) & ok & (true >= 0) if has_top else None  # as codes: any column dtype
-    return _Rows(models, wnids, model, true, pred, ok, top_k_hit, top, top_complete, spaces, space, top_k_job)
+    return _Rows(models, wnids, model, true, pred, ok, top_k_hit, top, top_complete, spaces, space, top_k_job,
+                 top_k_sums is not _NO_TOP_K)
 
 
 @dataclass(frozen=True)
@@ -416,14 +439,14 @@ def _not_real_numbers(raw: pd.Series) -> np.ndarray:
     return np.fromiter((isinstance(v, _NOT_REAL_TYPES) for v in values), dtype=bool, count=len(raw))
 
 
-def _label_spaces(df: pd.DataFrame, factor=None) -> tuple[list[str], np.ndarray, list[int]]:
+def _label_spaces(df: pd.DataFrame, factor) -> tuple[list[str], np.ndarray, list[int]]:
     """The rows' label spaces as codes into canonical names (-1: an empty cell or no column, then no
     class counts as outside it), and each name's class count. A value that names no label space or
     label set WildLens can read is refused (:func:`check_label_space`). ``factor``: the column's
     ``_factorize_values`` already made."""
     if "label_space" not in df.columns:
         return [], np.full(len(df), -1, dtype=np.int64), []
-    codes, uniques = factor if factor is not None else _factorize_values(df["label_space"])
+    codes, uniques = factor
     names, sizes, remap = [], [], np.full(len(uniques) + 1, -1, dtype=np.int64)
     for i, value in enumerate(uniques):
         try:
@@ -550,7 +573,7 @@ _TOP_NAMES = ("pred_wnid", *TOP_K_COLUMNS)
 _IDENTITY_COLUMNS = ("model", "image")
 
 
-def _repeated_rows(df: pd.DataFrame, model_codes: np.ndarray, image_factor=None) -> np.ndarray:
+def _repeated_rows(df: pd.DataFrame, model_codes: np.ndarray, image_factor) -> np.ndarray:
     """Per row: an identical repeat of an earlier row with the same (model, image) (counted once:
     a file concatenated with itself holds the same prediction twice); a repeat that differs in
     any column of the predictions schema is refused, naming both rows: which one is the model's
@@ -561,7 +584,7 @@ def _repeated_rows(df: pd.DataFrame, model_codes: np.ndarray, image_factor=None)
     repeat = np.zeros(len(df), dtype=bool)
     if "image" not in df.columns:
         return repeat
-    image_codes, _ = image_factor if image_factor is not None else _factorize_values(df["image"])
+    image_codes, _ = image_factor
     keyed = (image_codes >= 0) & (model_codes >= 0)
     key = model_codes.astype(np.int64) * (int(image_codes.max(initial=0)) + 1) + image_codes
     # Rows without model or image are predictions of their own: only keyed rows are compared. Hashed as 4-byte
@@ -921,10 +944,23 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     every column of the predictions schema count once (a file concatenated with itself); rows
     without an image are predictions of their own.
     """
-    # The top-5 severities (one lookup per distinct (truth, top-k) pair) need only the rows: they run
-    # beside the last checks and everything below on a second core (the hashing and lookups release the GIL);
+    # The top-5 severities (one lookup per distinct (truth, top-k) pair) need only the rows: once every check
+    # has passed they run beside everything below on a second core (the hashing and lookups release the GIL);
     # a lock in explain.similarity builds the taxonomy and IC once when both threads ask at once.
     rows = _read_rows(predictions, top_k_sums=cache_dir)
+    started = [rows.top_k_job] if rows.top_k_job is not None else []
+    try:
+        return _metric_tables(rows, confusion_top_k, cache_dir, ci, started)
+    except BaseException:
+        # Nothing left running after an error (a review: a job on a thread outlived the call, held the process's
+        # exit and lost its own error): each started job is waited for, its answer dropped.
+        for job in started:
+            job.settle()
+        raise
+
+
+def _metric_tables(rows: _Rows, confusion_top_k, cache_dir, ci, started: list) -> MetricTables:
+    """:func:`compute_metric_tables` from its rows; each job it starts goes into ``started``."""
     n_models, n_wnids = len(rows.models), max(len(rows.wnids), 1)  # max: keeps the codes' arithmetic valid
     counted = rows.ok & (rows.model >= 0)
 
@@ -963,10 +999,13 @@ def compute_metric_tables(predictions: pd.DataFrame, *, confusion_top_k: int | N
     for column in _ACCURACY_COLUMNS:
         class_columns[column] = np.where(unseen, np.nan, class_columns[column])
     class_columns["accuracy_balanced"] = class_columns["accuracy"]
-    # The confusions table reads what is computed above and nothing below writes it: built on a second core
-    # beside the per-class and per-model columns (the top-5 severities' thread has ended by now).
+    # The confusions table reads what is computed above and nothing below writes it: built on another thread
+    # beside the per-class and per-model columns (and beside the top-5 severities while they last). Measured
+    # with the 21k bench's 1M rows, this and the 4-byte keys together: 1.02-1.11 -> 0.88-0.99 s a call (the
+    # file benchmarks/results/metrics-21k-2026-12-07.txt).
     confusions_job = _start(_confusions, rows, group_of_triple, group_keys, class_stats, count, values, mistake,
                             model_of, true_of, pred_of, confusion_top_k, ci, parallel=len(rows.ok) >= _PARALLEL_FROM)
+    started.append(confusions_job)
     topk = rows.top_k_sums()
     counted_row = has_group & rows.ok
     group_row = group_of_row[counted_row]

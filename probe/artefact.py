@@ -178,7 +178,7 @@ def coinciding_curves(results: pd.DataFrame) -> str:
     seed = data["seed"].astype("string").fillna("") if "seed" in data.columns else pd.Series("", index=data.index)
     curves: dict[tuple, list[str]] = {}
     for (model, variant), part in data.assign(seed=seed).groupby(["model", "variant"], sort=False, dropna=False):
-        points = part.sort_values(["shots", "seed"])
+        points = part.sort_values(["shots", "seed", "top1"])  # a total order, repeated rows too
         key = tuple(zip(points["shots"].astype("float64").fillna(-1), points["seed"],
                         points["top1"].astype("float64").fillna(-1).round(12)))
         curves.setdefault(key, []).append(f"{model} · {variant}")

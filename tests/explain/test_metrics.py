@@ -567,6 +567,45 @@ def test_rows_without_model_or_image_are_predictions_of_their_own_beside_repeats
     assert row["n"] == 3 and row["n_mistakes"] == 2  # rows 0 and 1 once; rows 2 and 3 each their own
 
 
+def test_an_error_after_the_jobs_start_leaves_no_thread_running(table, monkeypatch):
+    """A review: the confusions job (and the top-5 one) ran on past an error raised after they started, holding the
+    process's exit and losing their own errors. Each started job is waited for before the error goes up."""
+    import time
+
+    from explain import metrics
+    import core.machine
+
+    monkeypatch.setattr(metrics, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(metrics, "_cores", lambda: 2)
+    monkeypatch.setattr(core.machine, "available_cores", lambda: 2)
+    finished = []
+
+    def slow_confusions(*args):
+        time.sleep(1.0)
+        finished.append("confusions")
+        raise RuntimeError("the confusions' own error, dropped")
+
+    def failing(*args):
+        raise OSError("the top-5 severities failed")
+
+    monkeypatch.setattr(metrics, "_confusions", slow_confusions)
+    monkeypatch.setattr(metrics, "_top_k_sums", failing)
+    with pytest.raises(OSError, match="the top-5 severities failed"):
+        compute_metric_tables(table, cache_dir=False, ci=None)
+    assert finished == ["confusions"]  # waited for, not left running
+    assert not [t for t in threading.enumerate() if t.name.startswith("wildlens-metrics") and t.is_alive()]
+
+
+def test_rows_read_without_their_top5_severities_do_not_pass_for_a_table_without_a_top5(table):
+    """A review: rows read by explain compare, claims or error types (no top-5 severities asked) answered
+    rows.top_k_sums() with NaN, as a table without a top-5; a caller that forgot would have shown NaN hdist@5."""
+    from explain.metrics import _read_rows
+
+    with pytest.raises(RuntimeError, match="without their top-5 severities"):
+        _read_rows(table).top_k_sums()
+    assert not np.isnan(_read_rows(table, top_k_sums=False).top_k_sums().hdist).all()
+
+
 def test_no_thread_to_start_gives_the_same_tables(table, monkeypatch):
     """Leftover of a hostile check: under an address-space limit "can't start new thread" escaped the
     metric tables' threads (the wnid columns' factorising, the top-5 severities, the bootstrap's blocks);

@@ -511,6 +511,14 @@ def test_back_to_the_grid_opens_the_grid_page_that_holds_the_image(app, monkeypa
     on_grid = {q.get("open") for q in (dict(urllib.parse.parse_qsl(link.proto.query_string))
                                        for link in at.get("page_link") if link.proto.page == "image") if q.get("src") == grid}
     assert shown in on_grid, (shown, on_grid)
-    # The first image's way back is the grid's first page: no page parameter.
+    # The page's boundaries (a review: rounding up, or counting from 1, passed the last image alone): the second
+    # page's first image goes back to it; the first page's last image and the selection's first, to page 1.
+    assert back_link(opens[0])[param] == "2"
+    away_and_back(at, "pages/image_page.py", {**{k: v for k, v in query.items() if k != "open"}, param: "1"})
+    at.switch_page(PAGE).run()
+    page_one = [q for q in (dict(urllib.parse.parse_qsl(link.proto.query_string)) for link in at.get("page_link")
+                            if link.proto.page == "image" and link.proto.label == "Open") if q.get("src") == grid]
+    assert page_one and page_one[-1]["open"] not in {q["open"] for q in opens}
+    assert param not in back_link(page_one[-1])
     first = back_link({k: v for k, v in query.items() if k != "open"})
     assert param not in first, first
