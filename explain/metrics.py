@@ -236,14 +236,14 @@ def _status_mask(df: pd.DataFrame) -> np.ndarray:
 _known_noun_wnids: set[str] = set()  # validated once per process: WordNet does not change under us
 
 
-def _check_wnids(column: str, codes: np.ndarray, uniques, *, must_exist: bool) -> None:
+def _check_wnids(column: str, factor: "_Factor", *, must_exist: bool) -> None:
     """Every value must look like a wnid, and (``must_exist``) name a WordNet 3.0 noun synset.
     Formats are checked first: a typo is reported without loading WordNet."""
-    unknown = [(code, value) for code, value in enumerate(uniques) if value not in _known_noun_wnids]
-    for code, value in unknown:
+    unknown = [(k, value) for k, value in enumerate(factor.uniques) if value not in _known_noun_wnids]
+    for k, value in unknown:
         if not is_wnid(value):  # 'n' and 8 ASCII digits: r'^n\d{8}$' took n٠٢١٢٣٠٤٥ (and a trailing newline)
             raise PredictionsError(f"{value!r} is not a wnid (expected 'n' and 8 digits, e.g. n02123045).",
-                                   column=column, row=_bad_row(codes == code))
+                                   column=column, row=factor.first_row(k))
     if not must_exist:
         return
     # One lookup in the noun graph's sorted offsets for all of them (core.wordgraph; the same set
@@ -257,31 +257,50 @@ def _check_wnids(column: str, codes: np.ndarray, uniques, *, must_exist: bool) -
     wanted = np.array([int(value[1:]) for _, value in unknown], dtype=np.int64)
     at = np.minimum(np.searchsorted(offsets, wanted), len(offsets) - 1)
     found = offsets[at] == wanted
-    for (code, value), ok in zip(unknown, found.tolist()):
+    for (k, value), ok in zip(unknown, found.tolist()):
         if not ok:
             raise PredictionsError(f"{value} is not a noun synset of WordNet {WORDNET_VERSION}.",
-                                   column=column, row=_bad_row(codes == code))
+                                   column=column, row=factor.first_row(k))
     _known_noun_wnids.update(value for _, value in unknown)
 
 
-def _factorize(series: pd.Series, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes (-1 for missing or not counted) and the uniques among counted rows."""
+@dataclass(frozen=True)
+class _Factor:
+    """A wnid column hashed once (:func:`_factorize`): ``codes`` per row into the column's distinct values (-1:
+    missing or not counted), ``used`` the codes of counted rows (ascending, np.unique's order), ``uniques`` their
+    values, ``size`` how many distinct values the column holds. Codes into the sorted wnids are one gather away
+    (:func:`_recode`). Why not codes into ``uniques`` at once: that was a where, a second gather and another where
+    per column, three fresh arrays of the table's length each (144 MB on the six columns of the 21k bench's 1M
+    rows; its warm call's minor page faults 64,000 -> 50,000-56,000)."""
+
+    codes: np.ndarray
+    used: np.ndarray
+    uniques: np.ndarray
+    size: int
+
+    def first_row(self, k: int) -> int:
+        """The first row holding ``uniques[k]``."""
+        return _bad_row(self.codes == self.used[k])
+
+
+def _factorize(series: pd.Series, counted: np.ndarray) -> _Factor:
+    """The column's :class:`_Factor` over its counted rows."""
     codes, uniques = _factorize_values(series)
-    codes = np.where(counted, codes, -1)
+    if not counted.all():  # a new array: pandas may hand back one it keeps (a categorical's codes)
+        codes = np.where(counted, codes, -1)
     used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(uniques)))  # np.unique's order, O(n)
-    remap = np.full(len(uniques) + 1, -1, dtype=np.int64)
-    remap[used] = np.arange(len(used))
-    return remap[codes], np.asarray(uniques, dtype=object)[used]
+    return _Factor(codes, used, np.asarray(uniques, dtype=object)[used], len(uniques))
 
 
-def _recode(codes: np.ndarray, uniques: np.ndarray, wnids: np.ndarray) -> np.ndarray:
-    """Codes into ``uniques`` -> codes into the sorted ``wnids`` (-1: missing or not among them)."""
-    if len(uniques) == 0 or len(wnids) == 0:
-        return np.full(len(codes), -1, dtype=np.int64)
-    values = uniques.astype(str)
+def _recode(factor: _Factor, wnids: np.ndarray) -> np.ndarray:
+    """Codes into the sorted ``wnids`` per row (-1: missing, not counted or not among them)."""
+    if len(factor.uniques) == 0 or len(wnids) == 0:
+        return np.full(len(factor.codes), -1, dtype=np.int64)
+    values = factor.uniques.astype(str)
     pos = np.minimum(np.searchsorted(wnids, values), len(wnids) - 1)
-    mapped = np.where(wnids[pos] == values, pos, -1)
-    return np.where(codes >= 0, mapped[codes], -1)
+    table = np.full(factor.size + 1, -1, dtype=np.int64)  # [-1], the last: a row's code -1
+    table[factor.used] = np.where(wnids[pos] == values, pos, -1)
+    return table[factor.codes]
 
 
 _NO_TOP_K = object()  # _read_rows: the top-5 severities are not wanted
@@ -315,7 +334,7 @@ def _read_rows(df: pd.DataFrame, top_k_sums=_NO_TOP_K) -> _Rows:
     top_present = [c for c in TOP_K_COLUMNS if c in df.columns]
     has_top = any(df[c].notna().any() for c in top_present)
     # The top-k columns' wnids are looked up too: hdist@5 and hprec@5 need their WordNet values.
-    empty_column = (np.full(len(df), -1, dtype=np.int64), np.zeros(0, dtype=object))
+    empty_column = _Factor(np.full(len(df), -1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), 0)
     columns = [("true_wnid", has_true), ("pred_wnid", ok), *((c, ok) for c in TOP_K_COLUMNS if has_top)]
     # The columns read later (model, label_space, image) are hashed here too, on the same threads; what one of
     # them raises is raised where it was read before, so the checks keep their order (docstring).
@@ -332,17 +351,16 @@ def _read_rows(df: pd.DataFrame, top_k_sums=_NO_TOP_K) -> _Rows:
     factors = _map(factor, [*columns, *later], parallel=len(df) >= _PARALLEL_FROM)
     read_later = dict(zip(later, factors[len(columns):]))
     factors = factors[:len(columns)]
-    (true_codes, true_uniques), (pred_codes, pred_uniques), *top_factors = factors
-    checked = [(column, codes, uniques) for (column, _), (codes, uniques) in zip(columns, factors)]
+    checked = [(column, factor) for (column, _), factor in zip(columns, factors)]
     # Each distinct value of all columns checked once when every one is a str validated before in
     # this process (exactly: as str, 'n02123045\x00' would pass for n02123045); else column by column.
-    distinct = pd.unique(np.concatenate([np.asarray(u, dtype=object) for _, _, u in checked]))
+    distinct = pd.unique(np.concatenate([factor.uniques for factor in factors]))
     if not all(type(v) is str and v in _known_noun_wnids for v in distinct.tolist()):
         for must_exist in (False, True):  # all formats first, then the (slower) WordNet lookups
-            for column, codes, uniques in checked:
-                _check_wnids(column, codes, uniques, must_exist=must_exist)
+            for column, factor in checked:
+                _check_wnids(column, factor, must_exist=must_exist)
     wnids = np.unique(distinct.astype(str))
-    true, pred, *top_codes = _map(lambda f: _recode(*f, wnids), factors, parallel=len(df) >= _PARALLEL_FROM)
+    true, pred, *top_codes = _map(lambda f: _recode(f, wnids), factors, parallel=len(df) >= _PARALLEL_FROM)
     pred = np.where(ok, pred, -1)
 
     model_codes, model_uniques = _read_later(read_later, "model")  # first-appearance order
