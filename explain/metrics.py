@@ -36,7 +36,8 @@ from core.runstore import PREDICTION_STATUSES, TOP_K
 from core.wordnet import WORDNET_VERSION, is_wnid
 from .schema import (CONFUSION_COLUMNS, CONFUSION_SCHEMA, METRIC_TABLES, PER_CLASS_COLUMNS,  # noqa: F401  (re-exported)
                      PER_CLASS_SCHEMA, PER_MODEL_COLUMNS, PER_MODEL_SCHEMA, docs_of)
-from .similarity import COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATED, PairSimilarities, similarities_of_codes, wnid_of_offset
+from .similarity import (COUSIN, DISTANT, HYPERNYM, HYPONYM, RELATED, PairSimilarities, severities_of_codes,
+                         similarities_of_codes, wnid_of_offset)
 from .uncertainty import IntervalOptions, model_stream_key
 from .vocabulary import RELATIONS
 from . import metric_intervals
@@ -806,11 +807,11 @@ def _severity_lookup(wnids: np.ndarray, keys: np.ndarray, cache_dir) -> np.ndarr
         mark[keys.ravel()] = True
         unique = np.flatnonzero(mark)
         table = np.zeros(n * n, dtype=np.int16)
-        table[unique] = similarities_of_codes(wnids, unique // n, unique % n, cache_dir=cache_dir).severity
+        table[unique] = severities_of_codes(wnids, unique // n, unique % n, cache_dir=cache_dir)
         return table[keys]
     unique, inverse = _unique(keys.ravel(), inverse=True, sort=False)  # any order: looked up, then gathered
     unique = unique.astype(np.int64, copy=False)  # 4-byte keys (_top_k_sums): the codes' arithmetic in int64
-    return similarities_of_codes(wnids, unique // n, unique % n, cache_dir=cache_dir).severity[inverse].reshape(keys.shape)
+    return severities_of_codes(wnids, unique // n, unique % n, cache_dir=cache_dir)[inverse].reshape(keys.shape)
 
 
 def _best_top_k(cache_dir) -> tuple[np.ndarray, float, tuple[str, ...]]:

@@ -136,6 +136,28 @@ def test_sparse_lookup_path_equals_dense(monkeypatch):
         np.testing.assert_array_equal(getattr(dense, name), getattr(sparse, name), err_msg=name)
 
 
+@pytest.mark.parametrize("hashed_from", [10**9, 1])
+def test_severities_of_codes_are_the_similarities_severities(matrices_1k, monkeypatch, hashed_from):
+    """The top-5 severities' path (severities_of_codes: one value gathered) gives similarities_of_codes' severity for
+    ImageNet-1k pairs (the matrices), others (on demand) and both mixed, in the callers' order; the on-demand
+    cache's lookup by a hash index (large batches) finds what its binary search finds."""
+    monkeypatch.setattr(similarity, "_HASHED_LOOKUP_FROM", hashed_from)
+    pairs = _random_pairs(IN1K, 200, seed=21) + _random_pairs(IN21K, 200, seed=22) + EDGE_PAIRS
+    wnids = np.array(sorted({w for pair in pairs for w in pair}))
+    index = {w: k for k, w in enumerate(wnids)}
+    true = np.array([index[g] for g, _ in pairs] * 2)  # each pair twice: found in the cache the second time
+    pred = np.array([index[p] for _, p in pairs] * 2)
+    similarity.clear_memory_caches()
+    both = similarity.similarities_of_codes(wnids, true, pred, cache_dir=False)
+    for name in ("path_distance", "wup", "lin", "severity", "relation", "lcs"):
+        np.testing.assert_array_equal(getattr(both, name)[:len(pairs)], getattr(both, name)[len(pairs):], err_msg=name)
+    for part in (slice(None), slice(0, 200), slice(200, None)):
+        np.testing.assert_array_equal(similarity.severities_of_codes(wnids, true[part], pred[part], cache_dir=False),
+                                      both.severity[part])
+    direct = similarity.similarities([g for g, _ in pairs], [p for _, p in pairs])
+    np.testing.assert_array_equal(both.severity[:len(pairs)], direct.severity)
+
+
 # --------------------------------------------------------------------------- Lin
 LIN_PAIRS = _random_pairs(IN1K, 150, seed=11) + _random_pairs(IN21K, 60, seed=12) + EDGE_PAIRS
 
