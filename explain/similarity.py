@@ -831,8 +831,6 @@ def _of_codes(wnids: Sequence[str], true_codes: np.ndarray, pred_codes: np.ndarr
     if len(rest):
         parts.append(_on_demand(wnids, true_codes[rest], pred_codes[rest], cache_dir, only))
         where.append(rest)
-    if len(parts) == 1 and len(where[0]) == len(true_codes) and only is not None:
-        return parts[0]  # one part in the callers' order (rest is every pair, in order)
     merged = PairSimilarities.concatenate(parts) if only is None else np.concatenate(parts)
     order = np.empty(len(true_codes), dtype=np.int64)
     order[np.concatenate(where)] = np.arange(len(true_codes))

@@ -181,9 +181,8 @@ back = returned if selection.source == "pair" and {"true", "model"} <= returned.
     {k: v for k, v in selection.params().items() if k not in ("src", "img")}
 # Browse's grid opens on the page that holds this image (the grid and this page share one order); an image outside
 # the selection now (relabelled, excluded) has no grid page: the grid's first.
-grid_page = None if outside else position // BROWSE_PER_PAGE + 1
-if selection.source in BROWSE_GRID_PAGE_PARAM and grid_page and grid_page > 1:
-    back = {**back, BROWSE_GRID_PAGE_PARAM[selection.source]: str(grid_page)}
+if selection.source in BROWSE_GRID_PAGE_PARAM and not outside and position >= BROWSE_PER_PAGE:
+    back = {**back, BROWSE_GRID_PAGE_PARAM[selection.source]: str(position // BROWSE_PER_PAGE + 1)}
 nav[3].page_link(back_page, label="Back to the grid", icon=":material/grid_view:",
                  query_params={RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]}
                                                         if VIEW_PARAM in st.query_params else {}), **back})
