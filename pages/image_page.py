@@ -27,8 +27,8 @@ from explain.selection import SOURCE_LABELS, Selection, describe
 from explain.vocabulary import RELATION_MARKDOWN_COLOURS, relation_help
 from pages.reads import (class_name, curation, image_table, image_table_key, known_images as known_image_names,
                          manifest, no_predictions_note, resolve_selection)
-from pages.run_state import (BROWSE_GRID_PAGE_PARAM, BROWSE_PER_PAGE, RUN_PARAM, VIEW_PARAM, carried_back_params,
-                             current_view, require_run, returned_params, write_params)
+from pages.run_state import (BROWSE_GRID_PAGE_PARAM, BROWSE_PER_PAGE, RESULTS_SEGMENT, RESULTS_STATE, RUN_PARAM,
+                             VIEW_PARAM, carried_back_params, current_view, require_run, returned_params, write_params)
 from pages.pictures import file_version, say_no_file, stored_picture
 from pages.tables import NA_DASH
 from pages.text import escape_markdown, plural
@@ -36,6 +36,7 @@ from pages.text import escape_markdown, plural
 PAGE = "pages/image_page.py"
 SOURCE_PAGES = {"browse": "pages/browse_page.py", "pair": "pages/confusions_page.py",
                 "compare": "pages/browse_page.py", "issues": "pages/images_page.py", "list": "pages/probes_page.py"}
+RESULTS_PAGE = "pages/results_page.py"  # the way back of a Results segment's images (its back_ parameters)
 MAX_SIDE = 1600  # pixels: larger pictures are shown scaled down (the file itself is never changed)
 
 
@@ -174,16 +175,24 @@ where = (f"**Not in this selection now** (relabelled, excluded or opened from a 
 nav[2].markdown(f"{where} · {escape_markdown(describe(selection, _name))} "
                 f"({SOURCE_LABELS[selection.source]}, {view} view)")
 # The page that opened this one gave its whole state (back_ parameters): that is the way back; else the selection.
-# Only Confusions gives it, on a pair, naming at least its class and model (a hostile check: any back_ parameter
-# replaced the way back, a lone back_bars landing on the first class, and src=browse took Confusions' keys to Browse).
+# Confusions gives it on a pair, naming at least its class and model; Results on its segment's images (Browse's
+# filters), naming the segment (RESULTS_SEGMENT; they went back to Browse: a leftover of a UI review). Nothing else
+# (a hostile check: any back_ parameter replaced the way back, a lone back_bars landing on the first class, and
+# src=browse took Confusions' keys to Browse).
 returned = returned_params()
-back = returned if selection.source == "pair" and {"true", "model"} <= returned.keys() else \
-    {k: v for k, v in selection.params().items() if k not in ("src", "img")}
+to_results = selection.source == "browse" and all(returned.get(key) for key in RESULTS_SEGMENT)
+if selection.source == "pair" and {"true", "model"} <= returned.keys():
+    back = returned
+elif to_results:
+    back_page, back = RESULTS_PAGE, {k: v for k, v in returned.items() if k in RESULTS_STATE}
+else:
+    back = {k: v for k, v in selection.params().items() if k not in ("src", "img")}
 # Browse's grid opens on the page that holds this image (the grid and this page share one order); an image outside
 # the selection now (relabelled, excluded) has no grid page: the grid's first.
-if selection.source in BROWSE_GRID_PAGE_PARAM and not outside and position >= BROWSE_PER_PAGE:
+if selection.source in BROWSE_GRID_PAGE_PARAM and not to_results and not outside and position >= BROWSE_PER_PAGE:
     back = {**back, BROWSE_GRID_PAGE_PARAM[selection.source]: str(position // BROWSE_PER_PAGE + 1)}
-nav[3].page_link(back_page, label="Back to the grid", icon=":material/grid_view:",
+nav[3].page_link(back_page, label="Back to Results" if to_results else "Back to the grid",
+                 icon=":material/bar_chart:" if to_results else ":material/grid_view:",
                  query_params={RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]}
                                                         if VIEW_PARAM in st.query_params else {}), **back})
 note_col, save_col = st.columns([4, 1], vertical_alignment="center")

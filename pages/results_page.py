@@ -22,8 +22,9 @@ from pages.pictures import THUMBNAIL, grid_thumbnails, show_thumbnail
 from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show_table
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
-from pages.run_state import (current_view, keep_widget_state, page_link, remember_url, require_run, url_choice,
-                             url_choices, url_from_outside, write_choice, write_choices, write_params)
+from pages.run_state import (RESULTS_STATE, RUN_PARAM, VIEW_PARAM, back_params, current_view, keep_widget_state,
+                             page_link, remember_url, require_run, url_choice, url_choices, url_from_outside,
+                             write_choice, write_choices, write_params)
 from pages.text import escape_markdown, listed, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
@@ -141,6 +142,10 @@ chart_metrics = [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_model.column
 url_choice("chart", chart_metrics, "results-chart")  # ?chart=<column>: bookmarkable, kept on reload
 metric = st.selectbox("Chart", chart_metrics, format_func=LABELS.get, key="results-chart")
 write_choice("chart", metric, chart_metrics[0])
+# The per-class heatmap's metric is read from the URL here, above the Image page links that carry it back
+# (RESULTS_STATE); its box is drawn with the per-class table below.
+heatmap_metrics = [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in tables.per_class.columns]
+url_choice("heatmap", heatmap_metrics, "class-metric")
 # Plotly reads HTML in labels and hover texts (<a href> is a live link): model ids from stored
 # predictions and class names reach the charts HTML-escaped; Plotly shows the entities as text.
 chart = shown.assign(model=shown["model"].map(html.escape))
@@ -206,7 +211,6 @@ from explain.error_types import (ERROR_TYPE_COLOURS, ERROR_TYPE_DOCS, ERROR_TYPE
 from explain.selection import Selection  # noqa: E402
 from explain.vocabulary import RELATION_COLOURS  # noqa: E402
 from pages.reads import error_types, image_table  # noqa: E402
-from pages.run_state import RUN_PARAM, VIEW_PARAM  # noqa: E402
 
 st.subheader("Error types")
 st.caption("Every top-1 mistake gets one type, the first that applies, in the order of the legend: "
@@ -311,6 +315,13 @@ if segment is not None:
                                  error_types=(kind_picked,) if by == "error type" else ())
     link_params = {RUN_PARAM: run.run_id, **({VIEW_PARAM: st.query_params[VIEW_PARAM]} if VIEW_PARAM in st.query_params
                                              else {}), **chosen_selection.params()}
+    # The Image page's way back opens this page as it is now (its URL state as back_ parameters): it went to Browse
+    # with the segment's filters (a leftover of a UI review).
+    # The heatmap's box is drawn below, after these links: its value is the widget's, not yet the URL's.
+    here = {key: st.query_params.get_all(key) if key == "model" else st.query_params.get(key) for key in RESULTS_STATE}
+    heatmap = st.session_state.get("class-metric")
+    here["heatmap"] = heatmap if heatmap in heatmap_metrics[1:] else None
+    open_params = {**link_params, **back_params(here)}
     st.markdown(f"**{escape_markdown(model_picked)}**: {plural(len(picked_images), 'mistake')} of type "
                 f"**{escape_markdown(kind_picked)}**" + (" (the segment the link names; click one to pick another)"
                                                           if from_link else ""))
@@ -322,7 +333,7 @@ if segment is not None:
     links = st.columns(2)
     if len(picked_images):
         links[0].page_link("pages/image_page.py", label="Page through them", icon=":material/open_in_full:",
-                           query_params={**link_params, "open": str(picked_images["image"].iloc[0])})
+                           query_params={**open_params, "open": str(picked_images["image"].iloc[0])})
     links[1].page_link("pages/browse_page.py", label="Browse them", icon=":material/grid_view:",
                        query_params={k: v for k, v in link_params.items() if k != "src"})
     grid = st.columns(6)
@@ -346,7 +357,7 @@ if segment is not None:
                 st.caption(said)
             st.caption(escape_markdown(f"{class_name(item.true_wnid, run.info.label_space)} · {reason}"))
             st.page_link("pages/image_page.py", label="Open", icon=":material/open_in_full:",
-                         query_params={**link_params, "open": str(item.image)})
+                         query_params={**open_params, "open": str(item.image)})
 st.markdown("  \n".join(escape_markdown(data_problem_sentence(row)) for row in types.to_dict("records")))
 show_table(types, docs=ERROR_TYPE_TABLE_DOCS, labels=ERROR_TYPE_TABLE_LABELS)
 download_csv(types, f"{run.run_id}_error_types.csv", key="dl-error-types", label_space=run.info.label_space)
@@ -456,8 +467,6 @@ st.subheader("Per class")
 per_class = tables.per_class[tables.per_class["model"].isin(chosen)]
 label_space = run.info.label_space
 names = {w: class_name(w, label_space) for w in per_class["true_wnid"].unique()}
-heatmap_metrics = [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in per_class.columns]
-url_choice("heatmap", heatmap_metrics, "class-metric")
 class_metric = st.selectbox("Heatmap", heatmap_metrics, key="class-metric", format_func=LABELS.get)
 write_choice("heatmap", class_metric, heatmap_metrics[0])
 grid = per_class.pivot(index="true_wnid", columns="model", values=class_metric).astype(float)

@@ -158,6 +158,12 @@ BROWSE_PER_PAGE = 24
 BROWSE_GRID_PAGE_PARAM = {"browse": "page", "compare": "cmp_page"}
 
 
+# Results' URL state (pages/results_page.py): the models chosen, the charts' metrics, the stack and its clicked segment.
+# Its Image page links carry it as back_ parameters; a way back naming a segment (RESULTS_SEGMENT) opens Results.
+RESULTS_STATE = ("model", "chart", "heatmap", "stack", "segment_model", "segment")
+RESULTS_SEGMENT = ("segment_model", "segment")
+
+
 def back_params(state: dict) -> dict[str, str | list[str]]:
     """``state`` (a page's URL state: key -> value, a list for a repeated parameter, None, "" or [] for none) as
     back_ parameters of a link to the Image page."""

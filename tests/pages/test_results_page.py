@@ -506,6 +506,67 @@ def test_the_clicked_segment_and_the_stack_live_in_the_url(app):
     assert "segment" not in at.query_params
 
 
+def url_state(at) -> dict[str, list[str]]:
+    """AppTest's URL as key -> its values (a repeated parameter is a list there, a single one a string)."""
+    return {key: [str(v) for v in value] if isinstance(value, list) else [str(value)]
+            for key, value in at.query_params.items()}
+
+
+def test_the_image_pages_way_back_from_a_segment_is_results_as_it_was(app):
+    """A leftover of a UI review: a clicked segment's images opened the Image page on Browse's filters, so its way back
+    went to Browse. Results' Image page links now carry its URL state as back_ parameters (the models, the charts'
+    metrics, the stack and the segment), and the Image page's "Back to Results" gives it back whole. The heatmap's
+    metric changed after the segment was clicked is carried too (its box is drawn below the links)."""
+    import urllib.parse
+
+    from tests.pages.conftest import away_and_back, send_chart_selection
+
+    at = open_page(app, "results")
+    at.radio(key="mistake-stack").set_value("relation").run()
+    (chart,) = [c for c in at.get("plotly_chart") if "mistake-stack" in (c.proto.id or "")]
+    segments = [(d[0], d[1]) for trace in json.loads(chart.proto.spec)["data"] for d in trace.get("customdata") or []
+                if isinstance(d, list) and d[2]]
+    if not segments:
+        pytest.skip("no segment to click on the sample")
+    point = {"curve_number": 0, "point_number": 0, "point_index": 0, "customdata": list(segments[-1])}
+    send_chart_selection(at, chart, {"points": [point], "point_indices": [0], "box": [], "lasso": []})
+    assert at.selectbox(key="class-metric").value != "wup_mistakes"  # not the first: the first is no parameter
+    at.selectbox(key="class-metric").set_value("wup_mistakes").run()
+    assert not at.exception, [e.value for e in at.exception]
+    state = url_state(at)
+    assert state["segment"] == [segments[-1][1]] and "heatmap" in state, state
+    opens = [link.proto for link in at.get("page_link") if link.proto.page == "image"
+             and link.proto.label in ("Page through them", "Open")]
+    assert len(opens) >= 2, "Page through them and an Open per thumbnail"
+    for link in opens:
+        query = urllib.parse.parse_qs(link.query_string)
+        assert {key[len("back_"):]: values for key, values in query.items() if key.startswith("back_")} == \
+            {k: v for k, v in state.items() if k != "run"}, query
+    # On the Image page, opened by the first Open link: "Back to Results" with that state.
+    query = dict(urllib.parse.parse_qsl(opens[-1].query_string))
+    away_and_back(at, "pages/results_page.py", query)
+    at.switch_page("pages/image_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    (back,) = [link.proto for link in at.get("page_link") if link.proto.label in ("Back to Results", "Back to the grid")]
+    assert back.label == "Back to Results" and "results" in back.page, (back.label, back.page)
+    back_query = urllib.parse.parse_qs(back.query_string)
+    assert back_query == state, back_query
+    # Results from that link: the stack, the segment's images and the heatmap's metric as they were.
+    away_and_back(at, "pages/image_page.py", {k: v[0] if len(v) == 1 else v for k, v in back_query.items()})
+    at.switch_page("pages/results_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="mistake-stack").value == "relation"
+    assert url_state(at) == state
+    assert [m.value for m in at.markdown if "the segment the link names" in m.value]
+    # Half a segment in hand-made back_ parameters: the way back stays Browse's filters.
+    half = {k: v for k, v in query.items() if k != "back_segment"}
+    away_and_back(at, "pages/results_page.py", half)
+    at.switch_page("pages/image_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    (back,) = [link.proto for link in at.get("page_link") if link.proto.label in ("Back to Results", "Back to the grid")]
+    assert back.label == "Back to the grid" and "browse" in back.page, (back.label, back.page)
+
+
 def test_a_links_segment_of_a_model_not_chosen_is_said_and_dropped(app):
     """A hostile check: a link naming models and a segment of another model dropped the segment without a word
     (one of a kind the chart lacks is said); and the page's own reruns, a chosen model removed with its
