@@ -163,6 +163,13 @@ if wanted != image:
 
 # ------------------------------------------------------------------ paging
 back_page = SOURCE_PAGES[selection.source]
+# The page that opened this one gave its whole state (back_ parameters): that is the way back; else the selection.
+# Confusions gives it on a pair, naming at least its class and model; Results on its segment's images (Browse's
+# filters), naming the segment (RESULTS_SEGMENT; they went back to Browse: a leftover of a UI review). Nothing else
+# (a hostile check: any back_ parameter replaced the way back, a lone back_bars landing on the first class, and
+# src=browse took Confusions' keys to Browse).
+returned = returned_params()
+to_results = selection.source == "browse" and all(returned.get(key) for key in RESULTS_SEGMENT)
 nav = st.columns([1.3, 1.3, 4, 2], vertical_alignment="center")
 if nav[0].button("Previous", icon=":material/chevron_left:", shortcut="Left", disabled=previous is None,
                  key="image-previous", width="stretch"):
@@ -173,14 +180,7 @@ if nav[1].button("Next", icon=":material/chevron_right:", shortcut="Right", disa
 where = (f"**Not in this selection now** (relabelled, excluded or opened from a link); {plural(len(order), 'image')}"
          if outside else f"**Image {position + 1:,} of {len(order):,}**")
 nav[2].markdown(f"{where} · {escape_markdown(describe(selection, _name))} "
-                f"({SOURCE_LABELS[selection.source]}, {view} view)")
-# The page that opened this one gave its whole state (back_ parameters): that is the way back; else the selection.
-# Confusions gives it on a pair, naming at least its class and model; Results on its segment's images (Browse's
-# filters), naming the segment (RESULTS_SEGMENT; they went back to Browse: a leftover of a UI review). Nothing else
-# (a hostile check: any back_ parameter replaced the way back, a lone back_bars landing on the first class, and
-# src=browse took Confusions' keys to Browse).
-returned = returned_params()
-to_results = selection.source == "browse" and all(returned.get(key) for key in RESULTS_SEGMENT)
+                f"({'a Results segment' if to_results else SOURCE_LABELS[selection.source]}, {view} view)")
 if selection.source == "pair" and {"true", "model"} <= returned.keys():
     back = returned
 elif to_results:

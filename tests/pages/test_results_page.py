@@ -549,6 +549,7 @@ def test_the_image_pages_way_back_from_a_segment_is_results_as_it_was(app):
     assert not at.exception, [e.value for e in at.exception]
     (back,) = [link.proto for link in at.get("page_link") if link.proto.label in ("Back to Results", "Back to the grid")]
     assert back.label == "Back to Results" and "results" in back.page, (back.label, back.page)
+    assert [m.value for m in at.markdown if "(a Results segment, raw view)" in m.value]
     back_query = urllib.parse.parse_qs(back.query_string)
     assert back_query == state, back_query
     # Results from that link: the stack, the segment's images and the heatmap's metric as they were.
