@@ -22,6 +22,13 @@ MAX_NAME_CHARS = 60
 MAX_VIEWS = 200
 MAX_PARAMS_BYTES = 64_000  # a view's parameters as JSON: a lasso of 500 images (about 17,000) fits
 MAX_FILE_BYTES = 4 << 20
+# URL parameters a page link may not set (Streamlit reserves them, any case, and raises StreamlitAPIException for a
+# link naming one: a views file holding one broke the sidebar on every page; a hostile check): left out of a view.
+RESERVED_PARAMS = frozenset({"embed", "embed_options"})
+
+
+def reserved(key: str) -> bool:
+    return key.lower() in RESERVED_PARAMS
 
 
 class SavedViewError(WildLensError, ValueError):
@@ -56,7 +63,8 @@ def _clean_params(params) -> dict[str, list[str]]:
         values = [values] if isinstance(values, str) else list(values)
         if not isinstance(key, str) or not all(isinstance(v, str) for v in values):
             raise SavedViewError("a view's parameters are text.")
-        out[key] = values
+        if not reserved(key):
+            out[key] = values
     if len(json.dumps(out)) > MAX_PARAMS_BYTES:
         raise SavedViewError(f"this view's filters are longer than {MAX_PARAMS_BYTES:,} characters; pick fewer images.")
     return out

@@ -125,11 +125,11 @@ class Selection:
                     value = float(text)
                 except ValueError:
                     value = None
-                if value is None or value != value:
-                    notes.append(f"{key}={text[:30]} (a number from 0 to 1)")
+                # Out of [0, 1] refused as Browse refuses it, not clipped (a hostile check: conf_min=41, meant as
+                # 41 %, became 1 and the page said only that no image was left).
+                if value is None or not 0.0 <= value <= 1.0:
+                    notes.append(f"{key}={text[:30]} (a fraction from 0 to 1, e.g. 0.41 for 41%)")
                     value = None
-                else:
-                    value = min(1.0, max(0.0, value))
             bounds.append(value)
         sort = one("sort") or "class"
         if sort not in SORTS:
@@ -185,7 +185,7 @@ def describe(selection: Selection, name: Callable[[str], str]) -> str:
     ``name``: wnid -> class name. Outside text: escape it where Markdown is read."""
     s = selection
     if s.source == "list":
-        return f"{len(s.images):,} images picked"
+        return f"{len(s.images):,} image{'' if len(s.images) == 1 else 's'} picked"
     if s.source == "compare":
         return f"{s.compare[0]} vs {s.compare[1]}: {s.compare[2].replace('_', ' ')}"
     if s.source == "issues":

@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from core.curation import BUILTIN_TAGS, TAG_HELP, CurationError, record, undo
-from core.errors import WildLensError, one_line
+from core.errors import WildLensError, one_line, printable
 from explain.browse import BrowseError
 from explain.curation_view import CURATED, RAW
 from explain.image_view import history, model_rows, near_duplicates, provenance
@@ -118,8 +118,12 @@ if table.empty:
     no_predictions_note(run, view)
     st.stop()
 selection, notes = Selection.from_params(st.query_params.get_all)
+# What the selection is, in words; the link's values are outside text: cut, control characters as escapes (a hostile
+# check: a 100 KB true= was echoed whole, a right-to-left override reversed the line).
+described = printable(describe(selection, _name))
+described = described if len(described) <= 300 else described[:299] + "…"
 if notes:
-    st.warning("Not a value this selection takes: " + escape_markdown("; ".join(notes)) + ". Showing the rest.",
+    st.warning("Not a value this selection takes: " + escape_markdown(printable("; ".join(notes))) + ". Showing the rest.",
                icon=":material/link_off:")
 try:
     images = resolve_selection(run, table_key, selection)  # pages.reads: explain.selection.resolve, cached per selection
@@ -142,7 +146,7 @@ wanted = st.query_params.get("open")
 place_key = "_image_place-" + "&".join(f"{k}={v}" for k, values in sorted(selection.params().items()) for v in values)
 outside = bool(wanted) and wanted not in order and wanted in known_images
 if not order and not outside:
-    st.info(f"No image in this selection ({escape_markdown(describe(selection, _name))}).")
+    st.info(f"No image in this selection ({escape_markdown(described)}).")
     st.stop()
 if outside:
     image = wanted
@@ -156,7 +160,7 @@ else:
     following = order[position + 1] if position + 1 < len(order) else None
 if wanted and wanted != image:  # a link to an image the run does not have: said, not silently replaced
     shown = wanted if len(wanted) <= 80 else wanted[:79] + "…"
-    st.warning(escape_markdown(f"The link opens {shown}, which this run has no image of; showing the selection's "
+    st.warning(escape_markdown(f"The link opens {printable(shown)}, which this run has no image of; showing the selection's "
                                "first image instead."), icon=":material/link_off:")
 if wanted != image:
     write_params({"open": image})
@@ -179,7 +183,7 @@ if nav[1].button("Next", icon=":material/chevron_right:", shortcut="Right", disa
     _open(following)
 where = (f"**Not in this selection now** (relabelled, excluded or opened from a link); {plural(len(order), 'image')}"
          if outside else f"**Image {position + 1:,} of {len(order):,}**")
-nav[2].markdown(f"{where} · {escape_markdown(describe(selection, _name))} "
+nav[2].markdown(f"{where} · {escape_markdown(described)} "
                 f"({'a Results segment' if to_results else SOURCE_LABELS[selection.source]}, {view} view)")
 if selection.source == "pair" and {"true", "model"} <= returned.keys():
     back = returned

@@ -178,8 +178,12 @@ def carried_back_params() -> dict[str, list[str]]:
 
 def returned_params() -> dict[str, list[str]]:
     """The state a page gave the Image page (its back_ parameters, the prefix removed): its way back."""
+    from core.saved_views import reserved
+
+    # The run and the view stay the Image page's; Streamlit's own (embed) no link may set (a hostile check: a
+    # back_embed raised StreamlitAPIException on the Image page).
     return {key[len(BACK_PREFIX):]: values for key, values in carried_back_params().items()
-            if key[len(BACK_PREFIX):] not in ("", RUN_PARAM, "view")}  # the run and the view stay the Image page's
+            if key[len(BACK_PREFIX):] not in ("", RUN_PARAM, "view") and not reserved(key[len(BACK_PREFIX):])}
 
 
 def require_run() -> Run:
@@ -187,7 +191,8 @@ def require_run() -> Run:
     that does not exist here: then the runs that do, never another run's numbers in its place)."""
     missing = st.session_state.get("_missing_run")
     if missing:
-        st.error(f"No run {escape_markdown(missing)} in {escape_markdown(store().runs_dir)}: the link names a run "
+        # The link's run cut and its control characters escaped (listed): a 100 KB or multi-line run= was echoed whole.
+        st.error(f"No run {escape_markdown(listed([missing], 1))} in {escape_markdown(store().runs_dir)}: the link names a run "
                  "this WildLens does not have. Open one of these, or pick one in the sidebar.",
                  icon=":material/link_off:")
         here = st.session_state.get("_current_page") or "pages/results_page.py"

@@ -93,6 +93,11 @@ def error_type_line(rows: list[dict]) -> tuple[str, str]:
 
 def listed(items: list[str], limit: int = 5) -> str:
     """The first few of ``items`` (each cut to 60 characters) and how many more: a link may repeat a
-    parameter thousands of times, or hold a value thousands of characters long."""
+    parameter thousands of times, or hold a value thousands of characters long. Control and format characters
+    are written as their escapes (core.errors.printable): a right-to-left override or a newline from a link is
+    shown, not obeyed (a hostile check: they reversed or broke the warnings that quote a link)."""
+    from core.errors import printable
+
+    items = [printable(item) for item in items[:limit]] + list(items[limit:])
     shown = [item if len(item) <= 60 else item[:59] + "…" for item in items[:limit]]
     return ", ".join(shown) + (f" and {len(items) - limit:,} more" if len(items) > limit else "")
