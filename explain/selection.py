@@ -24,6 +24,7 @@ import pandas as pd
 
 from .browse import (GROUPS, OUTCOMES, SORTS, BrowseError, compare_models, filter_annotated, filter_images,
                      selection_images)
+from .error_types import ERROR_TYPES
 from .vocabulary import RELATIONS
 
 SOURCES = ("browse", "pair", "compare", "issues", "list")
@@ -131,13 +132,19 @@ class Selection:
                     notes.append(f"{key}={text[:30]} (a fraction from 0 to 1, e.g. 0.41 for 41%)")
                     value = None
             bounds.append(value)
+        # Error types are a closed vocabulary, named as Browse names them (a hostile check: etype=nonsense gave only
+        # "No image in this selection").
+        error_types = tuple(dict.fromkeys(e for e in get_all("etype") if e in ERROR_TYPES))
+        odd = [e for e in get_all("etype") if e and e not in ERROR_TYPES]
+        if odd:
+            notes.append(f"etype={odd[0][:30]} (one of {', '.join(ERROR_TYPES)})")
         sort = one("sort") or "class"
         if sort not in SORTS:
             notes.append(f"sort={sort[:30]} (one of {', '.join(SORTS)})")
             sort = "class"
         return cls(source=source, models=tuple(dict.fromkeys(m for m in get_all("model") if m)), true=one("true"),
                    pred=one("pred"), outcome=outcome, relations=relations, conf_min=bounds[0], conf_max=bounds[1],
-                   error_types=tuple(dict.fromkeys(e for e in get_all("etype") if e)),
+                   error_types=error_types,
                    tags=tuple(dict.fromkeys(t for t in get_all("tag") if t)), margin_max=bounds[2], sort=sort), notes
 
     def with_images(self, images) -> "Selection":

@@ -31,7 +31,7 @@ from pages.run_state import (BROWSE_GRID_PAGE_PARAM, BROWSE_PER_PAGE, RESULTS_SE
                              VIEW_PARAM, carried_back_params, current_view, require_run, returned_params, write_params)
 from pages.pictures import file_version, say_no_file, stored_picture
 from pages.tables import NA_DASH
-from pages.text import escape_markdown, plural
+from pages.text import escape_markdown, listed, plural
 
 PAGE = "pages/image_page.py"
 SOURCE_PAGES = {"browse": "pages/browse_page.py", "pair": "pages/confusions_page.py",
@@ -125,6 +125,15 @@ described = described if len(described) <= 300 else described[:299] + "…"
 if notes:
     st.warning("Not a value this selection takes: " + escape_markdown(printable("; ".join(notes))) + ". Showing the rest.",
                icon=":material/link_off:")
+# Models the link names that the run has none of: said, as Results and Browse say it (a hostile check: the page said
+# only that no image was in the selection).
+named = [m for m in (selection.compare[:2] if selection.source == "compare" else selection.models) if m]
+models_here = table["model"].cat.categories if isinstance(table["model"].dtype, pd.CategoricalDtype) \
+    else table["model"].unique()
+unknown = [m for m in named if m not in set(models_here)]
+if unknown:
+    st.warning(escape_markdown(f"The link names {listed(unknown)}: {'a model' if len(unknown) == 1 else 'models'} "
+                               "this run has no predictions of."), icon=":material/link_off:")
 try:
     images = resolve_selection(run, table_key, selection)  # pages.reads: explain.selection.resolve, cached per selection
 except BrowseError as exc:

@@ -273,3 +273,14 @@ def test_a_links_run_and_values_are_quoted_short_and_shown_not_obeyed(home):
         texts = [m.value for m in (*at.error, *at.warning)]
         assert texts and all(len(t) < 600 for t in texts), [len(t) for t in texts]
         assert not [t for t in texts if "\u202e" in t or "\n\n" in t], texts
+
+
+def test_a_links_unknown_error_type_and_model_are_named(home):
+    """The same campaign: etype=nonsense and a model the run lacks gave only "No image in this selection"; Browse
+    names both. Now the Image page does too."""
+    at = _app(etype="nonsense", model="nosuchmodel")
+    said = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "etype=nonsense (one of " in said and "The link names nosuchmodel: a model this run has no predictions" \
+        in said, said
+    at = _app(src="compare", cmp_a="efficientnet_lite0", cmp_b="ghost")
+    assert [w.value for w in at.warning if "ghost" in w.value]
