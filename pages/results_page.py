@@ -15,6 +15,7 @@ import streamlit as st
 from core.intervals import DEFAULT_HALF_WIDTH, DEFAULT_LEVEL, format_level, images_needed
 from explain.claims import PHRASES, claims_table
 from explain.metric_intervals import rankable
+from explain.uncertainty import MIN_BOOTSTRAP_N
 from explain.metrics import column_docs
 from explain.schema import labels_of
 from pages.charts import cached_figure, claims_figure, error_offsets
@@ -88,7 +89,8 @@ ci = tables.ci
 level = float(ci["level"]) if ci else DEFAULT_LEVEL
 intervals = (f"Each rate and mean is shown with its {format_level(level)} interval, `value [low, high]` (Wilson for a share, "
              f"a bootstrap over images for a mean, {ci['resamples']} resamples, seed {ci['seed']}); the error bars "
-             "are the same intervals." if ci else
+             f"are the same intervals. A mean over fewer than {MIN_BOOTSTRAP_N} images (or mistakes, for a mean "
+             "over them) is shown alone: too few for a bootstrap interval to hold its level." if ci else
              "These tables were computed without intervals (`--no-ci`): values are shown alone.")
 st.caption("Accuracy is strict (top-1 == true class); *Hier. accuracy* also counts a prediction of a hyponym "
            "of the true class as correct, as the reference notebooks of the 2023 study of ImageNet classifiers "
@@ -200,8 +202,16 @@ else:
     # pages.charts.cached_figure: built once per content (Plotly Express's validation cost 0.35 s a rerun)
     st.plotly_chart(cached_figure(results_model_bars, chart, metric, bool(errors), has_bounds, level), width="stretch")
 partly = undefined and len(undefined) < len(shown)
+# Models whose value has no interval (a mean over fewer than MIN_BOOTSTRAP_N mistakes): named, not a bare "Whiskers"
+# over bars without any (a UI review: the curated view's mean WUP of 9 mistakes).
+bare = [m for m, v, low in zip(shown["model"], shown[metric], shown[f"{metric}_ci_low"] if f"{metric}_ci_low" in shown
+                                else [None] * len(shown)) if not pd.isna(v) and pd.isna(low)] if has_bounds else []
 st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
-           + (f" Whiskers: the {format_level(level)} interval." if has_bounds and len(undefined) < len(shown) else "")
+           + (f" Whiskers: the {format_level(level)} interval." if has_bounds and len(undefined) + len(bare) < len(shown)
+              else "")
+           + (f" No interval for {escape_markdown(', '.join(bare))}: fewer than {MIN_BOOTSTRAP_N} "
+              + ("mistakes" if metric.endswith("_mistakes") or metric == "severity" else "observations")
+              + " to resample." if bare else "")
            + (" No value (undefined) for " + escape_markdown(", ".join(undefined)) + "." if partly else ""))
 
 # ------------------------------------------------------------------ error types (issue 24 item 4)

@@ -156,7 +156,11 @@ def table_column_config(table: str | None, columns, df: pd.DataFrame | None = No
                                                      help=f"`{base}_ci_low`, `{base}_ci_high`: " + interval_help())
             continue
         if dtype is not None and _is_float(dtype) and not formats:
-            config[column] = st.column_config.NumberColumn(label, help=help_text)
+            # A cell carrying its interval ('100.0% [61.0, 100.0]') is wider than the number Streamlit sizes the
+            # column by, and a number column is right-aligned: the text lost its start ('.0% [61.0, 100.0]', read
+            # as 0 %; a UI review). "medium" (200 px) holds the widest, '100.0% [100.0, 100.0]'.
+            config[column] = st.column_config.NumberColumn(label, help=help_text,
+                                                           width="medium" if column in bounded else None)
         elif dtype is not None and _is_float(dtype):
             if is_rate(column):
                 # step 0.001: Streamlit's "percent" then shows one decimal, like "{:.1%}" and PERCENT_D3.

@@ -661,3 +661,41 @@ def test_the_accuracy_against_types_scatter_hovers_with_intervals(app):
                              and "Error type=" in t and "%{x" not in t for t in templates), templates[0]
     texts = [v for t in scatters[0]["data"] for row in (t.get("customdata") or []) for v in row if isinstance(v, str)]
     assert any(re.fullmatch(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", v) for v in texts), texts[:6]
+
+
+def test_a_mean_without_an_interval_says_why_and_interval_cells_keep_their_start(sample_store, tmp_path_factory,
+                                                                                   monkeypatch):
+    """A UI review (2026-12-08): in the curated view of the sample (a relabel and an exclusion: 9 mistakes per model)
+    the mean WUP of the mistakes had no whiskers while the caption said "Whiskers: the 95% interval", and the page
+    promised every mean its interval. A mean over fewer than MIN_BOOTSTRAP_N mistakes has none (explain.uncertainty):
+    the chart's caption names the models without one and why, the page's caption says the rule. And the per-class
+    table's interval cells were cut from the left ('.0% [61.0, 100.0]'): bounded columns are 'medium' wide."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from core.curation import record
+    from core.runstore import RunStore
+    from explain.uncertainty import MIN_BOOTSTRAP_N
+    from tests.conftest import ROOT
+    from tests.pages.conftest import copy_store
+
+    home = copy_store(sample_store, tmp_path_factory, "curated_home")
+    monkeypatch.setenv("WILDLENS_HOME", str(home))
+    run = RunStore(home).open_run("sample")
+    record(run, "relabel", ["n02123045/21af83c986bb37c1.png"], EGYPTIAN_CAT)
+    record(run, "exclude", ["n03763968/27fcb2c34a7b748f.png"])
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    at.query_params.update({"run": "sample", "view": "curated", "chart": "wup_mistakes"})
+    at.run()
+    at.switch_page("pages/results_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = [c.value for c in at.caption]
+    bare = [c for c in captions if f"fewer than {MIN_BOOTSTRAP_N} mistakes to resample" in c]
+    assert len(bare) == 1 and "Whiskers" not in bare[0], captions
+    assert [c for c in captions if f"A mean over fewer than {MIN_BOOTSTRAP_N} images" in c]
+    configs = [json.loads(d.proto.columns) for d in at.dataframe]
+    configs = [c for c in configs if "sibling_rate" in c]
+    assert len(configs) >= 2, "the per-model and per-class tables"
+    assert all(c["sibling_rate"].get("width") == "medium" for c in configs), [c["sibling_rate"] for c in configs]
