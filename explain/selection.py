@@ -194,7 +194,9 @@ def describe(selection: Selection, name: Callable[[str], str]) -> str:
     if s.source == "list":
         return f"{len(s.images):,} image{'' if len(s.images) == 1 else 's'} picked"
     if s.source == "compare":
-        return f"{s.compare[0]} vs {s.compare[1]}: {s.compare[2].replace('_', ' ')}"
+        # 'only A wrong', not 'only a wrong' (a UI review): A and B are the two models named before it.
+        group = s.compare[2].replace("_a_", "_A_").replace("_b_", "_B_").replace("_", " ")
+        return f"{s.compare[0]} vs {s.compare[1]}: {group}"
     if s.source == "issues":
         return "label issues" + (f" on {', '.join(s.models)}" if s.models else "")
     who = ", ".join(s.models) if s.models else "every model"

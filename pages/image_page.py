@@ -79,11 +79,13 @@ def _show_picture(image: str, width="native") -> None:
     except OSError:  # gone since it was found: as a missing file
         say_no_file(image)
         return
-    data, size, shown = _picture(str(path), version)
+    data, size, _ = _picture(str(path), version)
     if data is None:
         st.caption(f"Cannot decode {escape_markdown(image)}: {escape_markdown(size)}")
     elif width == "native":
-        st.image(data, width=shown, caption=escape_markdown(f"{image} · {size}"))
+        # "content": its own size, never wider than the column (a width in pixels overflowed it: a 512-pixel photo
+        # covered the curation controls beside it; a UI review).
+        st.image(data, width="content", caption=escape_markdown(f"{image} · {size}"))
     else:
         st.image(data, width=width)
 

@@ -58,6 +58,12 @@ def test_a_selection_survives_its_url_and_resolves_like_the_grid(table):
     pair = Selection(source="pair", models=("b",), true=TABBY, pred=EGYPTIAN)
     assert resolve(pair, table)["image"].tolist() == ["img2.jpg"]
     assert "tabby → Egyptian" in describe(pair, {TABBY: "tabby", EGYPTIAN: "Egyptian cat"}.get)
+    # The comparison's groups name the models by their letters (a UI review: 'only a wrong').
+    assert describe(Selection(source="compare", compare=("m1", "m2", "only_a_wrong")), str) == "m1 vs m2: only A wrong"
+    assert describe(Selection(source="compare", compare=("m1", "m2", "both_wrong")), str) == "m1 vs m2: both wrong"
+    # Bounds outside [0, 1] are refused by name, not clipped (a hostile check: conf_min=41 meant 41 %).
+    out, notes = Selection.from_params(lambda key: {"conf_min": ["41"], "margin_max": ["-1"]}.get(key, []))
+    assert out.conf_min is None and out.margin_max is None and len(notes) == 2, notes
     picked = Selection(source="list", images=("img2.jpg", "nope.jpg", "img0.jpg"))
     assert resolve(picked, table)["image"].tolist() == ["img2.jpg", "img0.jpg"]
     both = Selection(source="compare", compare=("a", "b", "both_wrong"))
