@@ -26,7 +26,9 @@ from pages.run_state import open_run_link, store
 
 SKIP, OTHER = "\0skip", "\0other"  # select box values that no wnid can be
 # Readable headers; the raw names stay in the CSV and in each header's help.
-PLAN_LABELS = {"folder": "Folder", "files": "Images", "status": "Status", "class": "Class", "wnid": "Class id",
+# "Files", not "Images": the plan counts the files the import will read, and only reading says which are images (a UI
+# review: a folder of .py files read "classify (27 images)").
+PLAN_LABELS = {"folder": "Folder", "files": "Files", "status": "Status", "class": "Class", "wnid": "Class id",
                "note": "Note"}
 PLAN_DOCS = {"folder": "The sub-folder's name, as it is on disk.",
              "files": "Files the import would read (each is validated: non-images are recorded as rejected).",
@@ -149,7 +151,7 @@ if n_ambiguous or n_unknown:
 for item in plan.by_status(AMBIGUOUS):
     candidates = {c.wnid: c for c in item.candidates}
     choice = st.selectbox(
-        f"**{shown(item.folder)}** ({plural(item.files, 'image')}) can mean {len(candidates)} classes: which one?",
+        f"**{shown(item.folder)}** ({plural(item.files, 'file')}) can mean {len(candidates)} classes: which one?",
         [*candidates, SKIP], index=None, placeholder="Choose the sense…", key=folder_key(item.folder),
         format_func=lambda w, c=candidates: "Skip this folder" if w == SKIP else f"{c[w].label} ({w})")
     if choice is None:
@@ -159,7 +161,7 @@ for item in plan.by_status(AMBIGUOUS):
 for item in plan.by_status(UNKNOWN):
     close = {c.wnid: c for c in item.candidates}
     choice = st.selectbox(
-        f"**{shown(item.folder)}** ({plural(item.files, 'image')}) is not a class of {label_space}",
+        f"**{shown(item.folder)}** ({plural(item.files, 'file')}) is not a class of {label_space}",
         [SKIP, *close, OTHER], key=folder_key(item.folder),
         format_func=lambda w, c=close: ("Skip this folder" if w == SKIP else "Map it to another class: type it…"
                                         if w == OTHER else f"Map it to {c[w].name} — {c[w].definition} ({w})"),

@@ -2,6 +2,7 @@
 
 The sample run is not built here (it costs a minute of inference): ``pages.server.ensure_sample_run``
 is replaced by a no-op, and each test gets its own empty store (tests/conftest.py)."""
+import json
 import os
 import re
 
@@ -89,6 +90,9 @@ def test_the_issue_folders_import_with_missile_resolved_in_place(home, tmp_path)
     assert int(plan.loc["missile", "files"]) == 2
     (missile,) = [s for s in at.selectbox if "missile" in s.label]
     assert missile.value is None and "ambiguous" not in missile.label  # undecided until picked
+    # Files, not images: only reading says which are (a UI review: a folder of .py files read "27 images").
+    assert "(2 files)" in missile.label
+    assert json.loads(at.dataframe[0].proto.columns)["files"]["label"] == "Files"
     assert missile.options[:2] == [f"missile.n.01 — a rocket carrying a warhead of conventional or nuclear "
                                    f"explosives; may be ballistic or directed by remote control ({MISSILE})",
                                    f"projectile.n.01 — a weapon that is forcibly thrown or projected at a targets "
@@ -114,8 +118,6 @@ def test_the_issue_folders_import_with_missile_resolved_in_place(home, tmp_path)
     assert any("Not imported" in m.value and "astronaut: skipped as asked" in m.value for m in at.markdown)
     summary = at.dataframe[-1].value
     assert set(summary["wnid"]) == {TABBY, MISSILE, PALACE, ESPRESSO}
-    import json
-
     rejected = [c for c in summary.columns if str(c).startswith("rejected:")]
     headers = json.dumps(json.loads(at.dataframe[-1].proto.columns))
     assert rejected and all(f"Rejected ({str(c).split(':', 1)[1].replace('-', ' ')})" in headers for c in rejected), \
