@@ -467,11 +467,17 @@ if len(all_models) < 2:
                                                  "can be run on it)." if predictions_only(run) else
                                                  "this run has one. Run another on the Models page."))
     st.stop()
-_keep_valid("cmp_a", all_models, all_models[0])
+# A and B default to the first two models of the Models filter above when it names two or more (a UI review: with
+# lite0 and lite2 chosen, the comparison showed lite0 against lite1, a model filtered out); else the run's first two.
+# Only the defaults follow the filter: a pick of A or B stays, and is written to the URL when it is no default.
+picked = [m for m in models if m in all_models] if len(models) >= 2 else []
+default_a = picked[0] if picked else all_models[0]
+_keep_valid("cmp_a", all_models, default_a)
 ca, cb, cc = st.columns([1, 1, 2])
 model_a = ca.selectbox("Model A", all_models, key="cmp_a")
 others = [m for m in all_models if m != model_a]
-_keep_valid("cmp_b", others, others[0])
+default_b = next((m for m in picked if m != model_a), others[0])
+_keep_valid("cmp_b", others, default_b)
 model_b = cb.selectbox("Model B", others, key="cmp_b")
 comparison = _two_models(*table_key, model_a, model_b, true, table, image_codes(image_key))
 where = f" of {escape_markdown(names[true])}" if true else ""
@@ -520,7 +526,7 @@ else:
 _keep_valid("cmp_group", list(GROUPS), "both_wrong")
 group = st.radio("Show", list(GROUPS), key="cmp_group", horizontal=True,
                  format_func=lambda g: f"{GROUP_LABELS[g]} ({counts[g]:,})")
-compared = {"cmp_a": "" if model_a == all_models[0] else model_a, "cmp_b": "" if model_b == others[0] else model_b,
+compared = {"cmp_a": "" if model_a == default_a else model_a, "cmp_b": "" if model_b == default_b else model_b,
             "cmp_group": "" if group == GROUPS[0] else group}
 if _changed_here("_browse_compared", compared, not url_applied):  # as _write_url: one step
     st.session_state["cmp_page_no"] = 1

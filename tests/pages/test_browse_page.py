@@ -522,3 +522,20 @@ def test_back_to_the_grid_opens_the_grid_page_that_holds_the_image(app, monkeypa
     assert param not in back_link(page_one[-1])
     first = back_link({k: v for k, v in query.items() if k != "open"})
     assert param not in first, first
+
+
+def test_the_comparison_defaults_to_the_models_the_filter_names(app, library):
+    """A UI review (2026-12-08): with lite0 and lite2 chosen in the Models filter, the comparison showed lite0 against
+    lite1, a model filtered out. Its defaults now follow the filter when it names two or more; a link naming A and
+    B keeps them, and a default is left out of the URL."""
+    models = list(dict.fromkeys(library["model"]))
+    if len(models) < 3:
+        pytest.skip("the sample has fewer than three models")
+    at = open_page(app, run="sample", model=[models[0], models[2]])
+    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[0], models[2])
+    assert "cmp_a" not in at.query_params and "cmp_b" not in at.query_params
+    at = open_page(app, run="sample", model=[models[2], models[1]])
+    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[1], models[2]) \
+        or (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[2], models[1])
+    at = open_page(app, run="sample", model=[models[0], models[2]], cmp_a=models[1], cmp_b=models[0])
+    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[1], models[0])
