@@ -305,6 +305,9 @@ def paged(count: int, key: str, param: str) -> slice:
     """The rows of one page of ``count``; the page number (widget ``key``) goes to the URL as ``param``."""
     pages = max(1, -(-count // PER_PAGE))
     if st.session_state.get(key, 1) > pages:
+        if url_applied:  # a link's page past the end is said (a UI review: page=99 showed page 1 without a word)
+            st.caption(escape_markdown(f"The link's {param}={st.session_state[key]} is past the last page ({pages}): "
+                                       "showing the first."))
         st.session_state[key] = 1
     if pages > 1:
         left, right = st.columns([1, 4], vertical_alignment="bottom")

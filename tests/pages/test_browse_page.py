@@ -539,3 +539,13 @@ def test_the_comparison_defaults_to_the_models_the_filter_names(app, library):
         or (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[2], models[1])
     at = open_page(app, run="sample", model=[models[0], models[2]], cmp_a=models[1], cmp_b=models[0])
     assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[1], models[0])
+
+
+def test_a_links_page_past_the_last_is_said(app):
+    """A UI review: page=99 showed page 1 without a word (a page that is no number was already said)."""
+    at = open_page(app, run="sample", page="99")
+    said = [c.value for c in at.caption if "past the last page" in c.value]
+    assert len(said) == 1 and "page\\=99 is past the last page \\(2\\)" in said[0], said
+    assert "page" not in at.query_params
+    at.run()  # the page's own rerun: said once
+    assert not [c.value for c in at.caption if "past the last page" in c.value]
