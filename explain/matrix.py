@@ -301,9 +301,10 @@ def sibling_blocks(order: Sequence[str]) -> list[tuple[int, int, str]]:
 
 def matrix_long(counts: pd.DataFrame, label_space: str = "imagenet-1k") -> pd.DataFrame:
     """A matrix of :func:`confusion_matrix` counts as one row per non-empty cell, the exported form:
-    ``true_wnid, predicted, predicted_wnid, count, row_share`` (``predicted`` is the column's key:
-    a wnid, or an outside group such as "other: under feline.n.01", whose ``predicted_wnid`` is
-    empty). A wide CSV would have bare wnids as headers; this one gets a name beside every wnid
+    ``true_wnid, predicted, predicted_wnid, predicted_under_wnid, count, row_share`` (``predicted`` is the
+    column's key: a wnid, or an outside group such as "other: under feline.n.01", whose ``predicted_wnid`` is
+    empty: no class was predicted as such; its ``predicted_under_wnid`` is the node it groups under,
+    :func:`outside_anchor`, so the CSV can be joined on it: a UI review). A wide CSV would have bare wnids as headers; this one gets a name beside every wnid
     column (``explain.export.table_to_csv_bytes``)."""
     from core.wordnet import is_wnid
 
@@ -312,4 +313,5 @@ def matrix_long(counts: pd.DataFrame, label_space: str = "imagenet-1k") -> pd.Da
     long["row_share"] = long["count"] / totals.where(totals > 0)  # a row with no image: NaN, not 0/0
     long = long[long["count"] > 0].reset_index(drop=True)
     long.insert(2, "predicted_wnid", [p if is_wnid(str(p)) else None for p in long["predicted"]])
+    long.insert(3, "predicted_under_wnid", [outside_anchor(p) for p in long["predicted"]])
     return long
