@@ -23,7 +23,7 @@ def home(sample_store, tmp_path_factory, monkeypatch):
     return home
 
 
-def _app(**params) -> AppTest:
+def _app(page: str = PAGE, **params) -> AppTest:
     import streamlit as st
 
     st.cache_data.clear()
@@ -31,7 +31,7 @@ def _app(**params) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
     for key, value in params.items():
         at.query_params[key] = value
-    at.switch_page(PAGE).run()
+    at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -259,17 +259,10 @@ def test_a_saved_view_naming_a_reserved_parameter_keeps_the_pages_working(home):
 def test_a_links_run_and_values_are_quoted_short_and_shown_not_obeyed(home):
     """The same campaign: a 100 KB run= was echoed whole in the error every page shows for a run it lacks, and a
     right-to-left override or a newline in a filter value reached Browse's warning raw (pages.text.listed)."""
-    import streamlit as st
-
     for page, params in (("pages/browse_page.py", {"run": "A" * 100_000}),
                          ("pages/results_page.py", {"run": "x\n\n    indented"}),
                          ("pages/browse_page.py", {"model": "\u202eevil"})):
-        st.cache_data.clear()
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
-        for key, value in params.items():
-            at.query_params[key] = value
-        at.switch_page(page).run()
-        assert not at.exception, [e.value for e in at.exception]
+        at = _app(page, **params)
         texts = [m.value for m in (*at.error, *at.warning)]
         assert texts and all(len(t) < 600 for t in texts), [len(t) for t in texts]
         assert not [t for t in texts if "\u202e" in t or "\n\n" in t], texts
