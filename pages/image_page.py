@@ -266,10 +266,13 @@ with right:
     free = [t for t in tags if t not in BUILTIN_TAGS]
     if free:
         st.caption("Own tags: " + escape_markdown(", ".join(free)))
-    own_left, own_right = st.columns([3, 1], vertical_alignment="bottom")
-    own = own_left.text_input("A tag of your own", key=f"own-tag-{image}-{state.fingerprint}", max_chars=40,
-                              placeholder="e.g. watermark")
-    if own_right.button("Add", key="own-tag-add", disabled=not own.strip()):
+    # A form, so Enter in the box adds the tag as the button does (a UI review: Enter did nothing).
+    with st.form(key=f"own-tag-form-{image}-{state.fingerprint}", border=False, enter_to_submit=True):
+        own_left, own_right = st.columns([3, 1], vertical_alignment="bottom")
+        own = own_left.text_input("A tag of your own", key=f"own-tag-{image}-{state.fingerprint}", max_chars=40,
+                                  placeholder="e.g. watermark")
+        added = own_right.form_submit_button("Add")
+    if added and own.strip():
         _record("tag", targets, own)
     if free and not bulk:
         drop = st.selectbox("Remove an own tag", [""] + free, key=f"own-untag-{image}-{state.fingerprint}",

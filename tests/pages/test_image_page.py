@@ -159,6 +159,28 @@ def test_hostile_tags_and_notes_are_text(home):
     assert "\\<img src\\=x onerror\\=alert\\(1\\)\\> \\$x\\$" in shown
 
 
+def test_a_tag_of_ones_own_is_added_by_the_button_or_enter_and_an_empty_one_is_not(home):
+    """The own-tag box had no test, and Enter in it did nothing (a UI review): it is a form now, so Enter submits it
+    as "Add" does. An empty or blank box adds nothing."""
+    images = _pair_images(home)
+    at = _app(src="list", img=images[0])
+    (box,) = [t for t in at.text_input if t.label == "A tag of your own"]
+    (add,) = [b for b in at.get("form_submit_button") if b.label == "Add"] if at.get("form_submit_button") else \
+        [b for b in at.button if b.label == "Add"]
+    box.input("   ")
+    add.click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [e for e in _log(home).entries if e.action == "tag"]
+    (box,) = [t for t in at.text_input if t.label == "A tag of your own"]
+    box.input("watermark")
+    (add,) = [b for b in at.get("form_submit_button") if b.label == "Add"] if at.get("form_submit_button") else \
+        [b for b in at.button if b.label == "Add"]
+    add.click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    tags = [e for e in _log(home).entries if e.action == "tag"]
+    assert len(tags) == 1 and tags[0].value == "watermark" and list(tags[0].images) == [images[0]], tags
+
+
 def test_bulk_actions_on_browse_and_a_saved_view(home):
     import streamlit as st
 
