@@ -304,7 +304,8 @@ def matrix_long(counts: pd.DataFrame, label_space: str = "imagenet-1k") -> pd.Da
     ``true_wnid, predicted, predicted_wnid, predicted_under_wnid, count, row_share`` (``predicted`` is the
     column's key: a wnid, or an outside group such as "other: under feline.n.01", whose ``predicted_wnid`` is
     empty: no class was predicted as such; its ``predicted_under_wnid`` is the node it groups under,
-    :func:`outside_anchor`, so the CSV can be joined on it: a UI review). A wide CSV would have bare wnids as headers; this one gets a name beside every wnid
+    :func:`outside_anchor`, so the CSV can be joined on it: a UI review).
+    A wide CSV would have bare wnids as headers; this one gets a name beside every wnid
     column (``explain.export.table_to_csv_bytes``)."""
     from core.wordnet import is_wnid
 

@@ -7,7 +7,7 @@ bookmarks work: ``?run=<id>&model=<model id>&true=<wnid>&pred=<wnid>&outcome=mis
 (and ``relation=``, ``conf_min=``, ``conf_max=``); ``model`` and ``relation`` may repeat. The grid's
 page is ``page=``, and the two-model comparison is ``cmp_a=<model>&cmp_b=<model>&cmp_group=<group>``
 (one of explain.browse.GROUPS) with its own ``cmp_page=`` (issue 22 item 21). A value at its default
-(every model, any class, page 1, the first two models, both_wrong) is left out of the URL; a value
+(every model, any class, page 1, the first two models of the Models filter, both_wrong) is left out of the URL; a value
 the run lacks or the page cannot take is dropped with a note naming it.
 """
 from __future__ import annotations
@@ -472,15 +472,23 @@ if len(all_models) < 2:
     st.stop()
 # A and B default to the first two models of the Models filter above when it names two or more (a UI review: with
 # lite0 and lite2 chosen, the comparison showed lite0 against lite1, a model filtered out); else the run's first two.
-# Only the defaults follow the filter: a pick of A or B stays, and is written to the URL when it is no default.
+# A model at its default follows the filter's change (on a link or on this page: the defaults of the last run are
+# remembered); one picked in its box stays, and is written to the URL as it is no default.
 picked = [m for m in models if m in all_models] if len(models) >= 2 else []
 default_a = picked[0] if picked else all_models[0]
+if url_applied:  # a link's, a reload's or Back's A and B decide (applied above): none follows a default here
+    st.session_state.pop("_cmp_default_a", None), st.session_state.pop("_cmp_default_b", None)
+if st.session_state.get("cmp_a") == st.session_state.get("_cmp_default_a"):
+    st.session_state.pop("cmp_a", None)
 _keep_valid("cmp_a", all_models, default_a)
 ca, cb, cc = st.columns([1, 1, 2])
 model_a = ca.selectbox("Model A", all_models, key="cmp_a")
 others = [m for m in all_models if m != model_a]
 default_b = next((m for m in picked if m != model_a), others[0])
+if st.session_state.get("cmp_b") == st.session_state.get("_cmp_default_b"):
+    st.session_state.pop("cmp_b", None)
 _keep_valid("cmp_b", others, default_b)
+st.session_state["_cmp_default_a"], st.session_state["_cmp_default_b"] = default_a, default_b
 model_b = cb.selectbox("Model B", others, key="cmp_b")
 comparison = _two_models(*table_key, model_a, model_b, true, table, image_codes(image_key))
 where = f" of {escape_markdown(names[true])}" if true else ""

@@ -52,20 +52,20 @@ def _named(wnid) -> str:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _picture(path: str, version: tuple) -> tuple[bytes | None, str, int]:
+def _picture(path: str, version: tuple) -> tuple[bytes | None, str]:
     """(JPEG bytes of the whole picture, at most MAX_SIDE pixels a side, or None if it cannot be
-    decoded; its size as text; the width it is shown at); cached per :func:`pages.pictures.file_version`."""
+    decoded; its size as text); cached per :func:`pages.pictures.file_version`."""
     from core.imageio import ImageLoadError, load_rgb, read_image_file
 
     try:  # read as inference reads files: a regular file of at most MAX_IMAGE_BYTES (a 1 GiB one was read whole)
         picture = load_rgb(read_image_file(path))
     except ImageLoadError as exc:
-        return None, one_line(exc), 0
+        return None, one_line(exc)
     size = f"{picture.width} × {picture.height} pixels"
     picture.thumbnail((MAX_SIDE, MAX_SIDE))
     out = io.BytesIO()
     picture.save(out, format="JPEG", quality=90)
-    return out.getvalue(), size, picture.width
+    return out.getvalue(), size
 
 
 def _show_picture(image: str, width="native") -> None:
@@ -79,7 +79,7 @@ def _show_picture(image: str, width="native") -> None:
     except OSError:  # gone since it was found: as a missing file
         say_no_file(image)
         return
-    data, size, _ = _picture(str(path), version)
+    data, size = _picture(str(path), version)
     if data is None:
         st.caption(f"Cannot decode {escape_markdown(image)}: {escape_markdown(size)}")
     elif width == "native":
@@ -125,7 +125,8 @@ selection, notes = Selection.from_params(st.query_params.get_all)
 described = printable(describe(selection, _name))
 described = described if len(described) <= 300 else described[:299] + "…"
 if notes:
-    st.warning("Not a value this selection takes: " + escape_markdown(printable("; ".join(notes))) + ". Showing the rest.",
+    st.warning("Not a value this selection takes: " + escape_markdown(printable("; ".join(notes)))
+               + ". Showing the rest.",
                icon=":material/link_off:")
 # Models the link names that the run has none of: said, as Results and Browse say it (a hostile check: the page said
 # only that no image was in the selection).
@@ -170,9 +171,8 @@ else:
     previous = order[position - 1] if position > 0 else None
     following = order[position + 1] if position + 1 < len(order) else None
 if wanted and wanted != image:  # a link to an image the run does not have: said, not silently replaced
-    shown = wanted if len(wanted) <= 80 else wanted[:79] + "…"
-    st.warning(escape_markdown(f"The link opens {printable(shown)}, which this run has no image of; showing the selection's "
-                               "first image instead."), icon=":material/link_off:")
+    st.warning(escape_markdown(f"The link opens {listed([wanted], 1)}, which this run has no image of; showing the "
+                               "selection's first image instead."), icon=":material/link_off:")
 if wanted != image:
     write_params({"open": image})
 
@@ -184,7 +184,8 @@ back_page = SOURCE_PAGES[selection.source]
 # (a hostile check: any back_ parameter replaced the way back, a lone back_bars landing on the first class, and
 # src=browse took Confusions' keys to Browse).
 returned = returned_params()
-to_results = selection.source == "browse" and all(returned.get(key) for key in RESULTS_SEGMENT)
+# Each named with a value: Streamlit keeps a blank one (a code review: back_segment= went back to Results).
+to_results = selection.source == "browse" and all(any(returned.get(key, ())) for key in RESULTS_SEGMENT)
 nav = st.columns([1.3, 1.3, 4, 2], vertical_alignment="center")
 if nav[0].button("Previous", icon=":material/chevron_left:", shortcut="Left", disabled=previous is None,
                  key="image-previous", width="stretch"):

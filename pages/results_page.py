@@ -24,8 +24,8 @@ from pages.tables import NA_DASH, PERCENT_D3, download_csv, interval_texts, show
 from pages.reads import (CLAIMS_AUTO_ROWS, class_name, claims, metric_tables, metrics_result, model_families,
                          no_predictions_note, predictions_only)
 from pages.run_state import (RESULTS_STATE, RUN_PARAM, VIEW_PARAM, back_params, current_view, keep_widget_state,
-                             page_link, remember_url, require_run, url_choice, url_choices, url_from_outside,
-                             write_choice, write_choices, write_params)
+                             page_link, refused_choice, remember_url, require_run, url_choice, url_choices,
+                             url_from_outside, write_choice, write_choices, write_params)
 from pages.text import escape_markdown, listed, plural, show_error
 
 RATE_COLUMNS = ["accuracy", "accuracy_hier", "accuracy_top5", "accuracy_balanced", "sibling_rate", "hypernym_rate",
@@ -147,7 +147,7 @@ write_choice("chart", metric, chart_metrics[0])
 # The per-class heatmap's metric is read from the URL here, above the Image page links that carry it back
 # (RESULTS_STATE); its box is drawn with the per-class table below.
 heatmap_metrics = [c for c in RATE_COLUMNS + MEAN_COLUMNS if c in tables.per_class.columns]
-url_choice("heatmap", heatmap_metrics, "class-metric")
+refused_heatmap = url_choice("heatmap", heatmap_metrics, "class-metric", warn=False)  # said beside its box below
 # Plotly reads HTML in labels and hover texts (<a href> is a live link): model ids from stored
 # predictions and class names reach the charts HTML-escaped; Plotly shows the entities as text.
 chart = shown.assign(model=shown["model"].map(html.escape))
@@ -207,8 +207,8 @@ partly = undefined and len(undefined) < len(shown)
 bare = [m for m, v, low in zip(shown["model"], shown[metric], shown[f"{metric}_ci_low"] if f"{metric}_ci_low" in shown
                                 else [None] * len(shown)) if not pd.isna(v) and pd.isna(low)] if has_bounds else []
 st.caption(f"`{metric}`: " + column_docs("per_model").get(metric, "")
-           + (f" Whiskers: the {format_level(level)} interval." if has_bounds and len(undefined) + len(bare) < len(shown)
-              else "")
+           + (f" Whiskers: the {format_level(level)} interval."
+              if has_bounds and len(undefined) + len(bare) < len(shown) else "")
            + (f" No interval for {escape_markdown(', '.join(bare))}: fewer than {MIN_BOOTSTRAP_N} "
               + ("mistakes" if metric.endswith("_mistakes") or metric == "severity" else "observations")
               + " to resample." if bare else "")
@@ -477,6 +477,8 @@ st.subheader("Per class")
 per_class = tables.per_class[tables.per_class["model"].isin(chosen)]
 label_space = run.info.label_space
 names = {w: class_name(w, label_space) for w in per_class["true_wnid"].unique()}
+if refused_heatmap:  # a link's heatmap= that is no choice here, said beside the box it is about
+    refused_choice("heatmap", refused_heatmap)
 class_metric = st.selectbox("Heatmap", heatmap_metrics, key="class-metric", format_func=LABELS.get)
 write_choice("heatmap", class_metric, heatmap_metrics[0])
 grid = per_class.pivot(index="true_wnid", columns="model", values=class_metric).astype(float)

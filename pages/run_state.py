@@ -122,22 +122,32 @@ def write_choices(param: str, chosen, options, also: dict | None = None) -> None
     remember_url(f"choices-{param}", tuple(st.query_params.get_all(param)))
 
 
-def url_choice(param: str, options, key: str) -> None:
+def url_choice(param: str, options, key: str, *, warn: bool = True) -> str | None:
     """Before the select box or radio keyed ``key``: its value from the URL's ``param`` on a link, a reload,
-    a bookmark or a new visit (:func:`url_from_outside`); a value that is no option is ignored. After the
-    widget, :func:`write_choice`. Why: a chart's metric or a class picked on Results or Images came back
+    a bookmark or a new visit (:func:`url_from_outside`); a value that is no option is ignored and said
+    (:func:`refused_choice`; with ``warn=False`` returned instead, for the page to say beside its box). After
+    the widget, :func:`write_choice`. Why: a chart's metric or a class picked on Results or Images came back
     to the first one on reload (a UI review)."""
     value = st.query_params.get(param, "")
+    refused = None
     if url_from_outside(f"choice-{param}", value):
         if value and value not in options:  # said, as Results' models and Confusions' class are (a hostile check)
-            st.warning(escape_markdown(f"The link's {param}={listed([value], 1)} is not one of this page's choices "
-                                       "here: showing the first."), icon=":material/link_off:")
+            refused = value
+            if warn:
+                refused_choice(param, value)
         # No parameter is the first choice, which write_choice leaves out (a UI review: Back to it did nothing).
         st.session_state[key] = value if value in options else (options[0] if len(options) else None)
     else:
         keep_widget_state(key)
     if key in st.session_state and st.session_state[key] not in options:
         st.session_state[key] = options[0] if len(options) else None  # said by the box, not kept as a ghost
+    return refused
+
+
+def refused_choice(param: str, value: str) -> None:
+    """The one line for a link's ``param`` value that is none of the page's choices."""
+    st.warning(escape_markdown(f"The link's {param}={listed([value], 1)} is not one of this page's choices "
+                               "here: showing the first."), icon=":material/link_off:")
 
 
 def write_choice(param: str, value, default) -> None:
@@ -192,8 +202,8 @@ def require_run() -> Run:
     missing = st.session_state.get("_missing_run")
     if missing:
         # The link's run cut and its control characters escaped (listed): a 100 KB or multi-line run= was echoed whole.
-        st.error(f"No run {escape_markdown(listed([missing], 1))} in {escape_markdown(store().runs_dir)}: the link names a run "
-                 "this WildLens does not have. Open one of these, or pick one in the sidebar.",
+        st.error(f"No run {escape_markdown(listed([missing], 1))} in {escape_markdown(store().runs_dir)}: "
+                 "the link names a run this WildLens does not have. Open one of these, or pick one in the sidebar.",
                  icon=":material/link_off:")
         here = st.session_state.get("_current_page") or "pages/results_page.py"
         for info in list_runs()[:12]:

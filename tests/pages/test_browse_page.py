@@ -524,21 +524,47 @@ def test_back_to_the_grid_opens_the_grid_page_that_holds_the_image(app, monkeypa
     assert param not in first, first
 
 
-def test_the_comparison_defaults_to_the_models_the_filter_names(app, library):
+def test_the_comparison_defaults_to_the_models_the_filter_names(app, library, monkeypatch):
     """A UI review (2026-12-08): with lite0 and lite2 chosen in the Models filter, the comparison showed lite0 against
-    lite1, a model filtered out. Its defaults now follow the filter when it names two or more; a link naming A and
-    B keeps them, and a default is left out of the URL."""
+    lite1, a model filtered out. Its defaults now follow the filter when it names two or more, on a link and on the
+    page; a model picked in its box stays; a default is left out of the URL, and a filter change is one URL write
+    (a code review: the first version wrote cmp_b in a second step, and followed the filter on a link only)."""
+    from streamlit.runtime.state.query_params_proxy import QueryParamsProxy
+
     models = list(dict.fromkeys(library["model"]))
     if len(models) < 3:
         pytest.skip("the sample has fewer than three models")
-    at = open_page(app, run="sample", model=[models[0], models[2]])
-    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[0], models[2])
+
+    def pair(at):
+        return _widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value
+
+    def fresh(**params):  # a link: only these parameters in the URL
+        for key in list(app.query_params):
+            del app.query_params[key]
+        return open_page(app, **params)
+
+    at = fresh(run="sample", model=[models[0], models[2]])
+    assert pair(at) == (models[0], models[2])
     assert "cmp_a" not in at.query_params and "cmp_b" not in at.query_params
-    at = open_page(app, run="sample", model=[models[2], models[1]])
-    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[1], models[2]) \
-        or (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[2], models[1])
-    at = open_page(app, run="sample", model=[models[0], models[2]], cmp_a=models[1], cmp_b=models[0])
-    assert (_widget(at, "selectbox", "cmp_a").value, _widget(at, "selectbox", "cmp_b").value) == (models[1], models[0])
+    at = fresh(run="sample", model=[models[2], models[1]])
+    assert pair(at) == (models[2], models[1])  # the filter's order
+    # On the page: no filter, then two models chosen in the filter: A and B follow, in one URL write.
+    at = fresh(run="sample")
+    assert pair(at) == (models[0], models[1])
+    writes = []
+    real = QueryParamsProxy.from_dict
+    monkeypatch.setattr(QueryParamsProxy, "from_dict", lambda self, params: (writes.append(dict(params)),
+                                                                            real(self, params))[1])
+    _widget(at, "multiselect", "browse_models").set_value([models[0], models[2]]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert pair(at) == (models[0], models[2]) and len(writes) == 1, writes
+    assert "cmp_a" not in at.query_params and "cmp_b" not in at.query_params
+    # A model picked in its box stays when the filter changes again; a link naming A and B keeps them.
+    _widget(at, "selectbox", "cmp_b").set_value(models[1]).run()
+    _widget(at, "multiselect", "browse_models").set_value([models[2], models[0]]).run()
+    assert pair(at) == (models[2], models[1]) and at.query_params["cmp_b"] == models[1]
+    at = fresh(run="sample", model=[models[0], models[2]], cmp_a=models[1], cmp_b=models[0])
+    assert pair(at) == (models[1], models[0])
 
 
 def test_a_links_page_past_the_last_is_said(app):

@@ -512,6 +512,13 @@ def url_state(at) -> dict[str, list[str]]:
             for key, value in at.query_params.items()}
 
 
+def way_back(at):
+    """The Image page's one way back: its "Back to Results" or "Back to the grid" link."""
+    (back,) = [link.proto for link in at.get("page_link")
+               if link.proto.label in ("Back to Results", "Back to the grid")]
+    return back
+
+
 def test_the_image_pages_way_back_from_a_segment_is_results_as_it_was(app):
     """A leftover of a UI review: a clicked segment's images opened the Image page on Browse's filters, so its way back
     went to Browse. Results' Image page links now carry its URL state as back_ parameters (the models, the charts'
@@ -547,7 +554,7 @@ def test_the_image_pages_way_back_from_a_segment_is_results_as_it_was(app):
     away_and_back(at, "pages/results_page.py", query)
     at.switch_page("pages/image_page.py").run()
     assert not at.exception, [e.value for e in at.exception]
-    (back,) = [link.proto for link in at.get("page_link") if link.proto.label in ("Back to Results", "Back to the grid")]
+    back = way_back(at)
     assert back.label == "Back to Results" and "results" in back.page, (back.label, back.page)
     assert [m.value for m in at.markdown if "(a Results segment, raw view)" in m.value]
     back_query = urllib.parse.parse_qs(back.query_string)
@@ -564,7 +571,7 @@ def test_the_image_pages_way_back_from_a_segment_is_results_as_it_was(app):
     away_and_back(at, "pages/results_page.py", half)
     at.switch_page("pages/image_page.py").run()
     assert not at.exception, [e.value for e in at.exception]
-    (back,) = [link.proto for link in at.get("page_link") if link.proto.label in ("Back to Results", "Back to the grid")]
+    back = way_back(at)
     assert back.label == "Back to the grid" and "browse" in back.page, (back.label, back.page)
 
 
@@ -699,3 +706,40 @@ def test_a_mean_without_an_interval_says_why_and_interval_cells_keep_their_start
     configs = [c for c in configs if "sibling_rate" in c]
     assert len(configs) >= 2, "the per-model and per-class tables"
     assert all(c["sibling_rate"].get("width") == "medium" for c in configs), [c["sibling_rate"] for c in configs]
+
+
+def test_a_links_heatmap_that_is_no_choice_is_said_once_beside_the_heatmap(app):
+    """A code review: reading the heatmap's metric above the Image page links moved the warning for a link's bad
+    heatmap= under the per-model chart's box. It is said beside the heatmap's box, once."""
+    at = open_page(app, "results")
+    at.query_params.update({"run": "sample", "heatmap": "<b>nope</b>"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [w for w in at.warning if "heatmap" in w.value]
+    assert len(said) == 1 and "nope" in said[0].value and "<b>" not in said[0].value
+
+    def order(node, out):
+        for child in getattr(node, "children", {}).values():
+            out.append(child)
+            order(child, out)
+        return out
+
+    flat = order(at.main, [])
+    position = {id(e): i for i, e in enumerate(flat)}
+    (per_class,) = [e for e in flat if getattr(e, "type", "") == "subheader" and e.value == "Per class"]
+    assert position[id(said[0])] > position[id(per_class)]
+    at.run()
+    assert not [w for w in at.warning if "heatmap" in w.value]  # the page's own rerun: said once
+
+
+def test_a_blank_back_segment_keeps_the_way_back_to_browse(app):
+    """A code review: Streamlit keeps blank parameters, and back_segment= (blank) counted as a segment."""
+    at = open_page(app, "results")
+    for key in list(at.query_params):
+        del at.query_params[key]
+    at.query_params.update({"run": "sample", "model": "efficientnet_lite0", "outcome": "mistake",
+                            "back_segment_model": "", "back_segment": ""})
+    at.switch_page("pages/image_page.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    back = way_back(at)
+    assert back.label == "Back to the grid" and "browse" in back.page
