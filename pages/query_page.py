@@ -191,12 +191,27 @@ with tab_unseen:
                      label_space=label_space)
 
 # ---------------------------------------------------------------- collect
+LEAVE_OUT_FROM = 200  # classes: above this many the box lists the ones left out, not the ones kept (below)
 st.divider()
 st.subheader("Collect images into a new run")
 several = len(sense_names) > 1
 sense_of = {c.wnid: ", ".join(c.senses) for c in classes + unseen}
-chosen = st.multiselect("Classes", [c.wnid for c in classes], default=[c.wnid for c in classes],
-                        format_func=lambda w: f"{space.display_name(w)} ({w}" + (f", {sense_of[w]})" if several else ")"))
+wnids = [c.wnid for c in classes]
+
+
+def class_label(w: str) -> str:
+    return f"{space.display_name(w)} ({w}" + (f", {sense_of[w]})" if several else ")")
+
+
+if len(wnids) <= LEAVE_OUT_FROM:
+    chosen = st.multiselect("Classes", wnids, default=wnids, format_func=class_label)
+else:
+    # Many classes: all are collected unless picked here. Why: Streamlit matches each preselected value against the
+    # options one by one, so 'entity' in ImageNet-21k (21,843 preselected) took 4 of its 6 s a rerun, and a box of
+    # a thousand chips cannot be read (a UI review and a hostile check, 2026-12-08).
+    left_out = set(st.multiselect(f"Classes: all {len(wnids):,} are collected; pick any to leave out", wnids,
+                                  format_func=class_label, placeholder="None left out"))
+    chosen = [w for w in wnids if w not in left_out]
 if unseen:
     extra = st.multiselect(f"Also collect classes that {label_space} models have not seen", [c.wnid for c in unseen],
                            format_func=lambda w: f"{get_label_space('imagenet-21k').display_name(w)} ({w})",
