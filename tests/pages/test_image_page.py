@@ -23,6 +23,14 @@ def home(sample_store, tmp_path_factory, monkeypatch):
     return home
 
 
+@pytest.fixture
+def read_home(app_home, monkeypatch):
+    """The module's one copy of the sample store, for tests that only read: a copy costs its derived tables
+    again at the first page (tests/pages/conftest.py copy_store)."""
+    monkeypatch.setenv("WILDLENS_HOME", str(app_home))
+    return app_home
+
+
 def _app(page: str = PAGE, **params) -> AppTest:
     import streamlit as st
 
@@ -232,7 +240,7 @@ def test_removing_a_view_where_views_json_holds_one_it_cannot_read_is_one_line(h
     assert views_path(run).read_bytes() == before
 
 
-def test_hostile_links_to_the_image_page_are_said_in_one_short_line_never_a_traceback(home):
+def test_hostile_links_to_the_image_page_are_said_in_one_short_line_never_a_traceback(read_home):
     """A hostile campaign on the pages' URL parameters (2026-12-08):
     - a back_embed (any case) from a link raised StreamlitAPIException on the Image page: Streamlit reserves
       embed and embed_options, and the way back carried it into its link;
@@ -278,7 +286,7 @@ def test_a_saved_view_naming_a_reserved_parameter_keeps_the_pages_working(home):
         [link for link in at.sidebar.get("page_link") if "evil" in link.proto.label]
 
 
-def test_a_links_run_and_values_are_quoted_short_and_shown_not_obeyed(home):
+def test_a_links_run_and_values_are_quoted_short_and_shown_not_obeyed(read_home):
     """The same campaign: a 100 KB run= was echoed whole in the error every page shows for a run it lacks, and a
     right-to-left override or a newline in a filter value reached Browse's warning raw (pages.text.listed)."""
     for page, params in (("pages/browse_page.py", {"run": "A" * 100_000}),
@@ -290,7 +298,7 @@ def test_a_links_run_and_values_are_quoted_short_and_shown_not_obeyed(home):
         assert not [t for t in texts if "\u202e" in t or "\n\n" in t], texts
 
 
-def test_a_links_unknown_error_type_and_model_are_named(home):
+def test_a_links_unknown_error_type_and_model_are_named(read_home):
     """The same campaign: etype=nonsense and a model the run lacks gave only "No image in this selection"; Browse
     names both. Now the Image page does too."""
     at = _app(etype="nonsense", model="nosuchmodel")

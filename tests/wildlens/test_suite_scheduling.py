@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 CONFTEST = """
@@ -44,6 +46,9 @@ def test_free(n):
 """
 
 
+# long: 5-6 s (a suite of its own on two workers). Collected last (tests/wildlens), it ran alone at the end of the
+# suite while the other worker had finished: 7 s of one core idle (a per-test timeline, 2026-12-08).
+@pytest.mark.long
 def test_an_xdist_group_runs_on_one_worker_under_loadgroup(tmp_path):
     suite, where = tmp_path / "suite", tmp_path / "where"
     suite.mkdir()
